@@ -1,0 +1,108 @@
+"""The one SparkSession checkers share, and the history read with an explicit schema.
+
+Spark binds to loopback only and runs without its UI: a checker is an offline
+computation over a file and must not open ports on other interfaces.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+import threading
+from pathlib import Path
+from typing import Iterator
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+APP_NAME = "kchaos-check"
+LOOPBACK = "127.0.0.1"
+CORRUPT = "_corrupt_record"
+
+# Fields a nemesis op may reuse with any JSON type (`value`, `partition`, `node`)
+# are strings: a string column takes any JSON token verbatim, so such lines never
+# fail to parse; client ops cast them to numbers later. `process` is an int for
+# clients and "nemesis" for the fault injector. Fields missing here are ignored.
+HISTORY_SCHEMA = T.StructType([
+    T.StructField("index", T.LongType()),
+    T.StructField("time", T.LongType()),
+    T.StructField("process", T.StringType()),
+    T.StructField("type", T.StringType()),
+    T.StructField("f", T.StringType()),
+    T.StructField("topic", T.StringType()),
+    T.StructField("partition", T.StringType()),
+    T.StructField("value", T.StringType()),
+    T.StructField("offset", T.LongType()),
+    T.StructField("records", T.ArrayType(T.ArrayType(T.LongType()))),
+    T.StructField("complete", T.BooleanType()),
+    T.StructField("node", T.StringType()),
+    T.StructField("error", T.StringType()),
+    T.StructField(CORRUPT, T.StringType()),
+])
+
+_session: SparkSession | None = None
+_lock = threading.Lock()
+
+
+def spark_session(master: str = "local[*]") -> SparkSession:
+    """The process-wide SparkSession, created on first call and reused after.
+
+    Loopback-only, no UI, WARN logging, 8 shuffle partitions. The first call's
+    `master` wins: later calls return the same session whatever they pass.
+    A session stopped by someone else is replaced by a new one.
+    """
+    global _session
+    with _lock:
+        if _session is not None and _session.sparkContext._jsc is not None:
+            return _session
+        # Read by the JVM at startup, so it must be set before the gateway launches.
+        os.environ["SPARK_LOCAL_IP"] = LOOPBACK
+        _session = (
+            SparkSession.builder.master(master)
+            .appName(APP_NAME)
+            .config("spark.driver.host", LOOPBACK)
+            .config("spark.driver.bindAddress", LOOPBACK)
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.log.level", "WARN")
+            .config("spark.sql.shuffle.partitions", "8")
+            .getOrCreate()
+        )
+        _session.sparkContext.setLogLevel("WARN")
+        return _session
+
+
+# Hadoop paths cannot hold ':' and treat '[', '*', '?', '{' as globs; leaf names
+# starting with '.' or '_' are silently skipped as hidden (0 rows, no error).
+_SAFE_PATH = re.compile(r"[A-Za-z0-9._/-]+")
+
+
+@contextlib.contextmanager
+def readable_path(path: Path) -> Iterator[str]:
+    """A path string Spark reads as exactly the file `path`, valid inside the `with`.
+
+    Paths Hadoop would misread are reached through a symlink in a temporary
+    directory, removed on exit.
+    """
+    path = Path(path).resolve()
+    if _SAFE_PATH.fullmatch(str(path)) and not path.name.startswith((".", "_")):
+        yield str(path)
+        return
+    with tempfile.TemporaryDirectory(prefix="kchaos-") as tmp:
+        link = Path(tmp) / "history.jsonl"
+        link.symlink_to(path)
+        yield str(link)
+
+
+def read_history_df(spark: SparkSession, path: str) -> DataFrame:
+    """Every line of the history at `path` (from `readable_path`) as a row of HISTORY_SCHEMA.
+
+    Lines that are not JSON objects matching the schema (a truncated last line,
+    a field of an unexpected type) keep whatever parsed and carry the raw line
+    in `_corrupt_record`; nothing is dropped here.
+    """
+    return (spark.read.schema(HISTORY_SCHEMA)
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT)
+            .json(path))

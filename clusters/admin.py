@@ -1,0 +1,57 @@
+"""Cluster metadata through Kafka's admin API: brokers, topics, leaders and ISRs."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from harness.config import TopicConfig
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """One partition as the metadata says: leader broker id (-1 if none), replicas and ISR."""
+
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+def admin_client(bootstrap: str, timeout_ms: int = 5000) -> AdminClient:
+    """An AdminClient that gives up quickly, so callers can retry on their own schedule."""
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": timeout_ms,
+                        "socket.connection.setup.timeout.ms": timeout_ms,
+                        "reconnect.backoff.max.ms": 1000, "logger": CLIENT_LOG})
+
+
+# librdkafka's connection-refused chatter while brokers are down goes to harness.log, not the terminal.
+CLIENT_LOG = logging.getLogger("kchaos.rdkafka")
+
+
+def registered_brokers(bootstrap: str, timeout: float = 5.0) -> set[int]:
+    """Broker ids the cluster reports as registered and unfenced."""
+    client = admin_client(bootstrap)  # must outlive the future, or librdkafka destroys the request
+    fut = client.describe_cluster(request_timeout=timeout)
+    return {n.id for n in fut.result(timeout=timeout + 1).nodes}
+
+
+def create_topic(bootstrap: str, topic: TopicConfig, timeout: float = 30.0) -> None:
+    """Create the test topic with its durability settings; an existing topic is an error."""
+    new = NewTopic(topic.name, num_partitions=topic.partitions, replication_factor=topic.replication_factor,
+                   config={"min.insync.replicas": str(topic.min_insync),
+                           "unclean.leader.election.enable": str(topic.unclean).lower()})
+    client = admin_client(bootstrap)
+    futs = client.create_topics([new], request_timeout=timeout, operation_timeout=timeout)
+    futs[topic.name].result(timeout=timeout + 5)
+
+
+def partitions(bootstrap: str, topic: str, timeout: float = 5.0) -> dict[int, PartitionState]:
+    """Leader, replicas and ISR of every partition of `topic`, from cluster metadata."""
+    md = admin_client(bootstrap).list_topics(topic, timeout=timeout)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None:
+        raise KafkaException(t.error if t is not None else f"topic {topic} missing")
+    return {p.id: PartitionState(p.id, p.leader, tuple(p.replicas), tuple(p.isrs)) for p in t.partitions.values()}

@@ -1,0 +1,279 @@
+"""Docker cluster backend: one container per Kafka node on a labelled bridge network.
+
+Each container runs `sleep infinity` under docker-init; Kafka is a child started
+and signalled with `kafka-ctl` through `docker exec`, so killing Kafka keeps the
+container, its network namespace and its page cache. The node's directory in
+the run directory is bind-mounted at /kchaos: server.properties and the broker
+logs are written straight into the run directory and survive a killed harness.
+"""
+from __future__ import annotations
+
+import base64
+import ipaddress
+import logging
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+import docker
+import docker.errors
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
+
+from clusters import admin
+from clusters.engine import LABEL, docker_client
+from clusters.kraft import NodeSpec, layout, server_properties
+from harness.config import ClusterConfig
+
+log = logging.getLogger("kchaos.cluster")
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be brought up or controlled; the message quotes the evidence."""
+
+
+class _NotReady(Exception):
+    pass
+
+
+class DockerCluster:
+    """A KRaft cluster of containers n1..nN (plus c1..cK dedicated controllers when configured)."""
+
+    def __init__(self, cfg: ClusterConfig, image: str, run_dir: Path, *,
+                 client: docker.DockerClient | None = None, say: Callable[[str], None] = log.info):
+        self.cfg = cfg
+        self.image = image
+        self.run_dir = Path(run_dir)
+        self.client = client or docker_client()
+        self.say = say
+        self.specs: list[NodeSpec] = layout(cfg)
+        self.by_name = {s.name: s for s in self.specs}
+        self.nodes = [s.name for s in self.specs if s.is_broker]
+        self.controllers = [s.name for s in self.specs if s.is_controller]
+        self.network_name = "kchaos-net"
+        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+    # --- addresses -----------------------------------------------------------------
+    def bootstrap(self) -> str:
+        """`bootstrap.servers` for clients: every broker's PLAINTEXT listener."""
+        return ",".join(f"{self.by_name[n].address}:9092" for n in self.nodes)
+
+    def node_of(self, broker_id: int) -> str | None:
+        """Node name of a broker/controller id, or None when the id is unknown (e.g. -1, no leader)."""
+        return next((s.name for s in self.specs if s.node_id == broker_id), None)
+
+    def id_of(self, node: str) -> int:
+        """Kafka node.id of `node`."""
+        return self.by_name[node].node_id
+
+    def address(self, node: str) -> str:
+        """Static IP address of `node` on the cluster network."""
+        return self.by_name[node].address
+
+    def node_dir(self, node: str) -> Path:
+        """The run directory's folder for `node` (bind-mounted at /kchaos in the container)."""
+        return self.run_dir / "nodes" / node
+
+    # --- lifecycle -----------------------------------------------------------------
+    def setup(self) -> None:
+        """Create network and containers, format storage with one cluster id, start Kafka, wait for brokers."""
+        ensure_free(self.client)
+        self._create_network()
+        for spec in self.specs:
+            self._create_container(spec)
+        self.say(f"formatting storage on {len(self.specs)} nodes (cluster id {self.cluster_id})")
+        self._each(self._format)
+        self.say("starting Kafka")
+        self._each(self.start)
+        self.wait_brokers()
+
+    def _create_network(self) -> None:
+        net = ipaddress.ip_network(self.cfg.subnet)
+        gateway = str(next(net.hosts()))
+        pool = docker.types.IPAMPool(subnet=self.cfg.subnet, gateway=gateway)
+        try:
+            self.client.networks.create(self.network_name, driver="bridge", labels={LABEL: "1"},
+                                        ipam=docker.types.IPAMConfig(pool_configs=[pool]),
+                                        options={"com.docker.network.bridge.name": "kchaos0"})
+        except docker.errors.APIError as e:
+            raise ClusterError(f"cannot create network {self.network_name} on {self.cfg.subnet}: "
+                               f"{e.explanation}; pick another --subnet or run `kchaos cleanup`") from None
+
+    def _create_container(self, spec: NodeSpec) -> None:
+        d = self.node_dir(spec.name)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "server.properties").write_text(server_properties(spec, self.specs, self.cfg))
+        api = self.client.api
+        host_config = api.create_host_config(
+            init=True, cap_add=["NET_ADMIN", "SYS_ADMIN"], devices=["/dev/fuse:/dev/fuse:rwm"],
+            binds={str(d.resolve()): {"bind": "/kchaos", "mode": "rw"}},
+            security_opt=["apparmor=unconfined"], sysctls={"net.ipv4.tcp_syn_retries": "2"})
+        netcfg = api.create_networking_config(
+            {self.network_name: api.create_endpoint_config(ipv4_address=spec.address)})
+        api.create_container(self.image, command=["sleep", "infinity"], name=f"kchaos-{spec.name}",
+                             hostname=spec.name, labels={LABEL: "1", f"{LABEL}.node": spec.name,
+                                                         f"{LABEL}.run": str(self.run_dir)},
+                             host_config=host_config, networking_config=netcfg,
+                             environment={"KAFKA_HEAP": "384m"})
+        api.start(f"kchaos-{spec.name}")
+
+    def _each(self, fn: Callable[[str], object]) -> None:
+        names = [s.name for s in self.specs]
+        with ThreadPoolExecutor(len(names)) as pool:
+            list(pool.map(fn, names))
+
+    def _format(self, node: str) -> None:
+        code, out = self.exec(node, ["kafka-ctl", "format", self.cluster_id])
+        if code != 0:
+            raise ClusterError(f"{node}: formatting storage failed: {out.strip()[-300:]}")
+
+    def teardown(self) -> None:
+        """Remove this cluster's containers and network; the run directory keeps the logs. Idempotent."""
+        for spec in self.specs:
+            try:
+                self.client.containers.get(f"kchaos-{spec.name}").remove(force=True)
+            except docker.errors.NotFound:
+                pass
+        try:
+            self.client.networks.get(self.network_name).remove()
+        except docker.errors.NotFound:
+            pass
+
+    # --- readiness -----------------------------------------------------------------
+    def wait_brokers(self, timeout: float | None = None) -> None:
+        """Wait until every broker is registered; on timeout raise ClusterError quoting the laggards' logs."""
+        want = {self.id_of(n) for n in self.nodes}
+        deadline = timeout or self.cfg.startup_timeout_s
+        have: set[int] = set()
+
+        def attempt() -> None:
+            nonlocal have
+            for node in self.specs:
+                if not self.is_running(node.name):
+                    raise ClusterError(f"{node.name}: Kafka exited during startup:\n{self.log_tail(node.name)}")
+            try:
+                have = admin.registered_brokers(self.bootstrap())
+            except Exception as e:  # noqa: BLE001 - any client error just means "not yet"
+                raise _NotReady(str(e)) from None
+            if not want <= have:
+                raise _NotReady(f"registered {sorted(have)}")
+
+        try:
+            for a in Retrying(stop=stop_after_delay(deadline), wait=wait_fixed(1),
+                              retry=retry_if_exception_type(_NotReady), reraise=True):
+                with a:
+                    attempt()
+        except _NotReady:
+            missing = [self.node_of(i) for i in sorted(want - have)]
+            tails = "\n".join(f"--- {n}:\n{self.log_tail(n)}" for n in missing if n)
+            raise ClusterError(f"brokers {missing} not registered after {deadline:.0f}s; last log lines:\n{tails}") from None
+
+    def wait_topic(self, topic: str, rf: int, timeout: float = 120.0) -> None:
+        """Wait until every broker's metadata shows each partition of `topic` with a leader and `rf` in-sync replicas."""
+        for a in Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(1), reraise=True):
+            with a:
+                for node in self.nodes:
+                    parts = admin.partitions(f"{self.address(node)}:9092", topic)
+                    short = {p: s.isr for p, s in parts.items() if s.leader < 0 or len(s.isr) < rf}
+                    if not parts or short:
+                        raise ClusterError(f"topic {topic} not fully in sync on {node} after {timeout:.0f}s: {short}")
+
+    def log_tail(self, node: str, lines: int = 15) -> str:
+        """The last lines of `node`'s server.log and stdout (which holds JVM crashes)."""
+        out = []
+        for name in ("server.log", "stdout.log"):
+            f = self.node_dir(node) / name
+            if f.exists():
+                tail = f.read_text(errors="replace").splitlines()[-lines:]
+                out.append(f"[{name}]\n" + "\n".join(tail))
+        return "\n".join(out) or "(no log written)"
+
+    # --- node control --------------------------------------------------------------
+    def exec(self, node: str, cmd: list[str]) -> tuple[int, str]:
+        """Run `cmd` in `node`'s container; return (exit code, stdout+stderr)."""
+        try:
+            res = self.client.containers.get(f"kchaos-{node}").exec_run(cmd)
+        except docker.errors.NotFound:
+            raise ClusterError(f"{node}: container is gone") from None
+        return res.exit_code, res.output.decode(errors="replace")
+
+    def _ctl(self, node: str, action: str, ok_codes: tuple[int, ...] = (0,)) -> str:
+        code, out = self.exec(node, ["kafka-ctl", action])
+        if code not in ok_codes:
+            raise ClusterError(f"{node}: kafka-ctl {action} failed ({code}): {out.strip()}")
+        log.info("%s: %s -> %s", node, action, out.strip())
+        return out.strip()
+
+    def kill(self, node: str) -> None:
+        """SIGKILL Kafka on `node` (no-op if it is not running)."""
+        self._ctl(node, "kill", (0, 3))
+
+    def stop(self, node: str) -> None:
+        """SIGTERM Kafka on `node` and wait for a clean shutdown (SIGKILL after 60 s)."""
+        self._ctl(node, "stop", (0, 3))
+
+    def start(self, node: str) -> None:
+        """Start Kafka on `node` unless it is running."""
+        self._ctl(node, "start")
+
+    def pause(self, node: str) -> None:
+        """SIGSTOP Kafka on `node`."""
+        self._ctl(node, "pause")
+
+    def resume(self, node: str) -> None:
+        """SIGCONT Kafka on `node` (no-op if it is not running)."""
+        self._ctl(node, "resume", (0, 3))
+
+    def is_running(self, node: str) -> bool:
+        """Whether a Kafka process exists on `node` (a paused one counts)."""
+        code, _ = self.exec(node, ["kafka-ctl", "status"])
+        return code == 0
+
+    def heal(self) -> None:
+        """Resume paused and start stopped Kafka processes on every node."""
+        for node in [s.name for s in self.specs]:
+            self.resume(node)
+            self.start(node)
+
+    def log_files(self, node: str, dest: Path | None = None) -> list[Path]:
+        """Files of `node`'s log directory (already in the run directory; copied to `dest` if given)."""
+        files = sorted(p for p in self.node_dir(node).iterdir() if p.is_file())
+        if dest is not None and Path(dest).resolve() != self.node_dir(node).resolve():
+            Path(dest).mkdir(parents=True, exist_ok=True)
+            for f in files:
+                (Path(dest) / f.name).write_bytes(f.read_bytes())
+        return files
+
+
+def ensure_free(client: docker.DockerClient) -> None:
+    """Raise ClusterError if containers of another (or a killed) kchaos run exist."""
+    stale = client.containers.list(all=True, filters={"label": LABEL})
+    if stale:
+        names = ", ".join(c.name for c in stale)
+        raise ClusterError(f"kchaos containers already exist ({names}); another run is active "
+                           "or a run was killed: `kchaos cleanup` removes them")
+
+
+def cleanup(client: docker.DockerClient | None = None) -> dict[str, list[str]]:
+    """Remove every container and network any kchaos run made, found by label; return their names."""
+    client = client or docker_client()
+    removed: dict[str, list[str]] = {"containers": [], "networks": []}
+    for c in client.containers.list(all=True, filters={"label": LABEL}):
+        c.remove(force=True)
+        removed["containers"].append(c.name)
+    for n in client.networks.list(filters={"label": LABEL}):
+        n.remove()
+        removed["networks"].append(n.name)
+    return removed
+
+
+def wait_until(pred: Callable[[], bool], timeout: float, step: float = 0.5) -> bool:
+    """Poll `pred` until it is true or `timeout` seconds pass; return its last value."""
+    end = time.monotonic() + timeout
+    while True:
+        if pred():
+            return True
+        if time.monotonic() > end:
+            return False
+        time.sleep(step)

@@ -1,0 +1,128 @@
+"""The node image, built without a container registry.
+
+Base: a Debian root filesystem made with `debootstrap --variant=minbase`,
+imported with `docker import`. Node: the Kafka jars and the control script
+layered on top with a two-line Dockerfile. Both tags carry a content hash of
+their inputs, so an image is rebuilt only when something it is made of changed.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import docker
+import docker.errors
+
+from clusters.distribution import KafkaDist, cache_dir
+
+NODE_DIR = Path(__file__).with_name("node")
+SUITE = "bookworm"
+PACKAGES = ("openjdk-17-jre-headless", "iproute2", "iptables", "procps", "python3", "fuse3")
+MIRROR = os.environ.get("KCHAOS_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+LABEL = "io.kchaos"
+
+
+class ImageError(RuntimeError):
+    """The node image could not be built."""
+
+
+def _digest(*parts: str | bytes) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p if isinstance(p, bytes) else p.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:12]
+
+
+def base_tag() -> str:
+    """Tag of the debootstrapped base image for the current inputs."""
+    return f"kchaos-base:{_digest(SUITE, 'minbase', *PACKAGES)}"
+
+
+def node_tag(base: str, dist: KafkaDist) -> str:
+    """Tag of the node image: base + jars + every file in clusters/node/."""
+    files = [p.name.encode() + p.read_bytes() for p in sorted(NODE_DIR.iterdir()) if p.is_file()]
+    return f"kchaos-node:{dist.version}-{_digest(base, dist.fingerprint(), *files)}"
+
+
+def _exists(client: docker.DockerClient, tag: str) -> bool:
+    try:
+        client.images.get(tag)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def ensure_base(client: docker.DockerClient, say: Callable[[str], None] = print) -> str:
+    """Return the base image tag, debootstrapping and importing it if it is missing."""
+    tag = base_tag()
+    if _exists(client, tag):
+        return tag
+    tarball = cache_dir() / f"{tag.replace(':', '-')}.tar"
+    if not tarball.exists():
+        if shutil.which("debootstrap") is None:
+            raise ImageError("debootstrap is not installed; run `make setup` (or pass --base-image)")
+        if os.geteuid() != 0:
+            raise ImageError("debootstrap needs root; run as root or pass --base-image")
+        say(f"building Debian {SUITE} root filesystem with debootstrap (about a minute)")
+        tarball.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=tarball.parent) as tmp:
+            root = Path(tmp) / "rootfs"
+            cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(root), MIRROR]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
+                raise ImageError(f"debootstrap failed: {tail}")
+            # apt caches are not needed in a node and cost 100+ MB.
+            shutil.rmtree(root / "var/cache/apt/archives", ignore_errors=True)
+            partial = tarball.with_suffix(".partial")
+            subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(partial), "."], check=True)
+            partial.rename(tarball)
+    say(f"importing {tag}")
+    repo, _, version = tag.partition(":")
+    client.api.import_image_from_file(str(tarball), repository=repo, tag=version,
+                                      changes=[f"LABEL {LABEL}=base", 'CMD ["sleep", "infinity"]'])
+    if not _exists(client, tag):
+        raise ImageError(f"docker import of {tarball} did not produce {tag}")
+    return tag
+
+
+def ensure_node_image(client: docker.DockerClient, dist: KafkaDist, base_image: str | None = None,
+                      say: Callable[[str], None] = print) -> str:
+    """Return the node image tag for `dist`, building it (and its base) if missing.
+
+    `base_image` names an existing image to build on (one that has java, iproute2,
+    iptables, procps and python3) instead of the debootstrapped base.
+    """
+    base = base_image or ensure_base(client, say)
+    if base_image and not _exists(client, base_image):
+        try:
+            client.images.pull(base_image)
+        except docker.errors.APIError as e:
+            raise ImageError(f"--base-image {base_image}: not present and cannot be pulled ({e.explanation})") from None
+    tag = node_tag(base, dist)
+    if _exists(client, tag):
+        return tag
+    say(f"building node image {tag}")
+    with tempfile.TemporaryDirectory() as ctx:
+        ctxp = Path(ctx)
+        for f in NODE_DIR.iterdir():
+            shutil.copy2(f, ctxp / f.name)
+        (ctxp / "libs").mkdir()
+        for jar in dist.libs.glob("*.jar"):
+            try:
+                os.link(jar, ctxp / "libs" / jar.name)
+            except OSError:
+                shutil.copy2(jar, ctxp / "libs" / jar.name)
+        try:
+            client.images.build(path=ctx, tag=tag, buildargs={"BASE": base}, labels={LABEL: "node"},
+                                rm=True, forcerm=True, pull=False)
+        except docker.errors.BuildError as e:
+            log = " | ".join(str(x.get("stream", x.get("error", ""))).strip() for x in e.build_log if x)[-400:]
+            raise ImageError(f"building {tag} failed: {log}") from None
+    return tag

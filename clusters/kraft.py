@@ -1,0 +1,86 @@
+"""KRaft cluster layout: node names, ids, addresses and each node's server.properties."""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from harness.config import ClusterConfig
+
+BROKER_PORT = 9092
+CONTROLLER_PORT = 9093
+DATA_DIR = "/var/lib/kafka/data"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node of the cluster: a broker, a controller, or both (combined mode)."""
+
+    name: str
+    node_id: int
+    address: str
+    roles: tuple[str, ...]
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
+
+
+def layout(cfg: ClusterConfig) -> list[NodeSpec]:
+    """Nodes n1..nN (brokers; also controllers in combined mode) and c1..cK (dedicated controllers).
+
+    Addresses are static: n<i> gets host 10+i of the subnet (.11 to .19), c<i> host 20+i.
+    """
+    hosts = list(ipaddress.ip_network(cfg.subnet).hosts())
+    combined = cfg.controllers == 0
+    roles = ("broker", "controller") if combined else ("broker",)
+    specs = [NodeSpec(f"n{i}", i, str(hosts[9 + i]), roles) for i in range(1, cfg.nodes + 1)]
+    specs += [NodeSpec(f"c{i}", 100 + i, str(hosts[19 + i]), ("controller",)) for i in range(1, cfg.controllers + 1)]
+    return specs
+
+
+def server_properties(spec: NodeSpec, specs: list[NodeSpec], cfg: ClusterConfig) -> str:
+    """The server.properties of `spec`, for a cluster of `specs` configured by `cfg`."""
+    voters = ",".join(f"{s.node_id}@{s.address}:{CONTROLLER_PORT}" for s in specs if s.is_controller)
+    brokers = sum(1 for s in specs if s.is_broker)
+    listeners = []
+    if spec.is_broker:
+        listeners.append(f"PLAINTEXT://{spec.address}:{BROKER_PORT}")
+    if spec.is_controller:
+        listeners.append(f"CONTROLLER://{spec.address}:{CONTROLLER_PORT}")
+    props = {
+        "process.roles": ",".join(spec.roles),
+        "node.id": spec.node_id,
+        "controller.quorum.voters": voters,
+        "listeners": ",".join(listeners),
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": DATA_DIR,
+    }
+    if spec.is_broker:
+        props |= {
+            "advertised.listeners": f"PLAINTEXT://{spec.address}:{BROKER_PORT}",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "num.partitions": 1,
+            "default.replication.factor": min(3, brokers),
+            "offsets.topic.replication.factor": min(3, brokers),
+            "offsets.topic.num.partitions": 3,
+            "transaction.state.log.replication.factor": min(3, brokers),
+            "transaction.state.log.min.isr": min(2, brokers),
+            "auto.create.topics.enable": "false",
+            "group.initial.rebalance.delay.ms": 0,
+            "replica.lag.time.max.ms": cfg.replica_lag_time_max_ms,
+            "broker.session.timeout.ms": cfg.broker_session_timeout_ms,
+            "broker.heartbeat.interval.ms": min(2000, cfg.broker_session_timeout_ms // 3),
+            # Keep every record for the final read: no time- or size-based deletion during a test.
+            "log.retention.ms": -1,
+            "log.retention.bytes": -1,
+            "num.network.threads": 2,
+            "num.io.threads": 4,
+        }
+    if spec.is_controller:
+        props["broker.session.timeout.ms"] = cfg.broker_session_timeout_ms
+    return "".join(f"{k}={v}\n" for k, v in props.items())

@@ -1,0 +1,42 @@
+#!/bin/bash
+# Host set-up for kchaos on Debian 12: Docker Engine (Debian's docker.io), debootstrap, Maven, Java,
+# python3-venv; then makes sure dockerd answers. Idempotent; quiet when everything is already there.
+set -euo pipefail
+say() { echo "kchaos setup: $*" >&2; }
+
+if [ "$(id -u)" != 0 ]; then
+  say "needs root (apt-get, dockerd, debootstrap). Run as root, or install docker.io debootstrap maven"
+  say "openjdk-17-jdk-headless python3-venv yourself and start Docker, then run 'make install'."
+  exit 4
+fi
+if ! grep -qs '^ID=debian' /etc/os-release; then
+  say "this script knows Debian only. Elsewhere: install Docker Engine, debootstrap, Maven, Java 17 and"
+  say "python3 venv support, start Docker, then run 'make install'."
+  exit 4
+fi
+
+need=()
+for pair in docker:docker.io dockerd:docker.io debootstrap:debootstrap mvn:maven java:openjdk-17-jdk-headless \
+            iptables:iptables; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
+done
+python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
+if [ ${#need[@]} -gt 0 ]; then
+  say "installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${need[@]}" | sort -u) >/dev/null
+fi
+
+if ! docker info >/dev/null 2>&1; then
+  if [ -d /run/systemd/system ]; then
+    say "starting docker.service"
+    systemctl start docker
+  else
+    say "starting dockerd (log: /var/log/kchaos-dockerd.log)"
+    nohup dockerd >/var/log/kchaos-dockerd.log 2>&1 &
+  fi
+  for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
+  docker info >/dev/null 2>&1 || { say "dockerd did not come up; see /var/log/kchaos-dockerd.log"; exit 4; }
+fi
+say "Docker Engine $(docker version --format '{{.Server.Version}}') is answering"

@@ -1,0 +1,173 @@
+"""`kchaos` command line: run, check, cleanup.
+
+Exit codes: 0 valid, 1 invalid, 2 unknown, 3 bad input (options, paths,
+histories), 4 environment (no Docker Engine, no Kafka jars, image build),
+5 the cluster failed, 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import signal
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from rich.console import Console
+
+from harness.config import (ClusterConfig, ConfigError, NemesisConfig, ProducerConfig, TestConfig,
+                            TopicConfig, WorkloadConfig)
+
+EXIT_BAD_INPUT, EXIT_ENV, EXIT_CLUSTER, EXIT_INTERRUPTED = 3, 4, 5, 130
+D = TestConfig()
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # argparse's own exit code 2 would read as "unknown"
+        print(f"kchaos: error: {message}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def _csv(s: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in s.split(",") if x.strip())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every subcommand."""
+    p = _Parser(prog="kchaos", description="Jepsen-style chaos testing for Apache Kafka.")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    r = sub.add_parser("run", help="run one test against a fresh cluster")
+    r.add_argument("--name", default=D.name, help="test name (directory under the store)")
+    r.add_argument("--nodes", type=int, default=D.cluster.nodes, help="brokers (n1..nN)")
+    r.add_argument("--controllers", type=int, default=D.cluster.controllers,
+                   help="dedicated KRaft controllers; 0 = combined broker+controller nodes")
+    r.add_argument("--partitions", type=int, default=D.topic.partitions)
+    r.add_argument("--rf", type=int, default=D.topic.replication_factor, help="replication factor")
+    r.add_argument("--min-insync", type=int, default=D.topic.min_insync, help="min.insync.replicas")
+    r.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=D.topic.unclean,
+                   help="unclean.leader.election.enable")
+    r.add_argument("--acks", default=D.producer.acks, help="0, 1 or all")
+    r.add_argument("--idempotence", action=argparse.BooleanOptionalAction, default=D.producer.idempotence)
+    r.add_argument("--retries", type=int, default=D.producer.retries)
+    r.add_argument("--linger-ms", type=int, default=D.producer.linger_ms)
+    r.add_argument("--max-in-flight", type=int, default=D.producer.max_in_flight)
+    r.add_argument("--delivery-timeout-ms", type=int, default=D.producer.delivery_timeout_ms)
+    r.add_argument("--request-timeout-ms", type=int, default=D.producer.request_timeout_ms)
+    r.add_argument("--nemesis", type=_csv, default=D.nemesis.names, help="comma-separated faults, or none")
+    r.add_argument("--interval", type=float, default=D.nemesis.interval, help="seconds between faults")
+    r.add_argument("--jitter", type=float, default=D.nemesis.jitter, help="fraction of interval")
+    r.add_argument("--restart-delay", type=float, default=D.nemesis.restart_delay,
+                   help="seconds a killed node stays down")
+    r.add_argument("--time-limit", type=float, default=D.time_limit, help="seconds of workload")
+    r.add_argument("--rate", type=float, default=D.workload.rate, help="target sends per second")
+    r.add_argument("--producers", type=int, default=D.workload.producers)
+    r.add_argument("--consumers", type=int, default=D.workload.consumers)
+    r.add_argument("--seed", type=int, default=None, help="seed for every random choice (default: random)")
+    r.add_argument("--kafka-version", default=D.cluster.kafka_version)
+    r.add_argument("--kafka-dist", default=None, help="extracted kafka_2.13-3.7.x directory or .tgz (or KAFKA_HOME)")
+    r.add_argument("--base-image", default=None, help="existing image to build nodes on instead of debootstrap")
+    r.add_argument("--subnet", default=D.cluster.subnet)
+    r.add_argument("--replica-lag-time-max-ms", type=int, default=D.cluster.replica_lag_time_max_ms)
+    r.add_argument("--store", default=D.store, help="results root")
+    r.add_argument("--spark-master", default=D.spark_master)
+    r.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
+    c = sub.add_parser("check", help="check a run directory or a history.jsonl")
+    c.add_argument("path")
+    c.add_argument("--json", action="store_true", help="print the results object on stdout")
+    c.add_argument("--spark-master", default=D.spark_master)
+    sub.add_parser("cleanup", help="remove every container and network kchaos made")
+    pr = sub.add_parser("prepare", help="fetch the Kafka jars and build the node image ahead of a run")
+    pr.add_argument("--kafka-version", default=D.cluster.kafka_version)
+    pr.add_argument("--kafka-dist", default=None)
+    pr.add_argument("--base-image", default=None)
+    return p
+
+
+def config_from_args(a: argparse.Namespace) -> TestConfig:
+    """A TestConfig from parsed `run` arguments (not yet validated)."""
+    seed = a.seed if a.seed is not None else secrets.randbelow(2**31)
+    return TestConfig(
+        name=a.name, seed=seed, time_limit=a.time_limit, store=a.store, spark_master=a.spark_master,
+        topic=TopicConfig(partitions=a.partitions, replication_factor=a.rf, min_insync=a.min_insync,
+                          unclean=a.unclean),
+        producer=ProducerConfig(acks=str(a.acks), idempotence=a.idempotence, retries=a.retries,
+                                linger_ms=a.linger_ms, max_in_flight=a.max_in_flight,
+                                delivery_timeout_ms=a.delivery_timeout_ms, request_timeout_ms=a.request_timeout_ms),
+        cluster=ClusterConfig(nodes=a.nodes, controllers=a.controllers, kafka_version=a.kafka_version,
+                              kafka_dist=a.kafka_dist, base_image=a.base_image, subnet=a.subnet,
+                              replica_lag_time_max_ms=a.replica_lag_time_max_ms),
+        workload=WorkloadConfig(producers=a.producers, consumers=a.consumers, rate=a.rate),
+        nemesis=NemesisConfig(names=a.nemesis, interval=a.interval, jitter=a.jitter, restart_delay=a.restart_delay),
+    )
+
+
+def summary(results: dict) -> str:
+    """One screen of verdict and counts."""
+    counts = results.get("counts", {})
+    lines = [f"valid: {results.get('valid')}"]
+    lines += [f"  {k:<22} {v}" for k, v in counts.items()]
+    for k, ex in results.get("examples", {}).items():
+        lines.append(f"  e.g. {k}: {ex[:5]}")
+    return "\n".join(lines)
+
+
+def _sigterm(signum: int, frame: object) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `kchaos` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    console = Console(stderr=True)
+    signal.signal(signal.SIGTERM, _sigterm)
+    # Imported late: `kchaos cleanup` and bad options must not wait for Spark or Docker imports.
+    from checkers import CheckInputError, exit_code
+    from clusters.distribution import DistributionError
+    from clusters.docker import ClusterError
+    from clusters.engine import EngineError
+    from clusters.image import ImageError
+    from harness.history import HistoryError
+    from harness.store import StoreError
+    try:
+        if args.cmd == "cleanup":
+            from clusters.docker import cleanup
+            removed = cleanup()
+            console.print(f"removed {len(removed['containers'])} containers, {len(removed['networks'])} networks")
+            return 0
+        if args.cmd == "prepare":
+            from harness.runner import prepare
+            console.print(f"node image: {prepare(args.kafka_version, args.kafka_dist, args.base_image, console)}")
+            return 0
+        if args.cmd == "check":
+            from checkers import check_path
+            results = check_path(Path(args.path), args.spark_master)
+            if args.json:
+                print(json.dumps(results, indent=2))
+            else:
+                console.print(summary(results))
+            return exit_code(results["valid"])
+        from harness.runner import preflight, run_test
+        cfg = preflight(config_from_args(args))
+        run, results = run_test(cfg, argv=["kchaos", *(argv if argv is not None else sys.argv[1:])],
+                                console=console, keep=args.keep)
+        console.print(f"[bold]{cfg.name}[/] seed={cfg.seed} acks={cfg.producer.acks} "
+                      f"min.insync={cfg.topic.min_insync} → {run}")
+        console.print(summary(results))
+        return exit_code(results["valid"])
+    except (ConfigError, StoreError, CheckInputError, HistoryError) as e:
+        print(f"kchaos: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (EngineError, DistributionError, ImageError) as e:
+        print(f"kchaos: error: {e}", file=sys.stderr)
+        return EXIT_ENV
+    except ClusterError as e:
+        print(f"kchaos: cluster error: {e}", file=sys.stderr)
+        return EXIT_CLUSTER
+    except KeyboardInterrupt:
+        print("kchaos: interrupted; the history so far is in the run directory", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""Test configuration: frozen dataclasses, validated before anything is created.
+
+A `TestConfig` is everything needed to run a test again; it is written verbatim
+to `test.json` in the run directory and read back by `TestConfig.from_dict`.
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+EXIT_BAD_INPUT = 3
+ACKS = ("0", "1", "all")
+MAX_RETRIES = 2147483647  # librdkafka's default: retry until delivery.timeout.ms
+
+
+class ConfigError(ValueError):
+    """An invalid option or combination of options; the CLI exits with code 3."""
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """The test topic: its size and the durability settings under test."""
+
+    name: str = "kchaos"
+    partitions: int = 3
+    replication_factor: int = 3
+    min_insync: int = 2
+    unclean: bool = False
+
+
+@dataclass(frozen=True)
+class ProducerConfig:
+    """Producer settings that decide what an acknowledgement promises."""
+
+    acks: str = "all"
+    idempotence: bool = False
+    retries: int = MAX_RETRIES
+    linger_ms: int = 0
+    max_in_flight: int = 5
+    delivery_timeout_ms: int = 10000
+    request_timeout_ms: int = 3000
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Shape of the Kafka cluster and where its bits come from."""
+
+    nodes: int = 3
+    controllers: int = 0  # 0: every node is broker+controller (combined mode)
+    kafka_version: str = "3.7.2"
+    kafka_dist: str | None = None  # extracted kafka_2.13-3.7.x directory or .tgz
+    base_image: str | None = None  # a registry image to use instead of debootstrap
+    subnet: str = "172.30.77.0/24"
+    replica_lag_time_max_ms: int = 10000
+    broker_session_timeout_ms: int = 9000
+    startup_timeout_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    """The queue workload: how many clients and how fast."""
+
+    producers: int = 4
+    consumers: int = 2
+    rate: float = 100.0  # target sends per second, all producers together
+    drain_timeout_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class NemesisConfig:
+    """Which faults, and how often."""
+
+    names: tuple[str, ...] = ("kill-leader",)
+    interval: float = 15.0  # seconds between faults
+    jitter: float = 0.3  # fraction of interval, uniform +/-
+    restart_delay: float = 5.0  # seconds a killed node stays down
+
+
+@dataclass(frozen=True)
+class TestConfig:
+    """One test: cluster, topic, clients, faults, duration and seed."""
+
+    __test__ = False  # not a pytest test class
+
+    name: str = "queue"
+    seed: int = 0
+    time_limit: float = 60.0
+    store: str = "results"
+    spark_master: str = "local[*]"
+    topic: TopicConfig = field(default_factory=TopicConfig)
+    producer: ProducerConfig = field(default_factory=ProducerConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    nemesis: NemesisConfig = field(default_factory=NemesisConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; `from_dict` inverts it."""
+        d = asdict(self)
+        d["nemesis"]["names"] = list(self.nemesis.names)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TestConfig":
+        """Rebuild a config from `to_dict` output; unknown keys are a ConfigError."""
+        subs = {"topic": TopicConfig, "producer": ProducerConfig, "cluster": ClusterConfig,
+                "workload": WorkloadConfig, "nemesis": NemesisConfig}
+        kw: dict[str, Any] = {}
+        for key, value in d.items():
+            if key in subs:
+                kw[key] = _build(subs[key], value, key)
+            elif key in {f.name for f in fields(cls)}:
+                kw[key] = value
+            else:
+                raise ConfigError(f"unknown option {key!r}")
+        return validate(cls(**kw))
+
+    def with_(self, **changes: Any) -> "TestConfig":
+        """A copy with top-level fields replaced."""
+        return replace(self, **changes)
+
+
+def _build(klass: type, value: Any, where: str) -> Any:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where} must be a mapping")
+    known = {f.name for f in fields(klass)}
+    for key in value:
+        if key not in known:
+            raise ConfigError(f"unknown option {where}.{key}")
+    if klass is NemesisConfig and "names" in value:
+        value = {**value, "names": tuple(value["names"])}
+    return klass(**value)
+
+
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ConfigError(msg)
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def validate(cfg: TestConfig, known_nemeses: tuple[str, ...] | None = None) -> TestConfig:
+    """Return `cfg` unchanged if it is runnable, else raise ConfigError naming the problem."""
+    t, p, c, w, n = cfg.topic, cfg.producer, cfg.cluster, cfg.workload, cfg.nemesis
+    _check(bool(re.fullmatch(r"[A-Za-z0-9._-]{1,64}", cfg.name)),
+           f"test name {cfg.name!r} must be 1-64 of letters, digits, '.', '_' or '-'")
+    _check(_int(cfg.seed) and cfg.seed >= 0, f"--seed must be a non-negative integer, got {cfg.seed!r}")
+    _check(cfg.time_limit > 0, f"--time-limit must be positive, got {cfg.time_limit}")
+    _check(bool(re.fullmatch(r"[A-Za-z0-9._-]{1,200}", t.name)), f"topic name {t.name!r} is not a legal Kafka topic name")
+    _check(_int(c.nodes) and 1 <= c.nodes <= 9, f"--nodes must be 1..9, got {c.nodes}")
+    _check(_int(c.controllers) and c.controllers in (0, 1, 3, 5),
+           f"--controllers must be 0 (combined mode), 1, 3 or 5, got {c.controllers}")
+    _check(_int(t.partitions) and t.partitions >= 1, f"--partitions must be >= 1, got {t.partitions}")
+    _check(_int(t.replication_factor) and t.replication_factor >= 1, f"--rf must be >= 1, got {t.replication_factor}")
+    _check(t.replication_factor <= c.nodes,
+           f"--rf {t.replication_factor} is larger than --nodes {c.nodes}: a partition needs one broker per replica")
+    _check(_int(t.min_insync) and t.min_insync >= 1, f"--min-insync must be >= 1, got {t.min_insync}")
+    _check(t.min_insync <= t.replication_factor,
+           f"--min-insync {t.min_insync} is larger than --rf {t.replication_factor}: acks=all writes could never succeed")
+    _check(p.acks in ACKS, f"--acks must be one of 0, 1, all; got {p.acks!r}")
+    _check(_int(p.retries) and 0 <= p.retries <= MAX_RETRIES, f"--retries must be 0..{MAX_RETRIES}, got {p.retries}")
+    _check(_int(p.linger_ms) and p.linger_ms >= 0, f"--linger-ms must be >= 0, got {p.linger_ms}")
+    _check(_int(p.max_in_flight) and p.max_in_flight >= 1, f"--max-in-flight must be >= 1, got {p.max_in_flight}")
+    _check(p.request_timeout_ms > 0 and p.delivery_timeout_ms >= p.request_timeout_ms + p.linger_ms,
+           "delivery timeout must be >= request timeout + linger")
+    if p.idempotence:
+        _check(p.acks == "all", f"--idempotence needs --acks all (Kafka refuses it with acks={p.acks})")
+        _check(p.max_in_flight <= 5, "--idempotence needs --max-in-flight <= 5")
+        _check(p.retries > 0, "--idempotence needs --retries > 0")
+    _check(w.rate > 0, f"--rate must be positive, got {w.rate}")
+    _check(_int(w.producers) and w.producers >= 1, f"--producers must be >= 1, got {w.producers}")
+    _check(_int(w.consumers) and w.consumers >= 0, f"--consumers must be >= 0, got {w.consumers}")
+    _check(w.drain_timeout_s > 0, "drain timeout must be positive")
+    _check(n.interval > 0, f"--interval must be positive, got {n.interval}")
+    _check(0 <= n.jitter < 1, f"--jitter must be in [0, 1), got {n.jitter}")
+    _check(n.restart_delay >= 0, f"--restart-delay must be >= 0, got {n.restart_delay}")
+    if known_nemeses is not None:
+        for name in n.names:
+            _check(name in known_nemeses, f"unknown nemesis {name!r}; known: {', '.join(sorted(known_nemeses))}")
+    try:
+        net = ipaddress.ip_network(c.subnet)
+    except ValueError:
+        raise ConfigError(f"--subnet {c.subnet!r} is not a network like 172.30.77.0/24") from None
+    _check(net.version == 4 and net.is_private and net.num_addresses >= 32,
+           f"--subnet {c.subnet} must be a private IPv4 network of /27 or larger")
+    _check(bool(re.fullmatch(r"\d+\.\d+\.\d+", c.kafka_version)), f"--kafka-version {c.kafka_version!r} is not like 3.7.2")
+    _check(c.replica_lag_time_max_ms > 0 and c.broker_session_timeout_ms > 0, "Kafka timeouts must be positive")
+    return cfg

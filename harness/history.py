@@ -1,0 +1,117 @@
+"""The history: every operation, appended and flushed to `history.jsonl` as it happens.
+
+One JSON object per line, in the order events happened; see docs/history.md.
+A harness killed mid-run leaves every line written so far, plus at worst one
+truncated last line, which readers tolerate.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+OP_TYPES = ("invoke", "ok", "fail", "info")
+
+
+class HistoryError(ValueError):
+    """A history line that cannot be read; the message names the line."""
+
+
+@dataclass(frozen=True)
+class Op:
+    """One recorded event: an invocation or a completion."""
+
+    process: int | str
+    type: str
+    f: str
+    fields: dict[str, Any]
+
+    def completion(self, type_: str, **fields: Any) -> "Op":
+        """The completion of this invocation, carrying its partition/topic/value unless overridden."""
+        keep = {k: v for k, v in self.fields.items() if k in ("topic", "partition", "value")}
+        return Op(self.process, type_, self.f, {**keep, **fields})
+
+
+class History:
+    """Thread-safe append-only history file. `append` assigns index and time and flushes."""
+
+    def __init__(self, path: Path, *, fsync: bool = False):
+        self.path = Path(path)
+        self._fh = open(self.path, "a", encoding="utf-8")
+        self._lock = threading.Lock()
+        self._t0 = time.monotonic_ns()
+        self._index = 0
+        self._fsync = fsync
+
+    def now(self) -> int:
+        """Nanoseconds since the history was opened (monotonic)."""
+        return time.monotonic_ns() - self._t0
+
+    def append(self, op: Op) -> dict[str, Any]:
+        """Write `op` as the next line and flush it to the OS; return the written record."""
+        if op.type not in OP_TYPES:
+            raise ValueError(f"bad op type {op.type!r}")
+        with self._lock:
+            rec = {"index": self._index, "time": self.now(), "process": op.process,
+                   "type": op.type, "f": op.f, **op.fields}
+            self._fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
+            self._fh.flush()
+            if self._fsync:
+                os.fsync(self._fh.fileno())
+            self._index += 1
+        return rec
+
+    def invoke(self, process: int | str, f: str, **fields: Any) -> Op:
+        """Record an invocation and return it, to complete later with `complete`."""
+        op = Op(process, "invoke", f, fields)
+        self.append(op)
+        return op
+
+    def complete(self, invoke: Op, type_: str, **fields: Any) -> dict[str, Any]:
+        """Record the completion (ok/fail/info) of `invoke`."""
+        return self.append(invoke.completion(type_, **fields))
+
+    def close(self) -> None:
+        """Flush and close; later appends raise."""
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+                self._fh.close()
+
+    def __enter__(self) -> "History":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_history(path: Path) -> Iterator[dict[str, Any]]:
+    """Yield the records of a history file.
+
+    A final line without a newline that is not valid JSON is the harmless tail
+    of a killed run and is skipped; any other bad line raises HistoryError
+    naming its line number.
+    """
+    with open(path, encoding="utf-8") as fh:
+        lines = fh.readlines()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            if n == len(lines) and not line.endswith("\n"):
+                return
+            raise HistoryError(f"{path}:{n}: not JSON ({e.msg})") from None
+        if not isinstance(rec, dict):
+            raise HistoryError(f"{path}:{n}: not a JSON object")
+        if rec.get("type") not in OP_TYPES:
+            raise HistoryError(f"{path}:{n}: unknown type {rec.get('type')!r}")
+        if "process" not in rec or "f" not in rec:
+            raise HistoryError(f"{path}:{n}: missing 'process' or 'f'")
+        yield rec

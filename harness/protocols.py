@@ -1,0 +1,92 @@
+"""The small protocols the runner composes, after Jepsen: cluster, client, nemesis, checker.
+
+Each has one job. A new nemesis, workload or checker is one module implementing
+one of these plus one line in its package's registry.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from harness.config import TestConfig
+from harness.history import History
+
+Valid = bool | str  # True, False or "unknown"
+
+
+@runtime_checkable
+class Cluster(Protocol):
+    """A running Kafka cluster of named nodes (Jepsen's DB)."""
+
+    nodes: list[str]
+
+    def setup(self) -> None:
+        """Create and start every node; return once every broker is registered."""
+
+    def teardown(self) -> None:
+        """Remove every node and network this cluster made. Idempotent."""
+
+    def bootstrap(self) -> str:
+        """The `bootstrap.servers` string clients use."""
+
+    def kill(self, node: str) -> None:
+        """SIGKILL the Kafka process on `node`; the container and its page cache stay."""
+
+    def stop(self, node: str) -> None:
+        """Stop Kafka on `node` gracefully (SIGTERM) and wait for it to exit."""
+
+    def start(self, node: str) -> None:
+        """Start Kafka on `node` if it is not running."""
+
+    def pause(self, node: str) -> None:
+        """SIGSTOP the Kafka process on `node`."""
+
+    def resume(self, node: str) -> None:
+        """SIGCONT the Kafka process on `node`."""
+
+    def is_running(self, node: str) -> bool:
+        """Whether a Kafka process exists on `node`."""
+
+    def exec(self, node: str, cmd: list[str]) -> tuple[int, str]:
+        """Run `cmd` inside `node`; return its exit code and combined output."""
+
+    def log_files(self, node: str, dest: Path) -> list[Path]:
+        """Copy `node`'s logs and config into `dest`; return the files written."""
+
+
+class Workload(Protocol):
+    """Clients driving the cluster; every operation goes into the history."""
+
+    def setup(self, cluster: Cluster) -> None:
+        """Create topics and anything else the workload needs."""
+
+    def start(self, cluster: Cluster, history: History) -> None:
+        """Start the client processes in the background."""
+
+    def stop(self) -> None:
+        """Stop the client processes and wait for their outstanding operations."""
+
+    def final_read(self, cluster: Cluster, history: History) -> None:
+        """After faults have healed, read everything back (drain) into the history."""
+
+
+class Nemesis(Protocol):
+    """A fault injector. `teardown` always heals, whatever state the faults left."""
+
+    name: str
+
+    def setup(self, cluster: Cluster, history: History) -> None:
+        """Prepare (nothing is broken yet)."""
+
+    def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        """Apply the fault described by `op` (from the schedule); return what it resolved to."""
+
+    def teardown(self) -> None:
+        """Heal everything this nemesis may have broken. Idempotent."""
+
+
+class Checker(Protocol):
+    """Decides whether a history is valid."""
+
+    def check(self, test: dict[str, Any], history_path: Path) -> dict[str, Any]:
+        """Return at least `{"valid": True | False | "unknown"}`."""

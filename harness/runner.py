@@ -1,0 +1,153 @@
+"""The runner: composes cluster, workload, nemesis and checker into one recorded test run.
+
+Order (Jepsen's): set up the cluster and topic; start clients and the fault
+schedule; at the time limit stop the schedule and heal everything; let the
+clients run until the cluster has recovered; stop them; drain every
+partition; tear the cluster down; check the history.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+import nemesis as nemeses
+from checkers import check_path
+from clusters.distribution import DistributionError, check_user_dist, resolve
+from clusters.docker import DockerCluster, ensure_free
+from clusters.engine import docker_client
+from clusters.image import ensure_node_image
+from harness.config import ConfigError, TestConfig, validate
+from harness.history import History
+from harness.store import check_store, new_run_dir, versions, write_test_json
+from nemesis.base import ScheduledOp
+from nemesis.driver import NemesisDriver
+from workloads.queue import QueueWorkload
+
+log = logging.getLogger("kchaos.runner")
+RECOVERY_TIMEOUT_S = 60.0
+
+
+def preflight(cfg: TestConfig) -> TestConfig:
+    """Every check that needs no cluster: options, nemesis names, store path, --kafka-dist. Raises on bad input."""
+    validate(cfg, known_nemeses=nemeses.NAMES)
+    check_store(cfg.store)
+    if cfg.cluster.kafka_dist:
+        try:
+            check_user_dist(cfg.cluster.kafka_dist)
+        except DistributionError as e:
+            raise ConfigError(str(e)) from None
+    return cfg
+
+
+def make_schedule(cfg: TestConfig) -> list[ScheduledOp]:
+    """The whole fault schedule, drawn up front from the seed."""
+    rng = random.Random(cfg.seed)
+    ops: list[ScheduledOp] = []
+    for name in cfg.nemesis.names:
+        if name != "none":
+            ops += nemeses.PACKAGES[name].schedule(rng, cfg)
+    return sorted(ops, key=lambda s: s.at)
+
+
+def _log_to(run: Path) -> logging.Handler:
+    handler = logging.FileHandler(run / "harness.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    return handler
+
+
+def prepare(kafka_version: str, kafka_dist: str | None = None, base_image: str | None = None,
+            console: Console | None = None) -> str:
+    """Resolve the Kafka jars and build the node image (both cached); return the image tag."""
+    console = console or Console(stderr=True)
+    client = docker_client()
+    with console.status(f"resolving Kafka {kafka_version}"):
+        dist = resolve(kafka_version, kafka_dist)
+    return ensure_node_image(client, dist, base_image, lambda m: console.print(f"[bold cyan]•[/] {m}"))
+
+
+def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console | None = None,
+             keep: bool = False) -> tuple[Path, dict[str, Any]]:
+    """Run one test end to end; return its run directory and checker results."""
+    console = console or Console(stderr=True)
+    preflight(cfg)
+    say: Callable[[str], None] = lambda m: (console.print(f"[bold cyan]•[/] {m}"), log.info(m))  # noqa: E731
+    client = docker_client()
+    with console.status(f"resolving Kafka {cfg.cluster.kafka_version}"):
+        dist = resolve(cfg.cluster.kafka_version, cfg.cluster.kafka_dist)
+    image = ensure_node_image(client, dist, cfg.cluster.base_image, say)
+    ensure_free(client)
+    run = new_run_dir(Path(cfg.store).expanduser(), cfg.name)
+    handler = _log_to(run)
+    say(f"run directory {run}")
+    write_test_json(run, cfg, versions(dist.version, dist.source), argv if argv is not None else sys.argv)
+    schedule = make_schedule(cfg)
+    (run / "schedule.json").write_text(json.dumps([s.to_dict() for s in schedule], indent=1) + "\n")
+    history = History(run / "history.jsonl")
+    cluster = DockerCluster(cfg.cluster, image, run, client=client, say=say)
+    workload = QueueWorkload(cfg)
+    packages = [nemeses.PACKAGES[n] for n in cfg.nemesis.names if n != "none"]
+    driver = NemesisDriver(packages, cluster, cfg, history, schedule)
+    try:
+        say(f"starting {len(cluster.specs)}-node Kafka {dist.version} cluster")
+        cluster.setup()
+        workload.setup(cluster)
+        say(f"workload: {cfg.workload.producers} producers at {cfg.workload.rate:g}/s, "
+            f"{cfg.workload.consumers} consumers; nemesis: {','.join(cfg.nemesis.names)}")
+        workload.start(cluster, history)
+        driver.start()
+        _progress(console, cfg.time_limit, workload, driver)
+        say("healing: stopping faults, restarting every node")
+        driver.stop_and_heal()
+        cluster.heal()
+        _wait_recovered(cluster, cfg, say)
+        workload.stop()
+        say("final read: draining every partition to its high watermark")
+        complete = workload.final_read(cluster, history)
+        if not all(complete.values()):
+            say(f"[yellow]final read incomplete for partitions {[p for p, c in complete.items() if not c]}[/]")
+    finally:
+        driver.stop_and_heal()
+        workload.stop()
+        history.close()
+        if not keep:
+            cluster.teardown()
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+    say("checking the history with Spark")
+    results = check_path(run, cfg.spark_master)
+    return run, results
+
+
+def _progress(console: Console, limit: float, workload: QueueWorkload, driver: NemesisDriver) -> None:
+    cols = [TextColumn("[progress.description]{task.description}"), BarColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[stats]}")]
+    with Progress(*cols, console=console, transient=False) as progress:
+        task = progress.add_task("workload", total=limit, stats="")
+        start = time.monotonic()
+        while (elapsed := time.monotonic() - start) < limit:
+            c = workload.counts
+            progress.update(task, completed=elapsed,
+                            stats=f"sent {c['send']} ok {c['ok']} info {c['info']} fail {c['fail']} "
+                                  f"read {c['polled']} faults {driver.applied}")
+            time.sleep(0.5)
+        progress.update(task, completed=limit)
+
+
+def _wait_recovered(cluster: DockerCluster, cfg: TestConfig, say: Callable[[str], None]) -> None:
+    """Wait for every broker and a full ISR everywhere; carry on (and say so) if that does not happen."""
+    try:
+        cluster.wait_brokers(RECOVERY_TIMEOUT_S)
+        cluster.wait_topic(cfg.topic.name, cfg.topic.replication_factor, RECOVERY_TIMEOUT_S)
+    except Exception as e:  # noqa: BLE001 - the drain still reads what the leaders have
+        say(f"[yellow]cluster did not fully recover within {RECOVERY_TIMEOUT_S:.0f}s: {str(e).splitlines()[0]}[/]")

@@ -1,0 +1,69 @@
+"""The results store: `<store>/<test-name>/<UTC timestamp>/`, with `<store>/latest` at the newest run."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.config import TestConfig
+
+
+class StoreError(ValueError):
+    """The store path is unusable (exit code 3)."""
+
+
+def check_store(store: str) -> Path:
+    """Return the store path if it is a directory or can become one; raise StoreError otherwise."""
+    p = Path(store).expanduser()
+    if p.exists() and not p.is_dir():
+        raise StoreError(f"--store {store}: exists and is not a directory")
+    parent = next((a for a in [p, *p.parents] if a.exists()), Path("/"))
+    if not os.access(parent, os.W_OK):
+        raise StoreError(f"--store {store}: {parent} is not writable")
+    return p
+
+
+def new_run_dir(store: Path, test_name: str) -> Path:
+    """Create a fresh run directory and point `<store>/latest` at it."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")[:-4] + "Z"
+    run = store / test_name / stamp
+    run.mkdir(parents=True)
+    link = store / "latest"
+    tmp = store / f".latest.{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(run.relative_to(store))
+    tmp.replace(link)
+    return run
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def versions(kafka_version: str, kafka_source: str) -> dict[str, Any]:
+    """Versions of everything that shapes a result: Kafka, the client, the harness, Spark."""
+    import confluent_kafka
+
+    return {"kafka": kafka_version, "kafka_source": kafka_source, "kchaos": __version__,
+            "confluent_kafka": confluent_kafka.version()[0], "librdkafka": confluent_kafka.libversion()[0],
+            "pyspark": _version("pyspark"), "python": platform.python_version()}
+
+
+def write_test_json(run: Path, cfg: TestConfig, vers: dict[str, Any], argv: list[str]) -> Path:
+    """Write `test.json`: every option, the seed, the versions and the command line; enough to rerun."""
+    path = run / "test.json"
+    path.write_text(json.dumps({**cfg.to_dict(), "versions": vers, "argv": argv}, indent=2) + "\n")
+    return path
+
+
+def load_test_json(path: Path) -> dict[str, Any]:
+    """Read a test.json (empty dict if absent)."""
+    return json.loads(path.read_text()) if path.exists() else {}

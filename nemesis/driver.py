@@ -1,0 +1,73 @@
+"""Plays a fault schedule against the cluster on its own thread, recording every fault in the history."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from harness.config import TestConfig
+from harness.history import History
+from harness.protocols import Cluster, Nemesis
+from nemesis.base import FaultSkipped, Package, ScheduledOp
+
+log = logging.getLogger("kchaos.nemesis")
+
+
+class NemesisDriver:
+    """Applies `schedule` (times relative to `start`) with the named packages; `stop_and_heal` always heals."""
+
+    def __init__(self, packages: list[Package], cluster: Cluster, cfg: TestConfig, history: History,
+                 schedule: list[ScheduledOp]):
+        self.history = history
+        self.cluster = cluster
+        self.nemeses: dict[str, Nemesis] = {p.name: p.make(cluster, cfg) for p in packages}
+        self.schedule = sorted(schedule, key=lambda s: s.at)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.applied = 0
+
+    def start(self) -> None:
+        """Set up every nemesis and start playing the schedule from now."""
+        for n in self.nemeses.values():
+            n.setup(self.cluster, self.history)
+        t0 = time.monotonic()
+        self._thread = threading.Thread(target=self._run, args=(t0,), name="nemesis", daemon=True)
+        self._thread.start()
+
+    def _run(self, t0: float) -> None:
+        for sop in self.schedule:
+            if self._stop.wait(max(0.0, t0 + sop.at - time.monotonic())):
+                return
+            self.apply(sop.nemesis, sop.op)
+
+    def apply(self, name: str, op: dict[str, Any]) -> dict[str, Any] | None:
+        """Invoke one fault op now, recording invoke and completion; a failure is recorded as info."""
+        fields = {k: v for k, v in op.items() if k != "f"}
+        inv = self.history.invoke("nemesis", op["f"], nemesis=name, **fields)
+        try:
+            result = self.nemeses[name].invoke(op)
+        except FaultSkipped as e:
+            self.history.complete(inv, "info", nemesis=name, error=str(e))
+            return None
+        except Exception as e:  # noqa: BLE001 - a fault that cannot be applied must not stop the run
+            log.exception("nemesis %s failed on %s", name, op)
+            self.history.complete(inv, "info", nemesis=name, error=f"{type(e).__name__}: {e}")
+            return None
+        self.applied += 1
+        self.history.complete(inv, "ok", nemesis=name, **result)
+        return result
+
+    def stop_and_heal(self) -> None:
+        """Stop the schedule, then heal every nemesis (recorded as a `heal` op). Safe to call twice."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        for name, n in self.nemeses.items():
+            inv = self.history.invoke("nemesis", "heal", nemesis=name)
+            try:
+                n.teardown()
+                self.history.complete(inv, "ok", nemesis=name)
+            except Exception as e:  # noqa: BLE001 - record, then let the cluster-wide heal try
+                log.exception("healing %s failed", name)
+                self.history.complete(inv, "info", nemesis=name, error=f"{type(e).__name__}: {e}")

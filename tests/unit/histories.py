@@ -1,0 +1,84 @@
+"""Compact builders for handmade histories in checker tests."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+MS = 1_000_000
+
+
+class HistoryBuilder:
+    """Appends history records with consecutive indexes and increasing times.
+
+    Each op advances time by `step_ms` unless a latency is given; high-level
+    helpers (`send`, `poll`, `drain`) record an invocation and its completion
+    back to back.
+    """
+
+    def __init__(self, step_ms: float = 1.0):
+        self.ops: list[dict[str, Any]] = []
+        self.t = 0
+        self.step = int(step_ms * MS)
+
+    def op(self, process: int | str, type_: str, f: str, *, after_ms: float | None = None,
+           **fields: Any) -> dict[str, Any]:
+        """Append one raw record `after_ms` (default: one step) after the previous one."""
+        self.t += self.step if after_ms is None else int(after_ms * MS)
+        rec = {"index": len(self.ops), "time": self.t, "process": process, "type": type_,
+               "f": f, **fields}
+        self.ops.append(rec)
+        return rec
+
+    def send(self, process: int, value: int, partition: int = 0, outcome: str = "ok",
+             offset: int | None = None, latency_ms: float | None = None) -> "HistoryBuilder":
+        """A send of `value` to `partition` completing with `outcome` (ok needs `offset`)."""
+        self.op(process, "invoke", "send", topic="t", partition=partition, value=value)
+        done: dict[str, Any] = {"topic": "t", "partition": partition, "value": value}
+        if outcome == "ok":
+            assert offset is not None, "an ok send needs an offset"
+            done["offset"] = offset
+        else:
+            done["error"] = "boom"
+        self.op(process, outcome, "send", after_ms=latency_ms, **done)
+        return self
+
+    def poll(self, process: int, records: list[tuple[int, int, int]], outcome: str = "ok",
+             latency_ms: float | None = None) -> "HistoryBuilder":
+        """A poll returning `records` as [partition, offset, value] triples."""
+        self.op(process, "invoke", "poll")
+        extra = {"records": [list(r) for r in records]} if outcome == "ok" else {"error": "x"}
+        self.op(process, outcome, "poll", after_ms=latency_ms, **extra)
+        return self
+
+    def drain(self, process: int, partition: int, records: list[tuple[int, int, int]],
+              complete: bool = True) -> "HistoryBuilder":
+        """One ok drain of `partition`; `complete` says it reached the high watermark."""
+        self.op(process, "invoke", "drain", partition=partition)
+        self.op(process, "ok", "drain", partition=partition,
+                records=[list(r) for r in records], complete=complete, node="n1")
+        return self
+
+    def nemesis(self, f: str, **fields: Any) -> "HistoryBuilder":
+        """A nemesis invocation and its info completion carrying `fields`."""
+        self.op("nemesis", "invoke", f, **fields)
+        self.op("nemesis", "info", f, **fields)
+        return self
+
+    def text(self) -> str:
+        """The history as JSON lines, each ending in a newline."""
+        return "".join(json.dumps(r) + "\n" for r in self.ops)
+
+    def write(self, run_dir: Path, test: dict[str, Any] | None = None, tail: str = "") -> Path:
+        """Write history.jsonl (plus `tail` verbatim) and test.json if given; return run_dir."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "history.jsonl").write_text(self.text() + tail, encoding="utf-8")
+        if test is not None:
+            (run_dir / "test.json").write_text(json.dumps(test), encoding="utf-8")
+        return run_dir
+
+
+def idempotent_test(on: bool) -> dict[str, Any]:
+    """A minimal test.json with producer idempotence on or off and 2 partitions."""
+    return {"name": "queue", "producer": {"acks": "all", "idempotence": on},
+            "topic": {"name": "t", "partitions": 2}}

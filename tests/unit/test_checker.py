@@ -1,0 +1,399 @@
+"""Unit tests for checkers/: one handmade history per anomaly, plus input handling.
+
+All Spark work shares one local SparkSession (started once per test session).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from checkers import CheckInputError, check_path, exit_code, merge_valid, run_checkers
+from checkers.queue import COUNTS, QueueChecker
+from checkers.spark import spark_session
+from histories import HistoryBuilder, idempotent_test
+
+MASTER = "local[2]"
+ZERO = {k: 0 for k in COUNTS}
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One SparkSession for the whole test session."""
+    session = spark_session(MASTER)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def check(spark, tmp_path):
+    """check(builder, test=None, tail="") -> results of check_path on a fresh run directory."""
+    def run(h: HistoryBuilder, test: dict[str, Any] | None = None, tail: str = "") -> dict:
+        run_dir = h.write(tmp_path / "run", test, tail)
+        result = check_path(run_dir, spark_master=MASTER)
+        assert "error" not in result["checkers"]["queue"], result["checkers"]["queue"]["error"]
+        assert json.loads((run_dir / "results.json").read_text()) == result
+        return result
+    return run
+
+
+def counts(**nonzero: int) -> dict[str, int]:
+    return {**ZERO, **nonzero}
+
+
+def clean_history() -> HistoryBuilder:
+    h = HistoryBuilder()
+    h.send(0, 1, 0, offset=0).send(1, 2, 1, offset=0).send(0, 3, 0, offset=1)
+    h.poll(2, [(0, 0, 1), (1, 0, 2)])
+    h.drain(3, 0, [(0, 0, 1), (0, 1, 3)])
+    h.drain(3, 1, [(1, 0, 2)], complete=False).drain(3, 1, [], complete=True)
+    return h
+
+
+# --- the verdict on each anomaly -------------------------------------------------------
+
+def test_clean_history_is_valid(check):
+    r = check(clean_history(), idempotent_test(True))
+    assert r["valid"] is True
+    assert r["counts"] == counts(acked=3)
+    assert r["examples"] == {"acked": [1, 2, 3]}
+    assert r["stats"] == {
+        "nemesis_ops": 0, "unparsed_lines": 0, "malformed_client_ops": 0,
+        "send_invoke": 3, "send_ok": 3, "send_fail": 0, "send_info": 0,
+        "poll_ok": 1, "drain_ok": 3, "sends_without_value": 0,
+        "partitions_complete": [0, 1], "partitions_incomplete": [],
+        "values_read": 3, "malformed_records": 0,
+    }
+    assert r["checkers"]["queue"]["valid"] is True
+    assert r["checkers"]["queue"]["idempotence"] is True
+    assert set(r) == {"valid", "counts", "examples", "stats", "latency_ms", "checkers"}
+    assert exit_code(r["valid"]) == 0
+
+
+def test_lost(check):
+    h = HistoryBuilder().send(0, 1, 0, offset=0).send(0, 2, 0, offset=1)
+    h.drain(1, 0, [(0, 0, 1)])
+    r = check(h)
+    assert r["valid"] is False
+    assert r["counts"] == counts(acked=2, lost=1)
+    assert r["examples"]["lost"] == [2]
+    assert exit_code(r["valid"]) == 1
+
+
+def test_unseen_is_unknown(check):
+    h = HistoryBuilder().send(0, 1, 0, offset=0).send(0, 2, 1, offset=0)
+    h.drain(1, 0, [(0, 0, 1)]).drain(1, 1, [], complete=False)
+    r = check(h, idempotent_test(False))
+    assert r["valid"] == "unknown"
+    assert r["counts"] == counts(acked=2, unseen=1)
+    assert r["examples"] == {"acked": [1, 2], "unseen": [2]}
+    assert (r["stats"]["partitions_complete"], r["stats"]["partitions_incomplete"]) == ([0], [1])
+    assert exit_code(r["valid"]) == 2
+
+
+def test_lost_outweighs_unseen(check):
+    h = HistoryBuilder().send(0, 1, 0, offset=0).send(0, 2, 1, offset=0).send(0, 3, 0, offset=1)
+    h.drain(1, 0, [(0, 0, 1)]).drain(1, 1, [], complete=False)
+    r = check(h)
+    assert r["valid"] is False
+    assert r["counts"] == counts(acked=3, lost=1, unseen=1)
+    assert (r["examples"]["lost"], r["examples"]["unseen"]) == ([3], [2])
+
+
+def test_partition_without_final_read_is_incomplete(check):
+    # test.json says there are 2 partitions; partition 1 was never drained.
+    h = HistoryBuilder().send(0, 1, 1, offset=0).drain(1, 0, [])
+    r = check(h, idempotent_test(False))
+    assert r["valid"] == "unknown"
+    assert r["counts"] == counts(acked=1, unseen=1)
+    assert (r["stats"]["partitions_complete"], r["stats"]["partitions_incomplete"]) == ([0], [1])
+
+
+def test_acked_offset_mismatch(check):
+    h = HistoryBuilder().send(0, 10, 0, offset=5).send(0, 11, 0, outcome="info")
+    h.drain(1, 0, [(0, 5, 11), (0, 6, 10)])
+    r = check(h)
+    assert r["valid"] is False
+    assert r["counts"] == counts(acked=1, acked_offset_mismatch=1)
+    assert r["examples"]["acked_offset_mismatch"] == [10]
+
+
+@pytest.mark.parametrize("idempotence, valid", [(True, False), (False, True)])
+def test_duplicate_invalid_only_with_idempotence(check, idempotence, valid):
+    h = HistoryBuilder().send(0, 7, 0, offset=1).send(0, 8, 0, offset=3)
+    h.poll(1, [(0, 1, 7)]).drain(1, 0, [(0, 1, 7), (0, 2, 7), (0, 3, 8)])
+    r = check(h, idempotent_test(idempotence))
+    assert r["valid"] is valid
+    assert r["counts"] == counts(acked=2, duplicate=1)
+    assert r["examples"]["duplicate"] == [7]
+
+
+def test_inconsistent_offset(check):
+    h = HistoryBuilder().send(0, 4, 0, outcome="info").send(0, 5, 0, outcome="info")
+    h.poll(1, [(0, 3, 4)]).drain(1, 0, [(0, 3, 5)])
+    r = check(h)
+    assert r["valid"] is False
+    assert r["counts"] == counts(inconsistent_offset=1)
+    assert r["examples"] == {"inconsistent_offset": [[0, 3]]}
+
+
+def test_unexpected(check):
+    h = HistoryBuilder().send(0, 1, 0, offset=0).drain(1, 0, [(0, 0, 1), (0, 1, 99)])
+    r = check(h)
+    assert r["valid"] is False
+    assert r["counts"] == counts(acked=1, unexpected=1)
+    assert r["examples"]["unexpected"] == [99]
+
+
+def test_failed_visible_is_reported_but_valid(check):
+    h = HistoryBuilder().send(0, 5, 0, outcome="fail").send(0, 6, 0, offset=1)
+    h.drain(1, 0, [(0, 0, 5), (0, 1, 6)])
+    r = check(h)
+    assert r["valid"] is True
+    assert r["counts"] == counts(acked=1, failed_visible=1)
+    assert r["examples"]["failed_visible"] == [5]
+    assert (r["stats"]["send_fail"], r["stats"]["send_ok"]) == (1, 1)
+
+
+def test_info_sends_never_read_are_not_lost(check):
+    h = HistoryBuilder().send(0, 1, 0, outcome="info").send(1, 2, 0, outcome="info")
+    h.send(0, 3, 0, offset=0).drain(2, 0, [(0, 0, 3)])
+    r = check(h)
+    assert r["valid"] is True
+    assert r["counts"] == counts(acked=1)
+    assert r["stats"]["send_info"] == 2
+
+
+def test_completion_inherits_value_and_partition_from_invoke(check):
+    h = HistoryBuilder()
+    h.op(0, "invoke", "send", topic="t", partition=0, value=5)
+    h.op(0, "ok", "send", offset=0)
+    h.drain(1, 0, [])
+    r = check(h)
+    assert r["counts"] == counts(acked=1, lost=1)
+    assert r["examples"]["lost"] == [5]
+
+
+# --- robustness ----------------------------------------------------------------------
+
+ODD = {"value": {"x": [1, "a"]}, "partition": [["n1"], ["n2", "n3"]], "node": ["n1"],
+       "nodes": ["n1", "n2"], "offset": 1.5, "records": "x", "complete": "yes", "targets": None}
+
+
+def test_nemesis_ops_with_odd_fields_are_ignored(check):
+    h = HistoryBuilder().send(0, 1, 0, offset=0)
+    h.nemesis("kill", **ODD).nemesis("start", node="n1", value="n1")
+    h.nemesis("partition", partition={"n1": ["n2"]}, value=[1, 2], complete=True)
+    h.nemesis("send", value=2, partition=0, offset=1)  # a nemesis "send" is not a send
+    h.op("nemesis", "ok", "drain", partition=0, records=[[0, 1, 2]], complete=True)
+    h.drain(1, 0, [(0, 0, 1)])
+    r = check(h)
+    assert r["valid"] is True
+    assert r["counts"] == counts(acked=1)
+    assert r["stats"]["nemesis_ops"] == 9
+    assert r["stats"]["unparsed_lines"] == 2  # the two "kill" lines, skipped as nemesis ops
+    assert (r["stats"]["send_invoke"], r["stats"]["drain_ok"]) == (1, 1)
+
+
+def test_value_read_but_only_sent_by_nemesis_is_unexpected(check):
+    h = HistoryBuilder().send(0, 1, 0, offset=0).nemesis("send", value=99)
+    h.drain(1, 0, [(0, 0, 1), (0, 1, 99)])
+    r = check(h)
+    assert r["counts"] == counts(acked=1, unexpected=1)
+
+
+TRUNCATED = '{"index": 99, "time": 1, "process": 0, "type": "ok", "f": "send", "val'
+
+
+def test_truncated_last_line_is_tolerated(check):
+    r = check(clean_history(), tail=TRUNCATED)
+    assert r["valid"] is True
+    assert r["counts"] == counts(acked=3)
+    assert (r["stats"]["unparsed_lines"], r["stats"]["malformed_client_ops"]) == (1, 0)
+
+
+def test_queue_checker_alone_tolerates_truncated_last_line(spark, tmp_path):
+    run_dir = clean_history().write(tmp_path, tail=TRUNCATED)
+    r = QueueChecker(master=MASTER).check({}, run_dir / "history.jsonl")
+    assert (r["valid"], r["counts"], r["idempotence"]) == (True, counts(acked=3), False)
+
+
+def test_queue_checker_alone_is_unsure_about_malformed_client_ops(spark, tmp_path):
+    h = clean_history()
+    h.op(5, "ok", "drain", partition=0, records=[[0, 0]], complete=True)
+    h.op(6, "ok", "send", partition=0, value=3, offset="three")
+    r = QueueChecker(master=MASTER).check({}, h.write(tmp_path) / "history.jsonl")
+    assert r["valid"] == "unknown"
+    assert (r["stats"]["malformed_records"], r["stats"]["malformed_client_ops"]) == (1, 1)
+
+
+def test_path_with_characters_hadoop_misreads(spark, tmp_path):
+    run_dir = clean_history().write(tmp_path / "queue 2024-01-01T12:00:00 [x]")
+    (run_dir / "history.jsonl").rename(run_dir / "_h.jsonl")
+    r = check_path(run_dir / "_h.jsonl", spark_master=MASTER)
+    assert (r["valid"], r["counts"]["acked"]) == (True, 3)
+    assert (run_dir / "results.json").exists()
+
+
+def test_bare_history_file_uses_test_json_beside_it(spark, tmp_path):
+    h = HistoryBuilder().send(0, 7, 0, offset=1).drain(1, 0, [(0, 1, 7), (0, 2, 7)])
+    run_dir = h.write(tmp_path, idempotent_test(True))
+    r = check_path(run_dir / "history.jsonl", spark_master=MASTER)
+    assert (r["valid"], r["counts"]["duplicate"]) == (False, 1)
+    assert json.loads((tmp_path / "results.json").read_text()) == r
+
+
+# --- bad input -----------------------------------------------------------------------
+
+def write_lines(tmp_path: Path, lines: list[str]) -> Path:
+    (tmp_path / "history.jsonl").write_text("".join(line + "\n" for line in lines))
+    return tmp_path
+
+
+def good_lines(n: int) -> list[str]:
+    return HistoryBuilder().send(0, 1, 0, offset=0).send(0, 2, 0, offset=1).text().splitlines()[:n]
+
+
+@pytest.mark.parametrize("bad_line, message", [
+    ("this is not json", r"history.jsonl:3: not JSON"),
+    ('{"index": 2, "time": 3, "process": 0, "type": "maybe", "f": "send"}', r":3: unknown type 'maybe'"),
+    ('{"index": 2, "time": 3, "process": 0, "type": "invoke", "f": "send", "value": "x"}',
+     r":3: send value must be an integer, got 'x'"),
+    ('{"index": 2, "time": 3, "process": 0, "type": "ok", "f": "poll", "records": [[0, 1]]}',
+     r":3: record \[0, 1\] is not \[partition, offset, value\]"),
+])
+def test_malformed_line_is_bad_input_naming_the_line(tmp_path, bad_line, message):
+    run_dir = write_lines(tmp_path, good_lines(2) + [bad_line] + good_lines(4)[2:])
+    with pytest.raises(CheckInputError, match=message):
+        check_path(run_dir)
+    assert not (run_dir / "results.json").exists()
+
+
+def test_missing_inputs_are_bad_input(tmp_path):
+    with pytest.raises(CheckInputError, match="no such file"):
+        check_path(tmp_path / "nope")
+    with pytest.raises(CheckInputError, match="no history.jsonl"):
+        check_path(tmp_path)
+    (tmp_path / "test.json").write_text("{oops")
+    write_lines(tmp_path, good_lines(2))
+    with pytest.raises(CheckInputError, match="test.json: unreadable"):
+        check_path(tmp_path)
+    assert issubclass(CheckInputError, ValueError)
+
+
+# --- latency -------------------------------------------------------------------------
+
+def test_latency_quantiles(check):
+    h = HistoryBuilder()
+    for i in range(10):
+        h.send(i % 2, i, 0, offset=i, latency_ms=i + 1)  # ok latencies 1..10 ms
+    h.send(0, 10, 0, outcome="fail", latency_ms=20)
+    h.poll(2, [], latency_ms=3).poll(2, [], latency_ms=7)
+    h.drain(3, 0, [(0, i, i) for i in range(10)])
+    lat = check(h)["latency_ms"]
+    assert lat == {
+        "send": {"ok": {"count": 10, "p50": 5.0, "p90": 9.0, "p99": 10.0, "max": 10.0},
+                 "fail": {"count": 1, "p50": 20.0, "p90": 20.0, "p99": 20.0, "max": 20.0}},
+        "poll": {"ok": {"count": 2, "p50": 3.0, "p90": 7.0, "p99": 7.0, "max": 7.0}},
+    }
+
+
+def test_latency_pairs_interleaved_processes_by_order(check):
+    h = HistoryBuilder()
+    h.op(0, "invoke", "send", partition=0, value=1, after_ms=1)
+    h.op(1, "invoke", "send", partition=0, value=2, after_ms=1)
+    h.op(0, "ok", "send", partition=0, value=1, offset=0, after_ms=2.5)   # 3.5 ms after its invoke
+    h.op(1, "info", "send", partition=0, value=2, after_ms=6)             # 8.5 ms
+    lat = check(h)["latency_ms"]
+    assert lat == {"send": {
+        "ok": {"count": 1, "p50": 3.5, "p90": 3.5, "p99": 3.5, "max": 3.5},
+        "info": {"count": 1, "p50": 8.5, "p90": 8.5, "p99": 8.5, "max": 8.5}}}
+
+
+# --- composition ---------------------------------------------------------------------
+
+class Fixed:
+    def __init__(self, result: Any):
+        self.result = result
+
+    def check(self, test: dict, history_path: Path) -> Any:
+        if isinstance(self.result, Exception):
+            raise self.result
+        return self.result
+
+
+def test_merge_valid_and_exit_codes():
+    assert merge_valid() is True
+    assert merge_valid(True, True) is True
+    assert merge_valid(True, "unknown") == "unknown"
+    assert merge_valid("unknown", False, True) is False
+    with pytest.raises(ValueError):
+        merge_valid(1)
+    assert [exit_code(v) for v in (True, False, "unknown")] == [0, 1, 2]
+    with pytest.raises(ValueError):
+        exit_code(None)
+
+
+def test_run_checkers_turns_a_crash_into_unknown():
+    out = run_checkers({"a": Fixed({"valid": True}), "b": Fixed(RuntimeError("boom")),
+                        "c": Fixed({"valid": 1})}, {}, Path("h"))
+    assert out["valid"] == "unknown"
+    assert out["a"] == {"valid": True}
+    assert out["b"] == {"valid": "unknown", "error": "RuntimeError: boom"}
+    assert out["c"]["error"].startswith("TypeError: checker returned no valid verdict")
+    assert run_checkers({"a": Fixed({"valid": False}), "b": Fixed(KeyError("k"))},
+                        {}, Path("h"))["valid"] is False
+
+
+# --- against a plain-Python model of the definitions ----------------------------------
+
+def model(ops: list[dict[str, Any]], idempotent: bool) -> tuple[Any, dict[str, int]]:
+    """docs/checkers.md, transcribed naively."""
+    sends = [o for o in ops if o["f"] == "send"]
+    invoked = {o["value"] for o in sends if o["type"] == "invoke"}
+    acked = {(o["partition"], o["offset"], o["value"]) for o in sends if o["type"] == "ok"}
+    failed = {o["value"] for o in sends if o["type"] == "fail"}
+    reads = {tuple(r) for o in ops if o["type"] == "ok" and o["f"] in ("poll", "drain")
+             for r in o["records"]}
+    done = {o["partition"] for o in ops if o["f"] == "drain" and o["type"] == "ok" and o["complete"]}
+    seen = {v for _, _, v in reads}
+    where = {v: {(p, o) for p, o, w in reads if w == v} for v in seen}
+    at = {(p, o): {v for q, f, v in reads if (q, f) == (p, o)} for p, o, _ in reads}
+    c = {"acked": len({v for *_, v in acked}),
+         "lost": len({v for p, _, v in acked if v not in seen and p in done}),
+         "unseen": len({v for p, _, v in acked if v not in seen and p not in done}),
+         "acked_offset_mismatch": len({v for p, o, v in acked if at.get((p, o), {v}) - {v}}),
+         "duplicate": sum(len(w) >= 2 for w in where.values()),
+         "inconsistent_offset": sum(len(vs) >= 2 for vs in at.values()),
+         "unexpected": len(seen - invoked),
+         "failed_visible": len(failed & seen)}
+    invalid = any(c[k] for k in ("lost", "acked_offset_mismatch", "inconsistent_offset", "unexpected"))
+    valid = False if invalid or (idempotent and c["duplicate"]) else "unknown" if c["unseen"] else True
+    return valid, c
+
+
+send_st = st.tuples(st.sampled_from(["ok", "ok", "fail", "info"]), st.integers(0, 1),
+                    st.integers(0, 4), st.lists(st.tuples(st.integers(0, 1), st.integers(0, 4)),
+                                                max_size=2))
+
+
+@settings(max_examples=20, deadline=None, database=None)
+@given(sends=st.lists(send_st, max_size=12), strays=st.lists(st.integers(0, 4), max_size=2),
+       complete=st.tuples(st.booleans(), st.booleans()), idempotent=st.booleans())
+def test_agrees_with_model(spark, tmp_path_factory, sends, strays, complete, idempotent):
+    h = HistoryBuilder()
+    polled: list[tuple[int, int, int]] = []
+    for value, (outcome, partition, offset, read_at) in enumerate(sends):
+        h.send(value % 3, value, partition, outcome, offset if outcome == "ok" else None)
+        polled += [(p, o, value) for p, o in read_at]
+    polled += [(0, o, 100 + o) for o in strays]  # values nobody sent
+    h.poll(5, polled[::2])
+    for p in (0, 1):
+        h.drain(6, p, [r for r in polled[1::2] if r[0] == p], complete=complete[p])
+    run_dir = h.write(tmp_path_factory.mktemp("model"), idempotent_test(idempotent))
+    r = check_path(run_dir, spark_master=MASTER)
+    assert (r["valid"], r["counts"]) == model(h.ops, idempotent)

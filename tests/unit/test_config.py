@@ -1,0 +1,87 @@
+"""Configuration validation: every invalid combination is refused with a message naming it."""
+import subprocess
+import sys
+
+import pytest
+
+from harness.cli import build_parser, config_from_args, main
+from harness.config import ConfigError, TestConfig, validate
+from nemesis import NAMES
+
+
+def cfg(**opts):
+    args = build_parser().parse_args(["run", "--seed", "1", *opts.get("argv", [])])
+    return config_from_args(args)
+
+
+def test_defaults_are_valid():
+    c = validate(cfg(), NAMES)
+    assert (c.producer.acks, c.topic.replication_factor, c.topic.min_insync) == ("all", 3, 2)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--min-insync", "4"], "larger than --rf"),
+    (["--rf", "4"], "larger than --nodes"),
+    (["--acks", "2"], "--acks"),
+    (["--rate", "-5"], "--rate"),
+    (["--rate", "0"], "--rate"),
+    (["--partitions", "0"], "--partitions"),
+    (["--time-limit", "0"], "--time-limit"),
+    (["--idempotence", "--acks", "1"], "--idempotence needs --acks all"),
+    (["--idempotence", "--max-in-flight", "6"], "max-in-flight"),
+    (["--nemesis", "kill-leader,bogus"], "unknown nemesis 'bogus'"),
+    (["--subnet", "8.8.8.0/24"], "private"),
+    (["--subnet", "nonsense"], "not a network"),
+    (["--controllers", "2"], "--controllers"),
+    (["--interval", "-1"], "--interval"),
+    (["--kafka-version", "latest"], "--kafka-version"),
+])
+def test_invalid_combinations(argv, needle):
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(")):
+        validate(cfg(argv=argv), NAMES)
+
+
+def test_round_trip_through_test_json():
+    c = validate(cfg(argv=["--acks", "1", "--nemesis", "kill-leader,none", "--unclean"]), NAMES)
+    again = TestConfig.from_dict(c.to_dict())
+    assert again == c
+
+
+def test_from_dict_rejects_unknown_keys():
+    d = TestConfig().to_dict()
+    d["producer"]["akcs"] = "all"
+    with pytest.raises(ConfigError, match="producer.akcs"):
+        TestConfig.from_dict(d)
+
+
+def test_cli_bad_input_exits_3_before_creating_anything(tmp_path, capsys):
+    store = tmp_path / "store"
+    code = main(["run", "--min-insync", "5", "--store", str(store)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 3
+    assert len(err) == 1 and "min-insync" in err[0]
+    assert not store.exists()
+
+
+def test_cli_unparseable_option_exits_3():
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--nodes", "three"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 3
+    assert "--nodes" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_store_that_is_a_file_is_bad_input(tmp_path, capsys):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    assert main(["run", "--store", str(f)]) == 3
+    assert "not a directory" in capsys.readouterr().err
+
+
+def test_missing_kafka_dist_is_bad_input(tmp_path, capsys):
+    assert main(["run", "--kafka-dist", str(tmp_path / "nope")]) == 3
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_check_missing_path_exits_3(tmp_path, capsys):
+    assert main(["check", str(tmp_path / "missing")]) == 3
+    assert "no such file" in capsys.readouterr().err

@@ -1,0 +1,79 @@
+"""confluent-kafka client construction and error classification shared by the workloads."""
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import Consumer, KafkaError, Producer
+
+from harness.config import ProducerConfig
+
+CLIENT_LOG = logging.getLogger("kchaos.rdkafka")
+
+# Errors that reject a record outright, on every attempt: the write certainly did not happen.
+DEFINITE_FAILURES = frozenset({
+    KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_RECORD,
+    KafkaError.INVALID_MSG_SIZE, KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.INVALID_REQUIRED_ACKS,
+    KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC,
+})
+
+
+def send_outcome(err: KafkaError, producer: ProducerConfig) -> str:
+    """"fail" when `err` proves the record was not written, else "info" (it may have been).
+
+    NOT_ENOUGH_REPLICAS is refused before the append, so it is definite only
+    when no earlier attempt could have landed: with retries disabled.
+    """
+    if err.code() in DEFINITE_FAILURES:
+        return "fail"
+    if err.code() == KafkaError.NOT_ENOUGH_REPLICAS and producer.retries == 0:
+        return "fail"
+    return "info"
+
+
+def make_producer(bootstrap: str, cfg: ProducerConfig, client_id: str) -> Producer:
+    """A producer configured exactly as the test's producer options say."""
+    return Producer({
+        "bootstrap.servers": bootstrap,
+        "client.id": client_id,
+        "acks": cfg.acks,
+        "enable.idempotence": cfg.idempotence,
+        "retries": cfg.retries,
+        "linger.ms": cfg.linger_ms,
+        "max.in.flight.requests.per.connection": cfg.max_in_flight,
+        "delivery.timeout.ms": cfg.delivery_timeout_ms,
+        "request.timeout.ms": cfg.request_timeout_ms,
+        "retry.backoff.ms": 100,
+        "retry.backoff.max.ms": 500,
+        "reconnect.backoff.max.ms": 1000,
+        "socket.connection.setup.timeout.ms": 3000,
+        "topic.metadata.refresh.interval.ms": 2000,
+        "logger": CLIENT_LOG,
+    })
+
+
+def make_consumer(bootstrap: str, client_id: str) -> Consumer:
+    """A consumer for manual assignment: no group management, no offset commits."""
+    return Consumer({
+        "bootstrap.servers": bootstrap,
+        "client.id": client_id,
+        "group.id": f"kchaos-{client_id}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "fetch.wait.max.ms": 200,
+        "socket.timeout.ms": 5000,
+        "session.timeout.ms": 6000,
+        "reconnect.backoff.max.ms": 1000,
+        "socket.connection.setup.timeout.ms": 3000,
+        "topic.metadata.refresh.interval.ms": 2000,
+        "logger": CLIENT_LOG,
+    })
+
+
+def decode_value(raw: bytes | None) -> int | None:
+    """The integer a workload wrote, or None for a record no kchaos producer could have written."""
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,91 @@
+"""The final read: every partition from its log start to its high watermark, retried until complete.
+
+Each consumed batch is one `drain` op; the op that reaches the high
+watermark carries `"complete": true`. A failed attempt is recorded as `info`
+and the read resumes after the last offset received, with a fresh consumer,
+until the partition is complete or the deadline passes.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from harness.history import History
+from harness.protocols import Cluster
+from workloads.clients import decode_value, make_consumer
+
+log = logging.getLogger("kchaos.drain")
+UNDECODABLE = -1
+
+
+def drain_all(cluster: Cluster, history: History, topic: str, partitions: int, *,
+              process: int, timeout: float) -> dict[int, bool]:
+    """Drain partitions 0..partitions-1 in turn, sharing one deadline; return {partition: complete}."""
+    deadline = time.monotonic() + timeout
+    return {p: drain_partition(cluster.bootstrap(), history, topic, p, process=process, deadline=deadline)
+            for p in range(partitions)}
+
+
+def drain_partition(bootstrap: str, history: History, topic: str, partition: int, *,
+                    process: int, deadline: float) -> bool:
+    """Read `partition` up to its high watermark; True once the whole range was read."""
+    next_offset: int | None = None
+    attempt = 0
+    while time.monotonic() < deadline:
+        attempt += 1
+        consumer = make_consumer(bootstrap, f"drain{process}-{partition}-{attempt}")
+        try:
+            next_offset, done = _read_to_hw(consumer, history, topic, partition, process, next_offset, deadline)
+            if done:
+                return True
+        except KafkaException as e:
+            op = history.invoke(process, "drain", topic=topic, partition=partition)
+            history.complete(op, "info", error=str(e.args[0] if e.args else e), complete=False)
+            log.info("drain of partition %d attempt %d failed: %s", partition, attempt, e)
+            time.sleep(1)
+        finally:
+            consumer.close()
+    return False
+
+
+def _read_to_hw(consumer, history: History, topic: str, partition: int, process: int,  # noqa: ANN001
+                start: int | None, deadline: float) -> tuple[int | None, bool]:
+    tp = TopicPartition(topic, partition)
+    low, high = consumer.get_watermark_offsets(tp, timeout=5, cached=False)
+    pos = low if start is None else max(start, low)
+    if pos >= high:
+        op = history.invoke(process, "drain", topic=topic, partition=partition)
+        history.complete(op, "ok", records=[], complete=True, low=low, high_watermark=high)
+        return pos, True
+    consumer.assign([TopicPartition(topic, partition, pos)])
+    idle_since = time.monotonic()
+    while time.monotonic() < deadline:
+        op = history.invoke(process, "drain", topic=topic, partition=partition)
+        msgs = consumer.consume(num_messages=1000, timeout=1.0)
+        records, errors = [], []
+        for m in msgs:
+            if m.error() is not None:
+                if m.error().code() != KafkaError._PARTITION_EOF:
+                    errors.append(m.error().name())
+                continue
+            if m.offset() >= high:
+                continue
+            v = decode_value(m.value())
+            records.append([partition, m.offset(), UNDECODABLE if v is None else v])
+            pos = max(pos, m.offset() + 1)
+        # The consumer's position also moves past offsets that hold no record (control batches).
+        fetched = consumer.position([TopicPartition(topic, partition)])[0].offset
+        pos = max(pos, fetched if fetched is not None and fetched >= 0 else pos)
+        done = pos >= high
+        extra = {"errors": errors} if errors else {}
+        history.complete(op, "ok", records=records, complete=done, high_watermark=high, **extra)
+        if done:
+            return pos, True
+        if records:
+            idle_since = time.monotonic()
+        elif time.monotonic() - idle_since > 10:
+            # Nothing for 10 s below a known high watermark: start over with a fresh consumer and a fresh HW.
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"no progress at offset {pos} < hw {high}"))
+    return pos, False
