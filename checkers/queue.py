@@ -46,21 +46,19 @@ class QueueChecker:
         idempotent = (test.get("producer") or {}).get("idempotence") is True
         spark = spark_session(self.master)
         with readable_path(Path(history_path)) as path:
-            raw = read_history_df(spark, path)
-            ops = client_ops(raw).persist(StorageLevel.MEMORY_AND_DISK)
+            ops = parse(read_history_df(spark, path)).persist(StorageLevel.MEMORY_AND_DISK)
             try:
-                stats = _line_stats(raw)
-                stats.update(_op_stats(ops, _topic_partitions(test)))
-                found = _anomalies(ops)
-                latency = _latency(ops)
+                stats = _stats(ops, _topic_partitions(test))
+                usable = ops.filter("usable")
+                found = _anomalies(usable, stats["partitions_complete"])
+                latency = _latency(usable)
             finally:
                 ops.unpersist()
         counts = {k: found.get(k, (0, []))[0] for k in COUNTS}
         examples = {k: found[k][1] for k in COUNTS if counts[k]}
         stats["values_read"] = found.get(_VALUES_READ, (0, []))[0]
         stats["malformed_records"] = found.get(_BAD_RECORDS, (0, []))[0]
-        malformed = (stats["malformed_client_ops"] + stats["sends_without_value"]
-                     + stats["malformed_records"])
+        malformed = stats["malformed_client_ops"] + stats["malformed_records"]
         return {"valid": judge(counts, idempotent, malformed), "counts": counts,
                 "examples": examples, "stats": stats, "latency_ms": latency,
                 "idempotence": idempotent}
@@ -79,21 +77,25 @@ def judge(counts: dict[str, int], idempotent: bool, malformed: int = 0) -> bool 
     return True
 
 
-def client_ops(raw: DataFrame) -> DataFrame:
-    """Client ops from the raw history, each completion joined to its invocation.
+def parse(raw: DataFrame) -> DataFrame:
+    """Every history line, typed for the checker, each completion joined to its invocation.
 
     Columns: index, process, type, f, partition, value, offset, records,
-    complete, latency_ns. `value` and `partition` on a completion fall back to
-    its invocation's. `latency_ns` is set on completions whose previous op of
-    the same process is an invocation of the same f. `records` is kept on ok
-    polls and drains only, `complete` on ok drains only.
+    complete, latency_ns, plus flags `nemesis`, `corrupt` and `usable` (a
+    client op the checker counts). `value` is read on sends only; `value` and
+    `partition` on a completion fall back to its invocation's. `latency_ns` is
+    set on completions whose previous line of the same process is an
+    invocation of the same f. `records` is kept on ok polls and drains only,
+    `complete` on ok drains only.
     """
-    t, f = F.col("type"), F.col("f")
+    t, f, proc = F.col("type"), F.col("f"), F.col("process")
     ok_read = (t == "ok") & f.isin("poll", "drain")
-    ops = raw.filter(F.col(CORRUPT).isNull() & F.col("process").isNotNull()
-                     & (F.col("process") != "nemesis") & t.isin(*OP_TYPES) & f.isNotNull())
-    ops = ops.select(
+    # Selecting every typed column here makes Spark parse each line against the
+    # whole schema, so `corrupt` does not depend on which columns a query uses.
+    lines = raw.select(
         "index", "time", "process", "type", "f", "offset",
+        F.col(CORRUPT).isNotNull().alias("corrupt"),
+        (proc == "nemesis").alias("nemesis"),
         F.col("partition").try_cast("long").alias("partition"),
         F.when(f == "send", F.col("value").try_cast("long")).alias("value"),
         F.when(ok_read, F.col("records")).alias("records"),
@@ -106,10 +108,13 @@ def client_ops(raw: DataFrame) -> DataFrame:
         return F.when(t == "invoke", F.col(c)).otherwise(
             F.coalesce(F.col(c), F.when(paired, F.lag(c).over(w)))).alias(c)
 
-    return ops.select(
-        "index", "process", "type", "f", "offset", "records", "complete",
+    usable = (proc.isNotNull() & ~F.col("nemesis") & ~F.col("corrupt")
+              & F.coalesce(t.isin(*OP_TYPES), F.lit(False)) & f.isNotNull())
+    return lines.select(
+        "index", "process", "type", "f", "offset", "records", "complete", "nemesis", "corrupt",
         inherited("value"), inherited("partition"),
         F.when(paired, F.col("time") - F.lag("time").over(w)).alias("latency_ns"),
+        usable.alias("usable"),
     )
 
 
@@ -118,35 +123,24 @@ def _topic_partitions(test: dict[str, Any]) -> list[int]:
     return list(range(n)) if isinstance(n, int) and not isinstance(n, bool) else []
 
 
-def _line_stats(raw: DataFrame) -> dict[str, int]:
-    """Lines that are not usable client ops: nemesis ops and anything unparsable."""
-    proc, corrupt = F.col("process"), F.col(CORRUPT).isNotNull()
-    client = proc.isNotNull() & (proc != "nemesis")
-    known_type = F.coalesce(F.col("type").isin(*OP_TYPES), F.lit(False))
-    bad_client = client & (corrupt | ~known_type | F.col("f").isNull())
-    row = raw.agg(
-        F.count(F.when(proc == "nemesis", 1)).alias("nemesis_ops"),
-        F.count(F.when(corrupt, 1)).alias("unparsed_lines"),
-        F.count(F.when(bad_client, 1)).alias("malformed_client_ops"),
-    ).first()
-    return row.asDict() if row else {}
-
-
-def _op_stats(ops: DataFrame, topic_partitions: list[int]) -> dict[str, Any]:
-    """Op counts by kind, and which partitions completed their final read."""
-    t, f = F.col("type"), F.col("f")
+def _stats(ops: DataFrame, topic_partitions: list[int]) -> dict[str, Any]:
+    """Line and op counts by kind, and which partitions completed their final read."""
+    t, f, usable = F.col("type"), F.col("f"), F.col("usable")
 
     def n(cond: Column) -> Column:
         return F.count(F.when(cond, 1))
 
-    drain_done = (f == "drain") & (t == "ok") & (F.col("complete") == F.lit(True))
+    client = F.col("process").isNotNull() & ~F.col("nemesis")
+    drain_done = usable & (f == "drain") & (t == "ok") & (F.col("complete") == F.lit(True))
     row = ops.agg(
-        *[n((f == "send") & (t == ty)).alias(f"send_{ty}") for ty in OP_TYPES],
-        n((f == "poll") & (t == "ok")).alias("poll_ok"),
-        n((f == "drain") & (t == "ok")).alias("drain_ok"),
-        n((f == "send") & F.col("value").isNull()).alias("sends_without_value"),
+        n(F.col("nemesis")).alias("nemesis_ops"),
+        n(F.col("corrupt")).alias("unparsed_lines"),
+        n(client & (~usable | ((f == "send") & F.col("value").isNull()))).alias("malformed_client_ops"),
+        *[n(usable & (f == "send") & (t == ty)).alias(f"send_{ty}") for ty in OP_TYPES],
+        n(usable & (f == "poll") & (t == "ok")).alias("poll_ok"),
+        n(usable & (f == "drain") & (t == "ok")).alias("drain_ok"),
         F.collect_set(F.when(drain_done, F.col("partition"))).alias("done"),
-        F.collect_set(F.when(f.isin("send", "drain"), F.col("partition"))).alias("seen"),
+        F.collect_set(F.when(usable & f.isin("send", "drain"), F.col("partition"))).alias("seen"),
     ).first().asDict()
     done = set(row.pop("done"))
     seen = set(row.pop("seen")) | set(topic_partitions)
@@ -155,68 +149,79 @@ def _op_stats(ops: DataFrame, topic_partitions: list[int]) -> dict[str, Any]:
     return row
 
 
-def _reads(ops: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(distinct (p, o, v) triples read by ok polls and drains, malformed record entries)."""
+def _anomalies(ops: DataFrame, done: list[int]) -> dict[str, tuple[int, list[Any]]]:
+    """kind -> (count, up to MAX_EXAMPLES smallest keys) for every kind with a non-zero count.
+
+    Two groupings do the work: reads and acks by (partition, offset), then
+    everything known about each value by value.
+    """
+    t, f = F.col("type"), F.col("f")
+    no_long = F.lit(None).cast("long")
+    sends = ops.filter((f == "send") & F.col("value").isNotNull())
     entries = ops.filter(F.col("records").isNotNull()).select(
         "index", F.explode("records").alias("r"))
     well_formed = (F.size("r") == 3) & F.forall("r", lambda x: x.isNotNull())
-    good = entries.filter(well_formed).select(
-        F.get("r", 0).alias("p"), F.get("r", 1).alias("o"), F.get("r", 2).alias("v")).distinct()
-    bad = entries.filter(~well_formed | F.col("r").isNull())
-    return good, bad
+    reads = entries.filter(well_formed).select(
+        F.get("r", 0).alias("p"), F.get("r", 1).alias("o"), F.get("r", 2).alias("v"))
+    bad_records = entries.filter(F.col("r").isNull() | ~well_formed)
 
+    acks = sends.filter((t == "ok") & F.col("partition").isNotNull() & F.col("offset").isNotNull())
+    at_offset = (
+        reads.select("p", "o", F.col("v").alias("read"), no_long.alias("acked"))
+        .unionByName(acks.select(F.col("partition").alias("p"), F.col("offset").alias("o"),
+                                 no_long.alias("read"), F.col("value").alias("acked")))
+        .groupBy("p", "o")
+        .agg(F.collect_set("read").alias("reads"), F.collect_set("acked").alias("acks")))
+    mismatched = at_offset.select(F.explode(F.filter(
+        "acks", lambda a: F.exists("reads", lambda r: r != a))).alias("value"))
 
-def _anomalies(ops: DataFrame) -> dict[str, tuple[int, list[Any]]]:
-    """kind -> (count, up to MAX_EXAMPLES smallest keys) for every kind with a non-zero count."""
-    t, f = F.col("type"), F.col("f")
-    sends = ops.filter((f == "send") & F.col("value").isNotNull())
-    invoked = sends.filter(t == "invoke").select("value").distinct()
-    failed = sends.filter(t == "fail").select("value").distinct()
-    acked = sends.filter(t == "ok").select("value", "partition", "offset").distinct()
-    done = (ops.filter((f == "drain") & (t == "ok") & (F.col("complete") == F.lit(True)))
-            .select("partition", F.lit(True).alias("done")).distinct())
-    reads, bad_records = _reads(ops)
-    read_values = reads.select(F.col("v").alias("value")).distinct()
+    def fact(df: DataFrame, invoked: Column = F.lit(False), acked: Column = F.lit(False),
+             failed: Column = F.lit(False), ack_done: Column = F.lit(False),
+             loc: Column = F.lit(None), mismatch: Column = F.lit(False)) -> DataFrame:
+        return df.select("value", invoked.alias("invoked"), acked.alias("acked"),
+                         failed.alias("failed"), ack_done.alias("ack_done"),
+                         loc.cast("struct<p:bigint,o:bigint>").alias("loc"),
+                         mismatch.alias("mismatch"))
 
-    # An acked value never read is lost if its partition's final read completed,
-    # unseen otherwise (including when its partition is unknown).
-    unread = (acked.join(read_values, "value", "left_anti")
-              .join(F.broadcast(done), "partition", "left")
-              .groupBy("value").agg(F.max(F.coalesce("done", F.lit(False))).alias("done")))
-    mismatch = acked.join(
-        reads, (acked["partition"] == reads["p"]) & (acked["offset"] == reads["o"])
-        & (acked["value"] != reads["v"])
-    ).select("value")
-    duplicate = reads.groupBy("v").count().filter("count >= 2").select(F.col("v").alias("value"))
-    inconsistent = reads.groupBy("p", "o").count().filter("count >= 2")
+    facts = (
+        fact(sends, invoked=t == "invoke", acked=t == "ok", failed=t == "fail",
+             ack_done=(t == "ok") & F.coalesce(F.col("partition").isin(done), F.lit(False)))
+        .unionByName(fact(reads.withColumnRenamed("v", "value"), loc=F.struct("p", "o")))
+        .unionByName(fact(mismatched, mismatch=F.lit(True))))
+    per_value = facts.groupBy("value").agg(
+        *[F.max(c).alias(c) for c in ("invoked", "acked", "failed", "ack_done", "mismatch")],
+        F.size(F.collect_set("loc")).alias("locations"))
 
-    def by_value(kind: str, df: DataFrame) -> DataFrame:
-        return df.select(F.lit(kind).alias("kind"), F.array(F.col("value")).alias("k"))
-
-    found = [
-        by_value("acked", acked),
-        by_value("lost", unread.filter("done")),
-        by_value("unseen", unread.filter(~F.col("done"))),
-        by_value("acked_offset_mismatch", mismatch),
-        by_value("duplicate", duplicate),
-        inconsistent.select(F.lit("inconsistent_offset").alias("kind"), F.array("p", "o").alias("k")),
-        by_value("unexpected", read_values.join(invoked, "value", "left_anti")),
-        by_value("failed_visible", failed.join(read_values, "value", "left_semi")),
-        by_value(_VALUES_READ, read_values),
-        bad_records.select(F.lit(_BAD_RECORDS).alias("kind"), F.array("index").alias("k")),
-    ]
-    union = found[0]
-    for df in found[1:]:
-        union = union.unionByName(df)
-    # Keys are distinct within a kind, so count(*) is the number of distinct keys.
-    rows = (union.distinct()
+    v, read = F.col, F.col("locations") > 0
+    # An acked value never read is lost if (one of) its partition's final read
+    # completed, unseen otherwise, including when its partition is unknown.
+    kinds = {
+        "acked": v("acked"),
+        "lost": v("acked") & ~read & v("ack_done"),
+        "unseen": v("acked") & ~read & ~v("ack_done"),
+        "acked_offset_mismatch": v("mismatch") & v("acked"),
+        "duplicate": v("locations") >= 2,
+        "unexpected": read & ~v("invoked"),
+        "failed_visible": read & v("failed"),
+        _VALUES_READ: read,
+    }
+    by_value = per_value.select(F.explode(F.filter(
+        F.array(*[F.when(cond, F.lit(kind)) for kind, cond in kinds.items()]),
+        lambda k: k.isNotNull())).alias("kind"), F.array("value").alias("k"))
+    keyed = (by_value
+             .unionByName(at_offset.filter(F.size("reads") >= 2).select(
+                 F.lit("inconsistent_offset").alias("kind"), F.array("p", "o").alias("k")))
+             .unionByName(bad_records.select(
+                 F.lit(_BAD_RECORDS).alias("kind"), F.array("index").alias("k"))))
+    # Keys are distinct within a kind (bad records aside, which are only counted).
+    rows = (keyed
             .withColumn("rank", F.row_number().over(Window.partitionBy("kind").orderBy("k")))
             .withColumn("n", F.count(F.lit(1)).over(Window.partitionBy("kind")))
             .filter(F.col("rank") <= MAX_EXAMPLES)
             .collect())
     result: dict[str, tuple[int, list[Any]]] = {}
     for row in sorted(rows, key=lambda r: (r["kind"], r["rank"])):
-        n, examples = result.setdefault(row["kind"], (row["n"], []))
+        _, examples = result.setdefault(row["kind"], (row["n"], []))
         examples.append(row["k"][0] if len(row["k"]) == 1 else list(row["k"]))
     return result
 

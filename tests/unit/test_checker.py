@@ -64,7 +64,7 @@ def test_clean_history_is_valid(check):
     assert r["stats"] == {
         "nemesis_ops": 0, "unparsed_lines": 0, "malformed_client_ops": 0,
         "send_invoke": 3, "send_ok": 3, "send_fail": 0, "send_info": 0,
-        "poll_ok": 1, "drain_ok": 3, "sends_without_value": 0,
+        "poll_ok": 1, "drain_ok": 3,
         "partitions_complete": [0, 1], "partitions_incomplete": [],
         "values_read": 3, "malformed_records": 0,
     }
