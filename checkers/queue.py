@@ -24,6 +24,8 @@ QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 LATENCY_FS = ("send", "poll")
 NS_PER_MS = 1_000_000
 
+Latency = dict[str, dict[str, dict[str, float | int]]]  # f -> completion type -> stats
+
 # Pseudo-kinds computed in the same pass as the counts, reported under `stats`.
 _VALUES_READ = "_values_read"
 _BAD_RECORDS = "_malformed_records"
@@ -48,10 +50,8 @@ class QueueChecker:
         with readable_path(Path(history_path)) as path:
             ops = parse(read_history_df(spark, path)).persist(StorageLevel.MEMORY_AND_DISK)
             try:
-                stats = _stats(ops, _topic_partitions(test))
-                usable = ops.filter("usable")
-                found = _anomalies(usable, stats["partitions_complete"])
-                latency = _latency(usable)
+                stats, latency = _stats_and_latency(ops, _topic_partitions(test))
+                found = _anomalies(ops.filter("usable"), stats["partitions_complete"])
             finally:
                 ops.unpersist()
         counts = {k: found.get(k, (0, []))[0] for k in COUNTS}
@@ -123,15 +123,28 @@ def _topic_partitions(test: dict[str, Any]) -> list[int]:
     return list(range(n)) if isinstance(n, int) and not isinstance(n, bool) else []
 
 
-def _stats(ops: DataFrame, topic_partitions: list[int]) -> dict[str, Any]:
-    """Line and op counts by kind, and which partitions completed their final read."""
-    t, f, usable = F.col("type"), F.col("f"), F.col("usable")
+def _stats_and_latency(ops: DataFrame,
+                       topic_partitions: list[int]) -> tuple[dict[str, Any], Latency]:
+    """Line and op counts by kind, which partitions completed their final read, and latency.
+
+    One global aggregation: latency quantiles are conditional aggregates per
+    (f, completion type), so no grouping shuffle is needed.
+    """
+    t, f, usable, lat = F.col("type"), F.col("f"), F.col("usable"), F.col("latency_ns")
 
     def n(cond: Column) -> Column:
         return F.count(F.when(cond, 1))
 
     client = F.col("process").isNotNull() & ~F.col("nemesis")
     drain_done = usable & (f == "drain") & (t == "ok") & (F.col("complete") == F.lit(True))
+    latency_aggs = []
+    for fn in LATENCY_FS:
+        for ty in OP_TYPES[1:]:
+            x = F.when(usable & (f == fn) & (t == ty), lat)
+            latency_aggs.append(F.struct(
+                F.count(x).alias("count"),
+                F.percentile_approx(x, list(QUANTILES.values()), 10000).alias("q"),
+                F.max(x).alias("max")).alias(f"latency:{fn}:{ty}"))
     row = ops.agg(
         n(F.col("nemesis")).alias("nemesis_ops"),
         n(F.col("corrupt")).alias("unparsed_lines"),
@@ -141,12 +154,22 @@ def _stats(ops: DataFrame, topic_partitions: list[int]) -> dict[str, Any]:
         n(usable & (f == "drain") & (t == "ok")).alias("drain_ok"),
         F.collect_set(F.when(drain_done, F.col("partition"))).alias("done"),
         F.collect_set(F.when(usable & f.isin("send", "drain"), F.col("partition"))).alias("seen"),
+        *latency_aggs,
     ).first().asDict()
+    latency: Latency = {}
+    for key in [k for k in row if k.startswith("latency:")]:
+        _, fn, ty = key.split(":")
+        agg = row.pop(key)
+        if agg["count"]:
+            entry: dict[str, float | int] = {"count": agg["count"]}
+            entry.update({name: _ms(q) for name, q in zip(QUANTILES, agg["q"])})
+            entry["max"] = _ms(agg["max"])
+            latency.setdefault(fn, {})[ty] = entry
     done = set(row.pop("done"))
     seen = set(row.pop("seen")) | set(topic_partitions)
     row["partitions_complete"] = sorted(done)
     row["partitions_incomplete"] = sorted(seen - done)
-    return row
+    return row, latency
 
 
 def _anomalies(ops: DataFrame, done: list[int]) -> dict[str, tuple[int, list[Any]]]:
@@ -224,25 +247,6 @@ def _anomalies(ops: DataFrame, done: list[int]) -> dict[str, tuple[int, list[Any
         _, examples = result.setdefault(row["kind"], (row["n"], []))
         examples.append(row["k"][0] if len(row["k"]) == 1 else list(row["k"]))
     return result
-
-
-def _latency(ops: DataFrame) -> dict[str, dict[str, dict[str, float | int]]]:
-    """f -> completion type -> {count, p50, p90, p99, max} in ms, for sends and polls."""
-    lat = F.col("latency_ns")
-    rows = (ops.filter(lat.isNotNull() & F.col("f").isin(*LATENCY_FS))
-            .groupBy("f", "type")
-            .agg(F.count(lat).alias("count"),
-                 F.percentile_approx(lat, list(QUANTILES.values()), 10000).alias("q"),
-                 F.max(lat).alias("max"))
-            .collect())
-    out: dict[str, dict[str, dict[str, float | int]]] = {}
-    order = {ty: i for i, ty in enumerate(OP_TYPES)}
-    for row in sorted(rows, key=lambda r: (LATENCY_FS.index(r["f"]), order[r["type"]])):
-        entry: dict[str, float | int] = {"count": row["count"]}
-        entry.update({name: _ms(q) for name, q in zip(QUANTILES, row["q"])})
-        entry["max"] = _ms(row["max"])
-        out.setdefault(row["f"], {})[row["type"]] = entry
-    return out
 
 
 def _ms(ns: int) -> float:

@@ -48,7 +48,8 @@ _lock = threading.Lock()
 def spark_session(master: str = "local[*]") -> SparkSession:
     """The process-wide SparkSession, created on first call and reused after.
 
-    Loopback-only, no UI, WARN logging, 8 shuffle partitions. The first call's
+    Loopback-only, no UI, WARN logging, at most 8 shuffle partitions (fewer
+    on a local master with fewer threads). The first call's
     `master` wins: later calls return the same session whatever they pass.
     A session stopped by someone else is replaced by a new one.
     """
@@ -66,11 +67,23 @@ def spark_session(master: str = "local[*]") -> SparkSession:
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.log.level", "WARN")
-            .config("spark.sql.shuffle.partitions", "8")
+            .config("spark.sql.shuffle.partitions", str(shuffle_partitions(master)))
             .getOrCreate()
         )
         _session.sparkContext.setLogLevel("WARN")
         return _session
+
+
+def shuffle_partitions(master: str) -> int:
+    """8, or the thread count of a `local`, `local[N]` or `local[*]` master if smaller."""
+    # More partitions than local threads only add per-task overhead: on 2 cores,
+    # 2 partitions checked both a 20-op and a 400k-op history ~30% faster than 8.
+    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master.strip())
+    if not m:
+        return 8
+    spec = m.group(1)
+    threads = 1 if spec is None else (os.cpu_count() or 1) if spec == "*" else int(spec)
+    return max(1, min(8, threads))
 
 
 # Hadoop paths cannot hold ':' and treat '[', '*', '?', '{' as globs; leaf names

@@ -247,8 +247,16 @@ class DockerCluster:
 
 
 def ensure_free(client: docker.DockerClient) -> None:
-    """Raise ClusterError if containers of another (or a killed) kchaos run exist."""
+    """Raise ClusterError if a kchaos cluster is running; remove leftovers that are no longer running.
+
+    Node containers run `sleep infinity`, so one that is not running was left
+    by a run whose Docker Engine went away (a reboot): nothing can be using it.
+    """
     stale = client.containers.list(all=True, filters={"label": LABEL})
+    if stale and all(c.status in ("exited", "created", "dead") for c in stale):
+        log.warning("removing leftovers of an earlier run: %s", [c.name for c in stale])
+        cleanup(client)
+        stale = []
     if stale:
         names = ", ".join(c.name for c in stale)
         raise ClusterError(f"kchaos containers already exist ({names}); another run is active "

@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from harness.config import TestConfig
 from harness.history import History
 
 Valid = bool | str  # True, False or "unknown"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer
 
 from harness.config import ProducerConfig
 
@@ -71,9 +71,27 @@ def make_consumer(bootstrap: str, client_id: str) -> Consumer:
     })
 
 
-def decode_value(raw: bytes | None) -> int | None:
-    """The integer a workload wrote, or None for a record no kchaos producer could have written."""
+UNDECODABLE = -1  # recorded for a record whose value is not one of ours; the checker calls it unexpected
+
+
+def decode_value(raw: bytes | None) -> int:
+    """The integer a workload wrote, or UNDECODABLE for a record no kchaos producer could have written."""
     try:
-        return int(raw) if raw is not None else None
+        return int(raw) if raw is not None else UNDECODABLE
     except ValueError:
-        return None
+        return UNDECODABLE
+
+
+def to_records(msgs: list[Message], below: int | None = None) -> tuple[list[list[int]], list[str]]:
+    """History records `[partition, offset, value]` of consumed messages, and the names of their errors.
+
+    End-of-partition markers are not errors; offsets at or above `below` are left out.
+    """
+    records, errors = [], []
+    for m in msgs:
+        if m.error() is not None:
+            if m.error().code() != KafkaError._PARTITION_EOF:
+                errors.append(m.error().name())
+        elif below is None or m.offset() < below:
+            records.append([m.partition(), m.offset(), decode_value(m.value())])
+    return records, errors

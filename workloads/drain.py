@@ -14,10 +14,9 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from harness.history import History
 from harness.protocols import Cluster
-from workloads.clients import decode_value, make_consumer
+from workloads.clients import make_consumer, to_records
 
 log = logging.getLogger("kchaos.drain")
-UNDECODABLE = -1
 
 
 def drain_all(cluster: Cluster, history: History, topic: str, partitions: int, *,
@@ -64,17 +63,8 @@ def _read_to_hw(consumer, history: History, topic: str, partition: int, process:
     while time.monotonic() < deadline:
         op = history.invoke(process, "drain", topic=topic, partition=partition)
         msgs = consumer.consume(num_messages=1000, timeout=1.0)
-        records, errors = [], []
-        for m in msgs:
-            if m.error() is not None:
-                if m.error().code() != KafkaError._PARTITION_EOF:
-                    errors.append(m.error().name())
-                continue
-            if m.offset() >= high:
-                continue
-            v = decode_value(m.value())
-            records.append([partition, m.offset(), UNDECODABLE if v is None else v])
-            pos = max(pos, m.offset() + 1)
+        records, errors = to_records(msgs, below=high)
+        pos = max([pos] + [o + 1 for _, o, _ in records])
         # The consumer's position also moves past offsets that hold no record (control batches).
         fetched = consumer.position([TopicPartition(topic, partition)])[0].offset
         pos = max(pos, fetched if fetched is not None and fetched >= 0 else pos)

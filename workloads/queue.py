@@ -13,17 +13,16 @@ import random
 import threading
 import time
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from clusters import admin
 from harness.config import TestConfig
 from harness.history import History
 from harness.protocols import Cluster
-from workloads.clients import decode_value, make_consumer, make_producer, send_outcome
+from workloads.clients import make_consumer, make_producer, send_outcome, to_records
 from workloads.drain import drain_all
 
 log = logging.getLogger("kchaos.workload")
-UNDECODABLE = -1  # recorded for a record whose value is not one of ours; the checker calls it unexpected
 
 
 class QueueWorkload:
@@ -155,14 +154,7 @@ class QueueWorkload:
         except KafkaException as e:
             history.complete(op, "info", error=str(e))
             return
-        records, errors = [], []
-        for m in msgs:
-            if m.error() is not None:
-                if m.error().code() != KafkaError._PARTITION_EOF:
-                    errors.append(m.error().name())
-                continue
-            v = decode_value(m.value())
-            records.append([m.partition(), m.offset(), UNDECODABLE if v is None else v])
+        records, errors = to_records(msgs)
         extra = {"errors": errors} if errors else {}
         history.complete(op, "ok", records=records, **extra)
         self._count("polled", len(records))
