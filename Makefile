@@ -3,7 +3,7 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 KCHAOS  := $(BIN)/kchaos
-DEMO_ARGS ?= --time-limit 60 --interval 12 --rate 100 --seed 42
+DEMO_ARGS ?= --time-limit 60 --interval 10 --restart-delay 4 --rate 300 --producers 8 --seed 42
 
 .PHONY: setup host install prepare demo test unit integration cleanup clean
 

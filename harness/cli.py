@@ -108,7 +108,8 @@ def summary(results: dict) -> str:
     lines = [f"valid: {results.get('valid')}"]
     lines += [f"  {k:<22} {v}" for k, v in counts.items()]
     for k, ex in results.get("examples", {}).items():
-        lines.append(f"  e.g. {k}: {ex[:5]}")
+        if k != "acked":
+            lines.append(f"  e.g. {k}: {ex[:5]}")
     return "\n".join(lines)
 
 

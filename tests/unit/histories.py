@@ -82,3 +82,31 @@ def idempotent_test(on: bool) -> dict[str, Any]:
     """A minimal test.json with producer idempotence on or off and 2 partitions."""
     return {"name": "queue", "producer": {"acks": "all", "idempotence": on},
             "topic": {"name": "t", "partitions": 2}}
+
+
+def model(ops: list[dict[str, Any]], idempotent: bool) -> tuple[Any, dict[str, int]]:
+    """(valid, counts) for `ops` per docs/checkers.md, transcribed naively into plain Python.
+
+    Assumes a well-formed history without nemesis ops.
+    """
+    sends = [o for o in ops if o["f"] == "send"]
+    invoked = {o["value"] for o in sends if o["type"] == "invoke"}
+    acked = {(o["partition"], o["offset"], o["value"]) for o in sends if o["type"] == "ok"}
+    failed = {o["value"] for o in sends if o["type"] == "fail"}
+    reads = {tuple(r) for o in ops if o["type"] == "ok" and o["f"] in ("poll", "drain")
+             for r in o["records"]}
+    done = {o["partition"] for o in ops if o["f"] == "drain" and o["type"] == "ok" and o["complete"]}
+    seen = {v for _, _, v in reads}
+    where = {v: {(p, o) for p, o, w in reads if w == v} for v in seen}
+    at = {(p, o): {v for q, f, v in reads if (q, f) == (p, o)} for p, o, _ in reads}
+    c = {"acked": len({v for *_, v in acked}),
+         "lost": len({v for p, _, v in acked if v not in seen and p in done}),
+         "unseen": len({v for p, _, v in acked if v not in seen and p not in done}),
+         "acked_offset_mismatch": len({v for p, o, v in acked if at.get((p, o), {v}) - {v}}),
+         "duplicate": sum(len(w) >= 2 for w in where.values()),
+         "inconsistent_offset": sum(len(vs) >= 2 for vs in at.values()),
+         "unexpected": len(seen - invoked),
+         "failed_visible": len(failed & seen)}
+    invalid = any(c[k] for k in ("lost", "acked_offset_mismatch", "inconsistent_offset", "unexpected"))
+    valid = False if invalid or (idempotent and c["duplicate"]) else "unknown" if c["unseen"] else True
+    return valid, c
