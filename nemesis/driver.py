@@ -26,6 +26,7 @@ class NemesisDriver:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.applied = 0
+        self._healed = False
 
     def start(self) -> None:
         """Set up every nemesis and start playing the schedule from now."""
@@ -59,10 +60,13 @@ class NemesisDriver:
         return result
 
     def stop_and_heal(self) -> None:
-        """Stop the schedule, then heal every nemesis (recorded as a `heal` op). Safe to call twice."""
+        """Stop the schedule, then heal every nemesis (recorded as a `heal` op). Later calls do nothing."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        if self._healed:
+            return
+        self._healed = True
         for name, n in self.nemeses.items():
             inv = self.history.invoke("nemesis", "heal", nemesis=name)
             try:
