@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import ipaddress
 import logging
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -275,13 +274,3 @@ def cleanup(client: docker.DockerClient | None = None) -> dict[str, list[str]]:
         removed["networks"].append(n.name)
     return removed
 
-
-def wait_until(pred: Callable[[], bool], timeout: float, step: float = 0.5) -> bool:
-    """Poll `pred` until it is true or `timeout` seconds pass; return its last value."""
-    end = time.monotonic() + timeout
-    while True:
-        if pred():
-            return True
-        if time.monotonic() > end:
-            return False
-        time.sleep(step)

@@ -15,12 +15,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import docker
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 import nemesis as nemeses
 from checkers import check_path
-from clusters.distribution import DistributionError, check_user_dist, resolve
+from clusters.distribution import DistributionError, KafkaDist, check_user_dist, resolve
 from clusters.docker import DockerCluster, ensure_free
 from clusters.engine import docker_client
 from clusters.image import ensure_node_image
@@ -66,14 +67,20 @@ def _log_to(run: Path) -> logging.Handler:
     return handler
 
 
+def _build(kafka_version: str, kafka_dist: str | None, base_image: str | None, console: Console,
+           say: Callable[[str], None]) -> tuple[docker.DockerClient, KafkaDist, str]:
+    client = docker_client()
+    with console.status(f"resolving Kafka {kafka_version}"):
+        dist = resolve(kafka_version, kafka_dist)
+    return client, dist, ensure_node_image(client, dist, base_image, say)
+
+
 def prepare(kafka_version: str, kafka_dist: str | None = None, base_image: str | None = None,
             console: Console | None = None) -> str:
     """Resolve the Kafka jars and build the node image (both cached); return the image tag."""
     console = console or Console(stderr=True)
-    client = docker_client()
-    with console.status(f"resolving Kafka {kafka_version}"):
-        dist = resolve(kafka_version, kafka_dist)
-    return ensure_node_image(client, dist, base_image, lambda m: console.print(f"[bold cyan]•[/] {m}"))
+    return _build(kafka_version, kafka_dist, base_image, console,
+                  lambda m: console.print(f"[bold cyan]•[/] {m}"))[2]
 
 
 def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console | None = None,
@@ -82,10 +89,8 @@ def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console
     console = console or Console(stderr=True)
     preflight(cfg)
     say: Callable[[str], None] = lambda m: (console.print(f"[bold cyan]•[/] {m}"), log.info(m))  # noqa: E731
-    client = docker_client()
-    with console.status(f"resolving Kafka {cfg.cluster.kafka_version}"):
-        dist = resolve(cfg.cluster.kafka_version, cfg.cluster.kafka_dist)
-    image = ensure_node_image(client, dist, cfg.cluster.base_image, say)
+    c = cfg.cluster
+    client, dist, image = _build(c.kafka_version, c.kafka_dist, c.base_image, console, say)
     ensure_free(client)
     run = new_run_dir(Path(cfg.store).expanduser(), cfg.name)
     handler = _log_to(run)

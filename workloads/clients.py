@@ -1,13 +1,10 @@
 """confluent-kafka client construction and error classification shared by the workloads."""
 from __future__ import annotations
 
-import logging
-
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 
+from clusters.admin import CLIENT_LOG
 from harness.config import ProducerConfig
-
-CLIENT_LOG = logging.getLogger("kchaos.rdkafka")
 
 # Errors that reject a record outright, on every attempt: the write certainly did not happen.
 DEFINITE_FAILURES = frozenset({
