@@ -70,6 +70,10 @@ class DockerCluster:
         """Static IP address of `node` on the cluster network."""
         return self.by_name[node].address
 
+    def client_address(self) -> str:
+        """The address the nodes see clients (this host) connect from: the network's gateway."""
+        return str(next(ipaddress.ip_network(self.cfg.subnet).hosts()))
+
     def node_dir(self, node: str) -> Path:
         """The run directory's folder for `node` (bind-mounted at /kchaos in the container)."""
         return self.run_dir / "nodes" / node
@@ -89,8 +93,7 @@ class DockerCluster:
 
     def _create_network(self) -> None:
         net = ipaddress.ip_network(self.cfg.subnet)
-        gateway = str(next(net.hosts()))
-        pool = docker.types.IPAMPool(subnet=self.cfg.subnet, gateway=gateway)
+        pool = docker.types.IPAMPool(subnet=str(net), gateway=self.client_address())
         try:
             self.client.networks.create(self.network_name, driver="bridge", labels={LABEL: "1"},
                                         ipam=docker.types.IPAMConfig(pool_configs=[pool]),
@@ -114,8 +117,14 @@ class DockerCluster:
                              hostname=spec.name, labels={LABEL: "1", f"{LABEL}.node": spec.name,
                                                          f"{LABEL}.run": str(self.run_dir)},
                              host_config=host_config, networking_config=netcfg,
-                             environment={"KAFKA_HEAP": "384m"})
+                             environment=self._environment())
         api.start(f"kchaos-{spec.name}")
+
+    def _environment(self) -> dict[str, str]:
+        env = {"KAFKA_HEAP": "384m", "KCHAOS_STORAGE": self.cfg.storage}
+        if self.cfg.writeback_age_s:
+            env["KCHAOS_WRITEBACK_AGE"] = f"{self.cfg.writeback_age_s:g}"
+        return env
 
     def _each(self, fn: Callable[[str], object]) -> None:
         names = [s.name for s in self.specs]
@@ -229,9 +238,30 @@ class DockerCluster:
         code, _ = self.exec(node, ["kafka-ctl", "status"])
         return code == 0
 
+    def fault_ctl(self, node: str, *args: str) -> str:
+        """Run `fault-ctl ARGS` in `node` (see clusters/node/fault-ctl); ClusterError quoting it on failure."""
+        code, out = self.exec(node, ["fault-ctl", *args])
+        if code != 0:
+            raise ClusterError(f"{node}: fault-ctl {' '.join(args)} failed ({code}): {out.strip()[-300:]}")
+        log.info("%s: fault-ctl %s -> %s", node, " ".join(args), out.strip()[-200:])
+        return out
+
+    def set_cpu(self, node: str, share: float | None) -> None:
+        """Cap `node`'s container at `share` of one core (CFS quota), or remove the cap with None."""
+        try:
+            c = self.client.containers.get(f"kchaos-{node}")
+        except docker.errors.NotFound:
+            raise ClusterError(f"{node}: container is gone") from None
+        if share is None:
+            c.update(cpu_quota=-1)
+        else:
+            c.update(cpu_period=100_000, cpu_quota=max(1000, int(share * 100_000)))
+
     def heal(self) -> None:
-        """Resume paused and start stopped Kafka processes on every node."""
+        """Undo every fault on every node: drop rules, shaping, disk delay, CPU caps; resume and start Kafka."""
         for node in [s.name for s in self.specs]:
+            self.fault_ctl(node, "heal")
+            self.set_cpu(node, None)
             self.resume(node)
             self.start(node)
 

@@ -18,6 +18,7 @@ from typing import Callable
 import docker
 import docker.errors
 
+from clusters import lazyfs
 from clusters.distribution import KafkaDist, cache_dir
 
 NODE_DIR = Path(__file__).with_name("node")
@@ -44,10 +45,10 @@ def base_tag() -> str:
     return f"kchaos-base:{_digest(SUITE, 'minbase', *PACKAGES)}"
 
 
-def node_tag(base: str, dist: KafkaDist) -> str:
-    """Tag of the node image: base + jars + every file in clusters/node/."""
+def node_tag(base: str, dist: KafkaDist, lazyfs_bin: Path) -> str:
+    """Tag of the node image: base + jars + every file in clusters/node/ + the lazyfs binary."""
     files = [p.name.encode() + p.read_bytes() for p in sorted(NODE_DIR.iterdir()) if p.is_file()]
-    return f"kchaos-node:{dist.version}-{_digest(base, dist.fingerprint(), *files)}"
+    return f"kchaos-node:{dist.version}-{_digest(base, dist.fingerprint(), lazyfs_bin.read_bytes(), *files)}"
 
 
 def _exists(client: docker.DockerClient, tag: str) -> bool:
@@ -96,8 +97,8 @@ def ensure_node_image(client: docker.DockerClient, dist: KafkaDist, base_image: 
                       say: Callable[[str], None] = print) -> str:
     """Return the node image tag for `dist`, building it (and its base) if missing.
 
-    `base_image` names an existing image to build on (one that has java, iproute2,
-    iptables, procps and python3) instead of the debootstrapped base.
+    `base_image` names an existing image to build on (a Debian 12 with java,
+    iproute2, iptables, procps, python3 and fuse3) instead of the debootstrapped base.
     """
     base = base_image or ensure_base(client, say)
     if base_image and not _exists(client, base_image):
@@ -105,7 +106,11 @@ def ensure_node_image(client: docker.DockerClient, dist: KafkaDist, base_image: 
             client.images.pull(base_image)
         except docker.errors.APIError as e:
             raise ImageError(f"--base-image {base_image}: not present and cannot be pulled ({e.explanation})") from None
-    tag = node_tag(base, dist)
+    try:
+        lazyfs_bin = lazyfs.build()  # built on this Debian 12 host, run in the Debian 12 nodes
+    except lazyfs.LazyfsBuildError as e:
+        raise ImageError(str(e)) from None
+    tag = node_tag(base, dist, lazyfs_bin)
     if _exists(client, tag):
         return tag
     say(f"building node image {tag}")
@@ -113,6 +118,7 @@ def ensure_node_image(client: docker.DockerClient, dist: KafkaDist, base_image: 
         ctxp = Path(ctx)
         for f in NODE_DIR.iterdir():
             shutil.copy2(f, ctxp / f.name)
+        shutil.copy2(lazyfs_bin, ctxp / "lazyfs")
         (ctxp / "libs").mkdir()
         for jar in dist.libs.glob("*.jar"):
             try:

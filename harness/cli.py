@@ -54,7 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-in-flight", type=int, default=D.producer.max_in_flight)
     r.add_argument("--delivery-timeout-ms", type=int, default=D.producer.delivery_timeout_ms)
     r.add_argument("--request-timeout-ms", type=int, default=D.producer.request_timeout_ms)
-    r.add_argument("--nemesis", type=_csv, default=D.nemesis.names, help="comma-separated faults, or none")
+    r.add_argument("--nemesis", type=_csv, default=None,
+                   help="comma-separated faults, each optionally NAME:TARGET (e.g. kill:majority), or none; "
+                        "see docs/nemeses.md (default: kill-leader)")
+    r.add_argument("--schedule", default=None, metavar="FILE",
+                   help="replay this schedule.json (from a run directory or written by hand) instead of "
+                        "drawing faults from the seed; the nemeses are the ones it names")
     r.add_argument("--interval", type=float, default=D.nemesis.interval, help="seconds between faults")
     r.add_argument("--jitter", type=float, default=D.nemesis.jitter, help="fraction of interval")
     r.add_argument("--restart-delay", type=float, default=D.nemesis.restart_delay,
@@ -69,6 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--base-image", default=None, help="existing image to build nodes on instead of debootstrap")
     r.add_argument("--subnet", default=D.cluster.subnet)
     r.add_argument("--replica-lag-time-max-ms", type=int, default=D.cluster.replica_lag_time_max_ms)
+    r.add_argument("--broker-session-timeout-ms", type=int, default=D.cluster.broker_session_timeout_ms)
+    r.add_argument("--storage", default=D.cluster.storage,
+                   help="lazyfs (unsynced writes can be lost on power-fail), plain, or auto: lazyfs when a "
+                        "nemesis needs it")
+    r.add_argument("--writeback-age", type=float, default=D.cluster.writeback_age_s, metavar="SECONDS",
+                   help="lazyfs writes unsynced data through once it is this old (the kernel's dirty expiry); "
+                        "0 = never")
     r.add_argument("--store", default=D.store, help="results root")
     r.add_argument("--spark-master", default=D.spark_master)
     r.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
@@ -87,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(a: argparse.Namespace) -> TestConfig:
     """A TestConfig from parsed `run` arguments (not yet validated)."""
     seed = a.seed if a.seed is not None else secrets.randbelow(2**31)
+    if a.schedule and a.nemesis:
+        raise ConfigError("--schedule names its own nemeses; drop --nemesis")
     return TestConfig(
         name=a.name, seed=seed, time_limit=a.time_limit, store=a.store, spark_master=a.spark_master,
         topic=TopicConfig(partitions=a.partitions, replication_factor=a.rf, min_insync=a.min_insync,
@@ -96,9 +110,12 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                                 delivery_timeout_ms=a.delivery_timeout_ms, request_timeout_ms=a.request_timeout_ms),
         cluster=ClusterConfig(nodes=a.nodes, controllers=a.controllers, kafka_version=a.kafka_version,
                               kafka_dist=a.kafka_dist, base_image=a.base_image, subnet=a.subnet,
-                              replica_lag_time_max_ms=a.replica_lag_time_max_ms),
+                              replica_lag_time_max_ms=a.replica_lag_time_max_ms,
+                              broker_session_timeout_ms=a.broker_session_timeout_ms, storage=a.storage,
+                              writeback_age_s=a.writeback_age),
         workload=WorkloadConfig(producers=a.producers, consumers=a.consumers, rate=a.rate),
-        nemesis=NemesisConfig(names=a.nemesis, interval=a.interval, jitter=a.jitter, restart_delay=a.restart_delay),
+        nemesis=NemesisConfig(names=a.nemesis or D.nemesis.names, interval=a.interval, jitter=a.jitter,
+                              restart_delay=a.restart_delay, schedule_file=a.schedule),
     )
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Callable
 
 EXIT_BAD_INPUT = 3
 ACKS = ("0", "1", "all")
+STORAGES = ("auto", "lazyfs", "plain")
 MAX_RETRIES = 2147483647  # librdkafka's default: retry until delivery.timeout.ms
 
 
@@ -56,6 +57,10 @@ class ClusterConfig:
     replica_lag_time_max_ms: int = 10000
     broker_session_timeout_ms: int = 9000
     startup_timeout_s: float = 120.0
+    # "lazyfs": log directories on the lazy FUSE filesystem (unsynced writes can be lost);
+    # "plain": the container's own disk; "auto": lazyfs when a nemesis needs it.
+    storage: str = "auto"
+    writeback_age_s: float = 0.0  # lazyfs: write unsynced pages through after this age; 0 = never
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,8 @@ class NemesisConfig:
     names: tuple[str, ...] = ("kill-leader",)
     interval: float = 15.0  # seconds between faults
     jitter: float = 0.3  # fraction of interval, uniform +/-
-    restart_delay: float = 5.0  # seconds a killed node stays down
+    restart_delay: float = 5.0  # seconds a killed node stays down (and the shortest any fault lasts)
+    schedule_file: str | None = None  # replay this schedule.json instead of drawing one from the seed
 
 
 @dataclass(frozen=True)
@@ -142,8 +148,11 @@ def _int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def validate(cfg: TestConfig, known_nemeses: tuple[str, ...] | None = None) -> TestConfig:
-    """Return `cfg` unchanged if it is runnable, else raise ConfigError naming the problem."""
+def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None) -> TestConfig:
+    """Return `cfg` unchanged if it is runnable, else raise ConfigError naming the problem.
+
+    `check_nemesis(spec)` raises ValueError for a nemesis name it does not know.
+    """
     t, p, c, w, n = cfg.topic, cfg.producer, cfg.cluster, cfg.workload, cfg.nemesis
     _check(bool(re.fullmatch(r"[A-Za-z0-9._-]{1,64}", cfg.name)),
            f"test name {cfg.name!r} must be 1-64 of letters, digits, '.', '_' or '-'")
@@ -177,9 +186,12 @@ def validate(cfg: TestConfig, known_nemeses: tuple[str, ...] | None = None) -> T
     _check(n.interval > 0, f"--interval must be positive, got {n.interval}")
     _check(0 <= n.jitter < 1, f"--jitter must be in [0, 1), got {n.jitter}")
     _check(n.restart_delay >= 0, f"--restart-delay must be >= 0, got {n.restart_delay}")
-    if known_nemeses is not None:
+    if check_nemesis is not None:
         for name in n.names:
-            _check(name in known_nemeses, f"unknown nemesis {name!r}; known: {', '.join(sorted(known_nemeses))}")
+            try:
+                check_nemesis(name)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
     try:
         net = ipaddress.ip_network(c.subnet)
     except ValueError:
@@ -187,5 +199,7 @@ def validate(cfg: TestConfig, known_nemeses: tuple[str, ...] | None = None) -> T
     _check(net.version == 4 and net.is_private and net.num_addresses >= 32,
            f"--subnet {c.subnet} must be a private IPv4 network of /27 or larger")
     _check(bool(re.fullmatch(r"\d+\.\d+\.\d+", c.kafka_version)), f"--kafka-version {c.kafka_version!r} is not like 3.7.2")
+    _check(c.storage in STORAGES, f"--storage must be one of {', '.join(STORAGES)}; got {c.storage!r}")
+    _check(c.writeback_age_s >= 0, f"--writeback-age must be >= 0 seconds, got {c.writeback_age_s}")
     _check(c.replica_lag_time_max_ms > 0 and c.broker_session_timeout_ms > 0, "Kafka timeouts must be positive")
     return cfg

@@ -17,7 +17,8 @@ Valid = bool | str  # True, False or "unknown"
 class Cluster(Protocol):
     """A running Kafka cluster of named nodes (Jepsen's DB)."""
 
-    nodes: list[str]
+    nodes: list[str]  # brokers
+    controllers: list[str]  # KRaft controllers (the same nodes as brokers in combined mode)
 
     def setup(self) -> None:
         """Create and start every node; return once every broker is registered."""
@@ -48,6 +49,27 @@ class Cluster(Protocol):
 
     def exec(self, node: str, cmd: list[str]) -> tuple[int, str]:
         """Run `cmd` inside `node`; return its exit code and combined output."""
+
+    def node_of(self, node_id: int) -> str | None:
+        """The node with Kafka id `node_id`, or None (e.g. for -1, "no leader")."""
+
+    def address(self, node: str) -> str:
+        """`node`'s address on the cluster network."""
+
+    def client_address(self) -> str:
+        """The address clients reach the nodes from."""
+
+    def fault_ctl(self, node: str, *args: str) -> str:
+        """Run the node's fault tool (iptables, tc, lazyfs control); raise on failure."""
+
+    def set_cpu(self, node: str, share: float | None) -> None:
+        """Cap `node` at `share` of one CPU core, or lift the cap (None)."""
+
+    def wait_brokers(self, timeout: float | None = None) -> None:
+        """Wait until every broker is registered."""
+
+    def wait_topic(self, topic: str, rf: int, timeout: float = 120.0) -> None:
+        """Wait until every partition of `topic` has a leader and `rf` in-sync replicas."""
 
     def log_files(self, node: str, dest: Path) -> list[Path]:
         """Copy `node`'s logs and config into `dest`; return the files written."""

@@ -7,11 +7,10 @@ partition; tear the cluster down; check the history.
 """
 from __future__ import annotations
 
-import json
 import logging
-import random
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -28,8 +27,8 @@ from clusters.image import ensure_node_image
 from harness.config import ConfigError, TestConfig, validate
 from harness.history import History
 from harness.store import check_store, new_run_dir, versions, write_test_json
-from nemesis.base import ScheduledOp
 from nemesis.driver import NemesisDriver
+from nemesis.schedule import make_schedule, save_schedule, schedule_names
 from workloads.queue import QueueWorkload
 
 log = logging.getLogger("kchaos.runner")
@@ -37,8 +36,23 @@ RECOVERY_TIMEOUT_S = 60.0
 
 
 def preflight(cfg: TestConfig) -> TestConfig:
-    """Every check that needs no cluster: options, nemesis names, store path, --kafka-dist. Raises on bad input."""
-    validate(cfg, known_nemeses=nemeses.NAMES)
+    """Every check that needs no cluster: options, nemesis names, schedule file, store path, --kafka-dist.
+
+    Returns the config made concrete: nemesis names from a replayed schedule,
+    storage "auto" resolved to lazyfs or plain. Raises ConfigError on bad input.
+    """
+    n = cfg.nemesis
+    if n.schedule_file:
+        path = str(Path(n.schedule_file).expanduser().resolve())
+        cfg = cfg.with_(nemesis=replace(n, schedule_file=path, names=schedule_names(Path(path))))
+    validate(cfg, nemeses.check_spec)
+    make_schedule(cfg)  # a replayed schedule is checked entry by entry here
+    lazy = nemeses.needs_lazyfs(cfg.nemesis.names)
+    if cfg.cluster.storage == "auto":
+        cfg = cfg.with_(cluster=replace(cfg.cluster, storage="lazyfs" if lazy else "plain"))
+    elif lazy and cfg.cluster.storage != "lazyfs":
+        raise ConfigError(f"nemeses {', '.join(cfg.nemesis.names)} need --storage lazyfs (or auto), "
+                          f"not {cfg.cluster.storage}")
     check_store(cfg.store)
     if cfg.cluster.kafka_dist:
         try:
@@ -46,16 +60,6 @@ def preflight(cfg: TestConfig) -> TestConfig:
         except DistributionError as e:
             raise ConfigError(str(e)) from None
     return cfg
-
-
-def make_schedule(cfg: TestConfig) -> list[ScheduledOp]:
-    """The whole fault schedule, drawn up front from the seed."""
-    rng = random.Random(cfg.seed)
-    ops: list[ScheduledOp] = []
-    for name in cfg.nemesis.names:
-        if name != "none":
-            ops += nemeses.PACKAGES[name].schedule(rng, cfg)
-    return sorted(ops, key=lambda s: s.at)
 
 
 def _log_to(run: Path) -> logging.Handler:
@@ -87,7 +91,7 @@ def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console
              keep: bool = False) -> tuple[Path, dict[str, Any]]:
     """Run one test end to end; return its run directory and checker results."""
     console = console or Console(stderr=True)
-    preflight(cfg)
+    cfg = preflight(cfg)
     say: Callable[[str], None] = lambda m: (console.print(f"[bold cyan]•[/] {m}"), log.info(m))  # noqa: E731
     c = cfg.cluster
     client, dist, image = _build(c.kafka_version, c.kafka_dist, c.base_image, console, say)
@@ -97,12 +101,12 @@ def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console
     say(f"run directory {run}")
     write_test_json(run, cfg, versions(dist.version, dist.source), argv if argv is not None else sys.argv)
     schedule = make_schedule(cfg)
-    (run / "schedule.json").write_text(json.dumps([s.to_dict() for s in schedule], indent=1) + "\n")
+    save_schedule(schedule, run / "schedule.json")
     history = History(run / "history.jsonl")
     cluster = DockerCluster(cfg.cluster, image, run, client=client, say=say)
     workload = QueueWorkload(cfg)
-    packages = [nemeses.PACKAGES[n] for n in cfg.nemesis.names if n != "none"]
-    driver = NemesisDriver(packages, cluster, cfg, history, schedule)
+    driver = NemesisDriver({s: nemeses.split(s)[0].make(cluster, cfg) for s in cfg.nemesis.names if s != "none"},
+                           cluster, history, schedule)
     try:
         say(f"starting {len(cluster.specs)}-node Kafka {dist.version} cluster")
         cluster.setup()

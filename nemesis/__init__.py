@@ -1,14 +1,44 @@
-"""Nemesis registry: one line per package. `--nemesis a,b` names entries here."""
+"""Nemesis registry: one line per module of packages. `--nemesis a,b:target` names entries here."""
 from __future__ import annotations
 
-from nemesis import kill_leader
+from nemesis import network, powerfail, process, slow
 from nemesis.base import FaultSkipped, Package, ScheduledOp
+from nemesis.targets import Target
 
-PACKAGES: dict[str, Package] = {
-    kill_leader.PACKAGE.name: kill_leader.PACKAGE,
-}
+PACKAGES: dict[str, Package] = {p.name: p for p in (
+    *process.PACKAGES,
+    *network.PACKAGES,
+    *powerfail.PACKAGES,
+    *slow.PACKAGES,
+)}
 
 # "none" runs the workload without faults.
 NAMES = tuple(PACKAGES) + ("none",)
 
-__all__ = ["PACKAGES", "NAMES", "Package", "ScheduledOp", "FaultSkipped"]
+
+def split(spec: str) -> tuple[Package, str | None]:
+    """The package and target of a nemesis spec like `kill:majority`; ValueError naming the problem."""
+    name, _, target = spec.partition(":")
+    if name not in PACKAGES:
+        raise ValueError(f"unknown nemesis {name!r}; known: {', '.join(sorted(NAMES))}")
+    pkg = PACKAGES[name]
+    if target:
+        if not pkg.targets:
+            raise ValueError(f"nemesis {name!r} takes no target (got {spec!r})")
+        if Target.parse(target).kind not in pkg.targets:
+            raise ValueError(f"nemesis {name!r} cannot aim at {target!r}; it takes {', '.join(pkg.targets)}")
+    return pkg, target or None
+
+
+def check_spec(spec: str) -> None:
+    """Raise ValueError unless `spec` names a nemesis (optionally `:target`) or is "none"."""
+    if spec != "none":
+        split(spec)
+
+
+def needs_lazyfs(specs: tuple[str, ...]) -> bool:
+    """Whether any of these nemeses needs the nodes' log directories on lazyfs."""
+    return any(split(s)[0].needs_lazyfs for s in specs if s != "none")
+
+
+__all__ = ["PACKAGES", "NAMES", "Package", "ScheduledOp", "FaultSkipped", "split", "check_spec", "needs_lazyfs"]

@@ -1,11 +1,13 @@
-"""What every nemesis package shares: the package record, the skip signal, the schedule type."""
+"""What every nemesis package shares: the package record, the skip signal, the schedule type,
+and the generic targeted nemesis that most faults are made of."""
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from harness.config import TestConfig
+from harness.history import History
 from harness.protocols import Cluster, Nemesis
 
 
@@ -26,25 +28,125 @@ class ScheduledOp:
         return {"at": round(self.at, 3), "nemesis": self.nemesis, "op": self.op}
 
 
+Schedule = Callable[[random.Random, TestConfig, str, str | None], list[ScheduledOp]]
+
+
 @dataclass(frozen=True)
 class Package:
-    """A nemesis bundled with its schedule and the colours its faults get in plots (Jepsen's packages)."""
+    """A nemesis bundled with its schedule and the colours its faults get in plots (Jepsen's packages).
+
+    `schedule(rng, cfg, spec, target)` draws the package's ops for the nemesis
+    named `spec` (e.g. "kill:majority") aimed at `target` (None: the default).
+    `targets` lists the target kinds it accepts, the default first (empty: it
+    takes none); `fs` the op names a schedule may hold; `needs_lazyfs` that
+    the nodes' log directories must be on the lazy filesystem.
+    """
 
     name: str
     make: Callable[[Cluster, TestConfig], Nemesis]
-    schedule: Callable[[random.Random, TestConfig], list[ScheduledOp]]
+    schedule: Schedule
     colors: dict[str, str] = field(default_factory=dict)
+    targets: tuple[str, ...] = ()
+    fs: tuple[str, ...] = ()
+    needs_lazyfs: bool = False
 
 
 def periodic(rng: random.Random, cfg: TestConfig, name: str,
-             fault: Callable[[random.Random], dict[str, Any]], heal: dict[str, Any]) -> list[ScheduledOp]:
-    """Fault, then heal after `restart_delay`, repeated every `interval` (+/- jitter) until the time limit."""
+             fault: Callable[[random.Random], dict[str, Any]], heal: dict[str, Any] | None,
+             duration: float | None = None) -> list[ScheduledOp]:
+    """Fault, then `heal` after `duration` (default `restart_delay`), repeated while both fit in the time limit.
+
+    Faults start every `interval` (+/- jitter), but never before the previous
+    one healed plus a second. The first fault comes after a random share of
+    one interval, so several packages in one run do not fire in lockstep.
+    """
     n = cfg.nemesis
+    hold = n.restart_delay if duration is None else duration
     ops: list[ScheduledOp] = []
-    t = n.interval * (1 + rng.uniform(-n.jitter, n.jitter))
-    while t < cfg.time_limit:
+    t = n.interval * rng.uniform(0.5, 1 + n.jitter)
+    while t + (hold if heal is not None else 0) < cfg.time_limit:
         ops.append(ScheduledOp(t, name, fault(rng)))
-        heal_at = t + min(n.restart_delay, n.interval * (1 - n.jitter) * 0.9)
-        ops.append(ScheduledOp(heal_at, name, dict(heal)))
-        t += n.interval * (1 + rng.uniform(-n.jitter, n.jitter))
+        healed = t
+        if heal is not None:
+            healed = t + hold
+            ops.append(ScheduledOp(healed, name, dict(heal)))
+        t = max(t + n.interval * (1 + rng.uniform(-n.jitter, n.jitter)), healed + 1.0)
     return ops
+
+
+def outlive_lag(cfg: TestConfig) -> float:
+    """A fault duration long enough for replica.lag.time.max.ms to expire: followers leave the ISR."""
+    return max(cfg.nemesis.restart_delay, cfg.cluster.replica_lag_time_max_ms / 1000 + 5)
+
+
+def outlive_session(cfg: TestConfig) -> float:
+    """A fault duration past broker.session.timeout.ms: the controller fences the broker."""
+    return max(cfg.nemesis.restart_delay, cfg.cluster.broker_session_timeout_ms / 1000 + 4)
+
+
+class NodeFault(Protocol):
+    """What a targeted fault does: break some nodes, mend them, mend everything."""
+
+    def begin(self, nodes: list[str], op: dict[str, Any]) -> dict[str, Any]:
+        """Apply the fault to `nodes`; return what to record. A "nodes" entry names the nodes
+        that will need mending, when they are not simply `nodes`."""
+
+    def end(self, nodes: list[str]) -> dict[str, Any]:
+        """Undo the fault on `nodes`; return what to record."""
+
+    def heal(self) -> None:
+        """Undo the fault on every node, whatever state it is in. Idempotent."""
+
+
+class TargetedNemesis:
+    """A nemesis made of a NodeFault: `start_f` ops break the resolved targets, `stop_f` ops mend them.
+
+    Faults stack: a second `start_f` while one is active adds its nodes, and
+    `stop_f` mends all of them.
+    """
+
+    def __init__(self, name: str, fault: NodeFault, cluster: Cluster, cfg: TestConfig,
+                 start_f: str, stop_f: str):
+        self.name, self.fault, self.cluster = name, fault, cluster
+        self.topic = cfg.topic.name
+        self.start_f, self.stop_f = start_f, stop_f
+        self.active: set[str] = set()
+
+    def setup(self, cluster: Cluster, history: History) -> None:
+        """Nothing to prepare."""
+
+    def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        """Apply `start_f` to the op's target (resolved now) or undo everything on `stop_f`."""
+        from nemesis.targets import resolve  # targets needs FaultSkipped from here
+        if op["f"] == self.start_f:
+            targets = resolve(self.cluster, self.topic, op)
+            out = {"nodes": targets, **self.fault.begin(targets, op)}
+            self.active.update(out["nodes"])
+            return {"targets": targets, **out}
+        if op["f"] == self.stop_f:
+            nodes = sorted(self.active)
+            self.active.clear()
+            return {"nodes": nodes, **(self.fault.end(nodes) if nodes else {})}
+        raise ValueError(f"{self.name} cannot {op['f']!r}")
+
+    def teardown(self) -> None:
+        """Undo the fault everywhere."""
+        self.active.clear()
+        self.fault.heal()
+
+
+def targeted(name: str, make_fault: Callable[[Cluster, TestConfig], NodeFault], *, start_f: str, stop_f: str,
+             targets: tuple[str, ...], colors: dict[str, str],
+             duration: Callable[[TestConfig], float] | None = None, needs_lazyfs: bool = False) -> Package:
+    """A package of a NodeFault applied periodically to a target, mended after `duration(cfg)` seconds."""
+    from nemesis.targets import Target, fault_op
+
+    def make(cluster: Cluster, cfg: TestConfig) -> Nemesis:
+        return TargetedNemesis(name, make_fault(cluster, cfg), cluster, cfg, start_f, stop_f)
+
+    def schedule(rng: random.Random, cfg: TestConfig, spec: str, target: str | None) -> list[ScheduledOp]:
+        t = Target.parse(target or targets[0])
+        return periodic(rng, cfg, spec, lambda r: fault_op(start_f, t, r, cfg.topic.partitions),
+                        {"f": stop_f}, duration(cfg) if duration else None)
+
+    return Package(name, make, schedule, colors, targets, (start_f, stop_f), needs_lazyfs)

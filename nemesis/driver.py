@@ -6,22 +6,21 @@ import threading
 import time
 from typing import Any
 
-from harness.config import TestConfig
 from harness.history import History
 from harness.protocols import Cluster, Nemesis
-from nemesis.base import FaultSkipped, Package, ScheduledOp
+from nemesis.base import FaultSkipped, ScheduledOp
 
 log = logging.getLogger("kchaos.nemesis")
 
 
 class NemesisDriver:
-    """Applies `schedule` (times relative to `start`) with the named packages; `stop_and_heal` always heals."""
+    """Applies `schedule` (times relative to `start`) with `nemeses` (by spec); `stop_and_heal` always heals."""
 
-    def __init__(self, packages: list[Package], cluster: Cluster, cfg: TestConfig, history: History,
+    def __init__(self, nemeses: dict[str, Nemesis], cluster: Cluster, history: History,
                  schedule: list[ScheduledOp]):
         self.history = history
         self.cluster = cluster
-        self.nemeses: dict[str, Nemesis] = {p.name: p.make(cluster, cfg) for p in packages}
+        self.nemeses = nemeses
         self.schedule = sorted(schedule, key=lambda s: s.at)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -6,7 +6,7 @@ import pytest
 
 from harness.cli import build_parser, config_from_args, main
 from harness.config import ConfigError, TestConfig, validate
-from nemesis import NAMES
+from nemesis import check_spec
 
 
 def cfg(**opts):
@@ -15,7 +15,7 @@ def cfg(**opts):
 
 
 def test_defaults_are_valid():
-    c = validate(cfg(), NAMES)
+    c = validate(cfg(), check_spec)
     assert (c.producer.acks, c.topic.replication_factor, c.topic.min_insync) == ("all", 3, 2)
 
 
@@ -38,11 +38,11 @@ def test_defaults_are_valid():
 ])
 def test_invalid_combinations(argv, needle):
     with pytest.raises(ConfigError, match=needle.replace("(", r"\(")):
-        validate(cfg(argv=argv), NAMES)
+        validate(cfg(argv=argv), check_spec)
 
 
 def test_round_trip_through_test_json():
-    c = validate(cfg(argv=["--acks", "1", "--nemesis", "kill-leader,none", "--unclean"]), NAMES)
+    c = validate(cfg(argv=["--acks", "1", "--nemesis", "kill-leader,none", "--unclean"]), check_spec)
     again = TestConfig.from_dict(c.to_dict())
     assert again == c
 

@@ -1,7 +1,7 @@
 """The nemesis driver records every fault, turns unappliable faults into `info`, and heals once."""
 from harness.config import TestConfig
 from harness.history import History, read_history
-from nemesis.base import FaultSkipped, Package, ScheduledOp
+from nemesis.base import FaultSkipped, ScheduledOp
 from nemesis.driver import NemesisDriver
 
 
@@ -32,7 +32,7 @@ def test_schedule_is_played_and_recorded_in_order(tmp_path):
     h = History(tmp_path / "h.jsonl")
     sched = [ScheduledOp(0.02, "rec", {"f": "kill", "partition": 1}), ScheduledOp(0.0, "rec", {"f": "skip"}),
              ScheduledOp(0.04, "rec", {"f": "boom"})]
-    d = NemesisDriver([Package("rec", Recorder, lambda r, c: [])], None, TestConfig(), h, sched)
+    d = NemesisDriver({"rec": Recorder(None, TestConfig())}, None, h, sched)
     d.start()
     d._thread.join(5)
     d.stop_and_heal()

@@ -1,6 +1,6 @@
 """The fault schedule is drawn up front from the seed: same seed, same schedule."""
 from harness.config import NemesisConfig, TestConfig
-from harness.runner import make_schedule
+from nemesis.schedule import make_schedule
 
 
 def test_same_seed_same_schedule_different_seed_different():

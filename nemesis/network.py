@@ -1,0 +1,122 @@
+"""Network partitions made with iptables inside the node containers.
+
+A partition is a *grudge*, as in Jepsen: for every node, the addresses whose
+packets it drops on arrival. Rules match other nodes' addresses only, so the
+clients (which reach every node from the host) keep talking to an isolated
+node; `partition-client` is the one fault that cuts clients off. Every rule
+lives in the KCHAOS chain of the node's own network namespace; healing
+flushes that chain, and removing the container removes it too.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+from harness.protocols import Cluster
+from nemesis.base import Package, outlive_lag, targeted
+
+Grudge = dict[str, set[str]]  # node -> nodes (or addresses) whose packets it drops
+GrudgeFn = Callable[[list[str], list[str], random.Random], Grudge]
+FLAKY_LOSS = 0.2  # share of packets `flaky` drops
+COLORS = {"start-partition": "#4e79a7", "stop-partition": "#a0cbe8"}
+
+
+def isolate(targets: list[str], everyone: list[str], rng: random.Random) -> Grudge:
+    """Targets and the rest cannot reach each other (both directions)."""
+    rest = set(everyone) - set(targets)
+    return {n: (rest if n in targets else set(targets)) for n in everyone if rest}
+
+
+def halves(targets: list[str], everyone: list[str], rng: random.Random) -> Grudge:
+    """A random split into two halves (the smaller first) that cannot reach each other."""
+    order = rng.sample(everyone, len(everyone))
+    a, b = set(order[: len(order) // 2]), set(order[len(order) // 2:])
+    return {n: (b if n in a else a) for n in everyone if a and b}
+
+
+def majorities_ring(targets: list[str], everyone: list[str], rng: random.Random) -> Grudge:
+    """Every node sees a majority (itself and its ring neighbours), and no two see the same one."""
+    order = rng.sample(everyone, len(everyone))
+    n, m = len(order), len(order) // 2 + 1
+    grudge: Grudge = {}
+    for i, node in enumerate(order):
+        sees = {order[(i + k) % n] for k in range(-(m // 2), m - m // 2)}
+        grudge[node] = set(everyone) - sees
+    return {k: v for k, v in grudge.items() if v}
+
+
+def bridge(targets: list[str], everyone: list[str], rng: random.Random) -> Grudge:
+    """Two halves that cannot reach each other, and one bridge node that reaches both."""
+    order = rng.sample(everyone, len(everyone))
+    mid = len(order) // 2
+    a, b = set(order[:mid]), set(order[mid + 1:])
+    return {n: (b if n in a else a) for n in a | b if a and b}
+
+
+def lossy(targets: list[str], everyone: list[str], rng: random.Random) -> Grudge:
+    """Each target loses (a share of) the packets from every other node."""
+    return {n: set(everyone) - {n} for n in targets if len(everyone) > 1}
+
+
+def oneway(targets: list[str], everyone: list[str], rng: random.Random) -> Grudge:
+    """Packets from the targets to every other node are dropped; the other way passes."""
+    return {n: set(targets) for n in everyone if n not in targets}
+
+
+class NetFault:
+    """Applies a grudge with `fault-ctl drop` (or `flaky`) on each aggrieved node; heals with `net-heal`."""
+
+    def __init__(self, cluster: Cluster, grudge: GrudgeFn | None, *, clients: bool = False,
+                 loss: float | None = None):
+        self.cluster, self.grudge, self.clients, self.loss = cluster, grudge, clients, loss
+
+    def _everyone(self) -> list[str]:
+        return sorted(set(self.cluster.nodes) | set(self.cluster.controllers))
+
+    def begin(self, nodes: list[str], op: dict[str, Any]) -> dict[str, Any]:
+        """Install the drop rules for the op's grudge; record the grudge by node name (or address)."""
+        everyone = self._everyone()
+        if self.clients:
+            drops = {n: [self.cluster.client_address()] for n in nodes}
+        else:
+            grudge = (self.grudge or isolate)(nodes, everyone, random.Random(op.get("pick", 0)))
+            drops = {n: sorted(g) for n, g in grudge.items()}
+        for node, srcs in sorted(drops.items()):
+            addrs = [s if s[0].isdigit() else self.cluster.address(s) for s in srcs]
+            args = ["drop", *addrs] if self.loss is None else ["flaky", str(self.loss), *addrs]
+            self.cluster.fault_ctl(node, *args)
+        out: dict[str, Any] = {"nodes": sorted(drops), "grudge": drops}
+        if self.loss is not None:
+            out["loss"] = self.loss
+        return out
+
+    def end(self, nodes: list[str]) -> dict[str, Any]:
+        """Remove every drop rule on `nodes`."""
+        for n in nodes:
+            self.cluster.fault_ctl(n, "net-heal")
+        return {}
+
+    def heal(self) -> None:
+        """Remove every drop rule on every node."""
+        self.end(self._everyone())
+
+
+def _net(name: str, targets: tuple[str, ...], grudge: GrudgeFn | None = None, **kw: Any) -> Package:
+    start, stop = ("start-flaky", "stop-flaky") if "loss" in kw else ("start-partition", "stop-partition")
+    colors = {start: COLORS["start-partition"], stop: COLORS["stop-partition"]}
+    return targeted(name, lambda c, cfg: NetFault(c, grudge, **kw), start_f=start, stop_f=stop,
+                    targets=targets, colors=colors, duration=outlive_lag)
+
+
+ONE = ("one", "leader", "follower", "followers", "controller", "minority", "majority")
+PACKAGES = (
+    _net("partition-one", ONE),
+    _net("partition-leader", ("leader",)),
+    _net("partition-controller", ("controller",)),
+    _net("partition-halves", ("all",), halves),
+    _net("partition-majorities-ring", ("all",), majorities_ring),
+    _net("partition-bridge", ("all",), bridge),
+    _net("partition-oneway", ONE, oneway),
+    _net("partition-client", ONE + ("all",), clients=True),
+    _net("flaky", ("all",) + ONE, lossy, loss=FLAKY_LOSS),
+)

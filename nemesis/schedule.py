@@ -1,0 +1,99 @@
+"""Fault schedules: drawn up front from the seed, saved as schedule.json, and replayed from such a file.
+
+A schedule is a JSON list of `{"at": seconds, "nemesis": spec, "op": {...}}`,
+times relative to the start of the workload. Each nemesis spec draws from its
+own generator seeded by (seed, spec), so adding a nemesis to a run does not
+move the faults of the others.
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import nemesis as registry
+from harness.config import ConfigError, TestConfig
+from nemesis.base import ScheduledOp
+from nemesis.targets import PARTITIONED, Target
+
+
+def make_schedule(cfg: TestConfig) -> list[ScheduledOp]:
+    """The run's schedule: loaded from `nemesis.schedule_file` if set, else drawn from the seed."""
+    if cfg.nemesis.schedule_file:
+        return load_schedule(Path(cfg.nemesis.schedule_file), cfg)
+    ops: list[ScheduledOp] = []
+    for spec in cfg.nemesis.names:
+        if spec != "none":
+            pkg, target = registry.split(spec)
+            ops += pkg.schedule(random.Random(f"{cfg.seed}:{spec}"), cfg, spec, target)
+    return sorted(ops, key=lambda s: s.at)
+
+
+def save_schedule(ops: list[ScheduledOp], path: Path) -> None:
+    """Write `ops` as schedule.json (one op per line, so diffs and hand edits stay readable)."""
+    path.write_text("[\n" + ",\n".join(json.dumps(s.to_dict()) for s in ops) + "\n]\n")
+
+
+def schedule_names(path: Path) -> tuple[str, ...]:
+    """The nemesis specs a schedule file uses, in order of first use; ConfigError if it is unreadable."""
+    names: list[str] = []
+    for i, entry in enumerate(_entries(path)):
+        spec = entry.get("nemesis") if isinstance(entry, dict) else None
+        if not isinstance(spec, str):
+            raise ConfigError(f"schedule {path}: entry {i}: needs a \"nemesis\" name")
+        if spec not in names:
+            names.append(spec)
+    return tuple(names)
+
+
+def _entries(path: Path) -> list[Any]:
+    try:
+        data = json.loads(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"schedule {path}: cannot read it ({e.strerror})") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"schedule {path}: not JSON (line {e.lineno}: {e.msg})") from None
+    if not isinstance(data, list):
+        raise ConfigError(f"schedule {path}: must be a JSON list of {{at, nemesis, op}} entries")
+    return data
+
+
+def load_schedule(path: Path, cfg: TestConfig) -> list[ScheduledOp]:
+    """Read and check a schedule file against `cfg`; ConfigError naming the entry that is wrong."""
+    ops = []
+    for i, e in enumerate(_entries(path)):
+        where = f"schedule {path}: entry {i}"
+        if not isinstance(e, dict) or set(e) - {"at", "nemesis", "op"} or not {"at", "nemesis", "op"} <= set(e):
+            raise ConfigError(f"{where}: must be an object with exactly at, nemesis and op")
+        at, spec, op = e["at"], e["nemesis"], e["op"]
+        if not isinstance(at, (int, float)) or isinstance(at, bool) or not 0 <= at < cfg.time_limit:
+            raise ConfigError(f"{where}: at={at!r} must be a number of seconds in [0, --time-limit {cfg.time_limit:g})")
+        try:
+            pkg, _ = registry.split(spec)
+        except ValueError as err:
+            raise ConfigError(f"{where}: {err}") from None
+        if not isinstance(op, dict) or op.get("f") not in pkg.fs:
+            raise ConfigError(f"{where}: op must be an object whose f is one of {', '.join(pkg.fs)}")
+        _check_target(where, pkg, op, cfg)
+        ops.append(ScheduledOp(float(at), spec, op))
+    return sorted(ops, key=lambda s: s.at)
+
+
+def _check_target(where: str, pkg: registry.Package, op: dict[str, Any], cfg: TestConfig) -> None:
+    if "target" in op:
+        try:
+            kind = Target.parse(str(op["target"])).kind
+        except ValueError as err:
+            raise ConfigError(f"{where}: {err}") from None
+        if kind not in pkg.targets:
+            raise ConfigError(f"{where}: {pkg.name} cannot aim at {kind!r}; it takes {', '.join(pkg.targets)}")
+        if kind in PARTITIONED:
+            p = op.get("partition")
+            if not isinstance(p, int) or isinstance(p, bool) or not 0 <= p < cfg.topic.partitions:
+                raise ConfigError(f"{where}: target {kind} needs a partition in 0..{cfg.topic.partitions - 1}")
+    nodes = op.get("nodes", [])
+    if not isinstance(nodes, list) or not all(isinstance(n, str) and n for n in nodes):
+        raise ConfigError(f"{where}: nodes must be a list of node names like [\"n1\"]")
+    if "pick" in op and (not isinstance(op["pick"], int) or isinstance(op["pick"], bool)):
+        raise ConfigError(f"{where}: pick must be an integer")

@@ -1,0 +1,279 @@
+"""Every fault against one real cluster (on lazyfs): its effect on Kafka observed, its heal verified.
+
+The cluster is shared by the tests of this module; each test heals what it
+broke and waits for a fully in-sync topic again before the next one starts.
+"""
+import re
+import threading
+import time
+
+import pytest
+from confluent_kafka import Producer
+
+import nemesis
+from clusters import admin
+from clusters.docker import DockerCluster, cleanup
+from clusters.kraft import DATA_DIR
+from harness.config import ClusterConfig, NemesisConfig, ProducerConfig, TestConfig, TopicConfig
+from harness.history import History, read_history
+from nemesis.driver import NemesisDriver
+from nemesis.targets import active_controller
+from workloads.queue import QueueWorkload
+
+TOPIC = TopicConfig()
+CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="lazyfs"))
+
+
+@pytest.fixture(scope="module")
+def cluster(node_image, tmp_path_factory):
+    c = DockerCluster(CFG.cluster, node_image, tmp_path_factory.mktemp("nemeses"))
+    c.setup()
+    admin.create_topic(c.bootstrap(), TOPIC)
+    c.wait_topic(TOPIC.name, 3)
+    yield c
+    c.teardown()
+    cleanup()
+
+
+@pytest.fixture
+def healthy(cluster):
+    """The cluster, with every fault healed and the topic in sync again after the test."""
+    yield cluster
+    cluster.heal()
+    cluster.wait_brokers(90)
+    cluster.wait_topic(TOPIC.name, 3, 90)
+    for n in cluster.nodes:
+        status = cluster.fault_ctl(n, "status")
+        assert "DROP" not in status and "htb" not in status, f"{n} not healed: {status}"
+
+
+def play(cluster, spec, op):
+    """Apply one op of nemesis `spec` now; return its completion."""
+    nem = nemesis.split(spec)[0].make(cluster, CFG)
+    return nem, nem.invoke(op)
+
+
+def until(check, timeout, what):
+    """Call `check` every second until it returns something true; fail naming `what` and the last error."""
+    last = None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+            last = "false"
+        except Exception as e:  # noqa: BLE001 - a broker may be unreachable mid-fault
+            last = repr(e)
+        time.sleep(1)
+    pytest.fail(f"{what} not within {timeout}s (last: {last})")
+
+
+def isr(cluster, via, partition):
+    """Partition state as the metadata of broker `via` has it."""
+    return admin.partitions(f"{cluster.address(via)}:9092", TOPIC.name)[partition]
+
+
+def produce(cluster, partition, n, acks="all"):
+    """Send n small records to `partition` and wait; return how many were acknowledged."""
+    p = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": acks, "linger.ms": 5,
+                  "logger": admin.CLIENT_LOG})
+    acked = []
+    for i in range(n):
+        p.produce(TOPIC.name, str(i).encode(), partition=partition,
+                  on_delivery=lambda err, msg: acked.append(err is None))
+        p.poll(0)
+    p.flush(30)
+    return sum(acked)
+
+
+class Background:
+    """A producer thread sending to every partition until stopped (keeps followers fetching)."""
+
+    def __init__(self, cluster):
+        self.p = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "1", "linger.ms": 10,
+                           "logger": admin.CLIENT_LOG})
+        self.stop = threading.Event()
+        self.t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        i = 0
+        while not self.stop.is_set():
+            self.p.produce(TOPIC.name, b"x" * 200, partition=i % TOPIC.partitions)
+            self.p.poll(0)
+            i += 1
+            time.sleep(0.002)
+
+    def __enter__(self):
+        self.t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.t.join()
+        self.p.flush(10)
+
+
+def records_on_disk(cluster, node, partition):
+    """Records in `node`'s local log of `partition`, counted by kafka.tools.DumpLogSegments."""
+    d = f"{DATA_DIR}/{TOPIC.name}-{partition}"
+    code, out = cluster.exec(node, ["sh", "-c", f"ls {d}/*.log | paste -sd,"])
+    assert code == 0, out
+    code, out = cluster.exec(node, ["kafka-ctl", "tool", "kafka.tools.DumpLogSegments", "--files", out.strip()])
+    assert code == 0, out
+    return sum(int(m) for m in re.findall(r"\bcount: (\d+)", out))
+
+
+def test_partition_leader_shrinks_isr_while_the_isolated_leader_still_acknowledges(healthy, tmp_path):
+    cfg = CFG.with_(producer=ProducerConfig(acks="1"),
+                    nemesis=NemesisConfig(names=("partition-leader",)))
+    history = History(tmp_path / "history.jsonl")
+    work = QueueWorkload(cfg)
+    nem = nemesis.split("partition-leader")[0].make(healthy, cfg)
+    driver = NemesisDriver({"partition-leader": nem}, healthy, history, [])
+    work.start(healthy, history)
+    try:
+        time.sleep(2)
+        done = driver.apply("partition-leader", {"f": "start-partition", "target": "leader", "partition": 0})
+        assert done is not None
+        leader = done["targets"][0]
+        other = next(n for n in healthy.nodes if n != leader)
+        assert set(done["grudge"]) == set(healthy.nodes)
+        # The controller fences the isolated leader and shrinks the ISR without it.
+        until(lambda: healthy.id_of(leader) not in isr(healthy, other, 0).isr, 40, "ISR shrink")
+        time.sleep(3)
+        driver.apply("partition-leader", {"f": "stop-partition"})
+    finally:
+        work.stop()
+        history.close()
+    ops = list(read_history(tmp_path / "history.jsonl"))
+    cut = next(o for o in ops if o["f"] == "start-partition" and o["type"] == "ok")
+    healed = next(o for o in ops if o["f"] == "stop-partition" and o["type"] == "invoke")
+    during = [o for o in ops if o["f"] == "send" and o["type"] == "ok" and o["partition"] == 0
+              and cut["time"] < o["time"] < healed["time"]]
+    assert during, "no send to the isolated leader was acknowledged during the partition"
+
+
+def test_slow_follower_leaves_the_isr_and_rejoins_after_healing(healthy):
+    with Background(healthy):
+        nem, done = play(healthy, "slow-follower", {"f": "start-slow", "target": "follower", "partition": 0,
+                                                    "pick": 1})
+        slow = done["nodes"][0]
+        leader = healthy.node_of(isr(healthy, slow, 0).leader)
+        assert slow != leader
+        until(lambda: healthy.id_of(slow) not in isr(healthy, leader, 0).isr,
+              45, "follower drops out")
+        assert "htb" in healthy.fault_ctl(slow, "status")
+        nem.invoke({"f": "stop-slow"})
+        assert "htb" not in healthy.fault_ctl(slow, "status")
+        until(lambda: healthy.id_of(slow) in isr(healthy, leader, 0).isr,
+              45, "follower rejoins")
+
+
+def test_power_fail_loses_exactly_what_the_node_had_not_fsynced(healthy):
+    state = isr(healthy, "n1", 1)
+    victim = next(healthy.node_of(r) for r in state.replicas if r != state.leader)
+    assert produce(healthy, 1, 300) == 300
+    healthy.fault_ctl(victim, "flush")  # everything so far is on the "disk"
+    synced = records_on_disk(healthy, victim, 1)
+    assert synced >= 300
+    assert produce(healthy, 1, 500) == 500  # acks=all: the victim has these, in memory only
+    until(lambda: records_on_disk(healthy, victim, 1) == synced + 500, 20, "")
+    nem, done = play(healthy, "power-fail", {"f": "power-fail", "nodes": [victim]})
+    assert done["nodes"] == [victim]
+    assert done["lost"][victim]["unsynced_bytes"] > 0
+    assert not healthy.is_running(victim)
+    assert records_on_disk(healthy, victim, 1) == synced  # the 500 unsynced records are gone
+    nem.invoke({"f": "start"})
+    until(lambda: healthy.id_of(victim) in isr(healthy, victim, 1).isr, 60, "")
+    assert records_on_disk(healthy, victim, 1) >= synced + 500  # re-replicated from the leader
+
+
+def test_pause_longer_than_the_session_timeout_fences_the_node(healthy):
+    nem, done = play(healthy, "pause", {"f": "pause", "target": "one", "pick": 5})
+    node = done["nodes"][0]
+    other = next(n for n in healthy.nodes if n != node)
+    until(lambda: healthy.id_of(node) not in admin.registered_brokers(f"{healthy.address(other)}:9092")
+         , 30, "fenced")
+    nem.invoke({"f": "resume"})
+    until(lambda: healthy.id_of(node) in admin.registered_brokers(f"{healthy.address(other)}:9092")
+         , 30, "unfenced")
+
+
+def test_kill_controller_moves_the_quorum_leadership(healthy):
+    before = active_controller(healthy)
+    nem, done = play(healthy, "kill-controller", {"f": "kill", "target": "controller"})
+    assert done["nodes"] == [before]
+    until(lambda: active_controller(healthy) != before, 30, "election")
+    nem.invoke({"f": "start"})
+    assert healthy.is_running(before)
+
+
+@pytest.mark.parametrize("spec, op", [
+    ("partition-halves", {"f": "start-partition", "target": "all", "pick": 1}),
+    ("partition-majorities-ring", {"f": "start-partition", "target": "all", "pick": 2}),
+    ("partition-bridge", {"f": "start-partition", "target": "all", "pick": 3}),
+    ("partition-oneway", {"f": "start-partition", "target": "one", "pick": 4}),
+    ("partition-controller", {"f": "start-partition", "target": "controller"}),
+    ("flaky", {"f": "start-flaky", "target": "all", "pick": 5}),
+])
+def test_network_faults_install_their_grudge_and_heal_it(healthy, spec, op):
+    nem, done = play(healthy, spec, op)
+    for node, srcs in done["grudge"].items():
+        rules = healthy.fault_ctl(node, "status")
+        for src in srcs:
+            assert f"-s {healthy.address(src)}/32" in rules, (node, src, rules)
+        assert ("statistic" in rules) == (spec == "flaky")
+    nem.teardown()
+    assert all("-A KCHAOS" not in healthy.fault_ctl(n, "status") for n in healthy.nodes)
+
+
+def test_partition_client_cuts_clients_off_one_node_only(healthy):
+    nem, done = play(healthy, "partition-client", {"f": "start-partition", "target": "one", "pick": 7})
+    node = done["nodes"][0]
+    with pytest.raises(Exception):
+        admin.registered_brokers(f"{healthy.address(node)}:9092", timeout=3)
+    other = next(n for n in healthy.nodes if n != node)
+    assert healthy.id_of(node) in admin.registered_brokers(f"{healthy.address(other)}:9092")
+    nem.invoke({"f": "stop-partition"})
+    until(lambda: admin.registered_brokers(f"{healthy.address(node)}:9092"), 20, "reachable")
+
+
+def test_cpu_starve_caps_and_uncaps_the_container(healthy):
+    nem, done = play(healthy, "cpu-starve", {"f": "start-starve", "target": "one", "pick": 1})
+    node = done["nodes"][0]
+    quota = lambda: healthy.exec(node, ["cat", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us"])[1].strip()  # noqa: E731
+    assert quota() == "5000"
+    nem.invoke({"f": "stop-starve"})
+    assert quota() == "-1"
+
+
+def test_slow_disk_delays_writes_on_the_node_until_healed(healthy):
+    nem, done = play(healthy, "slow-disk", {"f": "start-slow-disk", "target": "one", "pick": 2})
+    node = done["nodes"][0]
+    assert '"write_delay_ms": 100' in healthy.fault_ctl(node, "status")
+    timed = ("import os, time; t = time.monotonic(); fd = os.open('{f}', os.O_WRONLY | os.O_CREAT)\n"
+             "for _ in range(10): os.write(fd, b'x' * 4096)\n"
+             "os.close(fd); os.unlink('{f}'); print(time.monotonic() - t)").format(f=f"{DATA_DIR}/slow")
+    code, out = healthy.exec(node, ["python3", "-c", timed])
+    assert code == 0 and float(out) >= 0.9, out  # 10 writes of 100 ms each
+    nem.invoke({"f": "stop-slow-disk"})
+    assert '"write_delay_ms": 0' in healthy.fault_ctl(node, "status")
+
+
+def test_rolling_restart_restarts_every_node_and_keeps_the_topic_in_sync(healthy):
+    starts = lambda n: (healthy.node_dir(n) / "stdout.log").read_text().count("=== start")  # noqa: E731
+    before = {n: starts(n) for n in healthy.nodes}
+    nem, done = play(healthy, "rolling-restart", {"f": "roll", "pick": 1})
+    assert sorted(done["nodes"]) == sorted(healthy.nodes)
+    assert all(starts(n) == before[n] + 1 for n in healthy.nodes)
+    healthy.wait_topic(TOPIC.name, 3, 10)
+
+
+def test_faults_on_a_down_node_are_skipped_not_fatal(healthy):
+    healthy.kill("n2")
+    nem = nemesis.split("pause")[0].make(healthy, CFG)
+    with pytest.raises(nemesis.FaultSkipped, match="not running"):
+        nem.invoke({"f": "pause", "nodes": ["n2"]})
+    nem2, done = play(healthy, "partition-one", {"f": "start-partition", "target": "one", "pick": 1})
+    assert done["nodes"]  # rules go in even where Kafka is down
+    nem2.teardown()

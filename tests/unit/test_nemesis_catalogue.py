@@ -1,0 +1,173 @@
+"""The nemesis catalogue without a cluster: specs, grudges, schedules drawn from the seed, replay files."""
+import json
+import random
+from itertools import combinations
+
+import pytest
+
+import nemesis
+from harness.config import ConfigError, NemesisConfig, TestConfig
+from nemesis.base import outlive_lag, outlive_session
+from nemesis.network import bridge, halves, isolate, lossy, majorities_ring, oneway
+from nemesis.schedule import load_schedule, make_schedule, save_schedule, schedule_names
+from nemesis.targets import Target
+
+NODES = ["n1", "n2", "n3", "n4", "n5"]
+
+
+def cfg(names, **kw):
+    return TestConfig(seed=kw.pop("seed", 3), time_limit=kw.pop("time_limit", 120),
+                      nemesis=NemesisConfig(names=tuple(names), interval=10, jitter=0.2, restart_delay=3, **kw))
+
+
+def reach(grudge, a, b):
+    """Whether packets from a arrive at b."""
+    return a not in grudge.get(b, set())
+
+
+@pytest.mark.parametrize("spec", ["kill", "kill:majority", "pause:controller", "slow-follower:followers:2",
+                                  "partition-one:leader:0", "power-fail-all", "flaky", "none"])
+def test_known_specs(spec):
+    nemesis.check_spec(spec)
+
+
+@pytest.mark.parametrize("spec, needle", [
+    ("bogus", "unknown nemesis 'bogus'"),
+    ("kill-leader:one", "cannot aim at 'one'"),
+    ("partition-halves:leader", "cannot aim at"),
+    ("rolling-restart:one", "takes no target"),
+    ("kill:boss", "unknown target"),
+    ("kill:one:3", "takes no partition"),
+    ("kill:leader:x", "must be a number"),
+])
+def test_bad_specs(spec, needle):
+    with pytest.raises(ValueError, match=needle):
+        nemesis.check_spec(spec)
+
+
+def test_target_round_trip():
+    for s in ["one", "leader", "leader:4", "followers:0", "controller"]:
+        assert str(Target.parse(s)) == s
+
+
+def test_isolate_cuts_both_ways_and_nothing_else():
+    g = isolate(["n2"], NODES, random.Random(1))
+    for a, b in combinations(NODES, 2):
+        assert reach(g, a, b) == reach(g, b, a) == ("n2" not in (a, b))
+
+
+def test_halves_are_two_disconnected_cliques():
+    for seed in range(20):
+        g = halves([], NODES, random.Random(seed))
+        side = {n: frozenset([n] + [m for m in NODES if reach(g, m, n)]) for n in NODES}
+        assert len(set(side.values())) == 2
+        assert sorted(len(s) for s in set(side.values())) == [2, 3]
+        assert all(reach(g, a, b) == reach(g, b, a) for a, b in combinations(NODES, 2))
+
+
+def test_majorities_ring_every_node_sees_a_distinct_majority():
+    for seed in range(20):
+        g = majorities_ring([], NODES, random.Random(seed))
+        views = [frozenset(m for m in NODES if reach(g, m, n)) for n in NODES]
+        assert all(len(v) == 3 for v in views)
+        assert len(set(views)) == 5
+
+
+def test_bridge_node_reaches_both_halves_which_do_not_reach_each_other():
+    for seed in range(20):
+        g = bridge([], NODES, random.Random(seed))
+        bridges = [n for n in NODES if all(reach(g, n, m) and reach(g, m, n) for m in NODES)]
+        assert len(bridges) == 1
+        rest = [n for n in NODES if n != bridges[0]]
+        cut = [(a, b) for a, b in combinations(rest, 2) if not reach(g, a, b)]
+        assert len(cut) == 4  # 2 x 2 across the halves
+
+
+def test_oneway_drops_only_the_targets_outgoing_packets():
+    g = oneway(["n1"], NODES, random.Random(0))
+    assert all(not reach(g, "n1", m) and reach(g, m, "n1") for m in NODES[1:])
+
+
+def test_lossy_hits_only_the_targets():
+    g = lossy(["n3"], NODES, random.Random(0))
+    assert g == {"n3": set(NODES) - {"n3"}}
+
+
+def test_every_package_draws_ops_it_can_play_and_mends_what_it_breaks():
+    c = TestConfig(time_limit=300, nemesis=NemesisConfig(interval=20, restart_delay=3))
+    for name, pkg in nemesis.PACKAGES.items():
+        ops = pkg.schedule(random.Random(1), c, name, None)
+        assert ops, name
+        assert all(op.op["f"] in pkg.fs and op.nemesis == name and 0 <= op.at < 300 for op in ops), name
+        if len(pkg.fs) == 2:  # break, mend, break, mend ... never two breaks at once
+            assert [o.op["f"] for o in ops] == [pkg.fs[0], pkg.fs[1]] * (len(ops) // 2), name
+            for brk, mend in zip(ops[0::2], ops[1::2]):
+                assert mend.at - brk.at >= 3 - 1e-9
+        if pkg.targets:
+            assert all(o.op["target"] == pkg.targets[0] for o in ops[0::2])
+
+
+def test_fault_durations_outlive_the_kafka_timeouts_they_exercise():
+    c = TestConfig()
+    for spec, least in [("pause", c.cluster.broker_session_timeout_ms / 1000),
+                        ("slow-follower", c.cluster.replica_lag_time_max_ms / 1000),
+                        ("partition-leader", c.cluster.replica_lag_time_max_ms / 1000)]:
+        ops = make_schedule(cfg([spec]))
+        assert all(m.at - b.at > least for b, m in zip(ops[0::2], ops[1::2])), spec
+    assert outlive_session(c) > 9 and outlive_lag(c) > 10
+
+
+def test_a_spec_keeps_its_schedule_when_other_nemeses_join():
+    alone = [s.to_dict() for s in make_schedule(cfg(["kill"]))]
+    mixed = [s.to_dict() for s in make_schedule(cfg(["kill", "partition-halves", "slow-follower"]))]
+    assert [s for s in mixed if s["nemesis"] == "kill"] == alone
+    assert {s["nemesis"] for s in mixed} == {"kill", "partition-halves", "slow-follower"}
+    assert [s["at"] for s in mixed] == sorted(s["at"] for s in mixed)
+
+
+def test_leader_targets_carry_a_partition_and_every_target_a_pick():
+    ops = make_schedule(cfg(["kill-leader", "slow-follower:followers:1"]))
+    for o in ops:
+        if o.op["f"] in ("kill", "start-slow"):
+            assert isinstance(o.op["pick"], int)
+            assert o.op["partition"] == 1 if o.nemesis.startswith("slow") else 0 <= o.op["partition"] < 3
+
+
+def test_saved_schedule_replays_exactly(tmp_path):
+    c = cfg(["kill:minority", "partition-bridge", "power-fail-leader"])
+    ops = make_schedule(c)
+    save_schedule(ops, tmp_path / "schedule.json")
+    assert schedule_names(tmp_path / "schedule.json") == tuple(dict.fromkeys(o.nemesis for o in ops))
+    again = make_schedule(c.with_(nemesis=NemesisConfig(schedule_file=str(tmp_path / "schedule.json"))))
+    assert [s.to_dict() for s in again] == [s.to_dict() for s in ops]
+
+
+@pytest.mark.parametrize("entries, needle", [
+    ('{"at": 1}', "JSON list"),
+    ('[{"at": 1, "nemesis": "kill", "op": {"f": "kill"}}', "not JSON"),
+    ('[{"at": 500, "nemesis": "kill", "op": {"f": "kill"}}]', "entry 0: at=500"),
+    ('[{"at": 1, "nemesis": "bogus", "op": {"f": "kill"}}]', "unknown nemesis"),
+    ('[{"at": 1, "nemesis": "kill", "op": {"f": "resume"}}]', "f is one of kill, start"),
+    ('[{"at": 1, "nemesis": "kill", "op": {"f": "kill"}, "x": 1}]', "exactly at, nemesis and op"),
+    ('[{"at": 1, "nemesis": "kill", "op": {"f": "kill", "target": "leader", "partition": 9}}]', "partition in 0..2"),
+    ('[{"at": 1, "nemesis": "kill-leader", "op": {"f": "kill", "target": "one"}}]', "cannot aim at 'one'"),
+])
+def test_bad_schedule_files_name_the_entry(tmp_path, entries, needle):
+    f = tmp_path / "s.json"
+    f.write_text(entries)
+    with pytest.raises(ConfigError, match=needle):
+        load_schedule(f, cfg(["kill"], time_limit=100))
+
+
+def test_hand_written_composed_schedule(tmp_path):
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps([
+        {"at": 2, "nemesis": "slow-follower", "op": {"f": "start-slow", "target": "followers", "partition": 0}},
+        {"at": 20, "nemesis": "power-fail-leader", "op": {"f": "power-fail", "target": "leader", "partition": 0}},
+        {"at": 26, "nemesis": "power-fail-leader", "op": {"f": "start"}},
+        {"at": 30, "nemesis": "slow-follower", "op": {"f": "stop-slow"}},
+    ]))
+    assert schedule_names(f) == ("slow-follower", "power-fail-leader")
+    assert nemesis.needs_lazyfs(schedule_names(f))
+    ops = load_schedule(f, cfg([], time_limit=60))
+    assert [o.at for o in ops] == [2, 20, 26, 30]
