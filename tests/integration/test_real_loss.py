@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+import nemesis
 from checkers import check_path
 from clusters import admin
 from clusters.docker import DockerCluster
@@ -20,25 +21,6 @@ from nemesis.driver import NemesisDriver
 from workloads.queue import QueueWorkload
 
 pytestmark = pytest.mark.cluster
-
-
-class Scripted:
-    """A nemesis whose ops are plain cluster actions, so the test's fault sequence lands in the history."""
-
-    name = "scripted"
-
-    def __init__(self, cluster, cfg):
-        self.cluster = cluster
-
-    def setup(self, cluster, history):
-        pass
-
-    def invoke(self, op):
-        getattr(self.cluster, op["f"])(op["node"])
-        return {"node": op["node"]}
-
-    def teardown(self):
-        self.cluster.heal()
 
 
 def test_acks1_leader_killed_while_followers_paused_loses_acked_writes(store, node_image):
@@ -52,8 +34,8 @@ def test_acks1_leader_killed_while_followers_paused_loses_acked_writes(store, no
     history = History(run / "history.jsonl")
     cluster = DockerCluster(cfg.cluster, node_image, run)
     workload = QueueWorkload(cfg)
-    from nemesis.base import Package
-    driver = NemesisDriver([Package("scripted", Scripted, lambda r, c: [])], cluster, cfg, history, [])
+    driver = NemesisDriver({n: nemesis.split(n)[0].make(cluster, cfg) for n in ("pause", "kill")},
+                           cluster, history, [])
     try:
         cluster.setup()
         workload.setup(cluster)
@@ -62,14 +44,12 @@ def test_acks1_leader_killed_while_followers_paused_loses_acked_writes(store, no
         time.sleep(4)
         leader = cluster.node_of(admin.partitions(cluster.bootstrap(), cfg.topic.name)[0].leader)
         followers = [n for n in cluster.nodes if n != leader]
-        for f in followers:
-            driver.apply("scripted", {"f": "pause", "node": f})
+        assert driver.apply("pause", {"f": "pause", "nodes": followers})["nodes"] == followers
         time.sleep(6)  # the leader alone acknowledges these writes
-        driver.apply("scripted", {"f": "kill", "node": leader})
-        for f in followers:
-            driver.apply("scripted", {"f": "resume", "node": f})
+        driver.apply("kill", {"f": "kill", "nodes": [leader]})
+        driver.apply("pause", {"f": "resume"})
         time.sleep(15)  # a follower takes over; producers write to it
-        driver.apply("scripted", {"f": "start", "node": leader})
+        driver.apply("kill", {"f": "start"})
         time.sleep(5)
         driver.stop_and_heal()
         cluster.wait_brokers(60)

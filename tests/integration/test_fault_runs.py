@@ -1,0 +1,116 @@
+"""Whole runs with the nemesis catalogue through the CLI: composed replayed schedules, interrupted harnesses."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import docker
+import pytest
+
+from clusters.engine import LABEL
+from harness.history import read_history
+
+pytestmark = pytest.mark.cluster
+KCHAOS = [sys.executable, "-m", "harness.cli"]
+
+
+def latest(store: Path) -> Path:
+    return (store / "latest").resolve()
+
+
+def test_replayed_composed_schedule_slows_followers_then_power_fails_the_leader(store, tmp_path):
+    schedule = [
+        {"at": 3, "nemesis": "slow-follower", "op": {"f": "start-slow", "target": "followers", "partition": 0}},
+        {"at": 20, "nemesis": "power-fail-leader", "op": {"f": "power-fail", "target": "leader", "partition": 0}},
+        {"at": 25, "nemesis": "power-fail-leader", "op": {"f": "start"}},
+        {"at": 31, "nemesis": "slow-follower", "op": {"f": "stop-slow"}},
+    ]
+    f = tmp_path / "composed.json"
+    f.write_text(json.dumps(schedule))
+    proc = subprocess.run([*KCHAOS, "run", "--store", str(store), "--name", "composed", "--schedule", str(f),
+                           "--time-limit", "36", "--rate", "60", "--seed", "9"],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]  # a verdict, either way
+    run = latest(store)
+    test = json.loads((run / "test.json").read_text())
+    assert test["cluster"]["storage"] == "lazyfs"  # power-fail needs it: "auto" chose it
+    assert test["nemesis"]["names"] == ["slow-follower", "power-fail-leader"]
+    saved = json.loads((run / "schedule.json").read_text())
+    assert [(s["at"], s["nemesis"], s["op"]) for s in saved] == [(s["at"], s["nemesis"], s["op"]) for s in schedule]
+    ops = [o for o in read_history(run / "history.jsonl") if o["process"] == "nemesis"]
+    done = {o["f"]: o for o in ops if o["type"] == "ok"}
+    assert set(done) == {"start-slow", "power-fail", "start", "stop-slow", "heal"}, ops
+    slowed, failed = done["start-slow"]["nodes"], done["power-fail"]["nodes"]
+    assert len(slowed) == 2 and len(failed) == 1 and failed[0] not in slowed  # the leader, while both lag
+    assert done["power-fail"]["lost"][failed[0]]["unsynced_bytes"] > 0
+    inv = {o["f"]: o["time"] for o in ops if o["type"] == "invoke"}
+    assert inv["start-slow"] < inv["power-fail"] < inv["stop-slow"]  # one fault inside the other
+    assert abs((inv["power-fail"] - inv["start-slow"]) / 1e9 - 17) < 3  # times kept, relative to the start
+    assert json.loads((run / "results.json").read_text())["valid"] in (True, False)
+
+
+def _containers():
+    client = docker.from_env()
+    return client.containers.list(all=True, filters={"label": LABEL})
+
+
+def _start_run(store: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([*KCHAOS, "run", "--store", str(store), "--time-limit", "120", "--rate", "50",
+                             "--seed", "4", "--interval", "4", "--jitter", "0", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_for_fault(store: Path, f: str, timeout: float = 180) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        h = latest(store) / "history.jsonl" if (store / "latest").exists() else None
+        if h and h.exists() and any(o["f"] == f and o["type"] == "ok" for o in read_history(h)):
+            return h
+        time.sleep(1)
+    pytest.fail(f"no {f} within {timeout}s")
+
+
+def _rules(node: str) -> str:
+    c = docker.from_env().containers.get(f"kchaos-{node}")
+    return c.exec_run(["fault-ctl", "status"]).output.decode()
+
+
+def test_killed_harness_leaves_a_readable_history_and_cleanup_removes_every_fault(store):
+    proc = _start_run(store, "--nemesis", "partition-halves,slow-follower:followers:1")
+    try:
+        hist = _wait_for_fault(store, "start-partition")
+        _wait_for_fault(store, "start-slow")
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        ops = list(read_history(hist))  # tolerated: a last line cut mid-write
+        assert any(o["f"] == "send" and o["type"] == "ok" for o in ops)
+        rules = "".join(_rules(n) for n in ("n1", "n2", "n3"))
+        assert "DROP" in rules and "htb" in rules  # the faults outlived the harness...
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    cleaned = subprocess.run([*KCHAOS, "cleanup"], capture_output=True, text=True, timeout=120)
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert _containers() == []  # ...and died with the containers that held them
+    assert docker.from_env().networks.list(filters={"label": LABEL}) == []
+    host = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
+    assert "KCHAOS" not in host  # nothing was ever installed on the host
+
+
+def test_interrupted_run_heals_records_and_tears_down(store):
+    proc = _start_run(store, "--nemesis", "pause")
+    try:
+        hist = _wait_for_fault(store, "pause")
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err[-2000:]
+    ops = list(read_history(hist))
+    heals = [o for o in ops if o["f"] == "heal" and o["process"] == "nemesis"]
+    assert [o["type"] for o in heals] == ["invoke", "ok"]
+    assert _containers() == []
