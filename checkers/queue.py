@@ -182,10 +182,10 @@ def _anomalies(ops: DataFrame, done: list[int]) -> dict[str, tuple[int, list[Any
     no_long = F.lit(None).cast("long")
     sends = ops.filter((f == "send") & F.col("value").isNotNull())
     entries = ops.filter(F.col("records").isNotNull()).select(
-        "index", F.explode("records").alias("r"))
+        "index", (f == "drain").alias("drained"), F.explode("records").alias("r"))
     well_formed = (F.size("r") == 3) & F.forall("r", lambda x: x.isNotNull())
     reads = entries.filter(well_formed).select(
-        F.get("r", 0).alias("p"), F.get("r", 1).alias("o"), F.get("r", 2).alias("v"))
+        F.get("r", 0).alias("p"), F.get("r", 1).alias("o"), F.get("r", 2).alias("v"), "drained")
     bad_records = entries.filter(F.col("r").isNull() | ~well_formed)
 
     acks = sends.filter((t == "ok") & F.col("partition").isNotNull() & F.col("offset").isNotNull())
@@ -200,27 +200,31 @@ def _anomalies(ops: DataFrame, done: list[int]) -> dict[str, tuple[int, list[Any
 
     def fact(df: DataFrame, invoked: Column = F.lit(False), acked: Column = F.lit(False),
              failed: Column = F.lit(False), ack_done: Column = F.lit(False),
-             loc: Column = F.lit(None), mismatch: Column = F.lit(False)) -> DataFrame:
+             loc: Column = F.lit(None), mismatch: Column = F.lit(False),
+             drained: Column = F.lit(False)) -> DataFrame:
         return df.select("value", invoked.alias("invoked"), acked.alias("acked"),
                          failed.alias("failed"), ack_done.alias("ack_done"),
                          loc.cast("struct<p:bigint,o:bigint>").alias("loc"),
-                         mismatch.alias("mismatch"))
+                         mismatch.alias("mismatch"), drained.alias("drained"))
 
     facts = (
         fact(sends, invoked=t == "invoke", acked=t == "ok", failed=t == "fail",
              ack_done=(t == "ok") & F.coalesce(F.col("partition").isin(done), F.lit(False)))
-        .unionByName(fact(reads.withColumnRenamed("v", "value"), loc=F.struct("p", "o")))
+        .unionByName(fact(reads.withColumnRenamed("v", "value"), loc=F.struct("p", "o"),
+                          drained=F.col("drained")))
         .unionByName(fact(mismatched, mismatch=F.lit(True))))
     per_value = facts.groupBy("value").agg(
-        *[F.max(c).alias(c) for c in ("invoked", "acked", "failed", "ack_done", "mismatch")],
+        *[F.max(c).alias(c) for c in ("invoked", "acked", "failed", "ack_done", "mismatch", "drained")],
         F.size(F.collect_set("loc")).alias("locations"))
 
     v, read = F.col, F.col("locations") > 0
-    # An acked value never read is lost if (one of) its partition's final read
-    # completed, unseen otherwise, including when its partition is unknown.
+    # An acked value is lost if (one of) its partition's final reads completed
+    # without it, even if a consumer read it earlier (the log lost it after
+    # that, e.g. to a power failure). An acked value never read at all is
+    # unseen when no final read of its partition completed.
     kinds = {
         "acked": v("acked"),
-        "lost": v("acked") & ~read & v("ack_done"),
+        "lost": v("acked") & ~v("drained") & v("ack_done"),
         "unseen": v("acked") & ~read & ~v("ack_done"),
         "acked_offset_mismatch": v("mismatch") & v("acked"),
         "duplicate": v("locations") >= 2,

@@ -1,12 +1,14 @@
 #!/bin/bash
 # Host set-up for kchaos on Debian 12: Docker Engine (Debian's docker.io), debootstrap, Maven, Java,
-# python3-venv; then makes sure dockerd answers. Idempotent; quiet when everything is already there.
+# python3-venv, and gcc + libfuse3-dev + fuse3 for lazyfs (built here, run in the nodes); then makes
+# sure dockerd answers. Idempotent; quiet when everything is already there.
 set -euo pipefail
 say() { echo "kchaos setup: $*" >&2; }
 
 if [ "$(id -u)" != 0 ]; then
   say "needs root (apt-get, dockerd, debootstrap). Run as root, or install docker.io debootstrap maven"
-  say "openjdk-17-jdk-headless python3-venv yourself and start Docker, then run 'make install'."
+  say "openjdk-17-jdk-headless python3-venv gcc pkg-config libfuse3-dev fuse3 yourself and start Docker,"
+  say "then run 'make install'."
   exit 4
 fi
 if ! grep -qs '^ID=debian' /etc/os-release; then
@@ -17,10 +19,11 @@ fi
 
 need=()
 for pair in docker:docker.io dockerd:docker.io debootstrap:debootstrap mvn:maven java:openjdk-17-jdk-headless \
-            iptables:iptables; do
+            iptables:iptables fusermount3:fuse3 pkg-config:pkg-config gcc:gcc; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
+dpkg -s libfuse3-dev >/dev/null 2>&1 || need+=(libfuse3-dev)
 if [ ${#need[@]} -gt 0 ]; then
   say "installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

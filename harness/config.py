@@ -186,6 +186,8 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
     _check(n.interval > 0, f"--interval must be positive, got {n.interval}")
     _check(0 <= n.jitter < 1, f"--jitter must be in [0, 1), got {n.jitter}")
     _check(n.restart_delay >= 0, f"--restart-delay must be >= 0, got {n.restart_delay}")
+    twice = sorted({x for x in n.names if n.names.count(x) > 1})
+    _check(not twice, f"--nemesis names {', '.join(twice)} more than once")
     if check_nemesis is not None:
         for name in n.names:
             try:

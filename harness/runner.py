@@ -45,7 +45,7 @@ def preflight(cfg: TestConfig) -> TestConfig:
     if n.schedule_file:
         path = str(Path(n.schedule_file).expanduser().resolve())
         cfg = cfg.with_(nemesis=replace(n, schedule_file=path, names=schedule_names(Path(path))))
-    validate(cfg, nemeses.check_spec)
+    validate(cfg, lambda spec: nemeses.check_spec(spec, cfg.topic.partitions))
     make_schedule(cfg)  # a replayed schedule is checked entry by entry here
     lazy = nemeses.needs_lazyfs(cfg.nemesis.names)
     if cfg.cluster.storage == "auto":

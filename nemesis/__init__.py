@@ -30,10 +30,17 @@ def split(spec: str) -> tuple[Package, str | None]:
     return pkg, target or None
 
 
-def check_spec(spec: str) -> None:
-    """Raise ValueError unless `spec` names a nemesis (optionally `:target`) or is "none"."""
-    if spec != "none":
-        split(spec)
+def check_spec(spec: str, partitions: int | None = None) -> None:
+    """Raise ValueError unless `spec` names a nemesis (optionally `:target`) or is "none".
+
+    With `partitions`, a target's partition must also be one of the topic's.
+    """
+    if spec == "none":
+        return
+    _, target = split(spec)
+    p = Target.parse(target).partition if target else None
+    if partitions is not None and p is not None and p >= partitions:
+        raise ValueError(f"nemesis {spec!r} aims at partition {p}, but the topic has {partitions} (0..{partitions - 1})")
 
 
 def needs_lazyfs(specs: tuple[str, ...]) -> bool:

@@ -106,8 +106,8 @@ class TargetedNemesis:
     """
 
     def __init__(self, name: str, fault: NodeFault, cluster: Cluster, cfg: TestConfig,
-                 start_f: str, stop_f: str):
-        self.name, self.fault, self.cluster = name, fault, cluster
+                 start_f: str, stop_f: str, default_target: str):
+        self.name, self.fault, self.cluster, self.default_target = name, fault, cluster, default_target
         self.topic = cfg.topic.name
         self.start_f, self.stop_f = start_f, stop_f
         self.active: set[str] = set()
@@ -119,8 +119,12 @@ class TargetedNemesis:
         """Apply `start_f` to the op's target (resolved now) or undo everything on `stop_f`."""
         from nemesis.targets import resolve  # targets needs FaultSkipped from here
         if op["f"] == self.start_f:
-            targets = resolve(self.cluster, self.topic, op)
-            out = {"nodes": targets, **self.fault.begin(targets, op)}
+            targets = resolve(self.cluster, self.topic, {"target": self.default_target, **op})
+            try:
+                out = {"nodes": targets, **self.fault.begin(targets, op)}
+            except Exception:
+                self.active.update(targets)  # half-applied: the mend must still visit every target
+                raise
             self.active.update(out["nodes"])
             return {"targets": targets, **out}
         if op["f"] == self.stop_f:
@@ -142,7 +146,7 @@ def targeted(name: str, make_fault: Callable[[Cluster, TestConfig], NodeFault], 
     from nemesis.targets import Target, fault_op
 
     def make(cluster: Cluster, cfg: TestConfig) -> Nemesis:
-        return TargetedNemesis(name, make_fault(cluster, cfg), cluster, cfg, start_f, stop_f)
+        return TargetedNemesis(name, make_fault(cluster, cfg), cluster, cfg, start_f, stop_f, targets[0])
 
     def schedule(rng: random.Random, cfg: TestConfig, spec: str, target: str | None) -> list[ScheduledOp]:
         t = Target.parse(target or targets[0])

@@ -13,7 +13,7 @@ import random
 from typing import Any, Callable
 
 from harness.protocols import Cluster
-from nemesis.base import Package, outlive_lag, targeted
+from nemesis.base import Package, outlive_lag, outlive_session, targeted
 
 Grudge = dict[str, set[str]]  # node -> nodes (or addresses) whose packets it drops
 GrudgeFn = Callable[[list[str], list[str], random.Random], Grudge]
@@ -64,11 +64,14 @@ def oneway(targets: list[str], everyone: list[str], rng: random.Random) -> Grudg
 
 
 class NetFault:
-    """Applies a grudge with `fault-ctl drop` (or `flaky`) on each aggrieved node; heals with `net-heal`."""
+    """Applies a grudge with `fault-ctl drop` (or `flaky`) on each aggrieved node; heals with `net-heal`.
 
-    def __init__(self, cluster: Cluster, grudge: GrudgeFn | None, *, clients: bool = False,
+    Rules carry the nemesis's name as a tag, so overlapping network faults mend independently.
+    """
+
+    def __init__(self, cluster: Cluster, tag: str, grudge: GrudgeFn | None, *, clients: bool = False,
                  loss: float | None = None):
-        self.cluster, self.grudge, self.clients, self.loss = cluster, grudge, clients, loss
+        self.cluster, self.tag, self.grudge, self.clients, self.loss = cluster, tag, grudge, clients, loss
 
     def _everyone(self) -> list[str]:
         return sorted(set(self.cluster.nodes) | set(self.cluster.controllers))
@@ -83,7 +86,7 @@ class NetFault:
             drops = {n: sorted(g) for n, g in grudge.items()}
         for node, srcs in sorted(drops.items()):
             addrs = [s if s[0].isdigit() else self.cluster.address(s) for s in srcs]
-            args = ["drop", *addrs] if self.loss is None else ["flaky", str(self.loss), *addrs]
+            args = ["drop", self.tag, *addrs] if self.loss is None else ["flaky", self.tag, str(self.loss), *addrs]
             self.cluster.fault_ctl(node, *args)
         out: dict[str, Any] = {"nodes": sorted(drops), "grudge": drops}
         if self.loss is not None:
@@ -91,9 +94,9 @@ class NetFault:
         return out
 
     def end(self, nodes: list[str]) -> dict[str, Any]:
-        """Remove every drop rule on `nodes`."""
+        """Remove this nemesis's drop rules on `nodes` (another nemesis's partition stays)."""
         for n in nodes:
-            self.cluster.fault_ctl(n, "net-heal")
+            self.cluster.fault_ctl(n, "net-heal", self.tag)
         return {}
 
     def heal(self) -> None:
@@ -104,8 +107,8 @@ class NetFault:
 def _net(name: str, targets: tuple[str, ...], grudge: GrudgeFn | None = None, **kw: Any) -> Package:
     start, stop = ("start-flaky", "stop-flaky") if "loss" in kw else ("start-partition", "stop-partition")
     colors = {start: COLORS["start-partition"], stop: COLORS["stop-partition"]}
-    return targeted(name, lambda c, cfg: NetFault(c, grudge, **kw), start_f=start, stop_f=stop,
-                    targets=targets, colors=colors, duration=outlive_lag)
+    return targeted(name, lambda c, cfg: NetFault(c, name, grudge, **kw), start_f=start, stop_f=stop,
+                    targets=targets, colors=colors, duration=lambda cfg: max(outlive_lag(cfg), outlive_session(cfg)))
 
 
 ONE = ("one", "leader", "follower", "followers", "controller", "minority", "majority")

@@ -89,11 +89,11 @@ def _check_target(where: str, pkg: registry.Package, op: dict[str, Any], cfg: Te
         if kind not in pkg.targets:
             raise ConfigError(f"{where}: {pkg.name} cannot aim at {kind!r}; it takes {', '.join(pkg.targets)}")
         if kind in PARTITIONED:
-            p = op.get("partition")
+            p = op.get("partition", 0)
             if not isinstance(p, int) or isinstance(p, bool) or not 0 <= p < cfg.topic.partitions:
                 raise ConfigError(f"{where}: target {kind} needs a partition in 0..{cfg.topic.partitions - 1}")
-    nodes = op.get("nodes", [])
-    if not isinstance(nodes, list) or not all(isinstance(n, str) and n for n in nodes):
-        raise ConfigError(f"{where}: nodes must be a list of node names like [\"n1\"]")
+    nodes = op.get("nodes", ["n1"])
+    if not isinstance(nodes, list) or not nodes or not all(isinstance(n, str) and n for n in nodes):
+        raise ConfigError(f"{where}: nodes must be a non-empty list of node names like [\"n1\"]")
     if "pick" in op and (not isinstance(op["pick"], int) or isinstance(op["pick"], bool)):
         raise ConfigError(f"{where}: pick must be an integer")

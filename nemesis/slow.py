@@ -24,9 +24,9 @@ NODES = ("one", "minority", "majority", "all", "leader", "follower", "followers"
 
 
 class Each:
-    """Runs `fault-ctl START...` on each target node, `fault-ctl STOP` to mend, and STOP everywhere to heal."""
+    """Runs `fault-ctl START...` on each target node, `fault-ctl STOP...` to mend, and STOP everywhere to heal."""
 
-    def __init__(self, cluster: Cluster, start: list[str], stop: str, record: dict[str, Any]):
+    def __init__(self, cluster: Cluster, start: list[str], stop: list[str], record: dict[str, Any]):
         self.cluster, self.start, self.stop, self.record = cluster, start, stop, record
 
     def begin(self, nodes: list[str], op: dict[str, Any]) -> dict[str, Any]:
@@ -38,7 +38,7 @@ class Each:
     def end(self, nodes: list[str]) -> dict[str, Any]:
         """Mend `nodes`."""
         for n in nodes:
-            self.cluster.fault_ctl(n, self.stop)
+            self.cluster.fault_ctl(n, *self.stop)
         return {}
 
     def heal(self) -> None:
@@ -71,10 +71,10 @@ class CpuStarve:
 
 w_ms, f_ms = DISK_DELAY_MS
 PACKAGES = (
-    targeted("slow-follower", lambda c, cfg: Each(c, ["shape", FOLLOWER_RATE], "unshape", {"rate": FOLLOWER_RATE}),
+    targeted("slow-follower", lambda c, cfg: Each(c, ["shape", FOLLOWER_RATE], ["unshape"], {"rate": FOLLOWER_RATE}),
              start_f="start-slow", stop_f="stop-slow", targets=FOLLOWERS, duration=outlive_lag,
              colors={"start-slow": "#76b7b2", "stop-slow": "#bab0ac"}),
-    targeted("slow-disk", lambda c, cfg: Each(c, ["disk-delay", str(w_ms), str(f_ms)], "heal",
+    targeted("slow-disk", lambda c, cfg: Each(c, ["disk-delay", str(w_ms), str(f_ms)], ["disk-delay", "0", "0"],
                                               {"write_ms": w_ms, "fsync_ms": f_ms}),
              start_f="start-slow-disk", stop_f="stop-slow-disk", targets=NODES, duration=outlive_lag,
              colors={"start-slow-disk": "#9c755f", "stop-slow-disk": "#bab0ac"}, needs_lazyfs=True),

@@ -82,9 +82,10 @@ def resolve(cluster: Cluster, topic: str, op: dict[str, Any]) -> list[str]:
     """The nodes `op`'s target names right now (sorted); FaultSkipped when there are none.
 
     An op may instead name its nodes outright (`"nodes": ["n2"]`), as a
-    hand-written schedule might.
+    hand-written schedule might. A leader/follower target without a
+    partition means partition 0.
     """
-    kind, pick = op.get("target", "one"), random.Random(op.get("pick", 0))
+    kind, pick = op["target"], random.Random(op.get("pick", 0))
     everyone = sorted(set(cluster.nodes) | set(cluster.controllers))
     if "nodes" in op:
         unknown = sorted(set(op["nodes"]) - set(everyone))
@@ -94,7 +95,7 @@ def resolve(cluster: Cluster, topic: str, op: dict[str, Any]) -> list[str]:
     if kind == "controller":
         return [active_controller(cluster)]
     if kind in PARTITIONED:
-        p = op["partition"]
+        p = op.get("partition", 0)
         state = admin.partitions(cluster.bootstrap(), topic).get(p)
         if state is None:
             raise FaultSkipped(f"topic {topic} has no partition {p}")

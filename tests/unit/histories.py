@@ -97,10 +97,11 @@ def model(ops: list[dict[str, Any]], idempotent: bool) -> tuple[Any, dict[str, i
              for r in o["records"]}
     done = {o["partition"] for o in ops if o["f"] == "drain" and o["type"] == "ok" and o["complete"]}
     seen = {v for _, _, v in reads}
+    drained = {r[2] for o in ops if o["type"] == "ok" and o["f"] == "drain" for r in o["records"]}
     where = {v: {(p, o) for p, o, w in reads if w == v} for v in seen}
     at = {(p, o): {v for q, f, v in reads if (q, f) == (p, o)} for p, o, _ in reads}
     c = {"acked": len({v for *_, v in acked}),
-         "lost": len({v for p, _, v in acked if v not in seen and p in done}),
+         "lost": len({v for p, _, v in acked if v not in drained and p in done}),
          "unseen": len({v for p, _, v in acked if v not in seen and p not in done}),
          "acked_offset_mismatch": len({v for p, o, v in acked if at.get((p, o), {v}) - {v}}),
          "duplicate": sum(len(w) >= 2 for w in where.values()),

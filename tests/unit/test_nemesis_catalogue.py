@@ -171,3 +171,22 @@ def test_hand_written_composed_schedule(tmp_path):
     assert nemesis.needs_lazyfs(schedule_names(f))
     ops = load_schedule(f, cfg([], time_limit=60))
     assert [o.at for o in ops] == [2, 20, 26, 30]
+
+
+def test_spec_partitions_must_exist_and_specs_not_repeat():
+    from harness.runner import preflight
+    with pytest.raises(ConfigError, match="partition 9, but the topic has 3"):
+        preflight(cfg(["kill-leader:leader:9"]))
+    with pytest.raises(ConfigError, match="names kill more than once"):
+        preflight(cfg(["kill", "kill"]))
+
+
+def test_storage_auto_follows_the_nemeses(tmp_path):
+    from harness.runner import preflight
+    base = cfg(["kill"]).with_(store=str(tmp_path / "r"))
+    assert preflight(base).cluster.storage == "plain"
+    assert preflight(base.with_(nemesis=NemesisConfig(names=("kill", "power-fail")))).cluster.storage == "lazyfs"
+    from dataclasses import replace
+    with pytest.raises(ConfigError, match="need --storage lazyfs"):
+        preflight(base.with_(nemesis=NemesisConfig(names=("slow-disk",)),
+                             cluster=replace(base.cluster, storage="plain")))

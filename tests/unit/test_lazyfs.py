@@ -1,0 +1,455 @@
+"""lazyfs on this host: written data lives in the daemon until fsync; a power failure
+(SIGKILL + `fusermount3 -u -z` + remount) keeps exactly what was synced.
+
+Needs /dev/fuse and root; skipped otherwise. A missing compiler or libfuse3-dev is a
+failure (LazyfsBuildError says to run `make setup`), not a skip.
+"""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import random
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+if not os.path.exists("/dev/fuse"):
+    pytest.skip("lazyfs tests need /dev/fuse", allow_module_level=True)
+if os.geteuid() != 0:
+    pytest.skip("lazyfs tests mount FUSE filesystems: run them as root", allow_module_level=True)
+
+from clusters.lazyfs import build  # noqa: E402
+
+PAGE = 4096
+
+
+class Mount:
+    """One lazyfs daemon on `root/mnt` over `root/backing`, with a control FIFO."""
+
+    def __init__(self, binary: Path, root: Path, *args: str):
+        self.binary, self.args = binary, args
+        self.backing, self.mnt = root / "backing", root / "mnt"
+        self.ctl, self.log, self.stderr = root / "ctl", root / "lazyfs.log", root / "stderr"
+        self.backing.mkdir(parents=True, exist_ok=True)
+        self.mnt.mkdir(exist_ok=True)
+        self.proc: subprocess.Popen | None = None
+        self._stats = 0
+
+    def start(self) -> None:
+        cmd = [str(self.binary), f"--ctl={self.ctl}", f"--log={self.log}", *self.args, str(self.backing), str(self.mnt)]
+        with open(self.stderr, "ab") as err:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                                         start_new_session=True)
+        deadline = time.monotonic() + 5
+        while not os.path.ismount(self.mnt):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError(f"lazyfs did not mount: {self.stderr.read_text()[-2000:]}")
+            time.sleep(0.005)
+
+    def crash(self) -> None:
+        """SIGKILL the daemon, leaving its dead mount behind."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL the daemon and detach its mount; safe to call twice."""
+        self.crash()
+        subprocess.run(["fusermount3", "-u", "-z", str(self.mnt)], capture_output=True)
+
+    def power_failure(self) -> None:
+        self.kill()
+        self.start()
+
+    def command(self, line: str) -> None:
+        with open(self.ctl, "w") as f:
+            f.write(line + "\n")
+
+    def stats(self) -> dict:
+        """Also a barrier: commands are handled in order, so earlier ones are done."""
+        self._stats += 1
+        out = self.ctl.parent / f"stats-{self._stats}.json"
+        self.command(f"stats {out}")
+        deadline = time.monotonic() + 5
+        while not out.exists():
+            assert time.monotonic() < deadline, "no stats from lazyfs"
+            time.sleep(0.005)
+        return json.loads(out.read_text())
+
+    def __truediv__(self, name: str) -> Path:
+        return self.mnt / name
+
+
+@pytest.fixture(scope="module")
+def binary() -> Path:
+    return build()
+
+
+@pytest.fixture
+def mount(binary, tmp_path):
+    """mount(*args) starts lazyfs with extra args; every daemon dies in teardown."""
+    made: list[Mount] = []
+
+    def make(*args: str) -> Mount:
+        m = Mount(binary, tmp_path / f"fs{len(made)}", *args)
+        made.append(m)
+        m.start()
+        return m
+
+    try:
+        yield make
+    finally:
+        for m in made:
+            m.kill()
+
+
+@pytest.fixture
+def fs(mount) -> Mount:
+    return mount()
+
+
+def put(path: Path, data: bytes, off: int = 0, sync: bool = False) -> None:
+    """pwrite `data` at `off` (creating the file), then fsync if asked."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        assert os.pwrite(fd, data, off) == len(data)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def test_unsynced_data_is_lost_synced_data_survives(fs):
+    put(fs / "synced", b"durable" * 1000, sync=True)
+    put(fs / "synced", b"volatile tail", off=7000)
+    put(fs / "unsynced", b"x" * 10000)
+    assert (fs / "synced").read_bytes() == (b"durable" * 1000) + b"volatile tail"
+    fs.power_failure()
+    assert (fs / "synced").read_bytes() == b"durable" * 1000
+    assert (fs / "unsynced").read_bytes() == b""  # the create was metadata: synchronous
+
+
+def test_partial_page_overwrites_and_appends_match_a_model(fs):
+    rng = random.Random(7)
+    base = rng.randbytes(3 * PAGE + 123)
+    put(fs / "f", base, sync=True)  # so first writes read-modify-write real backing pages
+    model = bytearray(base)
+    fd = os.open(fs / "f", os.O_RDWR)
+    app = os.open(fs / "f", os.O_WRONLY | os.O_APPEND)
+    try:
+        for i in range(300):
+            data = rng.randbytes(rng.choice([1, 7, 100, PAGE - 1, PAGE, PAGE + 1, 3 * PAGE + 5]))
+            if i % 3 == 0:
+                assert os.write(app, data) == len(data)
+                model += data
+            else:
+                off = rng.randrange(0, len(model) + 2 * PAGE)
+                os.pwrite(fd, data, off)
+                model[len(model):off] = bytes(max(0, off - len(model)))
+                model[off:off + len(data)] = data
+            if i % 25 == 0:
+                assert os.pread(fd, len(model) + 10, 0) == bytes(model)
+                lo = rng.randrange(len(model))
+                assert os.pread(fd, 5000, lo) == bytes(model[lo:lo + 5000])
+    finally:
+        os.close(fd)
+        os.close(app)
+    assert (fs / "f").read_bytes() == bytes(model)
+    assert os.stat(fs / "f").st_size == len(model)
+
+
+def test_logical_size_shows_before_sync_and_holes_read_as_zeros(fs):
+    put(fs / "f", b"a" * 10000)
+    put(fs / "f", b"end", off=1 << 20)
+    assert os.stat(fs / "f").st_size == (1 << 20) + 3
+    assert os.stat(fs.backing / "f").st_size == 0
+    data = (fs / "f").read_bytes()
+    assert data[:10000] == b"a" * 10000 and data[10000:1 << 20] == bytes((1 << 20) - 10000)
+    fd = os.open(fs / "f", os.O_RDONLY)
+    try:
+        assert os.fstat(fd).st_size == (1 << 20) + 3
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    assert (fs.backing / "f").read_bytes() == data
+
+
+def test_rename_over_existing_file_moves_its_data(fs):
+    put(fs / "target", b"old contents", sync=True)
+    put(fs / "tmp1", b"new synced", sync=True)
+    os.rename(fs / "tmp1", fs / "target")
+    put(fs / "target2", b"old contents 2", sync=True)
+    put(fs / "tmp2", b"new but never synced")
+    os.rename(fs / "tmp2", fs / "target2")
+    assert (fs / "target").read_bytes() == b"new synced"
+    assert (fs / "target2").read_bytes() == b"new but never synced"  # dirty data followed the inode
+    fs.power_failure()
+    assert sorted(os.listdir(fs.mnt)) == ["target", "target2"]
+    assert (fs / "target").read_bytes() == b"new synced"
+    assert (fs / "target2").read_bytes() == b""  # the rename is durable, the data was not
+
+
+def test_unlinking_the_last_link_forgets_dirty_data(fs):
+    put(fs / "a", b"x" * 3 * PAGE)
+    os.link(fs / "a", fs / "b")
+    os.unlink(fs / "a")
+    assert fs.stats()["dirty_bytes"] == 3 * PAGE  # still reachable as b
+    assert (fs / "b").read_bytes() == b"x" * 3 * PAGE
+    os.unlink(fs / "b")
+    assert fs.stats()["dirty_bytes"] == 0
+
+
+def test_restart_right_after_sigkill_detaches_the_dead_mount(fs):
+    put(fs / "f", b"synced", sync=True)
+    fs.crash()
+    fs.start()  # no fusermount3 in between: lazyfs detaches the dead mount itself
+    assert (fs / "f").read_bytes() == b"synced"
+
+
+def test_truncate_and_ftruncate_behave_like_a_filesystem(fs):
+    rng = random.Random(3)
+    synced = rng.randbytes(3 * PAGE)
+    put(fs / "f", synced, sync=True)
+    dirty = rng.randbytes(4 * PAGE)
+    put(fs / "f", dirty, off=2 * PAGE)  # dirty pages 2..5
+    model = bytearray(synced[:2 * PAGE] + dirty)
+    fd = os.open(fs / "f", os.O_RDWR)
+    try:
+        for size, by_path in [(2 * PAGE + 100, False), (8 * PAGE, False), (PAGE + 1, True),
+                              (5 * PAGE + 7, True), (0, False), (3, True)]:
+            if by_path:
+                os.truncate(fs / "f", size)
+            else:
+                os.ftruncate(fd, size)
+            model[size:] = b""
+            model += bytes(size - len(model))
+            assert os.fstat(fd).st_size == size
+            assert os.stat(fs.backing / "f").st_size == size  # truncate is synchronous
+            assert os.pread(fd, 10 * PAGE, 0) == bytes(model)
+            os.pwrite(fd, b"Z" * 10, size // 2)  # leave some dirty data behind each time
+            model[size // 2:size // 2 + 10] = b"Z" * 10
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fs.power_failure()
+    assert (fs / "f").read_bytes() == bytes(model)
+
+
+def test_directory_fsync(fs):
+    os.mkdir(fs / "d")
+    put(fs / "d" / "f", b"x", sync=True)
+    fd = os.open(fs / "d", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fs.power_failure()
+    assert (fs / "d" / "f").read_bytes() == b"x"
+
+
+def test_shared_writable_mmap_of_a_preallocated_file(fs):
+    size = 1 << 20
+    marks = {0: b"first", 4090: b"straddles-a-page", 777_777: b"deep", size - 4: b"last"}
+
+    def write_through_map(path: Path, stamp: bytes) -> int:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        os.ftruncate(fd, size)  # what RandomAccessFile.setLength does for Kafka's index files
+        with mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE) as m:
+            for off, data in marks.items():
+                m[off:off + len(data)] = stamp[:1] + data[1:]
+        return fd
+
+    fd = write_through_map(fs / "idx", b"A")
+    for off, data in marks.items():
+        assert os.pread(fd, len(data), off) == b"A" + data[1:]
+    os.close(fd)  # close writes the kernel's dirty map pages back to lazyfs: dirty there
+    assert fs.stats()["dirty_bytes"] >= 4 * PAGE
+    assert (fs.backing / "idx").read_bytes() == bytes(size)
+    fs.power_failure()
+    assert (fs / "idx").read_bytes() == bytes(size)  # the preallocation survived, the map writes did not
+
+    fd = write_through_map(fs / "idx", b"B")
+    os.fsync(fd)  # writes the map's dirty pages, then syncs
+    os.close(fd)
+    fs.power_failure()
+    data = (fs / "idx").read_bytes()
+    assert len(data) == size
+    for off, mark in marks.items():
+        assert data[off:off + len(mark)] == b"B" + mark[1:]
+
+
+def test_clear_drops_unsynced_data_without_restart(fs):
+    put(fs / "f", b"kept", sync=True)
+    put(fs / "f", b"-and-lost", off=4)
+    put(fs / "g", b"lost" * 5000)
+    s = fs.stats()
+    assert s["dirty_files"] == 2
+    fs.command("clear")
+    s = fs.stats()
+    assert s["dirty_bytes"] == 0 and s["dropped_bytes"] >= 3 * PAGE
+    # (opening a file drops its kernel page cache: no stale data is served)
+    assert (fs / "f").read_bytes() == b"kept"
+    assert (fs / "g").read_bytes() == b""
+
+
+def test_delay_slows_writes(fs):
+    fd = os.open(fs / "f", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        fs.command("delay 50 0")
+        assert fs.stats()["write_delay_ms"] == 50
+        t = time.monotonic()
+        for _ in range(20):
+            os.write(fd, b"x" * 100)
+        assert time.monotonic() - t >= 0.9
+        fs.command("delay 0 0")
+        fs.stats()
+        t = time.monotonic()
+        for _ in range(20):
+            os.write(fd, b"x" * 100)
+        assert time.monotonic() - t < 0.5
+    finally:
+        os.close(fd)
+
+
+def test_stats_count_dirty_and_synced_bytes(fs):
+    put(fs / "a", b"a" * 10 * PAGE)
+    put(fs / "b", b"bbb")
+    s = fs.stats()
+    assert (s["dirty_bytes"], s["dirty_files"], s["synced_bytes"]) == (11 * PAGE, 2, 0)
+    assert s["writes"] >= 2 and s["pid"] == fs.proc.pid
+    put(fs / "a", b"", sync=True)
+    s = fs.stats()
+    assert (s["dirty_bytes"], s["dirty_files"], s["synced_bytes"]) == (PAGE, 1, 10 * PAGE)
+    assert s["fsyncs"] >= 1
+    fs.command("flush")
+    s = fs.stats()
+    assert (s["dirty_bytes"], s["synced_bytes"]) == (0, 10 * PAGE + 3)
+    assert (fs.backing / "b").read_bytes() == b"bbb"
+
+
+def test_writeback_age_writes_old_dirty_data_through(mount):
+    fs = mount("--writeback-age", "1")
+    t = time.monotonic()
+    put(fs / "f", b"eventually" * 100)
+    assert (fs.backing / "f").read_bytes() == b""
+    while (fs.backing / "f").read_bytes() != b"eventually" * 100:
+        assert time.monotonic() - t < 5, "not written back within 5 s"
+        time.sleep(0.05)
+    assert time.monotonic() - t >= 0.5
+    fs.power_failure()
+    assert (fs / "f").read_bytes() == b"eventually" * 100
+
+
+def _records(writer: int) -> list[bytes]:
+    rng = random.Random(writer)
+    bodies = (rng.randbytes(rng.randrange(0, 3000)) for _ in range(2000))
+    return [f"{writer}:{seq}:{len(b)}:".encode().ljust(24, b".") + b for seq, b in enumerate(bodies)]
+
+
+def _check_records(data: bytes, writer: int) -> int:
+    """The number of complete records at the start of `data`; fails on a malformed one."""
+    pos = seq = 0
+    while pos + 24 <= len(data):
+        w, s, n, _ = data[pos:pos + 24].split(b":", 3)
+        assert (int(w), int(s)) == (writer, seq)
+        pos, seq = pos + 24 + int(n), seq + (pos + 24 + int(n) <= len(data))
+    return seq
+
+
+def test_concurrent_appenders_and_readers_then_power_failure(fs):
+    done = threading.Event()
+
+    def write(w: int) -> bytes:
+        recs = _records(w)
+        fd = os.open(fs / f"log{w}", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            for rec in recs:
+                assert os.write(fd, rec) == len(rec)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return b"".join(recs)
+
+    def read() -> None:  # every prefix a reader sees must be well-formed
+        while not done.is_set():
+            for w in range(4):
+                if (fs / f"log{w}").exists():
+                    _check_records((fs / f"log{w}").read_bytes(), w)
+
+    with ThreadPoolExecutor(6) as pool:
+        readers = [pool.submit(read) for _ in range(2)]
+        expected = list(pool.map(write, range(4)))
+        done.set()
+        for r in readers:
+            r.result()
+    fs.power_failure()
+    for w in range(4):
+        data = (fs / f"log{w}").read_bytes()
+        assert data == expected[w] and _check_records(data, w) == 2000
+
+
+# A random mix of writes, truncates and fsyncs on one file, checked against a model of
+# two byte strings: `volatile` (what reads must return) and `durable` (what survives a
+# power failure). Writes change only `volatile`; fsync copies it to `durable`. Truncate is
+# metadata, synchronous in lazyfs: it resizes both (a shrink cuts the durable bytes too,
+# a grow adds durable zeros), so the durable state is "the data as of the last fsync, with
+# every later truncate applied".
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.integers(0, 3 * PAGE), st.integers(1, PAGE + 10)),
+        st.tuples(st.just("truncate"), st.integers(0, 4 * PAGE), st.just(0)),
+        st.tuples(st.just("fsync"), st.just(0), st.just(0)),
+    ),
+    max_size=30,
+)
+
+
+@pytest.fixture(scope="module")
+def shared_fs(binary, tmp_path_factory):
+    m = Mount(binary, tmp_path_factory.mktemp("lazyfs-property"))
+    try:
+        m.start()
+        yield m
+    finally:
+        m.kill()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS, seed=st.integers(0, 2**16))
+def test_random_ops_match_model_and_power_failure_keeps_last_fsync(shared_fs, ops, seed):
+    fs, rng = shared_fs, random.Random(seed)
+    name = f"prop-{seed}-{time.monotonic_ns()}"
+    base = rng.randbytes(rng.randrange(0, 3 * PAGE))  # synced first: partial writes must merge with it
+    put(fs / name, base, sync=True)
+    volatile, durable = bytearray(base), bytearray(base)
+    fd = os.open(fs / name, os.O_RDWR)
+    try:
+        for op, a, b in ops:
+            if op == "write":
+                data = rng.randbytes(b)
+                os.pwrite(fd, data, a)
+                volatile += bytes(max(0, a - len(volatile)))
+                volatile[a:a + b] = data
+            elif op == "truncate":
+                os.ftruncate(fd, a)
+                for m in (volatile, durable):
+                    m[a:] = b""
+                    m += bytes(a - len(m))
+            else:
+                os.fsync(fd)
+                durable[:] = volatile
+        assert os.fstat(fd).st_size == len(volatile)
+        assert os.pread(fd, len(volatile) + 1, 0) == bytes(volatile)
+    finally:
+        os.close(fd)
+    fs.power_failure()
+    assert (fs / name).read_bytes() == bytes(durable)
