@@ -279,3 +279,13 @@ def test_faults_on_a_down_node_are_skipped_not_fatal(healthy):
     nem2, done = play(healthy, "partition-one", {"f": "start-partition", "target": "one", "pick": 1})
     assert done["nodes"]  # rules go in even where Kafka is down
     nem2.teardown()
+
+
+def test_overlapping_network_faults_mend_independently(healthy):
+    one, _ = play(healthy, "partition-one", {"f": "start-partition", "nodes": ["n1"]})
+    flaky, _ = play(healthy, "flaky", {"f": "start-flaky", "target": "all"})
+    one.invoke({"f": "stop-partition"})
+    rules = healthy.fault_ctl("n1", "status")
+    assert "statistic" in rules and "partition-one" not in rules, rules  # flaky's rules stay
+    flaky.invoke({"f": "stop-flaky"})
+    assert "-A KCHAOS" not in healthy.fault_ctl("n1", "status")
