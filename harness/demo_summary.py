@@ -24,7 +24,7 @@ def row(run: Path) -> str:
     res = json.loads(res_path.read_text()) if res_path.exists() else {"valid": "no result", "counts": {}}
     c = res.get("counts", {})
     return (f"{test['name']:<24} acks={test['producer']['acks']:<4} min.insync={test['topic']['min_insync']}  "
-            f"{','.join(test['nemesis']['names']):<27} acked={c.get('acked', '-'):<7} lost={c.get('lost', '-'):<5} unseen={c.get('unseen', '-'):<4} "
+            f"{','.join(test['nemesis']['names']):<28} acked={c.get('acked', '-'):<7} lost={c.get('lost', '-'):<5} unseen={c.get('unseen', '-'):<4} "
             f"valid={res.get('valid')}")
 
 

@@ -75,6 +75,10 @@ class Cluster(Protocol):
         """Copy `node`'s logs and config into `dest`; return the files written."""
 
 
+class FaultSkipped(RuntimeError):
+    """A nemesis cannot apply a fault now (no leader, node down); recorded as `info`, the run goes on."""
+
+
 class Workload(Protocol):
     """Clients driving the cluster; every operation goes into the history."""
 

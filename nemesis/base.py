@@ -8,11 +8,11 @@ from typing import Any, Callable, Protocol
 
 from harness.config import TestConfig
 from harness.history import History
-from harness.protocols import Cluster, Nemesis
+from harness.protocols import Cluster, FaultSkipped, Nemesis
+from nemesis.targets import Target, fault_op, resolve
 
-
-class FaultSkipped(RuntimeError):
-    """A fault that cannot be applied now (e.g. no leader to kill); recorded as `info`, the run goes on."""
+__all__ = ["FaultSkipped", "ScheduledOp", "Package", "periodic", "targeted", "TargetedNemesis", "NodeFault",
+           "outlive_lag", "outlive_session"]
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,6 @@ class TargetedNemesis:
 
     def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
         """Apply `start_f` to the op's target (resolved now) or undo everything on `stop_f`."""
-        from nemesis.targets import resolve  # targets needs FaultSkipped from here
         if op["f"] == self.start_f:
             targets = resolve(self.cluster, self.topic, {"target": self.default_target, **op})
             try:
@@ -143,8 +142,6 @@ def targeted(name: str, make_fault: Callable[[Cluster, TestConfig], NodeFault], 
              targets: tuple[str, ...], colors: dict[str, str],
              duration: Callable[[TestConfig], float] | None = None, needs_lazyfs: bool = False) -> Package:
     """A package of a NodeFault applied periodically to a target, mended after `duration(cfg)` seconds."""
-    from nemesis.targets import Target, fault_op
-
     def make(cluster: Cluster, cfg: TestConfig) -> Nemesis:
         return TargetedNemesis(name, make_fault(cluster, cfg), cluster, cfg, start_f, stop_f, targets[0])
 

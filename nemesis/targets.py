@@ -17,8 +17,7 @@ from typing import Any
 
 from clusters import admin
 from clusters.kraft import DATA_DIR
-from harness.protocols import Cluster
-from nemesis.base import FaultSkipped
+from harness.protocols import Cluster, FaultSkipped
 
 KINDS = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller")
 PARTITIONED = ("leader", "follower", "followers")
