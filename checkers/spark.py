@@ -1,7 +1,10 @@
 """The one SparkSession checkers share, and the history read with an explicit schema.
 
 Spark binds to loopback only and runs without its UI: a checker is an offline
-computation over a file and must not open ports on other interfaces.
+computation over a file and must not open ports on other interfaces. On a
+remote Spark cluster (`--spark-master spark://...`) the executors must reach
+the driver: `KCHAOS_SPARK_DRIVER_HOST` (the CLI's `--spark-driver-host`) names
+the local address to bind and advertise instead.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from pyspark.sql import types as T
 
 APP_NAME = "kchaos-check"
 LOOPBACK = "127.0.0.1"
+DRIVER_HOST_ENV = "KCHAOS_SPARK_DRIVER_HOST"
 CORRUPT = "_corrupt_record"
 
 # Fields a nemesis op may reuse with any JSON type (`value`, `partition`, `node`)
@@ -57,13 +61,14 @@ def spark_session(master: str = "local[*]") -> SparkSession:
     with _lock:
         if _session is not None and _session.sparkContext._jsc is not None:
             return _session
+        host = os.environ.get(DRIVER_HOST_ENV) or LOOPBACK
         # Read by the JVM at startup, so it must be set before the gateway launches.
-        os.environ["SPARK_LOCAL_IP"] = LOOPBACK
+        os.environ["SPARK_LOCAL_IP"] = host
         _session = (
             SparkSession.builder.master(master)
             .appName(APP_NAME)
-            .config("spark.driver.host", LOOPBACK)
-            .config("spark.driver.bindAddress", LOOPBACK)
+            .config("spark.driver.host", host)
+            .config("spark.driver.bindAddress", host)
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.log.level", "WARN")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
 import signal
 import sys
@@ -31,6 +32,15 @@ class _Parser(argparse.ArgumentParser):
 
 def _csv(s: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in s.split(",") if x.strip())
+
+
+def _spark_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--spark-master", default=D.spark_master,
+                   help="where the checker runs: local[N] (default local[*]) or an existing cluster, "
+                        "spark://HOST:7077 (see docs/checkers.md)")
+    p.add_argument("--spark-driver-host", default=None, metavar="ADDR",
+                   help="local address the Spark driver binds and advertises, for a remote --spark-master "
+                        "whose executors must connect back (default: 127.0.0.1)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,12 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="lazyfs writes unsynced data through once it is this old (the kernel's dirty expiry); "
                         "0 = never")
     r.add_argument("--store", default=D.store, help="results root")
-    r.add_argument("--spark-master", default=D.spark_master)
+    _spark_options(r)
     r.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
     c = sub.add_parser("check", help="check a run directory or a history.jsonl")
     c.add_argument("path")
     c.add_argument("--json", action="store_true", help="print the results object on stdout")
-    c.add_argument("--spark-master", default=D.spark_master)
+    _spark_options(c)
     sub.add_parser("cleanup", help="remove every container and network kchaos made")
     pr = sub.add_parser("prepare", help="fetch the Kafka jars and build the node image ahead of a run")
     pr.add_argument("--kafka-version", default=D.cluster.kafka_version)
@@ -138,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `kchaos` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
     console = Console(stderr=True)
+    if getattr(args, "spark_driver_host", None):
+        from checkers.spark import DRIVER_HOST_ENV
+        os.environ[DRIVER_HOST_ENV] = args.spark_driver_host
     signal.signal(signal.SIGTERM, _sigterm)
     # Imported late: `kchaos cleanup` and bad options must not wait for Spark or Docker imports.
     from checkers import CheckInputError, exit_code
