@@ -104,18 +104,32 @@ def _client_op_problem(rec: dict[str, Any]) -> str | None:
     return None
 
 
+def _pairing_problem(rec: dict[str, Any], outstanding: dict[Any, str]) -> str | None:
+    """Track invocations per process; say what is wrong if `rec` completes nothing."""
+    proc, f = rec["process"], rec["f"]
+    if rec["type"] == "invoke":
+        outstanding[proc] = f
+        return None
+    if outstanding.pop(proc, None) != f:
+        return f"{rec['type']} {f} of process {proc} completes no invocation (no {f} of that process is outstanding)"
+    return None
+
+
 def validate_history(path: Path) -> None:
     """Raise CheckInputError (one line, naming the line) unless `path` is a readable history.
 
     Tolerates a truncated final line without newline. Rejects non-JSON lines,
-    unknown op types, and client ops whose fields have the wrong types (which
-    the checker could not use). Nemesis ops may carry anything.
+    unknown op types, client ops whose fields have the wrong types (which
+    the checker could not use), and completions that complete nothing (no
+    outstanding invocation of the same f by that process). Nemesis ops may
+    carry anything.
     """
+    outstanding: dict[Any, str] = {}  # process -> f of its invocation awaiting completion
     try:
         for n, rec in enumerate(read_history(path), 1):
             if rec["process"] == "nemesis":
                 continue
-            problem = _client_op_problem(rec)
+            problem = _client_op_problem(rec) or _pairing_problem(rec, outstanding)
             if problem:
                 # `index` is the 0-based line number; fall back to the record's position.
                 where = rec["index"] + 1 if _int(rec.get("index")) else f"record {n}"

@@ -283,6 +283,8 @@ def good_lines(n: int) -> list[str]:
      r":3: send value must be an integer, got 'x'"),
     ('{"index": 2, "time": 3, "process": 0, "type": "ok", "f": "poll", "records": [[0, 1]]}',
      r":3: record \[0, 1\] is not \[partition, offset, value\]"),
+    ('{"index": 2, "time": 3, "process": 5, "type": "ok", "f": "poll", "records": []}',
+     r":3: ok poll of process 5 completes no invocation"),
 ])
 def test_malformed_line_is_bad_input_naming_the_line(tmp_path, bad_line, message):
     run_dir = write_lines(tmp_path, good_lines(2) + [bad_line] + good_lines(4)[2:])
