@@ -1,66 +1,108 @@
-"""Benchmark: operations checked per second by the Spark queue checker on a synthetic clean history.
+"""Benchmark: operations checked per second by the Spark queue checker vs the single-process baseline.
 
-    python bench/check_throughput.py [OPS ...]      (default: 100000 1000000)
+    python bench/check_throughput.py [OPS ...]      (default: 1000000 10000000)
 
-Prints one line per size: history lines, seconds end to end (including Spark
-start-up for the first size), lines per second and the verdict.
+For each size, streams a labelled corpus history (checkers.corpus.write_large,
+10 plants of every kind) to a temporary directory, then on that one file:
+
+- convert: history.jsonl -> history.parquet, validating (checkers/parquet.py);
+- spark:   check_path on the run directory, `local[2]` (reuses the Parquet);
+- baseline: the reference checker (checkers/reference.py) in a fresh
+  interpreter, JSON lines parsed one at a time (as bench/reference_throughput.py).
+
+Spark's JVM is started (and warmed up on a tiny history) before the first
+size, and its start-up reported apart. Prints seconds for each step, history
+lines per second end to end (Spark: convert + check; baseline: parse + check),
+the ratio Spark/baseline, and whether both found the same counts for every
+kind both compute (and whether those match the corpus labels).
 """
 from __future__ import annotations
 
 import json
-import random
+import multiprocessing
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Iterator
 
-from checkers import check_path
+MASTER = "local[2]"
 
 
-def write_history(path: Path, sends: int, partitions: int = 6, producers: int = 8, seed: int = 0) -> int:
-    """A clean history: `sends` acked sends, one poll per 50 sends, a complete drain; returns its line count."""
-    rng = random.Random(seed)
-    next_offset = [0] * partitions
-    logs: list[list[int]] = [[] for _ in range(partitions)]
-    n = 0
-    t = 0
-    with open(path, "w") as fh:
-        def emit(**rec):
-            nonlocal n, t
-            t += 1000
-            fh.write(json.dumps({"index": n, "time": t, **rec}, separators=(",", ":")) + "\n")
-            n += 1
-        for v in range(1, sends + 1):
-            proc, p = v % producers, rng.randrange(partitions)
-            emit(process=proc, type="invoke", f="send", topic="t", partition=p, value=v)
-            emit(process=proc, type="ok", f="send", topic="t", partition=p, value=v, offset=next_offset[p])
-            logs[p].append(v)
-            next_offset[p] += 1
-            if v % 50 == 0:
-                q = rng.randrange(partitions)
-                recs = [[q, o, logs[q][o]] for o in range(max(0, len(logs[q]) - 20), len(logs[q]))]
-                emit(process=producers, type="invoke", f="poll")
-                emit(process=producers, type="ok", f="poll", records=recs)
-        for p in range(partitions):
-            for start in range(0, max(1, len(logs[p])), 1000):
-                recs = [[p, o, logs[p][o]] for o in range(start, min(start + 1000, len(logs[p])))]
-                done = start + 1000 >= len(logs[p])
-                emit(process=producers + 1, type="invoke", f="drain", partition=p)
-                emit(process=producers + 1, type="ok", f="drain", partition=p, records=recs, complete=done)
-    return n
+def _records(path: Path) -> Iterator[dict[str, Any]]:
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            yield json.loads(line)
+
+
+def _baseline(path: Path, test: dict[str, Any], out: Any) -> None:
+    """Child process: check `path` with the reference checker; send back (seconds, counts)."""
+    from checkers.reference import check_reference
+
+    start = time.perf_counter()
+    result = check_reference(_records(path), test)
+    out.put((time.perf_counter() - start, result["counts"]))
+
+
+def baseline(path: Path, test: dict[str, Any]) -> tuple[float, dict[str, int]]:
+    """Seconds and counts of the reference checker on `path`, in a fresh interpreter."""
+    spawn = multiprocessing.get_context("spawn")
+    queue = spawn.Queue()
+    child = spawn.Process(target=_baseline, args=(path, test, queue))
+    child.start()
+    seconds, counts = queue.get()
+    child.join()
+    return seconds, counts
+
+
+def warm_up(tmp: Path) -> float:
+    """Start Spark and run one check of a tiny history; the seconds it took."""
+    from checkers import check_path
+    from checkers.corpus import generate, write
+
+    start = time.perf_counter()
+    check_path(write(generate(0, sends=200), tmp / "warm-up"), spark_master=MASTER)
+    return time.perf_counter() - start
 
 
 def main(sizes: list[int]) -> None:
     """Run the benchmark for each target size (in history lines, approximately)."""
+    from checkers import check_path
+    from checkers.corpus import write_large
+    from checkers.parquet import convert
+
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"Spark start-up and warm-up ({MASTER}): {warm_up(Path(tmp)):.1f} s", flush=True)
+    print(f"{'lines':>11} {'gen s':>6} {'convert s':>9} {'spark s':>8} {'total s':>8} {'spark ops/s':>11}"
+          f" {'baseline s':>10} {'base ops/s':>10} {'ratio':>6}  counts")
     for size in sizes:
         with tempfile.TemporaryDirectory() as tmp:
-            hist = Path(tmp) / "history.jsonl"
-            lines = write_history(hist, sends=size // 2)
             start = time.perf_counter()
-            res = check_path(hist)
-            secs = time.perf_counter() - start
-            print(f"{lines:>10} ops  {secs:7.1f} s  {lines / secs:>10.0f} ops/s  valid={res['valid']}", flush=True)
+            corpus = write_large(Path(tmp), seed=0, ops=size)
+            generated = time.perf_counter() - start
+
+            start = time.perf_counter()
+            convert(corpus.path)
+            converted = time.perf_counter() - start
+            start = time.perf_counter()
+            spark = check_path(Path(tmp), spark_master=MASTER)
+            checked = time.perf_counter() - start
+            total = converted + checked
+
+            base_secs, base_counts = baseline(corpus.path, corpus.test)
+
+            both = sorted(set(spark["counts"]) & set(base_counts))
+            same = all(spark["counts"][k] == base_counts[k] for k in both)
+            labelled = all(base_counts[k] == len(keys) for k, keys in corpus.planted.items())
+            differ = [f"{k}: spark {spark['counts'][k]} baseline {base_counts[k]}"
+                      for k in both if spark["counts"][k] != base_counts[k]]
+            spark_rate, base_rate = corpus.lines / total, corpus.lines / base_secs
+            print(f"{corpus.lines:>11,} {generated:>6.1f} {converted:>9.1f} {checked:>8.1f} {total:>8.1f}"
+                  f" {spark_rate:>11,.0f} {base_secs:>10.1f} {base_rate:>10,.0f} {spark_rate / base_rate:>6.2f}"
+                  f"  {'same' if same else 'DIFFER'} on {len(both)} kinds"
+                  f" ({'labels match' if labelled else 'labels DIFFER'}; valid={spark['valid']})"
+                  + (f" {differ}" if differ else ""), flush=True)
 
 
 if __name__ == "__main__":
-    main([int(a) for a in sys.argv[1:]] or [100_000, 1_000_000])
+    main([int(a) for a in sys.argv[1:]] or [1_000_000, 10_000_000])

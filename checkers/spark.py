@@ -1,5 +1,8 @@
 """The one SparkSession checkers share, and the history read with an explicit schema.
 
+The history is read from its Parquet form (checkers/parquet.py), converted
+once beside history.jsonl.
+
 Spark binds to loopback only and runs without its UI: a checker is an offline
 computation over a file and must not open ports on other interfaces. On a
 remote Spark cluster (`--spark-master spark://...`) the executors must reach
@@ -108,7 +111,7 @@ def readable_path(path: Path) -> Iterator[str]:
         yield str(path)
         return
     with tempfile.TemporaryDirectory(prefix="kchaos-") as tmp:
-        link = Path(tmp) / "history.jsonl"
+        link = Path(tmp) / f"history{path.suffix}"
         link.symlink_to(path)
         yield str(link)
 
@@ -116,11 +119,21 @@ def readable_path(path: Path) -> Iterator[str]:
 def read_history_df(spark: SparkSession, path: str) -> DataFrame:
     """Every line of the history at `path` (from `readable_path`) as a row of HISTORY_SCHEMA.
 
-    Lines that are not JSON objects matching the schema (a truncated last line,
-    a field of an unexpected type) keep whatever parsed and carry the raw line
-    in `_corrupt_record`; nothing is dropped here.
+    Reads the Parquet form of the history, converting it first (without
+    validation) unless an up-to-date one is beside the real file. Lines that
+    were not JSON objects matching the schema (a truncated last line, a field
+    of an unexpected type) keep whatever parsed and carry the raw line in
+    `_corrupt_record`; nothing is dropped.
     """
-    return (spark.read.schema(HISTORY_SCHEMA)
-            .option("mode", "PERMISSIVE")
-            .option("columnNameOfCorruptRecord", CORRUPT)
-            .json(path))
+    from checkers.parquet import convert, parquet_path
+
+    given = Path(path)
+    real = given.resolve()
+    target = convert(real, validate=False)
+    if given.is_symlink():
+        # A link made by readable_path: link the Parquet file beside it, which lives as long.
+        link = parquet_path(given)
+        if not link.is_symlink():
+            link.symlink_to(target)
+        target = link
+    return spark.read.schema(HISTORY_SCHEMA).parquet(str(target))

@@ -1,0 +1,283 @@
+"""Unit tests for checkers/parquet.py: history.jsonl -> history.parquet, validating on the way."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+import checkers.parquet as P
+from checkers import CheckInputError, validate_history
+from checkers.corpus import generate
+from checkers.parquet import client_op_problem, convert, pairing_problem, parquet_path
+from checkers.spark import CORRUPT, HISTORY_SCHEMA, read_history_df, readable_path, spark_session
+from harness.history import HistoryError, read_history
+
+MASTER = "local[2]"
+
+
+def reference_validate(path: Path) -> None:
+    """validate_history as it was before Parquet: one Python pass, the spec for the messages."""
+    outstanding: dict[Any, Any] = {}
+    try:
+        for n, rec in enumerate(read_history(path), 1):
+            if rec["process"] == "nemesis":
+                continue
+            problem = client_op_problem(rec) or pairing_problem(rec, outstanding)
+            if problem:
+                where = rec["index"] + 1 if isinstance(rec.get("index"), int) else f"record {n}"
+                raise CheckInputError(f"{path}:{where}: {problem}")
+    except HistoryError as e:
+        raise CheckInputError(str(e)) from None
+
+
+def corpus_lines(seed: int = 1, sends: int = 120) -> list[str]:
+    c = generate(seed, sends=sends, plant={"lost": 1, "duplicate": 1, "unexpected": 1})
+    return [json.dumps(op, separators=(",", ":")) for op in c.ops]
+
+
+def write_text(tmp_path: Path, text: str) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "history.jsonl"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Chunks of ~2 KB, so a small history spans many chunks and state crosses their edges."""
+    monkeypatch.setattr(P, "CHUNK_BYTES", 2048)
+
+
+def rows(path: Path) -> list[dict[str, Any]]:
+    return pq.read_table(path).to_pylist()
+
+
+# --- conversion ------------------------------------------------------------------------
+
+def test_clean_history_takes_the_fast_path_and_keeps_every_line(tmp_path, small_chunks, monkeypatch):
+    lines = corpus_lines()
+    hist = write_text(tmp_path, "".join(line + "\n" for line in lines))
+    monkeypatch.setattr(P._Converter, "_slow", lambda self, data: pytest.fail("slow path taken"))
+    out = convert(hist)
+    assert out == tmp_path / "history.parquet" == parquet_path(hist)
+    got = rows(out)
+    assert pq.read_schema(out).names == HISTORY_SCHEMA.names
+    assert sorted(r["index"] for r in got) == list(range(len(lines)))
+    by_index = {r["index"]: r for r in got}
+    for line in lines:
+        rec = json.loads(line)
+        row = by_index[rec["index"]]
+        assert row["type"] == rec["type"] and row["f"] == rec["f"]
+        assert row["process"] == (rec["process"] if rec["process"] == "nemesis" else str(rec["process"]))
+        if rec["process"] != "nemesis":
+            assert row[CORRUPT] is None
+            for k in ("partition", "value"):
+                assert row[k] == (None if k not in rec else str(rec[k]))
+            assert row["records"] == rec.get("records")
+            assert row["offset"] == rec.get("offset")
+            assert row["complete"] == rec.get("complete")
+
+
+def test_spark_reads_the_same_rows_as_from_json(tmp_path, small_chunks):
+    odd = {"value": {"x": [1, "a"]}, "partition": [["n1"], ["n2", "n3"]], "node": ["n1"],
+           "offset": 1.5, "records": "x", "complete": "yes", "targets": None}
+    lines = corpus_lines(sends=40)
+    lines.insert(5, json.dumps({"index": 900, "time": 1, "process": "nemesis", "type": "info", "f": "kill",
+                                **odd}, separators=(",", ":")))
+    lines.insert(9, json.dumps({"index": 901, "time": 2, "process": "nemesis", "type": "ok", "f": "x",
+                                "partition": 3, "value": True, "error": {"e": 1}}, separators=(",", ":")))
+    text = "".join(line + "\n" for line in lines) + '{"index": 999, "process": 0, "ty'
+    hist = write_text(tmp_path / "run [x]:1", text)
+    convert(hist)
+    spark = spark_session(MASTER)
+    with readable_path(hist) as path:
+        got = read_history_df(spark, path)
+        assert got.schema == HISTORY_SCHEMA
+        got_rows = got.collect()
+    with readable_path(hist) as path:  # how the checker read the history before Parquet
+        want_rows = (spark.read.schema(HISTORY_SCHEMA).option("mode", "PERMISSIVE")
+                     .option("columnNameOfCorruptRecord", CORRUPT).json(path).collect())
+
+    def key(r):
+        d = r.asDict(recursive=True)
+        d[CORRUPT] = d[CORRUPT] is not None
+        return json.dumps(d, sort_keys=True)
+    assert sorted(map(key, got_rows)) == sorted(map(key, want_rows))
+    assert sum(r[CORRUPT] is not None for r in got_rows) == 2  # the odd nemesis line and the tail
+
+
+def test_reused_while_up_to_date_and_reconverted_when_the_history_grew(tmp_path):
+    lines = corpus_lines(sends=30)
+    hist = write_text(tmp_path, "".join(line + "\n" for line in lines[:40]) + lines[40][:25])
+    out = convert(hist)
+    first = out.stat().st_mtime_ns, out.stat().st_ino
+    assert len(rows(out)) == 41 and rows(out)[-1][CORRUPT] == lines[40][:25]
+    assert convert(hist) == out
+    assert (out.stat().st_mtime_ns, out.stat().st_ino) == first  # reused, not rewritten
+    # A killed run resumed: the truncated line is completed and more lines follow.
+    with open(hist, "a", encoding="utf-8") as fh:
+        fh.write(lines[40][25:] + "\n" + "".join(line + "\n" for line in lines[41:]))
+    got = rows(convert(hist))
+    assert len(got) == len(lines) and all(r[CORRUPT] is None for r in got
+                                          if r["process"] != "nemesis")
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_other_converter_version_is_not_reused(tmp_path, monkeypatch):
+    hist = write_text(tmp_path, "".join(line + "\n" for line in corpus_lines(sends=10)))
+    out = convert(hist)
+    ino = out.stat().st_ino
+    monkeypatch.setattr(P, "CONVERTER_VERSION", "0-test")
+    convert(hist)
+    assert out.stat().st_ino != ino
+
+
+def test_lenient_conversion_is_redone_when_validation_is_asked(tmp_path):
+    lines = corpus_lines(sends=10)
+    lines[3] = "this is not json"
+    hist = write_text(tmp_path, "".join(line + "\n" for line in lines))
+    out = convert(hist, validate=False)
+    assert [r[CORRUPT] for r in rows(out)].count("this is not json") == 1
+    with pytest.raises(CheckInputError, match=r"history.jsonl:4: not JSON"):
+        convert(hist)
+    with pytest.raises(CheckInputError, match=r"history.jsonl:4: not JSON"):
+        validate_history(hist)
+
+
+def test_failed_validation_writes_nothing(tmp_path):
+    hist = write_text(tmp_path, '{"index": 0, "process": 0, "type": "ok", "f": "send", "value": 1}\n')
+    with pytest.raises(CheckInputError, match=r":1: ok send of process 0 completes no invocation"):
+        convert(hist)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["history.jsonl"]
+
+
+@pytest.mark.parametrize("tail", ['{"index": 99, "process": 0, "type": "ok", "f": "send", "val',
+                                  '{"index": 99, "proc\xe9', "   "])
+def test_truncated_last_line_is_tolerated_and_kept_as_unparsed(tmp_path, small_chunks, tail):
+    lines = corpus_lines(sends=20)
+    hist = write_text(tmp_path, "".join(line + "\n" for line in lines) + tail)
+    # Cut in the middle of a UTF-8 character, as a killed writer may leave it.
+    if "\xe9" in tail:
+        hist.write_bytes(hist.read_bytes()[:-1])
+    validate_history(hist)
+    got = rows(convert(hist))
+    corrupt = [r for r in got if r[CORRUPT] is not None and r["process"] is None]
+    assert len(got) == len(lines) + len(corrupt)
+    assert len(corrupt) == (0 if not tail.strip() else 1)
+
+
+def test_complete_last_line_without_newline_is_a_record(tmp_path):
+    lines = corpus_lines(sends=5)
+    hist = write_text(tmp_path, "\n".join(lines))
+    assert len(rows(convert(hist))) == len(lines)
+
+
+def test_nemesis_lines_with_any_types_are_tolerated(tmp_path, small_chunks):
+    lines = corpus_lines(sends=20)
+    odd = [{"process": "nemesis", "type": "info", "f": 7, "value": [1, {"a": None}], "index": "x",
+            "time": 1.5, "partition": {"n1": ["n2"]}, "records": [[1, "a"]], "complete": None,
+            "offset": True, "node": 3, "error": False, "topic": [None]},
+           {"process": "nemesis", "type": "invoke", "f": "start", "value": None}]
+    text = "".join(line + "\n" for line in lines[:7] + [json.dumps(o) for o in odd] + lines[7:])
+    hist = write_text(tmp_path, text)
+    reference_validate(hist)
+    got = rows(convert(hist))
+    nemesis = [r for r in got if r["process"] == "nemesis"]
+    assert len(got) == len(lines) + 2
+    assert sum(1 for line in lines if '"nemesis"' in line) + 2 == len(nemesis)
+    weird = next(r for r in nemesis if r["f"] == "7")
+    assert (weird["index"], weird["time"], weird["offset"], weird["records"]) == (None,) * 4
+    assert weird["value"] == '[1,{"a":null}]' and weird["node"] == "3" and weird[CORRUPT]
+
+
+# --- malformed input: the same one-line errors as validate_history always gave ---------
+
+def _set(i: int, **fields: Any):
+    def edit(lines: list[str]) -> list[str]:
+        rec = json.loads(lines[i])
+        rec.update(fields)
+        lines[i] = json.dumps(rec)
+        return lines
+    return edit
+
+
+def _first(pred, lines: list[str]) -> int:
+    return next(i for i, line in enumerate(lines) if pred(json.loads(line)))
+
+
+def _mutations(lines: list[str]) -> dict[str, Any]:
+    send_ok = _first(lambda r: r["f"] == "send" and r["type"] == "ok", lines[100:]) + 100
+    poll_ok = _first(lambda r: r["f"] == "poll" and r["type"] == "ok" and r["records"], lines[150:]) + 150
+    drain_ok = _first(lambda r: r["f"] == "drain" and r["type"] == "ok", lines)
+    invoke = _first(lambda r: r["type"] == "invoke" and r["process"] != "nemesis", lines[200:]) + 200
+    return {
+        "not json": lambda ls: ls[:120] + ["this is not json"] + ls[120:],
+        "array": lambda ls: ls[:130] + ["[1, 2]"] + ls[130:],
+        "unknown type": _set(140, type="maybe"),
+        "missing f": lambda ls: ls[:145] + ['{"index": 7, "process": 1, "type": "ok"}'] + ls[145:],
+        "send value": _set(send_ok, value="x"),
+        "send value null": _set(send_ok, value=None),
+        "partition": _set(send_ok, partition=1.0),
+        "offset": _set(send_ok, offset="three"),
+        "huge offset": _set(send_ok, offset=1 << 70),
+        "record shape": lambda ls: _set(poll_ok, records=json.loads(ls[poll_ok])["records"] + [[0, 1]])(ls),
+        "record null": lambda ls: _set(poll_ok, records=[[0, None, 1]])(ls),
+        "records missing": _set(poll_ok, records=None),
+        "complete": _set(drain_ok, complete="yes"),
+        "complete null": _set(drain_ok, complete=None),
+        "completion without invoke": lambda ls: ls[:invoke] + ls[invoke + 1:],
+        "double completion": lambda ls: ls[:send_ok + 1] + [ls[send_ok]] + ls[send_ok + 1:],
+        "other f": _set(send_ok, f="poll", records=[]),
+        "no index": lambda ls: _set(send_ok, value="x")(ls) and [
+            line if i != send_ok else line.replace('"index": ', '"idx": ') for i, line in enumerate(ls)],
+        "blank lines then bad": lambda ls: ls[:50] + ["", "  "] + ls[50:120] + ["nope"] + ls[120:],
+        "process null": _set(send_ok, process=None),
+        "bad utf-8 inside": lambda ls: ls[:60] + ['{"index": 1, "process": "nemesis", "type": "info", "f": "\udcff"}']
+        + ls[60:],
+    }
+
+
+MUTATIONS = list(_mutations(corpus_lines()))
+
+
+@pytest.mark.parametrize("chunk", [2048, 1 << 20])
+@pytest.mark.parametrize("name", MUTATIONS)
+def test_malformed_input_names_the_line_like_validate_history_did(tmp_path, monkeypatch, name, chunk):
+    monkeypatch.setattr(P, "CHUNK_BYTES", chunk)
+    lines = _mutations(corpus_lines())[name](corpus_lines())
+    text = "".join(line + "\n" for line in lines)
+    hist = tmp_path / "history.jsonl"
+    hist.write_bytes(text.encode("utf-8", errors="surrogateescape"))
+    try:
+        reference_validate(hist)
+        want = None
+    except CheckInputError as e:
+        want = str(e)
+    except UnicodeDecodeError:
+        want = "unreadable"
+    if want is None:  # e.g. an offset too big for Spark: not rejected, the row is flagged corrupt
+        assert any(r[CORRUPT] for r in rows(convert(hist)))
+        return
+    with pytest.raises(CheckInputError) as got:
+        convert(hist)
+    assert want in str(got.value)
+    assert not parquet_path(hist).exists()
+
+
+def test_clean_corpus_validates_like_validate_history(tmp_path, small_chunks):
+    for seed in range(3):
+        lines = corpus_lines(seed=seed, sends=150)
+        hist = write_text(tmp_path / str(seed), "".join(line + "\n" for line in lines))
+        reference_validate(hist)
+        validate_history(hist)
+        assert len(rows(parquet_path(hist))) == len(lines)
+
+
+def test_unreadable_history(tmp_path):
+    with pytest.raises(CheckInputError, match="nope.jsonl: unreadable"):
+        convert(tmp_path / "nope.jsonl")
+    assert os.path.exists(tmp_path) and not list(tmp_path.iterdir())
