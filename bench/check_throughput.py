@@ -18,41 +18,14 @@ kind both compute (and whether those match the corpus labels).
 """
 from __future__ import annotations
 
-import json
-import multiprocessing
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator
+
+from reference_throughput import check_in_child  # bench/ is on sys.path when run as a script
 
 MASTER = "local[2]"
-
-
-def _records(path: Path) -> Iterator[dict[str, Any]]:
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            yield json.loads(line)
-
-
-def _baseline(path: Path, test: dict[str, Any], out: Any) -> None:
-    """Child process: check `path` with the reference checker; send back (seconds, counts)."""
-    from checkers.reference import check_reference
-
-    start = time.perf_counter()
-    result = check_reference(_records(path), test)
-    out.put((time.perf_counter() - start, result["counts"]))
-
-
-def baseline(path: Path, test: dict[str, Any]) -> tuple[float, dict[str, int]]:
-    """Seconds and counts of the reference checker on `path`, in a fresh interpreter."""
-    spawn = multiprocessing.get_context("spawn")
-    queue = spawn.Queue()
-    child = spawn.Process(target=_baseline, args=(path, test, queue))
-    child.start()
-    seconds, counts = queue.get()
-    child.join()
-    return seconds, counts
 
 
 def warm_up(tmp: Path) -> float:
@@ -89,7 +62,8 @@ def main(sizes: list[int]) -> None:
             checked = time.perf_counter() - start
             total = converted + checked
 
-            base_secs, base_counts = baseline(corpus.path, corpus.test)
+            base_secs, _, base = check_in_child(corpus.path, corpus.test)
+            base_counts = base["counts"]
 
             both = sorted(set(spark["counts"]) & set(base_counts))
             same = all(spark["counts"][k] == base_counts[k] for k in both)

@@ -37,22 +37,29 @@ def _check(path: Path, test: dict[str, Any], out: Any) -> None:
     out.put((seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, result))
 
 
+def check_in_child(path: Path, test: dict[str, Any]) -> tuple[float, float, dict[str, Any]]:
+    """Seconds, peak RSS (MiB) and result of check_reference on `path`, run in a fresh interpreter
+    (so its peak RSS is the checker's alone)."""
+    spawn = multiprocessing.get_context("spawn")
+    queue = spawn.Queue()
+    child = spawn.Process(target=_check, args=(path, test, queue))
+    child.start()
+    seconds, rss, result = queue.get()
+    child.join()
+    return seconds, rss, result
+
+
 def main(sizes: list[int]) -> None:
     """Run the benchmark for each target size (in history lines, approximately)."""
     from checkers.corpus import write_large
 
-    spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: its peak RSS is the checker's
     print(f"{'lines':>11} {'generate s':>10} {'check s':>8} {'lines/s':>9} {'peak RSS MiB':>12}  labels")
     for size in sizes:
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()
             corpus = write_large(Path(tmp), seed=0, ops=size)
             generated = time.perf_counter() - start
-            queue = spawn.Queue()
-            child = spawn.Process(target=_check, args=(corpus.path, corpus.test, queue))
-            child.start()
-            seconds, rss, result = queue.get()
-            child.join()
+            seconds, rss, result = check_in_child(corpus.path, corpus.test)
             agree = all(result["counts"][k] == len(keys) and
                         result["examples"].get(k, []) == [list(x) if isinstance(x, tuple) else x
                                                           for x in sorted(keys)[:10]]

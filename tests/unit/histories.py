@@ -5,6 +5,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hypothesis import strategies as st
+
+from checkers.corpus import PLANTS
+from checkers.corpus_sim import NEEDS_CONSUMER, NEEDS_OFFSETS, TAIL_PLANTS
+
 MS = 1_000_000
 
 
@@ -111,3 +116,36 @@ def model(ops: list[dict[str, Any]], idempotent: bool) -> tuple[Any, dict[str, i
     invalid = any(c[k] for k in ("lost", "acked_offset_mismatch", "inconsistent_offset", "unexpected"))
     valid = False if invalid or (idempotent and c["duplicate"]) else "unknown" if c["unseen"] else True
     return valid, c
+
+
+# One random send: (outcome, partition 0..1, offset 0..4, where it is read [(p, o), ...]).
+SEND = st.tuples(st.sampled_from(["ok", "ok", "fail", "info"]), st.integers(0, 1),
+                 st.integers(0, 4), st.lists(st.tuples(st.integers(0, 1), st.integers(0, 4)), max_size=2))
+
+
+def add_random_sends(h: HistoryBuilder, sends: list[tuple], strays: list[int]) -> list[tuple[int, int, int]]:
+    """Record `sends` (drawn from SEND) on `h`, value i for the i-th; return every read they imply
+    as [p, o, v], plus reads at partition 0 of values nobody sent (`strays`)."""
+    polled: list[tuple[int, int, int]] = []
+    for value, (outcome, partition, offset, read_at) in enumerate(sends):
+        h.send(value % 3, value, partition, outcome, offset if outcome == "ok" else None)
+        polled += [(p, o, value) for p, o in read_at]
+    return polled + [(0, o, 100 + o) for o in strays]
+
+
+def hostable_plants(shape: dict[str, Any], planting: bool = True) -> set[str]:
+    """The corpus plant kinds a generate() shape can host."""
+    allowed = set(PLANTS) if planting else set()
+    if not shape["consumers"]:
+        allowed -= set(NEEDS_CONSUMER)
+    if shape["acks"] == "0":
+        allowed -= set(NEEDS_OFFSETS)
+    return allowed
+
+
+def drop_impossible_loss(shape: dict[str, Any], plant: dict[str, int]) -> dict[str, int]:
+    """`plant` without drain-based loss when no partition's final read can complete."""
+    if not shape["drain_complete"] or (shape["partitions"] == 1 and any(plant.get(k) for k in TAIL_PLANTS)):
+        plant.pop("lost", None)
+    return plant
+

@@ -16,7 +16,7 @@ from checkers import CheckInputError, check_path, exit_code, merge_valid, run_ch
 from checkers.queue import COUNTS, QueueChecker
 from checkers.reference import check_reference
 from checkers.spark import spark_session
-from histories import HistoryBuilder, idempotent_test
+from histories import SEND, HistoryBuilder, add_random_sends, idempotent_test
 
 MASTER = "local[2]"
 ZERO = {k: 0 for k in COUNTS}
@@ -441,25 +441,18 @@ def test_run_checkers_turns_a_crash_into_unknown():
 
 # --- against the reference checker ------------------------------------------------------
 
-send_st = st.tuples(st.sampled_from(["ok", "ok", "fail", "info"]), st.integers(0, 1),
-                    st.integers(0, 4), st.lists(st.tuples(st.integers(0, 1), st.integers(0, 4)),
-                                                max_size=2))
 
 
 # Each example is a full Spark check (seconds), hence few examples of many sends. The
 # histories are arbitrary (offsets collide, polls go back and forth), unlike the corpus's.
 @settings(max_examples=6, deadline=None, database=None)
-@given(sends=st.lists(send_st, min_size=1, max_size=20), strays=st.lists(st.integers(0, 4), max_size=2),
+@given(sends=st.lists(SEND, min_size=1, max_size=20), strays=st.lists(st.integers(0, 4), max_size=2),
        complete=st.tuples(st.booleans(), st.booleans()), idempotent=st.booleans(),
        assign_at=st.integers(0, 3))
 def test_agrees_with_reference(spark, tmp_path_factory, sends, strays, complete, idempotent,
                                assign_at):
     h = HistoryBuilder()
-    polled: list[tuple[int, int, int]] = []
-    for value, (outcome, partition, offset, read_at) in enumerate(sends):
-        h.send(value % 3, value, partition, outcome, offset if outcome == "ok" else None)
-        polled += [(p, o, value) for p, o in read_at]
-    polled += [(0, o, 100 + o) for o in strays]  # values nobody sent
+    polled = add_random_sends(h, sends, strays)
     for i, chunk in enumerate((polled[0::4], polled[2::4])):  # two polls of one consumer
         if i == assign_at:
             h.op(5, "invoke", "assign", partitions=[0, 1])

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from checkers.corpus import ANOMALIES, PLANTS, generate, write, write_large
-from checkers.corpus_sim import NEEDS_CONSUMER, NEEDS_OFFSETS, TAIL_PLANTS
 from checkers.reference import COUNTS, check_reference
 from harness.history import read_history
-from histories import HistoryBuilder, idempotent_test, model
+from histories import (SEND, HistoryBuilder, add_random_sends, drop_impossible_loss, hostable_plants,
+                       idempotent_test, model)
 
 ZERO = dict.fromkeys(COUNTS, 0)
 NEW_KINDS = ("poll_skip", "nonmonotonic_poll", "nonmonotonic_send")
@@ -48,16 +48,9 @@ def shapes(draw: st.DrawFn, planting: bool = True) -> dict[str, Any]:
               acks=draw(st.sampled_from(["all", "1", "0"])), drain_complete=draw(st.booleans()),
               info_rate=draw(st.sampled_from([0.0, 0.05, 0.3])),
               fail_rate=draw(st.sampled_from([0.0, 0.02, 0.2])))
-    allowed = set(PLANTS) if planting else set()
-    if not kw["consumers"]:
-        allowed -= set(NEEDS_CONSUMER)
-    if kw["acks"] == "0":
-        allowed -= set(NEEDS_OFFSETS)
+    allowed = hostable_plants(kw, planting)
     plant = draw(st.dictionaries(st.sampled_from(sorted(allowed)), st.integers(0, 3))) if allowed else {}
-    # Drain-based loss needs a partition whose final read completes.
-    if not kw["drain_complete"] or (kw["partitions"] == 1 and any(plant.get(k) for k in TAIL_PLANTS)):
-        plant.pop("lost", None)
-    return {**kw, "plant": plant}
+    return {**kw, "plant": drop_impossible_loss(kw, plant)}
 
 
 # --- the corpus --------------------------------------------------------------------------
@@ -293,21 +286,14 @@ def test_nemesis_ops_and_unknown_fields_are_ignored_and_malformed_ops_counted():
 
 # --- the existing counts agree with the naive model of tests/unit/histories.py ----------------
 
-send_st = st.tuples(st.sampled_from(["ok", "ok", "fail", "info"]), st.integers(0, 1),
-                    st.integers(0, 4), st.lists(st.tuples(st.integers(0, 1), st.integers(0, 4)),
-                                                max_size=2))
 
 
 @settings(max_examples=200, deadline=None, database=None)
-@given(sends=st.lists(send_st, min_size=1, max_size=20), strays=st.lists(st.integers(0, 4), max_size=2),
+@given(sends=st.lists(SEND, min_size=1, max_size=20), strays=st.lists(st.integers(0, 4), max_size=2),
        complete=st.tuples(st.booleans(), st.booleans()), idempotent=st.booleans())
 def test_agrees_with_model(sends, strays, complete, idempotent):
     h = HistoryBuilder()
-    polled: list[tuple[int, int, int]] = []
-    for value, (outcome, partition, offset, read_at) in enumerate(sends):
-        h.send(value % 3, value, partition, outcome, offset if outcome == "ok" else None)
-        polled += [(p, o, value) for p, o in read_at]
-    polled += [(0, o, 100 + o) for o in strays]  # values nobody sent
+    polled = add_random_sends(h, sends, strays)
     h.poll(5, polled[::2])
     for p in (0, 1):
         h.drain(6, p, [r for r in polled[1::2] if r[0] == p], complete=complete[p])

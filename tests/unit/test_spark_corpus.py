@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from checkers.corpus import ANOMALIES, PLANTS, generate, write
-from checkers.corpus_sim import NEEDS_CONSUMER, NEEDS_OFFSETS, TAIL_PLANTS
 from checkers.queue import QueueChecker
 from checkers.reference import COUNTS, MAX_EXAMPLES, check_reference
 from checkers.spark import spark_session
+from histories import drop_impossible_loss, hostable_plants
 
 MASTER = "local[2]"
 COMPARED = ("valid", "counts", "examples", "loss")
@@ -58,16 +58,10 @@ def shapes(draw: st.DrawFn, planting: bool = True) -> dict[str, Any]:
               info_rate=draw(st.sampled_from([0.0, 0.05, 0.3])),
               fail_rate=draw(st.sampled_from([0.0, 0.02, 0.2])),
               idempotent=draw(st.booleans()))
-    allowed = set(PLANTS) if planting else set()
-    if not kw["consumers"]:
-        allowed -= set(NEEDS_CONSUMER)
-    if kw["acks"] == "0":
-        allowed -= set(NEEDS_OFFSETS)
+    allowed = hostable_plants(kw, planting)
     # Mostly every hostable kind at once, so few examples still cover them all.
     plant = {k: draw(st.integers(1, 12 if k == "lost" else 3)) for k in sorted(allowed)}
-    if not kw["drain_complete"] or (kw["partitions"] == 1 and any(plant.get(k) for k in TAIL_PLANTS)):
-        plant.pop("lost", None)
-    return {**kw, "plant": plant}
+    return {**kw, "plant": drop_impossible_loss(kw, plant)}
 
 
 @settings(max_examples=5, deadline=None, database=None)
