@@ -43,28 +43,38 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
+from checkers.pairing import Pairing, usable_mask
 from harness.history import OP_TYPES
 
 __all__ = ["ARROW_SCHEMA", "CONVERTER_VERSION", "CheckInputError", "convert", "parquet_path"]
 
-CONVERTER_VERSION = "1"
+CONVERTER_VERSION = "2"
 CHUNK_BYTES = 16 << 20
 CORRUPT = "_corrupt_record"
 _META = b"kchaos.history"
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _LONGS = ("index", "time", "offset")
-_STRINGS = ("process", "type", "f", "topic", "partition", "value", "node", "error")
+_STRINGS = ("process", "type", "f", "topic", "node", "error")
+# Fields the nemesis columns do not spell out; the rest of a nemesis line goes to `detail`.
+_NEMESIS_OWN = frozenset(("index", "time", "process", "type", "f", "nemesis"))
 _RECORDS = pa.list_(pa.list_(pa.int64()))
 
-# The Parquet columns: checkers.spark.HISTORY_SCHEMA, in its order.
-ARROW_SCHEMA = pa.schema([
+# The Parquet columns: checkers.spark.HISTORY_SCHEMA, in its order. The first
+# ones are the line's own fields; `nemesis` and `detail` (the rest of a nemesis
+# line, as JSON) are set on nemesis lines; latency_ns, stream and epoch are
+# derived from history order (checkers/pairing.py).
+_LINE_SCHEMA = pa.schema([
     ("index", pa.int64()), ("time", pa.int64()), ("process", pa.string()),
     ("type", pa.string()), ("f", pa.string()), ("topic", pa.string()),
-    ("partition", pa.string()), ("value", pa.string()), ("offset", pa.int64()),
+    ("partition", pa.int64()), ("value", pa.int64()), ("offset", pa.int64()),
     ("records", _RECORDS), ("complete", pa.bool_()), ("node", pa.string()),
-    ("error", pa.string()), (CORRUPT, pa.string()),
+    ("error", pa.string()), ("nemesis", pa.string()), ("detail", pa.string()),
+    (CORRUPT, pa.string()),
 ])
+_DERIVED = ("latency_ns", "stream", "epoch", "acked_before")
+_DICTIONARY = ("process", "type", "f", "topic", "node", "error", "nemesis")
+ARROW_SCHEMA = pa.schema(list(_LINE_SCHEMA) + [(c, pa.int64()) for c in _DERIVED])
 # What a well-formed client line parses to: anything else sends its chunk to Python.
 _FAST_SCHEMA = pa.schema([
     ("index", pa.int64()), ("time", pa.int64()), ("process", pa.int64()),
@@ -76,6 +86,7 @@ _FAST_SCHEMA = pa.schema([
 _PARSE = pj.ParseOptions(explicit_schema=_FAST_SCHEMA, unexpected_field_behavior="ignore")
 # A null where validation tells a present null from an absent field.
 _NULLS = re.compile(rb'"(?:value|complete|process|f|type)"\s*:\s*null')
+_NEMESIS = re.compile(rb'"process"\s*:\s*"nemesis"')
 
 
 class CheckInputError(ValueError):
@@ -109,7 +120,9 @@ def convert(history: Path, *, validate: bool = True) -> Path:
         with open(history, "rb") as fh:
             writer = pq.ParquetWriter(
                 tmp, ARROW_SCHEMA.with_metadata({_META: json.dumps({**meta, "validated": validate})}),
-                compression="snappy")
+                # Dictionaries only where values repeat: on the integer columns they cost
+                # a third of the write time and save nothing.
+                compression="lz4", use_dictionary=list(_DICTIONARY), write_statistics=["index", "time"])
             try:
                 for table in _Converter(history, validate).tables(fh, st.st_size):
                     if table.num_rows:
@@ -181,7 +194,11 @@ def _text(v: Any) -> str | None:
 
 
 def _row(rec: dict[str, Any], raw: str) -> dict[str, Any]:
-    """`rec` as a row of ARROW_SCHEMA; fields that do not fit are null and flag the line corrupt."""
+    """`rec` as a row of _LINE_SCHEMA; fields that do not fit are null and flag the line corrupt.
+
+    `partition` and `value` that are not 64-bit integers are null without
+    flagging (a nemesis op may carry anything there: its `detail` keeps it).
+    """
     row: dict[str, Any] = {k: _text(rec.get(k)) for k in _STRINGS}
     bad = False
     for k in _LONGS:
@@ -189,6 +206,8 @@ def _row(rec: dict[str, Any], raw: str) -> dict[str, Any]:
         if v is not None and not _long(v):
             v, bad = None, True
         row[k] = v
+    for k in ("partition", "value"):
+        row[k] = rec[k] if _long(rec.get(k)) else None
     records = rec.get("records")
     if records is not None and not (isinstance(records, list) and all(
             r is None or (isinstance(r, list) and all(x is None or _long(x) for x in r))
@@ -199,12 +218,18 @@ def _row(rec: dict[str, Any], raw: str) -> dict[str, Any]:
     if complete is not None and not isinstance(complete, bool):
         complete, bad = None, True
     row["complete"] = complete
+    if rec.get("process") == "nemesis":
+        row["nemesis"] = _text(rec.get("nemesis"))
+        rest = {k: v for k, v in rec.items() if k not in _NEMESIS_OWN}
+        row["detail"] = json.dumps(rest, separators=(",", ":"), sort_keys=True) if rest else None
+    else:
+        row["nemesis"] = row["detail"] = None
     row[CORRUPT] = raw.rstrip("\r\n") if bad else None
     return row
 
 
 def _corrupt_row(raw: str) -> dict[str, Any]:
-    return {**dict.fromkeys(ARROW_SCHEMA.names), CORRUPT: raw.rstrip("\r\n")}
+    return {**dict.fromkeys(_LINE_SCHEMA.names), CORRUPT: raw.rstrip("\r\n")}
 
 
 def _chunks(fh: BinaryIO, size: int) -> Iterator[tuple[bytes, bool]]:
@@ -229,24 +254,27 @@ def _chunks(fh: BinaryIO, size: int) -> Iterator[tuple[bytes, bool]]:
         yield rest, True
 
 
-Parsed = tuple  # (table, client process, client is-invoke, client f, records)
+def _parse(data: bytes, validate: bool) -> tuple[pa.Table, np.ndarray | None] | None:
+    """The fast path for lines `data`, or None if the slow path must decide.
 
-
-def _parse(data: bytes, validate: bool) -> Parsed | None:
-    """The fast path for lines `data`, without state: None if the slow path must decide.
-
-    Returns the chunk as a table of ARROW_SCHEMA, the columns the pairing
-    check needs for its client lines (in order), and its record count.
+    Returns a table of _LINE_SCHEMA (client lines, then nemesis lines) and
+    the permutation putting its rows in file order (None: they already are).
+    Client lines go through pyarrow's JSON reader against a strict schema,
+    nemesis lines (a few, of any shape) through `json`.
     """
     if validate and b"null" in data and _NULLS.search(data):
         return None
     nemesis: list[dict[str, Any]] = []
+    nemesis_lines: list[int] = []  # line numbers within `data`
     if b"nemesis" in data:
-        client = []
-        for line in data.split(b"\n"):
-            if b"nemesis" not in line:
-                client.append(line)
-                continue
+        client, at, line_no = [], 0, 0
+        for m in _NEMESIS.finditer(data):
+            begin = data.rfind(b"\n", 0, m.start()) + 1
+            if begin < at:
+                continue  # a second mention on a line already taken
+            end = data.find(b"\n", m.end())
+            end = len(data) if end < 0 else end
+            line = data[begin:end]
             try:
                 rec = json.loads(line)
             except ValueError:
@@ -254,8 +282,14 @@ def _parse(data: bytes, validate: bool) -> Parsed | None:
             if not (isinstance(rec, dict) and rec.get("process") == "nemesis"
                     and rec.get("type") in OP_TYPES and "f" in rec):
                 return None
+            line_no += data.count(b"\n", at, begin)  # now the nemesis line's number
+            nemesis_lines.append(line_no)
+            line_no += 1
             nemesis.append(_row(rec, line.decode("utf-8")))
-        data = b"\n".join(client)
+            client.append(data[at:begin])
+            at = end + 1
+        client.append(data[at:])
+        data = b"".join(client)
     try:
         table = pj.read_json(io.BytesIO(data), parse_options=_PARSE,
                              read_options=pj.ReadOptions(block_size=4 << 20))
@@ -264,15 +298,21 @@ def _parse(data: bytes, validate: bool) -> Parsed | None:
     if validate and not _valid(table):
         return None
     cols = {name: table.column(name) for name in _FAST_SCHEMA.names}
-    for name in ("process", "partition", "value"):
-        cols[name] = pc.cast(cols[name], pa.string())
-    cols[CORRUPT] = pa.nulls(table.num_rows, pa.string())
-    out = pa.table(cols, schema=ARROW_SCHEMA)
-    if nemesis:
-        out = pa.concat_tables([out, pa.Table.from_pylist(nemesis, schema=ARROW_SCHEMA)])
-    return (out, table.column("process").to_numpy(),
-            pc.equal(table.column("type"), "invoke").to_numpy(),
-            table.column("f").combine_chunks(), table.num_rows + len(nemesis))
+    cols["process"] = pc.cast(cols["process"], pa.string())
+    for name in ("nemesis", "detail", CORRUPT):
+        cols[name] = pa.nulls(table.num_rows, pa.string())
+    out = pa.table(cols, schema=_LINE_SCHEMA)
+    if not nemesis:
+        return out, None
+    if b"\n\n" in data or data[:1].isspace():
+        return None  # blank lines: line numbers would not match rows
+    total = out.num_rows + len(nemesis)
+    is_nemesis = np.zeros(total, bool)
+    is_nemesis[nemesis_lines] = True
+    perm = np.empty(total, np.int64)
+    perm[~is_nemesis] = np.arange(out.num_rows)
+    perm[is_nemesis] = out.num_rows + np.arange(len(nemesis))
+    return pa.concat_tables([out, pa.Table.from_pylist(nemesis, schema=_LINE_SCHEMA)]), perm
 
 
 def _valid(t: pa.Table) -> bool:
@@ -301,14 +341,14 @@ def _valid(t: pa.Table) -> bool:
 
 
 class _Converter:
-    """The state carried from chunk to chunk: line and record counts, outstanding invocations."""
+    """The state carried from chunk to chunk: line and record counts, the pairing state."""
 
     def __init__(self, path: Path, validate: bool):
         self.path = path
         self.validate = validate
         self.lines = 0  # lines before the current chunk
         self.records = 0  # JSON records so far (validate_history's "record N")
-        self.outstanding: dict[Any, Any] = {}  # process -> f of its invocation awaiting completion
+        self.pairing = Pairing()
 
     def tables(self, fh: BinaryIO, size: int) -> Iterator[pa.Table]:
         """Tables of ARROW_SCHEMA for the first `size` bytes of `fh`, chunk by chunk, in order."""
@@ -327,11 +367,18 @@ class _Converter:
         parsed = _parse(data, self.validate)
         if parsed is None:
             return self._slow(data)
-        table, proc, invoke, f, records = parsed
-        if self.validate and not self._paired(proc, invoke, f):
-            return self._slow(data)
-        self.records += records
-        return table
+        lines, perm = parsed
+        if perm is not None:
+            lines = lines.take(pa.array(perm))  # file order, which pairing needs
+        usable = usable_mask(lines, lines.column(CORRUPT))
+        derived, paired, state = self.pairing.derive(lines, usable)
+        if self.validate:
+            completes = pc.fill_null(pc.not_equal(lines.column("type"), "invoke"), False)
+            if np.any(usable & completes.to_numpy(zero_copy_only=False) & ~paired):
+                return self._slow(data)
+        self.pairing = state
+        self.records += lines.num_rows
+        return _with(lines, derived)
 
     def tail(self, data: bytes) -> pa.Table:
         """The last line, without newline: a record if it is JSON, else a corrupt row."""
@@ -341,37 +388,12 @@ class _Converter:
         except ValueError:
             if not text.strip():
                 return ARROW_SCHEMA.empty_table()
-            return pa.Table.from_pylist([_corrupt_row(text)], schema=ARROW_SCHEMA)
+            return self._derive(pa.Table.from_pylist([_corrupt_row(text)], schema=_LINE_SCHEMA))
         return self._slow(data)
 
-    def _paired(self, proc: np.ndarray, invoke: np.ndarray, f: pa.Array) -> bool:
-        """Whether every completion follows an invocation of its f by its process; carries state.
-
-        A completion is fine iff the process's previous client op (this
-        chunk's or carried over) is an invocation of the same f.
-        """
-        carry = [(p, g) for p, g in self.outstanding.items() if type(p) is int]
-        if any(not isinstance(g, str) for _, g in carry):
-            return False
-        procs = np.concatenate([np.array([p for p, _ in carry], dtype=np.int64), proc])
-        inv = np.concatenate([np.ones(len(carry), dtype=bool), invoke])
-        fs = pa.concat_arrays([pa.array([g for _, g in carry], pa.string()), f]).dictionary_encode()
-        fi = fs.indices.to_numpy(zero_copy_only=False)
-        order = np.argsort(procs, kind="stable")
-        p, iv, fo = procs[order], inv[order], fi[order]
-        prev_ok = np.zeros(len(p), dtype=bool)
-        prev_ok[1:] = (p[1:] == p[:-1]) & iv[:-1] & (fo[1:] == fo[:-1])
-        if np.any(~iv & ~prev_ok):
-            return False
-        last = np.ones(len(p), dtype=bool)
-        last[:-1] = p[1:] != p[:-1]
-        names = fs.dictionary.to_pylist()
-        for q, is_inv, g in zip(p[last].tolist(), iv[last].tolist(), fo[last].tolist()):
-            if is_inv:
-                self.outstanding[q] = names[g]
-            else:
-                self.outstanding.pop(q, None)
-        return True
+    def _derive(self, lines: pa.Table) -> pa.Table:
+        derived, _, self.pairing = self.pairing.derive(lines, usable_mask(lines, lines.column(CORRUPT)))
+        return _with(lines, derived)
 
     # --- slow path: line by line, validate_history's exact messages ------------------
     def _slow(self, data: bytes) -> pa.Table:
@@ -382,6 +404,7 @@ class _Converter:
                 raise CheckInputError(f"{self.path}: unreadable ({e})") from None
         else:
             text = data.decode("utf-8", errors="replace")
+        outstanding = self.pairing.outstanding() if self.validate else {}
         rows = []
         for i, line in enumerate(text.split("\n")):
             if not line.strip():
@@ -404,14 +427,22 @@ class _Converter:
             else:
                 self.records += 1
                 if self.validate and rec["process"] != "nemesis":
-                    problem = client_op_problem(rec) or pairing_problem(rec, self.outstanding)
+                    keyed = {**rec, "process": _text(rec["process"])}
+                    problem = client_op_problem(rec) or pairing_problem(keyed, outstanding)
                     if problem:
                         # `index` is the 0-based line number; fall back to the record's position.
                         where = rec["index"] + 1 if _int(rec.get("index")) else f"record {self.records}"
                         raise CheckInputError(f"{self.path}:{where}: {problem}")
             rows.append(_row(rec, line))
-        return pa.Table.from_pylist(rows, schema=ARROW_SCHEMA)
+        return self._derive(pa.Table.from_pylist(rows, schema=_LINE_SCHEMA))
 
     def _fail(self, message: str) -> None:
         if self.validate:
             raise CheckInputError(message)
+
+
+def _with(lines: pa.Table, derived: dict[str, pa.Array]) -> pa.Table:
+    """`lines` with the derived columns: value and partition replaced, the others appended."""
+    cols = {name: derived.get(name, lines.column(name) if name in lines.column_names else None)
+            for name in ARROW_SCHEMA.names}
+    return pa.table(cols, schema=ARROW_SCHEMA)

@@ -6,16 +6,20 @@ and latency quantiles. Definitions are in docs/checkers.md.
 """
 from __future__ import annotations
 
+import contextlib
+import json
+from collections import defaultdict
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
-from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from checkers.queue_anomalies import BAD_RECORDS, VALUES_READ, anomalies
+from checkers.queue_anomalies import BAD_RECORDS, VALUES_READ, Found, anomalies
 from checkers.reference import COUNTS, MAX_EXAMPLES, Settings, verdict
 from checkers.spark import CORRUPT, read_history_df, readable_path, spark_session
+from checkers.timeline import timelines
 
 __all__ = ["COUNTS", "MAX_EXAMPLES", "QueueChecker", "judge", "parse"]
 
@@ -23,6 +27,13 @@ OP_TYPES = ("invoke", "ok", "fail", "info")
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 LATENCY_FS = ("send", "poll")
 NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
+MAX_SECONDS = 3600  # rows of the per-second series per run, at most
+TIMELINE_LIMIT = 10_000  # anomalies per kind listed with their times
+EMPTY_STATS: dict[str, Any] = {
+    "nemesis_ops": 0, "unparsed_lines": 0, "malformed_client_ops": 0,
+    **{f"send_{ty}": 0 for ty in OP_TYPES}, "poll_ok": 0, "drain_ok": 0,
+    "partitions_complete": [], "partitions_incomplete": [], "span_ns": 0}
 
 Latency = dict[str, dict[str, dict[str, float | int]]]  # f -> completion type -> stats
 
@@ -30,39 +41,60 @@ Latency = dict[str, dict[str, dict[str, float | int]]]  # f -> completion type -
 class QueueChecker:
     """Checks a queue-workload history against the definitions in docs/checkers.md."""
 
-    def __init__(self, master: str = "local[*]"):
+    def __init__(self, master: str = "local[*]", limit: int = TIMELINE_LIMIT):
         self.master = master
+        self.limit = limit
 
     def check(self, test: dict[str, Any], history_path: Path) -> dict[str, Any]:
-        """Return `{"valid", "counts", "examples", "loss", "stats", "latency_ms", "idempotence"}`.
+        """Return `{"valid", "counts", "examples", "loss", "stats", "latency_ms", "idempotence", "timeline"}`.
 
         `valid` is False if an invalid anomaly was found, else "unknown" if some
         acked value could not be looked for (unseen) or some client op could not
         be parsed, else True. `loss` says whether the configuration promised no
         loss, as checkers/reference.py does. `test` may be empty: missing
-        settings take the harness's defaults (idempotence off).
+        settings take the harness's defaults (idempotence off). `timeline` is
+        checkers/timeline.py's section: fault windows, availability, and each
+        anomaly (up to `limit` per kind) with when it was acked and exposed.
         """
-        test = test or {}
-        settings = Settings.of(test)
+        return self.check_many([(test, Path(history_path))])[0]
+
+    def check_many(self, runs: list[tuple[dict[str, Any], Path]]) -> list[dict[str, Any]]:
+        """`check` for several histories at once: one Spark job over their union, one result each."""
         spark = spark_session(self.master)
-        with readable_path(Path(history_path)) as path:
-            ops = parse(read_history_df(spark, path)).persist(StorageLevel.MEMORY_AND_DISK)
-            try:
-                stats, latency = _stats_and_latency(ops, _topic_partitions(test))
-                found = anomalies(ops.filter("usable"), stats["partitions_complete"])
-            finally:
-                ops.unpersist()
-        counts = {k: found.get(k, (0, []))[0] for k in COUNTS}
-        examples = {k: found[k][1] for k in COUNTS if counts[k]}
-        stats["values_read"] = found.get(VALUES_READ, (0, []))[0]
-        stats["malformed_records"] = found.get(BAD_RECORDS, (0, []))[0]
+        with contextlib.ExitStack() as stack:
+            frames = [read_history_df(spark, stack.enter_context(readable_path(Path(path))))
+                      .withColumn("run", F.lit(i).cast("long")) for i, (_, path) in enumerate(runs)]
+            raw = reduce(DataFrame.unionByName, frames)
+            ops = parse(raw)
+            stats, latency = _stats_and_latency(ops, [_topic_partitions(test) for test, _ in runs])
+            done = _done(ops)
+            found = anomalies(ops.filter("usable"), done, self.limit)
+            series = _series(ops, max((s["span_ns"] for s in stats.values()), default=0))
+            events = _events(raw)
+        return [self._result(test, stats[i], latency.get(i, {}), found.get(i, {}),
+                             series.get(i, ([], [])), events.get(i, []))
+                for i, (test, _) in enumerate(runs)]
+
+    @staticmethod
+    def _result(test: dict[str, Any], stats: dict[str, Any], latency: Latency, found: dict[str, Found],
+                series: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+                events: list[dict[str, Any]]) -> dict[str, Any]:
+        settings = Settings.of(test)
+        counts = {k: found[k].count if k in found else 0 for k in COUNTS}
+        examples = {k: [item["key"] for item in found[k].items[:MAX_EXAMPLES]] for k in COUNTS if counts[k]}
+        stats = {k: v for k, v in stats.items() if k != "span_ns"}
+        stats["values_read"] = found[VALUES_READ].count if VALUES_READ in found else 0
+        stats["malformed_records"] = found[BAD_RECORDS].count if BAD_RECORDS in found else 0
         malformed = stats["malformed_client_ops"] + stats["malformed_records"]
         promised = settings.promises_no_loss
+        per_epoch, per_second = series
+        anomalies_ = {k: found[k].items for k in COUNTS if k != "acked" and counts[k]}
         return {"valid": judge(counts, settings.idempotence, malformed), "counts": counts,
                 "examples": examples,
                 "loss": {"acks": settings.acks, "promised": promised,
                          "expected_by_configuration": bool(counts["lost"]) and not promised},
-                "stats": stats, "latency_ms": latency, "idempotence": settings.idempotence}
+                "stats": stats, "latency_ms": latency, "idempotence": settings.idempotence,
+                "timeline": timelines(events, per_epoch, per_second, anomalies_)}
 
 
 def judge(counts: dict[str, int], idempotent: bool, malformed: int = 0) -> bool | str:
@@ -76,49 +108,28 @@ def judge(counts: dict[str, int], idempotent: bool, malformed: int = 0) -> bool 
 
 
 def parse(raw: DataFrame) -> DataFrame:
-    """Every history line, typed for the checker, each completion joined to its invocation.
+    """Every history line, typed for the checker (pairing was done by the converter).
 
-    Columns: index, process, type, f, partition, value, offset, records,
-    complete, latency_ns, plus flags `nemesis`, `corrupt` and `usable` (a
-    client op the checker counts), and `stream`: how many resets (assign ops,
-    info polls) of its process came up to this op. `value` is read on sends only; `value` and
-    `partition` on a completion fall back to its invocation's. `latency_ns` is
-    set on completions whose previous line of the same process is an
-    invocation of the same f. `records` is kept on ok polls and drains only,
+    Columns: run, index, time, process, type, f, partition, value, offset,
+    records, complete, latency_ns, stream, epoch, acked_before, plus flags
+    `nemesis`, `corrupt` and `usable` (a client op the checker counts).
+    `value` is kept on sends only, `records` on ok polls and drains only,
     `complete` on ok drains only.
     """
     t, f, proc = F.col("type"), F.col("f"), F.col("process")
     ok_read = (t == "ok") & f.isin("poll", "drain")
-    # Selecting every typed column here makes Spark parse each line against the
-    # whole schema, so `corrupt` does not depend on which columns a query uses.
-    lines = raw.select(
-        "index", "time", "process", "type", "f", "offset",
-        F.col(CORRUPT).isNotNull().alias("corrupt"),
-        (proc == "nemesis").alias("nemesis"),
-        F.col("partition").try_cast("long").alias("partition"),
-        F.when(f == "send", F.col("value").try_cast("long")).alias("value"),
+    nemesis = proc == "nemesis"
+    corrupt = F.col(CORRUPT).isNotNull()
+    usable = (proc.isNotNull() & ~nemesis & ~corrupt
+              & F.coalesce(t.isin(*OP_TYPES), F.lit(False)) & f.isNotNull())
+    return raw.select(
+        "run", "index", "time", "process", "type", "f", "partition", "offset",
+        "latency_ns", "stream", "epoch", "acked_before",
+        F.when(f == "send", F.col("value")).alias("value"),
         F.when(ok_read, F.col("records")).alias("records"),
         F.when(ok_read & (f == "drain"), F.col("complete")).alias("complete"),
-    )
-    w = Window.partitionBy("process").orderBy("index")
-    paired = (t != "invoke") & (F.lag("type").over(w) == "invoke") & (F.lag("f").over(w) == f)
-
-    def inherited(c: str) -> Column:
-        return F.when(t == "invoke", F.col(c)).otherwise(
-            F.coalesce(F.col(c), F.when(paired, F.lag(c).over(w)))).alias(c)
-
-    usable = (proc.isNotNull() & ~F.col("nemesis") & ~F.col("corrupt")
-              & F.coalesce(t.isin(*OP_TYPES), F.lit(False)) & f.isNotNull())
-    # A consumer's stream ends at an assign (invocation or completion) or a poll that
-    # completed info: `stream` numbers them per process.
-    reset = usable & ((f == "assign") | ((f == "poll") & (t == "info")))
-    return lines.select(
-        "index", "process", "type", "f", "offset", "records", "complete", "nemesis", "corrupt",
-        inherited("value"), inherited("partition"),
-        F.when(paired, F.col("time") - F.lag("time").over(w)).alias("latency_ns"),
-        usable.alias("usable"),
-        F.count(F.when(reset, 1)).over(w.rowsBetween(Window.unboundedPreceding, 0)).alias("stream"),
-    )
+        F.coalesce(nemesis, F.lit(False)).alias("nemesis"), corrupt.alias("corrupt"),
+        F.coalesce(usable, F.lit(False)).alias("usable"))
 
 
 def _topic_partitions(test: dict[str, Any]) -> list[int]:
@@ -126,12 +137,12 @@ def _topic_partitions(test: dict[str, Any]) -> list[int]:
     return list(range(n)) if isinstance(n, int) and not isinstance(n, bool) else []
 
 
-def _stats_and_latency(ops: DataFrame,
-                       topic_partitions: list[int]) -> tuple[dict[str, Any], Latency]:
-    """Line and op counts by kind, which partitions completed their final read, and latency.
+def _stats_and_latency(ops: DataFrame, topic_partitions: list[list[int]]
+                       ) -> tuple[dict[int, dict[str, Any]], dict[int, Latency]]:
+    """Per run: line and op counts by kind, which partitions completed their final read, latency.
 
-    One global aggregation: latency quantiles are conditional aggregates per
-    (f, completion type), so no grouping shuffle is needed.
+    One aggregation grouped by run (a handful of groups): latency quantiles
+    are conditional aggregates per (f, completion type).
     """
     t, f, usable, lat = F.col("type"), F.col("f"), F.col("usable"), F.col("latency_ns")
 
@@ -148,7 +159,7 @@ def _stats_and_latency(ops: DataFrame,
                 F.count(x).alias("count"),
                 F.percentile_approx(x, list(QUANTILES.values()), 10000).alias("q"),
                 F.max(x).alias("max")).alias(f"latency:{fn}:{ty}"))
-    row = ops.agg(
+    rows = ops.groupBy("run").agg(
         n(F.col("nemesis")).alias("nemesis_ops"),
         n(F.col("corrupt")).alias("unparsed_lines"),
         n(client & (~usable | ((f == "send") & F.col("value").isNull()))).alias("malformed_client_ops"),
@@ -157,22 +168,86 @@ def _stats_and_latency(ops: DataFrame,
         n(usable & (f == "drain") & (t == "ok")).alias("drain_ok"),
         F.collect_set(F.when(drain_done, F.col("partition"))).alias("done"),
         F.collect_set(F.when(usable & f.isin("send", "drain"), F.col("partition"))).alias("seen"),
+        (F.max("time") - F.min("time")).alias("span_ns"),
         *latency_aggs,
-    ).first().asDict()
-    latency: Latency = {}
-    for key in [k for k in row if k.startswith("latency:")]:
-        _, fn, ty = key.split(":")
-        agg = row.pop(key)
-        if agg["count"]:
-            entry: dict[str, float | int] = {"count": agg["count"]}
-            entry.update({name: _ms(q) for name, q in zip(QUANTILES, agg["q"])})
-            entry["max"] = _ms(agg["max"])
-            latency.setdefault(fn, {})[ty] = entry
-    done = set(row.pop("done"))
-    seen = set(row.pop("seen")) | set(topic_partitions)
-    row["partitions_complete"] = sorted(done)
-    row["partitions_incomplete"] = sorted(seen - done)
-    return row, latency
+    ).collect()
+    stats: dict[int, dict[str, Any]] = {}
+    latencies: dict[int, Latency] = {}
+    for r in rows:
+        row = r.asDict()
+        run = row.pop("run")
+        latency: Latency = {}
+        for key in [k for k in row if k.startswith("latency:")]:
+            _, fn, ty = key.split(":")
+            agg = row.pop(key)
+            if agg["count"]:
+                entry: dict[str, float | int] = {"count": agg["count"]}
+                entry.update({name: _ms(q) for name, q in zip(QUANTILES, agg["q"])})
+                entry["max"] = _ms(agg["max"])
+                latency.setdefault(fn, {})[ty] = entry
+        done = set(row.pop("done"))
+        seen = set(row.pop("seen")) | set(topic_partitions[run])
+        row["partitions_complete"] = sorted(done)
+        row["partitions_incomplete"] = sorted(seen - done)
+        row["span_ns"] = row["span_ns"] or 0
+        stats[run], latencies[run] = row, latency
+    for run in range(len(topic_partitions)):  # an empty history has no rows at all
+        stats.setdefault(run, {**EMPTY_STATS, "partitions_incomplete": sorted(topic_partitions[run])})
+    return stats, latencies
+
+
+def _done(ops: DataFrame) -> DataFrame:
+    """(run, p, done_ns): partitions whose final read completed, and when it first did."""
+    t, f = F.col("type"), F.col("f")
+    rows = (ops.filter(F.col("usable") & (f == "drain") & (t == "ok") & (F.col("complete") == F.lit(True))
+                       & F.col("partition").isNotNull())
+            .groupBy("run", F.col("partition").alias("p")).agg(F.min("time").alias("done_ns")).collect())
+    return ops.sparkSession.createDataFrame([tuple(r) for r in rows], "run long, p long, done_ns long")
+
+
+def _series(ops: DataFrame, span_ns: int) -> dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+    """Per run: send counts per invocation epoch, and per second of invocation (with ok latency).
+
+    Each send is placed by its invocation: a completion's invocation time is
+    its time minus its latency. Seconds are widened so a run has at most
+    MAX_SECONDS of them (a synthetic history may span days).
+    """
+    width = max(1, -(-span_ns // (MAX_SECONDS * NS_PER_S)))
+    t, c = F.col("type"), F.col
+    sends = ops.filter(c("usable") & (c("f") == "send")).select(
+        "run", "type", "epoch", "latency_ns",
+        F.floor((c("time") - F.coalesce(c("latency_ns"), F.lit(0))) / (width * NS_PER_S)).alias("second"))
+    counts = [F.count(F.when(t == ty, 1)).alias("invoked" if ty == "invoke" else ty) for ty in OP_TYPES]
+    out: dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = defaultdict(lambda: ([], []))
+    for r in sends.groupBy("run", "epoch").agg(*counts).orderBy("run", "epoch").collect():
+        out[r["run"]][0].append({k: r[k] for k in ("epoch", "invoked", "ok", "fail", "info")})
+    ok_ms = F.when(t == "ok", c("latency_ns") / NS_PER_MS)
+    quantiles = F.percentile_approx(ok_ms, list(QUANTILES.values()), 1000)
+    for r in (sends.groupBy("run", "second").agg(*counts, quantiles.alias("q"), F.max(ok_ms).alias("max"))
+              .orderBy("run", "second").collect()):
+        entry = {"second": r["second"] * width, **{k: r[k] for k in ("invoked", "ok", "fail", "info")}}
+        entry.update({name: None if r["q"] is None else round(q, 3) for name, q in
+                      zip(QUANTILES, r["q"] or [None] * len(QUANTILES))})
+        entry["max"] = None if r["max"] is None else round(r["max"], 3)
+        out[r["run"]][1].append(entry)
+    return out
+
+
+def _events(raw: DataFrame) -> dict[int, list[dict[str, Any]]]:
+    """Per run, the nemesis lines in file order (`epoch` is their ordinal)."""
+    out: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    rows = (raw.filter(F.col("process") == "nemesis")
+            .select("run", "index", "time", "type", "f", "nemesis", "epoch", "detail")
+            .orderBy("run", "epoch").collect())
+    for r in rows:
+        try:
+            detail = json.loads(r["detail"]) if r["detail"] else {}
+        except ValueError:
+            detail = {}
+        out[r["run"]].append({"index": r["index"], "time": r["time"], "type": r["type"], "f": r["f"],
+                              "nemesis": r["nemesis"], "epoch": r["epoch"],
+                              "detail": detail if isinstance(detail, dict) else {}})
+    return out
 
 
 def _ms(ns: int) -> float:

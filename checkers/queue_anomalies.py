@@ -1,163 +1,190 @@
 """The anomaly half of the Spark queue checker: every count of docs/checkers.md as DataFrames.
 
-`anomalies(ops, done)` takes the parsed history (checkers/queue.py `parse`,
-usable client ops only) and returns, per kind, the count and the
-MAX_EXAMPLES smallest keys, in one Spark action. The records of ok polls and
-drains are exploded once; from them
+`anomalies(ops, done, limit)` takes the parsed history of one or more runs
+(checkers/queue.py `parse`: usable client ops, a `run` column) and returns,
+per run and kind, the count and up to `limit` anomalies (smallest keys
+first) with when each was acknowledged and exposed.
 
-- reads and acks grouped by (partition, offset) (`at_offset`), then ordered
-  by offset within each partition (one window, offsets descending): whether
-  some read returned a higher offset of the partition (the read bound) and
-  which known offset comes next above (for poll skips);
-- poll records per stream (consumer process, stream number, partition), in
-  history order (one window): consecutive offsets a then b;
-- ok sends per (process, partition) in history order (one window): the
-  highest earlier acked offset (nonmonotonic_send);
-- everything known about each value, grouped by value.
+Built for 10M-line histories on two cores, where a Spark shuffle costs about
+a second per million rows: only fixed-width aggregates (min/max/count, never
+collect_set), two big groupings, and windows only over small sets.
+
+- per value (`pv`): everything its sends and reads say, one grouping of the
+  sends and the exploded read records; a value's read locations are told
+  apart by the min and max of their partition and offset;
+- per offset (`po`): one row per value location and acknowledgement, from
+  `pv` (plus the raw reads of the few values read at two places), grouped by
+  (run, partition, offset): distinct read values by min/max, first read time;
+- poll steps: within one poll, consecutive records of a partition are
+  neighbours in its records array; only the first and last record of each
+  run of a partition go through a window over the consumer's stream;
+- nonmonotonic sends come from the converter's `acked_before` column.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from checkers.reference import MAX_EXAMPLES
+__all__ = ["Found", "VALUES_READ", "BAD_RECORDS", "VALUE_KINDS", "anomalies"]
 
 # Pseudo-kinds computed in the same pass as the counts, reported under `stats`.
 VALUES_READ = "_values_read"
 BAD_RECORDS = "_malformed_records"
+VALUE_KINDS = ("acked", "lost", "unseen", "duplicate", "unexpected", "failed_visible")
+_ANOMALOUS_VALUE_KINDS = VALUE_KINDS[1:]
+_KEY = "struct<p:bigint,o:bigint>"
 
-_FLAGS = ("invoked", "acked", "failed", "ack_done", "mismatch", "drained", "beyond")
+
+@dataclass
+class Found:
+    """One kind in one run: how many, and the first `limit` (by key) with their times in ns."""
+
+    count: int = 0
+    items: list[dict[str, Any]] = field(default_factory=list)  # {"key", "acked_ns", "exposed_ns"}
 
 
-def anomalies(ops: DataFrame, done: list[int]) -> dict[str, tuple[int, list[Any]]]:
-    """kind -> (count, up to MAX_EXAMPLES smallest keys) for every kind with a non-zero count.
+Result = dict[int, dict[str, Found]]  # run -> kind -> Found
 
-    `ops` are the usable client ops of `parse` (with its `stream` column),
-    `done` the partitions whose final read completed.
+
+def _b(c: str) -> Column:
+    return F.coalesce(F.col(c), F.lit(False))
+
+
+def anomalies(ops: DataFrame, done: DataFrame, limit: int) -> Result:
+    """run -> kind -> Found for every kind with a non-zero count (and `acked`'s smallest keys).
+
+    `ops` are the usable client ops of `parse`; `done` has one row (run, p,
+    done_ns) per partition whose final read completed, with its time.
     """
+    spark = ops.sparkSession
     t, f = F.col("type"), F.col("f")
     sends = ops.filter((f == "send") & F.col("value").isNotNull())
-    acks = sends.filter((t == "ok") & F.col("partition").isNotNull() & F.col("offset").isNotNull())
-    entries = ops.filter(F.col("records").isNotNull()).select(
-        "index", F.col("process").cast("long").alias("process"), "stream",
-        (f == "drain").alias("drained"), F.posexplode("records").alias("pos", "r"))
-    well_formed = (F.size("r") == 3) & F.forall("r", lambda x: x.isNotNull())
+    located = (t == "ok") & F.col("partition").isNotNull() & F.col("offset").isNotNull()
+    reads, bad_records = _reads(ops)
+    facts = sends.select(
+        "run", "value", (t == "invoke").alias("invoked"), (t == "ok").alias("acked"),
+        (t == "fail").alias("failed"), F.when(located, F.col("partition")).alias("ap"),
+        F.when(located, F.col("offset")).alias("ao"), F.when(t == "ok", F.col("time")).alias("at"),
+    ).unionByName(reads.select(
+        "run", F.col("v").alias("value"), F.lit(True).alias("read"), "drained",
+        F.col("p").alias("rp"), F.col("o").alias("ro"), F.col("time").alias("rt")),
+        allowMissingColumns=True)
+    pv = facts.groupBy("run", "value").agg(
+        *[F.max(c).alias(c) for c in ("invoked", "acked", "failed", "read", "drained")],
+        *[agg(c).alias(f"{c}_{name}") for c in ("ap", "ao", "rp", "ro")
+          for name, agg in (("min", F.min), ("max", F.max))],
+        F.min("at").alias("at"), F.min("rt").alias("rt"))
+    pv = pv.select(
+        "run", "value", "at", "rt", "ap_min", "ao_min", "rp_min", "ro_min",
+        *[_b(c).alias(c) for c in ("invoked", "acked", "failed", "read", "drained")],
+        # Read at exactly one location; acknowledged at more than one (ack_multi).
+        ((F.col("rp_min") == F.col("rp_max")) & (F.col("ro_min") == F.col("ro_max"))).alias("single"),
+        ((F.col("ap_min") != F.col("ap_max")) | (F.col("ao_min") != F.col("ao_max"))).alias("ack_multi"),
+    ).persist()
+    try:
+        po_rows = _offset_rows(pv, reads, sends.filter(located))
+        po = po_rows.groupBy("run", "p", "o").agg(
+            F.count("rv").alias("n_rv"), F.min("rv").alias("rv_min"), F.max("rv").alias("rv_max"),
+            F.count("av").alias("n_av"), F.min("av").alias("av_min"), F.max("av").alias("av_max"),
+            F.min("rt").alias("rt")).persist()
+        try:
+            return _judge(spark, ops, pv, po, po_rows, reads, bad_records, done, limit)
+        finally:
+            po.unpersist()
+    finally:
+        pv.unpersist()
+
+
+def _reads(ops: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(well-formed read records with their neighbours in the same op, malformed records).
+
+    Columns: run, index, time, process, stream, drained, pos, p, o, v, and
+    prev_p/prev_o, next_p (the records listed before and after in the op).
+    """
+    with_records = ops.filter(F.size("records") > 0)
+    n = F.size("records")
+    nothing = F.array(F.lit(None).cast("array<bigint>"))
+    zipped = F.arrays_zip(
+        F.col("records").alias("r"),
+        F.concat(nothing, F.slice("records", 1, n - 1)).alias("prev"),
+        F.concat(F.slice("records", 2, n), nothing).alias("next"))
+    entries = with_records.select(
+        "run", "index", "time", F.col("process").cast("long").alias("process"), "stream",
+        (F.col("f") == "drain").alias("drained"), F.posexplode(zipped).alias("pos", "e"))
+    r = F.col("e.r")
+    well_formed = F.coalesce((F.size(r) == 3) & F.forall(r, lambda x: x.isNotNull()), F.lit(False))
     reads = entries.filter(well_formed).select(
-        "index", "process", "stream", "pos", "drained",
-        F.get("r", 0).alias("p"), F.get("r", 1).alias("o"), F.get("r", 2).alias("v"))
-    bad_records = entries.filter(F.col("r").isNull() | ~well_formed)
+        "run", "index", "time", "process", "stream", "drained", "pos",
+        F.get(r, 0).alias("p"), F.get(r, 1).alias("o"), F.get(r, 2).alias("v"),
+        F.get("e.prev", 0).alias("prev_p"), F.get("e.prev", 1).alias("prev_o"),
+        F.get("e.next", 0).alias("next_p"))
+    return reads, entries.filter(~well_formed).select("run", "index")
 
-    at_offset = _at_offset(reads, acks)
-    # Per acked (p, o): was the ack contradicted by a read there, or passed by a read above it?
-    judged_acks = at_offset.select(
-        "read_above", F.explode(F.transform("acks", lambda a: F.struct(
-            a.alias("value"), F.exists("reads", lambda r: r != a).alias("mismatch")))).alias("a"))
-    judged_acks = judged_acks.filter(F.col("a.mismatch") | F.col("read_above")).select(
-        "a.value", "a.mismatch", F.col("read_above").alias("beyond"))
 
-    def fact(df: DataFrame, **flags: Column) -> DataFrame:
-        loc = flags.pop("loc", F.lit(None))
-        return df.select("value", *[flags.get(c, F.lit(False)).alias(c) for c in _FLAGS],
-                         loc.cast("struct<p:bigint,o:bigint>").alias("loc"))
+def _offset_rows(pv: DataFrame, reads: DataFrame, acks: DataFrame) -> DataFrame:
+    """(run, p, o, rv, rt, av): each value where it was read (rv, first read time rt) and acked (av)."""
+    cols = ("run", "p", "o", "rv", "rt", "av")
+    null = F.lit(None).cast("bigint")
+    at_read = (F.col("single") & ~F.coalesce(F.col("ack_multi"), F.lit(False))
+               & (F.col("ap_min") == F.col("rp_min")) & (F.col("ao_min") == F.col("ro_min")))
+    read_once = pv.filter("single").select(
+        "run", F.col("rp_min").alias("p"), F.col("ro_min").alias("o"), F.col("value").alias("rv"),
+        "rt", F.when(at_read, F.col("value")).alias("av"))
+    acked_elsewhere = pv.filter(F.col("ap_min").isNotNull() & ~F.coalesce(at_read, F.lit(False))
+                                & ~F.coalesce(F.col("ack_multi"), F.lit(False))).select(
+        "run", F.col("ap_min").alias("p"), F.col("ao_min").alias("o"), null.alias("rv"),
+        null.alias("rt"), F.col("value").alias("av"))
+    # The few values read at several locations, or acked at several, from the raw rows.
+    dup = F.broadcast(pv.filter(F.col("read") & ~F.col("single")).select("run", F.col("value").alias("v")))
+    read_twice = (reads.join(dup, ["run", "v"], "left_semi").groupBy("run", "p", "o", "v")
+                  .agg(F.min("time").alias("rt"))
+                  .select("run", "p", "o", F.col("v").alias("rv"), "rt", null.alias("av")))
+    multi = F.broadcast(pv.filter("ack_multi").select("run", "value"))
+    acked_twice = acks.join(multi, ["run", "value"], "left_semi").select(
+        "run", F.col("partition").alias("p"), F.col("offset").alias("o"), null.alias("rv"),
+        null.alias("rt"), F.col("value").alias("av"))
+    return (read_once.select(*cols).unionByName(acked_elsewhere.select(*cols))
+            .unionByName(read_twice.select(*cols)).unionByName(acked_twice.select(*cols)))
 
-    facts = (
-        fact(sends, invoked=t == "invoke", acked=t == "ok", failed=t == "fail",
-             ack_done=(t == "ok") & F.coalesce(F.col("partition").isin(done), F.lit(False)))
-        .unionByName(fact(reads.withColumnRenamed("v", "value"), loc=F.struct("p", "o"),
-                          drained=F.col("drained")))
-        .unionByName(fact(judged_acks, mismatch=F.col("mismatch"), beyond=F.col("beyond"))))
-    per_value = facts.groupBy("value").agg(
-        *[F.max(c).alias(c) for c in _FLAGS], F.size(F.collect_set("loc")).alias("locations"))
 
-    v, read = F.col, F.col("locations") > 0
-    # Lost: (1) its partition's final read completed without it, even if a consumer
-    # read it earlier (the log lost it after that, e.g. to a power failure); or (2)
-    # by the read bound: never read, while a read returned a higher offset of its
-    # partition. Unseen: never read, and neither rule applies.
+def _judge(spark: SparkSession, ops: DataFrame, pv: DataFrame, po: DataFrame, po_rows: DataFrame,
+           reads: DataFrame, bad_records: DataFrame, done: DataFrame, limit: int) -> Result:
+    from checkers.queue_detail import collect_kinds, offset_kinds, poll_kinds, send_kinds
+
+    high = F.broadcast(po.filter(F.col("n_rv") > 0).groupBy("run", "p").agg(F.max("o").alias("high"))
+                       .withColumnRenamed("p", "ap_min"))
+    fin = F.broadcast(done.withColumnRenamed("p", "ap_min"))
+    v = pv.join(high, ["run", "ap_min"], "left").join(fin, ["run", "ap_min"], "left")
+    c = F.col
+    beyond = F.coalesce(c("ao_min") < c("high"), F.lit(False))
+    ack_done = c("acked") & c("done_ns").isNotNull()
     kinds = {
-        "acked": v("acked"),
-        "lost": (v("acked") & ~v("drained") & v("ack_done")) | (v("beyond") & ~read),
-        "unseen": v("acked") & ~read & ~v("ack_done") & ~v("beyond"),
-        "acked_offset_mismatch": v("mismatch") & v("acked"),
-        "duplicate": v("locations") >= 2,
-        "unexpected": read & ~v("invoked"),
-        "failed_visible": read & v("failed"),
-        VALUES_READ: read,
+        "acked": c("acked"),
+        # Lost: (1) its partition's final read completed without it, even if a consumer
+        # read it earlier (the log lost it after that, e.g. to a power failure); or (2)
+        # by the read bound: never read, while a read returned a higher offset of its
+        # partition. Unseen: never read, and neither rule applies.
+        "lost": (ack_done & ~c("drained")) | (beyond & ~c("read")),
+        "unseen": c("acked") & ~c("read") & ~ack_done & ~beyond,
+        "duplicate": c("read") & ~c("single"),
+        "unexpected": c("read") & ~c("invoked"),
+        "failed_visible": c("read") & c("failed"),
+        VALUES_READ: c("read"),
     }
-    by_value = per_value.select(F.explode(F.filter(
-        F.array(*[F.when(cond, F.lit(kind)) for kind, cond in kinds.items()]),
-        lambda k: k.isNotNull())).alias("kind"), F.array("value").alias("k"))
-    keyed = (by_value
-             .unionByName(at_offset.filter(F.size("reads") >= 2).select(
-                 F.lit("inconsistent_offset").alias("kind"), F.array("p", "o").alias("k")))
-             .unionByName(_poll_anomalies(reads, at_offset))
-             .unionByName(_nonmonotonic_sends(acks))
-             .unionByName(bad_records.select(
-                 F.lit(BAD_RECORDS).alias("kind"), F.array("index").alias("k"))))
-    # Keys are distinct within a kind (bad records aside, which are only counted).
-    rows = (keyed
-            .withColumn("rank", F.row_number().over(Window.partitionBy("kind").orderBy("k")))
-            .withColumn("n", F.count(F.lit(1)).over(Window.partitionBy("kind")))
-            .filter(F.col("rank") <= MAX_EXAMPLES)
-            .collect())
-    result: dict[str, tuple[int, list[Any]]] = {}
-    for row in sorted(rows, key=lambda r: (r["kind"], r["rank"])):
-        _, examples = result.setdefault(row["kind"], (row["n"], []))
-        examples.append(row["k"][0] if len(row["k"]) == 1 else list(row["k"]))
-    return result
-
-
-def _at_offset(reads: DataFrame, acks: DataFrame) -> DataFrame:
-    """One row per known (p, o): `reads` and `acks` (distinct values), `read_above` and `next_o`.
-
-    `read_above`: some read returned an offset of p greater than o.
-    `next_o`: the smallest known offset of p greater than o (null if none).
-    Both come from one window over p by descending offset, whose frames only
-    grow, so it stays linear.
-    """
-    grouped = (
-        reads.select("p", "o", F.col("v").alias("read"), F.lit(None).cast("long").alias("acked"))
-        .unionByName(acks.select(F.col("partition").alias("p"), F.col("offset").alias("o"),
-                                 F.lit(None).cast("long").alias("read"), F.col("value").alias("acked")))
-        .groupBy("p", "o")
-        .agg(F.collect_set("read").alias("reads"), F.collect_set("acked").alias("acks")))
-    down = Window.partitionBy("p").orderBy(F.col("o").desc())
-    return grouped.select(
-        "p", "o", "reads", "acks",
-        F.coalesce(F.max(F.size("reads") > 0).over(down.rowsBetween(Window.unboundedPreceding, -1)),
-                   F.lit(False)).alias("read_above"),
-        F.lag("o").over(down).alias("next_o"))
-
-
-def _poll_anomalies(reads: DataFrame, at_offset: DataFrame) -> DataFrame:
-    """(kind, [process, p, a, b]) rows, distinct, for poll_skip and nonmonotonic_poll.
-
-    A stream is one consumer process's poll records of one partition between
-    two resets (`stream` counts the resets before each op), in history order
-    and, within a poll, listed order. A step a -> b with b <= a goes back; one
-    with b > a + 1 is a skip if the next known offset above a is below b.
-    """
-    stream = Window.partitionBy("process", "stream", "p").orderBy("index", "pos")
-    steps = (reads.filter(~F.col("drained"))
-             .select("process", "p", F.lag("o").over(stream).alias("a"), F.col("o").alias("b"))
-             .filter(F.col("a").isNotNull()))
-    back = steps.filter(F.col("b") <= F.col("a")).select(
-        F.lit("nonmonotonic_poll").alias("kind"), F.array("process", "p", "a", "b").alias("k"))
-    gaps = steps.filter(F.col("b") > F.col("a") + 1)
-    known = at_offset.select(F.col("p").alias("kp"), F.col("o").alias("ko"), "next_o")
-    skip = (gaps.join(known, (F.col("p") == F.col("kp")) & (F.col("a") == F.col("ko")))
-            .filter(F.col("next_o") < F.col("b"))
-            .select(F.lit("poll_skip").alias("kind"), F.array("process", "p", "a", "b").alias("k")))
-    return back.unionByName(skip).distinct()
-
-
-def _nonmonotonic_sends(acks: DataFrame) -> DataFrame:
-    """(kind, [value]) rows, distinct: acks at or below an earlier ack of their process and partition."""
-    earlier = (Window.partitionBy("process", "partition").orderBy("index")
-               .rowsBetween(Window.unboundedPreceding, -1))
-    return (acks.select("value", "offset", F.max("offset").over(earlier).alias("high"))
-            .filter(F.col("offset") <= F.col("high"))
-            .select(F.lit("nonmonotonic_send").alias("kind"), F.array("value").alias("k"))
-            .distinct())
+    judged = v.select("run", "value", "at", "rt", "ap_min", "ao_min", "done_ns",
+                      (beyond & ~c("read")).alias("read_bound"),
+                      *[cond.alias(k) for k, cond in kinds.items()])
+    result: Result = {}
+    rows = judged.groupBy("run").agg(*[F.count(F.when(c(k), 1)).alias(k) for k in kinds]).collect()
+    for row in rows:
+        result[row["run"]] = {k: Found(row[k]) for k in kinds if row[k]}
+    for row in bad_records.groupBy("run").count().collect():
+        result.setdefault(row["run"], {})[BAD_RECORDS] = Found(row["count"])
+    collect_kinds(spark, judged, po, po_rows, result, limit)
+    offset_kinds(po, po_rows, pv, result, limit)
+    poll_kinds(reads, po, result, limit)
+    send_kinds(ops, result, limit)
+    return {run: {k: found for k, found in kinds_.items() if found.count} for run, kinds_ in result.items()}

@@ -25,12 +25,12 @@ from pyspark.sql import types as T
 APP_NAME = "kchaos-check"
 LOOPBACK = "127.0.0.1"
 DRIVER_HOST_ENV = "KCHAOS_SPARK_DRIVER_HOST"
+DRIVER_MEMORY_ENV = "KCHAOS_SPARK_DRIVER_MEMORY"
 CORRUPT = "_corrupt_record"
 
-# Fields a nemesis op may reuse with any JSON type (`value`, `partition`, `node`)
-# are strings: a string column takes any JSON token verbatim, so such lines never
-# fail to parse; client ops cast them to numbers later. `process` is an int for
-# clients and "nemesis" for the fault injector. Fields missing here are ignored.
+# The columns of history.parquet (checkers/parquet.py ARROW_SCHEMA): a line's own
+# fields, the nemesis name and the rest of a nemesis line as JSON (`detail`),
+# and what the converter derived from history order (checkers/pairing.py).
 HISTORY_SCHEMA = T.StructType([
     T.StructField("index", T.LongType()),
     T.StructField("time", T.LongType()),
@@ -38,14 +38,20 @@ HISTORY_SCHEMA = T.StructType([
     T.StructField("type", T.StringType()),
     T.StructField("f", T.StringType()),
     T.StructField("topic", T.StringType()),
-    T.StructField("partition", T.StringType()),
-    T.StructField("value", T.StringType()),
+    T.StructField("partition", T.LongType()),
+    T.StructField("value", T.LongType()),
     T.StructField("offset", T.LongType()),
     T.StructField("records", T.ArrayType(T.ArrayType(T.LongType()))),
     T.StructField("complete", T.BooleanType()),
     T.StructField("node", T.StringType()),
     T.StructField("error", T.StringType()),
+    T.StructField("nemesis", T.StringType()),
+    T.StructField("detail", T.StringType()),
     T.StructField(CORRUPT, T.StringType()),
+    T.StructField("latency_ns", T.LongType()),
+    T.StructField("stream", T.LongType()),
+    T.StructField("epoch", T.LongType()),
+    T.StructField("acked_before", T.LongType()),
 ])
 
 _session: SparkSession | None = None
@@ -76,6 +82,11 @@ def spark_session(master: str = "local[*]") -> SparkSession:
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.log.level", "WARN")
             .config("spark.sql.shuffle.partitions", str(shuffle_partitions(master)))
+            # In local mode the tasks run inside the driver: Spark's 1 GB default spills a
+            # 10M-line history to disk. Ignored once a JVM is running.
+            .config("spark.driver.memory", os.environ.get(DRIVER_MEMORY_ENV) or "4g")
+            # Splits of 16 MB let both cores read a history of a few hundred MB.
+            .config("spark.sql.files.maxPartitionBytes", str(16 << 20))
             .getOrCreate()
         )
         _session.sparkContext.setLogLevel("WARN")

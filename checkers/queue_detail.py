@@ -1,0 +1,212 @@
+"""The kinds of the Spark queue checker beyond the per-value flags, and the times of every anomaly.
+
+Helpers of checkers/queue_anomalies.py. Each fills `result[run][kind]` with
+the count and the first `limit` anomalies by key, each with `acked_ns` (when
+its value was acknowledged, if it was) and `exposed_ns` (when the history
+first showed it). Every DataFrame that reaches the driver is bounded by
+`limit` rows per run and kind.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from functools import reduce
+from typing import Any, Iterable
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from checkers.queue_anomalies import VALUE_KINDS, Found, Result
+from checkers.reference import MAX_EXAMPLES
+
+__all__ = ["collect_kinds", "offset_kinds", "poll_kinds", "send_kinds"]
+
+# Offsets are grouped in blocks of this size to test "some offset lies strictly
+# between a and b" by an equi-join on the block instead of a range join.
+BLOCK = 1024
+
+
+def _capped(df: DataFrame, kind: Column | str, order: list[str], limit: int) -> list[Any]:
+    """The rows of `df` ranked 1..limit by `order` within each (run, kind)."""
+    kind = F.col(kind) if isinstance(kind, str) else kind
+    w = Window.partitionBy("run", kind).orderBy(*order)
+    return df.withColumn("_rank", F.row_number().over(w)).filter(F.col("_rank") <= limit).collect()
+
+
+def _count(df: DataFrame, kind: str, result: Result) -> None:
+    for row in df.groupBy("run").count().collect():
+        result.setdefault(row["run"], {})[kind] = Found(row["count"])
+
+
+def _add(result: Result, run: int, kind: str, key: Any, acked: int | None, exposed: int | None) -> None:
+    result[run][kind].items.append({"key": key, "acked_ns": acked, "exposed_ns": exposed})
+
+
+def collect_kinds(spark: SparkSession, judged: DataFrame, po: DataFrame, po_rows: DataFrame,
+                  result: Result, limit: int) -> None:
+    """The items of the per-value kinds (counts are already in `result`).
+
+    acked: the MAX_EXAMPLES smallest values. lost: exposed by its partition's
+    completed final read, or by the first read of a higher offset (read
+    bound). duplicate: by the first read at its second location. unexpected,
+    failed_visible: by its first read. unseen: never.
+    """
+    runs = [run for run, kinds in result.items() if kinds.get("acked")]
+    acked = judged.filter("acked").select("run", "value", "at")
+    if len(runs) <= 8:
+        rows = [r for run in runs for r in acked.filter(F.col("run") == run)
+                .orderBy("value").limit(MAX_EXAMPLES).collect()]
+    else:
+        rows = _capped(acked.withColumn("kind", F.lit("acked")), "kind", ["value"], MAX_EXAMPLES)
+    for r in sorted(rows, key=lambda r: (r["run"], r["value"])):
+        _add(result, r["run"], "acked", r["value"], r["at"], r["at"])
+
+    kinds = VALUE_KINDS[1:]
+    if not any(result[run].get(k) for run in result for k in kinds):
+        return
+    flagged = judged.filter(reduce(Column.__or__, [F.col(k) for k in kinds])).select(
+        "run", "value", "at", "rt", "ap_min", "ao_min", "done_ns", "read_bound",
+        F.explode(F.filter(F.array(*[F.when(F.col(k), F.lit(k)) for k in kinds]),
+                           lambda k: k.isNotNull())).alias("kind"))
+    rows = _capped(flagged, "kind", ["value"], limit)
+    bound = [(r["run"], r["ap_min"], r["ao_min"]) for r in rows if r["kind"] == "lost" and r["read_bound"]]
+    above = _first_read_above(spark, po, bound)
+    dups = [(r["run"], r["value"]) for r in rows if r["kind"] == "duplicate"]
+    second = _second_location(spark, po_rows, dups)
+    for r in sorted(rows, key=lambda r: (r["run"], r["kind"], r["value"])):
+        kind, run = r["kind"], r["run"]
+        if kind == "lost":
+            times = [r["done_ns"], above.get((run, r["ap_min"], r["ao_min"])) if r["read_bound"] else None]
+            exposed = min((x for x in times if x is not None), default=None)
+        elif kind == "duplicate":
+            exposed = second.get((run, r["value"]))
+        elif kind == "unseen":
+            exposed = None
+        else:
+            exposed = r["rt"]
+        _add(result, run, kind, r["value"], r["at"], exposed)
+
+
+def _small_df(spark: SparkSession, rows: Iterable[tuple], schema: str) -> DataFrame:
+    return F.broadcast(spark.createDataFrame(list(rows), schema))
+
+
+def _first_read_above(spark: SparkSession, po: DataFrame,
+                      keys: list[tuple[int, int, int]]) -> dict[tuple[int, int, int], int]:
+    """(run, p, o) -> the earliest first-read time of an offset of p above o, for `keys`."""
+    if not keys:
+        return {}
+    want = _small_df(spark, set(keys), "run long, p long, o long")
+    down = Window.partitionBy("run", "p").orderBy(F.col("o").desc()).rowsBetween(Window.unboundedPreceding, -1)
+    rows = (po.join(want.select("run", "p").distinct(), ["run", "p"], "left_semi")
+            .select("run", "p", "o", F.min("rt").over(down).alias("above"))
+            .join(want, ["run", "p", "o"], "left_semi").collect())
+    return {(r["run"], r["p"], r["o"]): r["above"] for r in rows if r["above"] is not None}
+
+
+def _second_location(spark: SparkSession, po_rows: DataFrame,
+                     values: list[tuple[int, int]]) -> dict[tuple[int, int], int]:
+    """(run, value) -> when `value` was first read at its second location."""
+    if not values:
+        return {}
+    want = _small_df(spark, set(values), "run long, rv long")
+    firsts: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for r in po_rows.join(want, ["run", "rv"], "left_semi").collect():
+        if r["rt"] is not None:
+            firsts[(r["run"], r["rv"])].append(r["rt"])
+    return {k: sorted(ts)[1] for k, ts in firsts.items() if len(ts) >= 2}
+
+
+def offset_kinds(po: DataFrame, po_rows: DataFrame, pv: DataFrame, result: Result, limit: int) -> None:
+    """inconsistent_offset (two values read at one offset) and acked_offset_mismatch
+    (a read at an acked value's offset returned another value)."""
+    spark = po.sparkSession
+    inconsistent = po.filter(F.col("rv_min") != F.col("rv_max")).select("run", "p", "o")
+    _count(inconsistent, "inconsistent_offset", result)
+    one_ack = po.filter((F.col("n_rv") > 0) & (F.col("av_min") == F.col("av_max"))
+                        & ((F.col("rv_min") != F.col("av_min")) | (F.col("rv_max") != F.col("av_min"))))
+    several = po.filter((F.col("n_rv") > 0) & (F.col("av_min") != F.col("av_max"))).select("run", "p", "o",
+                                                                                             "rv_min", "rv_max")
+    several_acks = (po_rows.filter(F.col("av").isNotNull()).join(F.broadcast(several), ["run", "p", "o"])
+                    .filter((F.col("rv_min") != F.col("av")) | (F.col("rv_max") != F.col("av"))))
+    mismatched = (one_ack.select("run", F.col("av_min").alias("value"), "p", "o")
+                  .unionByName(several_acks.select("run", F.col("av").alias("value"), "p", "o"))
+                  .groupBy("run", "value").agg(F.min(F.struct("p", "o")).alias("at_offset"))
+                  .select("run", "value", "at_offset.p", "at_offset.o"))
+    _count(mismatched, "acked_offset_mismatch", result)
+    if not any(k in kinds for kinds in result.values()
+               for k in ("inconsistent_offset", "acked_offset_mismatch")):
+        return
+    bad = _capped(inconsistent.withColumn("kind", F.lit("inconsistent_offset")), "kind", ["p", "o"], limit)
+    wrong = _capped(mismatched.withColumn("kind", F.lit("acked_offset_mismatch")), "kind", ["value"], limit)
+    keys = {(r["run"], r["p"], r["o"]) for r in bad + wrong}
+    reads_at: dict[tuple[int, int, int], list[tuple[int, int]]] = defaultdict(list)
+    if keys:
+        want = F.broadcast(spark.createDataFrame(list(keys), "run long, p long, o long"))
+        for r in po_rows.filter(F.col("rv").isNotNull()).join(want, ["run", "p", "o"], "left_semi").collect():
+            reads_at[(r["run"], r["p"], r["o"])].append((r["rt"], r["rv"]))
+    ack_time = {}
+    if wrong:
+        want = F.broadcast(spark.createDataFrame(list({(r["run"], r["value"]) for r in wrong}),
+                                                 "run long, value long"))
+        ack_time = {(r["run"], r["value"]): r["at"] for r in pv.join(want, ["run", "value"], "left_semi")
+                    .select("run", "value", "at").collect()}
+    for r in sorted(bad, key=lambda r: (r["run"], r["p"], r["o"])):
+        firsts = sorted(t for t, _ in reads_at[(r["run"], r["p"], r["o"])] if t is not None)
+        _add(result, r["run"], "inconsistent_offset", [r["p"], r["o"]], None,
+             firsts[1] if len(firsts) > 1 else None)
+    for r in sorted(wrong, key=lambda r: (r["run"], r["value"])):
+        other = [t for t, v in reads_at[(r["run"], r["p"], r["o"])] if v != r["value"] and t is not None]
+        _add(result, r["run"], "acked_offset_mismatch", r["value"], ack_time.get((r["run"], r["value"])),
+             min(other, default=None))
+
+
+def poll_kinds(reads: DataFrame, po: DataFrame, result: Result, limit: int) -> None:
+    """nonmonotonic_poll and poll_skip, keyed [process, p, a, b]: a consumer stream's step
+    from offset a to b that goes back (b <= a), or skips (b > a + 1 with a known offset between)."""
+    c = F.col
+    polls = reads.filter(~c("drained"))
+    step = ["run", "process", "p", "a", "b", "time"]
+    inside = polls.filter(c("prev_p") == c("p")).select(
+        "run", "process", "p", c("prev_o").alias("a"), c("o").alias("b"), "time")
+    starts = c("prev_p").isNull() | (c("prev_p") != c("p"))
+    ends = c("next_p").isNull() | (c("next_p") != c("p"))
+    stream = Window.partitionBy("run", "process", "stream", "p").orderBy("index", "pos")
+    across = (polls.filter(starts | ends)
+              .select("run", "process", "p", F.lag("o").over(stream).alias("a"), c("o").alias("b"), "time",
+                      starts.alias("start"))
+              .filter(c("start") & c("a").isNotNull()).select(*step))
+    steps = inside.unionByName(across).filter((c("b") <= c("a")) | (c("b") > c("a") + 1))
+    back = steps.filter(c("b") <= c("a")).withColumn("kind", F.lit("nonmonotonic_poll"))
+    gaps = steps.filter(c("b") > c("a") + 1)
+    blocks = gaps.select(*step, F.explode(F.sequence(F.floor((c("a") + 1) / BLOCK),
+                                                     F.floor((c("b") - 1) / BLOCK))).alias("blk"))
+    known = po.select("run", c("p"), c("o").alias("k"), F.floor(c("o") / BLOCK).alias("blk"))
+    skips = (known.join(F.broadcast(blocks), ["run", "p", "blk"])
+             .filter((c("k") > c("a")) & (c("k") < c("b")))
+             .select(*step).withColumn("kind", F.lit("poll_skip")))
+    keyed = (back.unionByName(skips).groupBy("run", "kind", "process", "p", "a", "b")
+             .agg(F.min("time").alias("time")).persist())
+    try:
+        for row in keyed.groupBy("run", "kind").count().collect():
+            result.setdefault(row["run"], {})[row["kind"]] = Found(row["count"])
+        if any(k in kinds for kinds in result.values() for k in ("poll_skip", "nonmonotonic_poll")):
+            for r in sorted(_capped(keyed, "kind", ["process", "p", "a", "b"], limit),
+                            key=lambda r: (r["run"], r["kind"], r["process"], r["p"], r["a"], r["b"])):
+                _add(result, r["run"], r["kind"], [r["process"], r["p"], r["a"], r["b"]], None, r["time"])
+    finally:
+        keyed.unpersist()
+
+
+def send_kinds(ops: DataFrame, result: Result, limit: int) -> None:
+    """nonmonotonic_send: an ok send at or below an offset its process was acknowledged
+    earlier in that partition (the converter's `acked_before`)."""
+    c = F.col
+    late = (ops.filter((c("f") == "send") & (c("type") == "ok") & c("value").isNotNull()
+                       & (c("offset") <= c("acked_before")))
+            .groupBy("run", "value").agg(F.min("time").alias("time")))
+    _count(late, "nonmonotonic_send", result)
+    if any("nonmonotonic_send" in kinds for kinds in result.values()):
+        rows = _capped(late.withColumn("kind", F.lit("nonmonotonic_send")), "kind", ["value"], limit)
+        for r in sorted(rows, key=lambda r: (r["run"], r["value"])):
+            _add(result, r["run"], "nonmonotonic_send", r["value"], r["time"], r["time"])
+
