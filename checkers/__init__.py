@@ -1,7 +1,8 @@
 """Checkers: decide whether a recorded history is valid, and write results.json.
 
 A new checker is one module implementing harness.protocols.Checker (with a
-constructor taking `master=`) plus one line in CHECKERS.
+constructor taking `master=`, and `check_many` for checking several runs in
+one job) plus one line in CHECKERS.
 """
 from __future__ import annotations
 
@@ -23,23 +24,23 @@ HISTORY_FILE = "history.jsonl"
 TEST_FILE = "test.json"
 RESULTS_FILE = "results.json"
 # Copied from the queue checker's result to the top level of results.json.
-SUMMARY_KEYS = ("counts", "examples", "loss", "stats", "latency_ms")
+SUMMARY_KEYS = ("counts", "examples", "loss", "stats", "latency_ms", "timeline")
 
-__all__ = ["CHECKERS", "CheckInputError", "QueueChecker", "check_path", "exit_code",
-           "merge_valid", "run_checkers", "validate_history"]
+__all__ = ["CHECKERS", "CheckInputError", "QueueChecker", "check_path", "check_tree", "exit_code",
+           "find_runs", "merge_valid", "run_checkers", "validate_history"]
 
 
 def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
     """Check a run directory (holding history.jsonl) or a bare history file.
 
     test.json beside the history is used if present, else `{}` (idempotence
-    off). Returns `{"valid", "counts", "examples", "stats", "latency_ms",
-    "checkers": {name: full result}}` and writes it as results.json beside the
-    history. Raises CheckInputError, before running any checker, for a missing
-    path, a directory without history.jsonl, an unreadable test.json or a
-    malformed history (see `validate_history`). The history is converted to
-    Parquet beside it once (checkers/parquet.py), validated on the way; the
-    checkers read that.
+    off). Returns `{"valid", "counts", "examples", "loss", "stats",
+    "latency_ms", "timeline", "checkers": {name: full result}}` and writes it
+    as results.json beside the history. Raises CheckInputError, before
+    running any checker, for a missing path, a directory without
+    history.jsonl, an unreadable test.json or a malformed history (see
+    `validate_history`). The history is converted to Parquet beside it once
+    (checkers/parquet.py), validated on the way; the checkers read that.
     """
     path = Path(path)
     if not path.exists():
@@ -50,13 +51,78 @@ def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
     test = _load_test(history.parent / TEST_FILE)
     convert(history, validate=True)
     checkers = {name: make(master=spark_master) for name, make in CHECKERS.items()}
-    composed = run_checkers(checkers, test, history)
+    return _write_result(history, run_checkers(checkers, test, history))
+
+
+def _write_result(history: Path, composed: dict[str, Any]) -> dict[str, Any]:
     queue = composed.get("queue", {})
     result: dict[str, Any] = {"valid": composed["valid"]}
     result.update({k: queue[k] for k in SUMMARY_KEYS if k in queue})
     result["checkers"] = {k: v for k, v in composed.items() if k != "valid"}
     _write_json(history.parent / RESULTS_FILE, result)
     return result
+
+
+def find_runs(root: Path) -> list[Path]:
+    """The run directories below `root` (each holds history.jsonl), sorted, each once.
+
+    Symbolic links (such as the store's `latest`) and hidden directories are
+    not followed, so no run is found twice.
+    """
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
+                             and not os.path.islink(os.path.join(dirpath, d)))
+        if HISTORY_FILE in filenames:
+            found.append(Path(dirpath))
+    return sorted(found)
+
+
+def check_tree(root: Path, spark_master: str = "local[*]") -> dict[str, Any]:
+    """Check every run below `root` in one Spark job; one row per run.
+
+    Each run gets its results.json as `check_path` writes it; `root` gets
+    checks.json and checks.csv with a row per run (see checkers/table.py).
+    A run whose input is malformed gets a row with its one-line error and
+    verdict "unknown"; the others are still checked. Returns `{"valid"
+    (merged over every run), "runs": [row, ...]}`. Raises CheckInputError if
+    `root` holds no run at all.
+    """
+    from checkers.table import row, write_table
+
+    root = Path(root)
+    runs = find_runs(root)
+    if not runs:
+        raise CheckInputError(f"{root}: no runs ({HISTORY_FILE}) below this directory")
+    good: list[tuple[Path, dict[str, Any]]] = []
+    errors: dict[Path, str] = {}
+    for run in runs:
+        try:
+            test = _load_test(run / TEST_FILE)
+            convert(run / HISTORY_FILE, validate=True)
+            good.append((run, test))
+        except CheckInputError as e:
+            errors[run] = str(e)
+    results: dict[Path, dict[str, Any]] = {}
+    for name, make in CHECKERS.items():
+        checker = make(master=spark_master)
+        try:
+            many = checker.check_many([(test, run / HISTORY_FILE) for run, test in good])
+        except Exception as e:  # noqa: BLE001 - as run_checkers: a broken checker is "unknown"
+            many = [{"valid": "unknown", "error": f"{type(e).__name__}: {e}"}] * len(good)
+        for (run, _), res in zip(good, many):
+            results.setdefault(run, {})[name] = res
+    rows = []
+    for run in runs:
+        if run in errors:
+            rows.append(row(root, run, {}, {"valid": "unknown"}, errors[run]))
+            continue
+        test = dict(good)[run]
+        per = results[run]
+        composed = {"valid": merge_valid(*(r["valid"] for r in per.values())), **per}
+        rows.append(row(root, run, test, _write_result(run / HISTORY_FILE, composed), None))
+    write_table(root, rows)
+    return {"valid": merge_valid(*(r["valid"] for r in rows)), "runs": rows}
 
 
 def _load_test(path: Path) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 __all__ = ["Found", "VALUES_READ", "BAD_RECORDS", "VALUE_KINDS", "anomalies"]
@@ -68,6 +68,8 @@ def anomalies(ops: DataFrame, done: DataFrame, limit: int) -> Result:
         "run", "value", (t == "invoke").alias("invoked"), (t == "ok").alias("acked"),
         (t == "fail").alias("failed"), F.when(located, F.col("partition")).alias("ap"),
         F.when(located, F.col("offset")).alias("ao"), F.when(t == "ok", F.col("time")).alias("at"),
+        # The partition of an ack, even one without an offset (acks=0): its final read decides.
+        F.when(t == "ok", F.col("partition")).alias("dp"),
     ).unionByName(reads.select(
         "run", F.col("v").alias("value"), F.lit(True).alias("read"), "drained",
         F.col("p").alias("rp"), F.col("o").alias("ro"), F.col("time").alias("rt")),
@@ -76,9 +78,9 @@ def anomalies(ops: DataFrame, done: DataFrame, limit: int) -> Result:
         *[F.max(c).alias(c) for c in ("invoked", "acked", "failed", "read", "drained")],
         *[agg(c).alias(f"{c}_{name}") for c in ("ap", "ao", "rp", "ro")
           for name, agg in (("min", F.min), ("max", F.max))],
-        F.min("at").alias("at"), F.min("rt").alias("rt"))
+        F.min("at").alias("at"), F.min("rt").alias("rt"), F.min("dp").alias("dp"))
     pv = pv.select(
-        "run", "value", "at", "rt", "ap_min", "ao_min", "rp_min", "ro_min",
+        "run", "value", "at", "rt", "dp", "ap_min", "ao_min", "rp_min", "ro_min",
         *[_b(c).alias(c) for c in ("invoked", "acked", "failed", "read", "drained")],
         # Read at exactly one location; acknowledged at more than one (ack_multi).
         ((F.col("rp_min") == F.col("rp_max")) & (F.col("ro_min") == F.col("ro_max"))).alias("single"),
@@ -152,12 +154,12 @@ def _offset_rows(pv: DataFrame, reads: DataFrame, acks: DataFrame) -> DataFrame:
 
 def _judge(spark: SparkSession, ops: DataFrame, pv: DataFrame, po: DataFrame, po_rows: DataFrame,
            reads: DataFrame, bad_records: DataFrame, done: DataFrame, limit: int) -> Result:
-    from checkers.queue_detail import collect_kinds, offset_kinds, poll_kinds, send_kinds
+    from checkers.queue_detail import collect_kinds, count_frames, detail_frames, other_frames
 
     high = F.broadcast(po.filter(F.col("n_rv") > 0).groupBy("run", "p").agg(F.max("o").alias("high"))
                        .withColumnRenamed("p", "ap_min"))
-    fin = F.broadcast(done.withColumnRenamed("p", "ap_min"))
-    v = pv.join(high, ["run", "ap_min"], "left").join(fin, ["run", "ap_min"], "left")
+    fin = F.broadcast(done.withColumnRenamed("p", "dp"))
+    v = pv.join(high, ["run", "ap_min"], "left").join(fin, ["run", "dp"], "left")
     c = F.col
     beyond = F.coalesce(c("ao_min") < c("high"), F.lit(False))
     ack_done = c("acked") & c("done_ns").isNotNull()
@@ -181,10 +183,8 @@ def _judge(spark: SparkSession, ops: DataFrame, pv: DataFrame, po: DataFrame, po
     rows = judged.groupBy("run").agg(*[F.count(F.when(c(k), 1)).alias(k) for k in kinds]).collect()
     for row in rows:
         result[row["run"]] = {k: Found(row[k]) for k in kinds if row[k]}
-    for row in bad_records.groupBy("run").count().collect():
-        result.setdefault(row["run"], {})[BAD_RECORDS] = Found(row["count"])
+    frames = other_frames(po, po_rows, reads, ops)
+    count_frames(frames, bad_records.select("run", F.lit(BAD_RECORDS).alias("kind")), result)
     collect_kinds(spark, judged, po, po_rows, result, limit)
-    offset_kinds(po, po_rows, pv, result, limit)
-    poll_kinds(reads, po, result, limit)
-    send_kinds(ops, result, limit)
+    detail_frames(frames, po_rows, pv, result, limit)
     return {run: {k: found for k, found in kinds_.items() if found.count} for run, kinds_ in result.items()}

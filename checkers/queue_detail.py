@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from checkers.queue_anomalies import VALUE_KINDS, Found, Result
 from checkers.reference import MAX_EXAMPLES
 
-__all__ = ["collect_kinds", "offset_kinds", "poll_kinds", "send_kinds"]
+__all__ = ["collect_kinds", "count_frames", "detail_frames", "other_frames"]
 
 # Offsets are grouped in blocks of this size to test "some offset lies strictly
 # between a and b" by an equi-join on the block instead of a range join.
@@ -30,11 +30,6 @@ def _capped(df: DataFrame, kind: Column | str, order: list[str], limit: int) -> 
     kind = F.col(kind) if isinstance(kind, str) else kind
     w = Window.partitionBy("run", kind).orderBy(*order)
     return df.withColumn("_rank", F.row_number().over(w)).filter(F.col("_rank") <= limit).collect()
-
-
-def _count(df: DataFrame, kind: str, result: Result) -> None:
-    for row in df.groupBy("run").count().collect():
-        result.setdefault(row["run"], {})[kind] = Found(row["count"])
 
 
 def _add(result: Result, run: int, kind: str, key: Any, acked: int | None, exposed: int | None) -> None:
@@ -116,38 +111,78 @@ def _second_location(spark: SparkSession, po_rows: DataFrame,
     return {k: sorted(ts)[1] for k, ts in firsts.items() if len(ts) >= 2}
 
 
-def offset_kinds(po: DataFrame, po_rows: DataFrame, pv: DataFrame, result: Result, limit: int) -> None:
-    """inconsistent_offset (two values read at one offset) and acked_offset_mismatch
-    (a read at an acked value's offset returned another value)."""
-    spark = po.sparkSession
-    inconsistent = po.filter(F.col("rv_min") != F.col("rv_max")).select("run", "p", "o")
-    _count(inconsistent, "inconsistent_offset", result)
-    one_ack = po.filter((F.col("n_rv") > 0) & (F.col("av_min") == F.col("av_max"))
-                        & ((F.col("rv_min") != F.col("av_min")) | (F.col("rv_max") != F.col("av_min"))))
-    several = po.filter((F.col("n_rv") > 0) & (F.col("av_min") != F.col("av_max"))).select("run", "p", "o",
-                                                                                             "rv_min", "rv_max")
-    several_acks = (po_rows.filter(F.col("av").isNotNull()).join(F.broadcast(several), ["run", "p", "o"])
-                    .filter((F.col("rv_min") != F.col("av")) | (F.col("rv_max") != F.col("av"))))
-    mismatched = (one_ack.select("run", F.col("av_min").alias("value"), "p", "o")
-                  .unionByName(several_acks.select("run", F.col("av").alias("value"), "p", "o"))
+def other_frames(po: DataFrame, po_rows: DataFrame, reads: DataFrame, ops: DataFrame) -> dict[str, DataFrame]:
+    """The keyed rows of the kinds not judged per value, each with `run` and `kind` columns.
+
+    inconsistent_offset (run, p, o): two values read at one offset.
+    acked_offset_mismatch (run, value, p, o): a read at an acked value's
+    offset returned another value. nonmonotonic_poll and poll_skip (run,
+    process, p, a, b, time): a consumer stream's step from offset a to b that
+    goes back, or skips a known offset. nonmonotonic_send (run, value, time):
+    an ok send at or below an offset its process had been acknowledged
+    earlier in that partition (the converter's `acked_before`).
+    """
+    c = F.col
+    inconsistent = po.filter(c("rv_min") != c("rv_max")).select("run", "p", "o")
+    one_ack = po.filter((c("n_rv") > 0) & (c("av_min") == c("av_max"))
+                        & ((c("rv_min") != c("av_min")) | (c("rv_max") != c("av_min"))))
+    several = po.filter((c("n_rv") > 0) & (c("av_min") != c("av_max"))).select(
+        "run", "p", "o", "rv_min", "rv_max")
+    several_acks = (po_rows.filter(c("av").isNotNull()).join(F.broadcast(several), ["run", "p", "o"])
+                    .filter((c("rv_min") != c("av")) | (c("rv_max") != c("av"))))
+    mismatched = (one_ack.select("run", c("av_min").alias("value"), "p", "o")
+                  .unionByName(several_acks.select("run", c("av").alias("value"), "p", "o"))
                   .groupBy("run", "value").agg(F.min(F.struct("p", "o")).alias("at_offset"))
                   .select("run", "value", "at_offset.p", "at_offset.o"))
-    _count(mismatched, "acked_offset_mismatch", result)
-    if not any(k in kinds for kinds in result.values()
-               for k in ("inconsistent_offset", "acked_offset_mismatch")):
-        return
-    bad = _capped(inconsistent.withColumn("kind", F.lit("inconsistent_offset")), "kind", ["p", "o"], limit)
-    wrong = _capped(mismatched.withColumn("kind", F.lit("acked_offset_mismatch")), "kind", ["value"], limit)
+    late = (ops.filter((c("f") == "send") & (c("type") == "ok") & c("value").isNotNull()
+                       & (c("offset") <= c("acked_before")))
+            .groupBy("run", "value").agg(F.min("time").alias("time")))
+    frames = {"inconsistent_offset": inconsistent, "acked_offset_mismatch": mismatched,
+              "nonmonotonic_send": late}
+    frames = {k: df.withColumn("kind", F.lit(k)) for k, df in frames.items()}
+    frames["poll"] = _poll_steps(reads, po)
+    return frames
+
+
+def count_frames(frames: dict[str, DataFrame], extra: DataFrame, result: Result) -> None:
+    """Count every frame's rows per (run, kind) in one action, into `result`."""
+    counted = reduce(DataFrame.unionByName, [df.select("run", "kind") for df in frames.values()], extra)
+    for row in counted.groupBy("run", "kind").count().collect():
+        result.setdefault(row["run"], {})[row["kind"]] = Found(row["count"])
+
+
+def detail_frames(frames: dict[str, DataFrame], po_rows: DataFrame, pv: DataFrame,
+                  result: Result, limit: int) -> None:
+    """The items of the kinds in `frames` that have a non-zero count."""
+    def has(*kinds: str) -> bool:
+        return any(k in found for found in result.values() for k in kinds)
+
+    if has("inconsistent_offset", "acked_offset_mismatch"):
+        _offset_items(frames, po_rows, pv, result, limit)
+    if has("poll_skip", "nonmonotonic_poll"):
+        for r in sorted(_capped(frames["poll"], "kind", ["process", "p", "a", "b"], limit),
+                        key=lambda r: (r["run"], r["kind"], r["process"], r["p"], r["a"], r["b"])):
+            _add(result, r["run"], r["kind"], [r["process"], r["p"], r["a"], r["b"]], None, r["time"])
+    if has("nonmonotonic_send"):
+        for r in sorted(_capped(frames["nonmonotonic_send"], "kind", ["value"], limit),
+                        key=lambda r: (r["run"], r["value"])):
+            _add(result, r["run"], "nonmonotonic_send", r["value"], r["time"], r["time"])
+
+
+def _offset_items(frames: dict[str, DataFrame], po_rows: DataFrame, pv: DataFrame,
+                  result: Result, limit: int) -> None:
+    spark = pv.sparkSession
+    bad = _capped(frames["inconsistent_offset"], "kind", ["p", "o"], limit)
+    wrong = _capped(frames["acked_offset_mismatch"], "kind", ["value"], limit)
     keys = {(r["run"], r["p"], r["o"]) for r in bad + wrong}
     reads_at: dict[tuple[int, int, int], list[tuple[int, int]]] = defaultdict(list)
     if keys:
-        want = F.broadcast(spark.createDataFrame(list(keys), "run long, p long, o long"))
+        want = _small_df(spark, keys, "run long, p long, o long")
         for r in po_rows.filter(F.col("rv").isNotNull()).join(want, ["run", "p", "o"], "left_semi").collect():
             reads_at[(r["run"], r["p"], r["o"])].append((r["rt"], r["rv"]))
     ack_time = {}
     if wrong:
-        want = F.broadcast(spark.createDataFrame(list({(r["run"], r["value"]) for r in wrong}),
-                                                 "run long, value long"))
+        want = _small_df(spark, {(r["run"], r["value"]) for r in wrong}, "run long, value long")
         ack_time = {(r["run"], r["value"]): r["at"] for r in pv.join(want, ["run", "value"], "left_semi")
                     .select("run", "value", "at").collect()}
     for r in sorted(bad, key=lambda r: (r["run"], r["p"], r["o"])):
@@ -160,9 +195,9 @@ def offset_kinds(po: DataFrame, po_rows: DataFrame, pv: DataFrame, result: Resul
              min(other, default=None))
 
 
-def poll_kinds(reads: DataFrame, po: DataFrame, result: Result, limit: int) -> None:
-    """nonmonotonic_poll and poll_skip, keyed [process, p, a, b]: a consumer stream's step
-    from offset a to b that goes back (b <= a), or skips (b > a + 1 with a known offset between)."""
+def _poll_steps(reads: DataFrame, po: DataFrame) -> DataFrame:
+    """(run, kind, process, p, a, b, time) for nonmonotonic_poll (b <= a) and poll_skip (b > a + 1
+    with a known offset between), distinct, `time` the first poll that made the step."""
     c = F.col
     polls = reads.filter(~c("drained"))
     step = ["run", "process", "p", "a", "b", "time"]
@@ -184,29 +219,5 @@ def poll_kinds(reads: DataFrame, po: DataFrame, result: Result, limit: int) -> N
     skips = (known.join(F.broadcast(blocks), ["run", "p", "blk"])
              .filter((c("k") > c("a")) & (c("k") < c("b")))
              .select(*step).withColumn("kind", F.lit("poll_skip")))
-    keyed = (back.unionByName(skips).groupBy("run", "kind", "process", "p", "a", "b")
-             .agg(F.min("time").alias("time")).persist())
-    try:
-        for row in keyed.groupBy("run", "kind").count().collect():
-            result.setdefault(row["run"], {})[row["kind"]] = Found(row["count"])
-        if any(k in kinds for kinds in result.values() for k in ("poll_skip", "nonmonotonic_poll")):
-            for r in sorted(_capped(keyed, "kind", ["process", "p", "a", "b"], limit),
-                            key=lambda r: (r["run"], r["kind"], r["process"], r["p"], r["a"], r["b"])):
-                _add(result, r["run"], r["kind"], [r["process"], r["p"], r["a"], r["b"]], None, r["time"])
-    finally:
-        keyed.unpersist()
-
-
-def send_kinds(ops: DataFrame, result: Result, limit: int) -> None:
-    """nonmonotonic_send: an ok send at or below an offset its process was acknowledged
-    earlier in that partition (the converter's `acked_before`)."""
-    c = F.col
-    late = (ops.filter((c("f") == "send") & (c("type") == "ok") & c("value").isNotNull()
-                       & (c("offset") <= c("acked_before")))
-            .groupBy("run", "value").agg(F.min("time").alias("time")))
-    _count(late, "nonmonotonic_send", result)
-    if any("nonmonotonic_send" in kinds for kinds in result.values()):
-        rows = _capped(late.withColumn("kind", F.lit("nonmonotonic_send")), "kind", ["value"], limit)
-        for r in sorted(rows, key=lambda r: (r["run"], r["value"])):
-            _add(result, r["run"], "nonmonotonic_send", r["value"], r["time"], r["time"])
-
+    return (back.unionByName(skips).groupBy("run", "kind", "process", "p", "a", "b")
+            .agg(F.min("time").alias("time")))

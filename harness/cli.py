@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from rich.console import Console
+from rich.table import Table
 
 from harness.config import (ClusterConfig, ConfigError, NemesisConfig, ProducerConfig, TestConfig,
                             TopicConfig, WorkloadConfig)
@@ -94,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--store", default=D.store, help="results root")
     _spark_options(r)
     r.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
-    c = sub.add_parser("check", help="check a run directory or a history.jsonl")
+    c = sub.add_parser("check", help="check a run directory, a history.jsonl, or every run below a directory "
+                                     "(one Spark job; writes checks.json and checks.csv there)")
     c.add_argument("path")
     c.add_argument("--json", action="store_true", help="print the results object on stdout")
     _spark_options(c)
@@ -140,6 +142,18 @@ def summary(results: dict) -> str:
     return "\n".join(lines)
 
 
+def runs_table(results: dict) -> Table:
+    """One line per run checked by `kchaos check DIR`: verdict, acked, lost, availability, error."""
+    table = Table(title=f"valid: {results['valid']}", title_justify="left")
+    for col in ("run", "valid", "acks", "min.insync", "acked", "lost", "promised", "avail. in faults", "error"):
+        table.add_column(col)
+    for r in results["runs"]:
+        table.add_row(r["run"], str(r["valid"]), str(r["acks"]), str(r["min_insync"]), str(r["acked"]),
+                      str(r["lost"]), str(r["loss_promised"]), str(r["availability_in_faults"]),
+                      (r["error"] or "")[:80])
+    return table
+
+
 def _sigterm(signum: int, frame: object) -> NoReturn:
     raise KeyboardInterrupt
 
@@ -171,12 +185,14 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"node image: {prepare(args.kafka_version, args.kafka_dist, args.base_image, console)}")
             return 0
         if args.cmd == "check":
-            from checkers import check_path
-            results = check_path(Path(args.path), args.spark_master)
+            from checkers import HISTORY_FILE, check_path, check_tree
+            path = Path(args.path)
+            many = path.is_dir() and not (path / HISTORY_FILE).exists()
+            results = (check_tree if many else check_path)(path, args.spark_master)
             if args.json:
                 print(json.dumps(results, indent=2))
             else:
-                console.print(summary(results))
+                console.print(runs_table(results) if many else summary(results))
             return exit_code(results["valid"])
         from harness.runner import preflight, run_test
         cfg = preflight(config_from_args(args))

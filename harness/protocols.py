@@ -115,3 +115,6 @@ class Checker(Protocol):
 
     def check(self, test: dict[str, Any], history_path: Path) -> dict[str, Any]:
         """Return at least `{"valid": True | False | "unknown"}`."""
+
+    def check_many(self, runs: list[tuple[dict[str, Any], Path]]) -> list[dict[str, Any]]:
+        """`check` for each (test, history) pair, in order; may share one job among them."""

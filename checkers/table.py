@@ -1,0 +1,74 @@
+"""One row per checked run: what `kchaos check DIR` prints and writes as checks.json and checks.csv.
+
+A row names the run (its path below the checked directory), its configuration
+(acks, min.insync.replicas, unclean election, idempotence, nemeses), the
+verdict, every anomaly count, whether the configuration promised no loss,
+send availability (overall and inside fault windows) and send latency.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from checkers.reference import COUNTS, Settings
+
+__all__ = ["COLUMNS", "row", "write_table"]
+
+COLUMNS = ("run", "valid", "acks", "min_insync", "unclean", "idempotence", "nemesis", *COUNTS,
+           "loss_promised", "loss_expected_by_configuration", "availability", "availability_in_faults",
+           "send_p50_ms", "send_p99_ms", "error")
+
+
+def _in_faults(availability: dict[str, Any]) -> float | None:
+    applied = [w for w in availability.get("windows", []) if w.get("applied")]
+    invoked = sum(w.get("invoked") or 0 for w in applied)
+    ok = sum(w.get("ok") or 0 for w in applied)
+    return round(ok / invoked, 4) if invoked else None
+
+
+def row(root: Path, run: Path, test: dict[str, Any], result: dict[str, Any], error: str | None) -> dict[str, Any]:
+    """The row of `run` (checked, with `result` as results.json holds it) below `root`."""
+    settings = Settings.of(test)
+    counts = result.get("counts", {})
+    availability = (result.get("timeline") or {}).get("availability", {})
+    ok_latency = (result.get("latency_ms") or {}).get("send", {}).get("ok", {})
+    loss = result.get("loss", {})
+    if error is None:
+        error = next((r["error"] for r in result.get("checkers", {}).values() if r.get("error")), None)
+    return {
+        "run": str(run.relative_to(root)) if run != root else ".",
+        "valid": result.get("valid", "unknown"),
+        "acks": settings.acks, "min_insync": settings.min_insync, "unclean": settings.unclean,
+        "idempotence": settings.idempotence,
+        "nemesis": ",".join((test.get("nemesis") or {}).get("names", [])) or None,
+        **{k: counts.get(k) for k in COUNTS},
+        "loss_promised": loss.get("promised"),
+        "loss_expected_by_configuration": loss.get("expected_by_configuration"),
+        "availability": (availability.get("overall") or {}).get("ok_ratio"),
+        "availability_in_faults": _in_faults(availability),
+        "send_p50_ms": ok_latency.get("p50"), "send_p99_ms": ok_latency.get("p99"),
+        "error": error,
+    }
+
+
+def write_table(root: Path, rows: list[dict[str, Any]]) -> None:
+    """Write `rows` as root/checks.json and root/checks.csv (each written whole, then renamed)."""
+    for name, write in (("checks.json", _json), ("checks.csv", _csv)):
+        tmp = root / f".{name}.tmp"
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            write(fh, rows)
+        os.replace(tmp, root / name)
+
+
+def _json(fh: Any, rows: list[dict[str, Any]]) -> None:
+    json.dump(rows, fh, indent=2)
+    fh.write("\n")
+
+
+def _csv(fh: Any, rows: list[dict[str, Any]]) -> None:
+    w = csv.DictWriter(fh, fieldnames=COLUMNS)
+    w.writeheader()
+    w.writerows(rows)
