@@ -1,7 +1,9 @@
 """history.jsonl -> history.parquet, once, validating the history on the way.
 
 `convert(history)` writes `<stem>.parquet` beside the history (history.jsonl ->
-history.parquet) with the columns of checkers.spark.HISTORY_SCHEMA, and reuses
+history.parquet) with the columns of checkers.spark.HISTORY_SCHEMA, in line
+order, plus the columns checkers/pairing.py derives from that order
+(latency_ns, stream, epoch, acked_before; docs/history.md), and reuses
 it while it is up to date: written by this converter version, from a source
 of the same size and modification time (a killed run's history that grew is
 converted again). It writes to a hidden temporary name, then renames.
@@ -23,7 +25,9 @@ A final line without newline that is not JSON is the harmless tail of a killed
 run: it is kept as a row holding only `_corrupt_record` (so the checker's
 `unparsed_lines` counts it). Fields of a line that do not fit the schema (a
 nemesis `offset` of 1.5, say) are null and the line's text goes in
-`_corrupt_record`, as Spark's PERMISSIVE JSON reader did.
+`_corrupt_record`, as Spark's PERMISSIVE JSON reader did; a `partition` or
+`value` that is not an integer is null without that (nemesis lines use them
+freely; `detail` keeps every other field of a nemesis line as JSON).
 
 Without validation (`validate=False`, used when a checker is handed a history
 directly) nothing raises: such problems become rows the checker flags.
@@ -43,38 +47,24 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
+from checkers.history_lines import (CORRUPT, LINE_SCHEMA, client_op_problem, corrupt_row, is_int,
+                                     pairing_problem, row)
+from checkers.history_lines import text as json_text
 from checkers.pairing import Pairing, usable_mask
 from harness.history import OP_TYPES
 
-__all__ = ["ARROW_SCHEMA", "CONVERTER_VERSION", "CheckInputError", "convert", "parquet_path"]
+__all__ = ["ARROW_SCHEMA", "CONVERTER_VERSION", "CheckInputError", "client_op_problem", "convert",
+           "pairing_problem", "parquet_path"]
 
 CONVERTER_VERSION = "2"
 CHUNK_BYTES = 16 << 20
-CORRUPT = "_corrupt_record"
 _META = b"kchaos.history"
 
-_INT64 = (-(1 << 63), (1 << 63) - 1)
-_LONGS = ("index", "time", "offset")
-_STRINGS = ("process", "type", "f", "topic", "node", "error")
-# Fields the nemesis columns do not spell out; the rest of a nemesis line goes to `detail`.
-_NEMESIS_OWN = frozenset(("index", "time", "process", "type", "f", "nemesis"))
 _RECORDS = pa.list_(pa.list_(pa.int64()))
 
-# The Parquet columns: checkers.spark.HISTORY_SCHEMA, in its order. The first
-# ones are the line's own fields; `nemesis` and `detail` (the rest of a nemesis
-# line, as JSON) are set on nemesis lines; latency_ns, stream and epoch are
-# derived from history order (checkers/pairing.py).
-_LINE_SCHEMA = pa.schema([
-    ("index", pa.int64()), ("time", pa.int64()), ("process", pa.string()),
-    ("type", pa.string()), ("f", pa.string()), ("topic", pa.string()),
-    ("partition", pa.int64()), ("value", pa.int64()), ("offset", pa.int64()),
-    ("records", _RECORDS), ("complete", pa.bool_()), ("node", pa.string()),
-    ("error", pa.string()), ("nemesis", pa.string()), ("detail", pa.string()),
-    (CORRUPT, pa.string()),
-])
 _DERIVED = ("latency_ns", "stream", "epoch", "acked_before")
 _DICTIONARY = ("process", "type", "f", "topic", "node", "error", "nemesis")
-ARROW_SCHEMA = pa.schema(list(_LINE_SCHEMA) + [(c, pa.int64()) for c in _DERIVED])
+ARROW_SCHEMA = pa.schema(list(LINE_SCHEMA) + [(c, pa.int64()) for c in _DERIVED])
 # What a well-formed client line parses to: anything else sends its chunk to Python.
 _FAST_SCHEMA = pa.schema([
     ("index", pa.int64()), ("time", pa.int64()), ("process", pa.int64()),
@@ -149,89 +139,6 @@ def _up_to_date(out: Path, meta: dict[str, Any], validate: bool) -> bool:
             and (have.get("validated") is True or not validate))
 
 
-def _int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _long(v: Any) -> bool:
-    return _int(v) and _INT64[0] <= v <= _INT64[1]
-
-
-def client_op_problem(rec: dict[str, Any]) -> str | None:
-    """What is wrong with client op `rec` for the queue checker, or None."""
-    f, type_ = rec["f"], rec["type"]
-    for key in ("partition", "offset"):
-        if rec.get(key) is not None and not _int(rec[key]):
-            return f"{key} must be an integer, got {rec[key]!r}"
-    if f == "send" and not _int(rec.get("value")) and (type_ == "invoke" or "value" in rec):
-        return f"send value must be an integer, got {rec.get('value')!r}"
-    if type_ == "ok" and f in ("poll", "drain"):
-        records = rec.get("records")
-        if not isinstance(records, list):
-            return f"ok {f} needs a records list, got {records!r:.80}"
-        for r in records:
-            if not (isinstance(r, list) and len(r) == 3 and all(_int(x) for x in r)):
-                return f"record {r!r:.80} is not [partition, offset, value]"
-    if "complete" in rec and not isinstance(rec["complete"], bool):
-        return f"complete must be true or false, got {rec['complete']!r}"
-    return None
-
-
-def pairing_problem(rec: dict[str, Any], outstanding: dict[Any, Any]) -> str | None:
-    """Track invocations per process; say what is wrong if `rec` completes nothing."""
-    proc, f = rec["process"], rec["f"]
-    if rec["type"] == "invoke":
-        outstanding[proc] = f
-        return None
-    if outstanding.pop(proc, None) != f:
-        return f"{rec['type']} {f} of process {proc} completes no invocation (no {f} of that process is outstanding)"
-    return None
-
-
-def _text(v: Any) -> str | None:
-    # As Spark's JSON reader fills a string column: strings verbatim, other tokens as JSON text.
-    return v if v is None or isinstance(v, str) else json.dumps(v, separators=(",", ":"))
-
-
-def _row(rec: dict[str, Any], raw: str) -> dict[str, Any]:
-    """`rec` as a row of _LINE_SCHEMA; fields that do not fit are null and flag the line corrupt.
-
-    `partition` and `value` that are not 64-bit integers are null without
-    flagging (a nemesis op may carry anything there: its `detail` keeps it).
-    """
-    row: dict[str, Any] = {k: _text(rec.get(k)) for k in _STRINGS}
-    bad = False
-    for k in _LONGS:
-        v = rec.get(k)
-        if v is not None and not _long(v):
-            v, bad = None, True
-        row[k] = v
-    for k in ("partition", "value"):
-        row[k] = rec[k] if _long(rec.get(k)) else None
-    records = rec.get("records")
-    if records is not None and not (isinstance(records, list) and all(
-            r is None or (isinstance(r, list) and all(x is None or _long(x) for x in r))
-            for r in records)):
-        records, bad = None, True
-    row["records"] = records
-    complete = rec.get("complete")
-    if complete is not None and not isinstance(complete, bool):
-        complete, bad = None, True
-    row["complete"] = complete
-    if rec.get("process") == "nemesis":
-        row["nemesis"] = _text(rec.get("nemesis"))
-        rest = {k: v for k, v in rec.items() if k not in _NEMESIS_OWN}
-        row["detail"] = json.dumps(rest, separators=(",", ":"), sort_keys=True) if rest else None
-    else:
-        row["nemesis"] = row["detail"] = None
-    row[CORRUPT] = raw.rstrip("\r\n") if bad else None
-    return row
-
-
-def _corrupt_row(raw: str) -> dict[str, Any]:
-    return {**dict.fromkeys(_LINE_SCHEMA.names), CORRUPT: raw.rstrip("\r\n")}
-
-
 def _chunks(fh: BinaryIO, size: int) -> Iterator[tuple[bytes, bool]]:
     """(lines ending in a newline, False) of about CHUNK_BYTES from the first `size` bytes of
     `fh`, then (the last line, True) if it has no newline."""
@@ -257,7 +164,7 @@ def _chunks(fh: BinaryIO, size: int) -> Iterator[tuple[bytes, bool]]:
 def _parse(data: bytes, validate: bool) -> tuple[pa.Table, np.ndarray | None] | None:
     """The fast path for lines `data`, or None if the slow path must decide.
 
-    Returns a table of _LINE_SCHEMA (client lines, then nemesis lines) and
+    Returns a table of LINE_SCHEMA (client lines, then nemesis lines) and
     the permutation putting its rows in file order (None: they already are).
     Client lines go through pyarrow's JSON reader against a strict schema,
     nemesis lines (a few, of any shape) through `json`.
@@ -285,7 +192,7 @@ def _parse(data: bytes, validate: bool) -> tuple[pa.Table, np.ndarray | None] | 
             line_no += data.count(b"\n", at, begin)  # now the nemesis line's number
             nemesis_lines.append(line_no)
             line_no += 1
-            nemesis.append(_row(rec, line.decode("utf-8")))
+            nemesis.append(row(rec, line.decode("utf-8")))
             client.append(data[at:begin])
             at = end + 1
         client.append(data[at:])
@@ -301,7 +208,7 @@ def _parse(data: bytes, validate: bool) -> tuple[pa.Table, np.ndarray | None] | 
     cols["process"] = pc.cast(cols["process"], pa.string())
     for name in ("nemesis", "detail", CORRUPT):
         cols[name] = pa.nulls(table.num_rows, pa.string())
-    out = pa.table(cols, schema=_LINE_SCHEMA)
+    out = pa.table(cols, schema=LINE_SCHEMA)
     if not nemesis:
         return out, None
     if b"\n\n" in data or data[:1].isspace():
@@ -312,7 +219,7 @@ def _parse(data: bytes, validate: bool) -> tuple[pa.Table, np.ndarray | None] | 
     perm = np.empty(total, np.int64)
     perm[~is_nemesis] = np.arange(out.num_rows)
     perm[is_nemesis] = out.num_rows + np.arange(len(nemesis))
-    return pa.concat_tables([out, pa.Table.from_pylist(nemesis, schema=_LINE_SCHEMA)]), perm
+    return pa.concat_tables([out, pa.Table.from_pylist(nemesis, schema=LINE_SCHEMA)]), perm
 
 
 def _valid(t: pa.Table) -> bool:
@@ -388,7 +295,7 @@ class _Converter:
         except ValueError:
             if not text.strip():
                 return ARROW_SCHEMA.empty_table()
-            return self._derive(pa.Table.from_pylist([_corrupt_row(text)], schema=_LINE_SCHEMA))
+            return self._derive(pa.Table.from_pylist([corrupt_row(text)], schema=LINE_SCHEMA))
         return self._slow(data)
 
     def _derive(self, lines: pa.Table) -> pa.Table:
@@ -414,11 +321,11 @@ class _Converter:
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
                 self._fail(f"{self.path}:{n}: not JSON ({e.msg})")
-                rows.append(_corrupt_row(line))
+                rows.append(corrupt_row(line))
                 continue
             if not isinstance(rec, dict):
                 self._fail(f"{self.path}:{n}: not a JSON object")
-                rows.append(_corrupt_row(line))
+                rows.append(corrupt_row(line))
                 continue
             if rec.get("type") not in OP_TYPES:
                 self._fail(f"{self.path}:{n}: unknown type {rec.get('type')!r}")
@@ -427,14 +334,14 @@ class _Converter:
             else:
                 self.records += 1
                 if self.validate and rec["process"] != "nemesis":
-                    keyed = {**rec, "process": _text(rec["process"])}
+                    keyed = {**rec, "process": json_text(rec["process"])}
                     problem = client_op_problem(rec) or pairing_problem(keyed, outstanding)
                     if problem:
                         # `index` is the 0-based line number; fall back to the record's position.
-                        where = rec["index"] + 1 if _int(rec.get("index")) else f"record {self.records}"
+                        where = rec["index"] + 1 if is_int(rec.get("index")) else f"record {self.records}"
                         raise CheckInputError(f"{self.path}:{where}: {problem}")
-            rows.append(_row(rec, line))
-        return self._derive(pa.Table.from_pylist(rows, schema=_LINE_SCHEMA))
+            rows.append(row(rec, line))
+        return self._derive(pa.Table.from_pylist(rows, schema=LINE_SCHEMA))
 
     def _fail(self, message: str) -> None:
         if self.validate:

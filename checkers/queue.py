@@ -1,8 +1,10 @@
 """The queue checker: were acknowledged sends kept, and did reads agree with each other?
 
-Every count is a Spark DataFrame computation over the history; the driver only
-receives counts, at most MAX_EXAMPLES examples per count, the partition lists
-and latency quantiles. Definitions are in docs/checkers.md.
+Every count is a Spark DataFrame computation over the history's Parquet form;
+the driver only receives counts, at most `limit` anomalies per kind, the
+partition lists, per-second and per-epoch send counts, latency quantiles and
+the nemesis lines. Definitions are in docs/checkers.md. `check_many` checks
+several histories in one job: every grouping is also by `run`.
 """
 from __future__ import annotations
 
