@@ -34,6 +34,8 @@ directly) nothing raises: such problems become rows the checker flags.
 """
 from __future__ import annotations
 
+import errno
+import hashlib
 import io
 import json
 import os
@@ -89,22 +91,48 @@ def parquet_path(history: Path) -> Path:
     return history.with_name(history.stem + ".parquet")
 
 
+def cache_path(history: Path) -> Path:
+    """Where `convert` writes the Parquet form of a history in a directory it cannot write to:
+    under $XDG_CACHE_HOME (default ~/.cache)/kchaos/parquet, named after the history's real path."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kchaos" / "parquet"
+    name = hashlib.sha256(str(Path(history).resolve()).encode()).hexdigest()[:24]
+    return base / f"{name}.parquet"
+
+
 def convert(history: Path, *, validate: bool = True) -> Path:
     """The Parquet form of `history`, written beside it unless already up to date; its path.
 
     With `validate`, raises CheckInputError (one line, naming the line) for a
     malformed history, and writes nothing. An up-to-date file written without
-    validation is converted again when validation is asked for.
+    validation is converted again when validation is asked for. A history in
+    a directory that cannot be written (a read-only archive) is converted to
+    `cache_path(history)` instead.
     """
     history = Path(history)
-    out = parquet_path(history)
     try:
         st = os.stat(history)
     except OSError as e:
         raise CheckInputError(f"{history}: unreadable ({e.strerror or e})") from None
     meta = {"version": CONVERTER_VERSION, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    if _up_to_date(out, meta, validate):
-        return out
+    for out in (parquet_path(history), cache_path(history)):
+        if _up_to_date(out, meta, validate):
+            return out
+    try:
+        return _write(history, parquet_path(history), meta, validate, st.st_size)
+    except PermissionError:
+        pass
+    except OSError as e:
+        if e.errno != errno.EROFS:
+            raise CheckInputError(f"{history}: unreadable or unwritable ({e})") from None
+    out = cache_path(history)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return _write(history, out, meta, validate, st.st_size)
+    except OSError as e:
+        raise CheckInputError(f"{history}: unreadable or unwritable ({e})") from None
+
+
+def _write(history: Path, out: Path, meta: dict[str, Any], validate: bool, size: int) -> Path:
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         with open(history, "rb") as fh:
@@ -114,14 +142,12 @@ def convert(history: Path, *, validate: bool = True) -> Path:
                 # a third of the write time and save nothing.
                 compression="lz4", use_dictionary=list(_DICTIONARY), write_statistics=["index", "time"])
             try:
-                for table in _Converter(history, validate).tables(fh, st.st_size):
+                for table in _Converter(history, validate).tables(fh, size):
                     if table.num_rows:
                         writer.write_table(table)
             finally:
                 writer.close()
         os.replace(tmp, out)
-    except OSError as e:
-        raise CheckInputError(f"{history}: unreadable or unwritable ({e})") from None
     finally:
         tmp.unlink(missing_ok=True)
     return out

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -338,3 +339,22 @@ def test_unreadable_history(tmp_path):
     with pytest.raises(CheckInputError, match="nope.jsonl: unreadable"):
         convert(tmp_path / "nope.jsonl")
     assert os.path.exists(tmp_path) and not list(tmp_path.iterdir())
+
+
+def test_a_read_only_run_directory_is_converted_to_the_cache(tmp_path, monkeypatch):
+    src = write_text(tmp_path / "src", "".join(line + "\n" for line in corpus_lines(sends=20)))
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["mount", "--bind", "-o", "ro", str(src.parent), str(ro)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount read-only here")
+    try:
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+        out = convert(ro / "history.jsonl")
+        assert out == P.cache_path(ro / "history.jsonl") and out.is_relative_to(tmp_path / "cache")
+        assert not (ro / "history.parquet").exists()
+        assert len(rows(out)) == len(corpus_lines(sends=20))
+        ino = out.stat().st_ino
+        assert convert(ro / "history.jsonl").stat().st_ino == ino  # reused
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
