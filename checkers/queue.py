@@ -18,7 +18,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from checkers.queue_anomalies import BAD_RECORDS, VALUES_READ, Found, anomalies
+from checkers.queue_anomalies import VALUES_READ, Found, anomalies
 from checkers.reference import COUNTS, MAX_EXAMPLES, Settings, verdict
 from checkers.spark import CORRUPT, read_history_df, readable_path, spark_session
 from checkers.timeline import timelines
@@ -35,7 +35,8 @@ TIMELINE_LIMIT = 10_000  # anomalies per kind listed with their times
 EMPTY_STATS: dict[str, Any] = {
     "nemesis_ops": 0, "unparsed_lines": 0, "malformed_client_ops": 0,
     **{f"send_{ty}": 0 for ty in OP_TYPES}, "poll_ok": 0, "drain_ok": 0,
-    "partitions_complete": [], "partitions_incomplete": [], "span_ns": 0}
+    "partitions_complete": [], "partitions_incomplete": [], "span_ns": 0, "malformed_records": 0,
+    "reordered_acks": 0}
 
 Latency = dict[str, dict[str, dict[str, float | int]]]  # f -> completion type -> stats
 
@@ -70,7 +71,8 @@ class QueueChecker:
             ops = parse(raw)
             stats, latency = _stats_and_latency(ops, [_topic_partitions(test) for test, _ in runs])
             done = _done(ops)
-            found = anomalies(ops.filter("usable"), done, self.limit)
+            late = any(s["reordered_acks"] for s in stats.values())
+            found = anomalies(ops.filter("usable"), done, self.limit, late)
             series = _series(ops, max((s["span_ns"] for s in stats.values()), default=0))
             events = _events(raw)
         return [self._result(test, stats[i], latency.get(i, {}), found.get(i, {}),
@@ -84,9 +86,8 @@ class QueueChecker:
         settings = Settings.of(test)
         counts = {k: found[k].count if k in found else 0 for k in COUNTS}
         examples = {k: [item["key"] for item in found[k].items[:MAX_EXAMPLES]] for k in COUNTS if counts[k]}
-        stats = {k: v for k, v in stats.items() if k != "span_ns"}
+        stats = {k: v for k, v in stats.items() if k not in ("span_ns", "reordered_acks")}
         stats["values_read"] = found[VALUES_READ].count if VALUES_READ in found else 0
-        stats["malformed_records"] = found[BAD_RECORDS].count if BAD_RECORDS in found else 0
         malformed = stats["malformed_client_ops"] + stats["malformed_records"]
         promised = settings.promises_no_loss
         per_epoch, per_second = series
@@ -171,6 +172,13 @@ def _stats_and_latency(ops: DataFrame, topic_partitions: list[list[int]]
         F.collect_set(F.when(drain_done, F.col("partition"))).alias("done"),
         F.collect_set(F.when(usable & f.isin("send", "drain"), F.col("partition"))).alias("seen"),
         (F.max("time") - F.min("time")).alias("span_ns"),
+        # Read records that are not [partition, offset, value] integers, without exploding.
+        F.coalesce(F.sum(F.size(F.filter("records", lambda r: r.isNull() | (F.size(r) != 3)
+                                          | F.exists(r, lambda x: x.isNull())))), F.lit(0)
+                   ).alias("malformed_records"),
+        # Ok sends at or below an earlier ack of their process: nonmonotonic_send is looked for if any.
+        n(usable & (f == "send") & (t == "ok") & (F.col("offset") <= F.col("acked_before"))
+          ).alias("reordered_acks"),
         *latency_aggs,
     ).collect()
     stats: dict[int, dict[str, Any]] = {}

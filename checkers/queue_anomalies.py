@@ -28,11 +28,10 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-__all__ = ["Found", "VALUES_READ", "BAD_RECORDS", "VALUE_KINDS", "anomalies"]
+__all__ = ["Found", "VALUES_READ", "VALUE_KINDS", "anomalies"]
 
 # Pseudo-kinds computed in the same pass as the counts, reported under `stats`.
 VALUES_READ = "_values_read"
-BAD_RECORDS = "_malformed_records"
 VALUE_KINDS = ("acked", "lost", "unseen", "duplicate", "unexpected", "failed_visible")
 _ANOMALOUS_VALUE_KINDS = VALUE_KINDS[1:]
 _KEY = "struct<p:bigint,o:bigint>"
@@ -53,17 +52,19 @@ def _b(c: str) -> Column:
     return F.coalesce(F.col(c), F.lit(False))
 
 
-def anomalies(ops: DataFrame, done: DataFrame, limit: int) -> Result:
+def anomalies(ops: DataFrame, done: DataFrame, limit: int, late: bool = True) -> Result:
     """run -> kind -> Found for every kind with a non-zero count (and `acked`'s smallest keys).
 
     `ops` are the usable client ops of `parse`; `done` has one row (run, p,
     done_ns) per partition whose final read completed, with its time.
+    `late`: whether some ok send landed at or below an earlier ack of its
+    process (else nonmonotonic_send is not looked for).
     """
     spark = ops.sparkSession
     t, f = F.col("type"), F.col("f")
     sends = ops.filter((f == "send") & F.col("value").isNotNull())
     located = (t == "ok") & F.col("partition").isNotNull() & F.col("offset").isNotNull()
-    reads, bad_records = _reads(ops)
+    reads = _reads(ops)
     facts = sends.select(
         "run", "value", (t == "invoke").alias("invoked"), (t == "ok").alias("acked"),
         (t == "fail").alias("failed"), F.when(located, F.col("partition")).alias("ap"),
@@ -87,21 +88,23 @@ def anomalies(ops: DataFrame, done: DataFrame, limit: int) -> Result:
         ((F.col("ap_min") != F.col("ap_max")) | (F.col("ao_min") != F.col("ao_max"))).alias("ack_multi"),
     ).persist()
     try:
-        po_rows = _offset_rows(pv, reads, sends.filter(located))
+        twice = pv.agg(F.count(F.when(F.col("read") & ~F.col("single"), 1)).alias("reads"),
+                       F.count(F.when(F.col("ack_multi"), 1)).alias("acks")).first()
+        po_rows = _offset_rows(pv, reads, sends.filter(located), twice["reads"] > 0, twice["acks"] > 0)
         po = po_rows.groupBy("run", "p", "o").agg(
             F.count("rv").alias("n_rv"), F.min("rv").alias("rv_min"), F.max("rv").alias("rv_max"),
             F.count("av").alias("n_av"), F.min("av").alias("av_min"), F.max("av").alias("av_max"),
             F.min("rt").alias("rt")).persist()
         try:
-            return _judge(spark, ops, pv, po, po_rows, reads, bad_records, done, limit)
+            return _judge(spark, ops, pv, po, po_rows, reads, done, limit, late)
         finally:
             po.unpersist()
     finally:
         pv.unpersist()
 
 
-def _reads(ops: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(well-formed read records with their neighbours in the same op, malformed records).
+def _reads(ops: DataFrame) -> DataFrame:
+    """The well-formed read records, with their neighbours in the same op.
 
     Columns: run, index, time, process, stream, drained, pos, p, o, v, and
     prev_p/prev_o, next_p (the records listed before and after in the op).
@@ -123,11 +126,16 @@ def _reads(ops: DataFrame) -> tuple[DataFrame, DataFrame]:
         F.get(r, 0).alias("p"), F.get(r, 1).alias("o"), F.get(r, 2).alias("v"),
         F.get("e.prev", 0).alias("prev_p"), F.get("e.prev", 1).alias("prev_o"),
         F.get("e.next", 0).alias("next_p"))
-    return reads, entries.filter(~well_formed).select("run", "index")
+    return reads
 
 
-def _offset_rows(pv: DataFrame, reads: DataFrame, acks: DataFrame) -> DataFrame:
-    """(run, p, o, rv, rt, av): each value where it was read (rv, first read time rt) and acked (av)."""
+def _offset_rows(pv: DataFrame, reads: DataFrame, acks: DataFrame, read_twice: bool,
+                 acked_twice: bool) -> DataFrame:
+    """(run, p, o, rv, rt, av): each value where it was read (rv, first read time rt) and acked (av).
+
+    The raw reads (acks) are looked at again only if some value was read
+    (acked) at two places: `read_twice` (`acked_twice`).
+    """
     cols = ("run", "p", "o", "rv", "rt", "av")
     null = F.lit(None).cast("bigint")
     at_read = (F.col("single") & ~F.coalesce(F.col("ack_multi"), F.lit(False))
@@ -140,20 +148,23 @@ def _offset_rows(pv: DataFrame, reads: DataFrame, acks: DataFrame) -> DataFrame:
         "run", F.col("ap_min").alias("p"), F.col("ao_min").alias("o"), null.alias("rv"),
         null.alias("rt"), F.col("value").alias("av"))
     # The few values read at several locations, or acked at several, from the raw rows.
-    dup = F.broadcast(pv.filter(F.col("read") & ~F.col("single")).select("run", F.col("value").alias("v")))
-    read_twice = (reads.join(dup, ["run", "v"], "left_semi").groupBy("run", "p", "o", "v")
-                  .agg(F.min("time").alias("rt"))
-                  .select("run", "p", "o", F.col("v").alias("rv"), "rt", null.alias("av")))
-    multi = F.broadcast(pv.filter("ack_multi").select("run", "value"))
-    acked_twice = acks.join(multi, ["run", "value"], "left_semi").select(
-        "run", F.col("partition").alias("p"), F.col("offset").alias("o"), null.alias("rv"),
-        null.alias("rt"), F.col("value").alias("av"))
-    return (read_once.select(*cols).unionByName(acked_elsewhere.select(*cols))
-            .unionByName(read_twice.select(*cols)).unionByName(acked_twice.select(*cols)))
+    rows = read_once.select(*cols).unionByName(acked_elsewhere.select(*cols))
+    if read_twice:
+        dup = F.broadcast(pv.filter(F.col("read") & ~F.col("single")).select("run", F.col("value").alias("v")))
+        rows = rows.unionByName(
+            reads.join(dup, ["run", "v"], "left_semi").groupBy("run", "p", "o", "v")
+            .agg(F.min("time").alias("rt"))
+            .select("run", "p", "o", F.col("v").alias("rv"), "rt", null.alias("av")))
+    if acked_twice:
+        multi = F.broadcast(pv.filter("ack_multi").select("run", "value"))
+        rows = rows.unionByName(acks.join(multi, ["run", "value"], "left_semi").select(
+            "run", F.col("partition").alias("p"), F.col("offset").alias("o"), null.alias("rv"),
+            null.alias("rt"), F.col("value").alias("av")))
+    return rows
 
 
 def _judge(spark: SparkSession, ops: DataFrame, pv: DataFrame, po: DataFrame, po_rows: DataFrame,
-           reads: DataFrame, bad_records: DataFrame, done: DataFrame, limit: int) -> Result:
+           reads: DataFrame, done: DataFrame, limit: int, late: bool) -> Result:
     from checkers.queue_detail import collect_kinds, count_frames, detail_frames, other_frames
 
     high = F.broadcast(po.filter(F.col("n_rv") > 0).groupBy("run", "p").agg(F.max("o").alias("high"))
@@ -183,8 +194,12 @@ def _judge(spark: SparkSession, ops: DataFrame, pv: DataFrame, po: DataFrame, po
     rows = judged.groupBy("run").agg(*[F.count(F.when(c(k), 1)).alias(k) for k in kinds]).collect()
     for row in rows:
         result[row["run"]] = {k: Found(row[k]) for k in kinds if row[k]}
-    frames = other_frames(po, po_rows, reads, ops)
-    count_frames(frames, bad_records.select("run", F.lit(BAD_RECORDS).alias("kind")), result)
-    collect_kinds(spark, judged, po, po_rows, result, limit)
-    detail_frames(frames, po_rows, pv, result, limit)
+    frames, cached = other_frames(po, po_rows, reads, ops, late)
+    try:
+        count_frames(frames, result)
+        collect_kinds(spark, judged, po, po_rows, result, limit)
+        detail_frames(frames, po_rows, pv, result, limit)
+    finally:
+        for df in cached:
+            df.unpersist()
     return {run: {k: found for k, found in kinds_.items() if found.count} for run, kinds_ in result.items()}

@@ -111,7 +111,8 @@ def _second_location(spark: SparkSession, po_rows: DataFrame,
     return {k: sorted(ts)[1] for k, ts in firsts.items() if len(ts) >= 2}
 
 
-def other_frames(po: DataFrame, po_rows: DataFrame, reads: DataFrame, ops: DataFrame) -> dict[str, DataFrame]:
+def other_frames(po: DataFrame, po_rows: DataFrame, reads: DataFrame, ops: DataFrame,
+                 late: bool) -> tuple[dict[str, DataFrame], list[DataFrame]]:
     """The keyed rows of the kinds not judged per value, each with `run` and `kind` columns.
 
     inconsistent_offset (run, p, o): two values read at one offset.
@@ -120,7 +121,8 @@ def other_frames(po: DataFrame, po_rows: DataFrame, reads: DataFrame, ops: DataF
     process, p, a, b, time): a consumer stream's step from offset a to b that
     goes back, or skips a known offset. nonmonotonic_send (run, value, time):
     an ok send at or below an offset its process had been acknowledged
-    earlier in that partition (the converter's `acked_before`).
+    earlier in that partition (the converter's `acked_before`), only if `late`.
+    Returns the frames and the cached DataFrames to unpersist when done.
     """
     c = F.col
     inconsistent = po.filter(c("rv_min") != c("rv_max")).select("run", "p", "o")
@@ -134,19 +136,21 @@ def other_frames(po: DataFrame, po_rows: DataFrame, reads: DataFrame, ops: DataF
                   .unionByName(several_acks.select("run", c("av").alias("value"), "p", "o"))
                   .groupBy("run", "value").agg(F.min(F.struct("p", "o")).alias("at_offset"))
                   .select("run", "value", "at_offset.p", "at_offset.o"))
-    late = (ops.filter((c("f") == "send") & (c("type") == "ok") & c("value").isNotNull()
+    reordered = (ops.filter((c("f") == "send") & (c("type") == "ok") & c("value").isNotNull()
                        & (c("offset") <= c("acked_before")))
             .groupBy("run", "value").agg(F.min("time").alias("time")))
-    frames = {"inconsistent_offset": inconsistent, "acked_offset_mismatch": mismatched,
-              "nonmonotonic_send": late}
+    frames = {"inconsistent_offset": inconsistent, "acked_offset_mismatch": mismatched}
+    if late:
+        frames["nonmonotonic_send"] = reordered
     frames = {k: df.withColumn("kind", F.lit(k)) for k, df in frames.items()}
-    frames["poll"] = _poll_steps(reads, po)
-    return frames
+    steps = _poll_steps(reads).persist()
+    frames["poll"] = _poll_kinds(steps, po).persist()
+    return frames, [frames["poll"], steps]
 
 
-def count_frames(frames: dict[str, DataFrame], extra: DataFrame, result: Result) -> None:
+def count_frames(frames: dict[str, DataFrame], result: Result) -> None:
     """Count every frame's rows per (run, kind) in one action, into `result`."""
-    counted = reduce(DataFrame.unionByName, [df.select("run", "kind") for df in frames.values()], extra)
+    counted = reduce(DataFrame.unionByName, [df.select("run", "kind") for df in frames.values()])
     for row in counted.groupBy("run", "kind").count().collect():
         result.setdefault(row["run"], {})[row["kind"]] = Found(row["count"])
 
@@ -163,7 +167,7 @@ def detail_frames(frames: dict[str, DataFrame], po_rows: DataFrame, pv: DataFram
         for r in sorted(_capped(frames["poll"], "kind", ["process", "p", "a", "b"], limit),
                         key=lambda r: (r["run"], r["kind"], r["process"], r["p"], r["a"], r["b"])):
             _add(result, r["run"], r["kind"], [r["process"], r["p"], r["a"], r["b"]], None, r["time"])
-    if has("nonmonotonic_send"):
+    if has("nonmonotonic_send") and "nonmonotonic_send" in frames:
         for r in sorted(_capped(frames["nonmonotonic_send"], "kind", ["value"], limit),
                         key=lambda r: (r["run"], r["value"])):
             _add(result, r["run"], "nonmonotonic_send", r["value"], r["time"], r["time"])
@@ -195,9 +199,11 @@ def _offset_items(frames: dict[str, DataFrame], po_rows: DataFrame, pv: DataFram
              min(other, default=None))
 
 
-def _poll_steps(reads: DataFrame, po: DataFrame) -> DataFrame:
-    """(run, kind, process, p, a, b, time) for nonmonotonic_poll (b <= a) and poll_skip (b > a + 1
-    with a known offset between), distinct, `time` the first poll that made the step."""
+def _poll_steps(reads: DataFrame) -> DataFrame:
+    """(run, process, p, a, b, time): every step of a consumer stream from offset a to b that is
+    not b = a + 1. Within one poll, consecutive records of a partition are neighbours in its
+    records array; only the first and last record of each run of a partition go through a
+    window over the stream."""
     c = F.col
     polls = reads.filter(~c("drained"))
     step = ["run", "process", "p", "a", "b", "time"]
@@ -210,7 +216,14 @@ def _poll_steps(reads: DataFrame, po: DataFrame) -> DataFrame:
               .select("run", "process", "p", F.lag("o").over(stream).alias("a"), c("o").alias("b"), "time",
                       starts.alias("start"))
               .filter(c("start") & c("a").isNotNull()).select(*step))
-    steps = inside.unionByName(across).filter((c("b") <= c("a")) | (c("b") > c("a") + 1))
+    return inside.unionByName(across).filter(c("b") != c("a") + 1)
+
+
+def _poll_kinds(steps: DataFrame, po: DataFrame) -> DataFrame:
+    """(run, kind, process, p, a, b, time) for nonmonotonic_poll (b <= a) and poll_skip (b > a + 1
+    with a known offset between), distinct, `time` the first poll that made the step."""
+    c = F.col
+    step = ["run", "process", "p", "a", "b", "time"]
     back = steps.filter(c("b") <= c("a")).withColumn("kind", F.lit("nonmonotonic_poll"))
     gaps = steps.filter(c("b") > c("a") + 1)
     blocks = gaps.select(*step, F.explode(F.sequence(F.floor((c("a") + 1) / BLOCK),
