@@ -87,20 +87,21 @@ def anomalies(ops: DataFrame, done: DataFrame, limit: int, late: bool = True) ->
         ((F.col("rp_min") == F.col("rp_max")) & (F.col("ro_min") == F.col("ro_max"))).alias("single"),
         ((F.col("ap_min") != F.col("ap_max")) | (F.col("ao_min") != F.col("ao_max"))).alias("ack_multi"),
     ).persist()
+    cached = [pv]
     try:
         twice = pv.agg(F.count(F.when(F.col("read") & ~F.col("single"), 1)).alias("reads"),
                        F.count(F.when(F.col("ack_multi"), 1)).alias("acks")).first()
-        po_rows = _offset_rows(pv, reads, sends.filter(located), twice["reads"] > 0, twice["acks"] > 0)
+        po_rows, extra = _offset_rows(pv, reads, sends.filter(located), twice["reads"] > 0, twice["acks"] > 0)
+        cached += extra
         po = po_rows.groupBy("run", "p", "o").agg(
             F.count("rv").alias("n_rv"), F.min("rv").alias("rv_min"), F.max("rv").alias("rv_max"),
             F.count("av").alias("n_av"), F.min("av").alias("av_min"), F.max("av").alias("av_max"),
             F.min("rt").alias("rt")).persist()
-        try:
-            return _judge(spark, ops, pv, po, po_rows, reads, done, limit, late)
-        finally:
-            po.unpersist()
+        cached.append(po)
+        return _judge(spark, ops, pv, po, po_rows, reads, done, limit, late)
     finally:
-        pv.unpersist()
+        for df in cached:
+            df.unpersist()
 
 
 def _reads(ops: DataFrame) -> DataFrame:
@@ -130,11 +131,12 @@ def _reads(ops: DataFrame) -> DataFrame:
 
 
 def _offset_rows(pv: DataFrame, reads: DataFrame, acks: DataFrame, read_twice: bool,
-                 acked_twice: bool) -> DataFrame:
+                 acked_twice: bool) -> tuple[DataFrame, list[DataFrame]]:
     """(run, p, o, rv, rt, av): each value where it was read (rv, first read time rt) and acked (av).
 
     The raw reads (acks) are looked at again only if some value was read
-    (acked) at two places: `read_twice` (`acked_twice`).
+    (acked) at two places: `read_twice` (`acked_twice`). Returns the rows and
+    the cached DataFrames to unpersist when done.
     """
     cols = ("run", "p", "o", "rv", "rt", "av")
     null = F.lit(None).cast("bigint")
@@ -149,18 +151,21 @@ def _offset_rows(pv: DataFrame, reads: DataFrame, acks: DataFrame, read_twice: b
         null.alias("rt"), F.col("value").alias("av"))
     # The few values read at several locations, or acked at several, from the raw rows.
     rows = read_once.select(*cols).unionByName(acked_elsewhere.select(*cols))
+    # These few rows are kept once computed: several later queries look at them.
+    extra = []
     if read_twice:
         dup = F.broadcast(pv.filter(F.col("read") & ~F.col("single")).select("run", F.col("value").alias("v")))
-        rows = rows.unionByName(
-            reads.join(dup, ["run", "v"], "left_semi").groupBy("run", "p", "o", "v")
-            .agg(F.min("time").alias("rt"))
-            .select("run", "p", "o", F.col("v").alias("rv"), "rt", null.alias("av")))
+        extra.append(reads.join(dup, ["run", "v"], "left_semi").groupBy("run", "p", "o", "v")
+                     .agg(F.min("time").alias("rt"))
+                     .select("run", "p", "o", F.col("v").alias("rv"), "rt", null.alias("av")).persist())
     if acked_twice:
-        multi = F.broadcast(pv.filter("ack_multi").select("run", "value"))
-        rows = rows.unionByName(acks.join(multi, ["run", "value"], "left_semi").select(
+        multi = F.broadcast(pv.filter(F.col("ack_multi")).select("run", "value"))
+        extra.append(acks.join(multi, ["run", "value"], "left_semi").select(
             "run", F.col("partition").alias("p"), F.col("offset").alias("o"), null.alias("rv"),
-            null.alias("rt"), F.col("value").alias("av")))
-    return rows
+            null.alias("rt"), F.col("value").alias("av")).persist())
+    for df in extra:
+        rows = rows.unionByName(df)
+    return rows, extra
 
 
 def _judge(spark: SparkSession, ops: DataFrame, pv: DataFrame, po: DataFrame, po_rows: DataFrame,
