@@ -146,7 +146,7 @@ def runs_table(results: dict) -> Table:
     """One line per run checked by `kchaos check DIR`: verdict, acked, lost, availability, error."""
     table = Table(title=f"valid: {results['valid']}", title_justify="left")
     for col in ("run", "valid", "acks", "min.insync", "acked", "lost", "promised", "avail. in faults", "error"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col in ("run", "error"), overflow="ellipsis")
     for r in results["runs"]:
         table.add_row(r["run"], str(r["valid"]), str(r["acks"]), str(r["min_insync"]), str(r["acked"]),
                       str(r["lost"]), str(r["loss_promised"]), str(r["availability_in_faults"]),
