@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import NoReturn
 
 from rich.console import Console
-from rich.table import Table
 
 from harness.config import (ClusterConfig, ConfigError, NemesisConfig, ProducerConfig, TestConfig,
                             TopicConfig, WorkloadConfig)
@@ -142,16 +141,16 @@ def summary(results: dict) -> str:
     return "\n".join(lines)
 
 
-def runs_table(results: dict) -> Table:
-    """One line per run checked by `kchaos check DIR`: verdict, acked, lost, availability, error."""
-    table = Table(title=f"valid: {results['valid']}", title_justify="left")
-    for col in ("run", "valid", "acks", "min.insync", "acked", "lost", "promised", "avail. in faults", "error"):
-        table.add_column(col, no_wrap=col in ("run", "error"), overflow="ellipsis")
+def runs_table(results: dict) -> str:
+    """One line per run checked by `kchaos check DIR`: verdict, configuration, acked, lost, error."""
+    head = f"{'run':<40} {'valid':<8} {'acks':<4} {'minisr':<6} {'acked':>9} {'lost':>8} {'promised':<8} faults-avail"
+    lines = [f"valid: {results['valid']}", head]
     for r in results["runs"]:
-        table.add_row(r["run"], str(r["valid"]), str(r["acks"]), str(r["min_insync"]), str(r["acked"]),
-                      str(r["lost"]), str(r["loss_promised"]), str(r["availability_in_faults"]),
-                      (r["error"] or "")[:80])
-    return table
+        run = r["run"] if len(r["run"]) <= 40 else "…" + r["run"][-39:]
+        line = (f"{run:<40} {str(r['valid']):<8} {str(r['acks']):<4} {str(r['min_insync']):<6} "
+                f"{str(r['acked']):>9} {str(r['lost']):>8} {str(r['loss_promised']):<8} {r['availability_in_faults']}")
+        lines.append(line + (f"\n    error: {r['error']}" if r["error"] else ""))
+    return "\n".join(lines)
 
 
 def _sigterm(signum: int, frame: object) -> NoReturn:
@@ -192,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.json:
                 print(json.dumps(results, indent=2))
             else:
-                console.print(runs_table(results) if many else summary(results))
+                console.print(runs_table(results) if many else summary(results), markup=False, highlight=False,
+                              soft_wrap=True)
             return exit_code(results["valid"])
         from harness.runner import preflight, run_test
         cfg = preflight(config_from_args(args))
