@@ -63,6 +63,8 @@ class QueueChecker:
 
     def check_many(self, runs: list[tuple[dict[str, Any], Path]]) -> list[dict[str, Any]]:
         """`check` for several histories at once: one Spark job over their union, one result each."""
+        if not runs:
+            return []
         spark = spark_session(self.master)
         with contextlib.ExitStack() as stack:
             frames = [read_history_df(spark, stack.enter_context(readable_path(Path(path))))
