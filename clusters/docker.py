@@ -28,6 +28,15 @@ from harness.config import ClusterConfig
 log = logging.getLogger("kchaos.cluster")
 
 
+
+def new_cluster_id() -> str:
+    """A random KRaft cluster id, as Kafka's Uuid.randomUuid makes them: 22 base64url characters,
+    never starting with '-' (the storage tool's argument parser would take it for an option)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
 class ClusterError(RuntimeError):
     """The cluster could not be brought up or controlled; the message quotes the evidence."""
 
@@ -51,7 +60,7 @@ class DockerCluster:
         self.nodes = [s.name for s in self.specs if s.is_broker]
         self.controllers = [s.name for s in self.specs if s.is_controller]
         self.network_name = "kchaos-net"
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = new_cluster_id()
 
     # --- addresses -----------------------------------------------------------------
     def bootstrap(self) -> str:

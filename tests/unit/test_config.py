@@ -85,3 +85,11 @@ def test_missing_kafka_dist_is_bad_input(tmp_path, capsys):
 def test_check_missing_path_exits_3(tmp_path, capsys):
     assert main(["check", str(tmp_path / "missing")]) == 3
     assert "no such file" in capsys.readouterr().err
+
+
+def test_cluster_ids_never_start_with_a_dash():
+    # kafka-storage format -t ID reads an ID starting with '-' as an option and fails (seen in CI).
+    from clusters.docker import new_cluster_id
+    ids = [new_cluster_id() for _ in range(5000)]  # about 78 would start with '-' by chance
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
+    assert len(set(ids)) == len(ids)
