@@ -101,7 +101,7 @@ class Pairing:
         last = state.last
 
         order = np.argsort(proc, kind="stable")
-        sp = order_proc = proc[order]
+        sp = proc[order]  # process codes in sorted order
         first = np.ones(n, bool)
         first[1:] = sp[1:] != sp[:-1]
         # The previous line of each line's process: in this chunk, or carried.
@@ -110,12 +110,12 @@ class Pairing:
                           ("partition", part), ("epoch", line_epoch)):
             p = np.empty(n, np.int64)
             p[1:] = col[order[:-1]]
-            carried = last[name][np.maximum(order_proc, 0)]
+            carried = last[name][np.maximum(sp, 0)]
             p[first] = carried[first]
             if name in ("type", "f"):
-                p[order_proc < 0] = _NONE
+                p[sp < 0] = _NONE
             else:
-                p[order_proc < 0] = _NULL
+                p[sp < 0] = _NULL
             prev[name] = np.empty(n, np.int64)
             prev[name][order] = p
         paired = ((proc >= 0) & (type_ != _INVOKE) & (type_ >= 0) & (prev["type"] == _INVOKE)
@@ -131,16 +131,16 @@ class Pairing:
         cs = np.cumsum(rs)
         start = np.maximum.accumulate(np.where(first, np.arange(n), 0)) if n else np.zeros(0, np.int64)
         base = np.where(start > 0, cs[start - 1], 0) if n else cs
-        stream_sorted = last["stream"][np.maximum(order_proc, 0)] + cs - base
-        stream_sorted[order_proc < 0] = 0
+        stream_sorted = last["stream"][np.maximum(sp, 0)] + cs - base
+        stream_sorted[sp < 0] = 0
         stream = np.empty(n, np.int64)
         stream[order] = stream_sorted
 
         ends = np.ones(n, bool)
         ends[:-1] = sp[1:] != sp[:-1]
-        ends &= order_proc >= 0
+        ends &= sp >= 0
         rows = order[ends]
-        codes = order_proc[ends]
+        codes = sp[ends]
         for name, col in (("type", type_), ("f", f), ("time", time), ("value", value),
                           ("partition", part), ("epoch", line_epoch), ("stream", stream)):
             last[name][codes] = col[rows]

@@ -71,8 +71,12 @@ class QueueChecker:
                       .withColumn("run", F.lit(i).cast("long")) for i, (_, path) in enumerate(runs)]
             raw = reduce(DataFrame.unionByName, frames)
             ops = parse(raw)
-            stats, latency = _stats_and_latency(ops, [_topic_partitions(test) for test, _ in runs])
-            done = _done(ops)
+            done_rows = _done(ops)
+            done = spark.createDataFrame(done_rows, "run long, p long, done_ns long")
+            complete: dict[int, set[int]] = defaultdict(set)
+            for run, p, _ in done_rows:
+                complete[run].add(p)
+            stats, latency = _stats_and_latency(ops, [_topic_partitions(test) for test, _ in runs], complete)
             late = any(s["reordered_acks"] for s in stats.values())
             found = anomalies(ops.filter("usable"), done, self.limit, late)
             series = _series(ops, max((s["span_ns"] for s in stats.values()), default=0))
@@ -142,9 +146,10 @@ def _topic_partitions(test: dict[str, Any]) -> list[int]:
     return list(range(n)) if isinstance(n, int) and not isinstance(n, bool) else []
 
 
-def _stats_and_latency(ops: DataFrame, topic_partitions: list[list[int]]
+def _stats_and_latency(ops: DataFrame, topic_partitions: list[list[int]], complete: dict[int, set[int]]
                        ) -> tuple[dict[int, dict[str, Any]], dict[int, Latency]]:
-    """Per run: line and op counts by kind, which partitions completed their final read, latency.
+    """Per run: line and op counts by kind, partitions with and without a completed final read
+    (`complete`, from `_done`), latency.
 
     One aggregation grouped by run (a handful of groups): latency quantiles
     are conditional aggregates per (f, completion type).
@@ -155,7 +160,6 @@ def _stats_and_latency(ops: DataFrame, topic_partitions: list[list[int]]
         return F.count(F.when(cond, 1))
 
     client = F.col("process").isNotNull() & ~F.col("nemesis")
-    drain_done = usable & (f == "drain") & (t == "ok") & (F.col("complete") == F.lit(True))
     latency_aggs = []
     for fn in LATENCY_FS:
         for ty in OP_TYPES[1:]:
@@ -171,7 +175,6 @@ def _stats_and_latency(ops: DataFrame, topic_partitions: list[list[int]]
         *[n(usable & (f == "send") & (t == ty)).alias(f"send_{ty}") for ty in OP_TYPES],
         n(usable & (f == "poll") & (t == "ok")).alias("poll_ok"),
         n(usable & (f == "drain") & (t == "ok")).alias("drain_ok"),
-        F.collect_set(F.when(drain_done, F.col("partition"))).alias("done"),
         F.collect_set(F.when(usable & f.isin("send", "drain"), F.col("partition"))).alias("seen"),
         (F.max("time") - F.min("time")).alias("span_ns"),
         # Read records that are not [partition, offset, value] integers, without exploding.
@@ -197,7 +200,7 @@ def _stats_and_latency(ops: DataFrame, topic_partitions: list[list[int]]
                 entry.update({name: _ms(q) for name, q in zip(QUANTILES, agg["q"])})
                 entry["max"] = _ms(agg["max"])
                 latency.setdefault(fn, {})[ty] = entry
-        done = set(row.pop("done"))
+        done = complete.get(run, set())
         seen = set(row.pop("seen")) | set(topic_partitions[run])
         row["partitions_complete"] = sorted(done)
         row["partitions_incomplete"] = sorted(seen - done)
@@ -208,13 +211,13 @@ def _stats_and_latency(ops: DataFrame, topic_partitions: list[list[int]]
     return stats, latencies
 
 
-def _done(ops: DataFrame) -> DataFrame:
+def _done(ops: DataFrame) -> list[tuple[int, int, int]]:
     """(run, p, done_ns): partitions whose final read completed, and when it first did."""
     t, f = F.col("type"), F.col("f")
     rows = (ops.filter(F.col("usable") & (f == "drain") & (t == "ok") & (F.col("complete") == F.lit(True))
                        & F.col("partition").isNotNull())
             .groupBy("run", F.col("partition").alias("p")).agg(F.min("time").alias("done_ns")).collect())
-    return ops.sparkSession.createDataFrame([tuple(r) for r in rows], "run long, p long, done_ns long")
+    return [tuple(r) for r in rows]
 
 
 def _series(ops: DataFrame, span_ns: int) -> dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]]]]:

@@ -23,9 +23,10 @@ COLUMNS = ("run", "valid", "acks", "min_insync", "unclean", "idempotence", "neme
 
 
 def _in_faults(availability: dict[str, Any]) -> float | None:
-    applied = [w for w in availability.get("windows", []) if w.get("applied")]
-    invoked = sum(w.get("invoked") or 0 for w in applied)
-    ok = sum(w.get("ok") or 0 for w in applied)
+    # Overall minus outside: sends inside overlapping windows count once.
+    overall, outside = availability.get("overall") or {}, availability.get("outside_faults") or {}
+    invoked = (overall.get("invoked") or 0) - (outside.get("invoked") or 0)
+    ok = (overall.get("ok") or 0) - (outside.get("ok") or 0)
     return round(ok / invoked, 4) if invoked else None
 
 

@@ -133,6 +133,22 @@ def add_random_sends(h: HistoryBuilder, sends: list[tuple], strays: list[int]) -
     return polled + [(0, o, 100 + o) for o in strays]
 
 
+@st.composite
+def run_shapes(draw: st.DrawFn, *, sends: int, partitions: int, producers: int, consumers: int,
+               empty_partitions: int, idempotence: bool = False) -> dict[str, Any]:
+    """generate() arguments for a random run shape up to these sizes, without plants
+    (`idempotent` drawn too if `idempotence`)."""
+    kw = dict(seed=draw(st.integers(0, 2 ** 32 - 1)), sends=draw(st.integers(0, sends)),
+              partitions=draw(st.integers(1, partitions)), producers=draw(st.integers(1, producers)),
+              consumers=draw(st.integers(0, consumers)), empty_partitions=draw(st.integers(0, empty_partitions)),
+              acks=draw(st.sampled_from(["all", "1", "0"])), drain_complete=draw(st.booleans()),
+              info_rate=draw(st.sampled_from([0.0, 0.05, 0.3])),
+              fail_rate=draw(st.sampled_from([0.0, 0.02, 0.2])))
+    if idempotence:
+        kw["idempotent"] = draw(st.booleans())
+    return kw
+
+
 def hostable_plants(shape: dict[str, Any], planting: bool = True) -> set[str]:
     """The corpus plant kinds a generate() shape can host."""
     allowed = set(PLANTS) if planting else set()

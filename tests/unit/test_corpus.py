@@ -15,7 +15,7 @@ from checkers.corpus import ANOMALIES, PLANTS, generate, write, write_large
 from checkers.reference import COUNTS, check_reference
 from harness.history import read_history
 from histories import (SEND, HistoryBuilder, add_random_sends, drop_impossible_loss, hostable_plants,
-                       idempotent_test, model)
+                       idempotent_test, model, run_shapes)
 
 ZERO = dict.fromkeys(COUNTS, 0)
 NEW_KINDS = ("poll_skip", "nonmonotonic_poll", "nonmonotonic_send")
@@ -42,12 +42,7 @@ def assert_finds_exactly(ops: list[dict[str, Any]], test: dict[str, Any],
 @st.composite
 def shapes(draw: st.DrawFn, planting: bool = True) -> dict[str, Any]:
     """generate() arguments for a random run shape, with plants only where the shape can host them."""
-    kw = dict(seed=draw(st.integers(0, 2 ** 32 - 1)), sends=draw(st.integers(0, 300)),
-              partitions=draw(st.integers(1, 4)), producers=draw(st.integers(1, 4)),
-              consumers=draw(st.integers(0, 3)), empty_partitions=draw(st.integers(0, 2)),
-              acks=draw(st.sampled_from(["all", "1", "0"])), drain_complete=draw(st.booleans()),
-              info_rate=draw(st.sampled_from([0.0, 0.05, 0.3])),
-              fail_rate=draw(st.sampled_from([0.0, 0.02, 0.2])))
+    kw = draw(run_shapes(sends=300, partitions=4, producers=4, consumers=3, empty_partitions=2))
     allowed = hostable_plants(kw, planting)
     plant = draw(st.dictionaries(st.sampled_from(sorted(allowed)), st.integers(0, 3))) if allowed else {}
     return {**kw, "plant": drop_impossible_loss(kw, plant)}

@@ -15,7 +15,7 @@ from checkers.corpus import ANOMALIES, PLANTS, generate, write
 from checkers.queue import QueueChecker
 from checkers.reference import COUNTS, MAX_EXAMPLES, check_reference
 from checkers.spark import spark_session
-from histories import drop_impossible_loss, hostable_plants
+from histories import drop_impossible_loss, hostable_plants, run_shapes
 
 MASTER = "local[2]"
 COMPARED = ("valid", "counts", "examples", "loss")
@@ -51,13 +51,8 @@ def assert_finds_the_labels(r: dict[str, Any], corpus) -> None:
 @st.composite
 def shapes(draw: st.DrawFn, planting: bool = True) -> dict[str, Any]:
     """generate() arguments: a small run shape with plants (of every kind it can host)."""
-    kw = dict(seed=draw(st.integers(0, 2 ** 32 - 1)), sends=draw(st.integers(0, 150)),
-              partitions=draw(st.integers(1, 3)), producers=draw(st.integers(1, 3)),
-              consumers=draw(st.integers(0, 2)), empty_partitions=draw(st.integers(0, 1)),
-              acks=draw(st.sampled_from(["all", "1", "0"])), drain_complete=draw(st.booleans()),
-              info_rate=draw(st.sampled_from([0.0, 0.05, 0.3])),
-              fail_rate=draw(st.sampled_from([0.0, 0.02, 0.2])),
-              idempotent=draw(st.booleans()))
+    kw = draw(run_shapes(sends=150, partitions=3, producers=3, consumers=2, empty_partitions=1,
+                         idempotence=True))
     allowed = hostable_plants(kw, planting)
     # Mostly every hostable kind at once, so few examples still cover them all.
     plant = {k: draw(st.integers(1, 12 if k == "lost" else 3)) for k in sorted(allowed)}
