@@ -26,7 +26,7 @@ RESULTS_FILE = "results.json"
 # Copied from the queue checker's result to the top level of results.json.
 SUMMARY_KEYS = ("counts", "examples", "loss", "stats", "latency_ms", "timeline")
 
-__all__ = ["CHECKERS", "CheckInputError", "QueueChecker", "check_path", "check_tree", "exit_code",
+__all__ = ["CHECKERS", "CheckInputError", "QueueChecker", "check_path", "check_runs", "check_tree", "exit_code",
            "find_runs", "merge_valid", "run_checkers", "validate_history"]
 
 
@@ -88,12 +88,25 @@ def check_tree(root: Path, spark_master: str = "local[*]") -> dict[str, Any]:
     (merged over every run), "runs": [row, ...]}`. Raises CheckInputError if
     `root` holds no run at all.
     """
-    from checkers.table import row, write_table
+    from checkers.table import write_table
 
     root = Path(root)
     runs = find_runs(root)
     if not runs:
         raise CheckInputError(f"{root}: no runs ({HISTORY_FILE}) below this directory")
+    rows = check_runs(root, runs, spark_master)
+    write_table(root, rows)
+    return {"valid": merge_valid(*(r["valid"] for r in rows)), "runs": rows}
+
+
+def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]") -> list[dict[str, Any]]:
+    """Check `runs` (run directories below `root`) in one Spark job; return their rows (checkers/table.py).
+
+    Each run gets its results.json; a malformed run gets a row with its
+    one-line error and verdict "unknown".
+    """
+    from checkers.table import row
+
     good: list[tuple[Path, dict[str, Any]]] = []
     errors: dict[Path, str] = {}
     for run in runs:
@@ -121,8 +134,7 @@ def check_tree(root: Path, spark_master: str = "local[*]") -> dict[str, Any]:
         per = results[run]
         composed = {"valid": merge_valid(*(r["valid"] for r in per.values())), **per}
         rows.append(row(root, run, test, _write_result(run / HISTORY_FILE, composed), None))
-    write_table(root, rows)
-    return {"valid": merge_valid(*(r["valid"] for r in rows)), "runs": rows}
+    return rows
 
 
 def _load_test(path: Path) -> dict[str, Any]:

@@ -15,18 +15,22 @@ from typing import Any
 
 from checkers.reference import COUNTS, Settings
 
-__all__ = ["COLUMNS", "row", "write_table"]
+__all__ = ["COLUMNS", "in_faults", "row", "write_table"]
 
 COLUMNS = ("run", "valid", "acks", "min_insync", "unclean", "idempotence", "nemesis", *COUNTS,
            "loss_promised", "loss_expected_by_configuration", "availability", "availability_in_faults",
            "send_p50_ms", "send_p99_ms", "error")
 
 
-def _in_faults(availability: dict[str, Any]) -> float | None:
-    # Overall minus outside: sends inside overlapping windows count once.
+def in_faults(availability: dict[str, Any]) -> tuple[int, int]:
+    """(ok, invoked) sends inside fault windows of a results timeline's availability; overlaps count once."""
     overall, outside = availability.get("overall") or {}, availability.get("outside_faults") or {}
     invoked = (overall.get("invoked") or 0) - (outside.get("invoked") or 0)
-    ok = (overall.get("ok") or 0) - (outside.get("ok") or 0)
+    return (overall.get("ok") or 0) - (outside.get("ok") or 0), invoked
+
+
+def _in_faults(availability: dict[str, Any]) -> float | None:
+    ok, invoked = in_faults(availability)
     return round(ok / invoked, 4) if invoked else None
 
 

@@ -48,9 +48,10 @@ def create_topic(bootstrap: str, topic: TopicConfig, timeout: float = 30.0) -> N
     futs[topic.name].result(timeout=timeout + 5)
 
 
-def partitions(bootstrap: str, topic: str, timeout: float = 5.0) -> dict[int, PartitionState]:
-    """Leader, replicas and ISR of every partition of `topic`, from cluster metadata."""
-    md = admin_client(bootstrap).list_topics(topic, timeout=timeout)
+def partitions(bootstrap: str, topic: str, timeout: float = 5.0,
+               client: AdminClient | None = None) -> dict[int, PartitionState]:
+    """Leader, replicas and ISR of every partition of `topic`, from cluster metadata (via `client` if given)."""
+    md = (client or admin_client(bootstrap)).list_topics(topic, timeout=timeout)
     t = md.topics.get(topic)
     if t is None or t.error is not None:
         raise KafkaException(t.error if t is not None else f"topic {topic} missing")

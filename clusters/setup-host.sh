@@ -1,7 +1,7 @@
 #!/bin/bash
 # Host set-up for kchaos on Debian 12: Docker Engine (Debian's docker.io), debootstrap, Maven, Java,
-# python3-venv, and gcc + libfuse3-dev + fuse3 for lazyfs (built here, run in the nodes); then makes
-# sure dockerd answers. Idempotent; quiet when everything is already there.
+# python3-venv, gcc + libfuse3-dev + fuse3 for lazyfs (built here, run in the nodes), and chromium (the
+# browser tests open the HTML reports in it); then makes sure dockerd answers. Idempotent; quiet when everything is already there.
 set -euo pipefail
 say() { echo "kchaos setup: $*" >&2; }
 
@@ -19,7 +19,7 @@ fi
 
 need=()
 for pair in docker:docker.io dockerd:docker.io debootstrap:debootstrap mvn:maven java:openjdk-17-jdk-headless \
-            iptables:iptables fusermount3:fuse3 pkg-config:pkg-config gcc:gcc; do
+            iptables:iptables fusermount3:fuse3 pkg-config:pkg-config gcc:gcc chromium:chromium; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)

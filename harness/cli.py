@@ -43,11 +43,8 @@ def _spark_options(p: argparse.ArgumentParser) -> None:
                         "whose executors must connect back (default: 127.0.0.1)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser for every subcommand."""
-    p = _Parser(prog="kchaos", description="Jepsen-style chaos testing for Apache Kafka.")
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
-    r = sub.add_parser("run", help="run one test against a fresh cluster")
+def add_run_options(r: argparse.ArgumentParser) -> None:
+    """Every `kchaos run` option; suite files name the same options (see harness/suite.py)."""
     r.add_argument("--name", default=D.name, help="test name (directory under the store)")
     r.add_argument("--nodes", type=int, default=D.cluster.nodes, help="brokers (n1..nN)")
     r.add_argument("--controllers", type=int, default=D.cluster.controllers,
@@ -94,11 +91,36 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--store", default=D.store, help="results root")
     _spark_options(r)
     r.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every subcommand."""
+    p = _Parser(prog="kchaos", description="Jepsen-style chaos testing for Apache Kafka.")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    r = sub.add_parser("run", help="run one test against a fresh cluster")
+    add_run_options(r)
     c = sub.add_parser("check", help="check a run directory, a history.jsonl, or every run below a directory "
                                      "(one Spark job; writes checks.json and checks.csv there)")
     c.add_argument("path")
     c.add_argument("--json", action="store_true", help="print the results object on stdout")
     _spark_options(c)
+    s = sub.add_parser("suite", help="run every cell of a suite file (a matrix of run options), with a "
+                                     "comparison, JUnit report.xml and a summary at the end")
+    s.add_argument("file", help="suite YAML file (see suites/ and docs/suites.md)")
+    s.add_argument("--resume", action="store_true", help="continue the newest interrupted run of this suite")
+    s.add_argument("--seed", type=int, default=None, help="suite seed (default: the file's, else random)")
+    s.add_argument("--store", default=D.store, help="results root (the suite goes in STORE/suites/NAME/)")
+    _spark_options(s)
+    cmp_ = sub.add_parser("compare", help="compare every run below a directory: compare.csv and compare.html, "
+                                          "one row per configuration")
+    cmp_.add_argument("path")
+    cmp_.add_argument("--spark-master", default=D.spark_master, help="for checking runs not yet checked")
+    rep = sub.add_parser("report", help="(re)write report.html for a run directory, or for every run below a directory")
+    rep.add_argument("path")
+    sv = sub.add_parser("serve", help="browse a results store on a local web page")
+    sv.add_argument("--store", default=D.store, help="results root to serve")
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    sv.add_argument("--port", type=int, default=8000)
     sub.add_parser("cleanup", help="remove every container and network kchaos made")
     pr = sub.add_parser("prepare", help="fetch the Kafka jars and build the node image ahead of a run")
     pr.add_argument("--kafka-version", default=D.cluster.kafka_version)
@@ -153,6 +175,52 @@ def runs_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def _reports(args: argparse.Namespace, console: Console, argv: list[str] | None) -> int:
+    """suite, compare, report and serve; errors propagate to main's handlers."""
+    if args.cmd == "suite":
+        from harness.suite import load_suite
+        from harness.suite_run import run_suite, summary_table
+        suite = load_suite(Path(args.file))
+        try:
+            sdir, outcomes = run_suite(suite, Path(args.store), resume=args.resume, seed=args.seed,
+                                       spark_master=args.spark_master, console=console,
+                                       argv=["kchaos", *(argv if argv is not None else sys.argv[1:])])
+        except KeyboardInterrupt:
+            print(f"kchaos: suite interrupted; continue it with: kchaos suite {args.file} --resume", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        console.print(summary_table(suite, sdir, outcomes))
+        console.print(f"compare: {sdir / 'compare.html'}  junit: {sdir / 'report.xml'}")
+        return 0 if all(o.passed for o in outcomes) else 1
+    if args.cmd == "compare":
+        from checkers import RESULTS_FILE, check_runs, find_runs
+        from reports.compare import write_compare
+        path = Path(args.path)
+        if not path.is_dir():
+            raise ConfigError(f"{path}: not a directory")
+        unchecked = [r for r in find_runs(path) if not (r / RESULTS_FILE).exists()]
+        if unchecked:
+            console.print(f"checking {len(unchecked)} run(s) that have no results.json yet")
+            check_runs(path, unchecked, args.spark_master)
+        rows = write_compare(path)
+        console.print(f"{len(rows)} configurations → {path / 'compare.html'}, {path / 'compare.csv'}")
+        return 0
+    if args.cmd == "report":
+        from checkers import find_runs
+        from reports.run_report import write_report
+        path = Path(args.path)
+        if not path.is_dir():
+            raise ConfigError(f"{path}: not a directory")
+        runs = [path] if (path / "history.jsonl").exists() else find_runs(path)
+        if not runs:
+            raise ConfigError(f"{path}: no runs (history.jsonl) below this directory")
+        for run in runs:
+            console.print(f"report: {write_report(run)}")
+        return 0
+    from reports.serve import serve
+    serve(Path(args.store), args.host, args.port, say=console.print)
+    return 0
+
+
 def _sigterm(signum: int, frame: object) -> NoReturn:
     raise KeyboardInterrupt
 
@@ -173,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     from clusters.image import ImageError
     from harness.history import HistoryError
     from harness.store import StoreError
+    from reports.compare import CompareError
+    from reports.run_report import ReportError
+    from reports.serve import ServeError
     try:
         if args.cmd == "cleanup":
             from clusters.docker import cleanup
@@ -194,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
                 console.print(runs_table(results) if many else summary(results), markup=False, highlight=False,
                               soft_wrap=True)
             return exit_code(results["valid"])
+        if args.cmd in ("suite", "compare", "report", "serve"):
+            return _reports(args, console, argv)
         from harness.runner import preflight, run_test
         cfg = preflight(config_from_args(args))
         run, results = run_test(cfg, argv=["kchaos", *(argv if argv is not None else sys.argv[1:])],
@@ -202,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"min.insync={cfg.topic.min_insync} → {run}")
         console.print(summary(results))
         return exit_code(results["valid"])
-    except (ConfigError, StoreError, CheckInputError, HistoryError) as e:
+    except (ConfigError, StoreError, CheckInputError, HistoryError, CompareError, ReportError, ServeError) as e:
         print(f"kchaos: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (EngineError, DistributionError, ImageError) as e:

@@ -26,6 +26,7 @@ from clusters.engine import docker_client
 from clusters.image import ensure_node_image
 from harness.config import ConfigError, TestConfig, validate
 from harness.history import History
+from harness.monitor import ISR_FILE, IsrMonitor
 from harness.store import check_store, new_run_dir, versions, write_test_json
 from nemesis.driver import NemesisDriver
 from nemesis.schedule import make_schedule, save_schedule, schedule_names
@@ -88,8 +89,12 @@ def prepare(kafka_version: str, kafka_dist: str | None = None, base_image: str |
 
 
 def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console | None = None,
-             keep: bool = False) -> tuple[Path, dict[str, Any]]:
-    """Run one test end to end; return its run directory and checker results."""
+             keep: bool = False, label: str = "workload") -> tuple[Path, dict[str, Any]]:
+    """Run one test end to end; return its run directory and checker results.
+
+    The run directory ends with results.json and report.html; `label` names
+    the progress bar.
+    """
     console = console or Console(stderr=True)
     cfg = preflight(cfg)
     say: Callable[[str], None] = lambda m: (console.print(f"[bold cyan]•[/] {m}"), log.info(m))  # noqa: E731
@@ -107,20 +112,23 @@ def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console
     workload = QueueWorkload(cfg)
     driver = NemesisDriver({s: nemeses.split(s)[0].make(cluster, cfg) for s in cfg.nemesis.names if s != "none"},
                            cluster, history, schedule)
+    monitor = IsrMonitor(cluster.bootstrap(), cfg.topic.name, history, run / ISR_FILE)
     try:
         say(f"starting {len(cluster.specs)}-node Kafka {dist.version} cluster")
         cluster.setup()
         workload.setup(cluster)
         say(f"workload: {cfg.workload.producers} producers at {cfg.workload.rate:g}/s, "
             f"{cfg.workload.consumers} consumers; nemesis: {','.join(cfg.nemesis.names)}")
+        monitor.start()
         workload.start(cluster, history)
         driver.start()
-        _progress(console, cfg.time_limit, workload, driver)
+        _progress(console, cfg.time_limit, workload, driver, label)
         say("healing: stopping faults, restarting every node")
         driver.stop_and_heal()
         cluster.heal()
         _wait_recovered(cluster, cfg, say)
         workload.stop()
+        monitor.stop()
         say("final read: draining every partition to its high watermark")
         complete = workload.final_read(cluster, history)
         if not all(complete.values()):
@@ -128,6 +136,7 @@ def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console
     finally:
         driver.stop_and_heal()
         workload.stop()
+        monitor.stop()
         history.close()
         if not keep:
             cluster.teardown()
@@ -135,14 +144,29 @@ def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console
         handler.close()
     say("checking the history with Spark")
     results = check_path(run, cfg.spark_master)
+    write_report_safely(run, say)
     return run, results
 
 
-def _progress(console: Console, limit: float, workload: QueueWorkload, driver: NemesisDriver) -> None:
+def write_report_safely(run: Path, say: Callable[[str], None]) -> Path | None:
+    """Write run/report.html; a plotting failure is reported and logged, never fatal to the run."""
+    from reports.run_report import write_report
+
+    try:
+        path = write_report(run)
+    except Exception as e:  # noqa: BLE001 - the results are already safe in results.json
+        log.exception("report.html failed")
+        say(f"[yellow]report.html not written: {type(e).__name__}: {e}[/]")
+        return None
+    say(f"report: {path}")
+    return path
+
+
+def _progress(console: Console, limit: float, workload: QueueWorkload, driver: NemesisDriver, label: str) -> None:
     cols = [TextColumn("[progress.description]{task.description}"), BarColumn(), TimeElapsedColumn(),
             TextColumn("{task.fields[stats]}")]
     with Progress(*cols, console=console, transient=False) as progress:
-        task = progress.add_task("workload", total=limit, stats="")
+        task = progress.add_task(label, total=limit, stats="")
         start = time.monotonic()
         while (elapsed := time.monotonic() - start) < limit:
             c = workload.counts

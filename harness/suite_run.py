@@ -1,0 +1,242 @@
+"""Running a suite: every repetition of every cell, in order, going on past failed runs; resumable.
+
+A suite run lives in `<store>/suites/<suite>/<UTC stamp>/` (and
+`<store>/suites/<suite>/latest` points at the newest):
+
+    suite.yaml      the suite file as it was run
+    suite.json      name, seed, repeat, the cells with their options, the command line
+    progress.jsonl  one line per finished repetition (appended and flushed): cell, rep, seed, run, status
+    <cell>/<stamp>/ each repetition's run directory (test.json, history.jsonl, results.json, report.html)
+    compare.csv, compare.html, report.xml (JUnit)   written at the end
+
+`--resume` continues the newest suite run of the same suite: repetitions
+already in progress.jsonl are kept, a run directory the interruption left
+behind is moved to `.interrupted/` (hidden, so never compared), and the rest
+run with the seeds the suite seed gives them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from rich.console import Console
+
+from checkers import HISTORY_FILE, find_runs
+from harness.config import TestConfig
+from harness.store import check_store
+from harness.suite import Suite, SuiteError
+from reports.compare import write_compare
+from reports.junit import CellOutcome, write_junit
+
+STATE_FILE, PROGRESS_FILE, JUNIT_FILE = "suite.json", "progress.jsonl", "report.xml"
+Runner = Callable[..., tuple[Path, dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One finished repetition: `status` "done" (checked; `valid` is its verdict) or "error"."""
+
+    cell: str
+    rep: int
+    seed: int
+    run: str | None  # run directory relative to the suite directory
+    status: str
+    valid: bool | str | None
+    seconds: float
+    error: str | None = None
+
+
+def _cells_json(suite: Suite) -> list[dict[str, Any]]:
+    return [{"name": c.name, "label": c.label(), "params": dict(c.params), "options": dict(c.options)}
+            for c in suite.cells]
+
+
+def _stamp() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")[:-4] + "Z"
+
+
+def _point_latest(parent: Path, target: Path) -> None:
+    tmp = parent / f".latest.{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(target.name)
+    tmp.replace(parent / "latest")
+
+
+def start(suite: Suite, store: Path, seed: int, argv: list[str]) -> Path:
+    """Create a fresh suite directory holding suite.yaml and suite.json; return it."""
+    parent = store / "suites" / suite.name
+    sdir = parent / _stamp()
+    sdir.mkdir(parents=True)
+    (sdir / "suite.yaml").write_text(suite.text, encoding="utf-8")
+    state = {"name": suite.name, "description": suite.description, "file": str(suite.path), "seed": seed,
+             "repeat": suite.repeat, "cells": _cells_json(suite), "argv": argv, "started": sdir.name}
+    (sdir / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+    _point_latest(parent, sdir)
+    return sdir
+
+
+def resumable(suite: Suite, store: Path) -> tuple[Path, int]:
+    """The newest suite directory of `suite` below `store`, and its seed; SuiteError if it cannot be resumed."""
+    parent = store / "suites" / suite.name
+    dirs = sorted(d for d in parent.glob("2*") if (d / STATE_FILE).is_file()) if parent.is_dir() else []
+    if not dirs:
+        raise SuiteError(f"--resume: no earlier run of suite {suite.name!r} in {parent}")
+    sdir = dirs[-1]
+    state = json.loads((sdir / STATE_FILE).read_text(encoding="utf-8"))
+    if state.get("cells") != json.loads(json.dumps(_cells_json(suite))) or state.get("repeat") != suite.repeat:
+        raise SuiteError(f"--resume: {suite.path.name} no longer describes the suite run in {sdir} "
+                         f"(cells or repeat changed); run it afresh without --resume")
+    done = {(e.cell, e.rep) for e in read_progress(sdir)}
+    if all((c.name, r) in done for c in suite.cells for r in range(suite.repeat)):
+        raise SuiteError(f"--resume: the suite run in {sdir} already finished; run it afresh without --resume")
+    return sdir, int(state["seed"])
+
+
+def read_progress(sdir: Path) -> list[Entry]:
+    """The finished repetitions recorded in progress.jsonl (a torn last line is ignored)."""
+    path = sdir / PROGRESS_FILE
+    out = []
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                out.append(Entry(**json.loads(line)))
+            except (json.JSONDecodeError, TypeError):
+                continue
+    return out
+
+
+def _record(sdir: Path, entry: Entry) -> None:
+    with open(sdir / PROGRESS_FILE, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(asdict(entry)) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _set_aside(sdir: Path, known: set[str]) -> list[str]:
+    """Move run directories no progress line accounts for (an interrupted run) to .interrupted/."""
+    moved = []
+    for run in find_runs(sdir):
+        rel = str(run.relative_to(sdir))
+        if rel not in known:
+            dest = sdir / ".interrupted" / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(run), dest)
+            moved.append(rel)
+    return moved
+
+
+def _fmt(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m // 60}h{m % 60:02d}m" if m >= 60 else f"{m}m{s:02d}s"
+
+
+def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | None = None,
+              spark_master: str = "local[*]", console: Console | None = None, argv: list[str] | None = None,
+              runner: Runner | None = None) -> tuple[Path, list[CellOutcome]]:
+    """Run (or resume) `suite`; return its directory and one outcome per cell.
+
+    Every cell is preflighted before anything is created. A repetition that
+    raises (cluster failure, harness bug) is recorded as an error and the
+    suite goes on; missing Docker, Kafka jars or node image end the suite
+    (EngineError, DistributionError, ImageError propagate), as does Ctrl-C
+    (KeyboardInterrupt propagates; `resume=True` continues later).
+    """
+    from clusters.distribution import DistributionError
+    from clusters.engine import EngineError
+    from clusters.image import ImageError
+    from harness.runner import preflight, run_test
+
+    console = console or Console(stderr=True)
+    runner = runner or run_test
+    store = check_store(str(store))
+    if resume:
+        sdir, seed = resumable(suite, store)
+    else:
+        seed = seed if seed is not None else suite.seed if suite.seed is not None else secrets.randbelow(2**31)
+    todo: list[tuple[int, Any, int, TestConfig]] = []
+    for cell in suite.cells:
+        for rep in range(suite.repeat):
+            cfg = suite.config(cell, suite.run_seed(seed, cell, rep), Path("/tmp"), spark_master)
+            todo.append((len(todo), cell, rep, preflight(cfg)))
+    if not resume:
+        sdir = start(suite, store, seed, argv or [])
+    entries = read_progress(sdir)
+    moved = _set_aside(sdir, {e.run for e in entries if e.run})
+    if moved:
+        console.print(f"[yellow]set aside {len(moved)} interrupted run(s) in {sdir / '.interrupted'}[/]")
+    done = {(e.cell, e.rep) for e in entries}
+    pending = [t for t in todo if (t[1].name, t[2]) not in done]
+    console.print(f"[bold]suite {suite.name}[/] {len(suite.cells)} cells × {suite.repeat} = {len(todo)} runs, "
+                  f"seed {seed}{f', resuming: {len(pending)} left' if resume else ''} → {sdir}")
+    began, finished = time.monotonic(), 0
+    for k, cell, rep, cfg in pending:
+        elapsed = time.monotonic() - began
+        eta = f", about {_fmt(elapsed / finished * (len(pending) - finished))} left" if finished else ""
+        console.rule(f"suite {suite.name}: run {k + 1}/{len(todo)} · {cell.label()} · rep {rep + 1}/{suite.repeat} "
+                     f"· {len(done) + finished} done{eta}", style="cyan")
+        cfg = cfg.with_(store=str(sdir))
+        before = {str(r.relative_to(sdir)) for r in find_runs(sdir / cell.name)} if (sdir / cell.name).exists() else set()
+        t0 = time.monotonic()
+        try:
+            run, results = runner(cfg, argv=argv, console=console, label=f"[{k + 1}/{len(todo)}] {cell.name}")
+            entry = Entry(cell.name, rep, cfg.seed, str(run.relative_to(sdir)), "done", results.get("valid"),
+                          round(time.monotonic() - t0, 1))
+        except (EngineError, DistributionError, ImageError):
+            raise
+        except KeyboardInterrupt:
+            _set_aside(sdir, {e.run for e in read_progress(sdir) if e.run})
+            raise
+        except Exception as e:  # noqa: BLE001 - one broken run must not end a nightly suite
+            new = sorted({str(r.relative_to(sdir)) for r in find_runs(sdir / cell.name)} - before) \
+                if (sdir / cell.name).exists() else []
+            msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            console.print(f"[red]run {k + 1} failed: {msg}; going on[/]")
+            entry = Entry(cell.name, rep, cfg.seed, new[-1] if new else None, "error", None,
+                          round(time.monotonic() - t0, 1), msg)
+        _record(sdir, entry)
+        finished += 1
+    return sdir, finish(suite, sdir)
+
+
+def finish(suite: Suite, sdir: Path) -> list[CellOutcome]:
+    """Write compare.csv/html and report.xml for a suite directory; return one outcome per cell."""
+    entries = read_progress(sdir)
+    rows = {r["cell"]: r for r in write_compare(sdir, f"suite {suite.name}")} \
+        if any((sdir / e.run / HISTORY_FILE).exists() for e in entries if e.run) else {}
+    outcomes = []
+    for cell in suite.cells:
+        mine = [e for e in entries if e.cell == cell.name]
+        outcomes.append(CellOutcome(cell.name, cell.label(), rows.get(cell.name),
+                                    [f"rep {e.rep + 1}: {e.error}" for e in mine if e.status == "error"],
+                                    sum(e.seconds for e in mine)))
+    write_junit(sdir / JUNIT_FILE, suite.name, outcomes)
+    return outcomes
+
+
+def summary_table(suite: Suite, sdir: Path, outcomes: list[CellOutcome]):  # noqa: ANN201 - rich.table.Table
+    """One screen: a line per cell with its repetitions, verdicts, loss, availability in faults and result."""
+    from rich.table import Table
+
+    t = Table(title=f"suite {suite.name}: {sum(o.passed for o in outcomes)}/{len(outcomes)} cells passed · {sdir}",
+              title_justify="left", box=None, pad_edge=False)
+    for col, just in (("cell", "left"), ("runs", "right"), ("ok/bad/?", "right"), ("acked", "right"),
+                      ("lost", "right"), ("loss rate", "right"), ("avail. faults", "right"), ("promise", "left"),
+                      ("result", "left")):
+        t.add_column(col, justify=just, no_wrap=col != "cell")
+    for o in outcomes:
+        r = o.row or {}
+        result = "[green]PASS[/]" if o.passed else f"[red]{'ERROR' if o.error else 'FAIL'}[/]"
+        rate = r.get("loss_rate")
+        t.add_row(o.label, str(r.get("runs", 0)), f"{r.get('valid', 0)}/{r.get('invalid', 0)}/{r.get('unknown', 0)}",
+                  str(r.get("acked", "-")), str(r.get("lost", "-")), "-" if rate is None else f"{rate:.2%}",
+                  "-" if r.get("availability_in_faults") is None else f"{r['availability_in_faults']:.0%}",
+                  {True: "held", False: "[red]BROKEN[/]"}.get(r.get("promise_held"), "-") if r.get("promise") != "none"
+                  else "none", result)
+    return t
