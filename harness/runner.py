@@ -107,6 +107,9 @@ def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console
     write_test_json(run, cfg, versions(dist.version, dist.source), argv if argv is not None else sys.argv)
     schedule = make_schedule(cfg)
     save_schedule(schedule, run / "schedule.json")
+    if not schedule and cfg.nemesis.names != ("none",):
+        say(f"[yellow]no fault fits in --time-limit {cfg.time_limit:g}s with --interval {cfg.nemesis.interval:g}s "
+            f"for {','.join(cfg.nemesis.names)}: this run has no faults[/]")
     history = History(run / "history.jsonl")
     cluster = DockerCluster(cfg.cluster, image, run, client=client, say=say)
     workload = QueueWorkload(cfg)
@@ -150,9 +153,9 @@ def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console
 
 def write_report_safely(run: Path, say: Callable[[str], None]) -> Path | None:
     """Write run/report.html; a plotting failure is reported and logged, never fatal to the run."""
-    from reports.run_report import write_report
-
     try:
+        from reports.run_report import write_report
+
         path = write_report(run)
     except Exception as e:  # noqa: BLE001 - the results are already safe in results.json
         log.exception("report.html failed")

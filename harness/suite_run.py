@@ -229,7 +229,7 @@ def summary_table(suite: Suite, sdir: Path, outcomes: list[CellOutcome]):  # noq
     for col, just in (("cell", "left"), ("runs", "right"), ("ok/bad/?", "right"), ("acked", "right"),
                       ("lost", "right"), ("loss rate", "right"), ("avail. faults", "right"), ("promise", "left"),
                       ("result", "left")):
-        t.add_column(col, justify=just, no_wrap=col != "cell")
+        t.add_column(col, justify=just, no_wrap=col != "cell", overflow="fold", min_width=14 if col == "cell" else None)
     for o in outcomes:
         r = o.row or {}
         result = "[green]PASS[/]" if o.passed else f"[red]{'ERROR' if o.error else 'FAIL'}[/]"

@@ -48,4 +48,22 @@ def needs_lazyfs(specs: tuple[str, ...]) -> bool:
     return any(split(s)[0].needs_lazyfs for s in specs if s != "none")
 
 
-__all__ = ["PACKAGES", "NAMES", "Package", "ScheduledOp", "FaultSkipped", "split", "check_spec", "needs_lazyfs"]
+def powers_off_every_replica(specs: tuple[str, ...] | list[str]) -> bool:
+    """Whether these faults cut the power of every node at once (power-fail-all, or power-fail aimed at all).
+
+    Kafka's no-loss promise assumes an in-sync replica survives with its data;
+    a correlated power loss takes every replica's unsynced writes, so loss
+    there is outside the promise (unless the log is flushed: flush.messages=1).
+    """
+    for spec in specs:
+        if spec == "none":
+            continue
+        pkg, target = split(spec)
+        kind = pkg.targets[0] if target is None and pkg.targets else Target.parse(target).kind if target else None
+        if pkg.name.startswith("power-fail") and kind == "all":
+            return True
+    return False
+
+
+__all__ = ["PACKAGES", "NAMES", "Package", "ScheduledOp", "FaultSkipped", "split", "check_spec", "needs_lazyfs",
+           "powers_off_every_replica"]

@@ -3,8 +3,9 @@
 Runs are grouped by their whole configuration except what does not change the
 experiment (name, seed, store, Spark master, where Kafka came from): the
 repetitions of one suite cell form one row. A row says what the configuration
-promises (no loss: acks=all, min.insync.replicas >= 2, no unclean election;
-no duplicates: idempotence) and whether every repetition kept that promise.
+promises (no loss: acks=all, min.insync.replicas >= 2, no unclean election,
+unless every node loses power at once; no duplicates: idempotence) and
+whether every repetition kept that promise.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from checkers import RESULTS_FILE, TEST_FILE, find_runs
 from checkers.reference import Settings
 from checkers.table import in_faults
 from reports.html import Raw, esc, link, png, table, write_page
+from reports.promise import promise_of
 
 # Options that do not change what is being measured; runs differing only in these are repetitions.
 NOT_CONFIGURATION = {"name", "seed", "store", "spark_master", "versions", "argv", "cluster.kafka_dist",
@@ -90,8 +92,7 @@ def _row(root: Path, key: tuple, runs: list[Run], varying: list[str]) -> dict[st
     avail = [in_faults((c.get("timeline") or {}).get("availability") or {}) for c in checked]
     invoked = sum(a[1] for a in avail)
     lat = [((c.get("latency_ms") or {}).get("send") or {}).get("ok") or {} for c in checked]
-    promise = [p for p, on in (("no loss", settings.promises_no_loss), ("no duplicates", settings.idempotence)) if on]
-    broken = (settings.promises_no_loss and total["lost"] > 0) or (settings.idempotence and total["duplicate"] > 0)
+    promise = promise_of(runs[0].test)
     return {
         "cell": ",".join(sorted({r.test.get("name", "?") for r in runs})),
         "acks": settings.acks, "min_insync": settings.min_insync, "rf": cfg.get("topic.replication_factor"),
@@ -105,8 +106,9 @@ def _row(root: Path, key: tuple, runs: list[Run], varying: list[str]) -> dict[st
         "availability_in_faults": round(sum(a[0] for a in avail) / invoked, 4) if invoked else None,
         "send_p50_ms": _median([x["p50"] for x in lat if x.get("p50") is not None]),
         "send_p99_ms": max((x["p99"] for x in lat if x.get("p99") is not None), default=None),
-        "promise": " and ".join(promise) or "none",
-        "promise_held": None if not promise or not checked else not broken,
+        "promise": promise.text,
+        "promise_held": None if not (promise.no_loss or promise.no_duplicates) or not checked
+        else not promise.broken(total),
         "run_dirs": " ".join(str(r.path.relative_to(root)) for r in runs),
     }
 

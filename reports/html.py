@@ -20,7 +20,7 @@ table{border-collapse:collapse;margin:.5em 0;font-size:.9em} th,td{border:1px so
 .valid-true{background:#dff5df;color:#14601a} .valid-false{background:#fbe0e0;color:#8a1313}
 .valid-unknown{background:#fff3cd;color:#7a5a00} .verdict{display:inline-block;padding:.15em .6em;border-radius:.3em;
      font-weight:600} .muted{color:#777} code{background:#f4f4f4;padding:0 .25em} img.plot{max-width:100%;
-     display:block;margin:.6em 0;border:1px solid #eee}
+     display:block;margin:.6em 0;border:1px solid #eee} .scroll{overflow-x:auto}
 """
 
 
@@ -69,13 +69,13 @@ def table(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], headers: Se
     """An HTML table of `rows` showing `columns` (numbers right-aligned, Raw cells verbatim)."""
     head = "".join(f"<th>{esc(h)}</th>" for h in (headers or columns))
     body = "".join("<tr>" + "".join(_cell(r.get(c)) for c in columns) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def page(title: str, body: str) -> str:
     """A complete HTML document with the shared stylesheet."""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-            f'<meta name="viewport" content="width=device-width,initial-scale=1">'
+            f'<meta name="viewport" content="width=device-width,initial-scale=1"><link rel="icon" href="data:,">'
             f"<style>{CSS}</style></head><body>\n{body}\n</body></html>\n")
 
 

@@ -1,0 +1,422 @@
+"""PNG plots of one run, in the manner of Jepsen's: fault windows drawn as shaded, labelled spans.
+
+Every plot function returns PNG bytes and never raises on empty input: no
+sends, no windows or no samples give an empty plot with a note. Times are
+seconds on the history's clock (`time` / 1e9), the clock of
+`results.json`'s timeline and of isr.jsonl. Figures are plain
+`matplotlib.figure.Figure`s rendered by the Agg canvas: nothing is registered
+with pyplot, so nothing needs closing and no global backend is switched.
+"""
+from __future__ import annotations
+
+import io
+import zlib
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
+
+from nemesis import PACKAGES
+
+__all__ = ["Sends", "Span", "Marks", "nemesis_color", "fault_spans", "latency_png", "throughput_png",
+           "offsets_png", "offset_marks", "IsrSeries", "isr_series", "isr_png", "MAX_POINTS", "TYPE_COLORS"]
+
+DPI = 100
+WIDTH = 11.0
+MAX_POINTS = 100_000  # per completion type in the latency plot, per series elsewhere
+MAX_PANELS = 6  # partitions drawn one panel each; more share one panel
+TYPES = ("ok", "info", "fail")
+TYPE_COLORS = {"ok": "#1f77b4", "info": "#ff9f00", "fail": "#e0218a"}
+_PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+            "#9c755f", "#bab0ac")
+NULL = np.iinfo(np.int64).min  # a missing partition, value or offset
+
+
+@dataclass
+class Sends:
+    """Completed sends of a run, one entry per completion, in history order.
+
+    Times in seconds, latency in ms; `type` holds "ok", "fail" or "info";
+    `partition`, `value` and `offset` are NULL where the history has none.
+    """
+
+    invoke_s: np.ndarray
+    done_s: np.ndarray
+    latency_ms: np.ndarray
+    type: np.ndarray
+    partition: np.ndarray
+    value: np.ndarray
+    offset: np.ndarray
+
+    @classmethod
+    def empty(cls) -> "Sends":
+        """No sends at all."""
+        f, i = np.zeros(0, float), np.zeros(0, np.int64)
+        return cls(f, f, f, np.zeros(0, object), i, i, i)
+
+    def __len__(self) -> int:
+        return len(self.done_s)
+
+
+@dataclass
+class Marks:
+    """Anomalies to mark on the offsets plot: values (lost, offset mismatch) and [partition, offset] pairs.
+
+    `counts` are the checker's exact counts, shown in the legend next to how
+    many could be placed (a value is placed where its ok send was acknowledged).
+    `exposed_s` gives a time for an inconsistent offset no ok send names.
+    """
+
+    lost: Sequence[int] = ()
+    mismatch: Sequence[int] = ()
+    inconsistent: Sequence[tuple[int, int]] = ()
+    exposed_s: Mapping[tuple[int, int], float] | None = None
+    counts: Mapping[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class Span:
+    """A fault window as drawn: [start, end] in seconds, its label (the nemesis) and colour.
+
+    `open` is true when the window never closed (drawn to the plot's end);
+    `applied` false when the fault was skipped or failed (drawn hatched).
+    """
+
+    start: float
+    end: float
+    label: str
+    color: str
+    applied: bool = True
+    open: bool = False
+
+
+def nemesis_color(spec: str | None) -> str:
+    """The colour of a nemesis family: its package's colour for its start op, else a fixed one keyed by name."""
+    name = (spec or "?").partition(":")[0]
+    pkg = PACKAGES.get(name)
+    if pkg is not None and pkg.fs and pkg.colors.get(pkg.fs[0]):
+        return pkg.colors[pkg.fs[0]]
+    return _PALETTE[zlib.crc32(name.encode()) % len(_PALETTE)]
+
+
+def fault_spans(windows: Iterable[Mapping[str, Any]], end_s: float | None = None) -> list[Span]:
+    """One Span per window of `results.json`'s timeline (same order); windows without a start are left out.
+
+    A window that never closed (end_s None) ends at `end_s`, or at its own start
+    when that is None too.
+    """
+    out = []
+    for w in windows:
+        start = w.get("start_s")
+        if start is None:
+            continue
+        end = w.get("end_s")
+        is_open = end is None
+        if is_open:
+            end = max(start, end_s) if end_s is not None else start
+        label = w.get("nemesis") or w.get("f") or "?"
+        out.append(Span(float(start), float(end), str(label), nemesis_color(label), bool(w.get("applied", True)),
+                        is_open))
+    return out
+
+
+def _figure(rows: int = 1, height: float = 4.0, sharey: bool = False):
+    fig = Figure(figsize=(WIDTH, height), dpi=DPI)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, 1, sharex=True, sharey=sharey, squeeze=False)[:, 0]
+    # Fixed margins in inches: tight_layout measured every tick label and cost a second a report.
+    fig.subplots_adjust(left=0.8 / WIDTH, right=1 - 0.25 / WIDTH, bottom=0.6 / height, top=1 - 0.35 / height,
+                        hspace=0.12 * rows)
+    return fig, list(axes)
+
+
+def _finish(fig: Figure, axes: Sequence, spans: Sequence[Span], ts: Iterable[float], xlabel: str, handles: list,
+            loc: str = "upper left") -> bytes:
+    """Common x range, labels, grid and legend; the figure as PNG bytes."""
+    _xlim(axes, spans, ts)
+    axes[-1].set_xlabel(xlabel)
+    for ax in axes:
+        ax.grid(True, alpha=0.3)
+    if handles:
+        axes[0].legend(handles=handles, loc=loc, fontsize=8, framealpha=0.85)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    fig.clf()
+    return buf.getvalue()
+
+
+def _note(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="#777", fontsize=11)
+
+
+def _shade(axes: Sequence, spans: Sequence[Span]) -> list[Patch]:
+    """Shade every span on every axes, label them above the first; legend patches, one per nemesis."""
+    for ax in axes:
+        for s in spans:
+            ax.axvspan(s.start, s.end, color=s.color, alpha=0.18 if s.applied else 0.08,
+                       hatch=None if s.applied else "//", linewidth=0, zorder=0)
+    if len(spans) <= 12:
+        top = axes[0]
+        for s in spans:
+            top.text(s.start, 1.01, s.label + ("" if s.applied else " (not applied)"), fontsize=7, color=s.color,
+                     transform=top.get_xaxis_transform(), ha="left", va="bottom", clip_on=False)
+    seen: dict[str, Patch] = {}
+    for s in spans:
+        seen.setdefault(s.label, Patch(facecolor=s.color, alpha=0.3, label=s.label))
+    return list(seen.values())
+
+
+def _subsample(n: int, limit: int, keep: np.ndarray | None = None) -> np.ndarray:
+    """Indices of at most about `limit` of n items, evenly spread; `keep` (indices) always kept."""
+    if n <= limit:
+        return np.arange(n)
+    idx = np.linspace(0, n - 1, limit).astype(np.int64)
+    if keep is not None and len(keep):
+        idx = np.union1d(idx, keep)
+    return idx
+
+
+def _xlim(axes: Sequence, spans: Sequence[Span], ts: Iterable[float]) -> None:
+    ts = [float(x) for x in ts] + [s.end for s in spans] + [s.start for s in spans]
+    if ts:
+        lo, hi = min(ts), max(ts)
+        pad = max(0.5, (hi - lo) * 0.01)
+        axes[0].set_xlim(lo - pad, hi + pad)
+
+
+def _times(sends: Sends) -> list[float]:
+    return [float(sends.invoke_s.min()), float(sends.done_s.max())] if len(sends) else []
+
+
+def _end(ts: Iterable[float]) -> float | None:
+    return max(ts, default=None)
+
+
+def latency_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = ()) -> bytes:
+    """Send latency (ms, log scale) against invocation time, one colour per completion type, faults shaded.
+
+    At most MAX_POINTS points per type are drawn (evenly spread, plus the
+    slowest 1%, so outliers survive subsampling).
+    """
+    fig, (ax,) = _figure(height=4.5)
+    spans = fault_spans(windows, _end(_times(sends)))
+    faults = _shade([ax], spans)
+    handles: list = []
+    for t in TYPES:
+        sel = np.flatnonzero(sends.type == t)
+        if not len(sel):
+            continue
+        lat = np.maximum(sends.latency_ms[sel], 1e-3)  # zero does not fit a log axis
+        slow = np.argsort(lat)[-max(1, MAX_POINTS // 100):] if len(sel) > MAX_POINTS else None
+        idx = _subsample(len(sel), MAX_POINTS, slow)
+        ax.plot(sends.invoke_s[sel][idx], lat[idx], ".", markersize=2.5 if t == "ok" else 4.5, alpha=0.6,
+                color=TYPE_COLORS[t], rasterized=True)
+        handles.append(Line2D([], [], marker="o", linestyle="none", color=TYPE_COLORS[t],
+                              label=f"{t} ({len(sel)}{'' if len(idx) == len(sel) else f', {len(idx)} drawn'})"))
+    if handles:
+        ax.set_yscale("log")
+    else:
+        _note(ax, "no completed sends")
+    ax.set_ylabel("send latency (ms)")
+    return _finish(fig, [ax], spans, _times(sends), "invocation time (s)", handles + faults)
+
+
+def throughput_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = ()) -> bytes:
+    """Completed sends per second (by completion time), one line per completion type, faults shaded."""
+    fig, (ax,) = _figure(height=3.6)
+    spans = fault_spans(windows, _end(_times(sends)))
+    handles = _shade([ax], spans)
+    if len(sends):
+        lo, hi = np.floor(sends.done_s.min()), np.floor(sends.done_s.max()) + 1
+        edges = np.arange(lo, hi + 1)
+        lines = []
+        for t in TYPES:
+            sel = sends.type == t
+            if sel.any():
+                counts, _ = np.histogram(sends.done_s[sel], bins=edges)
+                lines += ax.plot(edges, np.append(counts, counts[-1]), drawstyle="steps-post", color=TYPE_COLORS[t],
+                                 label=f"{t} ({int(sel.sum())})", linewidth=1.2)
+        handles = lines + handles
+        ax.set_ylim(bottom=0)
+    else:
+        _note(ax, "no completed sends")
+    ax.set_ylabel("sends / s")
+    return _finish(fig, [ax], spans, _times(sends), "completion time (s)", handles)
+
+
+def _partition_axes(parts: Sequence[int], per_panel_height: float, sharey: bool = False):
+    """A figure with one panel per partition (or one shared panel when there are many) and panel-of-partition."""
+    n = len(parts) if 0 < len(parts) <= MAX_PANELS else 1
+    fig, axes = _figure(n, height=min(11.0, 1.0 + per_panel_height * n) if n > 1 else 4.0, sharey=sharey)
+    where = {p: (axes[i] if n > 1 else axes[0]) for i, p in enumerate(parts)}
+    return fig, axes, where, n > 1
+
+
+MARK_STYLES = {  # drawn in this order, so crosses (lost) stay visible on top of circles and diamonds
+    "inconsistent_offset": dict(marker="D", markerfacecolor="none", color="#9467bd", markersize=7, mew=1.0),
+    "acked_offset_mismatch": dict(marker="o", markerfacecolor="none", color="#ff7f0e", markersize=8, mew=1.0),
+    "lost": dict(marker="x", color="#d62728", markersize=6, mew=1.4),
+}
+
+
+def offset_marks(sends: Sends, marks: Marks) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Where the offsets plot marks each anomaly kind: `{kind: (time_s, partition, offset)}` arrays.
+
+    lost and acked_offset_mismatch values sit at their ok send's ack; an
+    inconsistent offset at every ok send acknowledged there, or, when none
+    was, at its `exposed_s`. Values with no ok send in `sends` are not placed.
+    """
+    ok = np.flatnonzero((sends.type == "ok") & (sends.offset != NULL) & (sends.partition != NULL))
+    part, off, t, val = sends.partition[ok], sends.offset[ok], sends.done_s[ok], sends.value[ok]
+    incon = {(int(p), int(o)) for p, o in marks.inconsistent}
+    key = part * (1 << 32) + off
+    masks = {"inconsistent_offset": np.isin(key, np.asarray([p * (1 << 32) + o for p, o in incon], dtype=np.int64)),
+             "acked_offset_mismatch": np.isin(val, np.asarray(list(marks.mismatch), dtype=np.int64)),
+             "lost": np.isin(val, np.asarray(list(marks.lost), dtype=np.int64))}
+    out = {k: (t[m], part[m], off[m]) for k, m in masks.items()}
+    placed = set(zip(out["inconsistent_offset"][1].tolist(), out["inconsistent_offset"][2].tolist()))
+    exposed = marks.exposed_s or {}
+    late = [(exposed[k], k[0], k[1]) for k in sorted(incon - placed) if exposed.get(k) is not None]
+    if late:
+        t_, p_, o_ = (np.asarray(c) for c in zip(*late))
+        i = out["inconsistent_offset"]
+        out["inconsistent_offset"] = (np.append(i[0], t_), np.append(i[1], p_), np.append(i[2], o_))
+    return out
+
+
+def offsets_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), marks: Marks | None = None) -> bytes:
+    """Acknowledged offset against acknowledgement time, per partition, faults shaded.
+
+    Anomalies are marked where `offset_marks` places them: lost values as red
+    crosses, acked_offset_mismatch as open orange circles, inconsistent
+    offsets as open purple diamonds; the legend gives the checker's count and
+    how many were marked.
+    """
+    marks = marks or Marks()
+    ok = np.flatnonzero((sends.type == "ok") & (sends.offset != NULL) & (sends.partition != NULL))
+    part, off, t = sends.partition[ok], sends.offset[ok], sends.done_s[ok]
+    placed = offset_marks(sends, marks)
+    parts = sorted(set(np.unique(part).tolist()) | set(placed["inconsistent_offset"][1].tolist()))
+    fig, axes, where, panels = _partition_axes(parts, 1.7)
+    ts = _times(sends) + placed["inconsistent_offset"][0].tolist()
+    spans = fault_spans(windows, _end(ts))
+    faults = _shade(axes, spans)
+    scale = 1.0 if sum(len(v[0]) for v in placed.values()) < 300 else 0.6
+    for i, p in enumerate(parts):
+        ax = where[p]
+        sel = np.flatnonzero(part == p)
+        idx = sel[_subsample(len(sel), MAX_POINTS)]
+        ax.plot(t[idx], off[idx], ".", markersize=2, color="#1f77b4" if panels else _PALETTE[i % len(_PALETTE)],
+                rasterized=True)
+        for kind, style in MARK_STYLES.items():
+            mt, mp, mo = placed[kind]
+            m = mp == p
+            if m.any():
+                ax.plot(mt[m], mo[m], linestyle="none", **{**style, "markersize": style["markersize"] * scale})
+        if panels:
+            ax.set_ylabel(f"p{p} offset", fontsize=9)
+    if panels or not parts:
+        handles = [Line2D([], [], marker="o", linestyle="none", markersize=3, color="#1f77b4",
+                          label=f"acknowledged ({len(ok)})")]
+    else:
+        axes[0].set_ylabel("offset")
+        handles = [Line2D([], [], marker="o", linestyle="none", color=_PALETTE[i % len(_PALETTE)],
+                          label=f"partition {p}") for i, p in enumerate(parts[:10])]
+    counts = marks.counts or {}
+    for kind in reversed(MARK_STYLES):
+        n = len(placed[kind][0])
+        if n or counts.get(kind):
+            handles.append(Line2D([], [], linestyle="none", label=f"{kind} ({counts.get(kind, n)}; {n} marked)",
+                                  **MARK_STYLES[kind]))
+    if not parts:
+        _note(axes[0], "no acknowledged sends with offsets")
+    for ax in axes:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
+    return _finish(fig, axes, spans, ts, "acknowledgement time (s)", handles + faults)
+
+
+@dataclass
+class IsrSeries:
+    """One partition's isr.jsonl samples as plotted: times (s), ISR and replica counts (NaN at failed
+    samples, so each is a gap) and leader changes as (time, ISR size, new leader) (leader -1: none)."""
+
+    time_s: np.ndarray
+    isr: np.ndarray
+    replicas: np.ndarray
+    leader_changes: list[tuple[float, int, int]]
+
+
+def isr_series(samples: Sequence[Mapping[str, Any]]) -> tuple[dict[int, IsrSeries], list[float]]:
+    """Per partition, its IsrSeries (every failed sample is a NaN in each); and the failed samples' times."""
+    rows = sorted((s for s in samples if isinstance(s.get("time"), (int, float))), key=lambda s: s["time"])
+    errors = [s["time"] / 1e9 for s in rows if "error" in s]
+    parts = sorted({s["partition"] for s in rows if "error" not in s and isinstance(s.get("partition"), int)})
+    out = {}
+    for p in parts:
+        pts = [s for s in rows if "error" in s or s.get("partition") == p]
+        ok = [s for s in pts if "error" not in s]
+        changes = [(b["time"] / 1e9, len(b.get("isr") or []), b.get("leader"))
+                   for a, b in zip(ok, ok[1:]) if a.get("leader") != b.get("leader")]
+        out[p] = IsrSeries(np.array([s["time"] / 1e9 for s in pts]),
+                           np.array([np.nan if "error" in s else len(s.get("isr") or []) for s in pts], float),
+                           np.array([np.nan if "error" in s else len(s.get("replicas") or []) for s in pts], float),
+                           changes)
+    return out, errors
+
+
+def isr_png(samples: Sequence[Mapping[str, Any]], windows: Sequence[Mapping[str, Any]] = (),
+            min_insync: int | None = None) -> bytes:
+    """ISR size per partition over time from isr.jsonl samples (`isr_series`), as steps, faults shaded.
+
+    Failed samples (`error` lines) are gaps in every line, and thin red
+    vertical lines; a leader change is a triangle labelled with the new leader
+    ("none" for -1); the replica count is a dashed grey line and min.insync a
+    dotted red one.
+    """
+    series, errors = isr_series(samples)
+    parts = sorted(series)
+    fig, axes, where, panels = _partition_axes(parts, 1.5, sharey=True)
+    times = [float(x) for s in series.values() for x in s.time_s[[0, -1]]] + errors
+    spans = fault_spans(windows, _end(times))
+    faults = _shade(axes, spans)
+    handles, top = [], 0
+    for i, p in enumerate(parts):
+        ax, s = where[p], series[p]
+        color = "#1f77b4" if panels else _PALETTE[i % len(_PALETTE)]
+        ax.plot(s.time_s, s.isr, drawstyle="steps-post", color=color, linewidth=1.6)
+        if panels or i == 0:
+            ax.plot(s.time_s, s.replicas, drawstyle="steps-post", color="#999", linestyle="--", linewidth=0.9)
+        top = max([top] + [int(np.nanmax(a)) for a in (s.isr, s.replicas) if np.isfinite(a).any()])
+        for tx, size, leader in s.leader_changes:
+            ax.plot([tx], [size], marker="v", color="#d62728" if leader == -1 else "#333", markersize=6)
+            if len(s.leader_changes) <= 30:
+                ax.annotate("none" if leader == -1 else f"L{leader}", (tx, size), xytext=(2, 4),
+                            textcoords="offset points", fontsize=7)
+        if min_insync is not None:
+            ax.axhline(min_insync, color="#d62728", linestyle=":", linewidth=1)
+        if panels:
+            ax.set_ylabel(f"p{p} ISR", fontsize=9)
+        else:
+            ax.set_ylabel("ISR size")
+            handles += [Line2D([], [], color=color, label=f"partition {p}")] if i < 10 else []
+    for ax in axes:
+        for e in errors:
+            ax.axvline(e, color="#d62728", alpha=0.25, linewidth=0.8)
+    if not parts:
+        _note(axes[0], "no ISR samples" + (f" ({len(errors)} failed samples)" if errors else ""))
+    else:
+        handles += [Line2D([], [], color="#999", linestyle="--", label="replicas"),
+                    Line2D([], [], marker="v", linestyle="none", color="#333", label="leader change (new leader)")]
+        if min_insync is not None:
+            handles.append(Line2D([], [], color="#d62728", linestyle=":", label=f"min.insync = {min_insync}"))
+        if errors:
+            handles.append(Line2D([], [], color="#d62728", alpha=0.4, label=f"failed sample ({len(errors)})"))
+        axes[0].set_ylim(-0.2, max(top, min_insync or 0) + 0.6)
+    for ax in axes:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    return _finish(fig, axes, spans, times, "time (s)", handles + faults, loc="best")

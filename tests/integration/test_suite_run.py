@@ -1,0 +1,88 @@
+"""The shipped quick suite against real clusters: interrupted after its first run, resumed, then compared.
+
+Checks the exit codes (130 on Ctrl-C, 0 when every cell kept its promises),
+that resuming runs only the missing cell, the JUnit report, compare.csv,
+and that the suite's pages render in headless Chromium with their plots.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from browser import render  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+KCHAOS = [sys.executable, "-m", "harness.cli"]
+pytestmark = pytest.mark.cluster
+
+
+def test_quick_suite_interrupted_resumed_compared(store):
+    suite = REPO / "suites" / "quick.yaml"
+    proc = subprocess.Popen([*KCHAOS, "suite", str(suite), "--store", str(store)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    progress = None
+    deadline = time.monotonic() + 420
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = list(store.glob("suites/quick/2*/progress.jsonl"))
+        if found and found[0].read_text().count("\n") >= 1:
+            progress = found[0]
+            break
+        time.sleep(1)
+    assert progress is not None, "the first run never finished"
+    time.sleep(3)  # let the second run begin, so there is a partial run to set aside
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 130, out[-3000:]
+    assert "--resume" in out
+    sdir = progress.parent
+    assert len(progress.read_text().splitlines()) == 1
+
+    resumed = subprocess.run([*KCHAOS, "suite", str(suite), "--store", str(store), "--resume"], cwd=REPO,
+                             capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "1 left" in resumed.stderr and "2/2 cells passed" in resumed.stderr
+    entries = [json.loads(line) for line in progress.read_text().splitlines()]
+    assert sorted(e["cell"] for e in entries) == ["00_acks-1", "01_acks-all"]
+    assert all(e["status"] == "done" for e in entries)
+
+    junit = ET.parse(sdir / "report.xml").getroot()
+    assert junit.get("tests") == "2" and junit.get("failures") == "0" and junit.get("errors") == "0"
+    rows = list(csv.DictReader(open(sdir / "compare.csv")))
+    assert [(r["acks"], r["runs"]) for r in rows] == [("1", "1"), ("all", "1")]
+    assert rows[1]["promise"] == "no loss" and rows[1]["promise_held"] == "True" and rows[1]["lost"] == "0"
+    assert int(rows[0]["acked"]) > 0 and int(rows[1]["acked"]) > 0
+
+    page = render(sdir / "compare.html")
+    page.assert_clean(min_images=1)
+    assert "promise" in page.text
+    from harness.monitor import read_isr
+    for e in entries:
+        run = sdir / e["run"]
+        samples = [x for x in read_isr(run / "isr.jsonl") if "error" not in x]
+        assert {x["partition"] for x in samples} == {0, 1}
+        assert all(set(x["isr"]) <= set(x["replicas"]) and len(x["replicas"]) == 3 for x in samples)
+        times = sorted({x["time"] for x in read_isr(run / "isr.jsonl")})  # a failed sample is a line too
+        assert len(times) >= 25 and all(0.5e9 < b - a < 10e9 for a, b in zip(times, times[1:]))
+        report = render(run / "report.html")
+        report.assert_clean(min_images=4)
+
+    from reports.serve import make_server
+    server = make_server(store, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        index = render(f"http://127.0.0.1:{server.server_address[1]}/")
+        index.assert_clean()
+        assert "quick" in index.text
+    finally:
+        server.shutdown()
+        server.server_close()
