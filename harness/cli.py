@@ -180,6 +180,8 @@ def _reports(args: argparse.Namespace, console: Console, argv: list[str] | None)
     if args.cmd == "suite":
         from harness.suite import load_suite
         from harness.suite_run import run_suite, summary_table
+        if args.resume and args.seed is not None:
+            raise ConfigError("--resume continues with the suite's own seed; drop --seed")
         suite = load_suite(Path(args.file))
         try:
             sdir, outcomes = run_suite(suite, Path(args.store), resume=args.resume, seed=args.seed,
@@ -259,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
             path = Path(args.path)
             many = path.is_dir() and not (path / HISTORY_FILE).exists()
             results = (check_tree if many else check_path)(path, args.spark_master)
+            if not many and path.is_dir() and (path / "test.json").exists():
+                from harness.runner import write_report_safely
+                write_report_safely(path, console.print)
             if args.json:
                 print(json.dumps(results, indent=2))
             else:

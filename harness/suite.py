@@ -53,6 +53,16 @@ class Cell:
         """`acks=1 min_insync=2` (or "base" for a cell without parameters)."""
         return " ".join(f"{k}={_show(v)}" for k, v in self.params) or "base"
 
+    def short(self) -> str:
+        """A terse label for tables: `acks=all misr=2 unclean kill-leader`."""
+        def one(k: str, v: Any) -> str:
+            if k == "nemesis":
+                return _show(v)
+            if isinstance(v, bool):
+                return SHORT.get(k, k) if v else f"no-{SHORT.get(k, k)}"
+            return f"{SHORT.get(k, k)}={_show(v)}"
+        return " ".join(one(k, v) for k, v in self.params) or "base"
+
 
 @dataclass(frozen=True)
 class Suite:

@@ -215,7 +215,7 @@ def finish(suite: Suite, sdir: Path) -> list[CellOutcome]:
         mine = [e for e in entries if e.cell == cell.name]
         outcomes.append(CellOutcome(cell.name, cell.label(), rows.get(cell.name),
                                     [f"rep {e.rep + 1}: {e.error}" for e in mine if e.status == "error"],
-                                    sum(e.seconds for e in mine)))
+                                    sum(e.seconds for e in mine), cell.short()))
     write_junit(sdir / JUNIT_FILE, suite.name, outcomes)
     return outcomes
 
@@ -226,17 +226,17 @@ def summary_table(suite: Suite, sdir: Path, outcomes: list[CellOutcome]):  # noq
 
     t = Table(title=f"suite {suite.name}: {sum(o.passed for o in outcomes)}/{len(outcomes)} cells passed · {sdir}",
               title_justify="left", box=None, pad_edge=False)
-    for col, just in (("cell", "left"), ("runs", "right"), ("ok/bad/?", "right"), ("acked", "right"),
-                      ("lost", "right"), ("loss rate", "right"), ("avail. faults", "right"), ("promise", "left"),
-                      ("result", "left")):
-        t.add_column(col, justify=just, no_wrap=col != "cell", overflow="fold", min_width=14 if col == "cell" else None)
+    for col, just in (("result", "left"), ("cell", "left"), ("runs ok/bad/?", "right"), ("acked", "right"),
+                      ("lost (rate)", "right"), ("in faults", "right"), ("promise", "left")):
+        t.add_column(col, justify=just, overflow="fold", min_width=14 if col == "cell" else None)
     for o in outcomes:
         r = o.row or {}
         result = "[green]PASS[/]" if o.passed else f"[red]{'ERROR' if o.error else 'FAIL'}[/]"
         rate = r.get("loss_rate")
-        t.add_row(o.label, str(r.get("runs", 0)), f"{r.get('valid', 0)}/{r.get('invalid', 0)}/{r.get('unknown', 0)}",
-                  str(r.get("acked", "-")), str(r.get("lost", "-")), "-" if rate is None else f"{rate:.2%}",
-                  "-" if r.get("availability_in_faults") is None else f"{r['availability_in_faults']:.0%}",
-                  {True: "held", False: "[red]BROKEN[/]"}.get(r.get("promise_held"), "-") if r.get("promise") != "none"
-                  else "none", result)
+        avail = r.get("availability_in_faults")
+        t.add_row(result, o.short, f"{r.get('runs', 0)}: {r.get('valid', 0)}/{r.get('invalid', 0)}/{r.get('unknown', 0)}",
+                  str(r.get("acked", "-")), f"{r.get('lost', '-')}" + ("" if rate is None else f" ({rate:.1%})"),
+                  "-" if avail is None else f"{avail:.0%}",
+                  {True: "held", False: "[red]BROKEN[/]"}.get(r.get("promise_held"), "-") if r.get("promise") == "no loss"
+                  or r.get("promise_held") is not None else "none")
     return t

@@ -134,9 +134,7 @@ def heatmap(rows: list[dict[str, Any]]) -> bytes | None:
     that differ in other options are summed into the same square.
     """
     import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     rows = [r for r in rows if r["acked"]]
     if not rows:
@@ -144,8 +142,8 @@ def heatmap(rows: list[dict[str, Any]]) -> bytes | None:
     nemeses = sorted({r["nemesis"] or "none" for r in rows})
     acks = [a for a in ("0", "1", "all") if any(str(r["acks"]) == a for r in rows)]
     misr = sorted({r["min_insync"] for r in rows if isinstance(r["min_insync"], int)})
-    fig, axes = plt.subplots(1, len(nemeses), figsize=(1.8 + 2.2 * len(nemeses) + 0.6 * len(acks), 1.6 + 0.8 * len(misr)),
-                             squeeze=False, sharey=True, layout="constrained")
+    fig = Figure(layout="constrained", figsize=(1.8 + 2.2 * len(nemeses) + 0.6 * len(acks), 1.6 + 0.8 * len(misr)))
+    axes = fig.subplots(1, len(nemeses), squeeze=False, sharey=True)
     cmap = matplotlib.colormaps["Reds"].with_extremes(bad="#eeeeee")
     top = max((r["lost"] / r["acked"] for r in rows), default=0) or 1e-9
     for ax, nem in zip(axes[0], nemeses):
@@ -169,7 +167,6 @@ def heatmap(rows: list[dict[str, Any]]) -> bytes | None:
     fig.suptitle("Lost acknowledged writes (lost/acked per square)", fontsize=11)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
     return buf.getvalue()
 
 

@@ -24,6 +24,7 @@ class CellOutcome:
     row: dict[str, Any] | None
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    short: str = ""  # terse label for the summary table
 
     @property
     def failure(self) -> str | None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkers import CheckInputError, check_path, exit_code, merge_valid, run_checkers
+from checkers import CheckInputError, check_path, check_runs, exit_code, merge_valid, run_checkers
 from checkers.queue import COUNTS, QueueChecker
 from checkers.reference import check_reference
 from checkers.spark import spark_session
@@ -443,26 +443,35 @@ def test_run_checkers_turns_a_crash_into_unknown():
 
 
 
-# Each example is a full Spark check (seconds), hence few examples of many sends. The
-# histories are arbitrary (offsets collide, polls go back and forth), unlike the corpus's.
-@settings(max_examples=6, deadline=None, database=None)
-@given(sends=st.lists(SEND, min_size=1, max_size=20), strays=st.lists(st.integers(0, 4), max_size=2),
-       complete=st.tuples(st.booleans(), st.booleans()), idempotent=st.booleans(),
-       assign_at=st.integers(0, 3))
-def test_agrees_with_reference(spark, tmp_path_factory, sends, strays, complete, idempotent,
-                               assign_at):
-    h = HistoryBuilder()
-    polled = add_random_sends(h, sends, strays)
-    for i, chunk in enumerate((polled[0::4], polled[2::4])):  # two polls of one consumer
-        if i == assign_at:
-            h.op(5, "invoke", "assign", partitions=[0, 1])
-            h.op(5, "ok", "assign", partitions=[0, 1])
-        h.poll(5, chunk)
-    for p in (0, 1):
-        h.drain(6, p, [r for r in polled[1::2] if r[0] == p], complete=complete[p])
-    test = idempotent_test(idempotent)
-    run_dir = h.write(tmp_path_factory.mktemp("model"), test)
-    r = check_path(run_dir, spark_master=MASTER)
-    ref = check_reference(h.ops, test)
-    assert (r["valid"], r["counts"], r["examples"]) == (ref["valid"], ref["counts"], ref["examples"])
-    assert r["checkers"]["queue"]["loss"] == ref["loss"]
+# One Spark job checks a batch of histories (checkers.check_runs), so a single example holds many:
+# a Spark check costs seconds however small the history. The histories are arbitrary (offsets
+# collide, polls go back and forth), unlike the corpus's.
+HISTORY = st.fixed_dictionaries(dict(
+    sends=st.lists(SEND, min_size=1, max_size=20), strays=st.lists(st.integers(0, 4), max_size=2),
+    complete=st.tuples(st.booleans(), st.booleans()), idempotent=st.booleans(), assign_at=st.integers(0, 3)))
+
+
+@settings(max_examples=1, deadline=None, database=None)
+@given(batch=st.lists(HISTORY, min_size=10, max_size=10))
+def test_agrees_with_reference(spark, tmp_path_factory, batch):
+    root = tmp_path_factory.mktemp("model")
+    made = []
+    for n, d in enumerate(batch):
+        h = HistoryBuilder()
+        polled = add_random_sends(h, d["sends"], d["strays"])
+        for i, chunk in enumerate((polled[0::4], polled[2::4])):  # two polls of one consumer
+            if i == d["assign_at"]:
+                h.op(5, "invoke", "assign", partitions=[0, 1])
+                h.op(5, "ok", "assign", partitions=[0, 1])
+            h.poll(5, chunk)
+        for p in (0, 1):
+            h.drain(6, p, [r for r in polled[1::2] if r[0] == p], complete=d["complete"][p])
+        test = idempotent_test(d["idempotent"])
+        made.append((h.write(root / f"run{n:02d}", test), h, test))
+    rows = check_runs(root, [run for run, _, _ in made], MASTER)
+    assert [r["error"] for r in rows] == [None] * len(made)
+    for run_dir, h, test in made:
+        r = json.loads((run_dir / "results.json").read_text())
+        ref = check_reference(h.ops, test)
+        assert (r["valid"], r["counts"], r["examples"]) == (ref["valid"], ref["counts"], ref["examples"]), run_dir
+        assert r["checkers"]["queue"]["loss"] == ref["loss"]

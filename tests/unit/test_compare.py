@@ -147,3 +147,17 @@ def test_promise_rules(acks, misr, unclean, idem, nemeses, text, lost_breaks, du
     assert p.broken({"lost": 1, "duplicate": 0}) is lost_breaks
     assert p.broken({"lost": 0, "duplicate": 2}) is dup_breaks
     assert not p.broken({"lost": 0, "duplicate": 0})
+
+
+def test_cli_report_exit_codes(runs, tmp_path):
+    assert main(["report", str(_only(runs, "00_acks-1_misr-1"))]) == 0
+    assert (_only(runs, "00_acks-1_misr-1") / "report.html").exists()
+    assert not (_only(runs, "01_acks-1_misr-2") / "report.html").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["report", str(empty)]) == 3
+    assert main(["report", str(tmp_path / "nope")]) == 3
+    no_test = tmp_path / "bare"
+    no_test.mkdir()
+    (no_test / "history.jsonl").write_text("")
+    assert main(["report", str(no_test)]) == 3

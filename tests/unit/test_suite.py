@@ -197,3 +197,22 @@ def test_torn_progress_line_is_ignored(tmp_path):
     with open(sdir / PROGRESS_FILE, "a") as fh:
         fh.write('{"cell": "x", "rep"')
     assert len(read_progress(sdir)) == 8
+
+
+def test_cli_exit_code_is_1_when_a_promise_breaks_or_a_run_errors(tmp_path, monkeypatch, capsys):
+    import harness.runner
+
+    path = write(tmp_path, SMALL.replace("repeat: 2", "repeat: 1"))
+    names = [c.name for c in load_suite(path).cells]
+    store = str(tmp_path / "results")
+    monkeypatch.setattr(harness.runner, "run_test", StandIn(lost={names[0]: 5}))  # acks=1 loses: allowed
+    assert main(["suite", str(path), "--store", store]) == 0
+    assert "4/4 cells passed" in capsys.readouterr().err
+    monkeypatch.setattr(harness.runner, "run_test", StandIn(lost={names[3]: 5}))  # acks=all misr=2 loses
+    assert main(["suite", str(path), "--store", store]) == 1
+    monkeypatch.setattr(harness.runner, "run_test", StandIn(fail={names[1]}))
+    assert main(["suite", str(path), "--store", store]) == 1
+    assert "ERROR" in capsys.readouterr().err
+    monkeypatch.setattr(harness.runner, "run_test", StandIn(stop_after=0))
+    assert main(["suite", str(path), "--store", store]) == 130
+    assert "--resume" in capsys.readouterr().err
