@@ -243,9 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     from clusters.image import ImageError
     from harness.history import HistoryError
     from harness.store import StoreError
-    from reports.compare import CompareError
-    from reports.run_report import ReportError
-    from reports.serve import ServeError
+    from reports import ReportsInputError
     try:
         if args.cmd == "cleanup":
             from clusters.docker import cleanup
@@ -280,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"min.insync={cfg.topic.min_insync} → {run}")
         console.print(summary(results))
         return exit_code(results["valid"])
-    except (ConfigError, StoreError, CheckInputError, HistoryError, CompareError, ReportError, ServeError) as e:
+    except (ConfigError, StoreError, CheckInputError, HistoryError, ReportsInputError) as e:
         print(f"kchaos: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (EngineError, DistributionError, ImageError) as e:

@@ -10,9 +10,10 @@ A suite run lives in `<store>/suites/<suite>/<UTC stamp>/` (and
     compare.csv, compare.html, report.xml (JUnit)   written at the end
 
 `--resume` continues the newest suite run of the same suite: repetitions
-already in progress.jsonl are kept, a run directory the interruption left
-behind is moved to `.interrupted/` (hidden, so never compared), and the rest
-run with the seeds the suite seed gives them.
+progress.jsonl records as done are kept; a run directory the interruption
+left behind, or of a repetition that errored, is moved to `.interrupted/`
+(hidden, so never compared); the rest run, with the seeds the suite seed
+gives them.
 """
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ def resumable(suite: Suite, store: Path) -> tuple[Path, int]:
     if state.get("cells") != json.loads(json.dumps(_cells_json(suite))) or state.get("repeat") != suite.repeat:
         raise SuiteError(f"--resume: {suite.path.name} no longer describes the suite run in {sdir} "
                          f"(cells or repeat changed); run it afresh without --resume")
-    done = {(e.cell, e.rep) for e in read_progress(sdir)}
+    done = {k for k, e in latest(read_progress(sdir)).items() if e.status == "done"}
     if all((c.name, r) in done for c in suite.cells for r in range(suite.repeat)):
         raise SuiteError(f"--resume: the suite run in {sdir} already finished; run it afresh without --resume")
     return sdir, int(state["seed"])
@@ -110,6 +111,11 @@ def read_progress(sdir: Path) -> list[Entry]:
             except (json.JSONDecodeError, TypeError):
                 continue
     return out
+
+
+def latest(entries: list[Entry]) -> dict[tuple[str, int], Entry]:
+    """The last entry of each (cell, rep): a repetition retried by --resume supersedes its error."""
+    return {(e.cell, e.rep): e for e in entries}
 
 
 def _record(sdir: Path, entry: Entry) -> None:
@@ -167,11 +173,11 @@ def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | No
             todo.append((len(todo), cell, rep, preflight(cfg)))
     if not resume:
         sdir = start(suite, store, seed, argv or [])
-    entries = read_progress(sdir)
-    moved = _set_aside(sdir, {e.run for e in entries if e.run})
+    # Runs that finished stay; a run cut short or one that errored is set aside and run again.
+    done = {k for k, e in latest(read_progress(sdir)).items() if e.status == "done"}
+    moved = _set_aside(sdir, {e.run for k, e in latest(read_progress(sdir)).items() if e.run and k in done})
     if moved:
-        console.print(f"[yellow]set aside {len(moved)} interrupted run(s) in {sdir / '.interrupted'}[/]")
-    done = {(e.cell, e.rep) for e in entries}
+        console.print(f"[yellow]set aside {len(moved)} interrupted or failed run(s) in {sdir / '.interrupted'}[/]")
     pending = [t for t in todo if (t[1].name, t[2]) not in done]
     console.print(f"[bold]suite {suite.name}[/] {len(suite.cells)} cells × {suite.repeat} = {len(todo)} runs, "
                   f"seed {seed}{f', resuming: {len(pending)} left' if resume else ''} → {sdir}")
@@ -191,7 +197,7 @@ def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | No
         except (EngineError, DistributionError, ImageError):
             raise
         except KeyboardInterrupt:
-            _set_aside(sdir, {e.run for e in read_progress(sdir) if e.run})
+            _set_aside(sdir, {e.run for e in read_progress(sdir) if e.run})  # only this run is unrecorded
             raise
         except Exception as e:  # noqa: BLE001 - one broken run must not end a nightly suite
             new = sorted({str(r.relative_to(sdir)) for r in find_runs(sdir / cell.name)} - before) \
@@ -207,7 +213,7 @@ def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | No
 
 def finish(suite: Suite, sdir: Path) -> list[CellOutcome]:
     """Write compare.csv/html and report.xml for a suite directory; return one outcome per cell."""
-    entries = read_progress(sdir)
+    entries = list(latest(read_progress(sdir)).values())
     rows = {r["cell"]: r for r in write_compare(sdir, f"suite {suite.name}")} \
         if any((sdir / e.run / HISTORY_FILE).exists() for e in entries if e.run) else {}
     outcomes = []

@@ -22,6 +22,7 @@ from typing import Any
 from checkers import RESULTS_FILE, TEST_FILE, find_runs
 from checkers.reference import Settings
 from checkers.table import in_faults
+from reports import ReportsInputError
 from reports.html import Raw, esc, link, png, table, write_page
 from reports.promise import promise_of
 
@@ -34,7 +35,7 @@ COLUMNS = ("cell", *ALWAYS, "other", "runs", "valid", "invalid", "unknown", "ack
            "run_dirs")
 
 
-class CompareError(ValueError):
+class CompareError(ReportsInputError):
     """Nothing to compare below the directory (exit code 3)."""
 
 

@@ -27,6 +27,7 @@ from checkers.timeline import availability as timeline_availability
 from checkers.timeline import fault_windows
 from harness.monitor import ISR_FILE, read_isr
 from reports import plots
+from reports import ReportsInputError
 from reports.html import Raw, esc, link, png, table, verdict, write_page
 from reports.promise import RULE, promise_of
 
@@ -43,7 +44,7 @@ _COLUMNS = ["time", "process", "type", "f", "partition", "value", "offset", "lat
             "nemesis", "detail"]
 
 
-class ReportError(ValueError):
+class ReportError(ReportsInputError):
     """The run directory cannot be reported on (no history.jsonl or no readable test.json)."""
 
 

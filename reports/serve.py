@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import quote, unquote, urlsplit
 
+from reports import ReportsInputError
 from reports.html import Raw, esc, link, page, table, verdict
 
 __all__ = ["ServeError", "make_server", "serve", "server_url"]
@@ -40,7 +41,7 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; fram
 STAMP = re.compile(r"^(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)")
 
 
-class ServeError(ValueError):
+class ServeError(ReportsInputError):
     """The store cannot be served: the root is not a directory, or the address cannot be bound."""
 
 

@@ -216,3 +216,17 @@ def test_cli_exit_code_is_1_when_a_promise_breaks_or_a_run_errors(tmp_path, monk
     monkeypatch.setattr(harness.runner, "run_test", StandIn(stop_after=0))
     assert main(["suite", str(path), "--store", store]) == 130
     assert "--resume" in capsys.readouterr().err
+
+
+def test_resume_retries_runs_that_errored(tmp_path):
+    s = load_suite(write(tmp_path, SMALL))
+    store = tmp_path / "results"
+    broken = s.cells[2].name
+    sdir, outcomes = run_suite(s, store, runner=StandIn(fail={broken}))
+    assert [o.name for o in outcomes if not o.passed] == [broken]
+    again = StandIn()
+    sdir2, outcomes = run_suite(s, store, resume=True, runner=again)
+    assert sdir2 == sdir and [c[0] for c in again.calls] == [broken, broken]
+    assert all(o.passed for o in outcomes)
+    assert len(list((sdir / ".interrupted").rglob("history.jsonl"))) == 2  # the failed attempts, set aside
+    assert len(read_progress(sdir)) == 10  # 8 first, 2 retries superseding the errors
