@@ -90,6 +90,11 @@ def spark_session(master: str = "local[*]") -> SparkSession:
             .getOrCreate()
         )
         _session.sparkContext.setLogLevel("WARN")
+        # A single run's `run` column is a constant, which Spark folds out of window partitions and then
+        # warns, once per query, about windows "without partition": noise on every check's console.
+        jvm = _session.sparkContext._jvm
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            "org.apache.spark.sql.execution.window.WindowExec", jvm.org.apache.logging.log4j.Level.ERROR)
         return _session
 
 

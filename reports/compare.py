@@ -157,7 +157,9 @@ def heatmap(rows: list[dict[str, Any]]) -> bytes | None:
                 lost, acked = sum(r["lost"] for r in cell), sum(r["acked"] for r in cell)
                 grid[i][j] = lost / acked
                 held = [r["promise_held"] for r in cell if r["promise_held"] is not None]
-                mark = "" if not held else ("\npromise held" if all(held) else "\nPROMISE BROKEN")
+                void = any(r["promise"].startswith("none: ") for r in cell)
+                mark = ("\npromise held" if all(held) else "\nPROMISE BROKEN") if held else \
+                    "\n(outside the promise)" if void else ""
                 ax.text(j, i, f"{lost}/{acked}{mark}", ha="center", va="center", fontsize=8,
                         color="white" if grid[i][j] > top * 0.6 else "black")
         im = ax.imshow(grid, cmap=cmap, vmin=0, vmax=top, aspect="auto")

@@ -336,10 +336,14 @@ class _Store:
         return info
 
     def suite_info(self, suite: Path) -> dict[str, Any]:
-        """A suite's name, stamp, run rows (suite.json's cell, rep, status + run_info) and verdict counts."""
+        """A suite's name, stamp, run rows (progress.jsonl's cell, rep, status + run_info) and verdict counts."""
+        from dataclasses import asdict
+
+        from harness.suite_run import latest, read_progress
+
         meta = self.json(suite / "suite.json") or {}
-        entries = meta.get("runs")
-        if not isinstance(entries, list):  # no list of runs: every run below the suite
+        entries = [asdict(e) for e in latest(read_progress(suite)).values()]
+        if not entries:  # nothing recorded yet: every run below the suite
             entries = [{"run": str(r.relative_to(suite))} for r in sorted(self.scan(suite)[1])]
         runs = []
         for e in (e if isinstance(e, dict) else {} for e in entries):

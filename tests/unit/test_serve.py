@@ -69,9 +69,12 @@ def store(tmp_path_factory) -> Path:
     _run(suite / "c0-r0", "nightly-c0", "all", {"valid": True, "counts": {"acked": 5, "lost": 0}})
     _run(suite / "c1-r0", "nightly-c1", "1", {"valid": False, "counts": {"acked": 6, "lost": 2}})
     (suite / "suite.json").write_text(json.dumps({
-        "name": "nightly", "file": "nightly.yaml", "cells": [{"acks": "all"}, {"acks": "1"}],
-        "runs": [{"cell": {"acks": "all"}, "rep": 0, "run": "c0-r0", "status": "ok", "valid": True},
-                 {"cell": {"acks": "1"}, "rep": 0, "run": "c1-r0", "status": "ok", "valid": False}]}))
+        "name": "nightly", "file": "nightly.yaml", "cells": [{"name": "00_acks-all"}, {"name": "01_acks-1"}]}))
+    (suite / "progress.jsonl").write_text("".join(json.dumps(e) + "\n" for e in [
+        {"cell": "00_acks-all", "rep": 0, "seed": 1, "run": "c0-r0", "status": "done", "valid": True, "seconds": 9.0,
+         "error": None},
+        {"cell": "01_acks-1", "rep": 0, "seed": 2, "run": "c1-r0", "status": "done", "valid": False, "seconds": 9.0,
+         "error": None}]))
     write_page(suite / "compare.html", "compare", "<h1>compare</h1>")
     (suite / "compare.csv").write_text("cell,valid\nacks=all,True\n")
     (suite / "report.xml").write_text('<?xml version="1.0"?><testsuite name="nightly"/>\n')
@@ -156,8 +159,9 @@ def test_suite_page_lists_its_runs(url):
     assert status == 200 and "Suite nightly" in body and "from <code>nightly.yaml</code>" in body
     table = body.split("<h2>Runs</h2>")[1].split("<h2>")[0]
     c0, c1 = rows(table)[1:]
-    assert "acks=all" in c0 and ">valid<" in c0 and ">5<" in c0 and f"/suites/nightly/{S}/c0-r0/" in c0
-    assert "acks=1" in c1 and "INVALID" in c1 and ">2<" in c1
+    assert "00_acks-all" in c0 and ">done<" in c0 and ">valid<" in c0 and ">5<" in c0
+    assert f"/suites/nightly/{S}/c0-r0/" in c0
+    assert "01_acks-1" in c1 and "INVALID" in c1 and ">2<" in c1
     for f in ("compare.html", "compare.csv", "report.xml", "suite.yaml"):
         assert f'href="/suites/nightly/{S}/{f}"' in body
 
@@ -312,7 +316,7 @@ def test_pages_render_cleanly_in_chromium(url):
             assert r.status == 200, href
     suite = render(f"{url}/suites/nightly/{S}/")
     suite.assert_clean()
-    assert "nightly" in suite.title and "acks=all" in suite.text
+    assert "nightly" in suite.title and "00_acks-all" in suite.text
     report = render(f"{url}/t-lossy/{A}/report.html")
     report.assert_clean(min_images=1)
     run = render(f"{url}/latest/")
