@@ -20,6 +20,7 @@ file, the line and the key (`suite.yaml:9: matrix.acks: ...`).
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import itertools
 import re
@@ -106,7 +107,9 @@ class _Raising(argparse.ArgumentParser):
         raise ConfigError(message)
 
 
-def _run_parser() -> argparse.ArgumentParser:
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    """`kchaos run`'s own option parser, raising ConfigError instead of exiting."""
     from harness.cli import add_run_options
 
     p = _Raising(prog="suite", add_help=False)
@@ -114,13 +117,8 @@ def _run_parser() -> argparse.ArgumentParser:
     return p
 
 
-_PARSER: argparse.ArgumentParser | None = None
-
-
 def _actions() -> dict[str, argparse.Action]:
-    global _PARSER
-    _PARSER = _PARSER or _run_parser()
-    return {a.dest: a for a in _PARSER._actions if a.option_strings and a.dest not in NOT_IN_SUITE}
+    return {a.dest: a for a in _parser()._actions if a.option_strings and a.dest not in NOT_IN_SUITE}
 
 
 def _argv(options: dict[str, Any]) -> list[str]:
@@ -145,10 +143,8 @@ def _argv(options: dict[str, Any]) -> list[str]:
 
 
 def _parse(options: dict[str, Any], fail: Callable[[str], NoReturn]) -> argparse.Namespace:
-    global _PARSER
-    _PARSER = _PARSER or _run_parser()
     try:
-        return _PARSER.parse_args(_argv(options))
+        return _parser().parse_args(_argv(options))
     except ConfigError as e:
         fail(str(e))
 

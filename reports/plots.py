@@ -156,10 +156,19 @@ def _note(ax, text: str) -> None:
 
 def _shade(axes: Sequence, spans: Sequence[Span]) -> list[Patch]:
     """Shade every span on every axes, label them above the first; legend patches, one per nemesis."""
+    groups: dict[tuple[str, bool], list[list[float]]] = {}
+    for s in sorted(spans, key=lambda s: s.start):
+        merged = groups.setdefault((s.color, s.applied), [])
+        if merged and s.start <= merged[-1][1]:  # overlapping windows of one colour shade as one
+            merged[-1][1] = max(merged[-1][1], s.end)
+        else:
+            merged.append([s.start, s.end])
+    # One collection per colour: a long run has thousands of windows, and an artist each cost seconds.
     for ax in axes:
-        for s in spans:
-            ax.axvspan(s.start, s.end, color=s.color, alpha=0.18 if s.applied else 0.08,
-                       hatch=None if s.applied else "//", linewidth=0, zorder=0)
+        for (color, applied), ranges in groups.items():
+            ax.broken_barh([(a, b - a) for a, b in ranges], (0, 1), transform=ax.get_xaxis_transform(),
+                           facecolor=color, alpha=0.18 if applied else 0.08,
+                           hatch=None if applied or len(ranges) > 200 else "//", linewidth=0, zorder=0)
     if len(spans) <= 12:
         top = axes[0]
         for s in spans:
