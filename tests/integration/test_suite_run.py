@@ -101,7 +101,7 @@ def _every_acked_value_was_read_and_the_run_is_complete(run: Path) -> None:
     assert kills and all(k["nodes"][0] in ("n1", "n2", "n3") and k["targets"] == k["nodes"] for k in kills)
     acked = {r["value"] for r in hist if r["f"] == "send" and r["type"] == "ok"}
     read = {v for r in hist if r["type"] == "ok" and r["f"] in ("poll", "drain") for _, _, v in r["records"]}
-    assert len(acked) > 300 and acked <= read
+    assert len(acked) > 100 and acked <= read  # kills stall the synchronous producers ~9 s each: one CI run acked 211
     res = json.loads((run / "results.json").read_text())
     assert res["valid"] is True and res["counts"]["acked"] == len(acked) and res["counts"]["lost"] == 0
     test = json.loads((run / "test.json").read_text())
