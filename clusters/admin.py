@@ -42,7 +42,8 @@ def create_topic(bootstrap: str, topic: TopicConfig, timeout: float = 30.0) -> N
     """Create the test topic with its durability settings; an existing topic is an error."""
     new = NewTopic(topic.name, num_partitions=topic.partitions, replication_factor=topic.replication_factor,
                    config={"min.insync.replicas": str(topic.min_insync),
-                           "unclean.leader.election.enable": str(topic.unclean).lower()})
+                           "unclean.leader.election.enable": str(topic.unclean).lower(),
+                           **({"flush.messages": str(topic.flush_messages)} if topic.flush_messages else {})})
     client = admin_client(bootstrap)
     futs = client.create_topics([new], request_timeout=timeout, operation_timeout=timeout)
     futs[topic.name].result(timeout=timeout + 5)

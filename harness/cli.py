@@ -54,6 +54,8 @@ def add_run_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("--min-insync", type=int, default=D.topic.min_insync, help="min.insync.replicas")
     r.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=D.topic.unclean,
                    help="unclean.leader.election.enable")
+    r.add_argument("--flush-messages", type=int, default=D.topic.flush_messages, metavar="N",
+                   help="flush.messages: fsync the log every N records (default 0: never, Kafka's default)")
     r.add_argument("--acks", default=D.producer.acks, help="0, 1 or all")
     r.add_argument("--idempotence", action=argparse.BooleanOptionalAction, default=D.producer.idempotence)
     r.add_argument("--retries", type=int, default=D.producer.retries)
@@ -121,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--store", default=D.store, help="results root to serve")
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     sv.add_argument("--port", type=int, default=8000)
+    from harness.cli_experiments import add_parsers
+    add_parsers(sub, _spark_options)
     sub.add_parser("cleanup", help="remove every container and network kchaos made")
     pr = sub.add_parser("prepare", help="fetch the Kafka jars and build the node image ahead of a run")
     pr.add_argument("--kafka-version", default=D.cluster.kafka_version)
@@ -137,7 +141,7 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
     return TestConfig(
         name=a.name, seed=seed, time_limit=a.time_limit, store=a.store, spark_master=a.spark_master,
         topic=TopicConfig(partitions=a.partitions, replication_factor=a.rf, min_insync=a.min_insync,
-                          unclean=a.unclean),
+                          unclean=a.unclean, flush_messages=a.flush_messages),
         producer=ProducerConfig(acks=str(a.acks), idempotence=a.idempotence, retries=a.retries,
                                 linger_ms=a.linger_ms, max_in_flight=a.max_in_flight,
                                 delivery_timeout_ms=a.delivery_timeout_ms, request_timeout_ms=a.request_timeout_ms),
@@ -270,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
             return exit_code(results["valid"])
         if args.cmd in ("suite", "compare", "report", "serve"):
             return _reports(args, console, argv)
+        if args.cmd in ("scenario", "repro", "shrink"):
+            from harness.cli_experiments import run as experiment
+            return experiment(args, console, argv)
         from harness.runner import preflight, run_test
         cfg = preflight(config_from_args(args))
         run, results = run_test(cfg, argv=["kchaos", *(argv if argv is not None else sys.argv[1:])],

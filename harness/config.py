@@ -29,6 +29,7 @@ class TopicConfig:
     replication_factor: int = 3
     min_insync: int = 2
     unclean: bool = False
+    flush_messages: int = 0  # flush.messages: fsync the log every N records; 0 = Kafka's default (never)
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,8 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
     _check(_int(t.min_insync) and t.min_insync >= 1, f"--min-insync must be >= 1, got {t.min_insync}")
     _check(t.min_insync <= t.replication_factor,
            f"--min-insync {t.min_insync} is larger than --rf {t.replication_factor}: acks=all writes could never succeed")
+    _check(_int(t.flush_messages) and t.flush_messages >= 0,
+           f"--flush-messages must be >= 0 (0: Kafka's default, never), got {t.flush_messages}")
     _check(p.acks in ACKS, f"--acks must be one of 0, 1, all; got {p.acks!r}")
     _check(_int(p.retries) and 0 <= p.retries <= MAX_RETRIES, f"--retries must be 0..{MAX_RETRIES}, got {p.retries}")
     _check(_int(p.linger_ms) and p.linger_ms >= 0, f"--linger-ms must be >= 0, got {p.linger_ms}")

@@ -28,10 +28,14 @@ def check_store(store: str) -> Path:
     return p
 
 
+def stamp() -> str:
+    """The current UTC time as a directory name, e.g. 20261122T035547.035Z (sorts by time)."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")[:-4] + "Z"
+
+
 def new_run_dir(store: Path, test_name: str) -> Path:
     """Create a fresh run directory and point `<store>/latest` at it."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")[:-4] + "Z"
-    run = store / test_name / stamp
+    run = store / test_name / stamp()
     run.mkdir(parents=True)
     link = store / "latest"
     tmp = store / f".latest.{os.getpid()}"

@@ -23,7 +23,6 @@ import secrets
 import shutil
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -31,7 +30,7 @@ from rich.console import Console
 
 from checkers import HISTORY_FILE, find_runs
 from harness.config import TestConfig
-from harness.store import check_store
+from harness.store import check_store, stamp
 from harness.suite import Suite, SuiteError
 from reports.compare import write_compare
 from reports.junit import CellOutcome, write_junit
@@ -59,10 +58,6 @@ def _cells_json(suite: Suite) -> list[dict[str, Any]]:
             for c in suite.cells]
 
 
-def _stamp() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")[:-4] + "Z"
-
-
 def _point_latest(parent: Path, target: Path) -> None:
     tmp = parent / f".latest.{os.getpid()}"
     tmp.unlink(missing_ok=True)
@@ -70,10 +65,10 @@ def _point_latest(parent: Path, target: Path) -> None:
     tmp.replace(parent / "latest")
 
 
-def start(suite: Suite, store: Path, seed: int, argv: list[str]) -> Path:
-    """Create a fresh suite directory holding suite.yaml and suite.json; return it."""
-    parent = store / "suites" / suite.name
-    sdir = parent / _stamp()
+def start(suite: Suite, store: Path, seed: int, argv: list[str], kind: str = "suites") -> Path:
+    """Create a fresh suite directory `store/kind/name/stamp` holding suite.yaml and suite.json; return it."""
+    parent = store / kind / suite.name
+    sdir = parent / stamp()
     sdir.mkdir(parents=True)
     (sdir / "suite.yaml").write_text(suite.text, encoding="utf-8")
     state = {"name": suite.name, "description": suite.description, "file": str(suite.path), "seed": seed,
@@ -83,9 +78,9 @@ def start(suite: Suite, store: Path, seed: int, argv: list[str]) -> Path:
     return sdir
 
 
-def resumable(suite: Suite, store: Path) -> tuple[Path, int]:
-    """The newest suite directory of `suite` below `store`, and its seed; SuiteError if it cannot be resumed."""
-    parent = store / "suites" / suite.name
+def resumable(suite: Suite, store: Path, kind: str = "suites") -> tuple[Path, int]:
+    """The newest suite directory of `suite` below `store/kind`, and its seed; SuiteError if it cannot be resumed."""
+    parent = store / kind / suite.name
     dirs = sorted(d for d in parent.glob("2*") if (d / STATE_FILE).is_file()) if parent.is_dir() else []
     if not dirs:
         raise SuiteError(f"--resume: no earlier run of suite {suite.name!r} in {parent}")
@@ -145,14 +140,15 @@ def _fmt(seconds: float) -> str:
 
 def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | None = None,
               spark_master: str = "local[*]", console: Console | None = None, argv: list[str] | None = None,
-              runner: Runner | None = None) -> tuple[Path, list[CellOutcome]]:
+              runner: Runner | None = None, kind: str = "suites") -> tuple[Path, list[CellOutcome]]:
     """Run (or resume) `suite`; return its directory and one outcome per cell.
 
     Every cell is preflighted before anything is created. A repetition that
     raises (cluster failure, harness bug) is recorded as an error and the
     suite goes on; missing Docker, Kafka jars or node image end the suite
     (EngineError, DistributionError, ImageError propagate), as does Ctrl-C
-    (KeyboardInterrupt propagates; `resume=True` continues later).
+    (KeyboardInterrupt propagates; `resume=True` continues later). `kind`
+    is the folder of the store it goes in ("suites", or "scenarios").
     """
     from clusters.distribution import DistributionError
     from clusters.engine import EngineError
@@ -163,7 +159,7 @@ def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | No
     runner = runner or run_test
     store = check_store(str(store))
     if resume:
-        sdir, seed = resumable(suite, store)
+        sdir, seed = resumable(suite, store, kind)
     else:
         seed = seed if seed is not None else suite.seed if suite.seed is not None else secrets.randbelow(2**31)
     todo: list[tuple[int, Any, int, TestConfig]] = []
@@ -172,7 +168,7 @@ def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | No
             cfg = suite.config(cell, suite.run_seed(seed, cell, rep), Path("/tmp"), spark_master)
             todo.append((len(todo), cell, rep, preflight(cfg)))
     if not resume:
-        sdir = start(suite, store, seed, argv or [])
+        sdir = start(suite, store, seed, argv or [], kind)
     # Runs that finished stay; a run cut short or one that errored is set aside and run again.
     done = {k for k, e in latest(read_progress(sdir)).items() if e.status == "done"}
     moved = _set_aside(sdir, {e.run for k, e in latest(read_progress(sdir)).items() if e.run and k in done})

@@ -25,10 +25,13 @@ class CellOutcome:
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
     short: str = ""  # terse label for the summary table
+    mismatch: str | None = None  # a scenario's prediction that the runs did not bear out
 
     @property
     def failure(self) -> str | None:
-        """Why the cell failed, or None when it passed."""
+        """Why the cell failed (a broken promise or a missed prediction), or None when it passed."""
+        if self.mismatch:
+            return self.mismatch
         if self.row is not None and self.row.get("promise_held") is False:
             r = self.row
             what = f"lost {r['lost']} of {r['acked']} acknowledged writes" if r["lost"] else \
@@ -58,7 +61,8 @@ def write_junit(path: Path, suite: str, outcomes: list[CellOutcome]) -> Path:
         if o.error is not None:
             ET.SubElement(case, "error", message=o.error[:500], type="run error").text = o.error
         elif o.failure is not None:
-            ET.SubElement(case, "failure", message=o.failure, type="promise broken").text = o.failure
+            kind = "prediction missed" if o.mismatch else "promise broken"
+            ET.SubElement(case, "failure", message=o.failure, type=kind).text = o.failure
         r = o.row or {}
         out = [o.label] + [f"{k}={r[k]}" for k in ("runs", "valid", "invalid", "unknown", "acked", "lost",
                                                    "duplicate", "availability_in_faults", "promise", "promise_held",

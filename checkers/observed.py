@@ -1,0 +1,87 @@
+"""What a checked run observed, as flat numbers a scenario's prediction can be decided on.
+
+`observe(run)` reads results.json (the checker's counts) and the history
+(send outcomes and times) of one run directory and returns, for example,
+`{"lost": 12, "acked": 900, "duplicate": 0, "unavailable_s": 9.4, ...}`.
+The names are listed in METRICS with what each one means; docs/scenarios.md
+shows them in use.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from checkers.reference import COUNTS
+from harness.history import read_history
+
+# A stretch this long without any acknowledged write counts as unavailability.
+OUTAGE_GAP_S = 1.0
+
+METRICS: dict[str, str] = {
+    **{k: f"checker count: {k}" for k in COUNTS},
+    "send_ok": "sends acknowledged",
+    "send_fail": "sends that definitely failed",
+    "send_info": "sends whose outcome is unknown (timeouts)",
+    "not_enough_replicas": "sends refused with NOT_ENOUGH_REPLICAS(_AFTER_APPEND): the ISR was below min.insync",
+    "unavailable_s": f"seconds of the workload in stretches of >= {OUTAGE_GAP_S:g} s with no write acknowledged",
+    "longest_outage_s": "the longest such stretch, in seconds",
+    "faults": "faults the nemesis applied (recorded ok)",
+    "valid": "1 when the checker's verdict is valid, 0 when invalid, -1 when unknown",
+}
+
+
+class ObserveError(ValueError):
+    """The run directory has no results.json or history to observe."""
+
+
+def observe(run: Path) -> dict[str, float]:
+    """The METRICS of one checked run directory; ObserveError if it was never checked."""
+    run = Path(run)
+    try:
+        results = json.loads((run / "results.json").read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ObserveError(f"{run}: no readable results.json ({e}); check the run first (kchaos check)") from None
+    counts = results.get("counts") or {}
+    out: dict[str, float] = {k: int(counts.get(k) or 0) for k in COUNTS}
+    out.update(_from_history(run / "history.jsonl"))
+    out["valid"] = {True: 1, False: 0}.get(results.get("valid"), -1)
+    return out
+
+
+def _from_history(path: Path) -> dict[str, float]:
+    from nemesis import PACKAGES
+
+    starts = {p.fs[0] for p in PACKAGES.values()}
+    sends = {"ok": 0, "fail": 0, "info": 0}
+    refused = faults = 0
+    first = last = None
+    acks: list[int] = []
+    for op in read_history(path):
+        if op.get("process") == "nemesis":
+            faults += op.get("type") == "ok" and op.get("f") in starts
+            continue
+        if op.get("f") != "send":
+            continue
+        t = op.get("time")
+        if isinstance(t, int):
+            first = t if first is None else first
+            last = t
+        kind = op.get("type")
+        if kind in sends:
+            sends[kind] += 1
+            if kind == "ok" and isinstance(t, int):
+                acks.append(t)
+            if "NOT_ENOUGH_REPLICAS" in str(op.get("error") or ""):
+                refused += 1
+    gaps = [(b - a) / 1e9 for a, b in zip([first, *acks], [*acks, last]) if a is not None and b is not None]
+    outages = [g for g in gaps if g >= OUTAGE_GAP_S]
+    return {"send_ok": sends["ok"], "send_fail": sends["fail"], "send_info": sends["info"],
+            "not_enough_replicas": refused, "faults": faults,
+            "unavailable_s": round(sum(outages), 1), "longest_outage_s": round(max(outages, default=0.0), 1)}
+
+
+def anomaly_kinds(results: dict[str, Any]) -> list[str]:
+    """The anomaly kinds a results.json found (counts > 0), most severe first; `acked` is not an anomaly."""
+    counts = results.get("counts") or {}
+    return [k for k in COUNTS if k != "acked" and counts.get(k)]

@@ -1,0 +1,126 @@
+"""Re-running a recorded run: same configuration, seed and fault schedule; did its anomalies come back?
+
+`repro(RUN_DIR)` reads the run's test.json, schedule.json and results.json,
+replays it `attempts` times into `<store>/repro/<name>/<stamp>/`, and writes
+there `repro.json`: the anomaly kinds of the original, and per attempt its run
+directory, anomaly kinds, counts, whether the faults hit the same nodes, and
+whether the original's anomalies reappeared. An attempt that errors is
+recorded and the next one runs.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+from rich.console import Console
+
+from checkers.observed import anomaly_kinds
+from harness.config import ConfigError, TestConfig
+from harness.history import HistoryError, read_history
+from harness.store import check_store, stamp
+
+REPRO_FILE = "repro.json"
+Runner = Callable[..., tuple[Path, dict[str, Any]]]
+
+
+def recorded_config(run: Path) -> tuple[TestConfig, dict[str, Any]]:
+    """The run's TestConfig, replaying its own schedule.json, and its results.json; ConfigError if unusable."""
+    run = Path(run)
+    if not run.is_dir():
+        raise ConfigError(f"{run}: not a run directory")
+    for name in ("test.json", "schedule.json", "results.json"):
+        if not (run / name).is_file():
+            hint = " (check it first: kchaos check RUN)" if name == "results.json" else ""
+            raise ConfigError(f"{run}: no {name}; not a finished kchaos run{hint}")
+    try:
+        test = json.loads((run / "test.json").read_text())
+        results = json.loads((run / "results.json").read_text())
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{run}: test.json or results.json is not JSON ({e.msg}, line {e.lineno})") from None
+    if not isinstance(test, dict) or not isinstance(results, dict):
+        raise ConfigError(f"{run}: test.json and results.json must hold JSON objects")
+    recorded = {k: v for k, v in test.items() if k not in ("versions", "argv")}
+    try:
+        cfg = TestConfig.from_dict(recorded)
+    except (ConfigError, TypeError) as e:
+        raise ConfigError(f"{run}/test.json: {e}") from None
+    cfg = cfg.with_(nemesis=replace(cfg.nemesis, schedule_file=str((run / "schedule.json").resolve())))
+    return cfg, results
+
+
+def fault_trace(run: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """The faults a run applied, in order: (f, nodes) of every nemesis completion recorded ok."""
+    try:
+        return [(op["f"], tuple(op.get("nodes") or ())) for op in read_history(Path(run) / "history.jsonl")
+                if op.get("process") == "nemesis" and op.get("type") == "ok" and op.get("f") != "heal"]
+    except (OSError, HistoryError):
+        return []
+
+
+def attempt(cfg: TestConfig, runner: Runner, console: Console, argv: list[str], label: str,
+            target: list[str], original: Path | None = None) -> dict[str, Any]:
+    """Run `cfg` once; return what it showed: run, anomalies, counts, reproduced (and error, if it broke)."""
+    from clusters.distribution import DistributionError
+    from clusters.engine import EngineError
+    from clusters.image import ImageError
+    try:
+        run, results = runner(cfg, argv=argv, console=console, label=label)
+    except (EngineError, DistributionError, ImageError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - one broken attempt must not end the search
+        return {"run": None, "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+                "reproduced": False, "anomalies": [], "counts": {}}
+    kinds = anomaly_kinds(results)
+    out = {"run": str(run), "valid": results.get("valid"), "anomalies": kinds, "counts": results.get("counts", {}),
+           "reproduced": set(target) <= set(kinds) and (bool(target) or not kinds)}
+    if original is not None:
+        out["same_faults"] = fault_trace(run) == fault_trace(original)
+    return out
+
+
+def repro(run: Path, store: Path, *, attempts: int = 1, spark_master: str = "local[*]",
+          console: Console | None = None, argv: list[str] | None = None,
+          runner: Runner | None = None) -> tuple[Path, dict[str, Any]]:
+    """Replay `run` `attempts` times; return the repro directory and the report written to repro.json."""
+    from harness.runner import preflight, run_test
+
+    console = console or Console(stderr=True)
+    cfg, results = recorded_config(run)
+    cfg = preflight(cfg.with_(spark_master=spark_master, store=str(store)))  # the user's store, not the recorded one
+    store = check_store(str(store))
+    rdir = store / "repro" / cfg.name / stamp()
+    rdir.mkdir(parents=True)
+    shutil.copy2(Path(run) / "schedule.json", rdir / "schedule.json")
+    cfg = cfg.with_(store=str(rdir), nemesis=replace(cfg.nemesis, schedule_file=str(rdir / "schedule.json")))
+    target = anomaly_kinds(results)
+    report: dict[str, Any] = {"original": str(Path(run).resolve()), "anomalies": target, "seed": cfg.seed,
+                              "attempts": attempts, "reproduced": 0, "runs": []}
+    console.print(f"[bold]repro[/] {run}: anomalies {', '.join(target) or 'none'}; {attempts} attempt(s) → {rdir}")
+    for i in range(attempts):
+        console.rule(f"repro attempt {i + 1}/{attempts}", style="cyan")
+        out = attempt(cfg, runner or run_test, console, argv or [], f"repro {i + 1}/{attempts}", target, Path(run))
+        report["runs"].append(out)
+        report["reproduced"] = sum(r["reproduced"] for r in report["runs"])
+        (rdir / REPRO_FILE).write_text(json.dumps(report, indent=2) + "\n")
+    report["dir"] = str(rdir)
+    return rdir, report
+
+
+def repro_table(report: dict[str, Any]):  # noqa: ANN201 - rich.table.Table
+    """One line per attempt: anomalies, lost/acked, same faults, reproduced."""
+    from rich.table import Table
+
+    t = Table(title=f"repro of {report['original']}: anomalies {', '.join(report['anomalies']) or 'none'} "
+                    f"reappeared in {report['reproduced']}/{report['attempts']} attempt(s)",
+              title_justify="left", box=None, pad_edge=False)
+    for col in ("attempt", "reproduced", "anomalies", "lost/acked", "same faults", "run"):
+        t.add_column(col, overflow="fold")
+    for i, r in enumerate(report["runs"], 1):
+        c = r.get("counts") or {}
+        t.add_row(str(i), "[green]yes[/]" if r["reproduced"] else "[red]no[/]",
+                  ", ".join(r["anomalies"]) or (r.get("error") or "none"),
+                  f"{c.get('lost', '-')}/{c.get('acked', '-')}", str(r.get("same_faults", "-")), str(r["run"]))
+    return t

@@ -1,0 +1,268 @@
+"""Scenario files: a known data-loss experiment with its predicted outcome, as a small suite.
+
+    name: unclean-election
+    description: one line
+    mechanism: why the prediction holds (prose, shown by --list and in docs/scenarios.md)
+    prevents: the configuration that prevents the loss
+    seed: 6                         # default seed of every run (kchaos scenario --seed overrides)
+    repeat: 1                       # default repetitions (kchaos scenario --repeat overrides)
+    base: {acks: all, min_insync: 1, partitions: 1, time_limit: 40}      # kchaos run options
+    schedule:                       # a fault schedule (schedule.json entries), replayed as given
+      - {at: 3, nemesis: slow-follower, op: {f: start-slow, target: followers, partition: 0}}
+    predict: lost > 0               # decided on the run's observed metrics (checkers/observed.py)
+    variants:                       # optional: the same experiment under other settings
+      - {name: clean, options: {unclean: false}, predict: lost == 0 and unavailable_s > 5}
+
+A variant may override `options` (over base), `schedule` and `predict`;
+without variants the scenario is one variant named after itself. A
+prediction is a Python-like expression over the metric names (comparisons,
+`and`, `or`, `not`, arithmetic, numbers) and is checked when the file loads,
+as is every variant's configuration and schedule (as `kchaos run` would).
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import operator
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from checkers.observed import METRICS
+from clusters.distribution import cache_dir
+from harness.config import ConfigError
+from harness.suite import Cell, Suite, SuiteError, _Lines, _options, _preflight
+
+SCENARIO_DIR = Path(__file__).resolve().parents[1] / "scenarios"
+TOP_KEYS = ("name", "description", "mechanism", "prevents", "seed", "repeat", "base", "schedule", "predict",
+            "variants")
+VARIANT_KEYS = ("name", "description", "options", "schedule", "predict")
+
+
+class ScenarioError(SuiteError):
+    """A bad scenario file or name: one line naming the file, line and key (exit code 3)."""
+
+
+_CMP = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+        ast.Eq: operator.eq, ast.NotEq: operator.ne}
+_BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A decidable statement about a run's metrics, such as `lost == 0 and not_enough_replicas > 0`."""
+
+    text: str
+
+    @classmethod
+    def parse(cls, text: Any) -> "Prediction":
+        """Check the expression: only metric names, numbers, comparisons, and/or/not, + - * /; else ValueError."""
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("must be an expression such as `lost > 0`")
+        try:
+            tree = ast.parse(text.strip(), mode="eval")
+        except SyntaxError as e:
+            raise ValueError(f"{text!r} is not an expression ({e.msg})") from None
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and node.id not in METRICS:
+                raise ValueError(f"unknown metric {node.id!r}; metrics: {', '.join(METRICS)}")
+            if not isinstance(node, (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub,
+                                     ast.Compare, ast.BinOp, ast.Name, ast.Load, ast.Constant, *_CMP, *_BIN)):
+                raise ValueError(f"{text!r}: {type(node).__name__} is not allowed in a prediction")
+            if isinstance(node, ast.Constant) and (not isinstance(node.value, (int, float))
+                                                   or isinstance(node.value, bool)):
+                raise ValueError(f"{text!r}: only numbers may appear, not {node.value!r}")
+        if not isinstance(tree.body, (ast.Compare, ast.BoolOp)) and not (
+                isinstance(tree.body, ast.UnaryOp) and isinstance(tree.body.op, ast.Not)):
+            raise ValueError(f"{text!r} must be a comparison, such as `lost > 0`")
+        return cls(text.strip())
+
+    @property
+    def names(self) -> list[str]:
+        """The metrics the prediction reads, in order of appearance."""
+        seen: list[str] = []
+        for n in ast.walk(ast.parse(self.text, mode="eval")):
+            if isinstance(n, ast.Name) and n.id not in seen:
+                seen.append(n.id)
+        return seen
+
+    def holds(self, metrics: dict[str, float]) -> bool:
+        """Whether the prediction is true of `metrics` (a dict from checkers.observed.observe)."""
+        return bool(_eval(ast.parse(self.text, mode="eval").body, metrics))
+
+
+def _eval(node: ast.AST, m: dict[str, float]) -> Any:
+    if isinstance(node, ast.BoolOp):
+        vals = (_eval(v, m) for v in node.values)
+        return all(vals) if isinstance(node.op, ast.And) else any(vals)
+    if isinstance(node, ast.UnaryOp):
+        v = _eval(node.operand, m)
+        return (not v) if isinstance(node.op, ast.Not) else -v
+    if isinstance(node, ast.Compare):
+        left = _eval(node.left, m)
+        for op, right_node in zip(node.ops, node.comparators):
+            right = _eval(right_node, m)
+            if not _CMP[type(op)](left, right):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.BinOp):
+        return _BIN[type(node.op)](_eval(node.left, m), _eval(node.right, m))
+    if isinstance(node, ast.Name):
+        return m[node.id]
+    return node.value  # a number, checked by parse
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One experiment of a scenario: its suite cell, the schedule it replays (or none) and its prediction."""
+
+    name: str
+    description: str
+    cell: Cell
+    schedule: tuple[dict[str, Any], ...] | None
+    predict: Prediction
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A parsed, validated scenario file."""
+
+    name: str
+    description: str
+    mechanism: str
+    prevents: str
+    path: Path
+    text: str
+    seed: int
+    repeat: int
+    variants: tuple[Variant, ...]
+
+    def suite(self, repeat: int | None = None, only: tuple[str, ...] = ()) -> Suite:
+        """The scenario as a suite (one cell per variant, `only` those named), run `repeat` times each."""
+        cells = tuple(v.cell for v in self.variants if not only or v.name in only)
+        return Suite(self.name, self.description, self.path, self.text, self.seed, repeat or self.repeat, cells)
+
+    def variant_of_name(self, name: str) -> Variant:
+        """The variant called `name` (its suite cell has the same name)."""
+        return next(v for v in self.variants if v.name == name)
+
+
+def scenario_names(directory: Path = SCENARIO_DIR) -> list[str]:
+    """The names of the scenario files shipped in `directory`."""
+    return sorted(p.stem for p in directory.glob("*.yaml"))
+
+
+def find_scenario(name_or_path: str, directory: Path = SCENARIO_DIR) -> Path:
+    """A scenario file: an existing path, or `directory/NAME.yaml`; ScenarioError naming the known ones."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") and p.is_file():
+        return p
+    if re.fullmatch(r"[A-Za-z0-9._-]+", name_or_path) and (directory / f"{name_or_path}.yaml").is_file():
+        return directory / f"{name_or_path}.yaml"
+    raise ScenarioError(f"unknown scenario {name_or_path!r}; known: {', '.join(scenario_names(directory))} "
+                        f"(or a path to a scenario .yaml file)")
+
+
+def schedule_file(entries: tuple[dict[str, Any], ...]) -> Path:
+    """A file holding `entries` as schedule.json, content-addressed in the kchaos cache (so it outlives the run)."""
+    text = "[\n" + ",\n".join(json.dumps(e, sort_keys=True) for e in entries) + "\n]\n"
+    path = cache_dir() / "schedules" / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Parse and validate a scenario file; ScenarioError (`file:line: key: problem`) on any problem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        doc = _Lines(path, text)
+    except (OSError, UnicodeDecodeError) as e:
+        raise ScenarioError(f"{path}: cannot read scenario file ({getattr(e, 'strerror', None) or e})") from None
+    except SuiteError as e:
+        raise ScenarioError(str(e)) from None
+    try:
+        return _load(doc, path, text)
+    except ScenarioError:
+        raise
+    except SuiteError as e:  # raised by the shared suite checks: same message, scenario's type
+        raise ScenarioError(str(e)) from None
+
+
+def _load(doc: _Lines, path: Path, text: str) -> Scenario:
+    d = doc.data
+    if not isinstance(d, dict):
+        doc.fail((), "a scenario file is a mapping with keys " + ", ".join(TOP_KEYS))
+    for k in d:
+        if k not in TOP_KEYS:
+            doc.fail((k,), f"unknown key; a scenario has {', '.join(TOP_KEYS)}")
+    name = d.get("name", path.stem)
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name):
+        doc.fail(("name",), f"{name!r} must be 1-64 of letters, digits, '.', '_' or '-'")
+    for key in ("description", "mechanism", "prevents"):
+        if not isinstance(d.get(key), str) or not d[key].strip():
+            doc.fail((key,), "is required: a non-empty text")
+    seed, repeat = d.get("seed", 0), d.get("repeat", 1)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        doc.fail(("seed",), f"must be a non-negative integer, got {seed!r}")
+    if not isinstance(repeat, int) or isinstance(repeat, bool) or not 1 <= repeat <= 100:
+        doc.fail(("repeat",), f"must be an integer 1..100, got {repeat!r}")
+    base = _options(doc, ("base",), d.get("base"))
+    if "schedule" in base or "nemesis" in base and d.get("schedule") is not None:
+        doc.fail(("base",), "give faults as the scenario's schedule, or as base.nemesis without a schedule")
+    raw = d.get("variants")
+    if raw is not None and (not isinstance(raw, list) or not raw):
+        doc.fail(("variants",), "must be a non-empty list of {name, options, schedule, predict}")
+    variants: list[Variant] = []
+    seen: set[str] = set()
+    for i, v in enumerate(raw or [{"name": name}]):
+        where = ("variants", i) if raw else ()
+        if not isinstance(v, dict):
+            doc.fail(where, "must be a mapping with keys " + ", ".join(VARIANT_KEYS))
+        for k in v:
+            if k not in VARIANT_KEYS:
+                doc.fail(where + (k,), f"unknown key; a variant has {', '.join(VARIANT_KEYS)}")
+        vname = v.get("name")
+        if not isinstance(vname, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,48}", vname) or vname in seen:
+            doc.fail(where + ("name",), f"{vname!r} must be a unique name of letters, digits, '.', '_' or '-'")
+        seen.add(vname)
+        opts = _options(doc, where + ("options",), v.get("options")) if raw else {}
+        sched_where = where + ("schedule",) if "schedule" in v else ("schedule",)
+        sched = v.get("schedule", d.get("schedule"))
+        if sched is not None and (not isinstance(sched, list) or not all(isinstance(e, dict) for e in sched)):
+            doc.fail(sched_where, "must be a list of {at, nemesis, op} entries, as in a run's schedule.json")
+        pwhere = where + ("predict",) if "predict" in v else ("predict",)
+        try:
+            pred = Prediction.parse(v.get("predict", d.get("predict")))
+        except ValueError as e:
+            doc.fail(pwhere, str(e))
+        params = dict(opts)
+        if sched is not None:
+            if "nemesis" in {**base, **opts}:
+                doc.fail(where + ("options",), "nemesis and a schedule exclude each other")
+            params["schedule"] = str(schedule_file(tuple(sched)))
+        cell = Cell(len(variants), vname, tuple(opts.items()), tuple({**base, **params}.items()))
+        try:
+            _preflight(doc, where + ("options",), cell, base, {})
+        except SuiteError as e:
+            if sched is None or "schedule " not in str(e):
+                raise
+            msg = str(e).split("schedule ", 1)[1].split(": ", 1)[1]
+            doc.fail(sched_where, msg)  # name the scenario's schedule, not the cache file it was written to
+        # labelled by its name in progress lines and reports; the options stay what they were
+        cell = replace(cell, params=(("variant", vname), *cell.params))
+        variants.append(Variant(vname, str(v.get("description") or ""), cell,
+                                tuple(sched) if sched is not None else None, pred))
+    return Scenario(name, d["description"].strip(), d["mechanism"].strip(), d["prevents"].strip(), path.resolve(),
+                    text, seed, repeat, tuple(variants))
+
+
+__all__ = ["Scenario", "Variant", "Prediction", "ScenarioError", "load_scenario", "find_scenario", "scenario_names",
+           "ConfigError"]

@@ -1,0 +1,76 @@
+"""Scenarios against the real cluster: a predicted loss happens, a predicted no-loss holds, and a replay
+of the lossy run loses acknowledged writes again.
+
+acks1-leader-failover: the followers are slowed (still in the ISR) while the
+acks=1 leader acknowledges alone, then the leader is killed: a follower takes
+over without those records. acksall-minisr2-faults/kill-leader: the same kind
+of failover under acks=all and min.insync.replicas=2 loses nothing.
+"""
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from checkers.observed import observe
+from harness.history import read_history
+from harness.repro import fault_trace
+
+pytestmark = pytest.mark.cluster
+KCHAOS = [sys.executable, "-m", "harness.cli"]
+
+
+def _scenario(store: Path, *args: str) -> tuple[Path, dict]:
+    proc = subprocess.run([*KCHAOS, "scenario", *args, "--store", str(store)], capture_output=True, text=True,
+                          timeout=900)
+    sdir = (store / "scenarios" / args[0] / "latest").resolve()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return sdir, json.loads((sdir / "scenario.json").read_text())
+
+
+def test_acks1_leader_failover_loses_acked_writes_and_a_replay_loses_them_again(store):
+    sdir, state = _scenario(store, "acks1-leader-failover")
+    [variant] = state["variants"]
+    assert variant["predict"] == "lost > 0" and variant["matched"] == 1 and not variant["errors"]
+    [run] = variant["runs"]
+    run_dir = sdir / run["run"]
+    m = run["metrics"]
+    assert m["lost"] > 10 and m["acked"] > m["lost"] and m["faults"] == 2  # slow-follower and kill
+    assert observe(run_dir) == m
+    hist = list(read_history(run_dir / "history.jsonl"))
+    slowed = next(o for o in hist if o["process"] == "nemesis" and o["f"] == "start-slow" and o["type"] == "ok")
+    killed = next(o for o in hist if o["process"] == "nemesis" and o["f"] == "kill" and o["type"] == "ok")
+    assert len(slowed["nodes"]) == 2 and killed["nodes"][0] not in slowed["nodes"]  # the leader, its followers
+    test = json.loads((run_dir / "test.json").read_text())
+    assert test["producer"]["acks"] == "1" and test["topic"]["min_insync"] == 2 and test["seed"] == run["seed"]
+    case = ET.parse(sdir / "report.xml").getroot().find("testsuite/testcase")
+    assert case.get("name") == "acks1-leader-failover" and case.find("failure") is None
+
+    proc = subprocess.run([*KCHAOS, "repro", str(run_dir), "--store", str(store)], capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [rdir] = (store / "repro" / "acks1-leader-failover").iterdir()
+    report = json.loads((rdir / "repro.json").read_text())
+    assert report["reproduced"] == 1 and "lost" in report["anomalies"]
+    again = Path(report["runs"][0]["run"])
+    assert json.loads((again / "test.json").read_text())["seed"] == test["seed"]
+    assert json.loads((again / "schedule.json").read_text()) == json.loads((run_dir / "schedule.json").read_text())
+    assert [f for f, _ in fault_trace(again)] == [f for f, _ in fault_trace(run_dir)]
+    assert observe(again)["lost"] > 0
+
+
+def test_acksall_minisr2_kill_leader_loses_nothing(store):
+    sdir, state = _scenario(store, "acksall-minisr2-faults", "--variant", "kill-leader")
+    [variant] = state["variants"]
+    assert variant["name"] == "kill-leader" and variant["matched"] == 1
+    [run] = variant["runs"]
+    m = run["metrics"]
+    assert m["lost"] == 0 and m["acked"] > 400 and m["faults"] == 2
+    hist = list(read_history(sdir / run["run"] / "history.jsonl"))
+    kills = [o for o in hist if o["process"] == "nemesis" and o["f"] == "kill" and o["type"] == "ok"]
+    assert len(kills) == 2
+    acked = {o["value"] for o in hist if o["f"] == "send" and o["type"] == "ok"}
+    read = {v for o in hist if o["type"] == "ok" and o["f"] in ("poll", "drain") for _, _, v in o["records"]}
+    assert acked <= read
