@@ -78,7 +78,7 @@ def _from_history(path: Path) -> dict[str, float]:
     outages = [g for g in gaps if g >= OUTAGE_GAP_S]
     return {"send_ok": sends["ok"], "send_fail": sends["fail"], "send_info": sends["info"],
             "not_enough_replicas": refused, "faults": faults,
-            "unavailable_s": round(sum(outages), 1), "longest_outage_s": round(max(outages, default=0.0), 1)}
+            "unavailable_s": round(float(sum(outages)), 1), "longest_outage_s": round(max(outages, default=0.0), 1)}
 
 
 def anomaly_kinds(results: dict[str, Any]) -> list[str]:

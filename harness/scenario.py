@@ -63,9 +63,12 @@ class Prediction:
             raise ValueError("must be an expression such as `lost > 0`")
         try:
             tree = ast.parse(text.strip(), mode="eval")
+            nodes = list(ast.walk(tree))
         except SyntaxError as e:
             raise ValueError(f"{text!r} is not an expression ({e.msg})") from None
-        for node in ast.walk(tree):
+        except (RecursionError, MemoryError):
+            raise ValueError("is nested too deeply to be a prediction") from None
+        for node in nodes:
             if isinstance(node, ast.Name) and node.id not in METRICS:
                 raise ValueError(f"unknown metric {node.id!r}; metrics: {', '.join(METRICS)}")
             if not isinstance(node, (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub,
@@ -74,9 +77,8 @@ class Prediction:
             if isinstance(node, ast.Constant) and (not isinstance(node.value, (int, float))
                                                    or isinstance(node.value, bool)):
                 raise ValueError(f"{text!r}: only numbers may appear, not {node.value!r}")
-        if not isinstance(tree.body, (ast.Compare, ast.BoolOp)) and not (
-                isinstance(tree.body, ast.UnaryOp) and isinstance(tree.body.op, ast.Not)):
-            raise ValueError(f"{text!r} must be a comparison, such as `lost > 0`")
+        if not _is_test(tree.body):
+            raise ValueError(f"{text!r} must be comparisons joined by and/or/not, such as `lost > 0`")
         return cls(text.strip())
 
     @property
@@ -89,8 +91,23 @@ class Prediction:
         return seen
 
     def holds(self, metrics: dict[str, float]) -> bool:
-        """Whether the prediction is true of `metrics` (a dict from checkers.observed.observe)."""
-        return bool(_eval(ast.parse(self.text, mode="eval").body, metrics))
+        """Whether the prediction is true of `metrics` (a dict from checkers.observed.observe).
+
+        A division by zero (say `lost / acked` with nothing acked) makes the prediction false.
+        """
+        try:
+            return bool(_eval(ast.parse(self.text, mode="eval").body, metrics))
+        except ZeroDivisionError:
+            return False
+
+
+def _is_test(node: ast.AST) -> bool:
+    """A comparison, or and/or/not of tests: what a prediction is made of."""
+    if isinstance(node, ast.BoolOp):
+        return all(_is_test(v) for v in node.values)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return _is_test(node.operand)
+    return isinstance(node, ast.Compare)
 
 
 def _eval(node: ast.AST, m: dict[str, float]) -> Any:
@@ -215,7 +232,9 @@ def _load(doc: _Lines, path: Path, text: str) -> Scenario:
     if not isinstance(repeat, int) or isinstance(repeat, bool) or not 1 <= repeat <= 100:
         doc.fail(("repeat",), f"must be an integer 1..100, got {repeat!r}")
     base = _options(doc, ("base",), d.get("base"))
-    if "schedule" in base or "nemesis" in base and d.get("schedule") is not None:
+    if "schedule" in base:
+        doc.fail(("base", "schedule"), "give the schedule's entries as the scenario's own `schedule` key")
+    if "nemesis" in base and d.get("schedule") is not None:
         doc.fail(("base",), "give faults as the scenario's schedule, or as base.nemesis without a schedule")
     raw = d.get("variants")
     if raw is not None and (not isinstance(raw, list) or not raw):
@@ -234,6 +253,8 @@ def _load(doc: _Lines, path: Path, text: str) -> Scenario:
             doc.fail(where + ("name",), f"{vname!r} must be a unique name of letters, digits, '.', '_' or '-'")
         seen.add(vname)
         opts = _options(doc, where + ("options",), v.get("options")) if raw else {}
+        if "schedule" in opts:
+            doc.fail(where + ("options", "schedule"), "give the schedule's entries as the variant's `schedule` key")
         sched_where = where + ("schedule",) if "schedule" in v else ("schedule",)
         sched = v.get("schedule", d.get("schedule"))
         if sched is not None and (not isinstance(sched, list) or not all(isinstance(e, dict) for e in sched)):
@@ -244,18 +265,21 @@ def _load(doc: _Lines, path: Path, text: str) -> Scenario:
         except ValueError as e:
             doc.fail(pwhere, str(e))
         params = dict(opts)
+        cached = None
         if sched is not None:
             if "nemesis" in {**base, **opts}:
-                doc.fail(where + ("options",), "nemesis and a schedule exclude each other")
-            params["schedule"] = str(schedule_file(tuple(sched)))
+                doc.fail(where + ("options",) if "nemesis" in opts else ("base",),
+                         "nemesis and a schedule exclude each other")
+            cached = str(schedule_file(tuple(sched)))
+            params["schedule"] = cached
         cell = Cell(len(variants), vname, tuple(opts.items()), tuple({**base, **params}.items()))
         try:
             _preflight(doc, where + ("options",), cell, base, {})
         except SuiteError as e:
-            if sched is None or "schedule " not in str(e):
+            marker = f"schedule {cached}: "
+            if cached is None or marker not in str(e):
                 raise
-            msg = str(e).split("schedule ", 1)[1].split(": ", 1)[1]
-            doc.fail(sched_where, msg)  # name the scenario's schedule, not the cache file it was written to
+            doc.fail(sched_where, str(e).split(marker, 1)[1])  # name the scenario's schedule, not its cache file
         # labelled by its name in progress lines and reports; the options stay what they were
         cell = replace(cell, params=(("variant", vname), *cell.params))
         variants.append(Variant(vname, str(v.get("description") or ""), cell,

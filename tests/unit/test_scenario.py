@@ -106,6 +106,11 @@ def test_prediction_evaluates(text, metrics, expected):
     assert p.holds({**M, **metrics}) is expected
 
 
+def test_division_by_zero_makes_a_prediction_false():
+    assert Prediction.parse("lost / acked > 0.1").holds({"lost": 1, "acked": 0}) is False
+    assert Prediction.parse("lost / acked > 0.1").holds({"lost": 1, "acked": 2}) is True
+
+
 def test_prediction_names_in_order():
     assert Prediction.parse("acked > lost and lost > 0").names == ["acked", "lost"]
 
@@ -118,7 +123,11 @@ def test_prediction_names_in_order():
     ("lost == 'x'", "only numbers"),
     ("lost > True", "only numbers"),
     ("lost ** 2 > 1", "Pow is not allowed"),
-    ("lost", "must be a comparison"),
+    ("lost", "must be comparisons"),
+    ("lost and acked", "must be comparisons"),
+    ("lost > 0 or 1", "must be comparisons"),
+    ("not 1", "must be comparisons"),
+    ("-" * 6000 + "1 > 0", "nested too deeply"),
     ("lost >", "not an expression"),
     ("", "must be an expression"),
     ("   ", "must be an expression"),
