@@ -27,6 +27,8 @@ METRICS: dict[str, str] = {
     "unavailable_s": f"seconds of the workload in stretches of >= {OUTAGE_GAP_S:g} s with no write acknowledged",
     "longest_outage_s": "the longest such stretch, in seconds",
     "faults": "faults the nemesis applied (recorded ok)",
+    "recovery_s": "seconds from the last fault applied to the next acknowledged write (to the end of the workload "
+                  "if none came)",
     "valid": "1 when the checker's verdict is valid, 0 when invalid, -1 when unknown",
 }
 
@@ -55,11 +57,13 @@ def _from_history(path: Path) -> dict[str, float]:
     starts = {p.fs[0] for p in PACKAGES.values()}
     sends = {"ok": 0, "fail": 0, "info": 0}
     refused = faults = 0
-    first = last = None
+    first = last = last_fault = None
     acks: list[int] = []
     for op in read_history(path):
         if op.get("process") == "nemesis":
-            faults += op.get("type") == "ok" and op.get("f") in starts
+            if op.get("type") == "ok" and op.get("f") in starts:
+                faults += 1
+                last_fault = op.get("time")
             continue
         if op.get("f") != "send":
             continue
@@ -76,9 +80,13 @@ def _from_history(path: Path) -> dict[str, float]:
                 refused += 1
     gaps = [(b - a) / 1e9 for a, b in zip([first, *acks], [*acks, last]) if a is not None and b is not None]
     outages = [g for g in gaps if g >= OUTAGE_GAP_S]
+    recovery = 0.0
+    if isinstance(last_fault, int) and last is not None:
+        recovery = (next((t for t in acks if t > last_fault), max(last, last_fault)) - last_fault) / 1e9
     return {"send_ok": sends["ok"], "send_fail": sends["fail"], "send_info": sends["info"],
             "not_enough_replicas": refused, "faults": faults,
-            "unavailable_s": round(float(sum(outages)), 1), "longest_outage_s": round(max(outages, default=0.0), 1)}
+            "unavailable_s": round(float(sum(outages)), 1), "longest_outage_s": round(max(outages, default=0.0), 1),
+            "recovery_s": round(recovery, 1)}
 
 
 def anomaly_kinds(results: dict[str, Any]) -> list[str]:

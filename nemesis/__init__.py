@@ -1,7 +1,7 @@
 """Nemesis registry: one line per module of packages. `--nemesis a,b:target` names entries here."""
 from __future__ import annotations
 
-from nemesis import network, powerfail, process, slow
+from nemesis import election, network, powerfail, process, slow
 from nemesis.base import FaultSkipped, Package, ScheduledOp
 from nemesis.targets import Target
 
@@ -10,6 +10,7 @@ PACKAGES: dict[str, Package] = {p.name: p for p in (
     *network.PACKAGES,
     *powerfail.PACKAGES,
     *slow.PACKAGES,
+    *election.PACKAGES,
 )}
 
 # "none" runs the workload without faults.

@@ -59,8 +59,12 @@ def test_shipped_scenarios_say_what_they_promise():
     assert faults.variant_of_name("kill-leader").predict.text == "lost == 0"
     assert any(e["op"]["f"] == "kill" for e in faults.variant_of_name("kill-leader").schedule)
     unclean = load_scenario(find_scenario("unclean-election"))
-    assert [v.name for v in unclean.variants] == ["unclean", "clean"]
-    assert (options(unclean, "unclean")["unclean"], options(unclean, "clean")["unclean"]) == (True, False)
+    assert [v.name for v in unclean.variants] == ["operator-elects", "config-only", "clean"]
+    assert [options(unclean, v)["unclean"] for v in ("operator-elects", "config-only", "clean")] == [True, True, False]
+    # only the operator's election makes the stale follower leader, so only it predicts loss
+    elect = {v.name: any(e["op"]["f"] == "elect-unclean" for e in v.schedule or ()) for v in unclean.variants}
+    assert elect == {"operator-elects": True, "config-only": False, "clean": False}
+    assert [v.predict.text.startswith("lost > 0") for v in unclean.variants] == [True, False, False]
     power = load_scenario(find_scenario("correlated-power-loss"))
     suite = power.suite()
     cfgs = {c.name: suite.config(c, 1, Path("/tmp"), "local[*]") for c in suite.cells}
