@@ -128,20 +128,22 @@ def test_recorded_suite_finishes_into_junit_and_compare(runs):
     assert ET.parse(runs / "report.xml").getroot().get("failures") == "1"
 
 
-@pytest.mark.parametrize("acks, misr, unclean, idem, nemeses, text, lost_breaks, dup_breaks", [
-    ("all", 2, False, False, ["kill-leader"], "no loss", True, False),
-    ("all", 2, False, False, ["power-fail-all"], "none: every replica loses power", False, False),
-    ("all", 2, False, False, ["power-fail:all"], "none: every replica loses power", False, False),
-    ("all", 2, False, False, ["power-fail-leader"], "no loss", True, False),
-    ("all", 2, True, False, ["kill-leader"], "none", False, False),
-    ("all", 1, False, True, ["partition-leader"], "no duplicates", False, True),
-    ("all", 3, False, True, ["kill"], "no loss and no duplicates", True, True),
-    ("1", 2, False, False, ["kill"], "none", False, False),
+@pytest.mark.parametrize("acks, misr, unclean, idem, nemeses, text, lost_breaks, dup_breaks, flush", [
+    ("all", 2, False, False, ["kill-leader"], "no loss", True, False, 0),
+    ("all", 2, False, False, ["power-fail-all"], "none: every replica loses power", False, False, 0),
+    ("all", 2, False, False, ["power-fail-all"], "no loss", True, False, 1),  # flush.messages=1: fsynced
+    ("all", 2, False, False, ["power-fail:all"], "none: every replica loses power", False, False, 0),
+    ("all", 2, False, False, ["power-fail-leader"], "no loss", True, False, 0),
+    ("all", 2, True, False, ["kill-leader"], "none", False, False, 0),
+    ("all", 1, False, True, ["partition-leader"], "no duplicates", False, True, 0),
+    ("all", 3, False, True, ["kill"], "no loss and no duplicates", True, True, 0),
+    ("1", 2, False, False, ["kill"], "none", False, False, 0),
 ])
-def test_promise_rules(acks, misr, unclean, idem, nemeses, text, lost_breaks, dup_breaks):
+def test_promise_rules(acks, misr, unclean, idem, nemeses, text, lost_breaks, dup_breaks, flush):
     from reports.promise import promise_of
 
-    p = promise_of({"producer": {"acks": acks, "idempotence": idem}, "topic": {"min_insync": misr, "unclean": unclean},
+    p = promise_of({"producer": {"acks": acks, "idempotence": idem},
+                    "topic": {"min_insync": misr, "unclean": unclean, "flush_messages": flush},
                     "nemesis": {"names": nemeses}})
     assert p.text == text
     assert p.broken({"lost": 1, "duplicate": 0}) is lost_breaks

@@ -21,6 +21,7 @@ def test_defaults_are_valid():
 
 @pytest.mark.parametrize("argv, needle", [
     (["--min-insync", "4"], "larger than --rf"),
+    (["--flush-messages", "-1"], "--flush-messages must be >= 0"),
     (["--rf", "4"], "larger than --nodes"),
     (["--acks", "2"], "--acks"),
     (["--rate", "-5"], "--rate"),
