@@ -39,9 +39,10 @@ class UncleanElection:
         p = op.get("partition", 0)
         client = admin.admin_client(self.cluster.bootstrap())
         try:
-            fut = client.elect_leaders(ElectionType.UNCLEAN, [TopicPartition(self.topic, p)],
-                                       request_timeout=TIMEOUT_S)
-            outcome = fut.result(timeout=TIMEOUT_S + 5)
+            # No timeout keywords: confluent-kafka 2.16's elect_leaders raises SystemError on them; its
+            # timeouts then follow the client's socket.timeout.ms.
+            fut = client.elect_leaders(ElectionType.UNCLEAN, [TopicPartition(self.topic, p)])
+            outcome = fut.result(timeout=TIMEOUT_S)
         except KafkaException as e:
             raise FaultSkipped(f"unclean election of partition {p} refused: {e.args[0].str()}") from None
         err = next(iter(outcome.values()), None)
