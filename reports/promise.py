@@ -12,8 +12,8 @@ from typing import Any, Mapping
 from checkers.reference import Settings
 from nemesis import powers_off_every_replica
 
-RULE = ("acks=all, min.insync.replicas >= 2, no unclean election, and not every node losing power at once "
-        "(unless flush.messages=1)")
+RULE = ("acks=all, min.insync.replicas >= 2, no unclean election (by config or by request), "
+        "and not every node losing power at once (unless flush.messages=1)")
 
 
 @dataclass(frozen=True)
@@ -42,5 +42,8 @@ def promise_of(test: Mapping[str, Any]) -> Promise:
     # flush.messages=1 fsyncs every record before the leader answers: power loss then takes nothing acknowledged.
     flushed = (test.get("topic") or {}).get("flush_messages") == 1
     powered_off = powers_off_every_replica(tuple(names)) and not flushed
-    void = "every replica loses power" if s.promises_no_loss and powered_off else None
-    return Promise(s.promises_no_loss and not powered_off, bool(s.idempotence), void)
+    # an operator's unclean election (the elect-unclean nemesis) gives up the promise as the config would
+    elected = any(str(n).partition(":")[0] == "elect-unclean" for n in names)
+    void = ("every replica loses power" if powered_off else "an unclean election is requested" if elected
+            else None) if s.promises_no_loss else None
+    return Promise(s.promises_no_loss and not powered_off and not elected, bool(s.idempotence), void)

@@ -134,6 +134,7 @@ def test_recorded_suite_finishes_into_junit_and_compare(runs):
     ("all", 2, False, False, ["power-fail-all"], "no loss", True, False, 1),  # flush.messages=1: fsynced
     ("all", 2, False, False, ["power-fail:all"], "none: every replica loses power", False, False, 0),
     ("all", 2, False, False, ["power-fail-leader"], "no loss", True, False, 0),
+    ("all", 2, False, False, ["kill-leader", "elect-unclean"], "none: an unclean election is requested", False, False, 0),
     ("all", 2, True, False, ["kill-leader"], "none", False, False, 0),
     ("all", 1, False, True, ["partition-leader"], "no duplicates", False, True, 0),
     ("all", 3, False, True, ["kill"], "no loss and no duplicates", True, True, 0),
