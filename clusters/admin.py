@@ -33,9 +33,21 @@ CLIENT_LOG = logging.getLogger("kchaos.rdkafka")
 
 def registered_brokers(bootstrap: str, timeout: float = 5.0) -> set[int]:
     """Broker ids the cluster reports as registered and unfenced."""
-    client = admin_client(bootstrap)  # must outlive the future, or librdkafka destroys the request
+    client = admin_client(bootstrap)  # must outlive the request: see settle()
     fut = client.describe_cluster(request_timeout=timeout)
-    return {n.id for n in fut.result(timeout=timeout + 1).nodes}
+    return {n.id for n in fut.result(timeout=settle(timeout)).nodes}
+
+
+def settle(request_timeout: float) -> float:
+    """How long to wait on the future of an admin request made with `request_timeout`.
+
+    librdkafka completes the future itself once the request times out, but its
+    timers run late on a loaded machine (JVMs starting on two cores). Giving
+    up first lets the client be destroyed with the request still in flight,
+    and librdkafka 2.16 can then abort the whole process (assertion
+    `rko_result` in rd_kafka_admin_response_parse), as one CI run did.
+    """
+    return request_timeout * 3 + 30
 
 
 def create_topic(bootstrap: str, topic: TopicConfig, timeout: float = 30.0) -> None:
@@ -46,7 +58,7 @@ def create_topic(bootstrap: str, topic: TopicConfig, timeout: float = 30.0) -> N
                            **({"flush.messages": str(topic.flush_messages)} if topic.flush_messages else {})})
     client = admin_client(bootstrap)
     futs = client.create_topics([new], request_timeout=timeout, operation_timeout=timeout)
-    futs[topic.name].result(timeout=timeout + 5)
+    futs[topic.name].result(timeout=settle(timeout))
 
 
 def partitions(bootstrap: str, topic: str, timeout: float = 5.0,

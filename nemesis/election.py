@@ -42,7 +42,7 @@ class UncleanElection:
             # No timeout keywords: confluent-kafka 2.16's elect_leaders raises SystemError on them; its
             # timeouts then follow the client's socket.timeout.ms.
             fut = client.elect_leaders(ElectionType.UNCLEAN, [TopicPartition(self.topic, p)])
-            outcome = fut.result(timeout=TIMEOUT_S)
+            outcome = fut.result(timeout=admin.settle(TIMEOUT_S))
         except KafkaException as e:
             raise FaultSkipped(f"unclean election of partition {p} refused: {e.args[0].str()}") from None
         err = next(iter(outcome.values()), None)
