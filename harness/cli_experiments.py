@@ -7,10 +7,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness.cli import EXIT_INTERRUPTED
 from harness.config import ConfigError, TestConfig
 
 D = TestConfig()
-EXIT_INTERRUPTED = 130
 
 
 def add_parsers(sub: argparse._SubParsersAction, spark_options) -> None:  # noqa: ANN001 - argparse internals

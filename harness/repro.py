@@ -13,7 +13,7 @@ import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rich.console import Console
 
@@ -21,9 +21,9 @@ from checkers.observed import anomaly_kinds
 from harness.config import ConfigError, TestConfig
 from harness.history import HistoryError, read_history
 from harness.store import check_store, stamp
+from harness.suite_run import Runner
 
 REPRO_FILE = "repro.json"
-Runner = Callable[..., tuple[Path, dict[str, Any]]]
 
 
 def recorded_config(run: Path) -> tuple[TestConfig, dict[str, Any]]:

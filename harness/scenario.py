@@ -33,7 +33,7 @@ from typing import Any
 from checkers.observed import METRICS
 from clusters.distribution import cache_dir
 from harness.config import ConfigError
-from harness.suite import Cell, Suite, SuiteError, _Lines, _options, _preflight
+from harness.suite import Cell, Suite, SuiteError, _head, _Lines, _options, _preflight
 
 SCENARIO_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 TOP_KEYS = ("name", "description", "mechanism", "prevents", "seed", "repeat", "base", "schedule", "predict",
@@ -214,15 +214,7 @@ def load_scenario(path: Path) -> Scenario:
 
 
 def _load(doc: _Lines, path: Path, text: str) -> Scenario:
-    d = doc.data
-    if not isinstance(d, dict):
-        doc.fail((), "a scenario file is a mapping with keys " + ", ".join(TOP_KEYS))
-    for k in d:
-        if k not in TOP_KEYS:
-            doc.fail((k,), f"unknown key; a scenario has {', '.join(TOP_KEYS)}")
-    name = d.get("name", path.stem)
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name):
-        doc.fail(("name",), f"{name!r} must be 1-64 of letters, digits, '.', '_' or '-'")
+    d, name = _head(doc, path, "scenario", TOP_KEYS)
     for key in ("description", "mechanism", "prevents"):
         if not isinstance(d.get(key), str) or not d[key].strip():
             doc.fail((key,), "is required: a non-empty text")

@@ -188,6 +188,20 @@ class _Lines:
         raise SuiteError(f"{self.file}:{line}: {name + ': ' if name else ''}{msg}")
 
 
+def _head(doc: _Lines, path: Path, kind: str, keys: tuple[str, ...]) -> tuple[dict[str, Any], str]:
+    """The document as a mapping with only `keys`, and its name (default: the file name without .yaml)."""
+    d = doc.data
+    if not isinstance(d, dict):
+        doc.fail((), f"a {kind} file is a mapping with keys " + ", ".join(keys))
+    for k in d:
+        if k not in keys:
+            doc.fail((k,), f"unknown key; a {kind} has {', '.join(keys)}")
+    name = d.get("name", path.stem)
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name):
+        doc.fail(("name",), f"{name!r} must be 1-64 of letters, digits, '.', '_' or '-'")
+    return d, name
+
+
 def _key(raw: Any) -> str:
     return str(raw).replace("-", "_")
 
@@ -242,15 +256,7 @@ def load_suite(path: Path) -> Suite:
     except (OSError, UnicodeDecodeError) as e:
         raise SuiteError(f"{path}: cannot read suite file ({e.strerror if isinstance(e, OSError) else e})") from None
     doc = _Lines(path, text)
-    d = doc.data
-    if not isinstance(d, dict):
-        doc.fail((), "a suite file is a mapping with keys " + ", ".join(TOP_KEYS))
-    for k in d:
-        if k not in TOP_KEYS:
-            doc.fail((k,), f"unknown key; a suite has {', '.join(TOP_KEYS)}")
-    name = d.get("name", path.stem)
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name):
-        doc.fail(("name",), f"{name!r} must be 1-64 of letters, digits, '.', '_' or '-'")
+    d, name = _head(doc, path, "suite", TOP_KEYS)
     seed = d.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
         doc.fail(("seed",), f"must be a non-negative integer, got {seed!r}")
