@@ -32,15 +32,10 @@ CLIENT_LOG = logging.getLogger("kchaos.rdkafka")
 
 
 def registered_brokers(bootstrap: str, timeout: float = 5.0) -> set[int]:
-    """Broker ids the cluster reports as registered and unfenced.
-
-    Read from a Metadata response (KRaft brokers list only unfenced brokers
-    there), which any broker answers. DescribeCluster is not used: librdkafka
-    routes it to the "controller" of the metadata, which in KRaft is a random
-    unfenced broker, so a paused broker not yet fenced could be picked and
-    every request in the meantime timed out (a CI run failed that way).
-    """
-    return set(admin_client(bootstrap).list_topics(timeout=timeout).brokers)
+    """Broker ids the cluster reports as registered and unfenced."""
+    client = admin_client(bootstrap)  # must outlive the request: see settle()
+    fut = client.describe_cluster(request_timeout=timeout)
+    return {n.id for n in fut.result(timeout=settle(timeout)).nodes}
 
 
 def settle(request_timeout: float) -> float:
