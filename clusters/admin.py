@@ -4,8 +4,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_fixed
 
 from harness.config import TopicConfig
 
@@ -50,15 +51,38 @@ def settle(request_timeout: float) -> float:
     return request_timeout * 3 + 30
 
 
-def create_topic(bootstrap: str, topic: TopicConfig, timeout: float = 30.0) -> None:
-    """Create the test topic with its durability settings; an existing topic is an error."""
+def _transient(e: BaseException) -> bool:
+    """A client-side or retriable error: the request may be sent again."""
+    if not isinstance(e, KafkaException) or not isinstance(e.args[0], KafkaError):
+        return False
+    err = e.args[0]
+    return err.retriable() or err.code() in (KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT,
+                                             KafkaError._TIMED_OUT)
+
+
+def create_topic(bootstrap: str, topic: TopicConfig, timeout: float = 30.0, attempts: int = 4) -> None:
+    """Create the test topic with its durability settings; an existing topic is an error.
+
+    Transient errors are retried: on a cluster that has just come up,
+    librdkafka can drop the request with its bootstrap connection
+    (_DESTROY_BROKER). If a retry finds the topic there, an earlier attempt
+    made it, and that counts as success.
+    """
     new = NewTopic(topic.name, num_partitions=topic.partitions, replication_factor=topic.replication_factor,
                    config={"min.insync.replicas": str(topic.min_insync),
                            "unclean.leader.election.enable": str(topic.unclean).lower(),
                            **({"flush.messages": str(topic.flush_messages)} if topic.flush_messages else {})})
-    client = admin_client(bootstrap)
-    futs = client.create_topics([new], request_timeout=timeout, operation_timeout=timeout)
-    futs[topic.name].result(timeout=settle(timeout))
+    for attempt in Retrying(stop=stop_after_attempt(attempts), wait=wait_fixed(2),
+                            retry=retry_if_exception(_transient), reraise=True):
+        with attempt:
+            client = admin_client(bootstrap)
+            futs = client.create_topics([new], request_timeout=timeout, operation_timeout=timeout)
+            try:
+                futs[topic.name].result(timeout=settle(timeout))
+            except KafkaException as e:
+                retried = attempt.retry_state.attempt_number > 1
+                if not (retried and e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS):
+                    raise
 
 
 def partitions(bootstrap: str, topic: str, timeout: float = 5.0,
