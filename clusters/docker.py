@@ -159,22 +159,30 @@ class DockerCluster:
 
     # --- readiness -----------------------------------------------------------------
     def wait_brokers(self, timeout: float | None = None) -> None:
-        """Wait until every broker is registered; on timeout raise ClusterError quoting the laggards' logs."""
+        """Wait until every broker sees every broker registered; on timeout raise ClusterError quoting the
+        laggards' logs.
+
+        Every broker is asked, not one: a client whose metadata comes from a
+        broker that does not list some broker yet drops its connection to that
+        broker, and the requests in flight on it (librdkafka's _DESTROY_BROKER).
+        """
         want = {self.id_of(n) for n in self.nodes}
         deadline = timeout or self.cfg.startup_timeout_s
-        have: set[int] = set()
+        missing: set[int] = set(want)
 
         def attempt() -> None:
-            nonlocal have
+            nonlocal missing
             for node in self.specs:
                 if not self.is_running(node.name):
                     raise ClusterError(f"{node.name}: Kafka exited during startup:\n{self.log_tail(node.name)}")
-            try:
-                have = admin.registered_brokers(self.bootstrap())
-            except Exception as e:  # noqa: BLE001 - any client error just means "not yet"
-                raise _NotReady(str(e)) from None
-            if not want <= have:
-                raise _NotReady(f"registered {sorted(have)}")
+            missing = set()
+            for node in self.nodes:
+                try:
+                    missing |= want - admin.registered_brokers(f"{self.address(node)}:9092")
+                except Exception:  # noqa: BLE001 - any client error just means "not yet"
+                    missing.add(self.id_of(node))
+            if missing:
+                raise _NotReady(f"not registered everywhere: {sorted(missing)}")
 
         try:
             for a in Retrying(stop=stop_after_delay(deadline), wait=wait_fixed(1),
@@ -182,9 +190,9 @@ class DockerCluster:
                 with a:
                     attempt()
         except _NotReady:
-            missing = [self.node_of(i) for i in sorted(want - have)]
-            tails = "\n".join(f"--- {n}:\n{self.log_tail(n)}" for n in missing if n)
-            raise ClusterError(f"brokers {missing} not registered after {deadline:.0f}s; last log lines:\n{tails}") from None
+            laggards = [self.node_of(i) for i in sorted(missing)]
+            tails = "\n".join(f"--- {n}:\n{self.log_tail(n)}" for n in laggards if n)
+            raise ClusterError(f"brokers {laggards} not registered after {deadline:.0f}s; last log lines:\n{tails}") from None
 
     def wait_topic(self, topic: str, rf: int, timeout: float = 120.0) -> None:
         """Wait until every broker's metadata shows each partition of `topic` with a leader and `rf` in-sync replicas."""
