@@ -137,7 +137,7 @@ def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console
         if not all(complete.values()):
             say(f"[yellow]final read incomplete for partitions {[p for p, c in complete.items() if not c]}[/]")
     except BaseException:
-        log.exception("run failed; healing and tearing down")
+        log.exception("run stopped by an exception; healing and tearing down")
         raise
     finally:
         driver.stop_and_heal()
