@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.protocols import Checker
-from checkers.parquet import CheckInputError, convert
+from checkers.parquet import CheckInputError, convert, parquet_path
+from checkers.promise import Events, classify, loss_section, rules_of
 from checkers.compose import exit_code, merge_valid, run_checkers
 from checkers.queue import QueueChecker
 
@@ -27,7 +28,7 @@ RESULTS_FILE = "results.json"
 SUMMARY_KEYS = ("counts", "examples", "loss", "stats", "latency_ms", "timeline")
 
 __all__ = ["CHECKERS", "CheckInputError", "QueueChecker", "check_path", "check_runs", "check_tree", "exit_code",
-           "find_runs", "merge_valid", "run_checkers", "validate_history"]
+           "find_runs", "judge_loss", "merge_valid", "rejudge_loss", "run_checkers", "validate_history"]
 
 
 def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
@@ -58,8 +59,37 @@ def _write_result(history: Path, composed: dict[str, Any]) -> dict[str, Any]:
     queue = composed.get("queue", {})
     result: dict[str, Any] = {"valid": composed["valid"]}
     result.update({k: queue[k] for k in SUMMARY_KEYS if k in queue})
+    if "loss" in result:
+        result["loss"] = {**result["loss"], **judge_loss(history, result)}
     result["checkers"] = {k: v for k, v in composed.items() if k != "valid"}
     _write_json(history.parent / RESULTS_FILE, result)
+    return result
+
+
+def judge_loss(history: Path, result: dict[str, Any]) -> dict[str, Any]:
+    """Kafka's guarantee applied to each lost write of a checked run (checkers/promise.py); the run's
+    isr.jsonl and test.json beside `history` are read. Never fails the check: an unreadable input leaves
+    every loss inside the promise and says why."""
+    test = _load_test(history.parent / TEST_FILE)
+    try:
+        return loss_section(history.parent, parquet_path(history), test, result)
+    except Exception as e:  # noqa: BLE001 - the counts stand; only the classification is missing
+        out = classify([], Events(), rules_of(test), int((result.get("counts") or {}).get("lost") or 0))
+        return {**out, "error": f"{type(e).__name__}: {e}"}
+
+
+def rejudge_loss(run: Path) -> dict[str, Any]:
+    """Apply the guarantee again to a checked run's lost writes (after its evidence was decoded, the KRaft
+    metadata log gives the exact ISR) and rewrite results.json; return the results. Raises CheckInputError
+    when the run was never checked."""
+    path = Path(run) / RESULTS_FILE
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise CheckInputError(f"{path}: no readable results ({e})") from None
+    if "loss" in result:
+        result["loss"] = {**result["loss"], **judge_loss(Path(run) / HISTORY_FILE, result)}
+        _write_json(path, result)
     return result
 
 

@@ -30,6 +30,10 @@ METRICS: dict[str, str] = {
     "recovery_s": "seconds from the last fault applied to the next acknowledged write (to the end of the workload "
                   "if none came)",
     "valid": "1 when the checker's verdict is valid, 0 when invalid, -1 when unknown",
+    "lost_in_promise": "lost writes that Kafka's guarantee covered: an in-sync replica held them throughout "
+                       "(checkers/promise.py); with acks=1 or unclean election configured, 0",
+    "lost_outside_promise": "lost writes outside the guarantee (every replica that counted lost power, an unclean "
+                            "election, or a configuration the guarantee does not cover)",
 }
 
 
@@ -48,6 +52,9 @@ def observe(run: Path) -> dict[str, float]:
     out: dict[str, float] = {k: int(counts.get(k) or 0) for k in COUNTS}
     out.update(_from_history(run / "history.jsonl"))
     out["valid"] = {True: 1, False: 0}.get(results.get("valid"), -1)
+    loss = results.get("loss") or {}
+    inside = int(loss.get("lost_in_promise", out["lost"] if loss.get("promised") else 0) or 0)
+    out["lost_in_promise"], out["lost_outside_promise"] = inside, out["lost"] - inside
     return out
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import ipaddress
 import logging
+import tarfile
+import tempfile
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -281,6 +283,39 @@ class DockerCluster:
             self.set_cpu(node, None)
             self.resume(node)
             self.start(node)
+
+    def copy_out(self, node: str, directory: str, files: list[str], dest: Path) -> int:
+        """Copy `files` (paths relative to `directory`) out of `node`'s container into `dest`; return bytes.
+
+        Read by `tar` inside the container, so through any mount made there
+        (lazyfs over the data directory), which `docker cp`/get_archive would
+        not see. Raises ClusterError when tar fails or the container is gone.
+        """
+        if not files:
+            return 0
+        api = self.client.api
+        script = 'cd "$1" && shift && exec tar -cf - -- "$@"'
+        try:
+            ex = api.exec_create(f"kchaos-{node}", ["sh", "-c", script, "sh", directory, *files])
+            dest.mkdir(parents=True, exist_ok=True)
+            err = b""
+            with tempfile.TemporaryFile() as buf:
+                for out, e in api.exec_start(ex["Id"], stream=True, demux=True):
+                    if out:
+                        buf.write(out)
+                    if e:
+                        err += e
+                code = api.exec_inspect(ex["Id"]).get("ExitCode")
+                if code != 0:
+                    tail = err.decode(errors="replace")[-300:]
+                    raise ClusterError(f"{node}: tar of {directory} failed ({code}): {tail}")
+                size = buf.tell()
+                buf.seek(0)
+                with tarfile.open(fileobj=buf) as tf:
+                    tf.extractall(dest, filter="data")
+        except docker.errors.NotFound:
+            raise ClusterError(f"{node}: container is gone") from None
+        return size
 
     def log_files(self, node: str, dest: Path | None = None) -> list[Path]:
         """Files of `node`'s log directory (already in the run directory; copied to `dest` if given)."""

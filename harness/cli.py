@@ -66,6 +66,9 @@ def add_run_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("--nemesis", type=_csv, default=None,
                    help="comma-separated faults, each optionally NAME:TARGET (e.g. kill:majority), or none; "
                         "see docs/nemeses.md (default: kill-leader)")
+    r.add_argument("--mix-families", type=_csv, default=None, metavar="FAMILIES",
+                   help="with --nemesis mix: comma-separated fault families it draws from: process, network, "
+                        "page-cache, slow, operator (default: all but operator)")
     r.add_argument("--schedule", default=None, metavar="FILE",
                    help="replay this schedule.json (from a run directory or written by hand) instead of "
                         "drawing faults from the seed; the nemeses are the ones it names")
@@ -125,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--port", type=int, default=8000)
     from harness.cli_experiments import add_parsers
     add_parsers(sub, _spark_options)
+    ex = sub.add_parser("explain", help="(re)build a run's explanation of its lost writes from the Kafka files it "
+                                        "collected (RUN/evidence/raw) and print why each lost range was lost")
+    ex.add_argument("run", help="a run directory")
     sub.add_parser("cleanup", help="remove every container and network kchaos made")
     pr = sub.add_parser("prepare", help="fetch the Kafka jars and build the node image ahead of a run")
     pr.add_argument("--kafka-version", default=D.cluster.kafka_version)
@@ -138,6 +144,8 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
     seed = a.seed if a.seed is not None else secrets.randbelow(2**31)
     if a.schedule and a.nemesis:
         raise ConfigError("--schedule names its own nemeses; drop --nemesis")
+    if a.mix_families is not None and "mix" not in (a.nemesis or ()):
+        raise ConfigError("--mix-families only applies to --nemesis mix")
     return TestConfig(
         name=a.name, seed=seed, time_limit=a.time_limit, store=a.store, spark_master=a.spark_master,
         topic=TopicConfig(partitions=a.partitions, replication_factor=a.rf, min_insync=a.min_insync,
@@ -152,7 +160,8 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                               writeback_age_s=a.writeback_age),
         workload=WorkloadConfig(producers=a.producers, consumers=a.consumers, rate=a.rate),
         nemesis=NemesisConfig(names=a.nemesis or D.nemesis.names, interval=a.interval, jitter=a.jitter,
-                              restart_delay=a.restart_delay, schedule_file=a.schedule),
+                              restart_delay=a.restart_delay, schedule_file=a.schedule,
+                              mix_families=D.nemesis.mix_families if a.mix_families is None else a.mix_families),
     )
 
 
@@ -227,6 +236,26 @@ def _reports(args: argparse.Namespace, console: Console, argv: list[str] | None)
     return 0
 
 
+def _explain(run: Path, console: Console) -> int:
+    """`kchaos explain RUN`: rebuild evidence/explanation.json and report.html, print the why lines."""
+    from checkers import rejudge_loss
+    from harness.runner import write_report_safely
+    from reports.explain import explain
+    if not run.is_dir():
+        raise ConfigError(f"{run}: not a run directory")
+    exp = explain(run)
+    if exp.ranges:
+        rejudge_loss(run)
+    for line in exp.why:
+        print(line)
+    for note in exp.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
+    if not exp.ranges:
+        console.print("no lost writes to explain")
+    write_report_safely(run, console.print)
+    return 0
+
+
 def _sigterm(signum: int, frame: object) -> NoReturn:
     raise KeyboardInterrupt
 
@@ -274,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
             return exit_code(results["valid"])
         if args.cmd in ("suite", "compare", "report", "serve"):
             return _reports(args, console, argv)
+        if args.cmd == "explain":
+            return _explain(Path(args.run), console)
         if args.cmd in ("scenario", "repro", "shrink"):
             from harness.cli_experiments import run as experiment
             return experiment(args, console, argv)

@@ -83,6 +83,8 @@ class NemesisConfig:
     jitter: float = 0.3  # fraction of interval, uniform +/-
     restart_delay: float = 5.0  # seconds a killed node stays down (and the shortest any fault lasts)
     schedule_file: str | None = None  # replay this schedule.json instead of drawing one from the seed
+    # what `--nemesis mix` draws from (nemesis/mix.py); not "operator": an unclean election voids the promise
+    mix_families: tuple[str, ...] = ("process", "network", "page-cache", "slow")
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,10 @@ class TestConfig:
         """A JSON-ready dict; `from_dict` inverts it."""
         d = asdict(self)
         d["nemesis"]["names"] = list(self.nemesis.names)
+        if "mix" in self.nemesis.names:
+            d["nemesis"]["mix_families"] = list(self.nemesis.mix_families)
+        else:  # only mix reads it: other runs' test.json stays as before, comparable with older runs
+            del d["nemesis"]["mix_families"]
         return d
 
     @classmethod
@@ -135,8 +141,8 @@ def _build(klass: type, value: Any, where: str) -> Any:
     for key in value:
         if key not in known:
             raise ConfigError(f"unknown option {where}.{key}")
-    if klass is NemesisConfig and "names" in value:
-        value = {**value, "names": tuple(value["names"])}
+    if klass is NemesisConfig:
+        value = {**value, **{k: tuple(value[k]) for k in ("names", "mix_families") if k in value}}
     return klass(**value)
 
 

@@ -42,7 +42,7 @@ def recorded_config(run: Path) -> tuple[TestConfig, dict[str, Any]]:
         raise ConfigError(f"{run}: test.json or results.json is not JSON ({e.msg}, line {e.lineno})") from None
     if not isinstance(test, dict) or not isinstance(results, dict):
         raise ConfigError(f"{run}: test.json and results.json must hold JSON objects")
-    recorded = {k: v for k, v in test.items() if k not in ("versions", "argv")}
+    recorded = {k: v for k, v in test.items() if k not in ("versions", "argv", "history_start_unix_ms")}
     try:
         cfg = TestConfig.from_dict(recorded)
     except (ConfigError, TypeError) as e:

@@ -3,7 +3,8 @@
 Order (Jepsen's): set up the cluster and topic; start clients and the fault
 schedule; at the time limit stop the schedule and heal everything; let the
 clients run until the cluster has recovered; stop them; drain every
-partition; tear the cluster down; check the history.
+partition; copy Kafka's own files out (evidence/raw); tear the cluster down;
+check the history; when writes were lost, explain them (docs/evidence.md).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 import nemesis as nemeses
-from checkers import check_path
+from checkers import check_path, rejudge_loss
 from clusters.distribution import DistributionError, KafkaDist, check_user_dist, resolve
 from clusters.docker import DockerCluster, ensure_free
 from clusters.engine import docker_client
@@ -27,9 +28,9 @@ from clusters.image import ensure_node_image
 from harness.config import ConfigError, TestConfig, validate
 from harness.history import History
 from harness.monitor import ISR_FILE, IsrMonitor
-from harness.store import check_store, new_run_dir, versions, write_test_json
+from harness.store import add_to_test_json, check_store, new_run_dir, versions, write_test_json
 from nemesis.driver import NemesisDriver
-from nemesis.schedule import make_schedule, save_schedule, schedule_names
+from nemesis.schedule import make_schedule, save_schedule, schedule_names, specs_in
 from workloads.queue import QueueWorkload
 
 log = logging.getLogger("kchaos.runner")
@@ -48,7 +49,7 @@ def preflight(cfg: TestConfig) -> TestConfig:
         cfg = cfg.with_(nemesis=replace(n, schedule_file=path, names=schedule_names(Path(path))))
     validate(cfg, lambda spec: nemeses.check_spec(spec, cfg.topic.partitions))
     make_schedule(cfg)  # a replayed schedule is checked entry by entry here
-    lazy = nemeses.needs_lazyfs(cfg.nemesis.names)
+    lazy = nemeses.needs_lazyfs(cfg.nemesis.names, cfg.nemesis.mix_families)
     if cfg.cluster.storage == "auto":
         cfg = cfg.with_(cluster=replace(cfg.cluster, storage="lazyfs" if lazy else "plain"))
     elif lazy and cfg.cluster.storage != "lazyfs":
@@ -111,9 +112,10 @@ def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console
         say(f"[yellow]no fault fits in --time-limit {cfg.time_limit:g}s with --interval {cfg.nemesis.interval:g}s "
             f"for {','.join(cfg.nemesis.names)}: this run has no faults[/]")
     history = History(run / "history.jsonl")
+    add_to_test_json(run, history_start_unix_ms=round(time.time() * 1000 - history.now() / 1e6, 3))
     cluster = DockerCluster(cfg.cluster, image, run, client=client, say=say)
     workload = QueueWorkload(cfg)
-    driver = NemesisDriver({s: nemeses.split(s)[0].make(cluster, cfg) for s in cfg.nemesis.names if s != "none"},
+    driver = NemesisDriver({s: nemeses.split(s)[0].make(cluster, cfg) for s in specs_in(cfg.nemesis.names, schedule)},
                            cluster, history, schedule)
     monitor = IsrMonitor(cluster.bootstrap(), cfg.topic.name, history, run / ISR_FILE)
     try:
@@ -136,6 +138,7 @@ def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console
         complete = workload.final_read(cluster, history)
         if not all(complete.values()):
             say(f"[yellow]final read incomplete for partitions {[p for p, c in complete.items() if not c]}[/]")
+        collect_evidence_safely(cluster, cfg.topic.name, run, say)
     except BaseException:
         log.exception("run stopped by an exception; healing and tearing down")
         raise
@@ -150,6 +153,8 @@ def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console
         handler.close()
     say("checking the history with Spark")
     results = check_path(run, cfg.spark_master)
+    if (results.get("counts") or {}).get("lost"):
+        results = explain_safely(run, say) or results
     write_report_safely(run, say)
     return run, results
 
@@ -166,6 +171,42 @@ def write_report_safely(run: Path, say: Callable[[str], None]) -> Path | None:
         return None
     say(f"report: {path}")
     return path
+
+
+def collect_evidence_safely(cluster: DockerCluster, topic: str, run: Path, say: Callable[[str], None]) -> None:
+    """Copy Kafka's own files (segments, epoch checkpoints, metadata log) into run/evidence/raw; never fatal."""
+    from clusters.evidence import collect
+
+    try:
+        copies = collect(cluster, topic, run / "evidence" / "raw")
+    except Exception as e:  # noqa: BLE001 - evidence is extra; the history decides the verdict
+        log.exception("evidence not collected")
+        say(f"[yellow]Kafka's files not collected: {type(e).__name__}: {e}[/]")
+        return
+    for c in copies:
+        if c.error or c.skipped:
+            say(f"[yellow]evidence from {c.node}: {c.error or c.skipped}[/]")
+    log.info("evidence: %s", ", ".join(f"{c.node} {c.files} files {c.bytes} bytes" for c in copies))
+
+
+def explain_safely(run: Path, say: Callable[[str], None]) -> dict[str, Any] | None:
+    """Write run/evidence/explanation.json, say why each lost range was lost, and judge the loss again against
+    Kafka's guarantee with the exact ISR of the metadata log; return the new results (None on failure, never
+    fatal)."""
+    handler = _log_to(run)
+    try:
+        from reports.explain import explain
+
+        for line in explain(run).why:
+            say(f"why: {line}")
+        return rejudge_loss(run)
+    except Exception as e:  # noqa: BLE001 - the verdict stands without the explanation
+        log.exception("explanation failed")
+        say(f"[yellow]lost writes not explained: {type(e).__name__}: {e}[/]")
+        return None
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
 
 
 def _progress(console: Console, limit: float, workload: QueueWorkload, driver: NemesisDriver, label: str) -> None:

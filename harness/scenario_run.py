@@ -3,8 +3,11 @@ observed metrics judged against the variant's prediction.
 
 Besides everything a suite directory holds (progress.jsonl, the runs,
 compare.csv/html, report.xml), a scenario directory gets `scenario.json`:
-per variant its prediction, and per repetition the run, seed, observed
-metrics and whether the prediction held. In report.xml a variant fails when
+per variant its prediction; per repetition the run, seed, Kafka version,
+wall seconds, observed metrics and whether the prediction held; how many
+checked repetitions matched, with the 95% Wilson interval of that rate; the
+spread of the metrics it was decided on; and the repetitions that errored,
+counted apart (harness.scenario_stats). In report.xml a variant fails when
 one of its runs did not bear out the prediction.
 """
 from __future__ import annotations
@@ -18,11 +21,14 @@ from rich.console import Console
 
 from checkers.observed import ObserveError, observe
 from harness.scenario import Scenario
+from harness.scenario_stats import Rate, spreads
 from harness.suite_run import JUNIT_FILE, Runner, latest, read_progress, run_suite
 from reports.junit import CellOutcome, write_junit
 
 RESULT_FILE = "scenario.json"
 SHOWN = ("lost", "acked", "duplicate", "not_enough_replicas", "unavailable_s")
+SPREAD = ("lost", "acked", "duplicate")  # always summarised over repetitions, with the prediction's own metrics
+PER_RUN_UP_TO = 3  # the summary table lists each run's metrics up to this many, then their spread
 
 
 @dataclass
@@ -33,11 +39,30 @@ class VariantResult:
     predict: str
     runs: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    errored: list[dict[str, Any]] = field(default_factory=list)  # rep, seed, run, error, seconds of each error
+    metric_names: tuple[str, ...] = SPREAD
 
     @property
     def matched(self) -> int:
         """Repetitions whose observation bore out the prediction."""
         return sum(bool(r["matched"]) for r in self.runs)
+
+    @property
+    def rate(self) -> Rate:
+        """Matched of the checked repetitions, with the errored ones apart (they are no evidence either way)."""
+        return Rate(self.matched, len(self.runs), len(self.errors))
+
+    def spread(self) -> dict[str, Any]:
+        """min/median/max over the checked repetitions of lost, acked, duplicate and the prediction's metrics."""
+        return {k: s.as_json() for k, s in spreads([r["metrics"] for r in self.runs], self.metric_names).items()}
+
+    def as_json(self) -> dict[str, Any]:
+        """The variant's entry in scenario.json."""
+        rate = self.rate.as_json()
+        return {"name": self.name, "predict": self.predict, "matched": self.matched, "checked": rate["runs"],
+                "errored": rate["errored"], "rate": rate["rate"], "ci_low": rate["ci_low"],
+                "ci_high": rate["ci_high"], "metrics": self.spread(), "runs": self.runs, "errors": self.errors,
+                "errored_runs": self.errored}
 
     @property
     def agreed(self) -> bool:
@@ -66,35 +91,60 @@ def judge(sc: Scenario, sdir: Path, outcomes: list[CellOutcome] | None = None) -
         mine = sorted((e for e in entries if e.cell == v.cell.name), key=lambda e: e.rep)
         if not mine:
             continue
-        res = VariantResult(v.name, v.predict.text)
+        res = VariantResult(v.name, v.predict.text, metric_names=tuple(dict.fromkeys((*SPREAD, *v.predict.names))))
         for e in mine:
-            if e.status != "done" or not e.run:
-                res.errors.append(f"rep {e.rep + 1}: {e.error}")
+            error = None if e.status == "done" and e.run else str(e.error)
+            if error is None:
+                try:
+                    m = observe(sdir / e.run)
+                except ObserveError as err:
+                    error = str(err)
+            if error is not None:  # no evidence either way: counted apart from matched and missed
+                res.errors.append(f"rep {e.rep + 1}: {error}")
+                res.errored.append({"rep": e.rep, "seed": e.seed, "run": e.run, "error": error, "seconds": e.seconds})
                 continue
-            try:
-                m = observe(sdir / e.run)
-            except ObserveError as err:
-                res.errors.append(f"rep {e.rep + 1}: {err}")
-                continue
-            res.runs.append({"rep": e.rep, "run": e.run, "seed": e.seed, "metrics": m, "matched": v.predict.holds(m)})
+            res.runs.append({"rep": e.rep, "run": e.run, "seed": e.seed, "kafka": _kafka(sdir / e.run),
+                             "seconds": e.seconds, "metrics": m, "matched": v.predict.holds(m)})
         results.append(res)
     state = {"scenario": sc.name, "description": sc.description, "mechanism": sc.mechanism, "prevents": sc.prevents,
-             "variants": [{"name": r.name, "predict": r.predict, "matched": r.matched, "runs": r.runs,
-                           "errors": r.errors} for r in results]}
+             "variants": [r.as_json() for r in results]}
     (sdir / RESULT_FILE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
     if outcomes is not None:
         by_cell = {r.name: r for r in results}
         for o in outcomes:
             r = by_cell.get(o.name)
-            if r is not None and r.runs and r.matched < len(r.runs):
-                o.mismatch = (f"predicted {r.predict}; held in {r.matched} of {len(r.runs)} run(s): "
+            if r is None:
+                continue
+            # the label is the first line of the case's system-out: the rate goes with it, pass or fail
+            o.label = "\n".join([o.label.split("\n", 1)[0], f"prediction: {r.predict}", _rate_line(r),
+                                  *(f"{k}: {s}" for k, s in _spread_text(r).items())])
+            if r.runs and r.matched < len(r.runs):
+                o.mismatch = (f"predicted {r.predict}; held in {r.matched} of {len(r.runs)} run(s), "
+                              f"{r.rate.interval()}: "
                               + "; ".join(_observed(x["metrics"]) for x in r.runs if not x["matched"]))
         write_junit(sdir / JUNIT_FILE, f"scenario {sc.name}", outcomes)
     return results
 
 
+def _kafka(run: Path) -> str | None:
+    try:
+        return json.loads((run / "test.json").read_text(encoding="utf-8"))["versions"]["kafka"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _observed(m: dict[str, float], names: tuple[str, ...] = SHOWN) -> str:
     return " ".join(f"{k}={m[k]:g}" for k in names if k in m)
+
+
+def _rate_line(r: VariantResult) -> str:
+    rate = r.rate
+    errored = f"; {rate.errored} errored (not counted)" if rate.errored else ""
+    return f"matched {rate.matched} of {rate.runs} checked run(s), {rate.interval()}{errored}"
+
+
+def _spread_text(r: VariantResult, names: tuple[str, ...] | None = None) -> dict[str, str]:
+    return {k: s.text() for k, s in spreads([x["metrics"] for x in r.runs], names or r.metric_names).items()}
 
 
 def scenario_table(sc: Scenario, sdir: Path, results: list[VariantResult]):  # noqa: ANN201 - rich.table.Table
@@ -104,11 +154,21 @@ def scenario_table(sc: Scenario, sdir: Path, results: list[VariantResult]):  # n
     agreed = sum(r.agreed for r in results)
     t = Table(title=f"scenario {sc.name}: predictions held in {agreed}/{len(results)} variants · {sdir}",
               title_justify="left", box=None, pad_edge=False)
-    for col in ("result", "variant", "prediction", "matched", "observed (per run)"):
+    many = any(len(r.runs) > PER_RUN_UP_TO for r in results)
+    for col in ("result", "variant", "prediction", "matched", "rate (95% CI)",
+                "observed: median (min–max)" if many else "observed (per run)"):
         t.add_column(col, overflow="fold")
     for r in results:
         names = tuple(dict.fromkeys((*SHOWN, *sc.variant_of_name(r.name).predict.names)))
-        seen = [_observed(x["metrics"], names) for x in r.runs] + [f"[red]{e}[/]" for e in r.errors]
-        mark = "[green]AGREED[/]" if r.agreed else "[red]ERROR[/]" if not r.runs else "[red]MISSED[/]"
-        t.add_row(mark, r.name, r.predict, f"{r.matched}/{len(r.runs) + len(r.errors)}", "\n".join(seen))
+        if len(r.runs) > PER_RUN_UP_TO:
+            seen = [" ".join(f"{k}={v}" for k, v in _spread_text(r, names).items())]
+            seen += [f"[red]missed rep {x['rep'] + 1}: {_observed(x['metrics'], names)}[/]"
+                     for x in r.runs if not x["matched"]]
+        else:
+            seen = [_observed(x["metrics"], names) for x in r.runs]
+        seen += [f"[red]{e}[/]" for e in r.errors]
+        mark = "[red]MISSED[/]" if r.matched < len(r.runs) else "[green]AGREED[/]" if r.agreed else "[red]ERROR[/]"
+        t.add_row(mark, r.name, r.predict, r.rate.fraction(), r.rate.interval(), "\n".join(seen))
+    if any(r.errors for r in results):
+        t.caption = "errored runs are not evidence either way: they count in neither matched nor the rate"
     return t

@@ -68,6 +68,12 @@ def write_test_json(run: Path, cfg: TestConfig, vers: dict[str, Any], argv: list
     return path
 
 
+def add_to_test_json(run: Path, **fields: Any) -> None:
+    """Add top-level fields to the run's test.json, e.g. `history_start_unix_ms` once the history opens."""
+    path = run / "test.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}, indent=2) + "\n")
+
+
 def load_test_json(path: Path) -> dict[str, Any]:
     """Read a test.json (empty dict if absent)."""
     return json.loads(path.read_text()) if path.exists() else {}

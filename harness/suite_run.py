@@ -239,6 +239,14 @@ def summary_table(suite: Suite, sdir: Path, outcomes: list[CellOutcome]):  # noq
         t.add_row(result, o.short, f"{r.get('runs', 0)}: {r.get('valid', 0)}/{r.get('invalid', 0)}/{r.get('unknown', 0)}",
                   str(r.get("acked", "-")), f"{r.get('lost', '-')}" + ("" if rate is None else f" ({rate:.1%})"),
                   "-" if avail is None else f"{avail:.0%}",
-                  {True: "held", False: "[red]BROKEN[/]"}.get(r.get("promise_held"), "-") if r.get("promise") == "no loss"
-                  or r.get("promise_held") is not None else "none")
+                  _promise_cell(r))
     return t
+
+
+def _promise_cell(r: dict[str, Any]) -> str:
+    """held / BROKEN / none, with the writes lost outside Kafka's guarantee when there were any."""
+    outside = r.get("lost_outside_promise") or 0
+    note = f" ({outside} outside)" if outside and r.get("promise_held") is not None else ""
+    if r.get("promise_held") is None:
+        return "none" if r.get("promise") != "no loss" else "-"
+    return ("held" if r["promise_held"] else "[red]BROKEN[/]") + note

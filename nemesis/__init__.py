@@ -1,7 +1,10 @@
-"""Nemesis registry: one line per module of packages. `--nemesis a,b:target` names entries here."""
+"""Nemesis registry: one line per module of packages. `--nemesis a,b:target` names entries here.
+
+`mix` is no package: it draws a schedule of other packages' faults (nemesis/mix.py).
+"""
 from __future__ import annotations
 
-from nemesis import election, network, powerfail, process, slow
+from nemesis import election, mix, network, powerfail, process, slow
 from nemesis.base import FaultSkipped, Package, ScheduledOp
 from nemesis.targets import Target
 
@@ -13,8 +16,8 @@ PACKAGES: dict[str, Package] = {p.name: p for p in (
     *election.PACKAGES,
 )}
 
-# "none" runs the workload without faults.
-NAMES = tuple(PACKAGES) + ("none",)
+# "none" runs the workload without faults; "mix" draws faults from families of packages.
+NAMES = tuple(PACKAGES) + ("none", mix.NAME)
 
 
 def split(spec: str) -> tuple[Package, str | None]:
@@ -36,35 +39,23 @@ def check_spec(spec: str, partitions: int | None = None) -> None:
 
     With `partitions`, a target's partition must also be one of the topic's.
     """
-    if spec == "none":
+    if spec in ("none", mix.NAME):
         return
+    if spec.partition(":")[0] == mix.NAME:
+        raise ValueError(f"nemesis {mix.NAME!r} takes no target (got {spec!r}); use --mix-families")
     _, target = split(spec)
     p = Target.parse(target).partition if target else None
     if partitions is not None and p is not None and p >= partitions:
         raise ValueError(f"nemesis {spec!r} aims at partition {p}, but the topic has {partitions} (0..{partitions - 1})")
 
 
-def needs_lazyfs(specs: tuple[str, ...]) -> bool:
-    """Whether any of these nemeses needs the nodes' log directories on lazyfs."""
-    return any(split(s)[0].needs_lazyfs for s in specs if s != "none")
+def needs_lazyfs(specs: tuple[str, ...], mix_families: tuple[str, ...] = ()) -> bool:
+    """Whether any of these nemeses needs the nodes' log directories on lazyfs.
 
-
-def powers_off_every_replica(specs: tuple[str, ...] | list[str]) -> bool:
-    """Whether these faults cut the power of every node at once (power-fail-all, or power-fail aimed at all).
-
-    Kafka's no-loss promise assumes an in-sync replica survives with its data;
-    a correlated power loss takes every replica's unsynced writes, so loss
-    there is outside the promise (unless the log is flushed: flush.messages=1).
+    For `mix`: whether it may draw such a fault from `mix_families`.
     """
-    for spec in specs:
-        if spec == "none":
-            continue
-        pkg, target = split(spec)
-        kind = pkg.targets[0] if target is None and pkg.targets else Target.parse(target).kind if target else None
-        if pkg.name.startswith("power-fail") and kind == "all":
-            return True
-    return False
+    return any(mix.needs_lazyfs(mix_families) if s == mix.NAME else split(s)[0].needs_lazyfs
+               for s in specs if s != "none")
 
 
-__all__ = ["PACKAGES", "NAMES", "Package", "ScheduledOp", "FaultSkipped", "split", "check_spec", "needs_lazyfs",
-           "powers_off_every_replica"]
+__all__ = ["PACKAGES", "NAMES", "Package", "ScheduledOp", "FaultSkipped", "split", "check_spec", "needs_lazyfs"]

@@ -3,7 +3,8 @@
 A schedule is a JSON list of `{"at": seconds, "nemesis": spec, "op": {...}}`,
 times relative to the start of the workload. Each nemesis spec draws from its
 own generator seeded by (seed, spec), so adding a nemesis to a run does not
-move the faults of the others.
+move the faults of the others. `mix` draws one schedule whose entries name
+the concrete specs it picked (nemesis/mix.py).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 import nemesis as registry
 from harness.config import ConfigError, TestConfig
+from nemesis import mix
 from nemesis.base import ScheduledOp
 from nemesis.targets import PARTITIONED, Target
 
@@ -22,12 +24,21 @@ def make_schedule(cfg: TestConfig) -> list[ScheduledOp]:
     """The run's schedule: loaded from `nemesis.schedule_file` if set, else drawn from the seed."""
     if cfg.nemesis.schedule_file:
         return load_schedule(Path(cfg.nemesis.schedule_file), cfg)
+    if mix.NAME in cfg.nemesis.names:
+        return mix.schedule(cfg)
     ops: list[ScheduledOp] = []
     for spec in cfg.nemesis.names:
         if spec != "none":
             pkg, target = registry.split(spec)
             ops += pkg.schedule(random.Random(f"{cfg.seed}:{spec}"), cfg, spec, target)
     return sorted(ops, key=lambda s: s.at)
+
+
+def specs_in(names: tuple[str, ...], schedule: list[ScheduledOp]) -> tuple[str, ...]:
+    """The concrete specs a run needs a nemesis for: its names (less `none` and `mix`), then every spec
+    its schedule uses, each once."""
+    named = [s for s in names if s not in ("none", mix.NAME)]
+    return tuple(dict.fromkeys([*named, *(op.nemesis for op in schedule)]))
 
 
 def save_schedule(ops: list[ScheduledOp], path: Path) -> None:

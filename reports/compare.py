@@ -24,14 +24,14 @@ from checkers.reference import Settings
 from checkers.table import in_faults
 from reports import ReportsInputError
 from reports.html import Raw, esc, link, png, table, write_page
-from reports.promise import promise_of
+from reports.promise import lost_in_promise, promise_of
 
 # Options that do not change what is being measured; runs differing only in these are repetitions.
 NOT_CONFIGURATION = {"name", "seed", "store", "spark_master", "versions", "argv", "cluster.kafka_dist",
-                     "cluster.base_image", "cluster.subnet", "nemesis.schedule_file"}
+                     "cluster.base_image", "cluster.subnet", "nemesis.schedule_file", "history_start_unix_ms"}
 ALWAYS = ("acks", "min_insync", "rf", "unclean", "idempotence", "nemesis")
 COLUMNS = ("cell", *ALWAYS, "other", "runs", "valid", "invalid", "unknown", "acked", "lost", "loss_rate",
-           "duplicate", "availability_in_faults", "send_p50_ms", "send_p99_ms", "promise", "promise_held",
+           "lost_outside_promise", "duplicate", "availability_in_faults", "send_p50_ms", "send_p99_ms", "promise", "promise_held",
            "run_dirs")
 
 
@@ -90,6 +90,7 @@ def _row(root: Path, key: tuple, runs: list[Run], varying: list[str]) -> dict[st
     checked = [r.results for r in runs if r.results.get("counts")]
     verdicts = [r.results.get("valid", "unknown") for r in runs]
     total = {k: sum(c["counts"].get(k) or 0 for c in checked) for k in ("acked", "lost", "duplicate")}
+    total["lost_in_promise"] = sum(lost_in_promise(r.results, r.test) for r in runs if r.results.get("counts"))
     avail = [in_faults((c.get("timeline") or {}).get("availability") or {}) for c in checked]
     invoked = sum(a[1] for a in avail)
     lat = [((c.get("latency_ms") or {}).get("send") or {}).get("ok") or {} for c in checked]
@@ -102,7 +103,8 @@ def _row(root: Path, key: tuple, runs: list[Run], varying: list[str]) -> dict[st
         "other": " ".join(f"{k.split('.')[-1]}={cfg.get(k)}" for k in varying) or None,
         "runs": len(runs), "valid": verdicts.count(True), "invalid": verdicts.count(False),
         "unknown": len(runs) - verdicts.count(True) - verdicts.count(False),
-        **total,
+        **{k: total[k] for k in ("acked", "lost", "duplicate")},
+        "lost_outside_promise": total["lost"] - total["lost_in_promise"],
         "loss_rate": round(total["lost"] / total["acked"], 6) if total["acked"] else None,
         "availability_in_faults": round(sum(a[0] for a in avail) / invoked, 4) if invoked else None,
         "send_p50_ms": _median([x["p50"] for x in lat if x.get("p50") is not None]),
@@ -157,9 +159,9 @@ def heatmap(rows: list[dict[str, Any]]) -> bytes | None:
                 lost, acked = sum(r["lost"] for r in cell), sum(r["acked"] for r in cell)
                 grid[i][j] = lost / acked
                 held = [r["promise_held"] for r in cell if r["promise_held"] is not None]
-                void = any(r["promise"].startswith("none: ") for r in cell)
-                mark = ("\npromise held" if all(held) else "\nPROMISE BROKEN") if held else \
-                    "\n(outside the promise)" if void else ""
+                outside = sum(r.get("lost_outside_promise") or 0 for r in cell)
+                mark = ("\npromise held" if all(held) else "\nPROMISE BROKEN") if held else ""
+                mark += f"\n{outside} outside the guarantee" if held and outside else ""
                 ax.text(j, i, f"{lost}/{acked}{mark}", ha="center", va="center", fontsize=8,
                         color="white" if grid[i][j] > top * 0.6 else "black")
         im = ax.imshow(grid, cmap=cmap, vmin=0, vmax=top, aspect="auto")

@@ -34,7 +34,8 @@ class CellOutcome:
             return self.mismatch
         if self.row is not None and self.row.get("promise_held") is False:
             r = self.row
-            what = f"lost {r['lost']} of {r['acked']} acknowledged writes" if r["lost"] else \
+            inside = r["lost"] - (r.get("lost_outside_promise") or 0)
+            what = f"lost {inside} of {r['acked']} acknowledged writes inside Kafka's guarantee" if inside else \
                 f"{r['duplicate']} duplicates with idempotence on"
             return f"promise broken ({r['promise']}): {what} over {r['runs']} run(s)"
         return None

@@ -29,7 +29,9 @@ from harness.monitor import ISR_FILE, read_isr
 from reports import plots
 from reports import ReportsInputError
 from reports.html import Raw, esc, link, png, table, verdict, write_page
-from reports.promise import RULE, promise_of
+from reports.evidence_html import evidence_section
+from reports.explain import load_explanation
+from reports.promise import RULE, lost_in_promise, promise_of
 
 __all__ = ["ReportError", "REPORT_FILE", "RunData", "anomaly_marks", "load_run", "write_report"]
 
@@ -200,14 +202,19 @@ def _header(d: RunData) -> str:
     promise = promise_of(d.test)
     promised = promise.no_loss
     lost = counts.get("lost")
+    inside = lost_in_promise(r or {}, d.test) if lost is not None else None
+    outside = [o for o in loss.get("outside") or [] if promised]
     if r is None:
         held = "not checked (no results.json: run <code>kchaos check</code> on this directory)"
     elif lost is None:
         held = "unknown (results.json has no loss count)"
     elif not lost:
         held = "yes: no acknowledged write was lost" if promised else "nothing was lost (nothing was promised)"
+    elif promised and inside:
+        held = (f'<strong class="valid-false">NO: {inside} acknowledged writes lost while an in-sync replica '
+                f'held them</strong>' + (f" ({lost - inside} more outside the guarantee)" if lost > inside else ""))
     elif promised:
-        held = f'<strong class="valid-false">NO: {lost} acknowledged writes lost</strong>'
+        held = f"yes: the {lost} acknowledged writes lost were outside the guarantee"
     else:
         held = f"{lost} acknowledged writes lost, as the configuration allows"
     errors = [f"{esc(k)}: {esc(c.get('error'))}" for k, c in ((r or {}).get("checkers") or {}).items()
@@ -220,7 +227,11 @@ def _header(d: RunData) -> str:
              f"<p>Configuration promises no loss: <strong>{_yes(promised)}</strong> "
              f"<span class=\"muted\">(acks={esc(p.get('acks', 'all'))}, min.insync={esc(t.get('min_insync'))}, "
              f"unclean={esc(_yes(t.get('unclean')))}{'; ' + esc(promise.void) if promise.void else ''}; "
-             f"the promise needs {esc(RULE)})</span>. Promise held: {held}.</p>"]
+             f"Kafka's guarantee: {esc(RULE)})</span>. Promise held: {held}.</p>"]
+    if outside:
+        lines.append("<p>Lost outside the guarantee:</p><ul>" + "".join(
+            f"<li>{o['count']} writes acknowledged {o['first_acked_s']}–{o['last_acked_s']} s: {esc(o['reason'])}</li>"
+            for o in outside) + "</ul>")
     lines += [f'<p class="valid-false">checker error: {e}</p>' for e in errors]
     lines += [f'<p class="valid-unknown">{esc(n)}</p>' for n in d.notes]
     return "\n".join(lines)
@@ -363,6 +374,7 @@ def write_report(run: Path) -> Path:
         _header(d),
         "<h2>Configuration</h2>", _config(d.test),
         "<h2>Anomalies</h2>", _anomalies(d),
+        *evidence_section(d.run, load_explanation(d.run)),
         "<h2>Availability</h2>", _availability(d.availability),
         "<h2>Send latency quantiles</h2>", _latency_table(d.latency),
         "<h2>Fault windows</h2>", _windows(d),

@@ -18,6 +18,8 @@ from checkers.observed import observe
 from harness.history import read_history
 from harness.repro import fault_trace
 
+from evidence_asserts import assert_followers_truncated_to_the_powerless_leader, assert_old_leader_truncated
+
 pytestmark = pytest.mark.cluster
 KCHAOS = [sys.executable, "-m", "harness.cli"]
 
@@ -43,6 +45,8 @@ def test_acks1_leader_failover_loses_acked_writes_and_a_replay_loses_them_again(
     slowed = next(o for o in hist if o["process"] == "nemesis" and o["f"] == "start-slow" and o["type"] == "ok")
     killed = next(o for o in hist if o["process"] == "nemesis" and o["f"] == "kill" and o["type"] == "ok")
     assert len(slowed["nodes"]) == 2 and killed["nodes"][0] not in slowed["nodes"]  # the leader, its followers
+    # Kafka's own files name the killed leader as the replica that truncated the lost writes.
+    assert_old_leader_truncated(run_dir, killed["nodes"][0])
     test = json.loads((run_dir / "test.json").read_text())
     assert test["producer"]["acks"] == "1" and test["topic"]["min_insync"] == 2 and test["seed"] == run["seed"]
     case = ET.parse(sdir / "report.xml").getroot().find("testsuite/testcase")
@@ -74,3 +78,28 @@ def test_acksall_minisr2_kill_leader_loses_nothing(store):
     acked = {o["value"] for o in hist if o["f"] == "send" and o["type"] == "ok"}
     read = {v for o in hist if o["type"] == "ok" and o["f"] in ("poll", "drain") for _, _, v in o["records"]}
     assert acked <= read
+
+
+def test_last_isr_power_loss_loses_writes_outside_the_guarantee_and_names_the_truncating_followers(store):
+    """acks=all, min.insync=2: the followers are slowed out of the ISR and the lone leader loses power (the
+    KIP-966 case). Acknowledged writes are lost on Kafka 3.7; Kafka's guarantee did not cover them (the one
+    in-sync replica lost its data), and Kafka's own files show the followers truncating to the empty leader."""
+    sdir, state = _scenario(store, "last-isr-power-loss", "--variant", "kafka-3.7")
+    [variant] = state["variants"]
+    assert variant["predict"] == "lost > 0 and lost_in_promise == 0" and variant["matched"] == 1
+    [run] = variant["runs"]
+    run_dir = sdir / run["run"]
+    m = run["metrics"]
+    assert m["lost"] > 10 and m["lost_outside_promise"] == m["lost"] and m["lost_in_promise"] == 0
+    test = json.loads((run_dir / "test.json").read_text())
+    assert (test["producer"]["acks"], test["topic"]["min_insync"]) == ("all", 2)
+    loss = json.loads((run_dir / "results.json").read_text())["loss"]
+    [power] = [o for o in read_history(run_dir / "history.jsonl")
+               if o["process"] == "nemesis" and o["f"] == "power-fail" and o["type"] == "ok"]
+    leader = power["nodes"][0]
+    assert loss["promised"] and not loss["broken"]
+    assert all(f"{{{leader}}} lost power" in o["reason"] and f"ISR then {{{leader}}}" in o["reason"]
+               for o in loss["outside"]), loss["outside"]
+    assert_followers_truncated_to_the_powerless_leader(run_dir)
+    case = ET.parse(sdir / "report.xml").getroot().find("testsuite/testcase")
+    assert case.find("failure") is None  # the prediction held and no promise was broken

@@ -245,7 +245,7 @@ def test_nonmonotonic_send_invalid_only_with_idempotence(check, idempotence, val
 
 
 @pytest.mark.parametrize("producer, topic, promised", [
-    ({"acks": "1"}, {}, False), ({"acks": "all"}, {"min_insync": 1}, False),
+    ({"acks": "1"}, {}, False), ({"acks": "all"}, {"min_insync": 1}, True),
     ({"acks": "-1"}, {"unclean": True}, False), ({}, {}, True)])
 def test_loss_summary(spark, tmp_path, producer, topic, promised):
     h = HistoryBuilder().send(0, 1, 0, offset=0).send(0, 2, 0, offset=1).drain(1, 0, [(0, 0, 1)])

@@ -1,0 +1,230 @@
+"""Kafka's on-disk logs decoded by Kafka's own tool, `kafka.tools.DumpLogSegments`.
+
+`dump(libs, files, cwd, metadata=...)` runs the tool once for many segment
+files (one JVM) with `--print-data-log`, adding `--cluster-metadata-decoder`
+for the KRaft metadata log, and `parse_dump(lines)` turns its text into
+`Batch`es. The text format is the same in Kafka 3.7 and 4.1 (checked against
+both): a `Dumping FILE` line per file, one `baseOffset: ...` line per batch
+and one `| offset: ...` line per record, ending in `payload: TEXT` (the
+metadata decoder prints each record as JSON there) or, for control records,
+`controlType: NAME(N)` (3.7), `LeaderChange: {...}` and the like (4.1), or
+`endTxnMarker: ...`. `read_epoch_checkpoint` reads a partition's
+leader-epoch-checkpoint file. Nothing here needs a cluster.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+__all__ = ["DUMP_CLASS", "Batch", "DumpError", "Record", "dump", "metadata_records", "parse_dump",
+           "read_epoch_checkpoint"]
+
+DUMP_CLASS = "kafka.tools.DumpLogSegments"  # the same class in 3.7 and 4.1
+DUMP_TIMEOUT_S = 600.0
+_PAIR = re.compile(r"(\w+): (\S+)")
+_RECORD = re.compile(r"^\| offset: (\d+) (?:CreateTime|LogAppendTime|NoTimestampType): (-?\d+)")
+_CONTROL = re.compile(r"controlType: (\S+)|endTxnMarker: (\w+)|(\w+): (\{.*\})\s*$")
+
+
+class DumpError(RuntimeError):
+    """DumpLogSegments could not be run or failed; the message quotes its output."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record of a batch as DumpLogSegments printed it.
+
+    `payload` is the value as text (the default StringDecoder; JSON for the
+    metadata decoder), None for a control record, whose kind is `control`
+    (e.g. "LEADER_CHANGE", "LeaderChange", "COMMIT") with its JSON in
+    `control_json` when the tool printed it.
+    """
+
+    offset: int
+    time_ms: int
+    payload: str | None
+    control: str | None = None
+    control_json: str | None = None
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One record batch of a segment file: its header fields and its records."""
+
+    file: str
+    base_offset: int
+    last_offset: int
+    leader_epoch: int
+    time_ms: int
+    is_control: bool
+    producer_id: int
+    records: tuple[Record, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able form; records as [offset, payload] pairs (control records as [offset, null])."""
+        return {"file": self.file, "base_offset": self.base_offset, "last_offset": self.last_offset,
+                "leader_epoch": self.leader_epoch, "create_time_ms": self.time_ms, "is_control": self.is_control,
+                "producer_id": self.producer_id, "records": [[r.offset, r.payload] for r in self.records]}
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if not found:
+        raise DumpError("no java on PATH (or JAVA_HOME): DumpLogSegments cannot run")
+    return found
+
+
+def dump(libs: Path, files: Sequence[str], cwd: Path, *, metadata: bool = False) -> list[str]:
+    """Run DumpLogSegments over `files` (paths relative to `cwd`) in one JVM; return its stdout lines.
+
+    Paths are passed relative so that no comma in a run directory's path can
+    split the tool's comma-separated --files. Raises DumpError when java is
+    missing, the tool exits non-zero or runs longer than DUMP_TIMEOUT_S.
+    """
+    if not files:
+        return []
+    bad = [f for f in files if "," in f]
+    if bad:
+        raise DumpError(f"file names with a comma cannot be passed to DumpLogSegments: {bad[:3]}")
+    cmd = [_java(), "-Xmx512m", "-cp", f"{Path(libs).resolve()}/*", DUMP_CLASS, "--files", ",".join(files),
+           "--print-data-log"]
+    if metadata:
+        cmd.append("--cluster-metadata-decoder")
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=DUMP_TIMEOUT_S,
+                              errors="replace")
+    except subprocess.TimeoutExpired:
+        raise DumpError(f"DumpLogSegments ran longer than {DUMP_TIMEOUT_S:.0f}s on {len(files)} files") from None
+    if proc.returncode != 0:
+        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
+        raise DumpError(f"DumpLogSegments exited {proc.returncode}: {tail}")
+    return proc.stdout.splitlines()
+
+
+def _int(fields: dict[str, str], key: str, default: int = -1) -> int:
+    try:
+        return int(fields[key])
+    except (KeyError, ValueError):
+        return default
+
+
+def _record(line: str) -> Record | None:
+    m = _RECORD.match(line)
+    if not m:
+        return None
+    offset, t = int(m.group(1)), int(m.group(2))
+    head, sep, payload = line.partition(" payload: ")
+    if sep:
+        return Record(offset, t, payload)
+    c = _CONTROL.search(line)
+    if c is None:
+        return Record(offset, t, None, "unknown")
+    if c.group(1):
+        return Record(offset, t, None, c.group(1).split("(")[0])
+    if c.group(2):
+        return Record(offset, t, None, c.group(2))
+    return Record(offset, t, None, c.group(3), c.group(4))
+
+
+def parse_dump(lines: Iterable[str], notes: list[str] | None = None) -> Iterator[Batch]:
+    """The batches of DumpLogSegments output, in order, each with the file it came from.
+
+    A record line belongs to the batch line before it. Lines of any other
+    shape (the tool's warnings about invalid bytes or index problems) are
+    appended to `notes` when given, never silently dropped.
+    """
+    file = ""
+    head: dict[str, str] | None = None
+    records: list[Record] = []
+
+    def flush() -> Batch | None:
+        if head is None:
+            return None
+        return Batch(file, _int(head, "baseOffset"), _int(head, "lastOffset"), _int(head, "partitionLeaderEpoch"),
+                     _int(head, "CreateTime", _int(head, "LogAppendTime")), head.get("isControl") == "true",
+                     _int(head, "producerId"), tuple(records))
+
+    for raw in lines:
+        line = raw.rstrip("\n")
+        if line.startswith("Dumping "):
+            if (b := flush()) is not None:
+                yield b
+            head, records, file = None, [], line[len("Dumping "):].strip()
+        elif line.startswith("baseOffset:"):
+            if (b := flush()) is not None:
+                yield b
+            head, records = dict(_PAIR.findall(line)), []
+        elif line.startswith("| offset:"):
+            rec = _record(line)
+            if rec is not None and head is not None:
+                records.append(rec)
+            elif notes is not None:
+                notes.append(f"{file}: unparsed record line: {line[:200]}")
+        elif line.startswith(("Log starting offset:", "Starting offset:")) or not line.strip():
+            continue
+        elif notes is not None:
+            notes.append(f"{file}: {line[:300]}")
+    if (b := flush()) is not None:
+        yield b
+
+
+def metadata_records(batches: Iterable[Batch]) -> Iterator[dict[str, Any]]:
+    """The KRaft metadata log's records as `{"offset", "time_ms", "type", "version", "data"}`.
+
+    `type` is the decoder's record type (e.g. "PARTITION_CHANGE_RECORD");
+    control records (the quorum's leader changes) come as type "CONTROL:<kind>"
+    with whatever JSON the tool printed as data. Payloads that are not JSON
+    objects come as type "UNPARSED" with the text in data["text"].
+    """
+    for b in batches:
+        for r in b.records:
+            base = {"offset": r.offset, "time_ms": r.time_ms, "leader_epoch": b.leader_epoch}
+            if r.payload is None:
+                data: Any = {}
+                if r.control_json:
+                    try:
+                        data = json.loads(r.control_json)
+                    except ValueError:
+                        data = {"text": r.control_json}
+                yield {**base, "type": f"CONTROL:{r.control}", "version": None, "data": data}
+                continue
+            try:
+                obj = json.loads(r.payload)
+            except ValueError:
+                obj = None
+            if not isinstance(obj, dict) or "type" not in obj:
+                yield {**base, "type": "UNPARSED", "version": None, "data": {"text": r.payload}}
+                continue
+            yield {**base, "type": obj["type"], "version": obj.get("version"), "data": obj.get("data") or {}}
+
+
+def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]] | None:
+    """A leader-epoch-checkpoint file's entries as (epoch, start offset), in file order; None if unreadable.
+
+    The format (Kafka's CheckpointFile): a version line (0), a count line, then
+    one "EPOCH START_OFFSET" line per entry.
+    """
+    try:
+        lines = Path(path).read_text(encoding="utf-8").split("\n")
+    except OSError:
+        return None
+    try:
+        if int(lines[0]) != 0:
+            return None
+        n = int(lines[1])
+        out = []
+        for line in lines[2:2 + n]:
+            epoch, start = line.split()
+            out.append((int(epoch), int(start)))
+    except (IndexError, ValueError):
+        return None
+    return out if len(out) == n else None

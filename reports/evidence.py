@@ -1,0 +1,246 @@
+"""A run's Kafka evidence decoded: segments, metadata timeline, epoch checkpoints, broker log lines, clock.
+
+`decode(run)` reads `RUN/evidence/raw/<node>/` (copied by clusters/evidence.py
+before the cluster was torn down), runs Kafka's DumpLogSegments from the
+run's own Kafka version over every segment (one JVM for the topic's data,
+one for the metadata logs), writes `RUN/evidence/segments.jsonl` (one line
+per batch: node, partition, base/last offset, leader epoch, create time,
+records as [offset, value], the value decoded as the history encodes it:
+the decimal text of an integer) and `RUN/evidence/metadata.jsonl` (the
+topic's partition states, broker fencing and registrations, features, each
+with wall-clock and history time), and returns an `Evidence`.
+
+History time (ns since history.jsonl was opened, monotonic) maps to wall
+clock through test.json's `history_start_unix_ms`; runs recorded before it
+existed use the run directory's UTC name (made milliseconds before the
+history opened) and say so.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from checkers.broker_logs import LogEvent, read_node_logs
+from checkers.kafka_logs import Batch, DumpError, dump, metadata_records, parse_dump, read_epoch_checkpoint
+from checkers.kraft_metadata import MetadataLog, replay
+from clusters.evidence import COLLECT_FILE, METADATA_DIR
+from reports import ReportsInputError
+
+__all__ = ["EVIDENCE_DIR", "Clock", "Evidence", "EvidenceError", "check_run", "decode", "history_clock", "value_of"]
+
+EVIDENCE_DIR = "evidence"
+RAW_DIR = "raw"
+SEGMENTS_FILE = "segments.jsonl"
+METADATA_FILE = "metadata.jsonl"
+START_KEY = "history_start_unix_ms"
+_STAMP = re.compile(r"(\d{8}T\d{6}\.\d{3})Z")
+_INT = re.compile(r"-?\d+")
+# dump(libs, files, cwd, metadata=...) -> stdout lines: checkers.kafka_logs.dump, or a stand-in in tests.
+Dumper = Callable[..., Sequence[str]]
+
+
+class EvidenceError(ReportsInputError):
+    """The run directory has no usable evidence (no evidence/raw, no test.json): one line, exit code 3."""
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Maps history time (seconds since the history opened) to wall clock (unix ms) and back."""
+
+    start_unix_ms: float | None
+    source: str  # "test.json", "run directory name (±10 ms)" or "unknown"
+
+    def to_s(self, unix_ms: float | None) -> float | None:
+        """History seconds of a wall-clock time (None when either is unknown)."""
+        if unix_ms is None or self.start_unix_ms is None:
+            return None
+        return round((unix_ms - self.start_unix_ms) / 1000, 3)
+
+    def to_unix_ms(self, seconds: float | None) -> float | None:
+        """Wall-clock ms of a history time in seconds."""
+        if seconds is None or self.start_unix_ms is None:
+            return None
+        return self.start_unix_ms + seconds * 1000
+
+
+def _stamp_ms(text: str) -> float | None:
+    m = _STAMP.search(text)
+    if not m:
+        return None
+    t = datetime.strptime(m.group(1), "%Y%m%dT%H%M%S.%f").replace(tzinfo=timezone.utc)
+    return t.timestamp() * 1000
+
+
+def history_clock(run: Path, test: dict[str, Any]) -> Clock:
+    """The run's Clock: test.json's stamp, else the run directory's name (or the one harness.log names)."""
+    start = test.get(START_KEY)
+    if isinstance(start, (int, float)):
+        return Clock(float(start), "test.json")
+    ms = _stamp_ms(Path(run).resolve().name)
+    log = Path(run) / "harness.log"
+    if ms is None and log.is_file():
+        with open(log, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if " run directory " in line:
+                    ms = _stamp_ms(line.rsplit("/", 1)[-1])
+                    break
+    if ms is None:
+        return Clock(None, "unknown")
+    return Clock(ms, "run directory name (±10 ms)")
+
+
+def value_of(payload: str | None) -> int | str | None:
+    """A record's payload as the history's value: the integer it spells, else the text itself."""
+    if payload is not None and _INT.fullmatch(payload):
+        return int(payload)
+    return payload
+
+
+@dataclass
+class Evidence:
+    """Everything decoded from a run's evidence/raw, keyed by (node, partition) where per replica."""
+
+    run: Path
+    topic: str
+    nodes: list[str]
+    batches: dict[tuple[str, int], list[Batch]]
+    checkpoints: dict[tuple[str, int], list[tuple[int, int]] | None]
+    metadata: MetadataLog | None
+    metadata_node: str | None
+    log_events: list[LogEvent]
+    clock: Clock
+    collect: dict[str, Any]
+    test: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def holders(self) -> dict[tuple[int, Any], list[tuple[str, int, int]]]:
+        """(partition, value) -> [(node, offset, leader epoch)] for every record any replica still holds."""
+        out: dict[tuple[int, Any], list[tuple[str, int, int]]] = {}
+        for (node, p), bs in self.batches.items():
+            for b in bs:
+                for r in b.records:
+                    if r.payload is not None:
+                        out.setdefault((p, value_of(r.payload)), []).append((node, r.offset, b.leader_epoch))
+        return out
+
+    def log_end(self, node: str, partition: int) -> int | None:
+        """One past the last offset in the replica's segments now (None when its data was not collected)."""
+        if (node, partition) not in self.batches:
+            return None
+        return max((b.last_offset + 1 for b in self.batches[(node, partition)]), default=0)
+
+
+def _libs(test: dict[str, Any]) -> Path:
+    from clusters.distribution import resolve
+    v = (test.get("versions") or {}).get("kafka") or (test.get("cluster") or {}).get("kafka_version") or "3.7.2"
+    return resolve(v, (test.get("cluster") or {}).get("kafka_dist")).libs
+
+
+def _segment_files(raw: Path, folder: Callable[[str], bool]) -> list[str]:
+    return sorted(str(f.relative_to(raw)) for f in raw.glob("*/*/*.log") if folder(f.parent.name))
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for r in rows:
+            fh.write(json.dumps(r, separators=(",", ":")) + "\n")
+
+
+def _decode_metadata(raw: Path, libs: Path, notes: list[str], dumper: Dumper
+                     ) -> tuple[MetadataLog | None, str | None]:
+    """The longest metadata log among the nodes (they are replicas of one Raft log), replayed."""
+    files = _segment_files(raw, lambda d: d == METADATA_DIR)
+    if not files:
+        notes.append("no __cluster_metadata segments were collected: no leader/ISR timeline")
+        return None, None
+    per_node: dict[str, list[dict[str, Any]]] = {}
+    for b in parse_dump(dumper(libs, files, raw, metadata=True), notes):
+        node = b.file.split("/", 1)[0]
+        per_node.setdefault(node, []).extend(metadata_records([b]))
+    if not per_node:
+        return None, None
+    node = max(sorted(per_node), key=lambda n: max((r["offset"] for r in per_node[n]), default=-1))
+    records = sorted(per_node[node], key=lambda r: r["offset"])
+    if records and records[0]["offset"] > 0:
+        notes.append(f"{node}'s metadata log starts at offset {records[0]['offset']} (older records were "
+                     "snapshotted away): partitions created before it have no timeline")
+    return replay(records), node
+
+
+def _metadata_rows(meta: MetadataLog, topic: str, clock: Clock) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for (t, _), states in meta.states.items():
+        if t == topic:
+            rows += [{"type": "partition", "time_s": clock.to_s(s.time_ms), **s.to_dict()} for s in states]
+    rows += [{"type": "broker", "time_s": clock.to_s(b.time_ms), **b.to_dict()} for b in meta.brokers]
+    rows.sort(key=lambda r: r["offset"])
+    rows += [{"type": "feature", "name": k, "level": v} for k, v in sorted(meta.features.items())]
+    return rows
+
+
+def check_run(run: Path) -> None:
+    """Raise EvidenceError unless `run` has a test.json and an evidence/raw directory (cheap; no decoding)."""
+    run = Path(run)
+    if not (run / "test.json").is_file():
+        raise EvidenceError(f"{run}: no test.json (not a run directory?)")
+    if not (run / EVIDENCE_DIR / RAW_DIR).is_dir():
+        raise EvidenceError(f"{run}: no {EVIDENCE_DIR}/{RAW_DIR} (runs collect it before the cluster is torn down)")
+
+
+def decode(run: Path, libs: Path | None = None, dumper: Dumper = dump) -> Evidence:
+    """Decode RUN/evidence/raw with Kafka's tools; write segments.jsonl and metadata.jsonl; return Evidence.
+
+    Raises EvidenceError when there is no evidence/raw or no test.json; a
+    DumpLogSegments failure becomes a note and an empty part, never a crash.
+    `libs` overrides the run's Kafka jars; `dumper` stands in for the tool.
+    """
+    run = Path(run)
+    raw = run / EVIDENCE_DIR / RAW_DIR
+    check_run(run)
+    try:
+        test = json.loads((run / "test.json").read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise EvidenceError(f"{run}/test.json: not JSON ({e})") from None
+    topic = (test.get("topic") or {}).get("name") or "kchaos"
+    clock = history_clock(run, test)
+    notes: list[str] = []
+    collect: dict[str, Any] = {}
+    if (raw / COLLECT_FILE).is_file():
+        try:
+            collect = json.loads((raw / COLLECT_FILE).read_text(encoding="utf-8"))
+        except ValueError:
+            notes.append(f"{RAW_DIR}/{COLLECT_FILE} is not JSON")
+    for c in collect.get("nodes") or []:
+        if c.get("skipped") or c.get("error"):
+            notes.append(f"{c.get('node')}: {c.get('skipped') or c.get('error')}")
+    nodes = sorted(p.name for p in raw.iterdir() if p.is_dir())
+    is_topic = re.compile(re.escape(topic) + r"-(\d+)").fullmatch
+    batches: dict[tuple[str, int], list[Batch]] = {}
+    checkpoints: dict[tuple[str, int], list[tuple[int, int]] | None] = {}
+    for node in nodes:
+        for d in sorted((raw / node).iterdir()):
+            if d.is_dir() and (m := is_topic(d.name)):
+                batches[(node, int(m.group(1)))] = []
+                checkpoints[(node, int(m.group(1)))] = read_epoch_checkpoint(d / "leader-epoch-checkpoint")
+    meta, meta_node = None, None
+    try:
+        libs = libs or _libs(test)
+        files = _segment_files(raw, lambda d: bool(is_topic(d)))
+        for b in parse_dump(dumper(libs, files, raw), notes):
+            node, folder = b.file.split("/")[:2]
+            batches[(node, int(is_topic(folder).group(1)))].append(b)
+        meta, meta_node = _decode_metadata(raw, libs, notes, dumper)
+    except (DumpError, OSError, RuntimeError) as e:
+        notes.append(f"DumpLogSegments: {e}")
+    out = run / EVIDENCE_DIR
+    _write_jsonl(out / SEGMENTS_FILE, [
+        {"node": node, "partition": p, **{k: v for k, v in b.to_dict().items() if k != "records"},
+         "records": [[r.offset, value_of(r.payload)] for r in b.records]}
+        for (node, p), bs in sorted(batches.items()) for b in bs])
+    _write_jsonl(out / METADATA_FILE, _metadata_rows(meta, topic, clock) if meta else [])
+    events = read_node_logs(run / "nodes", topic)
+    return Evidence(run, topic, nodes, batches, checkpoints, meta, meta_node, events, clock, collect, test, notes)

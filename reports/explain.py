@@ -1,0 +1,335 @@
+"""Why each lost write was lost, told from the history and Kafka's own files.
+
+`explain(run)` decodes the run's evidence (reports/evidence.py), takes the
+lost values from results.json (timeline.anomalies.lost), places each at the
+partition and offset its acknowledgement named (history.jsonl), groups them
+into ranges (contiguous per partition, same leader, epoch and ISR when
+acknowledged) and, for each range, assembles:
+
+- who acknowledged it: the leader, leader epoch and ISR in the metadata log
+  at the acknowledgement's wall-clock time;
+- the faults (history nemesis lines) that hit those nodes afterwards, up to
+  the election that replaced the range, and the ISR when the first hit;
+- that election: the first leader epoch after the acknowledging one in the
+  surviving leader-epoch-checkpoint, its start offset (where the new
+  leader's log ended), and its leader and time in the metadata log;
+- each replica's fate: it still holds the values (segments), truncated past
+  them (server.log's truncation, else its checkpoint), lost them with its
+  unsynced tail (a power failure and a shorter log after restart), or
+  "unknown" when the evidence does not say.
+
+It writes RUN/evidence/explanation.json and returns an `Explanation`, whose
+`why` is one sentence per range. Every claim names its source; nothing is
+inferred from timing alone.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from checkers.kafka_logs import dump
+from harness.history import HistoryError
+from reports.evidence import EVIDENCE_DIR, Dumper, Evidence, EvidenceError, check_run, decode
+from reports.explain_facts import Facts, load_facts, node_names
+from reports.explain_fates import ReplicaFate, replica_fates
+
+__all__ = ["EXPLANATION_FILE", "Explanation", "EvidenceError", "LostRange", "explain", "load_explanation"]
+
+EXPLANATION_FILE = "explanation.json"
+MAX_FAULTS = 6
+
+
+@dataclass(frozen=True)
+class LostRange:
+    """A contiguous run of lost offsets of one partition, acknowledged under one leader, epoch and ISR."""
+
+    partition: int
+    first_offset: int | None
+    last_offset: int | None
+    values: tuple[int, ...]
+    acked_from_s: float | None
+    acked_to_s: float | None
+    leader: str | None
+    leader_epoch: int | None
+    isr: tuple[str, ...] | None
+    faults: tuple[dict[str, Any], ...]
+    isr_at_fault: tuple[str, ...] | None
+    election: dict[str, Any] | None
+    replicas: tuple[ReplicaFate, ...]
+    why: str
+    acked_by_source: str | None = None
+    controller_moved_on: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        d = asdict(self)
+        d["replicas"] = [asdict(r) for r in self.replicas]
+        return d
+
+    def truncated(self) -> set[str]:
+        """The replicas that truncated past (part of) this range."""
+        return {r.node for r in self.replicas if r.status == "truncated"}
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The explanation of a run's lost writes: ranges with their why, per-partition timelines, notes."""
+
+    run: str
+    lost: int
+    listed: int
+    ranges: tuple[LostRange, ...]
+    timelines: dict[str, list[dict[str, Any]]]
+    clock: dict[str, Any]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def why(self) -> list[str]:
+        """One sentence per lost range."""
+        return [r.why for r in self.ranges]
+
+    def truncated(self) -> set[str]:
+        """Every replica that truncated past some lost range."""
+        return set().union(*(r.truncated() for r in self.ranges)) if self.ranges else set()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (what explanation.json holds)."""
+        return {"run": self.run, "lost": self.lost, "listed": self.listed,
+                "ranges": [r.to_dict() for r in self.ranges], "why": self.why, "timelines": self.timelines,
+                "clock": self.clock, "notes": list(self.notes)}
+
+
+def _set(ids: tuple[int, ...] | None, names: dict[int, str]) -> tuple[str, ...] | None:
+    return None if ids is None else tuple(names.get(i, f"broker {i}") for i in ids)
+
+
+def _fmt_set(nodes: tuple[str, ...] | None) -> str:
+    return "unknown" if nodes is None else "{" + ",".join(nodes) + "}"
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _s(x: float | None) -> str:
+    return "unknown time" if x is None else f"{x:.1f} s"
+
+
+def _offsets(lo: int | None, hi: int | None) -> str:
+    if lo is None:
+        return "offsets unknown"
+    return f"offset {lo}" if lo == hi else f"offsets {lo}-{hi}"
+
+
+def _group(facts: Facts, lost: list[tuple[int, int | None, int, float | None]]
+           ) -> list[list[tuple[int, int | None, int, float | None]]]:
+    """Contiguous lost offsets per partition with one (leader, epoch, ISR) at acknowledgement."""
+    groups: list[list[tuple[int, int | None, int, float | None]]] = []
+    key_of = lambda e: (e[0], facts.ack_key(e[0], e[3], e[1], True))  # noqa: E731
+    for e in sorted(lost, key=lambda e: (e[0], e[1] is None, e[1] if e[1] is not None else 0, e[2])):
+        if groups:
+            last = groups[-1][-1]
+            same = key_of(last) == key_of(e)
+            if same and e[1] is not None and last[1] is not None:
+                same = not facts.survivor_between(e[0], last[1], e[1], key_of(e)[1])
+            elif same:
+                same = e[1] is None and last[1] is None
+            if same:
+                groups[-1].append(e)
+                continue
+        groups.append([e])
+    return groups
+
+
+def _election(facts: Facts, ev: Evidence, p: int, epoch: int | None, hi: int | None) -> dict[str, Any] | None:
+    """The first epoch after `epoch` in the surviving lineage's checkpoint, with its leader and time."""
+    if epoch is None:
+        return None
+    survivor = facts.final_leader(p)
+    order = ([survivor] if survivor else []) + [n for n in ev.nodes if n != survivor]
+    for node in order:
+        cp = ev.checkpoints.get((node, p))
+        if not cp:
+            continue
+        later = [(e, s) for e, s in cp if e > epoch]
+        if not later:
+            continue
+        e, start = later[0]
+        st = facts.first_state_with_epoch(p, e)
+        out = {"epoch": e, "start_offset": start, "checkpoint_of": node,
+               "leader": facts.names.get(st.leader, f"broker {st.leader}") if st and st.leader >= 0 else None,
+               "time_s": ev.clock.to_s(st.time_ms) if st else None,
+               "overwrote": hi is not None and start <= hi}
+        became = facts.became_leader(p, e)
+        if became is not None:
+            out["leader_log_end"] = became.offset  # state-change.log: log end on taking the leadership
+        return out
+    return None
+
+
+def _pick_faults(found: list[dict[str, Any]], fates: tuple[ReplicaFate, ...]) -> list[dict[str, Any]]:
+    """The faults worth a clause: faults, not mends; the power failures that cost a replica the range
+    always; then the earliest others, MAX_FAULTS in all, in time order."""
+    faults = [f for f in found if f["role"] == "fault"]
+    must = {f.time_s for f in fates if f.status == "lost-unsynced"}
+    chosen = [f for f in faults if f["f"] == "power-fail" and f["time_s"] in must]
+    for f in faults:
+        if len(chosen) >= MAX_FAULTS:
+            break
+        if f not in chosen:
+            chosen.append(f)
+    return sorted(chosen, key=lambda f: f["time_s"])
+
+
+def _why(r: dict[str, Any], p: int, n: int, fates: tuple[ReplicaFate, ...]) -> str:
+    head = f"{_offsets(r['lo'], r['hi'])} of p{p} ({n} value{'s' if n != 1 else ''})"
+    were = "were" if n != 1 else "was"
+    when = f"at {_s(r['from_s'])}" if r["from_s"] == r["to_s"] else f"{_s(r['from_s'])}–{_s(r['to_s'])}"
+    if r["leader"] is None and len(r["candidates"]) > 1:
+        parts = [f"{head} {were} acknowledged {when} by {' or '.join(r['candidates'])}, which all believed they led "
+                 "the partition then (which one is unknown)"]
+    elif r["leader"] is None:
+        parts = [f"{head} {were} acknowledged {when}, when the metadata log shows no leader (unknown)"]
+    else:
+        parts = [f"{head} {were} acknowledged {when} by {r['leader']} in leader epoch {r['epoch']} while "
+                 f"ISR = {_fmt_set(r['isr'])}"]
+        if r["newer"]:
+            n = r["newer"]
+            parts[0] += (f" as {r['leader']} knew it (from {_s(n['time_s'])} on, the controller had made "
+                         f"{n['leader']} leader with epoch {n['epoch']}; {r['leader']} did not know)")
+    if r["faults"]:
+        parts.append(_and([f["phrase"] + (f" while ISR = {_fmt_set(f['isr'])}" if f.get("isr") else "")
+                           for f in r["faults"]]))
+    el = r["election"]
+    if el is None:
+        parts.append("no later leader epoch in any collected leader-epoch-checkpoint: how the log lost them is unknown")
+    else:
+        who = el["leader"] or "an unknown leader"
+        verb = "was re-elected" if el["leader"] == r["leader"] else "was elected"
+        end = "its log was empty" if el["start_offset"] == 0 else f"its log ended at {el['start_offset'] - 1}"
+        parts.append(f"{who} {verb} with epoch {el['epoch']} at {_s(el['time_s'])} and {end}")
+    trunc: dict[int | None, list[ReplicaFate]] = {}
+    for f in fates:
+        if f.status == "truncated":
+            trunc.setdefault(f.offset, []).append(f)
+    for off, fs in sorted(trunc.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+        fs.sort(key=lambda f: (f.time_s is None, f.time_s or 0, f.node))
+        at = [_s(f.time_s) for f in fs if f.time_s is not None]
+        parts.append(f"{_and([f.node for f in fs])} truncated to {off if off is not None else 'an unknown offset'}"
+                     + (f" (at {_and(at)})" if at else ""))
+    unsynced: dict[int | None, list[str]] = {}
+    for f in sorted(fates, key=lambda f: (f.time_s is None, f.time_s or 0)):
+        if f.status == "lost-unsynced":
+            unsynced.setdefault(f.offset, []).append(f.node)
+    for off, nodes in unsynced.items():
+        one = len(nodes) == 1
+        end = f"ended at {off - 1}" if off else "was empty"
+        parts.append(f"{_and(nodes)} lost them with {'its' if one else 'their'} unsynced log tail"
+                     f"{'' if one else 's'} ({'its' if one else 'each'} log {end} after the restart)")
+    lacked = [f"{f.node} (log end {f.offset} at {_s(f.time_s)})" for f in fates if f.status == "did not hold"]
+    if lacked:
+        parts.append(f"{_and(lacked)} did not hold them")
+    holders = [f"{f.node} ({f.held}/{n})" for f in fates if f.held]
+    parts.append(("still held by " + _and(holders)) if holders else "no replica holds them now")
+    unknown = [f.node for f in fates if f.status in ("unknown", "missing", "not collected")]
+    if unknown:
+        parts.append(f"for {_and(unknown)} the evidence does not say")
+    return "; ".join(parts) + "."
+
+
+def _lost(run: Path) -> tuple[list[tuple[int, float | None]], int, list[str]]:
+    """(value, acked_s) of every listed lost write, the lost count, notes."""
+    try:
+        res = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise EvidenceError(f"{run}: no readable results.json ({e}); check the run first: kchaos check RUN") from None
+    count = int((res.get("counts") or {}).get("lost") or 0)
+    listed = ((res.get("timeline") or {}).get("anomalies") or {}).get("lost")
+    notes = []
+    if listed is None:
+        listed = [{"key": k, "acked_s": None} for k in (res.get("examples") or {}).get("lost") or []]
+    out = [(a["key"], a.get("acked_s")) for a in listed if isinstance(a.get("key"), int)]
+    if len(out) < count:
+        notes.append(f"results.json lists {len(out)} of {count} lost writes; only those are explained")
+    return out, count, notes
+
+
+def explain(run: Path, libs: Path | None = None, dumper: Dumper = dump) -> Explanation:
+    """(Re)build the explanation of `run`'s lost writes from RUN/evidence/raw; write explanation.json.
+
+    Raises EvidenceError (one line) when the run has no evidence/raw, no
+    test.json or no readable results.json. `libs` overrides the Kafka jars
+    used to decode (default: the run's own Kafka version); `dumper` stands in
+    for DumpLogSegments (tests).
+    """
+    run = Path(run)
+    check_run(run)
+    lost, count, notes = _lost(run)
+    ev = decode(run, libs, dumper)
+    notes += ev.notes
+    try:
+        facts = load_facts(run, ev, node_names(run), {v for v, _ in lost})
+    except (OSError, HistoryError) as e:
+        raise EvidenceError(f"{run}: history.jsonl unreadable ({e})") from None
+    notes += facts.notes
+    placed = [(*facts.place(v), v, facts.ack_s(v, s)) for v, s in lost]
+    entries = [(p, off, v, t) for p, off, v, t in placed if p is not None]
+    if len(entries) < len(placed):
+        notes.append(f"{len(placed) - len(entries)} lost values have no acknowledged send in the history")
+    acks_all = str((ev.test.get("producer") or {}).get("acks", "all")) in ("all", "-1")
+    holders = ev.holders()
+    ranges = []
+    for g in _group(facts, entries):
+        p = g[0][0]
+        offs = [e[1] for e in g if e[1] is not None]
+        lo, hi = (min(offs), max(offs)) if offs else (None, None)
+        times = [e[3] for e in g if e[3] is not None]
+        t0, t1 = (min(times), max(times)) if times else (None, None)
+        ack = facts.acker(p, g[0][3], g[0][1], True)
+        isr, leader, epoch = _set(ack.isr, facts.names), ack.leader, ack.epoch
+        newer = None  # the controller moved on while the acknowledging leader went on, not knowing
+        if epoch is not None:
+            st = next((x for x in facts.timeline(p) if x.leader_epoch > epoch), None)
+            if st is not None and t1 is not None and (ev.clock.to_s(st.time_ms) or 0) <= t1:
+                newer = {"leader": facts.names.get(st.leader, "none" if st.leader < 0 else str(st.leader)),
+                         "epoch": st.leader_epoch, "time_s": ev.clock.to_s(st.time_ms)}
+        el = _election(facts, ev, p, epoch, hi)
+        values = tuple(sorted(e[2] for e in g))
+        fates = replica_fates(ev, facts, p, values, lo, hi, t0, leader, epoch, isr, acks_all, holders)
+        # Faults up to the election, or to the last truncation when that came later (a healed partition).
+        ends = [x for x in [el.get("time_s") if el else None, *(f.time_s for f in fates if f.status == "truncated")]
+                if x is not None]
+        hit = set(isr or ()) | ({leader} if leader else set())
+        faults = _pick_faults(facts.faults_between(t0, max(ends) if ends else None, hit), fates)
+        shown, isr_f = isr, None
+        for f in faults:  # the ISR when a fault struck, where it differs from the last one said
+            sf = facts.state_at_s(p, f["time_s"])
+            now = _set(sf.isr, facts.names) if sf else None
+            if f["role"] == "fault" and now is not None and now != shown:
+                f["isr"], shown = now, now
+                isr_f = isr_f or now
+        r = {"lo": lo, "hi": hi, "from_s": t0, "to_s": t1, "leader": leader, "epoch": epoch, "isr": isr,
+             "faults": faults, "isr_at_fault": isr_f, "election": el, "newer": newer,
+             "candidates": ack.candidates}
+        ranges.append(LostRange(p, lo, hi, values, t0, t1, leader, epoch, isr, tuple(faults), isr_f, el,
+                                fates, _why(r, p, len(values), fates), ack.source, newer))
+    affected = sorted({r.partition for r in ranges})
+    exp = Explanation(str(run), count, len(lost), tuple(ranges),
+                      {str(p): facts.timeline_rows(p) for p in affected},
+                      {"history_start_unix_ms": ev.clock.start_unix_ms, "source": ev.clock.source},
+                      tuple(notes))
+    out = run / EVIDENCE_DIR / EXPLANATION_FILE
+    out.write_text(json.dumps(exp.to_dict(), indent=1) + "\n", encoding="utf-8")
+    return exp
+
+
+def load_explanation(run: Path) -> dict[str, Any] | None:
+    """RUN/evidence/explanation.json as a dict, or None when absent or unreadable."""
+    try:
+        d = json.loads((Path(run) / EVIDENCE_DIR / EXPLANATION_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) else None
+

@@ -1,0 +1,180 @@
+"""Kafka's guarantee applied write by write (checkers/promise.py), for the cases docs/promise.md lists."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from checkers.parquet import convert
+from checkers.promise import (Events, IsrSample, PowerLoss, Rules, UncleanElection, classify, loss_section,
+                              nemesis_events, read_metadata_samples, rules_of, verdict)
+from reports.promise import promise_of
+
+S = 1_000_000_000
+KAFKA_37 = Rules(acks="all", unclean=False, elr=False, min_insync=2)
+KAFKA_41 = Rules(acks="all", unclean=False, elr=True, min_insync=2)
+
+
+def isr(*samples: tuple[float, int, set[int]]) -> dict[int, list[IsrSample]]:
+    """ISR samples of partition 0: (seconds, leader, isr)."""
+    return {0: [IsrSample(int(t * S), 0, leader, frozenset(members)) for t, leader, members in samples]}
+
+
+def power(t: float, *nodes: int) -> PowerLoss:
+    return PowerLoss(int(t * S), frozenset(nodes))
+
+
+# The KIP-966 case: both followers slowed out of the ISR, then the lone leader loses power.
+KIP966 = Events(isr=isr((0, 1, {1, 2, 3}), (20, 1, {1}), (45, 1, {1, 2, 3})), power=[power(30, 1)])
+
+
+def test_kip966_on_kafka_37_is_outside_the_guarantee():
+    why = verdict(0, 5 * S, KIP966, KAFKA_37)
+    assert why == ("p0: in-sync replicas {n1, n2, n3} at the acknowledgement; {n2, n3} left the ISR at 20.0 s, "
+                   "{n1} lost power at 30.0 s; ISR then {n1}: no in-sync replica kept these writes")
+
+
+def test_kip966_with_eligible_leader_replicas_is_inside():
+    # n2 and n3 left an ISR that fell below min.insync=2: eligible leader replicas, they still count.
+    assert verdict(0, 5 * S, KIP966, KAFKA_41) is None
+
+
+def test_elr_only_covers_replicas_removed_below_min_insync():
+    ev = Events(isr=isr((0, 1, {1, 2, 3}), (10, 1, {1, 2}), (20, 1, {1})), power=[power(30, 1)])
+    assert verdict(0, 5 * S, ev, KAFKA_41) is None  # n2 became eligible; n3 left at ISR size 2 and did not
+    assert verdict(0, 5 * S, Events(isr=ev.isr, power=[power(30, 1, 2)]), KAFKA_41) is not None
+
+
+def test_all_node_power_loss_is_outside():
+    ev = Events(isr=isr((0, 1, {1, 2, 3})), power=[power(30, 1, 2, 3)])
+    assert verdict(0, 5 * S, ev, KAFKA_37) is not None
+
+
+def test_one_node_power_loss_with_a_full_isr_is_inside():
+    ev = Events(isr=isr((0, 1, {1, 2, 3})), power=[power(30, 1)])
+    assert verdict(0, 5 * S, ev, KAFKA_37) is None
+
+
+def test_a_write_acknowledged_after_the_failure_is_not_touched_by_it():
+    ev = Events(isr=isr((0, 1, {1}), (40, 1, {1, 2, 3})), power=[power(30, 1)])
+    assert verdict(0, 20 * S, ev, KAFKA_37) is not None
+    assert verdict(0, 31 * S, ev, KAFKA_37) is None
+
+
+def test_a_crash_keeps_the_data_so_a_lone_isr_being_killed_is_inside():
+    # No power loss: a killed broker keeps its page cache; losing the write would break the promise.
+    ev = Events(isr=isr((0, 1, {1, 2, 3}), (20, 1, {1})))
+    assert verdict(0, 5 * S, ev, KAFKA_37) is None
+
+
+def test_power_failures_one_at_a_time_without_a_resync_are_outside():
+    # The controllers could not act: the ISR never changed, and no restarted broker fetched the writes again.
+    ev = Events(isr=isr((0, 1, {1, 2, 3})), power=[power(10, 1), power(28, 2), power(46, 3)])
+    assert verdict(0, 5 * S, ev, KAFKA_37) == (
+        "p0: in-sync replicas {n1, n2, n3} at the acknowledgement; {n1} lost power at 10.0 s, {n2} lost power at "
+        "28.0 s, {n3} lost power at 46.0 s; ISR then {n1, n2, n3}: no in-sync replica kept these writes")
+
+
+def test_a_replica_that_rejoins_the_isr_counts_again():
+    ev = Events(isr=isr((0, 1, {1, 2}), (12, 1, {1}), (15, 1, {1, 2})), power=[power(10, 2), power(30, 1)])
+    assert verdict(0, 5 * S, ev, KAFKA_37) is None
+    stays_out = Events(isr=isr((0, 1, {1, 2}), (12, 1, {1})), power=[power(10, 2), power(30, 1)])
+    assert verdict(0, 5 * S, stays_out, KAFKA_37) is not None
+
+
+def test_unclean_election_is_outside():
+    ev = Events(isr=isr((0, 1, {1, 2, 3})), unclean=[UncleanElection(int(30 * S), 0)])
+    assert "unclean election" in verdict(0, 5 * S, ev, KAFKA_37)
+    assert verdict(1, 5 * S, ev, KAFKA_37) is None  # another partition's election
+
+
+def test_acks_1_promises_nothing():
+    rules = rules_of({"producer": {"acks": "1"}, "topic": {"min_insync": 2}})
+    out = classify([(1, 0, 5 * S), (2, 0, 6 * S)], Events(isr=isr((0, 1, {1, 2, 3}))), rules, total_lost=2)
+    assert (out["promised"], out["lost_in_promise"], out["lost_outside_promise"], out["broken"]) == (False, 0, 2,
+                                                                                                      False)
+    assert promise_of({"producer": {"acks": "1"}}).text == "none"
+
+
+def test_min_insync_1_is_covered_too():
+    # The guarantee does not depend on min.insync.replicas: acks=all with min.insync=1 is covered.
+    assert rules_of({"producer": {"acks": "all"}, "topic": {"min_insync": 1}}).promises
+    assert promise_of({"producer": {"acks": "all"}, "topic": {"min_insync": 1}}).text == "no loss"
+
+
+def test_unclean_config_promises_nothing():
+    assert promise_of({"topic": {"unclean": True}}).text == "none: unclean leader election is configured"
+
+
+def test_elr_is_on_from_kafka_41():
+    assert not rules_of({"cluster": {"kafka_version": "3.7.2"}}).elr
+    assert not rules_of({"versions": {"kafka": "4.0.0"}}).elr
+    assert rules_of({"versions": {"kafka": "4.1.0"}}).elr
+
+
+def test_classify_counts_and_groups_reasons():
+    lost = [(v, 0, int((5 + v / 10) * S)) for v in range(10)] + [(99, 0, 35 * S), (100, None, None)]
+    out = classify(lost, KIP966, KAFKA_37, total_lost=13)
+    assert out["lost_outside_promise"] == 10
+    assert out["lost_in_promise"] == 3  # acked after the failure, one without an ack, one not listed
+    assert out["unplaced"] == 2 and out["broken"] is True
+    (reason,) = out["outside"]
+    assert reason["count"] == 10 and reason["first_acked_s"] == 5.0 and reason["last_acked_s"] == 5.9
+
+
+def test_nemesis_lines_power_loss_and_flushed_nodes():
+    lines = [{"process": "nemesis", "type": "ok", "f": "power-fail", "time": 30 * S, "nodes": ["n1", "n2"],
+              "lost": {"n1": {"unsynced_bytes": 4096}, "n2": {"unsynced_bytes": 0}}},
+             {"process": "nemesis", "type": "invoke", "f": "power-fail", "time": 29 * S},
+             {"process": "nemesis", "type": "ok", "f": "elect-unclean", "time": 40 * S, "partition": 2}]
+    (p,), (u,) = nemesis_events(lines)
+    assert p.dropped == frozenset({1})  # n2's failure dropped nothing: it had fsynced
+    assert (u.partition, u.time) == (2, 40 * S)
+
+
+def _line(i: int, t: float, **kw: object) -> str:
+    return json.dumps({"index": i, "time": int(t * S), **kw})
+
+
+def test_loss_section_reads_a_run_directory(tmp_path):
+    lines = [_line(0, 1.0, process=0, type="invoke", f="send", topic="t", partition=0, value=1),
+             _line(1, 1.1, process=0, type="ok", f="send", topic="t", partition=0, value=1, offset=0),
+             _line(2, 3.0, process=0, type="invoke", f="send", topic="t", partition=0, value=2),
+             _line(3, 3.1, process=0, type="ok", f="send", topic="t", partition=0, value=2, offset=1),
+             _line(4, 2.0, process="nemesis", type="invoke", f="power-fail", nemesis="power-fail"),
+             _line(5, 2.0, process="nemesis", type="ok", f="power-fail", nemesis="power-fail", nodes=["n1"],
+                   lost={"n1": {"unsynced_bytes": 100}})]
+    (tmp_path / "history.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "isr.jsonl").write_text("\n".join(json.dumps(d) for d in [
+        {"time": int(0.5 * S), "partition": 0, "leader": 1, "replicas": [1, 2, 3], "isr": [1]},
+        {"time": int(0.6 * S), "error": "timed out"},
+        {"time": int(2.5 * S), "partition": 0, "leader": 1, "replicas": [1, 2, 3], "isr": [1, 2, 3]}]) + "\n")
+    results = {"counts": {"lost": 2},
+               "timeline": {"anomalies": {"lost": [{"key": 1, "acked_s": 1.1}, {"key": 2, "acked_s": 3.1}]}}}
+    test = {"producer": {"acks": "all"}, "topic": {"min_insync": 2}, "cluster": {"kafka_version": "3.7.2"}}
+    out = loss_section(tmp_path, convert(tmp_path / "history.jsonl"), test, results)
+    # value 1 was acked while the ISR was n1 alone, which then lost power; value 2 came after.
+    assert (out["lost_outside_promise"], out["lost_in_promise"], out["broken"]) == (1, 1, True)
+    assert out["outside"][0]["first_acked_s"] == 1.1
+
+
+@pytest.mark.parametrize("acks", ["all", "1"])
+def test_loss_section_without_loss_is_empty(tmp_path, acks):
+    out = loss_section(tmp_path, tmp_path / "absent.parquet", {"producer": {"acks": acks}}, {"counts": {"lost": 0}})
+    assert (out["lost_in_promise"], out["lost_outside_promise"], out["broken"]) == (0, 0, False)
+
+
+def test_the_metadata_logs_elr_decides_when_present(tmp_path):
+    # Kafka 4.1's metadata log names the eligible leader replicas itself: only those keep counting.
+    rows = [{"type": "partition", "topic": "kchaos", "partition": 0, "time_s": 0.0, "leader": 1,
+             "isr": [1, 2, 3], "elr": []},
+            {"type": "partition", "topic": "kchaos", "partition": 0, "time_s": 20.0, "leader": 1,
+             "isr": [1], "elr": [3]},
+            {"type": "partition", "topic": "other", "partition": 0, "time_s": 21.0, "leader": 2, "isr": [2]},
+            {"type": "broker", "time_s": 22.0, "broker": 2, "kind": "fenced"}]
+    (tmp_path / "metadata.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n{truncated")
+    samples = read_metadata_samples(tmp_path / "metadata.jsonl", "kchaos")
+    assert [s.isr for s in samples[0]] == [frozenset({1, 2, 3}), frozenset({1})] and samples[0][1].elr == {3}
+    ev = Events(isr=samples, power=[power(30, 1)])
+    assert verdict(0, 5 * S, ev, KAFKA_41) is None  # n3 is eligible and holds the writes
+    assert "{n2} left the ISR at 20.0 s" in verdict(0, 5 * S, Events(isr=samples, power=[power(30, 1, 3)]), KAFKA_41)
