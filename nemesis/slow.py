@@ -1,4 +1,5 @@
-"""Slow nodes: a follower's replication traffic shaped with tc, a slow disk (lazyfs delays), a CPU quota.
+"""Slow nodes: a follower's replication traffic shaped with tc or stalled, a slow disk (lazyfs delays),
+a CPU quota.
 
 Kafka's replication throttles do not slow a follower that is in the ISR, so
 these faults slow the node itself, for longer than replica.lag.time.max.ms:
@@ -46,6 +47,39 @@ class Each:
         self.end(sorted(set(self.cluster.nodes) | set(self.cluster.controllers)))
 
 
+class Stall:
+    """A follower at rate zero: the target drops everything other brokers send from port 9092, so its
+    replica fetchers get no answer, while clients and controller heartbeats (port 9093) go on.
+
+    slow-follower's trickle lets a follower that left the ISR catch up again as soon as
+    min.insync.replicas stops new writes, so it rejoins within a fetch or two; a stalled follower
+    stays out until mended. Rules live in fault-ctl's drop chain, tagged with the nemesis name.
+    """
+
+    TAG = "stall-follower"
+
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+
+    def begin(self, nodes: list[str], op: dict[str, Any]) -> dict[str, Any]:
+        """Stall every node in `nodes`: record whom each no longer hears from."""
+        stalled = {}
+        for n in nodes:
+            stalled[n] = sorted(b for b in self.cluster.nodes if b != n)
+            self.cluster.fault_ctl(n, "stall", self.TAG, *(self.cluster.address(b) for b in stalled[n]))
+        return {"stalled_from": stalled}
+
+    def end(self, nodes: list[str]) -> dict[str, Any]:
+        """Let `nodes` fetch again."""
+        for n in nodes:
+            self.cluster.fault_ctl(n, "net-heal", self.TAG)
+        return {}
+
+    def heal(self) -> None:
+        """Let every node fetch again."""
+        self.end(sorted(set(self.cluster.nodes) | set(self.cluster.controllers)))
+
+
 class CpuStarve:
     """Caps a node's container at a small CPU quota (Docker's CFS quota); mending removes the cap."""
 
@@ -74,6 +108,8 @@ PACKAGES = (
     targeted("slow-follower", lambda c, cfg: Each(c, ["shape", FOLLOWER_RATE], ["unshape"], {"rate": FOLLOWER_RATE}),
              start_f="start-slow", stop_f="stop-slow", targets=FOLLOWERS, duration=outlive_lag,
              colors={"start-slow": "#76b7b2", "stop-slow": "#bab0ac"}),
+    targeted("stall-follower", lambda c, cfg: Stall(c), start_f="start-stall", stop_f="stop-stall",
+             targets=FOLLOWERS, duration=outlive_lag, colors={"start-stall": "#499894", "stop-stall": "#bab0ac"}),
     targeted("slow-disk", lambda c, cfg: Each(c, ["disk-delay", str(w_ms), str(f_ms)], ["disk-delay", "0", "0"],
                                               {"write_ms": w_ms, "fsync_ms": f_ms}),
              start_f="start-slow-disk", stop_f="stop-slow-disk", targets=NODES, duration=outlive_lag,

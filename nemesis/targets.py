@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from clusters import admin
 from clusters.kraft import DATA_DIR
@@ -21,6 +22,7 @@ from harness.protocols import Cluster, FaultSkipped
 
 KINDS = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller")
 PARTITIONED = ("leader", "follower", "followers")
+AWAIT_S = 30.0  # how long an op's `await_isr` waits by default (`await_s` overrides)
 
 
 @dataclass(frozen=True)
@@ -115,3 +117,50 @@ def resolve(cluster: Cluster, topic: str, op: dict[str, Any]) -> list[str]:
     if kind == "all":
         return everyone
     return sorted(pick.sample(brokers, size))
+
+
+def await_isr(read_isr: Callable[[], tuple[int, ...]], size: int, timeout: float, poll: float = 0.2,
+              clock: Callable[[], float] = time.monotonic,
+              sleep: Callable[[float], None] = time.sleep) -> tuple[float, tuple[int, ...]]:
+    """Wait until `read_isr()` has at most `size` members: (seconds waited, that ISR).
+
+    FaultSkipped when `timeout` seconds pass first. A metadata request that
+    fails counts as "not yet": a fault waiting on the ISR fires against a
+    cluster that answers, or not at all.
+    """
+    start, last = clock(), None
+    while True:
+        try:
+            last = read_isr()
+        except FaultSkipped:
+            raise
+        except Exception:  # noqa: BLE001 - a dropped metadata request is retried on the next poll
+            pass
+        if last is not None and len(last) <= size:
+            return clock() - start, last
+        if clock() - start >= timeout:
+            seen = "unknown" if last is None else "[" + ", ".join(map(str, last)) + "]"
+            raise FaultSkipped(f"the ISR did not shrink to {size} within {timeout:g} s (last seen {seen})")
+        sleep(poll)
+
+
+def awaited(cluster: Cluster, topic: str, op: dict[str, Any]) -> dict[str, Any]:
+    """Honour an op's precondition `await_isr: N` (and `await_s`): hold the fault until partition
+    `op["partition"]` (default 0) has at most N in-sync replicas. Returns what to record: {} for an
+    op without one, else `{"awaited_s": ..., "awaited_isr": [node names]}`.
+
+    A scheduled time says "not before"; this says "not before the ISR has shrunk", so a fault
+    meant for the last in-sync replica finds it, whatever the machine's speed.
+    """
+    if "await_isr" not in op:
+        return {}
+    p = op.get("partition", 0)
+
+    def read() -> tuple[int, ...]:
+        state = admin.partitions(cluster.bootstrap(), topic, timeout=2.0).get(p)
+        if state is None:
+            raise FaultSkipped(f"topic {topic} has no partition {p}")
+        return state.isr
+
+    waited, isr = await_isr(read, int(op["await_isr"]), float(op.get("await_s", AWAIT_S)))
+    return {"awaited_s": round(waited, 3), "awaited_isr": [cluster.node_of(r) or str(r) for r in isr]}

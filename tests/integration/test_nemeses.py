@@ -153,6 +153,26 @@ def test_partition_leader_shrinks_isr_while_the_isolated_leader_still_acknowledg
     assert during, "no send to the isolated leader was acknowledged during the partition"
 
 
+def test_stalled_followers_stay_out_of_the_isr_even_when_writes_stop(healthy):
+    """Both followers stalled: the ISR shrinks to the leader and stays so with no writes to catch up on
+    (a slow follower would rejoin then); clients still reach every node; mending lets them back in."""
+    with Background(healthy):
+        nem, done = play(healthy, "stall-follower", {"f": "start-stall", "target": "followers", "partition": 0})
+        stalled = done["nodes"]
+        leader = healthy.node_of(isr(healthy, stalled[0], 0).leader)
+        assert len(stalled) == 2 and leader not in stalled
+        assert set(done["stalled_from"][stalled[0]]) == set(healthy.nodes) - {stalled[0]}
+        until(lambda: isr(healthy, leader, 0).isr == (healthy.id_of(leader),), 45, "ISR shrinks to the leader")
+    for _ in range(8):  # no writes now: nothing left to catch up on, yet no fetch answer reaches them
+        time.sleep(1)
+        assert isr(healthy, leader, 0).isr == (healthy.id_of(leader),)
+    assert isr(healthy, stalled[0], 0).leader == healthy.id_of(leader)  # clients still reach a stalled node
+    assert "--sport 9092" in healthy.fault_ctl(stalled[0], "status")
+    nem.invoke({"f": "stop-stall"})
+    assert "DROP" not in healthy.fault_ctl(stalled[0], "status")
+    until(lambda: len(isr(healthy, leader, 0).isr) == 3, 45, "followers rejoin")
+
+
 def test_slow_follower_leaves_the_isr_and_rejoins_after_healing(healthy):
     with Background(healthy):
         nem, done = play(healthy, "slow-follower", {"f": "start-slow", "target": "follower", "partition": 0,

@@ -97,6 +97,7 @@ def test_last_isr_power_loss_loses_writes_outside_the_guarantee_and_names_the_tr
     [power] = [o for o in read_history(run_dir / "history.jsonl")
                if o["process"] == "nemesis" and o["f"] == "power-fail" and o["type"] == "ok"]
     leader = power["nodes"][0]
+    assert power["awaited_isr"] == [leader]  # the fault waited until the leader was the ISR's last member
     assert loss["promised"] and not loss["broken"]
     assert all(f"{{{leader}}} lost power" in o["reason"] and f"ISR then {{{leader}}}" in o["reason"]
                for o in loss["outside"]), loss["outside"]

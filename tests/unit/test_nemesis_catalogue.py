@@ -10,7 +10,7 @@ from harness.config import ConfigError, NemesisConfig, TestConfig
 from nemesis.base import outlive_lag, outlive_session
 from nemesis.network import bridge, halves, isolate, lossy, majorities_ring, oneway
 from nemesis.schedule import load_schedule, make_schedule, save_schedule, schedule_names
-from nemesis.targets import Target
+from nemesis.targets import FaultSkipped, Target, await_isr
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
 
@@ -151,6 +151,12 @@ def test_saved_schedule_replays_exactly(tmp_path):
     ('[{"at": 1, "nemesis": "kill", "op": {"f": "kill"}, "x": 1}]', "exactly at, nemesis and op"),
     ('[{"at": 1, "nemesis": "kill", "op": {"f": "kill", "target": "leader", "partition": 9}}]', "partition in 0..2"),
     ('[{"at": 1, "nemesis": "kill-leader", "op": {"f": "kill", "target": "one"}}]', "cannot aim at 'one'"),
+    ('[{"at": 1, "nemesis": "kill", "op": {"f": "kill", "await_isr": 0}}]', "ISR size in 1..3"),
+    ('[{"at": 1, "nemesis": "kill", "op": {"f": "kill", "await_isr": true}}]', "ISR size in 1..3"),
+    ('[{"at": 1, "nemesis": "kill", "op": {"f": "start", "await_isr": 1}}]', "only a kill op"),
+    ('[{"at": 1, "nemesis": "kill", "op": {"f": "kill", "await_isr": 1, "await_s": 0}}]', "await_s must be"),
+    ('[{"at": 1, "nemesis": "kill", "op": {"f": "kill", "await_isr": 1, "partition": 5}}]', "await_isr needs a"),
+    ('[{"at": 1, "nemesis": "rolling-restart", "op": {"f": "roll", "await_isr": 1}}]', "takes no await_isr"),
 ])
 def test_bad_schedule_files_name_the_entry(tmp_path, entries, needle):
     f = tmp_path / "s.json"
@@ -162,15 +168,56 @@ def test_bad_schedule_files_name_the_entry(tmp_path, entries, needle):
 def test_hand_written_composed_schedule(tmp_path):
     f = tmp_path / "s.json"
     f.write_text(json.dumps([
-        {"at": 2, "nemesis": "slow-follower", "op": {"f": "start-slow", "target": "followers", "partition": 0}},
-        {"at": 20, "nemesis": "power-fail-leader", "op": {"f": "power-fail", "target": "leader", "partition": 0}},
-        {"at": 26, "nemesis": "power-fail-leader", "op": {"f": "start"}},
-        {"at": 30, "nemesis": "slow-follower", "op": {"f": "stop-slow"}},
+        {"at": 2, "nemesis": "stall-follower", "op": {"f": "start-stall", "target": "followers", "partition": 0}},
+        {"at": 10, "nemesis": "power-fail-leader", "op": {"f": "power-fail", "target": "leader", "partition": 0,
+                                                          "await_isr": 1, "await_s": 25}},
+        {"at": 30, "nemesis": "power-fail-leader", "op": {"f": "start"}},
+        {"at": 34, "nemesis": "stall-follower", "op": {"f": "stop-stall"}},
     ]))
-    assert schedule_names(f) == ("slow-follower", "power-fail-leader")
+    assert schedule_names(f) == ("stall-follower", "power-fail-leader")
     assert nemesis.needs_lazyfs(schedule_names(f))
     ops = load_schedule(f, cfg([], time_limit=60))
-    assert [o.at for o in ops] == [2, 20, 26, 30]
+    assert [o.at for o in ops] == [2, 10, 30, 34] and ops[1].op["await_isr"] == 1
+
+
+class FakeClock:
+    """Time that moves only when the waiter sleeps."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, s):
+        self.now += s
+
+
+def test_await_isr_holds_the_fault_until_the_isr_shrinks():
+    clock = FakeClock()
+    answers = iter([(1, 2, 3), RuntimeError("metadata timed out"), (1, 3), (1,), (1, 2)])
+
+    def read():
+        a = next(answers)
+        if isinstance(a, Exception):
+            raise a
+        return a
+
+    waited, isr = await_isr(read, 1, timeout=10, poll=0.5, clock=clock, sleep=clock.sleep)
+    assert isr == (1,) and waited == 1.5  # three polls missed: too large, unanswered, too large
+    assert await_isr(lambda: (1, 2), 2, timeout=10, clock=clock, sleep=clock.sleep)[0] == 0
+
+
+def test_await_isr_skips_the_fault_when_the_isr_never_shrinks():
+    clock = FakeClock()
+    with pytest.raises(FaultSkipped, match=r"did not shrink to 1 within 3 s \(last seen \[1, 2\]\)"):
+        await_isr(lambda: (1, 2), 1, timeout=3, poll=0.5, clock=clock, sleep=clock.sleep)
+    assert clock.now == 3.0
+
+    def silent():
+        raise RuntimeError("no broker answers")
+    with pytest.raises(FaultSkipped, match="last seen unknown"):
+        await_isr(silent, 1, timeout=1, clock=clock, sleep=clock.sleep)
 
 
 def test_spec_partitions_must_exist_and_specs_not_repeat():
