@@ -13,6 +13,8 @@ import pytest
 from clusters.engine import LABEL
 from harness.history import read_history
 
+from signals import sigint_default, sigint_ignored
+
 pytestmark = pytest.mark.cluster
 KCHAOS = [sys.executable, "-m", "harness.cli"]
 
@@ -57,10 +59,11 @@ def _containers():
     return client.containers.list(all=True, filters={"label": LABEL})
 
 
-def _start_run(store: Path, *args: str) -> subprocess.Popen:
+def _start_run(store: Path, *args: str, preexec=sigint_default) -> subprocess.Popen:
     return subprocess.Popen([*KCHAOS, "run", "--store", str(store), "--time-limit", "120", "--rate", "50",
                              "--seed", "4", "--interval", "4", "--jitter", "0", *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=preexec)
 
 
 def _wait_for_fault(store: Path, f: str, timeout: float = 180) -> Path:
@@ -100,11 +103,14 @@ def test_killed_harness_leaves_a_readable_history_and_cleanup_removes_every_faul
     assert "KCHAOS" not in host  # nothing was ever installed on the host
 
 
-def test_interrupted_run_heals_records_and_tears_down(store):
-    proc = _start_run(store, "--nemesis", "pause")
+@pytest.mark.parametrize("preexec, sig", [(sigint_default, signal.SIGINT), (sigint_ignored, signal.SIGTERM)],
+                         ids=["ctrl-c", "sigterm-from-cron"])
+def test_interrupted_run_heals_records_and_tears_down(store, preexec, sig):
+    """Ctrl-C from a terminal, or SIGTERM to a harness started with SIGINT ignored (cron, nohup, `&`)."""
+    proc = _start_run(store, "--nemesis", "pause", preexec=preexec)
     try:
         hist = _wait_for_fault(store, "pause")
-        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, sig)
         _, err = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:

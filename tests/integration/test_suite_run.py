@@ -20,6 +20,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from browser import render  # noqa: E402
+from signals import sigint_default  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 KCHAOS = [sys.executable, "-m", "harness.cli"]
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.cluster
 def test_quick_suite_interrupted_resumed_compared(store):
     suite = REPO / "suites" / "quick.yaml"
     proc = subprocess.Popen([*KCHAOS, "suite", str(suite), "--store", str(store)], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=sigint_default)
     progress = None
     deadline = time.monotonic() + 420
     while time.monotonic() < deadline and proc.poll() is None:
