@@ -16,7 +16,8 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 install: $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
+	@# setuptools' BuildBackendWarnings (UserWarning) about editable installs are advice to packagers, not to users.
+	PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip install -q -e '.[test]'
 
 # Kafka jars from Maven Central and the node image (debootstrap + docker import), cached.
 prepare: install

@@ -19,8 +19,11 @@ import threading
 from pathlib import Path
 from typing import Iterator
 
+from pyspark import SparkConf
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
+
+from checkers.spark_jvm import ensure_quiet_jvm
 
 APP_NAME = "kchaos-check"
 LOOPBACK = "127.0.0.1"
@@ -73,22 +76,21 @@ def spark_session(master: str = "local[*]") -> SparkSession:
         host = os.environ.get(DRIVER_HOST_ENV) or LOOPBACK
         # Read by the JVM at startup, so it must be set before the gateway launches.
         os.environ["SPARK_LOCAL_IP"] = host
-        _session = (
-            SparkSession.builder.master(master)
-            .appName(APP_NAME)
-            .config("spark.driver.host", host)
-            .config("spark.driver.bindAddress", host)
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.log.level", "WARN")
-            .config("spark.sql.shuffle.partitions", str(shuffle_partitions(master)))
+        conf = SparkConf().setMaster(master).setAppName(APP_NAME).setAll([
+            ("spark.driver.host", host),
+            ("spark.driver.bindAddress", host),
+            ("spark.ui.enabled", "false"),
+            ("spark.ui.showConsoleProgress", "false"),
+            ("spark.log.level", "WARN"),
+            ("spark.sql.shuffle.partitions", str(shuffle_partitions(master))),
             # In local mode the tasks run inside the driver: Spark's 1 GB default spills a
             # 10M-line history to disk. Ignored once a JVM is running.
-            .config("spark.driver.memory", os.environ.get(DRIVER_MEMORY_ENV) or "4g")
+            ("spark.driver.memory", os.environ.get(DRIVER_MEMORY_ENV) or "4g"),
             # Splits of 16 MB let both cores read a history of a few hundred MB.
-            .config("spark.sql.files.maxPartitionBytes", str(16 << 20))
-            .getOrCreate()
-        )
+            ("spark.sql.files.maxPartitionBytes", str(16 << 20)),
+        ])
+        ensure_quiet_jvm(conf)
+        _session = SparkSession.builder.config(conf=conf).getOrCreate()
         _session.sparkContext.setLogLevel("WARN")
         # A single run's `run` column is a constant, which Spark folds out of window partitions and then
         # warns, once per query, about windows "without partition": noise on every check's console.

@@ -4,6 +4,8 @@ from __future__ import annotations
 import csv
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -82,3 +84,13 @@ def test_a_directory_without_runs_is_bad_input(tmp_path):
     with pytest.raises(CheckInputError, match="no runs"):
         check_tree(tmp_path, MASTER)
     assert main(["check", str(tmp_path), "--spark-master", MASTER]) == 3
+
+
+def test_a_fresh_check_prints_no_spark_banner(suite):
+    """The JVM's start-up banner and known noise stay off the console; the verdict is still printed."""
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "check", str(suite / "cell-a" / "rep-1"),
+                           "--spark-master", MASTER], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "e.g. lost: [70, 294]" in proc.stderr, proc.stderr[-2000:]
+    for banner in ("Using Spark's default log4j profile", "Setting default log level", "incubator modules",
+                   "NativeCodeLoader"):
+        assert banner not in proc.stderr, proc.stderr[-2000:]
