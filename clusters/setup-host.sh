@@ -1,7 +1,9 @@
 #!/bin/bash
 # Host set-up for kchaos on Debian 12: Docker Engine (Debian's docker.io), debootstrap, Maven, Java,
-# python3-venv, gcc + libfuse3-dev + fuse3 for lazyfs (built here, run in the nodes), and chromium (the
-# browser tests open the HTML reports in it); then makes sure dockerd answers. Idempotent; quiet when everything is already there.
+# python3-venv, gcc + libfuse3-dev + fuse3 for lazyfs (built here, run in the nodes), chromium (the
+# browser tests open the HTML reports in it) and openssh-server (the SSH transport's tests run their own
+# sshd on 127.0.0.1; the host's ssh.service is kept off); then makes sure dockerd answers. Idempotent;
+# quiet when everything is already there.
 set -euo pipefail
 say() { echo "kchaos setup: $*" >&2; }
 
@@ -24,11 +26,38 @@ for pair in docker:docker.io dockerd:docker.io debootstrap:debootstrap mvn:maven
 done
 python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 dpkg -s libfuse3-dev >/dev/null 2>&1 || need+=(libfuse3-dev)
-if [ ${#need[@]} -gt 0 ]; then
-  say "installing ${need[*]}"
+sshd_new=""
+[ -x /usr/sbin/sshd ] || sshd_new=1
+if [ ${#need[@]} -gt 0 ] || [ -n "$sshd_new" ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
+fi
+if [ ${#need[@]} -gt 0 ]; then
+  say "installing ${need[*]}"
   apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${need[@]}" | sort -u) >/dev/null
+fi
+
+# openssh-server must not start an sshd on this host's interfaces: not now (a policy-rc.d that exits 101
+# keeps its postinst from starting ssh.service; any policy-rc.d already there is put back afterwards) and
+# not at boot (/etc/ssh/sshd_not_to_be_run is Debian's switch, honoured by ssh.service and /etc/init.d/ssh).
+if [ -n "$sshd_new" ]; then
+  say "installing openssh-server with ssh.service off (delete /etc/ssh/sshd_not_to_be_run to let it run)"
+  saved_policy=""
+  if [ -e /usr/sbin/policy-rc.d ]; then
+    saved_policy=$(mktemp)
+    cp -p /usr/sbin/policy-rc.d "$saved_policy"
+  fi
+  restore_policy() {
+    if [ -n "$saved_policy" ]; then mv -f "$saved_policy" /usr/sbin/policy-rc.d; else rm -f /usr/sbin/policy-rc.d; fi
+  }
+  trap restore_policy EXIT
+  printf '#!/bin/sh\n# kchaos setup: no service starts while openssh-server installs\nexit 101\n' >/usr/sbin/policy-rc.d
+  chmod 755 /usr/sbin/policy-rc.d
+  mkdir -p /etc/ssh
+  touch /etc/ssh/sshd_not_to_be_run
+  apt-get install -y -qq --no-install-recommends openssh-server >/dev/null
+  restore_policy
+  trap - EXIT
 fi
 
 if ! docker info >/dev/null 2>&1; then
