@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from harness.faults import FaultsError, read_faults
 from harness.protocols import Checker
 from checkers.parquet import CheckInputError, convert, parquet_path
 from checkers.promise import Events, classify, loss_section, rules_of
@@ -39,9 +40,10 @@ def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
     "latency_ms", "timeline", "checkers": {name: full result}}` and writes it
     as results.json beside the history. Raises CheckInputError, before
     running any checker, for a missing path, a directory without
-    history.jsonl, an unreadable test.json or a malformed history (see
-    `validate_history`). The history is converted to Parquet beside it once
-    (checkers/parquet.py), validated on the way; the checkers read that.
+    history.jsonl, an unreadable test.json or faults.json, or a malformed
+    history (see `validate_history`). The history is converted to Parquet
+    beside it once (checkers/parquet.py), validated on the way; the checkers
+    read that.
     """
     path = Path(path)
     if not path.exists():
@@ -50,6 +52,7 @@ def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
     if not history.is_file():
         raise CheckInputError(f"{path}: no {HISTORY_FILE} in this directory")
     test = _load_test(history.parent / TEST_FILE)
+    _check_faults(history.parent)
     convert(history, validate=True)
     checkers = {name: make(master=spark_master) for name, make in CHECKERS.items()}
     return _write_result(history, run_checkers(checkers, test, history))
@@ -142,6 +145,7 @@ def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]") -> 
     for run in runs:
         try:
             test = _load_test(run / TEST_FILE)
+            _check_faults(run)
             convert(run / HISTORY_FILE, validate=True)
             good.append((run, test))
         except CheckInputError as e:
@@ -177,6 +181,14 @@ def _load_test(path: Path) -> dict[str, Any]:
     if not isinstance(test, dict):
         raise CheckInputError(f"{path}: not a JSON object")
     return test
+
+
+def _check_faults(run: Path) -> None:
+    """CheckInputError unless the run's faults.json, if any, is readable (the queue checker reads it)."""
+    try:
+        read_faults(run)
+    except FaultsError as e:
+        raise CheckInputError(str(e)) from None
 
 
 def _write_json(path: Path, obj: Any) -> None:

@@ -1,7 +1,8 @@
 """What a checked run observed, as flat numbers a scenario's prediction can be decided on.
 
-`observe(run)` reads results.json (the checker's counts) and the history
-(send outcomes and times) of one run directory and returns, for example,
+`observe(run)` reads results.json (the checker's counts), the history (send
+outcomes and times) and faults.json (which nemesis ops break) of one run
+directory and returns, for example,
 `{"lost": 12, "acked": 900, "duplicate": 0, "unavailable_s": 9.4, ...}`.
 The names are listed in METRICS with what each one means; docs/scenarios.md
 shows them in use.
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.reference import COUNTS
+from harness.faults import FaultCatalogue, FaultsError, read_faults
 from harness.history import read_history
 
 # A stretch this long without any acknowledged write counts as unavailability.
@@ -38,11 +40,12 @@ METRICS: dict[str, str] = {
 
 
 class ObserveError(ValueError):
-    """The run directory has no results.json or history to observe."""
+    """The run directory has no results.json or history to observe, or an unreadable faults.json."""
 
 
 def observe(run: Path) -> dict[str, float]:
-    """The METRICS of one checked run directory; ObserveError if it was never checked."""
+    """The METRICS of one checked run directory; ObserveError if it was never checked or its faults.json is
+    malformed."""
     run = Path(run)
     try:
         results = json.loads((run / "results.json").read_text())
@@ -50,7 +53,11 @@ def observe(run: Path) -> dict[str, float]:
         raise ObserveError(f"{run}: no readable results.json ({e}); check the run first (kchaos check)") from None
     counts = results.get("counts") or {}
     out: dict[str, float] = {k: int(counts.get(k) or 0) for k in COUNTS}
-    out.update(_from_history(run / "history.jsonl"))
+    try:
+        catalogue = read_faults(run)
+    except FaultsError as e:
+        raise ObserveError(str(e)) from None
+    out.update(_from_history(run / "history.jsonl", catalogue))
     out["valid"] = {True: 1, False: 0}.get(results.get("valid"), -1)
     loss = results.get("loss") or {}
     inside = int(loss.get("lost_in_promise", out["lost"] if loss.get("promised") else 0) or 0)
@@ -58,10 +65,10 @@ def observe(run: Path) -> dict[str, float]:
     return out
 
 
-def _from_history(path: Path) -> dict[str, float]:
-    from nemesis import PACKAGES
-
-    starts = {p.fs[0] for p in PACKAGES.values()}
+def _from_history(path: Path, catalogue: FaultCatalogue | None) -> dict[str, float]:
+    """The history's metrics; a fault is an ok completion of a break op of `catalogue` (None: of any nemesis
+    the registry had before faults.json)."""
+    starts = (catalogue if catalogue is not None else FaultCatalogue.legacy()).break_ops
     sends = {"ok": 0, "fail": 0, "info": 0}
     refused = faults = 0
     first = last = last_fault = None

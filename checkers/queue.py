@@ -22,6 +22,7 @@ from checkers.queue_anomalies import VALUES_READ, Found, anomalies
 from checkers.reference import COUNTS, MAX_EXAMPLES, Settings, verdict
 from checkers.spark import CORRUPT, read_history_df, readable_path, spark_session
 from checkers.timeline import timelines
+from harness.faults import FaultCatalogue, read_faults
 
 __all__ = ["COUNTS", "MAX_EXAMPLES", "QueueChecker", "judge", "parse"]
 
@@ -57,7 +58,9 @@ class QueueChecker:
         loss, as checkers/reference.py does. `test` may be empty: missing
         settings take the harness's defaults (idempotence off). `timeline` is
         checkers/timeline.py's section: fault windows, availability, and each
-        anomaly (up to `limit` per kind) with when it was acked and exposed.
+        anomaly (up to `limit` per kind) with when it was acked and exposed;
+        the roles of fault ops come from faults.json beside the history (when
+        absent, from the history itself; FaultsError when malformed).
         """
         return self.check_many([(test, Path(history_path))])[0]
 
@@ -65,6 +68,7 @@ class QueueChecker:
         """`check` for several histories at once: one Spark job over their union, one result each."""
         if not runs:
             return []
+        faults = [read_faults(Path(path).parent) for _, path in runs]
         spark = spark_session(self.master)
         with contextlib.ExitStack() as stack:
             frames = [read_history_df(spark, stack.enter_context(readable_path(Path(path))))
@@ -82,13 +86,13 @@ class QueueChecker:
             series = _series(ops, max((s["span_ns"] for s in stats.values()), default=0))
             events = _events(raw)
         return [self._result(test, stats[i], latency.get(i, {}), found.get(i, {}),
-                             series.get(i, ([], [])), events.get(i, []))
+                             series.get(i, ([], [])), events.get(i, []), faults[i])
                 for i, (test, _) in enumerate(runs)]
 
     @staticmethod
     def _result(test: dict[str, Any], stats: dict[str, Any], latency: Latency, found: dict[str, Found],
                 series: tuple[list[dict[str, Any]], list[dict[str, Any]]],
-                events: list[dict[str, Any]]) -> dict[str, Any]:
+                events: list[dict[str, Any]], faults: FaultCatalogue | None = None) -> dict[str, Any]:
         settings = Settings.of(test)
         counts = {k: found[k].count if k in found else 0 for k in COUNTS}
         examples = {k: [item["key"] for item in found[k].items[:MAX_EXAMPLES]] for k in COUNTS if counts[k]}
@@ -103,7 +107,7 @@ class QueueChecker:
                 "loss": {"acks": settings.acks, "promised": promised,
                          "expected_by_configuration": bool(counts["lost"]) and not promised},
                 "stats": stats, "latency_ms": latency, "idempotence": settings.idempotence,
-                "timeline": timelines(events, per_epoch, per_second, anomalies_)}
+                "timeline": timelines(events, per_epoch, per_second, anomalies_, faults)}
 
 
 def judge(counts: dict[str, int], idempotent: bool, malformed: int = 0) -> bool | str:

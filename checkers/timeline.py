@@ -13,11 +13,13 @@ and calls `timelines`. Promises:
   index only, and `events` describes each referenced event once;
 - the output is plain dicts, lists, ints, floats, strings, bools and None.
 
-Nemesis ops pair by (spec, f) in file order. A package's start f (`fs[0]`)
-opens a window at its invoke line; the completion of its stop f (`fs[1]`) or
-of "heal" by the same spec closes every window of that spec still open
-(faults stack). Any other op (single-f packages such as rolling-restart,
-unknown nemeses or fs) is a window of its own span, invoke to completion.
+Nemesis ops pair by (spec, f) in file order. The roles of ops come from the
+run's fault catalogue (harness/faults.py: the run's faults.json, or for runs
+recorded before it, the specs the nemesis lines name as the registry then
+described them). A nemesis's break op opens a window at its invoke line; the
+completion of its mend op or of "heal" by the same spec closes every window
+of that spec still open (faults stack). Any other op (one-shot faults such as rolling-restart's roll,
+unknown nemeses or ops) is a window of its own span, invoke to completion.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from nemesis import PACKAGES
+from harness.faults import FaultCatalogue
 
 __all__ = ["fault_windows", "availability", "anomaly_timelines", "timelines"]
 
@@ -42,12 +44,16 @@ def _ratio(ok: int, invoked: int) -> float | None:
     return round(ok / invoked, 4) if invoked else None
 
 
-def _start_stop(spec: str | None) -> tuple[str | None, str | None]:
-    """The start and stop f of the spec's package; (None, None) unless it has such a pair."""
-    pkg = PACKAGES.get(spec.partition(":")[0]) if spec else None
-    if pkg is None or len(pkg.fs) < 2:
+def _start_stop(faults: FaultCatalogue, spec: str | None) -> tuple[str | None, str | None]:
+    """The break and mend f of the spec's nemesis; (None, None) unless it has such a pair."""
+    kind = faults.get(spec)
+    if kind is None or kind.mends is None:
         return None, None
-    return pkg.fs[0], pkg.fs[1]
+    return kind.breaks, kind.mends
+
+
+def _catalogue(faults: FaultCatalogue | None, events: Iterable[Mapping[str, Any]]) -> FaultCatalogue:
+    return faults if faults is not None else FaultCatalogue.from_history(events)
 
 
 @dataclass
@@ -73,13 +79,14 @@ class _Window:
                 "applied": self.applied}
 
 
-def _windows(events: Iterable[Mapping[str, Any]]) -> list[_Window]:
+def _windows(events: Sequence[Mapping[str, Any]], faults: FaultCatalogue | None) -> list[_Window]:
+    faults = _catalogue(faults, events)
     pending: dict[tuple[str | None, str], deque[_Window | None]] = {}
     open_: dict[str | None, list[_Window]] = {}
     out: list[_Window] = []
     for e in sorted(events, key=lambda e: e["index"]):
         spec, f = e.get("nemesis"), e["f"]
-        start_f, stop_f = _start_stop(spec)
+        start_f, stop_f = _start_stop(faults, spec)
         closer = f == HEAL or (stop_f is not None and f == stop_f)
         if e["type"] == "invoke":
             w = None
@@ -105,15 +112,18 @@ def _windows(events: Iterable[Mapping[str, Any]]) -> list[_Window]:
     return out
 
 
-def fault_windows(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def fault_windows(events: Iterable[Mapping[str, Any]], faults: FaultCatalogue | None = None) -> list[dict[str, Any]]:
     """One window per fault op of the run's nemesis lines (`events`), sorted by start.
+
+    `faults` is the run's catalogue (None: derived from `events`, as for a run
+    recorded before faults.json).
 
     Each is `{"nemesis", "f", "start_s", "end_s", "first_epoch", "last_epoch",
     "targets", "applied"}`: end_s and last_epoch are None for a window never
     closed; targets are the start completion's "targets" (or None); applied is
     whether the start op completed ok (False when skipped, failed or never completed).
     """
-    return [w.to_dict() for w in _windows(events)]
+    return [w.to_dict() for w in _windows(list(events), faults)]
 
 
 def _sum(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -195,7 +205,7 @@ def _describe(e: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def anomaly_timelines(anomalies: Mapping[str, Sequence[Mapping[str, Any]]], events: Sequence[Mapping[str, Any]],
-                      limit_events: int = 5) -> dict[str, list[dict[str, Any]]]:
+                      limit_events: int = 5, faults: FaultCatalogue | None = None) -> dict[str, list[dict[str, Any]]]:
     """For each anomaly kind, its anomalies with the nemesis events that came before each.
 
     Returns `{kind: [{"key", "acked_s", "exposed_s", "nemesis": [index, ...]}],
@@ -205,10 +215,11 @@ def anomaly_timelines(anomalies: Mapping[str, Sequence[Mapping[str, Any]]], even
     acked), plus every nemesis line with time in (acked_ns, exposed_ns] (none when
     either is None): the `limit_events` most recent, sorted. "events" describes
     each referenced line once, by index. A kind named "events" is a ValueError.
+    Windows are as `fault_windows` makes them with `faults`.
     """
     if "events" in anomalies:
         raise ValueError('an anomaly kind cannot be named "events"')
-    open_at = _OpenAt(_windows(events))
+    open_at = _OpenAt(_windows(events, faults))
     keys = sorted((e["time"], e["index"]) for e in events)
     times = [t for t, _ in keys]
     by_index = {e["index"]: e for e in events}
@@ -234,14 +245,17 @@ def anomaly_timelines(anomalies: Mapping[str, Sequence[Mapping[str, Any]]], even
 
 def timelines(events: Sequence[Mapping[str, Any]], per_epoch: Sequence[Mapping[str, Any]],
               per_second: Sequence[Mapping[str, Any]],
-              anomalies: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+              anomalies: Mapping[str, Sequence[Mapping[str, Any]]],
+              faults: FaultCatalogue | None = None) -> dict[str, Any]:
     """The whole "timelines" section: `{"windows", "availability", "anomalies", "events"}`.
 
     windows as `fault_windows`, availability as `availability`, anomalies the
-    per-kind lists of `anomaly_timelines` and events its referenced nemesis lines.
+    per-kind lists of `anomaly_timelines` and events its referenced nemesis
+    lines; `faults` is the run's catalogue (None: derived from `events`).
     """
-    windows = fault_windows(events)
-    anoms = anomaly_timelines(anomalies, events)
+    faults = _catalogue(faults, events)
+    windows = fault_windows(events, faults)
+    anoms = anomaly_timelines(anomalies, events, faults=faults)
     referenced = anoms.pop("events")
     return {"windows": windows, "availability": availability(windows, per_epoch, per_second),
             "anomalies": anoms, "events": referenced}

@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from clusters.kraft import DATA_DIR
+from harness.evidence_files import COLLECT_FILE, METADATA_DIR
 
 __all__ = ["CAP_BYTES", "COLLECT_FILE", "METADATA_DIR", "NodeCopy", "collect", "wanted"]
 
 log = logging.getLogger("kchaos.evidence")
 CAP_BYTES = 256 * 1024 * 1024  # topic data per node
-COLLECT_FILE = "collect.json"
-METADATA_DIR = "__cluster_metadata-0"
 _TOPIC_FILES = re.compile(r"(.*\.log|leader-epoch-checkpoint|partition\.metadata)$")
 _METADATA_FILES = re.compile(r"(.*\.log|quorum-state|leader-epoch-checkpoint|partition\.metadata)$")
 

@@ -26,6 +26,7 @@ from clusters.docker import DockerCluster, ensure_free
 from clusters.engine import docker_client
 from clusters.image import ensure_node_image
 from harness.config import ConfigError, TestConfig, validate
+from harness.faults import write_faults
 from harness.history import History
 from harness.monitor import ISR_FILE, IsrMonitor
 from harness.store import add_to_test_json, check_store, new_run_dir, versions, write_test_json
@@ -108,6 +109,8 @@ def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console
     write_test_json(run, cfg, versions(dist.version, dist.source), argv if argv is not None else sys.argv)
     schedule = make_schedule(cfg)
     save_schedule(schedule, run / "schedule.json")
+    specs = specs_in(cfg.nemesis.names, schedule)
+    write_faults(run, [nemeses.fault_kind(s) for s in specs])
     if not schedule and cfg.nemesis.names != ("none",):
         say(f"[yellow]no fault fits in --time-limit {cfg.time_limit:g}s with --interval {cfg.nemesis.interval:g}s "
             f"for {','.join(cfg.nemesis.names)}: this run has no faults[/]")
@@ -115,8 +118,7 @@ def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console
     add_to_test_json(run, history_start_unix_ms=round(time.time() * 1000 - history.now() / 1e6, 3))
     cluster = DockerCluster(cfg.cluster, image, run, client=client, say=say)
     workload = QueueWorkload(cfg)
-    driver = NemesisDriver({s: nemeses.split(s)[0].make(cluster, cfg) for s in specs_in(cfg.nemesis.names, schedule)},
-                           cluster, history, schedule)
+    driver = NemesisDriver({s: nemeses.split(s)[0].make(cluster, cfg) for s in specs}, cluster, history, schedule)
     monitor = IsrMonitor(cluster.bootstrap(), cfg.topic.name, history, run / ISR_FILE)
     try:
         say(f"starting {len(cluster.specs)}-node Kafka {dist.version} cluster")

@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+from harness.faults import FaultKind
 from nemesis import election, mix, network, powerfail, process, slow
 from nemesis.base import FaultSkipped, Package, ScheduledOp
 from nemesis.targets import Target
@@ -49,6 +50,13 @@ def check_spec(spec: str, partitions: int | None = None) -> None:
         raise ValueError(f"nemesis {spec!r} aims at partition {p}, but the topic has {partitions} (0..{partitions - 1})")
 
 
+def fault_kind(spec: str) -> FaultKind:
+    """What the run's faults.json says of nemesis `spec`: its package's break op, mend op (None for a one-shot
+    package) and colours. ValueError as `split` for an unknown name."""
+    pkg, _ = split(spec)
+    return FaultKind(spec, pkg.fs[0], pkg.fs[1] if len(pkg.fs) > 1 else None, pkg.colors)
+
+
 def needs_lazyfs(specs: tuple[str, ...], mix_families: tuple[str, ...] = ()) -> bool:
     """Whether any of these nemeses needs the nodes' log directories on lazyfs.
 
@@ -58,4 +66,5 @@ def needs_lazyfs(specs: tuple[str, ...], mix_families: tuple[str, ...] = ()) -> 
                for s in specs if s != "none")
 
 
-__all__ = ["PACKAGES", "NAMES", "Package", "ScheduledOp", "FaultSkipped", "split", "check_spec", "needs_lazyfs"]
+__all__ = ["PACKAGES", "NAMES", "Package", "ScheduledOp", "FaultSkipped", "split", "check_spec", "fault_kind",
+           "needs_lazyfs"]

@@ -1,15 +1,15 @@
 """The history's and the metadata log's facts that an explanation of lost writes looks up.
 
 `load_facts(run, evidence, names, lost)` reads history.jsonl once: where each
-value was acknowledged (partition, offset, time), every nemesis line, and
-which acknowledged values survived; with the evidence's metadata log and
-broker log lines it answers the questions reports/explain.py asks: who
-acknowledged a write (the brokers that believed they led then, from their
-state-change.log, told apart by the surviving log; else the metadata log's
-leader), the partition's state at a history time, the first state of a
-leader epoch, the faults that hit some nodes in a time window, and a
-partition's timeline as table rows. Times are history seconds; metadata and
-broker-log times are mapped with the run's Clock.
+value was acknowledged (partition, offset, time), every nemesis line (a fault
+or a mend, as the run's faults.json says), and which acknowledged values
+survived; with the evidence's metadata log and broker log lines it answers
+the questions reports/explain.py asks: who acknowledged a write (the brokers
+that believed they led then, from their state-change.log, told apart by the
+surviving log; else the metadata log's leader), the partition's state at a
+history time, the first state of a leader epoch, the faults that hit some
+nodes in a time window, and a partition's timeline as table rows. Times are
+history seconds; metadata and broker-log times are mapped with the run's Clock.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Any
 from checkers.broker_logs import LogEvent
 from checkers.kraft_metadata import PartitionState
 from harness.history import read_history
-from nemesis import PACKAGES
+from harness.faults import FaultCatalogue, FaultsError, run_faults
 from reports.evidence import Evidence
 
 __all__ = ["Ack", "Facts", "Leadership", "fault_phrase", "load_facts", "node_names"]
@@ -253,15 +253,15 @@ class Facts:
         return out
 
 
-def _nemesis_line(rec: dict[str, Any]) -> dict[str, Any] | None:
+def _nemesis_line(rec: dict[str, Any], faults: FaultCatalogue) -> dict[str, Any] | None:
     if rec.get("process") != "nemesis" or rec.get("type") != "ok" or rec.get("f") == "heal":
         return None
     nodes = rec.get("nodes")
     if not isinstance(nodes, list):
         return None
     spec = str(rec.get("nemesis") or "")
-    pkg = PACKAGES.get(spec.partition(":")[0])
-    role = "fault" if pkg is None or rec["f"] == pkg.fs[0] else "mend"
+    kind = faults.get(spec)
+    role = "fault" if kind is None or rec["f"] == kind.breaks else "mend"
     targets = rec.get("targets")
     return {"index": rec.get("index"), "time_s": round(rec["time"] / 1e9, 3), "f": rec["f"], "nemesis": spec,
             "nodes": [str(n) for n in nodes], "role": role, "grudge": rec.get("grudge"),
@@ -272,17 +272,25 @@ def load_facts(run: Path, ev: Evidence, names: dict[int, str], lost: set[int]) -
     """Read the run's history once into Facts: acknowledgements, nemesis lines, and the offsets of
     acknowledged values not in `lost` per (partition, leader/epoch/ISR at acknowledgement)."""
     acks: dict[int, tuple[int, int | None, float]] = {}
-    nemesis: list[dict[str, Any]] = []
+    ops: list[dict[str, Any]] = []
     for rec in read_history(Path(run) / "history.jsonl"):
         if rec.get("f") == "send" and rec.get("type") == "ok" and isinstance(rec.get("value"), int):
             off = rec.get("offset")
             acks[rec["value"]] = (int(rec.get("partition") or 0), off if isinstance(off, int) else None,
                                   round(rec["time"] / 1e9, 3))
-        elif (n := _nemesis_line(rec)) is not None:
-            nemesis.append(n)
+        elif rec.get("process") == "nemesis":
+            ops.append(rec)
+    notes: list[str] = []
+    try:
+        faults = run_faults(run, ops)
+    except FaultsError as e:
+        notes.append(f"{e}; which nemesis ops are faults was taken from the history instead")
+        faults = run_faults(None, ops)
+    nemesis = [n for rec in ops if (n := _nemesis_line(rec, faults)) is not None]
     if not names:
         names = {i: f"n{i}" for i in range(1, 10)}
     facts = Facts(ev, names, acks, nemesis)
+    facts.notes.extend(notes)
     if ev.clock.start_unix_ms is None:
         facts.notes.append("the history's start time is unknown: metadata times cannot be placed in the run")
     elif not ev.clock.source.startswith("test.json"):

@@ -6,6 +6,8 @@ seconds on the history's clock (`time` / 1e9), the clock of
 `results.json`'s timeline and of isr.jsonl. Figures are plain
 `matplotlib.figure.Figure`s rendered by the Agg canvas: nothing is registered
 with pyplot, so nothing needs closing and no global backend is switched.
+Fault colours come from the run's fault catalogue (harness/faults.py), passed
+as `catalogue`; without one, they are what they were before faults.json.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from matplotlib.patches import Patch
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from nemesis import PACKAGES
+from harness.faults import FaultCatalogue
 
 __all__ = ["Sends", "Span", "Marks", "nemesis_color", "fault_spans", "latency_png", "throughput_png",
            "offsets_png", "offset_marks", "IsrSeries", "isr_series", "isr_png", "MAX_POINTS", "TYPE_COLORS"]
@@ -95,21 +97,29 @@ class Span:
     open: bool = False
 
 
-def nemesis_color(spec: str | None) -> str:
-    """The colour of a nemesis family: its package's colour for its start op, else a fixed one keyed by name."""
+def nemesis_color(spec: str | None, catalogue: FaultCatalogue | None = None) -> str:
+    """The colour of a nemesis: the colour of its break op in `catalogue` (None: as for a run without
+    faults.json), else a fixed one keyed by its package name (the spec before any ":")."""
+    if catalogue is None:
+        catalogue = FaultCatalogue.from_history([{"nemesis": spec}])
+    kind = catalogue.get(spec)
+    if kind is not None and kind.color:
+        return kind.color
     name = (spec or "?").partition(":")[0]
-    pkg = PACKAGES.get(name)
-    if pkg is not None and pkg.fs and pkg.colors.get(pkg.fs[0]):
-        return pkg.colors[pkg.fs[0]]
     return _PALETTE[zlib.crc32(name.encode()) % len(_PALETTE)]
 
 
-def fault_spans(windows: Iterable[Mapping[str, Any]], end_s: float | None = None) -> list[Span]:
+def fault_spans(windows: Iterable[Mapping[str, Any]], end_s: float | None = None,
+                catalogue: FaultCatalogue | None = None) -> list[Span]:
     """One Span per window of `results.json`'s timeline (same order); windows without a start are left out.
 
     A window that never closed (end_s None) ends at `end_s`, or at its own start
-    when that is None too.
+    when that is None too. Colours as `nemesis_color` with `catalogue` (None:
+    the catalogue derived from the windows, as for a run without faults.json).
     """
+    windows = list(windows)
+    if catalogue is None:
+        catalogue = FaultCatalogue.from_history(windows)
     out = []
     for w in windows:
         start = w.get("start_s")
@@ -120,8 +130,8 @@ def fault_spans(windows: Iterable[Mapping[str, Any]], end_s: float | None = None
         if is_open:
             end = max(start, end_s) if end_s is not None else start
         label = w.get("nemesis") or w.get("f") or "?"
-        out.append(Span(float(start), float(end), str(label), nemesis_color(label), bool(w.get("applied", True)),
-                        is_open))
+        out.append(Span(float(start), float(end), str(label), nemesis_color(label, catalogue),
+                        bool(w.get("applied", True)), is_open))
     return out
 
 
@@ -206,14 +216,15 @@ def _end(ts: Iterable[float]) -> float | None:
     return max(ts, default=None)
 
 
-def latency_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = ()) -> bytes:
+def latency_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
+                catalogue: FaultCatalogue | None = None) -> bytes:
     """Send latency (ms, log scale) against invocation time, one colour per completion type, faults shaded.
 
     At most MAX_POINTS points per type are drawn (evenly spread, plus the
     slowest 1%, so outliers survive subsampling).
     """
     fig, (ax,) = _figure(height=4.5)
-    spans = fault_spans(windows, _end(_times(sends)))
+    spans = fault_spans(windows, _end(_times(sends)), catalogue)
     faults = _shade([ax], spans)
     handles: list = []
     for t in TYPES:
@@ -235,10 +246,11 @@ def latency_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = ()) -> byte
     return _finish(fig, [ax], spans, _times(sends), "invocation time (s)", handles + faults)
 
 
-def throughput_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = ()) -> bytes:
+def throughput_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
+                   catalogue: FaultCatalogue | None = None) -> bytes:
     """Completed sends per second (by completion time), one line per completion type, faults shaded."""
     fig, (ax,) = _figure(height=3.6)
-    spans = fault_spans(windows, _end(_times(sends)))
+    spans = fault_spans(windows, _end(_times(sends)), catalogue)
     handles = _shade([ax], spans)
     if len(sends):
         lo, hi = np.floor(sends.done_s.min()), np.floor(sends.done_s.max()) + 1
@@ -298,7 +310,8 @@ def offset_marks(sends: Sends, marks: Marks) -> dict[str, tuple[np.ndarray, np.n
     return out
 
 
-def offsets_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), marks: Marks | None = None) -> bytes:
+def offsets_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), marks: Marks | None = None, *,
+                catalogue: FaultCatalogue | None = None) -> bytes:
     """Acknowledged offset against acknowledgement time, per partition, faults shaded.
 
     Anomalies are marked where `offset_marks` places them: lost values as red
@@ -313,7 +326,7 @@ def offsets_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), marks: 
     parts = sorted(set(np.unique(part).tolist()) | set(placed["inconsistent_offset"][1].tolist()))
     fig, axes, where, panels = _partition_axes(parts, 1.7)
     ts = _times(sends) + placed["inconsistent_offset"][0].tolist()
-    spans = fault_spans(windows, _end(ts))
+    spans = fault_spans(windows, _end(ts), catalogue)
     faults = _shade(axes, spans)
     scale = 1.0 if sum(len(v[0]) for v in placed.values()) < 300 else 0.6
     for i, p in enumerate(parts):
@@ -379,7 +392,7 @@ def isr_series(samples: Sequence[Mapping[str, Any]]) -> tuple[dict[int, IsrSerie
 
 
 def isr_png(samples: Sequence[Mapping[str, Any]], windows: Sequence[Mapping[str, Any]] = (),
-            min_insync: int | None = None) -> bytes:
+            min_insync: int | None = None, *, catalogue: FaultCatalogue | None = None) -> bytes:
     """ISR size per partition over time from isr.jsonl samples (`isr_series`), as steps, faults shaded.
 
     Failed samples (`error` lines) are gaps in every line, and thin red
@@ -391,7 +404,7 @@ def isr_png(samples: Sequence[Mapping[str, Any]], windows: Sequence[Mapping[str,
     parts = sorted(series)
     fig, axes, where, panels = _partition_axes(parts, 1.5, sharey=True)
     times = [float(x) for s in series.values() for x in s.time_s[[0, -1]]] + errors
-    spans = fault_spans(windows, _end(times))
+    spans = fault_spans(windows, _end(times), catalogue)
     faults = _shade(axes, spans)
     handles, top = [], 0
     for i, p in enumerate(parts):

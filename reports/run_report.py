@@ -1,9 +1,10 @@
 """The per-run report: one self-contained report.html in the run directory.
 
 `write_report(run)` reads test.json, results.json (when the run was checked),
-the history (through its Parquet form, `checkers.parquet.convert`) and
-isr.jsonl (when recorded), and writes `run/report.html`: verdict, whether the
-configuration promised no loss and whether that held, configuration,
+the history (through its Parquet form, `checkers.parquet.convert`),
+faults.json (each nemesis's colour) and isr.jsonl (when recorded), and
+writes `run/report.html`: verdict, whether the configuration promised no
+loss and whether that held, configuration,
 anomaly counts with examples, availability, latency, fault windows, four
 plots (reports/plots.py) embedded as PNG data URIs, and relative links to
 the run's files. docs/reports.md says how to read it.
@@ -25,6 +26,7 @@ import pyarrow.parquet as pq
 from checkers.parquet import CheckInputError, convert
 from checkers.timeline import availability as timeline_availability
 from checkers.timeline import fault_windows
+from harness.faults import FAULTS_FILE, FaultCatalogue, FaultsError, run_faults
 from harness.monitor import ISR_FILE, read_isr
 from reports import plots
 from reports import ReportsInputError
@@ -63,6 +65,7 @@ class RunData:
     latency: dict[str, Any]
     isr: list[dict[str, Any]] | None
     notes: list[str] = field(default_factory=list)
+    faults: FaultCatalogue = field(default_factory=FaultCatalogue)
 
 
 def _json(path: Path, what: str) -> Any:
@@ -160,13 +163,19 @@ def load_run(run: Path) -> RunData:
         notes.append(f"history could not be read: {e}")
         sends, per_epoch, events = plots.Sends.empty(), [], []
     tl = (results or {}).get("timeline") or {}
+    ops = [*events, *(tl.get("windows") or [])]
+    try:
+        faults = run_faults(run, ops)
+    except FaultsError as e:
+        notes.append(f"{e}; fault colours and roles were read from the history instead")
+        faults = run_faults(None, ops)
     windows = tl.get("windows")
     if windows is None:
-        windows = fault_windows(events)
+        windows = fault_windows(events, faults)
     avail = tl.get("availability") or (timeline_availability(windows, per_epoch, []) if per_epoch else None)
     latency = ((results or {}).get("latency_ms") or {}).get("send") or _latency(sends)
     isr = read_isr(run / ISR_FILE) if (run / ISR_FILE).is_file() else None
-    return RunData(run, test, results, sends, windows, avail, latency, isr, notes)
+    return RunData(run, test, results, sends, windows, avail, latency, isr, notes, faults)
 
 
 def anomaly_marks(results: Mapping[str, Any] | None) -> plots.Marks:
@@ -317,8 +326,8 @@ def _windows(d: RunData) -> str:
     for i, w in enumerate(d.windows):
         a = per[i] if i < len(per) else {}
         targets = w.get("targets")
-        rows.append({"i": i + 1, "nemesis": Raw(f'<span style="color:{plots.nemesis_color(w.get("nemesis"))}">'
-                                                  f'&#9632;</span> {esc(w.get("nemesis"))}'),
+        color = plots.nemesis_color(w.get("nemesis"), d.faults)
+        rows.append({"i": i + 1, "nemesis": Raw(f'<span style="color:{color}">&#9632;</span> {esc(w.get("nemesis"))}'),
                      "f": w.get("f"), "start": w.get("start_s"), "end": w.get("end_s"),
                      "dur": round(w["end_s"] - w["start_s"], 3) if w.get("end_s") is not None and
                      w.get("start_s") is not None else None,
@@ -330,8 +339,8 @@ def _windows(d: RunData) -> str:
 
 
 def _files(run: Path) -> str:
-    names = [n for n in ("history.jsonl", "results.json", "test.json", "schedule.json", ISR_FILE, "harness.log",
-                         "history.parquet") if (run / n).is_file()]
+    names = [n for n in ("history.jsonl", "results.json", "test.json", "schedule.json", FAULTS_FILE, ISR_FILE,
+                         "harness.log", "history.parquet") if (run / n).is_file()]
     items = [link(quote(n), n) for n in names]
     nodes = run / "nodes"
     if nodes.is_dir():
@@ -344,10 +353,11 @@ def _files(run: Path) -> str:
 
 
 def _plots(d: RunData) -> str:
-    w = d.windows
-    parts = ["<h2>Send latency</h2>", png(plots.latency_png(d.sends, w), "send latency over time"),
-             "<h2>Throughput</h2>", png(plots.throughput_png(d.sends, w), "sends per second by completion type"),
-             "<h2>Acknowledged offsets</h2>", png(plots.offsets_png(d.sends, w, anomaly_marks(d.results)),
+    w, c = d.windows, d.faults
+    parts = ["<h2>Send latency</h2>", png(plots.latency_png(d.sends, w, catalogue=c), "send latency over time"),
+             "<h2>Throughput</h2>", png(plots.throughput_png(d.sends, w, catalogue=c),
+                                        "sends per second by completion type"),
+             "<h2>Acknowledged offsets</h2>", png(plots.offsets_png(d.sends, w, anomaly_marks(d.results), catalogue=c),
                                                   "acknowledged offsets per partition"),
              "<h2>In-sync replicas</h2>"]
     if d.isr is None:
@@ -356,7 +366,7 @@ def _plots(d: RunData) -> str:
     else:
         errors = sum(1 for s in d.isr if "error" in s)
         parts.append(f"<p>{len(d.isr) - errors} partition samples, {errors} failed samples.</p>")
-        parts.append(png(plots.isr_png(d.isr, w, (d.test.get("topic") or {}).get("min_insync")),
+        parts.append(png(plots.isr_png(d.isr, w, (d.test.get("topic") or {}).get("min_insync"), catalogue=c),
                          "ISR size per partition over time"))
     return "\n".join(parts)
 

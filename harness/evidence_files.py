@@ -1,0 +1,18 @@
+"""Where a run directory keeps Kafka's own files: the layout the cluster backends write and the reports read.
+
+`RUN/evidence/raw/<node>/` holds what was copied off each node before teardown
+(the topic's partition directories and the KRaft metadata log, METADATA_DIR),
+with `raw/collect.json` saying what was copied and skipped; `RUN/evidence/`
+holds what reports/evidence.py decodes from it. docs/evidence.md describes
+the files.
+"""
+from __future__ import annotations
+
+__all__ = ["EVIDENCE_DIR", "RAW_DIR", "COLLECT_FILE", "METADATA_DIR", "SEGMENTS_FILE", "METADATA_FILE"]
+
+EVIDENCE_DIR = "evidence"  # under the run directory
+RAW_DIR = "raw"  # under EVIDENCE_DIR: one directory per node
+COLLECT_FILE = "collect.json"  # in RAW_DIR: what was copied from each node, and what was skipped
+METADATA_DIR = "__cluster_metadata-0"  # the KRaft metadata log's directory, on a node and in RAW_DIR/<node>
+SEGMENTS_FILE = "segments.jsonl"  # in EVIDENCE_DIR: every batch of the topic, decoded
+METADATA_FILE = "metadata.jsonl"  # in EVIDENCE_DIR: the topic's partition states and broker events, decoded

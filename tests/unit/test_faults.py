@@ -1,0 +1,175 @@
+"""The run's fault catalogue (harness/faults.py): written and read back, derived for older runs, and used
+by the timeline, observe(), the plots and the explainer in place of the nemesis registry."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import nemesis
+from checkers.observed import observe
+from checkers.timeline import fault_windows
+from harness.config import NemesisConfig, TestConfig
+from harness.faults import FAULTS_FILE, FaultCatalogue, FaultKind, FaultsError, read_faults, run_faults, write_faults
+from nemesis.schedule import make_schedule, specs_in
+from reports import plots
+from reports.explain_facts import _nemesis_line
+
+S = 1_000_000_000
+# A nemesis the registry before faults.json never had: only a catalogue can say what its ops do.
+FLOOD = FaultKind("flood:leader", "start-flood", "stop-flood", {"start-flood": "#123456", "stop-flood": "#654321"})
+
+
+def hist(*lines):
+    """Nemesis lines from (seconds, type, f, nemesis[, detail]); the i-th line has epoch i and index 100 + 10 i."""
+    return [{"index": 100 + 10 * i, "time": int(t * S), "process": "nemesis", "type": typ, "f": f, "nemesis": nem,
+             "epoch": i, "detail": rest[0] if rest else {}}
+            for i, (t, typ, f, nem, *rest) in enumerate(lines)]
+
+
+def test_catalogue_round_trip(tmp_path):
+    kinds = [nemesis.fault_kind("kill:majority"), nemesis.fault_kind("rolling-restart"),
+             nemesis.fault_kind("power-fail:leader:0"), FLOOD]
+    path = write_faults(tmp_path, kinds)
+    assert path == tmp_path / FAULTS_FILE
+    lines = path.read_text().splitlines()
+    assert lines[0] == "[" and lines[-1] == "]" and len(lines) == len(kinds) + 2  # one kind a line
+    back = read_faults(tmp_path)
+    assert back == FaultCatalogue(tuple(kinds))
+    kill = back.get("kill:majority")
+    assert (kill.breaks, kill.mends, kill.color) == ("kill", "start", nemesis.PACKAGES["kill"].colors["kill"])
+    assert back.get("rolling-restart").mends is None  # one-shot
+    assert back.get("kill") is None and back.get(None) is None  # specs are looked up exactly
+    assert (back.role("kill:majority", "kill"), back.role("kill:majority", "start"),
+            back.role("kill:majority", "heal"), back.role("nope", "kill")) == ("break", "mend", None, None)
+    assert back.break_ops == {"kill", "roll", "power-fail", "start-flood"}
+
+
+def test_kind_is_frozen_and_its_colours_cannot_change():
+    colors = {"kill": "#000"}
+    k = FaultKind("kill", "kill", "start", colors)
+    colors["kill"] = "#fff"
+    assert k.color == "#000"
+    with pytest.raises(TypeError):
+        k.colors["kill"] = "#fff"  # type: ignore[index]
+    with pytest.raises(ValueError, match="described twice"):
+        FaultCatalogue((k, k))
+
+
+def test_no_file_is_none_and_a_bad_file_is_a_one_line_error(tmp_path):
+    assert read_faults(tmp_path) is None
+    for text, problem in (("{", "unreadable"), ('{"kill": 1}', "JSON list"),
+                          ('[{"nemesis": "kill", "mends": "start"}]', "entry 0: 'breaks'"),
+                          ('[{"nemesis": "kill", "breaks": "kill", "mends": 3}]', "'mends'"),
+                          ('[{"nemesis": "kill", "breaks": "kill", "colors": {"kill": 1}}]', "'colors'")):
+        (tmp_path / FAULTS_FILE).write_text(text)
+        with pytest.raises(FaultsError, match=problem) as e:
+            read_faults(tmp_path)
+        assert str(tmp_path / FAULTS_FILE) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_runners_catalogue_covers_every_spec_of_a_mix_schedule(tmp_path):
+    """What runner.run_test writes: a kind for each spec specs_in finds, the mix's concrete specs included."""
+    n = NemesisConfig(names=("mix",), interval=10, jitter=0.3, restart_delay=5)
+    cfg = TestConfig(seed=3, time_limit=600, nemesis=n)
+    schedule = make_schedule(cfg)
+    write_faults(tmp_path, [nemesis.fault_kind(s) for s in specs_in(cfg.nemesis.names, schedule)])
+    cat = read_faults(tmp_path)
+    assert len({op.nemesis for op in schedule}) > 5
+    for op in schedule:
+        assert cat.role(op.nemesis, op.op["f"]) is not None, op
+
+
+def test_the_registry_before_faults_json_agrees_with_the_registry():
+    """The fallback for older runs describes each package the registry has as the registry does."""
+    legacy = FaultCatalogue.legacy()
+    assert len(legacy.kinds) >= 23
+    for name in nemesis.PACKAGES:
+        derived = FaultCatalogue.from_history([{"nemesis": f"{name}:x"}]).get(f"{name}:x")
+        if legacy.get(name) is not None:
+            assert legacy.get(name) == nemesis.fault_kind(name)
+            assert derived == FaultKind(f"{name}:x", *(nemesis.fault_kind(name).to_dict()[k]
+                                                       for k in ("breaks", "mends", "colors")))
+        else:
+            assert derived is None
+
+
+def test_older_runs_derive_the_catalogue_from_their_history(tmp_path):
+    ev = hist((1, "invoke", "kill", "kill:majority"), (1.2, "ok", "kill", "kill:majority", {"targets": ["n1"]}),
+              (2, "invoke", "start-flood", "flood:leader"), (2.1, "ok", "start-flood", "flood:leader"),
+              (3, "invoke", "start", "kill:majority"), (3.1, "ok", "start", "kill:majority"),
+              (4, "invoke", "stop-flood", "flood:leader"), (4.1, "ok", "stop-flood", "flood:leader"))
+    derived = run_faults(tmp_path, ev)
+    assert [k.nemesis for k in derived.kinds] == ["kill:majority"]  # flood was unknown before faults.json
+    # Without faults.json: flood's ops are each a window of their own span; kill is closed by its start.
+    assert [(w["nemesis"], w["f"], w["start_s"], w["end_s"]) for w in fault_windows(ev)] == [
+        ("kill:majority", "kill", 1.0, 3.1), ("flood:leader", "start-flood", 2.0, 2.1),
+        ("flood:leader", "stop-flood", 4.0, 4.1)]
+    write_faults(tmp_path, [nemesis.fault_kind("kill:majority"), FLOOD])
+    cat = run_faults(tmp_path, ev)
+    assert cat.get("flood:leader") == FLOOD
+    # With it: flood's stop closes its start, as the catalogue says.
+    assert [(w["nemesis"], w["f"], w["start_s"], w["end_s"]) for w in fault_windows(ev, cat)] == [
+        ("kill:majority", "kill", 1.0, 3.1), ("flood:leader", "start-flood", 2.0, 4.1)]
+
+
+def test_new_runs_window_as_the_registry_says():
+    """For a run of the registry's own nemeses, the catalogue the runner writes gives the fallback's windows."""
+    ev = hist((1, "invoke", "pause", "pause:majority"), (1.1, "ok", "pause", "pause:majority"),
+              (2, "invoke", "roll", "rolling-restart"), (2.5, "ok", "roll", "rolling-restart"),
+              (3, "invoke", "resume", "pause:majority"), (3.1, "ok", "resume", "pause:majority"),
+              (4, "invoke", "elect-unclean", "elect-unclean"), (4.2, "info", "elect-unclean", "elect-unclean"))
+    cat = FaultCatalogue(tuple(nemesis.fault_kind(s) for s in ("pause:majority", "rolling-restart", "elect-unclean")))
+    windows = fault_windows(ev, cat)
+    assert windows == fault_windows(ev)
+    assert [(w["f"], w["end_s"]) for w in windows] == [("pause", 3.1), ("roll", 2.5), ("elect-unclean", 4.2)]
+
+
+def test_plot_colours_come_from_the_catalogue():
+    cat = FaultCatalogue((FLOOD, nemesis.fault_kind("kill")))
+    assert plots.nemesis_color("flood:leader", cat) == "#123456"
+    assert plots.nemesis_color("flood:leader") == plots.nemesis_color("flood:other")  # keyed by package name
+    assert plots.nemesis_color("flood:leader") != "#123456"
+    assert plots.nemesis_color("kill") == plots.nemesis_color("kill", cat) == nemesis.PACKAGES["kill"].colors["kill"]
+    windows = [{"nemesis": "flood:leader", "f": "start-flood", "start_s": 1.0, "end_s": 2.0},
+               {"nemesis": "kill", "f": "kill", "start_s": 3.0, "end_s": 4.0}]
+    assert [s.color for s in plots.fault_spans(windows, catalogue=cat)] == ["#123456", "#e15759"]
+    assert [s.color for s in plots.fault_spans(windows)] == [plots.nemesis_color("flood:leader"), "#e15759"]
+
+
+def test_observe_counts_the_catalogues_break_ops(tmp_path):
+    lines = [{"index": i, "time": (i + 1) * S, "process": "nemesis", "type": t, "f": f, "nemesis": "flood:leader"}
+             for i, (t, f) in enumerate((("invoke", "start-flood"), ("ok", "start-flood"),
+                                         ("invoke", "stop-flood"), ("ok", "stop-flood")))]
+    (tmp_path / "history.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (tmp_path / "results.json").write_text(json.dumps({"valid": True, "counts": {}}))
+    assert observe(tmp_path)["faults"] == 0  # no faults.json: an unknown nemesis breaks nothing
+    write_faults(tmp_path, [FLOOD])
+    assert observe(tmp_path)["faults"] == 1
+
+
+def test_explainer_roles_come_from_the_catalogue():
+    rec = {"index": 5, "time": 2 * S, "process": "nemesis", "type": "ok", "f": "stop-flood",
+           "nemesis": "flood:leader", "nodes": ["n1"]}
+    assert _nemesis_line(rec, FaultCatalogue())["role"] == "fault"  # unknown nemesis: as a fault, as before
+    assert _nemesis_line(rec, FaultCatalogue((FLOOD,)))["role"] == "mend"
+    assert _nemesis_line({**rec, "f": "start-flood"}, FaultCatalogue((FLOOD,)))["role"] == "fault"
+    assert _nemesis_line({**rec, "f": "start", "nemesis": "kill"}, FaultCatalogue.from_history([rec]))["role"] == \
+        "fault"
+    kill = FaultCatalogue.from_history([{"nemesis": "kill"}])
+    assert _nemesis_line({**rec, "f": "start", "nemesis": "kill"}, kill)["role"] == "mend"
+
+
+def test_a_malformed_catalogue_is_bad_input_to_check_and_observe(tmp_path):
+    from checkers import CheckInputError, check_path
+    from checkers.observed import ObserveError
+
+    (tmp_path / "history.jsonl").write_text(json.dumps({"index": 0, "time": 1, "process": 0, "type": "invoke",
+                                                        "f": "send", "value": 1, "partition": 0}) + "\n")
+    (tmp_path / "results.json").write_text(json.dumps({"valid": True, "counts": {}}))
+    (tmp_path / FAULTS_FILE).write_text("[{}]")
+    with pytest.raises(CheckInputError, match="faults.json: entry 0"):
+        check_path(tmp_path)  # before any checker runs: nothing is written
+    assert not (tmp_path / "history.parquet").exists()
+    with pytest.raises(ObserveError, match="faults.json: entry 0"):
+        observe(tmp_path)

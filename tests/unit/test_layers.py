@@ -1,0 +1,21 @@
+"""Dependencies run one way: checkers and reports import neither the nemesis registry nor the cluster backends
+(nor the Kafka client those pull in); they read what they need from the run's own files."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LOWER = ("checkers.timeline", "checkers.observed", "reports.plots", "reports.explain_facts", "reports.evidence")
+FORBIDDEN = ("nemesis", "clusters", "confluent_kafka")
+
+
+def test_checkers_and_reports_import_no_nemesis_cluster_or_kafka_client():
+    code = ("import importlib, json, sys\n"
+            f"for m in {LOWER!r}: importlib.import_module(m)\n"
+            f"print(json.dumps(sorted({{k for k in sys.modules if k.split('.')[0] in {FORBIDDEN!r}}})))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
