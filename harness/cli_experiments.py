@@ -7,13 +7,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.cli import EXIT_INTERRUPTED
-from harness.config import ConfigError, TestConfig
+from harness.config import ConfigError
+from harness.exit_codes import EXIT_INTERRUPTED
+from harness.options import D, spark_options
 
-D = TestConfig()
 
-
-def add_parsers(sub: argparse._SubParsersAction, spark_options) -> None:  # noqa: ANN001 - argparse internals
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add the scenario, repro and shrink subcommands to `sub`."""
     sc = sub.add_parser("scenario", help="run a known data-loss scenario and say whether its prediction held")
     sc.add_argument("name", nargs="?", help="scenario name (see --list) or a scenario .yaml file")

@@ -33,7 +33,8 @@ from typing import Any
 from checkers.observed import METRICS
 from clusters.distribution import cache_dir
 from harness.config import ConfigError
-from harness.suite import Cell, Suite, SuiteError, _head, _Lines, _options, _preflight
+from harness.spec_files import Cell, SpecDoc, head, preflight, run_options
+from harness.suite import Suite, SuiteError
 
 SCENARIO_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 TOP_KEYS = ("name", "description", "mechanism", "prevents", "seed", "repeat", "base", "schedule", "predict",
@@ -200,21 +201,13 @@ def load_scenario(path: Path) -> Scenario:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-        doc = _Lines(path, text)
     except (OSError, UnicodeDecodeError) as e:
         raise ScenarioError(f"{path}: cannot read scenario file ({getattr(e, 'strerror', None) or e})") from None
-    except SuiteError as e:
-        raise ScenarioError(str(e)) from None
-    try:
-        return _load(doc, path, text)
-    except ScenarioError:
-        raise
-    except SuiteError as e:  # raised by the shared suite checks: same message, scenario's type
-        raise ScenarioError(str(e)) from None
+    return _load(SpecDoc(path, text, ScenarioError), path, text)
 
 
-def _load(doc: _Lines, path: Path, text: str) -> Scenario:
-    d, name = _head(doc, path, "scenario", TOP_KEYS)
+def _load(doc: SpecDoc, path: Path, text: str) -> Scenario:
+    d, name = head(doc, path, "scenario", TOP_KEYS)
     for key in ("description", "mechanism", "prevents"):
         if not isinstance(d.get(key), str) or not d[key].strip():
             doc.fail((key,), "is required: a non-empty text")
@@ -223,7 +216,7 @@ def _load(doc: _Lines, path: Path, text: str) -> Scenario:
         doc.fail(("seed",), f"must be a non-negative integer, got {seed!r}")
     if not isinstance(repeat, int) or isinstance(repeat, bool) or not 1 <= repeat <= 100:
         doc.fail(("repeat",), f"must be an integer 1..100, got {repeat!r}")
-    base = _options(doc, ("base",), d.get("base"))
+    base = run_options(doc, ("base",), d.get("base"))
     if "schedule" in base:
         doc.fail(("base", "schedule"), "give the schedule's entries as the scenario's own `schedule` key")
     if "nemesis" in base and d.get("schedule") is not None:
@@ -244,7 +237,7 @@ def _load(doc: _Lines, path: Path, text: str) -> Scenario:
         if not isinstance(vname, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,48}", vname) or vname in seen:
             doc.fail(where + ("name",), f"{vname!r} must be a unique name of letters, digits, '.', '_' or '-'")
         seen.add(vname)
-        opts = _options(doc, where + ("options",), v.get("options")) if raw else {}
+        opts = run_options(doc, where + ("options",), v.get("options")) if raw else {}
         if "schedule" in opts:
             doc.fail(where + ("options", "schedule"), "give the schedule's entries as the variant's `schedule` key")
         sched_where = where + ("schedule",) if "schedule" in v else ("schedule",)
@@ -266,8 +259,8 @@ def _load(doc: _Lines, path: Path, text: str) -> Scenario:
             params["schedule"] = cached
         cell = Cell(len(variants), vname, tuple(opts.items()), tuple({**base, **params}.items()))
         try:
-            _preflight(doc, where + ("options",), cell, base, {})
-        except SuiteError as e:
+            preflight(doc, where + ("options",), cell, base, {})
+        except ScenarioError as e:
             marker = f"schedule {cached}: "
             if cached is None or marker not in str(e):
                 raise

@@ -4,8 +4,9 @@ import sys
 
 import pytest
 
-from harness.cli import build_parser, config_from_args, main
+from harness.cli import build_parser, main
 from harness.config import ConfigError, TestConfig, validate
+from harness.options import config_from_args
 from nemesis import check_spec
 
 

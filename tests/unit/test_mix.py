@@ -4,8 +4,9 @@ import json
 import pytest
 
 import nemesis
-from harness.cli import build_parser, config_from_args, main
+from harness.cli import build_parser, main
 from harness.config import ConfigError, NemesisConfig, TestConfig
+from harness.options import config_from_args
 from harness.runner import preflight
 from nemesis import mix
 from nemesis.schedule import load_schedule, make_schedule, save_schedule, schedule_names, specs_in

@@ -1,0 +1,224 @@
+"""What suite and scenario files share: the YAML document with line numbers, the header check, run options as
+`kchaos run` parses them, the cell (one configuration of run options) and its preflight.
+
+Every error names the file, the line and the key (`suite.yaml:9: matrix.acks: ...`) and is raised as the
+error class the document was opened with (a ConfigError: the command line exits 3).
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, NoReturn
+
+import yaml
+
+from harness.config import ConfigError, TestConfig
+from harness.options import add_run_options, config_from_args
+
+# Chosen by the suite itself, or by `kchaos suite` options.
+NOT_IN_SUITE = ("name", "store", "keep", "spark_master", "spark_driver_host")
+SHORT = {"min_insync": "misr", "idempotence": "idem", "nemesis": ""}
+
+
+def show(v: Any) -> str:
+    """A run option's value as a label shows it: lists joined by commas, booleans in lower case."""
+    return ",".join(map(str, v)) if isinstance(v, list) else str(v).lower() if isinstance(v, bool) else str(v)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One configuration of the matrix: its name (a test name), matrix values and every option set."""
+
+    index: int
+    name: str
+    params: tuple[tuple[str, Any], ...]  # the matrix/include values that make this cell, in file order
+    options: tuple[tuple[str, Any], ...]  # base + params
+
+    def label(self) -> str:
+        """`acks=1 min_insync=2` (or "base" for a cell without parameters)."""
+        return " ".join(f"{k}={show(v)}" for k, v in self.params) or "base"
+
+    def short(self) -> str:
+        """A terse label for tables: `acks=all misr=2 unclean kill-leader`."""
+        def one(k: str, v: Any) -> str:
+            if k == "nemesis":
+                return show(v)
+            if isinstance(v, bool):
+                return SHORT.get(k, k) if v else f"no-{SHORT.get(k, k)}"
+            return f"{SHORT.get(k, k)}={show(v)}"
+        return " ".join(one(k, v) for k, v in self.params) or "base"
+
+
+class SpecDoc:
+    """Plain data from a YAML document plus the line of every key path; duplicate keys are errors.
+
+    Every problem, from the YAML itself or found later through `fail`, is raised as `error`.
+    """
+
+    def __init__(self, path: Path, text: str, error: type[ConfigError]):
+        self.file = path.name
+        self.error = error
+        self.lines: dict[tuple, int] = {}
+        try:
+            node = yaml.compose(text, Loader=yaml.SafeLoader)
+            self.data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f"{self.file}:{mark.line + 1}" if mark else self.file
+            raise error(f"{where}: not valid YAML: {getattr(e, 'problem', None) or e}") from None
+        if node is not None:
+            self._walk(node, ())
+
+    def _walk(self, node: yaml.Node, path: tuple) -> None:
+        self.lines[path] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for k, v in node.value:
+                if k.value in seen:
+                    self.fail(path + (k.value,), "appears twice", line=k.start_mark.line + 1)
+                seen.add(k.value)
+                for key in {k.value, option_key(k.value)}:  # errors name options as min_insync, whatever the spelling
+                    self._walk(v, path + (key,))
+                    self.lines[path + (key,)] = k.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                self._walk(v, path + (i,))
+
+    def fail(self, path: tuple, msg: str, line: int | None = None) -> NoReturn:
+        """Raise the document's error `file:line: key.path: msg`, with the line of `path` or its nearest parent."""
+        if line is None:
+            line = next((self.lines[path[:n]] for n in range(len(path), -1, -1) if path[:n] in self.lines), 1)
+        name = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+        raise self.error(f"{self.file}:{line}: {name + ': ' if name else ''}{msg}")
+
+
+def head(doc: SpecDoc, path: Path, kind: str, keys: tuple[str, ...]) -> tuple[dict[str, Any], str]:
+    """The document as a mapping with only `keys`, and its name (default: the file name without .yaml)."""
+    d = doc.data
+    if not isinstance(d, dict):
+        doc.fail((), f"a {kind} file is a mapping with keys " + ", ".join(keys))
+    for k in d:
+        if k not in keys:
+            doc.fail((k,), f"unknown key; a {kind} has {', '.join(keys)}")
+    name = d.get("name", path.stem)
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name):
+        doc.fail(("name",), f"{name!r} must be 1-64 of letters, digits, '.', '_' or '-'")
+    return d, name
+
+
+def option_key(raw: Any) -> str:
+    """A run option as its argparse dest: `min-insync` and `min_insync` are both `min_insync`."""
+    return str(raw).replace("-", "_")
+
+
+def run_options(doc: SpecDoc, where: tuple, value: Any, *, lists: bool = False) -> dict[str, Any]:
+    """The mapping of run options at `where` (each value a list of values if `lists`), every value parsed as
+    `kchaos run` would parse it; fails on the key or value at fault."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        doc.fail(where, "must be a mapping of run options")
+    acts = _actions()
+    out: dict[str, Any] = {}
+    for raw, v in value.items():
+        key = option_key(raw)
+        if key in NOT_IN_SUITE:
+            doc.fail(where + (raw,), f"cannot be set in a suite ({'kchaos suite chooses it' if key != 'spark_master' else 'use kchaos suite --spark-master'})")
+        if key not in acts:
+            close = [k for k in acts if k.startswith(key[:4])][:3]
+            doc.fail(where + (raw,), f"unknown run option{' (did you mean ' + ', '.join(close) + '?)' if close else ''}")
+        if key in out:
+            doc.fail(where + (raw,), f"given twice (as {raw!r} and another spelling)")
+        if lists:
+            if not isinstance(v, list) or not v:
+                doc.fail(where + (raw,), "must be a non-empty list of values")
+            for i, item in enumerate(v):
+                parse_run_options({key: item}, lambda m, p=where + (raw, i): doc.fail(p, m))
+        else:
+            parse_run_options({key: v}, lambda m, p=where + (raw,): doc.fail(p, m))
+        out[key] = v
+    return out
+
+
+class _Raising(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(message)
+
+
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    """`kchaos run`'s own option parser, raising ConfigError instead of exiting."""
+    p = _Raising(prog="suite", add_help=False)
+    add_run_options(p)
+    return p
+
+
+def _actions() -> dict[str, argparse.Action]:
+    return {a.dest: a for a in _parser()._actions if a.option_strings and a.dest not in NOT_IN_SUITE}
+
+
+def _argv(options: dict[str, Any]) -> list[str]:
+    acts = _actions()
+    argv: list[str] = []
+    for key, value in options.items():
+        act = acts[key]
+        flag = act.option_strings[0]
+        if isinstance(act, argparse.BooleanOptionalAction):
+            if not isinstance(value, bool):
+                raise ConfigError(f"must be true or false, got {value!r}")
+            argv.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, (dict, bool)) or value is None:
+            raise ConfigError(f"must be a number or a string, got {value!r}")
+        elif isinstance(value, list):
+            if key != "nemesis" or not value or not all(isinstance(x, str) for x in value):
+                raise ConfigError(f"must be one value, got the list {value!r}")
+            argv += [flag, ",".join(value)]
+        else:
+            argv.append(f"{flag}={value}")
+    return argv
+
+
+def parse_run_options(options: dict[str, Any], fail: Callable[[str], NoReturn]) -> argparse.Namespace:
+    """`options` (dest -> value, as a file gives them) parsed by `kchaos run`'s parser; `fail(message)` if not."""
+    try:
+        return _parser().parse_args(_argv(options))
+    except ConfigError as e:
+        fail(str(e))
+
+
+def cell_config(cell: Cell, seed: int, store: Path, spark_master: str,
+                fail: Callable[[str], NoReturn]) -> TestConfig:
+    """The TestConfig of one run of `cell` (not yet preflighted); `fail(message)` if its options do not parse."""
+    args = parse_run_options(dict(cell.options), fail)
+    args.name, args.store, args.spark_master, args.seed = cell.name, str(store), spark_master, seed
+    return config_from_args(args)
+
+
+def preflight(doc: SpecDoc, where: tuple, cell: Cell, base: dict[str, Any], matrix: dict[str, list]) -> None:
+    """Check `cell` as `kchaos run` would; blame the one value that fails on its own, else the whole cell."""
+    try:
+        _check(cell)
+    except ConfigError as e:
+        for k, v in cell.params:
+            try:
+                _check(Cell(0, "x", ((k, v),), tuple({**base, k: v}.items())))
+            except ConfigError as alone:
+                path = where + ((k, next(i for i, x in enumerate(matrix[k]) if x == v)) if where == ("matrix",)
+                                else (k,))
+                doc.fail(path, str(alone))
+        doc.fail(where, f"cell {cell.label()}: {e}")
+
+
+def _raise(msg: str) -> NoReturn:
+    raise ConfigError(msg)
+
+
+def _check(cell: Cell) -> None:
+    # Imported when a file is checked, not when it is imported: the runner pulls in Docker and the Kafka client.
+    from harness.runner import preflight as run_preflight
+
+    # The store is checked once by the suite runner; here only the cell's own options are.
+    run_preflight(cell_config(cell, 0, Path("/tmp"), "local[*]", _raise))
