@@ -23,9 +23,15 @@ from clusters.distribution import KafkaDist, cache_dir
 
 NODE_DIR = Path(__file__).with_name("node")
 SUITE = "bookworm"
-PACKAGES = ("openjdk-17-jre-headless", "iproute2", "iptables", "procps", "python3", "fuse3")
+# openssh-server and sudo are for the SSH backend's test hosts (containers of this base running sshd);
+# a Docker node never starts sshd, so in a node they are inert files.
+PACKAGES = ("openjdk-17-jre-headless", "iproute2", "iptables", "procps", "python3", "fuse3",
+            "openssh-server", "sudo")
 MIRROR = os.environ.get("KCHAOS_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-LABEL = "io.kchaos"
+# Images carry io.kchaos.image, not io.kchaos: a container inherits its image's labels, and io.kchaos
+# marks a run's own containers (`kchaos cleanup` removes them, a new cluster refuses to start beside
+# them). A test's container of the base image must not look like one.
+IMAGE_LABEL = "io.kchaos.image"
 
 
 class ImageError(RuntimeError):
@@ -81,13 +87,17 @@ def ensure_base(client: docker.DockerClient, say: Callable[[str], None] = print)
                 raise ImageError(f"debootstrap failed: {tail}")
             # apt caches are not needed in a node and cost 100+ MB.
             shutil.rmtree(root / "var/cache/apt/archives", ignore_errors=True)
+            # openssh-server's install made host keys: every container of the image would share
+            # them (and their private halves would ship in it). Whoever runs sshd makes its own.
+            for key in (root / "etc/ssh").glob("ssh_host_*"):
+                key.unlink()
             partial = tarball.with_suffix(".partial")
             subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(partial), "."], check=True)
             partial.rename(tarball)
     say(f"importing {tag}")
     repo, _, version = tag.partition(":")
     client.api.import_image_from_file(str(tarball), repository=repo, tag=version,
-                                      changes=[f"LABEL {LABEL}=base", 'CMD ["sleep", "infinity"]'])
+                                      changes=[f"LABEL {IMAGE_LABEL}=base", 'CMD ["sleep", "infinity"]'])
     if not _exists(client, tag):
         raise ImageError(f"docker import of {tarball} did not produce {tag}")
     return tag
@@ -126,7 +136,7 @@ def ensure_node_image(client: docker.DockerClient, dist: KafkaDist, base_image: 
             except OSError:
                 shutil.copy2(jar, ctxp / "libs" / jar.name)
         try:
-            client.images.build(path=ctx, tag=tag, buildargs={"BASE": base}, labels={LABEL: "node"},
+            client.images.build(path=ctx, tag=tag, buildargs={"BASE": base}, labels={IMAGE_LABEL: "node"},
                                 rm=True, forcerm=True, pull=False)
         except docker.errors.BuildError as e:
             log = " | ".join(str(x.get("stream", x.get("error", ""))).strip() for x in e.build_log if x)[-400:]
