@@ -27,11 +27,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from harness.exit_codes import EXIT_BAD_INPUT
 from harness.scenario_stats import Rate, spreads
 
 REPO = Path(__file__).resolve().parents[1]
 LEDGER = REPO / "bench" / "data" / "scenario-rates.jsonl"
-EXIT_BAD_INPUT = 3
 _STAMP = re.compile(r"(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)(?:\.\d+)?Z")
 
 

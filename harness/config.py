@@ -10,7 +10,6 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable
 
-EXIT_BAD_INPUT = 3
 ACKS = ("0", "1", "all")
 STORAGES = ("auto", "lazyfs", "plain")
 MAX_RETRIES = 2147483647  # librdkafka's default: retry until delivery.timeout.ms

@@ -34,7 +34,9 @@ _VERBS = {"kill": "was killed", "stop": "was stopped", "pause": "was paused", "p
           "start-slow-disk": "got a slow disk", "start-starve": "was starved of CPU", "roll": "was restarted",
           "elect-unclean": "was elected uncleanly by an operator", "start": "was restarted", "resume": "was resumed",
           "stop-partition": "was reconnected", "stop-slow": "was unslowed", "stop-flaky": "got its network back",
-          "stop-slow-disk": "got its disk back", "stop-starve": "got its CPU back"}
+          "stop-slow-disk": "got its disk back", "stop-starve": "got its CPU back",
+          "start-stall": "stopped hearing from the other brokers' port 9092 (stalled)",
+          "stop-stall": "could fetch again"}
 
 
 @dataclass(frozen=True)
