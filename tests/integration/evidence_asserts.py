@@ -42,10 +42,10 @@ def assert_old_leader_truncated(run_dir: Path, old_leader: str) -> Explanation:
 def assert_followers_truncated_to_the_powerless_leader(run_dir: Path) -> Explanation:
     """acks=all, min.insync=2, the ISR shrunk to the leader and its power failed: the leader acknowledged
     the ranges while the followers were in the ISR, lost them unsynced, was re-elected with a shorter log,
-    and the slowed followers, which held them, truncated to it."""
+    and the followers held out of the ISR (stalled or slowed), which held them, truncated to it."""
     exp = _explained(run_dir)
     [power] = _faults(run_dir, "power-fail")
-    [slow] = _faults(run_dir, "start-slow")
+    [slow] = _faults(run_dir, "start-stall") or _faults(run_dir, "start-slow")
     leader, followers = power["nodes"][0], set(slow["nodes"])
     assert exp.truncated() == followers
     for r in exp.ranges:
