@@ -99,16 +99,14 @@ def _check_target(where: str, pkg: registry.Package, op: dict[str, Any], cfg: Te
             raise ConfigError(f"{where}: {err}") from None
         if kind not in pkg.targets:
             raise ConfigError(f"{where}: {pkg.name} cannot aim at {kind!r}; it takes {', '.join(pkg.targets)}")
-        if kind in PARTITIONED:
-            p = op.get("partition", 0)
-            if not isinstance(p, int) or isinstance(p, bool) or not 0 <= p < cfg.topic.partitions:
-                raise ConfigError(f"{where}: target {kind} needs a partition in 0..{cfg.topic.partitions - 1}")
+        if kind in PARTITIONED and not _partition_ok(op, cfg):
+            raise ConfigError(f"{where}: target {kind} needs a partition in 0..{cfg.topic.partitions - 1}")
     nodes = op.get("nodes", ["n1"])
     if not isinstance(nodes, list) or not nodes or not all(isinstance(n, str) and n for n in nodes):
         raise ConfigError(f"{where}: nodes must be a non-empty list of node names like [\"n1\"]")
     if "await_isr" in op or "await_s" in op:
         _check_await(where, pkg, op, cfg)
-    if "pick" in op and (not isinstance(op["pick"], int) or isinstance(op["pick"], bool)):
+    if "pick" in op and not _is_int(op["pick"]):
         raise ConfigError(f"{where}: pick must be an integer")
 
 
@@ -118,10 +116,18 @@ def _check_await(where: str, pkg: registry.Package, op: dict[str, Any], cfg: Tes
         raise ConfigError(f"{where}: {pkg.name} has no target to hold, so it takes no await_isr")
     if op.get("f") != pkg.fs[0]:
         raise ConfigError(f"{where}: await_isr holds a fault, so only a {pkg.fs[0]} op may carry it")
-    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= cfg.topic.replication_factor:
+    if not _is_int(n) or not 1 <= n <= cfg.topic.replication_factor:
         raise ConfigError(f"{where}: await_isr must be an ISR size in 1..{cfg.topic.replication_factor}")
     if not isinstance(wait, (int, float)) or isinstance(wait, bool) or wait <= 0:
         raise ConfigError(f"{where}: await_s must be a positive number of seconds")
-    p = op.get("partition", 0)
-    if not isinstance(p, int) or isinstance(p, bool) or not 0 <= p < cfg.topic.partitions:
+    if not _partition_ok(op, cfg):
         raise ConfigError(f"{where}: await_isr needs a partition in 0..{cfg.topic.partitions - 1}")
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _partition_ok(op: dict[str, Any], cfg: TestConfig) -> bool:
+    p = op.get("partition", 0)
+    return _is_int(p) and 0 <= p < cfg.topic.partitions
