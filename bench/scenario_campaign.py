@@ -1,0 +1,68 @@
+"""Campaign: run every scenario variant until the ledger holds N repetitions of its current configuration.
+
+    python bench/scenario_campaign.py [--target 10] [--lock FILE] [--store DIR] [--dry-run]
+
+One repetition is one `kchaos scenario NAME --variant V --seed S` (S = 7000 + its index), run
+while holding an exclusive lock on FILE (default /tmp/kchaos-cluster.lock), so other work that
+needs the one Docker cluster (`flock FILE pytest tests/integration`) can take turns with it.
+Variants are visited round-robin, the least repeated first, so a campaign cut short leaves the
+counts even. After each repetition its scenario directory is appended to the ledger
+(bench/scenario_rates.py --record). A variant's "current configuration" is that of its newest
+ledger line; a variant with no line yet counts as having none.
+"""
+from __future__ import annotations
+
+import argparse
+import fcntl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scenario_rates import LEDGER, REPO, file_order, read_ledger  # noqa: E402
+
+
+def needed(target: int) -> list[tuple[str, str, int]]:
+    """(scenario, variant, repetitions already held) for each variant short of `target`, fewest first."""
+    reps = [r for r in read_ledger(LEDGER) if r.matched is not None]
+    out = []
+    for scenario, variants in file_order().items():
+        for v in variants:
+            mine = sorted((r for r in reps if (r.scenario, r.variant) == (scenario, v)), key=lambda r: r.date)
+            have = sum(r.config == mine[-1].config for r in mine) if mine else 0
+            if have < target:
+                out.append((scenario, v, have))
+    return sorted(out, key=lambda x: x[2])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the campaign; exit 0 when every variant has `--target` repetitions."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", type=int, default=10)
+    ap.add_argument("--lock", default="/tmp/kchaos-cluster.lock")
+    ap.add_argument("--store", default=str(REPO / "results"))
+    ap.add_argument("--kchaos", default=str(REPO / ".venv" / "bin" / "kchaos"))
+    ap.add_argument("--dry-run", action="store_true", help="print what is still needed and stop")
+    a = ap.parse_args(argv)
+    while todo := needed(a.target):
+        if a.dry_run:
+            for scenario, v, have in todo:
+                print(f"{scenario} {v}: {have}/{a.target}")
+            return 0
+        scenario, v, have = todo[0]
+        cmd = [a.kchaos, "scenario", scenario, "--variant", v, "--seed", str(7000 + have), "--store", a.store]
+        with open(a.lock, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            print(f"{time.strftime('%H:%M:%S')} {' '.join(cmd[1:])}", flush=True)
+            subprocess.run(cmd, check=False)
+        runs = [p for p in (Path(a.store) / "scenarios" / scenario).iterdir() if p.is_dir() and not p.is_symlink()]
+        newest = max(runs, key=lambda p: p.name)
+        subprocess.run([sys.executable, str(REPO / "bench" / "scenario_rates.py"), str(newest), "--record"],
+                       check=False, stdout=subprocess.DEVNULL)
+        time.sleep(5)  # let a waiting `flock` take the cluster between repetitions
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
