@@ -41,12 +41,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from harness.evidence_files import EVIDENCE_DIR, ISR_FILE
+from harness.evidence_files import METADATA_FILE as METADATA_NAME
+
 GUARANTEE = ("a write acknowledged with acks=all is not lost as long as, at every moment after its "
              "acknowledgement, some replica in the partition's ISR (with Eligible Leader Replicas: or an eligible "
              "leader replica) still holds it (a crash keeps the page cache; a power failure does not), "
              "and no unclean election happens")
-ISR_FILE = "isr.jsonl"
-METADATA_FILE = "evidence/metadata.jsonl"  # written by reports/evidence.py from the KRaft metadata log
+METADATA_FILE = f"{EVIDENCE_DIR}/{METADATA_NAME}"  # run-relative; written by reports/evidence.py from the KRaft metadata log
 NS = 1_000_000_000
 
 

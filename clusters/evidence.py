@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from clusters.kraft import DATA_DIR
 from harness.evidence_files import COLLECT_FILE, METADATA_DIR
 
 __all__ = ["CAP_BYTES", "COLLECT_FILE", "METADATA_DIR", "NodeCopy", "collect", "wanted"]
@@ -32,11 +31,13 @@ _METADATA_FILES = re.compile(r"(.*\.log|quorum-state|leader-epoch-checkpoint|par
 
 
 class Copier(Protocol):
-    """What `collect` needs of a cluster (clusters.docker.DockerCluster has it)."""
+    """What `collect` needs of a cluster (clusters.cluster.KafkaCluster has it)."""
 
     specs: list[Any]
 
     def exec(self, node: str, cmd: list[str]) -> tuple[int, str]: ...
+
+    def data_dir(self, node: str) -> str: ...
 
     def copy_out(self, node: str, directory: str, files: list[str], dest: Path) -> int: ...
 
@@ -65,10 +66,11 @@ def wanted(rel: str, topic: str) -> bool:
 
 
 def _listing(cluster: Copier, node: str) -> list[tuple[str, int]]:
-    code, out = cluster.exec(node, ["find", DATA_DIR, "-mindepth", "2", "-maxdepth", "2", "-type", "f",
+    data_dir = cluster.data_dir(node)
+    code, out = cluster.exec(node, ["find", data_dir, "-mindepth", "2", "-maxdepth", "2", "-type", "f",
                                     "-printf", "%s %P\\n"])
     if code != 0:
-        raise RuntimeError(f"listing {DATA_DIR} failed ({code}): {out.strip()[-200:]}")
+        raise RuntimeError(f"listing {data_dir} failed ({code}): {out.strip()[-200:]}")
     files = []
     for line in out.splitlines():
         size, _, rel = line.partition(" ")
@@ -88,7 +90,7 @@ def _one(cluster: Copier, node: str, topic: str, dest: Path, cap_bytes: int) -> 
             skipped = f"topic data {topic_bytes} bytes > cap {cap_bytes}: only the metadata log copied"
             data = []
         chosen = meta + [rel for rel, _ in data]
-        n = cluster.copy_out(node, DATA_DIR, chosen, dest / node)
+        n = cluster.copy_out(node, cluster.data_dir(node), chosen, dest / node)
         return NodeCopy(node, len(chosen), n, topic_bytes, skipped)
     except Exception as e:  # noqa: BLE001 - evidence is best effort; the run's verdict does not depend on it
         log.warning("evidence from %s not collected: %s", node, e)
@@ -102,6 +104,6 @@ def collect(cluster: Copier, topic: str, dest: Path, cap_bytes: int = CAP_BYTES)
     started = time.time()
     out = [_one(cluster, spec.name, topic, dest, cap_bytes) for spec in cluster.specs]
     (dest / COLLECT_FILE).write_text(json.dumps({
-        "topic": topic, "data_dir": DATA_DIR, "cap_bytes": cap_bytes, "collected_unix_ms": int(started * 1000),
+        "topic": topic, "data_dir": cluster.data_dir(cluster.specs[0].name), "cap_bytes": cap_bytes, "collected_unix_ms": int(started * 1000),
         "seconds": round(time.time() - started, 3), "nodes": [asdict(c) for c in out]}, indent=2) + "\n")
     return out

@@ -42,15 +42,19 @@ def layout(cfg: ClusterConfig) -> list[NodeSpec]:
     return specs
 
 
-def server_properties(spec: NodeSpec, specs: list[NodeSpec], cfg: ClusterConfig) -> str:
-    """The server.properties of `spec`, for a cluster of `specs` configured by `cfg`."""
+def server_properties(spec: NodeSpec, specs: list[NodeSpec], cfg: ClusterConfig, *, data_dir: str = DATA_DIR,
+                      bind: str | None = None) -> str:
+    """The server.properties of `spec`, for a cluster of `specs` configured by `cfg`, with its log
+    directory at `data_dir`. Listeners bind to the node's address, or to `bind` (0.0.0.0 on a host
+    whose Kafka address is not its own, behind a NAT)."""
+    here = bind or spec.address
     voters = ",".join(f"{s.node_id}@{s.address}:{CONTROLLER_PORT}" for s in specs if s.is_controller)
     brokers = sum(1 for s in specs if s.is_broker)
     listeners = []
     if spec.is_broker:
-        listeners.append(f"PLAINTEXT://{spec.address}:{BROKER_PORT}")
+        listeners.append(f"PLAINTEXT://{here}:{BROKER_PORT}")
     if spec.is_controller:
-        listeners.append(f"CONTROLLER://{spec.address}:{CONTROLLER_PORT}")
+        listeners.append(f"CONTROLLER://{here}:{CONTROLLER_PORT}")
     props = {
         "process.roles": ",".join(spec.roles),
         "node.id": spec.node_id,
@@ -58,7 +62,7 @@ def server_properties(spec: NodeSpec, specs: list[NodeSpec], cfg: ClusterConfig)
         "listeners": ",".join(listeners),
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-        "log.dirs": DATA_DIR,
+        "log.dirs": data_dir,
     }
     if spec.is_broker:
         props |= {

@@ -93,7 +93,7 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
         r = self.remote
         if not r.accept_unknown_host_keys:
             raise HostKeyUnknown(f"{r.label}: host key not in {r.known_hosts} ({fingerprint(key)}); "
-                                 "pass --accept-unknown-host-keys to trust it")
+                                 "set accept_unknown_host_keys: true in the hosts file to trust it")
         client.get_host_keys().add(hostname, key.get_name(), key)
         r._conn.accepted = key
 

@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--resume", action="store_true", help="continue the newest interrupted run of this suite")
     s.add_argument("--seed", type=int, default=None, help="suite seed (default: the file's, else random)")
     s.add_argument("--store", default=D.store, help="results root (the suite goes in STORE/suites/NAME/)")
+    s.add_argument("--hosts", default=None, metavar="FILE", help="run every cell on the machines of this hosts "
+                                                                "file over SSH (docs/hosts.md)")
     spark_options(s)
     cmp_ = sub.add_parser("compare", help="compare every run below a directory: compare.csv and compare.html, "
                                           "one row per configuration")
@@ -60,7 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("explain", help="(re)build a run's explanation of its lost writes from the Kafka files it "
                                         "collected (RUN/evidence/raw) and print why each lost range was lost")
     ex.add_argument("run", help="a run directory")
-    sub.add_parser("cleanup", help="remove every container and network kchaos made")
+    cl = sub.add_parser("cleanup", help="remove every container and network kchaos made (with --hosts: "
+                                        "everything it made on those hosts)")
+    cl.add_argument("--hosts", default=None, metavar="FILE",
+                    help="a hosts file: undo kchaos's faults, processes and mounts on those hosts and remove "
+                         "its directory there, instead of the Docker cleanup")
     pr = sub.add_parser("prepare", help="fetch the Kafka jars and build the node image ahead of a run")
     pr.add_argument("--kafka-version", default=D.cluster.kafka_version)
     pr.add_argument("--kafka-dist", default=None)
@@ -98,7 +104,7 @@ def _reports(args: argparse.Namespace, console: Console, argv: list[str] | None)
         from harness.suite_run import run_suite, summary_table
         if args.resume and args.seed is not None:
             raise ConfigError("--resume continues with the suite's own seed; drop --seed")
-        suite = load_suite(Path(args.file))
+        suite = load_suite(Path(args.file)).on_hosts(args.hosts)
         try:
             sdir, outcomes = run_suite(suite, Path(args.store), resume=args.resume, seed=args.seed,
                                        spark_master=args.spark_master, console=console,
@@ -174,13 +180,20 @@ def main(argv: list[str] | None = None) -> int:
     # Imported late: `kchaos cleanup` and bad options must not wait for Spark or Docker imports.
     from checkers import CheckInputError, exit_code
     from clusters.distribution import DistributionError
-    from clusters.docker import ClusterError
+    from clusters.cluster import ClusterError, HostCheckError
+    from clusters.kafka_node import NodeError
+    from clusters.remote import ConnectError, RemoteError
     from clusters.engine import EngineError
     from clusters.image import ImageError
     from harness.history import HistoryError
     from harness.store import StoreError
     from reports import ReportsInputError
     try:
+        if args.cmd == "cleanup" and args.hosts:
+            from clusters.ssh import cleanup_hosts
+            from harness.hosts import load_hosts
+            cleanup_hosts(load_hosts(args.hosts), lambda m: console.print(m, markup=False, highlight=False))
+            return 0
         if args.cmd == "cleanup":
             from clusters.docker import cleanup
             removed = cleanup()
@@ -221,10 +234,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, StoreError, CheckInputError, HistoryError, ReportsInputError) as e:
         print(f"kchaos: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (EngineError, DistributionError, ImageError) as e:
+    except (EngineError, DistributionError, ImageError, ConnectError, HostCheckError) as e:
         print(f"kchaos: error: {e}", file=sys.stderr)
         return EXIT_ENV
-    except ClusterError as e:
+    except (ClusterError, RemoteError, NodeError) as e:
         print(f"kchaos: cluster error: {e}", file=sys.stderr)
         return EXIT_CLUSTER
     except KeyboardInterrupt:

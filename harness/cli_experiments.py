@@ -22,6 +22,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     sc.add_argument("--seed", type=int, default=None, help="scenario seed (default: the file's)")
     sc.add_argument("--resume", action="store_true", help="continue the newest interrupted run of this scenario")
     sc.add_argument("--store", default=D.store, help="results root (runs go in STORE/scenarios/NAME/)")
+    sc.add_argument("--hosts", default=None, metavar="FILE", help="run every variant on the machines of this "
+                                                                 "hosts file over SSH (docs/hosts.md)")
     spark_options(sc)
     rp = sub.add_parser("repro", help="re-run a recorded run with its configuration, seed and fault schedule; "
                                       "say whether its anomalies reappear")
@@ -97,6 +99,7 @@ def _scenario(args: argparse.Namespace, console: Console, command: list[str]) ->
     try:
         sdir, results = run_scenario(sc, Path(args.store), repeat=args.repeat, only=only, seed=args.seed,
                                      resume=args.resume, spark_master=args.spark_master, console=console,
+                                     hosts=args.hosts,
                                      argv=command)
     except KeyboardInterrupt:
         print(f"kchaos: scenario interrupted; continue it with: kchaos scenario {args.name} --resume",

@@ -61,12 +61,20 @@ class ClusterConfig:
     # "plain": the container's own disk; "auto": lazyfs when a nemesis needs it.
     storage: str = "auto"
     writeback_age_s: float = 0.0  # lazyfs: write unsynced pages through after this age; 0 = never
+    # A hosts file (harness/hosts.py): run on those machines over SSH instead of in Docker containers.
+    hosts: str | None = None
+
+    @property
+    def backend(self) -> str:
+        """The registry name of the backend that provides the nodes (clusters/backends.py)."""
+        return "ssh" if self.hosts else "docker"
 
 
 @dataclass(frozen=True)
 class WorkloadConfig:
     """The queue workload: how many clients and how fast."""
 
+    kind: str = "queue"  # the registry name of the workload (workloads/__init__.py)
     producers: int = 4
     consumers: int = 2
     rate: float = 100.0  # target sends per second, all producers together
@@ -111,6 +119,8 @@ class TestConfig:
             d["nemesis"]["mix_families"] = list(self.nemesis.mix_families)
         else:  # only mix reads it: other runs' test.json stays as before, comparable with older runs
             del d["nemesis"]["mix_families"]
+        if self.cluster.hosts is None:  # a Docker run's test.json stays as before
+            del d["cluster"]["hosts"]
         return d
 
     @classmethod

@@ -8,7 +8,13 @@ the files.
 """
 from __future__ import annotations
 
-__all__ = ["EVIDENCE_DIR", "RAW_DIR", "COLLECT_FILE", "METADATA_DIR", "SEGMENTS_FILE", "METADATA_FILE"]
+import json
+from pathlib import Path
+
+__all__ = ["EVIDENCE_DIR", "RAW_DIR", "COLLECT_FILE", "METADATA_DIR", "SEGMENTS_FILE", "METADATA_FILE", "ISR_FILE",
+           "read_isr"]
+
+ISR_FILE = "isr.jsonl"  # in the run directory: the ISR of every partition, sampled each second (harness/monitor.py)
 
 EVIDENCE_DIR = "evidence"  # under the run directory
 RAW_DIR = "raw"  # under EVIDENCE_DIR: one directory per node
@@ -16,3 +22,17 @@ COLLECT_FILE = "collect.json"  # in RAW_DIR: what was copied from each node, and
 METADATA_DIR = "__cluster_metadata-0"  # the KRaft metadata log's directory, on a node and in RAW_DIR/<node>
 SEGMENTS_FILE = "segments.jsonl"  # in EVIDENCE_DIR: every batch of the topic, decoded
 METADATA_FILE = "metadata.jsonl"  # in EVIDENCE_DIR: the topic's partition states and broker events, decoded
+
+
+def read_isr(path: Path) -> list[dict]:
+    """Every complete line of an isr.jsonl (a truncated last line is skipped); [] if the file is absent."""
+    out = []
+    if not Path(path).exists():
+        return out
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out

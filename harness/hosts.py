@@ -2,6 +2,7 @@
 
     known_hosts: ~/.ssh/known_hosts      # optional; default: SSH's own
     accept_unknown_host_keys: false      # optional; true trusts a key not in known_hosts (recorded)
+    dir: /var/lib/kchaos                 # optional: the one directory kchaos owns on each host
     nodes:
       - {name: n1, address: kafka1.example, port: 22, user: kafka, key: ~/.ssh/id_ed25519,
          sudo: true, role: both, client_address: 10.0.0.5}
@@ -50,7 +51,8 @@ if TYPE_CHECKING:
 
 ROLES = ("broker", "controller", "both")
 KAFKA_MODES = ("managed", "external")
-TOP_KEYS = ("nodes", "known_hosts", "accept_unknown_host_keys")
+TOP_KEYS = ("nodes", "known_hosts", "accept_unknown_host_keys", "dir")
+DEFAULT_DIR = "/var/lib/kchaos"  # the one directory kchaos owns on each managed host
 EXTERNAL_KEYS = ("commands", "node_id", "kafka_port", "data_dir")
 NODE_KEYS = ("name", "address", "port", "user", "key", "sudo", "role", "client_address", "kafka", *EXTERNAL_KEYS)
 COMMANDS_REQUIRED = ("start", "stop", "kill")
@@ -117,6 +119,7 @@ class HostsFile:
     nodes: tuple[Host, ...]
     known_hosts: Path | None = None
     accept_unknown_host_keys: bool = False
+    dir: str = DEFAULT_DIR
 
     @property
     def external(self) -> bool:
@@ -167,7 +170,8 @@ class HostsFile:
                 d.update(kafka="external", commands=cmds, node_id=x.node_id, kafka_port=x.kafka_port,
                          data_dir=x.data_dir)
             nodes.append(d)
-        out: dict[str, Any] = {"nodes": nodes, "accept_unknown_host_keys": self.accept_unknown_host_keys}
+        out: dict[str, Any] = {"nodes": nodes, "accept_unknown_host_keys": self.accept_unknown_host_keys,
+                               "dir": self.dir}
         if self.known_hosts is not None:
             out["known_hosts"] = str(self.known_hosts)
         return out
@@ -202,9 +206,12 @@ def parse_hosts(text: str, path: Path) -> HostsFile:
     if d.get("known_hosts") is not None:
         known_hosts = _file(doc, ("known_hosts",), d["known_hosts"], here)
     accept = _bool(doc, ("accept_unknown_host_keys",), d.get("accept_unknown_host_keys", False))
+    owned = _text(doc, ("dir",), d.get("dir", DEFAULT_DIR))
+    if not owned.startswith("/") or owned.rstrip("/").count("/") < 2 or ".." in owned.split("/"):
+        doc.fail(("dir",), f"must be an absolute path at least two levels deep (kchaos removes it), got {_show(owned)}")
     nodes = tuple(_host(doc, i, n, here) for i, n in enumerate(raw_nodes))
     _check_cluster(doc, nodes)
-    return HostsFile(path, nodes, known_hosts, accept)
+    return HostsFile(path, nodes, known_hosts, accept, owned.rstrip("/"))
 
 
 def _host(doc: _Doc, i: int, n: Any, here: Path) -> Host:

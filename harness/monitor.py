@@ -17,9 +17,9 @@ import threading
 from pathlib import Path
 
 from clusters import admin
+from harness.evidence_files import ISR_FILE, read_isr
 from harness.history import History
 
-ISR_FILE = "isr.jsonl"
 log = logging.getLogger("kchaos.monitor")
 
 
@@ -66,17 +66,3 @@ class IsrMonitor:
             return [{"time": t, "error": str(e).splitlines()[0][:300]}]
         return [{"time": t, "partition": p.partition, "leader": p.leader, "replicas": list(p.replicas),
                  "isr": list(p.isr)} for p in sorted(parts.values(), key=lambda s: s.partition)]
-
-
-def read_isr(path: Path) -> list[dict]:
-    """Every complete line of an isr.jsonl (a truncated last line is skipped); [] if the file is absent."""
-    out = []
-    if not Path(path).exists():
-        return out
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return out

@@ -70,6 +70,9 @@ def add_run_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("--kafka-dist", default=None, help="extracted kafka_2.13-3.7.x directory or .tgz (or KAFKA_HOME)")
     r.add_argument("--base-image", default=None, help="existing image to build nodes on instead of debootstrap")
     r.add_argument("--subnet", default=D.cluster.subnet)
+    r.add_argument("--hosts", default=None, metavar="FILE",
+                   help="run on the machines of this hosts file over SSH instead of in Docker containers "
+                        "(docs/hosts.md); --nodes and --controllers then come from the file")
     r.add_argument("--replica-lag-time-max-ms", type=int, default=D.cluster.replica_lag_time_max_ms)
     r.add_argument("--broker-session-timeout-ms", type=int, default=D.cluster.broker_session_timeout_ms)
     r.add_argument("--storage", default=D.cluster.storage,
@@ -101,7 +104,7 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                               kafka_dist=a.kafka_dist, base_image=a.base_image, subnet=a.subnet,
                               replica_lag_time_max_ms=a.replica_lag_time_max_ms,
                               broker_session_timeout_ms=a.broker_session_timeout_ms, storage=a.storage,
-                              writeback_age_s=a.writeback_age),
+                              writeback_age_s=a.writeback_age, hosts=a.hosts),
         workload=WorkloadConfig(producers=a.producers, consumers=a.consumers, rate=a.rate),
         nemesis=NemesisConfig(names=a.nemesis or D.nemesis.names, interval=a.interval, jitter=a.jitter,
                               restart_delay=a.restart_delay, schedule_file=a.schedule,

@@ -24,13 +24,18 @@ class Cluster(Protocol):
         """Create and start every node; return once every broker is registered."""
 
     def teardown(self) -> None:
-        """Remove every node and network this cluster made. Idempotent."""
+        """Stop Kafka, keep its config and logs in the run directory, and remove what was made for
+        the nodes (containers and network; kchaos's files on hosts). Idempotent."""
+
+    def restore(self) -> None:
+        """Resume and start Kafka wherever it is paused or down. Faults are undone by the nemeses
+        that made them, never by the cluster."""
 
     def bootstrap(self) -> str:
         """The `bootstrap.servers` string clients use."""
 
     def kill(self, node: str) -> None:
-        """SIGKILL the Kafka process on `node`; the container and its page cache stay."""
+        """SIGKILL the Kafka process on `node`; the machine and its page cache stay."""
 
     def stop(self, node: str) -> None:
         """Stop Kafka on `node` gracefully (SIGTERM) and wait for it to exit."""
@@ -48,7 +53,13 @@ class Cluster(Protocol):
         """Whether a Kafka process exists on `node`."""
 
     def exec(self, node: str, cmd: list[str]) -> tuple[int, str]:
-        """Run `cmd` inside `node`; return its exit code and combined output."""
+        """Run `cmd` on `node`; return its exit code and combined output."""
+
+    def data_dir(self, node: str) -> str:
+        """Kafka's log directory on `node`."""
+
+    def copy_out(self, node: str, directory: str, files: list[str], dest: Path) -> int:
+        """Copy `files` (relative to `directory` on `node`) into `dest`; return the bytes moved."""
 
     def node_of(self, node_id: int) -> str | None:
         """The node with Kafka id `node_id`, or None (e.g. for -1, "no leader")."""
@@ -63,13 +74,17 @@ class Cluster(Protocol):
         """Run the node's fault tool (iptables, tc, lazyfs control); raise on failure."""
 
     def set_cpu(self, node: str, share: float | None) -> None:
-        """Cap `node` at `share` of one CPU core, or lift the cap (None)."""
+        """Starve `node`'s Kafka to `share` of the CPU (Docker: of one core, for the container; a host: of the
+        time, by a stop/continue duty cycle), or lift it (None)."""
 
     def wait_brokers(self, timeout: float | None = None) -> None:
         """Wait until every broker is registered."""
 
     def wait_topic(self, topic: str, rf: int, timeout: float = 120.0) -> None:
         """Wait until every partition of `topic` has a leader and `rf` in-sync replicas."""
+
+    def log_tail(self, node: str, lines: int = 15) -> str:
+        """The last lines of `node`'s Kafka logs."""
 
     def log_files(self, node: str, dest: Path) -> list[Path]:
         """Copy `node`'s logs and config into `dest`; return the files written."""
@@ -82,6 +97,8 @@ class FaultSkipped(RuntimeError):
 class Workload(Protocol):
     """Clients driving the cluster; every operation goes into the history."""
 
+    counts: dict[str, int]  # live tallies for the progress line: send, ok, info, fail, polled
+
     def setup(self, cluster: Cluster) -> None:
         """Create topics and anything else the workload needs."""
 
@@ -91,8 +108,9 @@ class Workload(Protocol):
     def stop(self) -> None:
         """Stop the client processes and wait for their outstanding operations."""
 
-    def final_read(self, cluster: Cluster, history: History) -> None:
-        """After faults have healed, read everything back (drain) into the history."""
+    def final_read(self, cluster: Cluster, history: History) -> dict[int, bool]:
+        """After faults have healed, read everything back (drain) into the history; return, per
+        partition, whether the read reached the high watermark."""
 
 
 class Nemesis(Protocol):

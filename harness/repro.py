@@ -23,6 +23,9 @@ from harness.history import HistoryError, read_history
 from harness.store import check_store, stamp
 from harness.suite_run import Runner
 
+# test.json's facts of the run, not options: what it ran on and when, never fed back as configuration.
+RECORDED_ONLY = ("versions", "argv", "history_start_unix_ms", "hosts_file", "accepted_host_keys")
+
 REPRO_FILE = "repro.json"
 
 
@@ -42,7 +45,7 @@ def recorded_config(run: Path) -> tuple[TestConfig, dict[str, Any]]:
         raise ConfigError(f"{run}: test.json or results.json is not JSON ({e.msg}, line {e.lineno})") from None
     if not isinstance(test, dict) or not isinstance(results, dict):
         raise ConfigError(f"{run}: test.json and results.json must hold JSON objects")
-    recorded = {k: v for k, v in test.items() if k not in ("versions", "argv", "history_start_unix_ms")}
+    recorded = {k: v for k, v in test.items() if k not in RECORDED_ONLY}
     try:
         cfg = TestConfig.from_dict(recorded)
     except (ConfigError, TypeError) as e:

@@ -11,58 +11,27 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-import docker
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-import nemesis as nemeses
 from checkers import check_path, rejudge_loss
-from clusters.distribution import DistributionError, KafkaDist, check_user_dist, resolve
-from clusters.docker import DockerCluster, ensure_free
-from clusters.engine import docker_client
-from clusters.image import ensure_node_image
-from harness.config import ConfigError, TestConfig, validate
+from harness.build import Test, build_test, preflight
+from harness.config import TestConfig
 from harness.faults import write_faults
 from harness.history import History
 from harness.monitor import ISR_FILE, IsrMonitor
-from harness.store import add_to_test_json, check_store, new_run_dir, versions, write_test_json
+from harness.protocols import Cluster, Workload
+from harness.store import add_to_test_json, new_run_dir, versions, write_test_json
 from nemesis.driver import NemesisDriver
-from nemesis.schedule import make_schedule, save_schedule, schedule_names, specs_in
-from workloads.queue import QueueWorkload
+from nemesis.schedule import save_schedule
 
+__all__ = ["preflight", "prepare", "run_test", "run", "write_report_safely", "collect_evidence_safely",
+           "explain_safely"]
 log = logging.getLogger("kchaos.runner")
 RECOVERY_TIMEOUT_S = 60.0
-
-
-def preflight(cfg: TestConfig) -> TestConfig:
-    """Every check that needs no cluster: options, nemesis names, schedule file, store path, --kafka-dist.
-
-    Returns the config made concrete: nemesis names from a replayed schedule,
-    storage "auto" resolved to lazyfs or plain. Raises ConfigError on bad input.
-    """
-    n = cfg.nemesis
-    if n.schedule_file:
-        path = str(Path(n.schedule_file).expanduser().resolve())
-        cfg = cfg.with_(nemesis=replace(n, schedule_file=path, names=schedule_names(Path(path))))
-    validate(cfg, lambda spec: nemeses.check_spec(spec, cfg.topic.partitions))
-    make_schedule(cfg)  # a replayed schedule is checked entry by entry here
-    lazy = nemeses.needs_lazyfs(cfg.nemesis.names, cfg.nemesis.mix_families)
-    if cfg.cluster.storage == "auto":
-        cfg = cfg.with_(cluster=replace(cfg.cluster, storage="lazyfs" if lazy else "plain"))
-    elif lazy and cfg.cluster.storage != "lazyfs":
-        raise ConfigError(f"nemeses {', '.join(cfg.nemesis.names)} need --storage lazyfs (or auto), "
-                          f"not {cfg.cluster.storage}")
-    check_store(cfg.store)
-    if cfg.cluster.kafka_dist:
-        try:
-            check_user_dist(cfg.cluster.kafka_dist)
-        except DistributionError as e:
-            raise ConfigError(str(e)) from None
-    return cfg
 
 
 def _log_to(run: Path) -> logging.Handler:
@@ -74,54 +43,55 @@ def _log_to(run: Path) -> logging.Handler:
     return handler
 
 
-def _build(kafka_version: str, kafka_dist: str | None, base_image: str | None, console: Console,
-           say: Callable[[str], None]) -> tuple[docker.DockerClient, KafkaDist, str]:
-    client = docker_client()
-    with console.status(f"resolving Kafka {kafka_version}"):
-        dist = resolve(kafka_version, kafka_dist)
-    return client, dist, ensure_node_image(client, dist, base_image, say)
-
-
 def prepare(kafka_version: str, kafka_dist: str | None = None, base_image: str | None = None,
             console: Console | None = None) -> str:
     """Resolve the Kafka jars and build the node image (both cached); return the image tag."""
+    from clusters.distribution import resolve
+    from clusters.engine import docker_client
+    from clusters.image import ensure_node_image
+
     console = console or Console(stderr=True)
-    return _build(kafka_version, kafka_dist, base_image, console,
-                  lambda m: console.print(f"[bold cyan]•[/] {m}"))[2]
+    with console.status(f"resolving Kafka {kafka_version}"):
+        dist = resolve(kafka_version, kafka_dist)
+    return ensure_node_image(docker_client(), dist, base_image, lambda m: console.print(f"[bold cyan]•[/] {m}"))
 
 
 def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console | None = None,
              keep: bool = False, label: str = "workload") -> tuple[Path, dict[str, Any]]:
-    """Run one test end to end; return its run directory and checker results.
+    """Run one test end to end (`cfg` checked by preflight, then built into a Test); return its run
+    directory and checker results. The run directory ends with results.json and report.html; `label`
+    names the progress bar."""
+    return run(build_test(preflight(cfg)), argv=argv, console=console, keep=keep, label=label)
 
-    The run directory ends with results.json and report.html; `label` names
-    the progress bar.
-    """
+
+def run(test: Test, *, argv: list[str] | None = None, console: Console | None = None,
+        keep: bool = False, label: str = "workload") -> tuple[Path, dict[str, Any]]:
+    """Run `test`, composing its parts in Jepsen's order (see the module docstring)."""
     console = console or Console(stderr=True)
-    cfg = preflight(cfg)
+    cfg = test.cfg
     say: Callable[[str], None] = lambda m: (console.print(f"[bold cyan]•[/] {m}"), log.info(m))  # noqa: E731
-    c = cfg.cluster
-    client, dist, image = _build(c.kafka_version, c.kafka_dist, c.base_image, console, say)
-    ensure_free(client)
-    run = new_run_dir(Path(cfg.store).expanduser(), cfg.name)
-    handler = _log_to(run)
-    say(f"run directory {run}")
-    write_test_json(run, cfg, versions(dist.version, dist.source), argv if argv is not None else sys.argv)
-    schedule = make_schedule(cfg)
-    save_schedule(schedule, run / "schedule.json")
-    specs = specs_in(cfg.nemesis.names, schedule)
-    write_faults(run, [nemeses.fault_kind(s) for s in specs])
-    if not schedule and cfg.nemesis.names != ("none",):
+    test.provisioner.prepare(test.dist, say)
+    run_dir = new_run_dir(Path(cfg.store).expanduser(), cfg.name)
+    handler = _log_to(run_dir)
+    say(f"run directory {run_dir}")
+    write_test_json(run_dir, cfg, versions(test.dist.version, test.dist.source),
+                    argv if argv is not None else sys.argv)
+    if extra := {**test.record(), **test.provisioner.record()}:
+        add_to_test_json(run_dir, **extra)
+    save_schedule(test.schedule, run_dir / "schedule.json")
+    write_faults(run_dir, list(test.faults))
+    if not test.schedule and cfg.nemesis.names != ("none",):
         say(f"[yellow]no fault fits in --time-limit {cfg.time_limit:g}s with --interval {cfg.nemesis.interval:g}s "
             f"for {','.join(cfg.nemesis.names)}: this run has no faults[/]")
-    history = History(run / "history.jsonl")
-    add_to_test_json(run, history_start_unix_ms=round(time.time() * 1000 - history.now() / 1e6, 3))
-    cluster = DockerCluster(cfg.cluster, image, run, client=client, say=say)
-    workload = QueueWorkload(cfg)
-    driver = NemesisDriver({s: nemeses.split(s)[0].make(cluster, cfg) for s in specs}, cluster, history, schedule)
-    monitor = IsrMonitor(cluster.bootstrap(), cfg.topic.name, history, run / ISR_FILE)
+    history = History(run_dir / "history.jsonl")
+    add_to_test_json(run_dir, history_start_unix_ms=round(time.time() * 1000 - history.now() / 1e6, 3))
+    cluster = test.cluster(run_dir, say)
+    workload = test.workload
+    driver = NemesisDriver(test.nemeses(cluster), cluster, history, test.schedule)
+    monitor = IsrMonitor(cluster.bootstrap(), cfg.topic.name, history, run_dir / ISR_FILE)
     try:
-        say(f"starting {len(cluster.specs)}-node Kafka {dist.version} cluster")
+        say(f"starting {len(set(cluster.nodes) | set(cluster.controllers))}-node Kafka {test.dist.version} cluster "
+            f"({test.provisioner.kind})")
         cluster.setup()
         workload.setup(cluster)
         say(f"workload: {cfg.workload.producers} producers at {cfg.workload.rate:g}/s, "
@@ -130,9 +100,9 @@ def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console
         workload.start(cluster, history)
         driver.start()
         _progress(console, cfg.time_limit, workload, driver, label)
-        say("healing: stopping faults, restarting every node")
+        say("healing: every nemesis undoes its faults; every node's Kafka runs again")
         driver.stop_and_heal()
-        cluster.heal()
+        cluster.restore()
         _wait_recovered(cluster, cfg, say)
         workload.stop()
         monitor.stop()
@@ -140,7 +110,7 @@ def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console
         complete = workload.final_read(cluster, history)
         if not all(complete.values()):
             say(f"[yellow]final read incomplete for partitions {[p for p, c in complete.items() if not c]}[/]")
-        collect_evidence_safely(cluster, cfg.topic.name, run, say)
+        collect_evidence_safely(cluster, cfg.topic.name, run_dir, say)
     except BaseException:
         log.exception("run stopped by an exception; healing and tearing down")
         raise
@@ -154,11 +124,11 @@ def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console
         logging.getLogger().removeHandler(handler)
         handler.close()
     say("checking the history with Spark")
-    results = check_path(run, cfg.spark_master)
+    results = check_path(run_dir, cfg.spark_master)
     if (results.get("counts") or {}).get("lost"):
-        results = explain_safely(run, say) or results
-    write_report_safely(run, say)
-    return run, results
+        results = explain_safely(run_dir, say) or results
+    write_report_safely(run_dir, say)
+    return run_dir, results
 
 
 def write_report_safely(run: Path, say: Callable[[str], None]) -> Path | None:
@@ -175,7 +145,7 @@ def write_report_safely(run: Path, say: Callable[[str], None]) -> Path | None:
     return path
 
 
-def collect_evidence_safely(cluster: DockerCluster, topic: str, run: Path, say: Callable[[str], None]) -> None:
+def collect_evidence_safely(cluster: Cluster, topic: str, run: Path, say: Callable[[str], None]) -> None:
     """Copy Kafka's own files (segments, epoch checkpoints, metadata log) into run/evidence/raw; never fatal."""
     from clusters.evidence import collect
 
@@ -211,7 +181,7 @@ def explain_safely(run: Path, say: Callable[[str], None]) -> dict[str, Any] | No
         handler.close()
 
 
-def _progress(console: Console, limit: float, workload: QueueWorkload, driver: NemesisDriver, label: str) -> None:
+def _progress(console: Console, limit: float, workload: Workload, driver: NemesisDriver, label: str) -> None:
     cols = [TextColumn("[progress.description]{task.description}"), BarColumn(), TimeElapsedColumn(),
             TextColumn("{task.fields[stats]}")]
     with Progress(*cols, console=console, transient=False) as progress:
@@ -226,7 +196,7 @@ def _progress(console: Console, limit: float, workload: QueueWorkload, driver: N
         progress.update(task, completed=limit)
 
 
-def _wait_recovered(cluster: DockerCluster, cfg: TestConfig, say: Callable[[str], None]) -> None:
+def _wait_recovered(cluster: Cluster, cfg: TestConfig, say: Callable[[str], None]) -> None:
     """Wait for every broker and a full ISR everywhere; carry on (and say so) if that does not happen."""
     try:
         cluster.wait_brokers(RECOVERY_TIMEOUT_S)

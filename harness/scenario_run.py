@@ -73,9 +73,10 @@ class VariantResult:
 def run_scenario(sc: Scenario, store: Path, *, repeat: int | None = None, only: tuple[str, ...] = (),
                  seed: int | None = None, resume: bool = False, spark_master: str = "local[*]",
                  console: Console | None = None, argv: list[str] | None = None,
-                 runner: Runner | None = None) -> tuple[Path, list[VariantResult]]:
-    """Run (or resume) the scenario's variants (`only` those named) `repeat` times; judge and record them."""
-    suite = sc.suite(repeat, only)
+                 runner: Runner | None = None, hosts: str | None = None) -> tuple[Path, list[VariantResult]]:
+    """Run (or resume) the scenario's variants (`only` those named) `repeat` times, on the machines of
+    hosts file `hosts` if given; judge and record them."""
+    suite = sc.suite(repeat, only).on_hosts(hosts)
     sdir, outcomes = run_suite(suite, store, resume=resume, seed=sc.seed if seed is None and not resume else seed,
                                spark_master=spark_master, console=console, argv=argv, runner=runner,
                                kind="scenarios")

@@ -20,6 +20,8 @@ from harness.options import add_run_options, config_from_args
 
 # Chosen by the suite itself, or by `kchaos suite` options.
 NOT_IN_SUITE = ("name", "store", "keep", "spark_master", "spark_driver_host")
+# Run options that name a file: taken from the suite or scenario file's directory when relative.
+PATH_OPTIONS = ("hosts",)
 SHORT = {"min_insync": "misr", "idempotence": "idem", "nemesis": ""}
 
 
@@ -60,6 +62,7 @@ class SpecDoc:
 
     def __init__(self, path: Path, text: str, error: type[ConfigError]):
         self.file = path.name
+        self.dir = Path(path).absolute().parent
         self.error = error
         self.lines: dict[tuple, int] = {}
         try:
@@ -139,6 +142,8 @@ def run_options(doc: SpecDoc, where: tuple, value: Any, *, lists: bool = False) 
                 parse_run_options({key: item}, lambda m, p=where + (raw, i): doc.fail(p, m))
         else:
             parse_run_options({key: v}, lambda m, p=where + (raw,): doc.fail(p, m))
+        if key in PATH_OPTIONS:
+            v = [str(doc.dir / Path(x).expanduser()) for x in v] if lists else str(doc.dir / Path(v).expanduser())
         out[key] = v
     return out
 

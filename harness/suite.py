@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -55,6 +55,17 @@ class Suite:
             return int(fixed)
         digest = hashlib.sha256(f"{seed}/{cell.name}/{rep}".encode()).digest()
         return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+    def on_hosts(self, hosts: str | None) -> "Suite":
+        """This suite with every cell run on the machines of hosts file `hosts` (None: unchanged)."""
+        if not hosts:
+            return self
+        from harness.hosts import load_hosts
+
+        path = str(load_hosts(hosts).path)  # checked now: a bad file is exit 3 before any run starts
+        cells = tuple(replace(c, options=(*((k, v) for k, v in c.options if k != "hosts"), ("hosts", path)))
+                      for c in self.cells)
+        return replace(self, cells=cells)
 
     def config(self, cell: Cell, seed: int, store: Path, spark_master: str) -> TestConfig:
         """The TestConfig of one repetition of `cell` (not yet preflighted); SuiteError if its options do not parse."""

@@ -71,6 +71,6 @@ class NemesisDriver:
             try:
                 n.teardown()
                 self.history.complete(inv, "ok", nemesis=name)
-            except Exception as e:  # noqa: BLE001 - record, then let the cluster-wide heal try
+            except Exception as e:  # noqa: BLE001 - record, and heal the other nemeses all the same
                 log.exception("healing %s failed", name)
                 self.history.complete(inv, "info", nemesis=name, error=f"{type(e).__name__}: {e}")

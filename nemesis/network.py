@@ -85,7 +85,7 @@ class NetFault:
             grudge = (self.grudge or isolate)(nodes, everyone, random.Random(op.get("pick", 0)))
             drops = {n: sorted(g) for n, g in grudge.items()}
         for node, srcs in sorted(drops.items()):
-            addrs = [s if s[0].isdigit() else self.cluster.address(s) for s in srcs]
+            addrs = [self.cluster.address(s) if s in everyone else s for s in srcs]  # a node, or the clients' address
             args = ["drop", self.tag, *addrs] if self.loss is None else ["flaky", self.tag, str(self.loss), *addrs]
             self.cluster.fault_ctl(node, *args)
         out: dict[str, Any] = {"nodes": sorted(drops), "grudge": drops}
@@ -100,7 +100,7 @@ class NetFault:
         return {}
 
     def heal(self) -> None:
-        """Remove every drop rule on every node."""
+        """Remove this nemesis's drop rules on every node."""
         self.end(self._everyone())
 
 

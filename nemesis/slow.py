@@ -81,7 +81,8 @@ class Stall:
 
 
 class CpuStarve:
-    """Caps a node's container at a small CPU quota (Docker's CFS quota); mending removes the cap."""
+    """Starves a node's Kafka of CPU (in Docker a CFS quota on its container, on a host a SIGSTOP/SIGCONT duty
+    cycle: Cluster.set_cpu); mending removes it."""
 
     def __init__(self, cluster: Cluster, share: float = CPU_SHARE):
         self.cluster, self.share = cluster, share

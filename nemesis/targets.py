@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from clusters import admin
-from clusters.kraft import DATA_DIR
 from harness.protocols import Cluster, FaultSkipped
 
 KINDS = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller")
@@ -64,7 +63,7 @@ def active_controller(cluster: Cluster) -> str:
     """
     best: tuple[int, int] | None = None
     for node in cluster.controllers:
-        code, out = cluster.exec(node, ["cat", f"{DATA_DIR}/__cluster_metadata-0/quorum-state"])
+        code, out = cluster.exec(node, ["cat", f"{cluster.data_dir(node)}/__cluster_metadata-0/quorum-state"])
         if code != 0:
             continue
         try:

@@ -1,0 +1,13 @@
+"""Workload registry: one line per workload. `WorkloadConfig.kind` names an entry; a workload is a
+class implementing harness.protocols.Workload, built from the test's configuration."""
+from __future__ import annotations
+
+from typing import Callable
+
+from harness.config import TestConfig
+from harness.protocols import Workload
+from workloads.queue import QueueWorkload
+
+WORKLOADS: dict[str, Callable[[TestConfig], Workload]] = {
+    "queue": QueueWorkload,
+}

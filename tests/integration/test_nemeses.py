@@ -13,7 +13,6 @@ from confluent_kafka import Producer
 import nemesis
 from clusters import admin
 from clusters.docker import DockerCluster, cleanup
-from clusters.kraft import DATA_DIR
 from harness.config import ClusterConfig, NemesisConfig, ProducerConfig, TestConfig, TopicConfig
 from harness.history import History, read_history
 from nemesis.driver import NemesisDriver
@@ -39,7 +38,9 @@ def cluster(node_image, tmp_path_factory):
 def healthy(cluster):
     """The cluster, with every fault healed and the topic in sync again after the test."""
     yield cluster
-    cluster.heal()
+    for pkg in nemesis.PACKAGES.values():  # each nemesis owns its undo; the cluster knows no fault
+        pkg.make(cluster, CFG).teardown()
+    cluster.restore()
     cluster.wait_brokers(90)
     cluster.wait_topic(TOPIC.name, 3, 90)
     for n in cluster.nodes:
@@ -115,7 +116,7 @@ class Background:
 
 def records_on_disk(cluster, node, partition):
     """Records in `node`'s local log of `partition`, counted by kafka.tools.DumpLogSegments."""
-    d = f"{DATA_DIR}/{TOPIC.name}-{partition}"
+    d = f"{cluster.data_dir(node)}/{TOPIC.name}-{partition}"
     code, out = cluster.exec(node, ["sh", "-c", f"ls {d}/*.log | paste -sd,"])
     assert code == 0, out
     code, out = cluster.exec(node, ["kafka-ctl", "tool", "kafka.tools.DumpLogSegments", "--files", out.strip()])
@@ -275,7 +276,7 @@ def test_slow_disk_delays_writes_on_the_node_until_healed(healthy):
     assert '"write_delay_ms": 100' in healthy.fault_ctl(node, "status")
     timed = ("import os, time; t = time.monotonic(); fd = os.open('{f}', os.O_WRONLY | os.O_CREAT)\n"
              "for _ in range(10): os.write(fd, b'x' * 4096)\n"
-             "os.close(fd); os.unlink('{f}'); print(time.monotonic() - t)").format(f=f"{DATA_DIR}/slow")
+             "os.close(fd); os.unlink('{f}'); print(time.monotonic() - t)").format(f=f"{healthy.data_dir(node)}/slow")
     code, out = healthy.exec(node, ["python3", "-c", timed])
     assert code == 0 and float(out) >= 0.9, out  # 10 writes of 100 ms each
     nem.invoke({"f": "stop-slow-disk"})

@@ -1,0 +1,288 @@
+"""A KRaft cluster of KafkaNodes, on machines a provisioner made (containers) or found (SSH hosts).
+
+`KafkaCluster` is the one implementation of the Cluster protocol (harness/protocols.py): Kafka's
+lifecycle, readiness and node control, written once against `KafkaNode`. What differs between
+backends sits behind `Provisioner`: where the nodes come from, how they are reached, where
+kchaos keeps its files on them, and how a node's CPU is capped.
+"""
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
+
+from clusters import admin
+from clusters.distribution import KafkaDist
+from clusters.kafka_node import KafkaNode, NodeError
+from clusters.kraft import BROKER_PORT, NodeSpec, server_properties
+from harness.config import ClusterConfig
+
+log = logging.getLogger("kchaos.cluster")
+
+
+def new_cluster_id() -> str:
+    """A random KRaft cluster id, as Kafka's Uuid.randomUuid makes them: 22 base64url characters,
+    never starting with '-' (the storage tool's argument parser would take it for an option)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be brought up or controlled; the message quotes the evidence."""
+
+
+class HostCheckError(ClusterError):
+    """A machine that was reached lacks what a run needs (root, tools, a free directory); one line naming it.
+    The command line exits 4, as for a host it cannot reach: the machine is not ready, nothing was made."""
+
+
+class _NotReady(Exception):
+    pass
+
+
+class Provisioner(Protocol):
+    """The machines of one cluster: made and unmade (Docker), or reached and tidied (SSH).
+
+    `specs` are the nodes (names, ids, the addresses clients and peers use); `bind` is what Kafka's
+    listeners bind to (None: the node's address).
+    """
+
+    kind: str
+    specs: list[NodeSpec]
+    bind: str | None
+
+    def prepare(self, dist: KafkaDist, say: Callable[[str], None]) -> None:
+        """Everything that comes before a run directory exists: build the node image (Docker); reach
+        every host and check it has what kchaos needs (SSH). Raises ClusterError, or a ConnectError
+        naming the host; leaves nothing behind."""
+
+    def create(self, run_dir: Path) -> dict[str, KafkaNode]:
+        """The nodes, by name, ready for Kafka's config: the jars and node scripts in place."""
+
+    def node_env(self, node: str) -> dict[str, str]:
+        """What the node scripts need beyond their layout (storage, heap, device, control port)."""
+
+    def client_address(self) -> str:
+        """The address the nodes see the harness's clients connect from."""
+
+    def record(self) -> dict[str, Any]:
+        """Facts for test.json once the nodes are reached (the SSH host keys trusted without known_hosts)."""
+
+    def set_cpu(self, node: str, share: float | None) -> None:
+        """Cap `node`'s Kafka at `share` of one core, or lift the cap (None)."""
+
+    def collect(self, node: str, dest: Path) -> None:
+        """Put `node`'s config and logs in `dest` (the run directory's folder for it)."""
+
+    def destroy(self) -> None:
+        """Undo `create`: remove containers and networks, or what kchaos put on the hosts. Idempotent."""
+
+
+class KafkaCluster:
+    """A KRaft cluster of brokers (`nodes`) and controllers, as `provisioner` provides them."""
+
+    def __init__(self, cfg: ClusterConfig, provisioner: Provisioner, run_dir: Path, *,
+                 say: Callable[[str], None] = log.info):
+        self.cfg, self.provisioner, self.run_dir, self.say = cfg, provisioner, Path(run_dir), say
+        self.specs: list[NodeSpec] = provisioner.specs
+        self.by_name = {s.name: s for s in self.specs}
+        self.nodes = [s.name for s in self.specs if s.is_broker]
+        self.controllers = [s.name for s in self.specs if s.is_controller]
+        self.cluster_id = new_cluster_id()
+        self._nodes: dict[str, KafkaNode] = {}
+
+    # --- addresses -----------------------------------------------------------------
+    def bootstrap(self) -> str:
+        """`bootstrap.servers` for clients: every broker's PLAINTEXT listener."""
+        return ",".join(f"{self.by_name[n].address}:{BROKER_PORT}" for n in self.nodes)
+
+    def node_of(self, broker_id: int) -> str | None:
+        """Node name of a broker/controller id, or None when the id is unknown (e.g. -1, no leader)."""
+        return next((s.name for s in self.specs if s.node_id == broker_id), None)
+
+    def id_of(self, node: str) -> int:
+        """Kafka node.id of `node`."""
+        return self.by_name[node].node_id
+
+    def address(self, node: str) -> str:
+        """`node`'s address, as peers and clients reach it."""
+        return self.by_name[node].address
+
+    def client_address(self) -> str:
+        """The address the nodes see clients (this host) connect from."""
+        return self.provisioner.client_address()
+
+    def node_dir(self, node: str) -> Path:
+        """The run directory's folder for `node`: its config and logs."""
+        return self.run_dir / "nodes" / node
+
+    def node(self, name: str) -> KafkaNode:
+        """The KafkaNode called `name` (ClusterError before setup)."""
+        try:
+            return self._nodes[name]
+        except KeyError:
+            raise ClusterError(f"{name}: no such node in this cluster (or the cluster is not set up)") from None
+
+    def data_dir(self, node: str) -> str:
+        """Kafka's log directory on `node`."""
+        return self.node(node).layout.data_dir
+
+    # --- lifecycle -----------------------------------------------------------------
+    def setup(self) -> None:
+        """Make or reach the nodes (the provisioner is prepared), configure Kafka, format storage with
+        one cluster id, start Kafka, and wait until every broker is registered everywhere."""
+        self._nodes = self.provisioner.create(self.run_dir)
+        self._each(self._configure)
+        self.say(f"formatting storage on {len(self.specs)} nodes (cluster id {self.cluster_id})")
+        self._each(lambda n: self.node(n).format(self.cluster_id))
+        self.say("starting Kafka")
+        self._each(self.start)
+        self.wait_brokers()
+
+    def _configure(self, name: str) -> None:
+        spec, node = self.by_name[name], self.node(name)
+        props = server_properties(spec, self.specs, self.cfg, data_dir=node.layout.data_dir,
+                                  bind=self.provisioner.bind)
+        self.node_dir(name).mkdir(parents=True, exist_ok=True)
+        node.configure(props, self.provisioner.node_env(name))
+
+    def _each(self, fn: Callable[[str], object]) -> None:
+        names = [s.name for s in self.specs]
+        with ThreadPoolExecutor(len(names)) as pool:
+            list(pool.map(fn, names))
+
+    def teardown(self) -> None:
+        """Stop Kafka, keep its config and logs in the run directory, and undo what the provisioner
+        made. Idempotent; never raises for a node that is already gone."""
+        for name in list(self._nodes):
+            try:
+                self.node(name).kill()
+                self.provisioner.collect(name, self.node_dir(name))
+            except Exception as e:  # noqa: BLE001 - a node that is gone has nothing left to stop
+                log.warning("%s: not stopped or collected at teardown: %s", name, e)
+        self.provisioner.destroy()
+
+    def restore(self) -> None:
+        """Resume and start Kafka wherever it is paused or down (what a fault may leave; the faults
+        themselves are each nemesis's to undo)."""
+        for name in [s.name for s in self.specs]:
+            self.resume(name)
+            self.start(name)
+
+    # --- readiness -----------------------------------------------------------------
+    def wait_brokers(self, timeout: float | None = None) -> None:
+        """Wait until every broker sees every broker registered; on timeout raise ClusterError quoting the
+        laggards' logs.
+
+        Every broker is asked, not one: a client whose metadata comes from a
+        broker that does not list some broker yet drops its connection to that
+        broker, and the requests in flight on it (librdkafka's _DESTROY_BROKER).
+        """
+        want = {self.id_of(n) for n in self.nodes}
+        deadline = timeout or self.cfg.startup_timeout_s
+        missing: set[int] = set(want)
+
+        def attempt() -> None:
+            nonlocal missing
+            for node in self.specs:
+                if not self.is_running(node.name):
+                    raise ClusterError(f"{node.name}: Kafka exited during startup:\n{self.log_tail(node.name)}")
+            missing = set()
+            for node in self.nodes:
+                try:
+                    missing |= want - admin.registered_brokers(f"{self.address(node)}:{BROKER_PORT}")
+                except Exception:  # noqa: BLE001 - any client error just means "not yet"
+                    missing.add(self.id_of(node))
+            if missing:
+                raise _NotReady(f"not registered everywhere: {sorted(missing)}")
+
+        try:
+            for a in Retrying(stop=stop_after_delay(deadline), wait=wait_fixed(1),
+                              retry=retry_if_exception_type(_NotReady), reraise=True):
+                with a:
+                    attempt()
+        except _NotReady:
+            laggards = [self.node_of(i) for i in sorted(missing)]
+            tails = "\n".join(f"--- {n}:\n{self.log_tail(n)}" for n in laggards if n)
+            raise ClusterError(f"brokers {laggards} not registered after {deadline:.0f}s; last log lines:\n{tails}") from None
+
+    def wait_topic(self, topic: str, rf: int, timeout: float = 120.0) -> None:
+        """Wait until every broker's metadata shows each partition of `topic` with a leader and `rf` in-sync replicas."""
+        for a in Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(1), reraise=True):
+            with a:
+                for node in self.nodes:
+                    parts = admin.partitions(f"{self.address(node)}:{BROKER_PORT}", topic)
+                    short = {p: s.isr for p, s in parts.items() if s.leader < 0 or len(s.isr) < rf}
+                    if not parts or short:
+                        raise ClusterError(f"topic {topic} not fully in sync on {node} after {timeout:.0f}s: {short}")
+
+    def log_tail(self, node: str, lines: int = 15) -> str:
+        """The last lines of `node`'s server.log and stdout (which holds JVM crashes)."""
+        try:
+            return self.node(node).log_tail(lines)
+        except (NodeError, ClusterError) as e:
+            return f"(log not readable: {e})"
+
+    # --- node control --------------------------------------------------------------
+    def exec(self, node: str, cmd: list[str]) -> tuple[int, str]:
+        """Run `cmd` on `node`; return (exit code, stdout+stderr)."""
+        return self._guard(lambda: self.node(node).exec(cmd))
+
+    def kill(self, node: str) -> None:
+        """SIGKILL Kafka on `node` (no-op if it is not running)."""
+        self._guard(self.node(node).kill)
+
+    def stop(self, node: str) -> None:
+        """SIGTERM Kafka on `node` and wait for a clean shutdown (SIGKILL after 60 s)."""
+        self._guard(self.node(node).stop)
+
+    def start(self, node: str) -> None:
+        """Start Kafka on `node` unless it is running."""
+        self._guard(self.node(node).start)
+
+    def pause(self, node: str) -> None:
+        """SIGSTOP Kafka on `node`."""
+        self._guard(self.node(node).pause)
+
+    def resume(self, node: str) -> None:
+        """SIGCONT Kafka on `node` (no-op if it is not running)."""
+        self._guard(self.node(node).resume)
+
+    def is_running(self, node: str) -> bool:
+        """Whether a Kafka process exists on `node` (a paused one counts)."""
+        return self._guard(self.node(node).is_running)
+
+    def fault_ctl(self, node: str, *args: str) -> str:
+        """Run `fault-ctl ARGS` on `node` (see clusters/node/fault-ctl); ClusterError quoting it on failure."""
+        return self._guard(lambda: self.node(node).fault_ctl(*args))
+
+    def set_cpu(self, node: str, share: float | None) -> None:
+        """Cap `node` at `share` of one core, or remove the cap with None."""
+        self._guard(lambda: self.provisioner.set_cpu(node, share))
+
+    def copy_out(self, node: str, directory: str, files: list[str], dest: Path) -> int:
+        """Copy `files` (relative to `directory`) off `node` into `dest`, read through any mount there; return bytes."""
+        return self._guard(lambda: self.node(node).copy_out(directory, files, dest))
+
+    def log_files(self, node: str, dest: Path | None = None) -> list[Path]:
+        """Files of `node`'s log directory in the run directory (copied to `dest` if given)."""
+        files = sorted(p for p in self.node_dir(node).iterdir() if p.is_file())
+        if dest is not None and Path(dest).resolve() != self.node_dir(node).resolve():
+            Path(dest).mkdir(parents=True, exist_ok=True)
+            for f in files:
+                (Path(dest) / f.name).write_bytes(f.read_bytes())
+        return files
+
+    @staticmethod
+    def _guard(fn: Callable[[], object]):  # noqa: ANN205 - returns what fn returns
+        try:
+            return fn()
+        except NodeError as e:
+            raise ClusterError(str(e)) from None

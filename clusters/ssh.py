@@ -1,0 +1,261 @@
+"""SSH backend: Kafka on machines that already exist, listed in a hosts file (harness/hosts.py).
+
+The harness reaches every host over SSH (clusters/remote_ssh.py), checks what kchaos needs there,
+and puts everything it makes in one directory it owns (`dir` of the hosts file, default
+/var/lib/kchaos): the node scripts in bin/, the Kafka jars in dist/<version>/ (kept between
+runs: uploaded once per version), config and logs in conf/, Kafka's data in data/, pid files and
+lazyfs's FIFO in run/, and manifest.json, which says which run owns the host. Teardown undoes the
+faults (`fault-ctl cleanup`), copies the config and logs into the run directory, and removes all
+of it but dist/; `kchaos cleanup --hosts` (`cleanup_hosts`) removes the whole directory. The jars
+are in dist/<version>-<fingerprint>/libs.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from clusters import lazyfs
+from clusters.cluster import ClusterError, HostCheckError
+from clusters.distribution import KafkaDist
+from clusters.kafka_node import KafkaNode, NodeLayout
+from clusters.kraft import NodeSpec
+from clusters.remote import Remote
+from harness.config import ClusterConfig
+from harness.hosts import Host, HostsFile, to_remote
+
+log = logging.getLogger("kchaos.ssh")
+
+MANIFEST = "manifest.json"
+T = TypeVar("T")
+
+# What a host must have: checked as root (the faults need it), so sbin is on the PATH.
+_PREREQUISITES = r"""
+missing=""
+v=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
+[ "${v:-0}" -ge 17 ] 2>/dev/null || missing="$missing java-17-or-newer"
+for c in iptables tc ip tar timeout pgrep setsid; do command -v "$c" >/dev/null || missing="$missing $c"; done
+if [ "$1" = lazyfs ]; then
+  [ -c /dev/fuse ] || missing="$missing /dev/fuse"
+  command -v fusermount3 >/dev/null || missing="$missing fusermount3"
+fi
+echo "missing:$missing"
+"""
+
+
+def specs_of(hosts: HostsFile) -> list[NodeSpec]:
+    """The nodes of a hosts file: node ids 1..N in file order, at the address clients reach Kafka."""
+    roles = {"both": ("broker", "controller"), "broker": ("broker",), "controller": ("controller",)}
+    return [NodeSpec(h.name, i, h.kafka_address, roles[h.role]) for i, h in enumerate(hosts.nodes, 1)]
+
+
+def each(items: list[T], fn: Callable[[T], object]) -> list:
+    """`fn` on every item in parallel (one thread per host); the first exception is raised."""
+    with ThreadPoolExecutor(max(1, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+class SshProvisioner:
+    """The hosts of a hosts file, with Kafka managed by kchaos."""
+
+    kind = "ssh"
+
+    def __init__(self, cfg: ClusterConfig, hosts: HostsFile, *, connect_timeout: float = 10.0):
+        if hosts.external:
+            raise ClusterError(f"{hosts.path}: kafka: external hosts are not supported by this version's "
+                               "SSH backend; use managed hosts")
+        self.cfg, self.hosts = cfg, hosts
+        self.specs = specs_of(hosts)
+        # Kafka's address is another than the host's own (client_address, behind a NAT): listen everywhere.
+        self.bind = "0.0.0.0" if any(h.client_address for h in hosts.nodes) else None
+        self.remotes: dict[str, Remote] = {h.name: to_remote(h, hosts, connect_timeout=connect_timeout)
+                                           for h in hosts.nodes}
+        self.nodes: dict[str, KafkaNode] = {}
+        self._dist: KafkaDist | None = None
+        self._lazyfs: Path | None = None
+        self._client_address: str | None = None
+        self._devices: dict[str, str] = {}
+
+    def _layout(self) -> NodeLayout:
+        return NodeLayout.under(self.hosts.dir, self._dist)
+
+    def _node(self, h: Host) -> KafkaNode:
+        spec = next(s for s in self.specs if s.name == h.name)
+        return KafkaNode(spec, self.remotes[h.name], self._layout(), sudo=h.sudo)
+
+    # --- before the run directory ----------------------------------------------------------
+    def prepare(self, dist: KafkaDist, say: Callable[[str], None]) -> None:
+        """Build lazyfs (cached), reach every host, and check each: root or sudo, Java 17+, iptables, tc,
+        FUSE when the storage is lazyfs, and no other run's files in the owned directory."""
+        self._dist = dist
+        try:
+            self._lazyfs = lazyfs.build()
+        except lazyfs.LazyfsBuildError as e:
+            raise HostCheckError(str(e)) from None
+        say(f"checking {len(self.hosts.nodes)} hosts over SSH")
+        each(list(self.hosts.nodes), self._check)
+        first = self.remotes[self.hosts.nodes[0].name]
+        conn = first.run("echo $SSH_CONNECTION", timeout=20).stdout.split()
+        if not conn:
+            raise HostCheckError(f"{first.name}: SSH_CONNECTION is not set; cannot tell the harness's address")
+        self._client_address = conn[0]
+        for h in self.hosts.nodes:
+            peer = next((s.address for s in self.specs if s.name != h.name), self._client_address)
+            try:
+                peer = socket.gethostbyname(peer)  # `ip route get` takes an address, not a name
+            except OSError:
+                pass
+            out = self.remotes[h.name].run(["ip", "-o", "route", "get", peer], timeout=20).stdout.split()
+            self._devices[h.name] = out[out.index("dev") + 1] if "dev" in out else "eth0"
+
+    def _check(self, h: Host) -> None:
+        node = self._node(h)
+        who = f"{h.name} ({h.address})"
+        if h.sudo:
+            r = node.run(["true"], timeout=20)
+            if not r.ok:
+                raise HostCheckError(f"{who}: `sudo -n` does not work for {h.user}: "
+                                     f"{(r.stderr or r.stdout).strip()[:200]}")
+        elif node.run(["id", "-u"], timeout=20).stdout.strip() != "0":
+            raise HostCheckError(f"{who}: {h.user} is not root, and the faults need root: set `sudo: true`")
+        storage = "lazyfs" if self.cfg.storage == "lazyfs" else "plain"
+        r = node.run(["sh", "-c", _PREREQUISITES, "sh", storage], timeout=60)
+        if not r.ok or "missing:" not in r.stdout:
+            raise HostCheckError(f"{who}: the prerequisite check did not run ({r.exit_code}): "
+                                 f"{(r.stderr or r.stdout).strip()[-200:]}")
+        missing = r.stdout.rpartition("missing:")[2].split()
+        if missing:
+            raise HostCheckError(f"{who}: missing {', '.join(missing)}")
+        r = node.run(["cat", f"{self.hosts.dir}/{MANIFEST}"], timeout=20)
+        if r.ok:
+            try:
+                m = json.loads(r.stdout)
+                owner = f"run {m.get('run')} (pid {m.get('pid')} on {m.get('harness')})"
+            except json.JSONDecodeError:
+                owner = "an unknown run"
+            raise HostCheckError(f"{who}: {self.hosts.dir} holds the files of {owner}; another run is active or "
+                                 f"was killed: `kchaos cleanup --hosts {self.hosts.path}` removes them")
+
+    # --- the run ------------------------------------------------------------------------
+    def create(self, run_dir: Path) -> dict[str, KafkaNode]:
+        """Claim every host (manifest.json), upload the node scripts and (once per version) the jars."""
+        if self._dist is None:
+            raise ClusterError("hosts not prepared: prepare() was not called")
+        manifest = json.dumps({"run": str(run_dir), "pid": os.getpid(), "harness": socket.gethostname(),
+                               "started_unix": round(time.time(), 3), "dir": self.hosts.dir}) + "\n"
+
+        def one(h: Host) -> KafkaNode:
+            node = self._node(h)
+            node.run(["mkdir", "-p", self.hosts.dir], check=True)
+            node.write(f"{self.hosts.dir}/{MANIFEST}", manifest)
+            self.nodes[h.name] = node
+            t0 = time.monotonic()
+            if node.install(self._dist, self._lazyfs):  # type: ignore[arg-type]
+                log.info("%s: Kafka %s uploaded in %.1fs", h.name, self._dist.version, time.monotonic() - t0)
+            return node
+
+        each(list(self.hosts.nodes), one)
+        return dict(self.nodes)
+
+    def node_env(self, node: str) -> dict[str, str]:
+        """Storage, heap, the interface faults shape, and the SSH port no drop rule may cut."""
+        env = {"KAFKA_HEAP": "384m", "KCHAOS_STORAGE": self.cfg.storage,
+               "KCHAOS_DEV": self._devices.get(node, "eth0"),
+               "KCHAOS_CONTROL_PORT": str(self.hosts.host(node).port)}
+        if self.cfg.writeback_age_s:
+            env["KCHAOS_WRITEBACK_AGE"] = f"{self.cfg.writeback_age_s:g}"
+        return env
+
+    def client_address(self) -> str:
+        """The harness's address as the hosts see it (from $SSH_CONNECTION)."""
+        if self._client_address is None:
+            raise ClusterError("hosts not prepared: prepare() was not called")
+        return self._client_address
+
+    def record(self) -> dict[str, Any]:
+        """The host keys trusted without being in known_hosts (accept_unknown_host_keys), by node."""
+        keys = {name: k for name, r in self.remotes.items() if (k := getattr(r, "accepted_host_key", None))}
+        return {"accepted_host_keys": keys} if keys else {}
+
+    def set_cpu(self, node: str, share: float | None) -> None:
+        """Starve `node`'s Kafka to `share` of the time (fault-ctl cpu: a SIGSTOP/SIGCONT duty cycle), or stop."""
+        n = self.nodes[node]
+        n.fault_ctl("uncpu") if share is None else n.fault_ctl("cpu", f"{share:g}")
+
+    def collect(self, node: str, dest: Path) -> None:
+        """Copy the node's conf/ (server.properties and the logs) into `dest`."""
+        self.nodes[node].fetch_conf(dest)
+
+    def destroy(self) -> None:
+        """Undo every fault and process of kchaos on every host and remove the owned directory, except the
+        jars (dist/), which the next run reuses. Idempotent; a host that cannot be reached is logged."""
+        def one(node: KafkaNode) -> None:
+            try:
+                release(node, keep_dist=True)
+            except Exception as e:  # noqa: BLE001 - `kchaos cleanup --hosts` finishes the job later
+                log.warning("%s: not cleaned up: %s", node.name, e)
+
+        each(list(self.nodes.values()), one)
+        self.nodes.clear()
+
+
+def release(node: KafkaNode, *, keep_dist: bool) -> list[str]:
+    """Undo what kchaos made on `node`'s host: faults, processes and mounts (`fault-ctl cleanup`), then its
+    directory (all of it, or all but dist/). Return the lines fault-ctl printed."""
+    root = node.layout.root
+    assert root, "only a node in a directory kchaos owns can be released"
+    lines: list[str] = []
+    if node.run(["test", "-x", f"{node.layout.bin}/fault-ctl"], timeout=20).ok:
+        if not node.run(["test", "-f", f"{node.layout.bin}/node.env"], timeout=20).ok:
+            # Killed before the config was written: without node.env the scripts would look at the node
+            # image's paths, which on this host are not kchaos's.
+            node.write(f"{node.layout.bin}/node.env", node.layout.env({}))
+        lines = node.fault_ctl("cleanup").splitlines()
+    if keep_dist:
+        node.run(["sh", "-c", 'cd "$1" && find . -mindepth 1 -maxdepth 1 ! -name dist -exec rm -rf --one-file-system {} +',
+                  "sh", root], timeout=120, check=True)
+    else:
+        node.remove_root()
+    return lines
+
+
+def cleanup_hosts(hosts: HostsFile, say: Callable[[str], None] = log.info) -> dict[str, list[str]]:
+    """`kchaos cleanup --hosts`: on every host, undo kchaos's faults, processes and mounts and remove its
+    whole directory, jars included, also after a harness was killed mid-fault. Return, per host, what
+    was removed. Never touches what kchaos did not make (see fault-ctl cleanup)."""
+    prov = SshProvisioner(ClusterConfig(), hosts)
+
+    def one(h: Host) -> tuple[str, list[str]]:
+        node = prov._node(h)
+        if not node.run(["test", "-d", hosts.dir], timeout=20).ok:
+            return h.name, []
+        _refuse_live_run(node, hosts.dir)
+        lines = release(node, keep_dist=False)
+        return h.name, [*lines, f"removed {hosts.dir}"]
+
+    out = dict(each(list(hosts.nodes), one))
+    for name, lines in out.items():
+        say(f"{name}: {'; '.join(lines) if lines else 'nothing of kchaos'}")
+    return out
+
+
+def _refuse_live_run(node: KafkaNode, root: str) -> None:
+    """HostCheckError when the manifest names a harness process of this machine that is still alive."""
+    r = node.run(["cat", f"{root}/{MANIFEST}"], timeout=20)
+    try:
+        m = json.loads(r.stdout) if r.ok else {}
+    except json.JSONDecodeError:
+        return
+    pid = m.get("pid")
+    if m.get("harness") == socket.gethostname() and isinstance(pid, int) and pid != os.getpid():
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return
+        raise HostCheckError(f"{node.name}: run {m.get('run')} is still active (harness pid {pid}); "
+                             "stop it first (Ctrl-C or SIGTERM heals and cleans up)")

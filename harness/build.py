@@ -1,0 +1,119 @@
+"""The test as a value, as a Jepsen test map: one function builds it from the configuration.
+
+`build_test(cfg)` checks the configuration against every registry (backends, workloads, nemeses)
+and returns a `Test` holding the parts a run composes: the provisioner of its nodes, its
+workload, its nemesis packages and its fault schedule. Only this module reads the registries;
+the runner (harness/runner.py) composes whatever parts a Test holds and names no concrete class.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import nemesis as nemeses
+from clusters.backends import BACKENDS
+from clusters.cluster import KafkaCluster, Provisioner
+from clusters.distribution import DistributionError, KafkaDist, check_user_dist, resolve
+from harness.config import ConfigError, TestConfig, validate
+from harness.faults import FaultKind
+from harness.hosts import HostsFile, load_hosts
+from harness.protocols import Cluster, Nemesis, Workload
+from nemesis.base import ScheduledOp
+from nemesis.schedule import make_schedule, schedule_names, specs_in
+from workloads import WORKLOADS
+
+
+@dataclass(frozen=True)
+class Test:
+    """One test: its configuration and the parts that run it. `nemeses(cluster)` makes the nemesis of each
+    spec the schedule uses, aimed at that cluster; `faults` says what each of them breaks and mends."""
+
+    __test__ = False  # not a pytest test class
+
+    cfg: TestConfig
+    provisioner: Provisioner
+    workload: Workload
+    schedule: list[ScheduledOp]
+    specs: tuple[str, ...]
+    make_nemesis: Callable[[str, Cluster, TestConfig], Nemesis]
+    faults: tuple[FaultKind, ...]
+    dist: KafkaDist
+    hosts: HostsFile | None = None
+
+    def cluster(self, run_dir: Path, say: Callable[[str], None]) -> Cluster:
+        """The test's Kafka cluster on the provisioner's nodes, keeping its files in `run_dir`."""
+        return KafkaCluster(self.cfg.cluster, self.provisioner, run_dir, say=say)
+
+    def nemeses(self, cluster: Cluster) -> dict[str, Nemesis]:
+        """A nemesis per spec of the schedule, aimed at `cluster`."""
+        return {s: self.make_nemesis(s, cluster, self.cfg) for s in self.specs}
+
+    def record(self) -> dict[str, Any]:
+        """What test.json adds for this test beyond its configuration: the hosts file as read (with
+        every default written out), when the nodes are hosts."""
+        return {"hosts_file": self.hosts.to_dict()} if self.hosts else {}
+
+
+def preflight(cfg: TestConfig) -> TestConfig:
+    """Every check that needs no cluster: options, nemesis names, schedule file, store path, --kafka-dist,
+    the hosts file.
+
+    Returns the config made concrete: nemesis names from a replayed schedule,
+    storage "auto" resolved to lazyfs or plain, the hosts file's path absolute
+    and the node count its brokers'. Raises ConfigError on bad input.
+    """
+    from harness.store import check_store
+
+    n = cfg.nemesis
+    if n.schedule_file:
+        path = str(Path(n.schedule_file).expanduser().resolve())
+        cfg = cfg.with_(nemesis=replace(n, schedule_file=path, names=schedule_names(Path(path))))
+    if cfg.cluster.hosts:
+        cfg = _from_hosts(cfg, load_hosts(cfg.cluster.hosts))
+    if cfg.workload.kind not in WORKLOADS:
+        raise ConfigError(f"unknown workload {cfg.workload.kind!r}; known: {', '.join(sorted(WORKLOADS))}")
+    validate(cfg, lambda spec: nemeses.check_spec(spec, cfg.topic.partitions))
+    make_schedule(cfg)  # a replayed schedule is checked entry by entry here
+    lazy = nemeses.needs_lazyfs(cfg.nemesis.names, cfg.nemesis.mix_families)
+    if cfg.cluster.storage == "auto":
+        cfg = cfg.with_(cluster=replace(cfg.cluster, storage="lazyfs" if lazy else "plain"))
+    elif lazy and cfg.cluster.storage != "lazyfs":
+        raise ConfigError(f"nemeses {', '.join(cfg.nemesis.names)} need --storage lazyfs (or auto), "
+                          f"not {cfg.cluster.storage}")
+    check_store(cfg.store)
+    if cfg.cluster.kafka_dist:
+        try:
+            check_user_dist(cfg.cluster.kafka_dist)
+        except DistributionError as e:
+            raise ConfigError(str(e)) from None
+    return cfg
+
+
+def _from_hosts(cfg: TestConfig, hosts: HostsFile) -> TestConfig:
+    """The cluster's shape from the hosts file: its brokers, and its dedicated controllers if any."""
+    if hosts.external:
+        raise ConfigError(f"{hosts.path}: kafka: external hosts are read but not yet run by the SSH backend; "
+                          "list managed hosts (kchaos installs Kafka there)")
+    dedicated = sum(1 for h in hosts.nodes if h.is_controller and not h.is_broker)
+    return cfg.with_(cluster=replace(cfg.cluster, hosts=str(hosts.path), nodes=len(hosts.brokers),
+                                     controllers=dedicated))
+
+
+def build_test(cfg: TestConfig) -> Test:
+    """The Test for `cfg` (already through `preflight`): its parts looked up in the registries, the
+    Kafka distribution resolved (cached), the schedule drawn from the seed or read from the file."""
+    c = cfg.cluster
+    schedule = make_schedule(cfg)
+    specs = tuple(specs_in(cfg.nemesis.names, schedule))
+    return Test(
+        cfg=cfg,
+        provisioner=BACKENDS[c.backend](cfg),
+        workload=WORKLOADS[cfg.workload.kind](cfg),
+        schedule=schedule,
+        specs=specs,
+        make_nemesis=lambda spec, cluster, cfg_: nemeses.split(spec)[0].make(cluster, cfg_),
+        faults=tuple(nemeses.fault_kind(s) for s in specs),
+        dist=resolve(c.kafka_version, c.kafka_dist),
+        hosts=load_hosts(c.hosts) if c.hosts else None,
+    )

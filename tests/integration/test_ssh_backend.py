@@ -1,0 +1,198 @@
+"""The SSH backend for real: whole `kchaos run --hosts` runs against SSH test hosts (tests/integration/
+ssh_hosts.py), reached only over SSH with a generated key and known_hosts; Kafka uploaded, configured,
+started and removed by kchaos; faults made on the hosts; `kchaos cleanup --hosts` after a SIGKILLed
+harness; the connection errors, each one line naming the host, before anything is created."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from clusters import admin
+from clusters.cluster import KafkaCluster
+from clusters.distribution import resolve
+from clusters.remote_ssh import SshPool
+from clusters.ssh import SshProvisioner
+from harness.config import ClusterConfig, TopicConfig
+from harness.history import read_history
+from harness.hosts import load_hosts, to_remote
+
+from ssh_hosts import SshHosts, keygen, ssh_hosts
+
+pytestmark = pytest.mark.cluster
+KCHAOS = [sys.executable, "-m", "harness.cli"]
+ROOT = "/var/lib/kchaos"
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    with ssh_hosts(3) as h:
+        yield h
+
+
+def kchaos(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([*KCHAOS, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def on_hosts(hosts: SshHosts, script: str) -> dict[str, str]:
+    """Run `script` as root on every host over SSH; its output by host."""
+    hf = load_hosts(hosts.hosts_file)
+    pool = SshPool()
+    try:
+        return {h.name: to_remote(h, hf, pool=pool).run(script, timeout=60, sudo=True).stdout for h in hf.nodes}
+    finally:
+        pool.close_all()
+
+
+# Anything kchaos may leave on a host: its chain, its qdisc, its mount, its processes, its directory.
+LEFTOVERS = ("iptables -S | grep -i kchaos; tc qdisc show | grep 4b43; grep -E 'lazyfs|kchaos' /proc/mounts; "
+             "pgrep -af 'kafka\\.Kafka|lazyfs|kchaos' | grep -v pgrep; "
+             f"find {ROOT} -mindepth 1 -maxdepth 1 ! -name dist 2>/dev/null; true")
+
+
+def test_kill_leader_over_ssh_is_valid_and_leaves_only_the_jars(hosts: SshHosts, tmp_path):
+    store = tmp_path / "results"
+    proc = kchaos("run", "--hosts", str(hosts.hosts_file), "--acks", "all", "--min-insync", "2",
+                  "--nemesis", "kill-leader", "--interval", "8", "--time-limit", "24", "--rate", "50",
+                  "--seed", "7", "--store", str(store))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = (store / "latest").resolve()
+    results = json.loads((run / "results.json").read_text())
+    assert results["valid"] is True and results["counts"]["lost"] == 0 and results["counts"]["acked"] > 50
+    killed = [o for o in read_history(run / "history.jsonl")
+              if o["process"] == "nemesis" and o["type"] == "ok" and o["f"] == "kill"]
+    assert killed, "no leader was killed"
+    test = json.loads((run / "test.json").read_text())
+    assert test["cluster"]["hosts"] == str(hosts.hosts_file)
+    assert [n["address"] for n in test["hosts_file"]["nodes"]] == list(hosts.addresses.values())
+    assert "accepted_host_keys" not in test  # every key was in known_hosts
+    for n in hosts.addresses:  # config and logs came back over SSH
+        props = (run / "nodes" / n / "server.properties").read_text()
+        assert f"log.dirs={ROOT}/data/data" in props
+        assert "started (kafka.server.KafkaRaftServer)" in (run / "nodes" / n / "server.log").read_text()
+    assert (run / "evidence" / "raw" / "n1" / "__cluster_metadata-0").is_dir()
+    left = on_hosts(hosts, LEFTOVERS + f"; ls {ROOT}/dist")
+    assert all(len(out.split()) == 1 and out.startswith("3.7.2-") for out in left.values()), left  # the jars
+
+
+def test_acks1_isolated_leader_over_ssh_loses_writes(hosts: SshHosts, tmp_path):
+    schedule = tmp_path / "schedule.json"
+    schedule.write_text(json.dumps([
+        {"at": 4, "nemesis": "partition-leader", "op": {"f": "start-partition", "target": "leader", "partition": 0}},
+        {"at": 22, "nemesis": "partition-leader", "op": {"f": "stop-partition"}}]))
+    store = tmp_path / "results"
+    proc = kchaos("run", "--hosts", str(hosts.hosts_file), "--acks", "1", "--partitions", "1", "--schedule",
+                  str(schedule), "--time-limit", "30", "--rate", "60", "--producers", "2", "--consumers", "1",
+                  "--seed", "62", "--store", str(store))
+    run = (store / "latest").resolve()
+    results = json.loads((run / "results.json").read_text())
+    assert proc.returncode == 1, proc.stderr[-3000:]  # writes were lost: invalid (acks=1 promised nothing)
+    assert results["counts"]["lost"] > 0, results["counts"]
+    leader = next(o for o in read_history(run / "history.jsonl")
+                  if o["process"] == "nemesis" and o["type"] == "ok" and o["f"] == "start-partition")["targets"][0]
+    # Kafka's own files, fetched over SSH, name the replica that truncated the acknowledged writes.
+    why = json.loads((run / "evidence" / "explanation.json").read_text())["why"]
+    assert any(f"{leader} truncated to" in line for line in why), why
+
+
+def test_power_failure_on_hosts_drops_exactly_the_unsynced_records(hosts: SshHosts, tmp_path):
+    cfg = ClusterConfig(storage="lazyfs", hosts=str(hosts.hosts_file))
+    prov = SshProvisioner(cfg, load_hosts(hosts.hosts_file))
+    prov.prepare(resolve(cfg.kafka_version), print)
+    cluster = KafkaCluster(cfg, prov, tmp_path / "run")
+    topic = TopicConfig(name="power", partitions=1)
+    try:
+        cluster.setup()
+        admin.create_topic(cluster.bootstrap(), topic)
+        cluster.wait_topic(topic.name, 3)
+        p = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all", "logger": admin.CLIENT_LOG})
+        for i in range(300):
+            p.produce(topic.name, str(i).encode(), partition=0)
+        assert p.flush(30) == 0
+        for n in cluster.nodes:
+            cluster.fault_ctl(n, "flush")  # the first 300 are on disk everywhere
+        for i in range(300, 500):
+            p.produce(topic.name, str(i).encode(), partition=0)
+        assert p.flush(30) == 0
+        for n in cluster.nodes:  # every node at once: no replica keeps the last 200
+            cluster.fault_ctl(n, "power-fail")
+        cluster.restore()
+        cluster.wait_brokers(90)
+        cluster.wait_topic(topic.name, 3, 90)
+        c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "power", "enable.auto.commit": False,
+                      "logger": admin.CLIENT_LOG})
+        c.assign([TopicPartition(topic.name, 0, 0)])
+        values: list[int] = []
+        deadline = time.monotonic() + 30
+        while len(values) < 300 and time.monotonic() < deadline:
+            m = c.poll(1)
+            if m is not None and not m.error():
+                values.append(int(m.value()))
+        time.sleep(2)
+        while (m := c.poll(1)) is not None:
+            values.append(int(m.value()))
+        c.close()
+        assert values == list(range(300))  # exactly the synced records, in order
+    finally:
+        cluster.teardown()
+
+
+def test_sigkilled_harness_mid_fault_then_cleanup_hosts_leaves_nothing(hosts: SshHosts, tmp_path):
+    schedule = tmp_path / "schedule.json"
+    schedule.write_text(json.dumps([
+        {"at": 1, "nemesis": "slow-follower", "op": {"f": "start-slow", "target": "followers", "partition": 0}},
+        {"at": 1.5, "nemesis": "partition-client", "op": {"f": "start-partition", "target": "one", "pick": 1}},
+        {"at": 2, "nemesis": "pause", "op": {"f": "pause", "target": "one", "pick": 2}},
+        {"at": 60, "nemesis": "pause", "op": {"f": "resume"}}]))
+    store = tmp_path / "results"
+    proc = subprocess.Popen([*KCHAOS, "run", "--hosts", str(hosts.hosts_file), "--schedule", str(schedule),
+                             "--storage", "lazyfs", "--time-limit", "90", "--store", str(store), "--seed", "3"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        applied: set[str] = set()
+        while time.monotonic() < deadline and len(applied) < 3 and proc.poll() is None:
+            time.sleep(1)
+            runs = list(store.glob("queue/2*/history.jsonl"))
+            if runs:
+                applied = {o["f"] for o in read_history(runs[0])
+                           if o["process"] == "nemesis" and o["type"] == "ok"}
+        assert applied == {"start-slow", "start-partition", "pause"}, (applied, proc.poll())
+        before = on_hosts(hosts, "iptables -S KCHAOS; tc qdisc show; pgrep -f kafka.Kafka")
+        assert any("-j DROP" in out for out in before.values()) and any("4b43" in out for out in before.values())
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    done = kchaos("cleanup", "--hosts", str(hosts.hosts_file), timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert all(f"removed {ROOT}" in line for line in done.stdout.strip().splitlines()), done.stdout
+    left = on_hosts(hosts, LEFTOVERS + f"; ls -d {ROOT} 2>/dev/null; true")
+    assert all(not out.strip() for out in left.values()), left
+
+
+def test_connection_errors_are_one_line_naming_the_host_and_create_nothing(hosts: SshHosts, tmp_path):
+    doc = yaml.safe_load(hosts.hosts_file.read_text())
+    wrong = keygen(tmp_path / "wrong_key")
+    variants = {
+        "wrong key": {**doc, "nodes": [{**doc["nodes"][0], "key": str(wrong)}, *doc["nodes"][1:]]},
+        "unknown host key": {**doc, "known_hosts": str(tmp_path / "empty_known_hosts")},
+        "unreachable": {**doc, "nodes": [*doc["nodes"][:2], {**doc["nodes"][2], "address": "172.30.78.99"}]},
+    }
+    (tmp_path / "empty_known_hosts").write_text("")
+    for what, d in variants.items():
+        f = tmp_path / f"{what.replace(' ', '-')}.yaml"
+        f.write_text(yaml.safe_dump(d))
+        store = tmp_path / what.replace(" ", "-")
+        proc = kchaos("run", "--hosts", str(f), "--nemesis", "none", "--time-limit", "5", "--store", str(store),
+                      timeout=120)
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("kchaos:")]
+        assert proc.returncode == 4 and len(errors) == 1 and errors[0].startswith("kchaos: error: n"), (what, proc.stderr)
+        assert not store.exists(), what  # nothing created
