@@ -9,30 +9,35 @@ whether every repetition kept that promise.
 """
 from __future__ import annotations
 
-import csv
 import io
 import json
-import math
 import os
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from checkers import RESULTS_FILE, TEST_FILE, find_runs
 from checkers.reference import Settings
 from checkers.table import in_faults
 from reports import ReportsInputError
-from reports.html import Raw, esc, link, png, table, write_page
+from reports.html import write_page
 from reports.promise import lost_in_promise, promise_of
 
 # Options that do not change what is being measured; runs differing only in these are repetitions.
 NOT_CONFIGURATION = {"name", "seed", "store", "spark_master", "versions", "argv", "cluster.kafka_dist",
                      "cluster.base_image", "cluster.subnet", "nemesis.schedule_file", "history_start_unix_ms"}
+# Options with a column of their own; any other option that differs between cells goes to `other`.
+SHOWN = {"producer.acks", "topic.min_insync", "topic.replication_factor", "topic.unclean", "producer.idempotence",
+         "nemesis.names"}
 ALWAYS = ("acks", "min_insync", "rf", "unclean", "idempotence", "nemesis")
 COLUMNS = ("cell", *ALWAYS, "other", "runs", "valid", "invalid", "unknown", "acked", "lost", "loss_rate",
            "lost_outside_promise", "duplicate", "availability_in_faults", "send_p50_ms", "send_p99_ms", "promise", "promise_held",
            "run_dirs")
+SUMMED = ("runs", "valid", "invalid", "checked", "acked", "lost", "duplicate", "lost_in_promise", "ok_in_faults",
+          "invoked_in_faults")
+HEATMAP_ACKS = ("0", "1", "all")
 
 
 class CompareError(ReportsInputError):
@@ -48,20 +53,11 @@ class Run:
     results: dict[str, Any]
 
 
-def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flat(v, key + "."))
-        else:
-            out[key] = tuple(v) if isinstance(v, list) else v
-    return out
-
-
 def configuration(test: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     """The options of `test` that define its configuration cell, as sorted (dotted key, value) pairs."""
-    return tuple(sorted((k, v) for k, v in _flat(test).items() if k not in NOT_CONFIGURATION))
+    flat = (pd.json_normalize(test).to_dict("records") or [{}])[0]
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in flat.items()
+                        if k not in NOT_CONFIGURATION))
 
 
 def load_runs(root: Path) -> list[Run]:
@@ -80,53 +76,57 @@ def load_runs(root: Path) -> list[Run]:
     return runs
 
 
-def _median(xs: list[float]) -> float | None:
-    return round(statistics.median(xs), 3) if xs else None
+def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str]) -> dict[str, Any]:
+    """One run's share of its row: its configuration's columns, and its counts (zero when never checked)."""
+    res, settings = run.results, Settings.of(run.test)
+    counts = res.get("counts") or {}
+    ok, invoked = in_faults((res.get("timeline") or {}).get("availability") or {})
+    latency = ((res.get("latency_ms") or {}).get("send") or {}).get("ok") or {}
+    return {"cell": run.test.get("name", "?"), "acks": settings.acks, "min_insync": settings.min_insync,
+            "rf": cfg.get("topic.replication_factor"), "unclean": settings.unclean,
+            "idempotence": settings.idempotence, "nemesis": ",".join(cfg.get("nemesis.names") or ()) or None,
+            "other": " ".join(f"{k.split('.')[-1]}={cfg.get(k)}" for k in varying) or None,
+            "runs": 1, "valid": res.get("valid") is True, "invalid": res.get("valid") is False,
+            "checked": bool(counts), **{k: counts.get(k) or 0 for k in ("acked", "lost", "duplicate")},
+            "lost_in_promise": lost_in_promise(res, run.test) if counts else 0,
+            "ok_in_faults": ok, "invoked_in_faults": invoked,
+            "send_p50_ms": latency.get("p50"), "send_p99_ms": latency.get("p99"),
+            "promise": promise_of(run.test), "run_dirs": str(run.path.relative_to(root))}
 
 
-def _row(root: Path, key: tuple, runs: list[Run], varying: list[str]) -> dict[str, Any]:
-    cfg = dict(key)
-    settings = Settings.of(runs[0].test)
-    checked = [r.results for r in runs if r.results.get("counts")]
-    verdicts = [r.results.get("valid", "unknown") for r in runs]
-    total = {k: sum(c["counts"].get(k) or 0 for c in checked) for k in ("acked", "lost", "duplicate")}
-    total["lost_in_promise"] = sum(lost_in_promise(r.results, r.test) for r in runs if r.results.get("counts"))
-    avail = [in_faults((c.get("timeline") or {}).get("availability") or {}) for c in checked]
-    invoked = sum(a[1] for a in avail)
-    lat = [((c.get("latency_ms") or {}).get("send") or {}).get("ok") or {} for c in checked]
-    promise = promise_of(runs[0].test)
-    return {
-        "cell": ",".join(sorted({r.test.get("name", "?") for r in runs})),
-        "acks": settings.acks, "min_insync": settings.min_insync, "rf": cfg.get("topic.replication_factor"),
-        "unclean": settings.unclean, "idempotence": settings.idempotence,
-        "nemesis": ",".join(cfg.get("nemesis.names") or ()) or None,
-        "other": " ".join(f"{k.split('.')[-1]}={cfg.get(k)}" for k in varying) or None,
-        "runs": len(runs), "valid": verdicts.count(True), "invalid": verdicts.count(False),
-        "unknown": len(runs) - verdicts.count(True) - verdicts.count(False),
-        **{k: total[k] for k in ("acked", "lost", "duplicate")},
-        "lost_outside_promise": total["lost"] - total["lost_in_promise"],
-        "loss_rate": round(total["lost"] / total["acked"], 6) if total["acked"] else None,
-        "availability_in_faults": round(sum(a[0] for a in avail) / invoked, 4) if invoked else None,
-        "send_p50_ms": _median([x["p50"] for x in lat if x.get("p50") is not None]),
-        "send_p99_ms": max((x["p99"] for x in lat if x.get("p99") is not None), default=None),
-        "promise": promise.text,
-        "promise_held": None if not (promise.no_loss or promise.no_duplicates) or not checked
-        else not promise.broken(total),
-        "run_dirs": " ".join(str(r.path.relative_to(root)) for r in runs),
-    }
+def _rounded(s: pd.Series, digits: int) -> pd.Series:
+    # Python's round, not numpy's: numpy rounds 11.7225 to 11.722, where the value is above the half.
+    return s.map(lambda x: round(x, digits))
 
 
-def compare_rows(root: Path, runs: list[Run]) -> list[dict[str, Any]]:
-    """One row per configuration cell of `runs`, in the order cells first appear (sorted run paths)."""
-    groups: dict[tuple, list[Run]] = {}
-    for r in runs:
-        groups.setdefault(configuration(r.test), []).append(r)
-    keys = [dict(k) for k in groups]
-    shown = {"producer.acks", "topic.min_insync", "topic.replication_factor", "topic.unclean",
-             "producer.idempotence", "nemesis.names"}
-    varying = sorted(k for k in set().union(*keys) if k not in shown
-                     and len({repr(d.get(k)) for d in keys}) > 1) if keys else []
-    return [_row(Path(root), k, rs, varying) for k, rs in groups.items()]
+def _held(row: pd.Series) -> bool | None:
+    p = row["promise"]
+    return None if not (p.no_loss or p.no_duplicates) or not row["checked"] else not p.broken(row)
+
+
+def compare_rows(root: Path, runs: list[Run]) -> pd.DataFrame:
+    """One row per configuration cell of `runs` (columns COLUMNS, missing values None), in the order cells first
+    appear (sorted run paths): counts summed over repetitions, the median of their p50, the largest p99."""
+    configs = [configuration(r.test) for r in runs]
+    keys = [dict(c) for c in dict.fromkeys(configs)]
+    varying = sorted(k for k in set().union(*keys) if k not in SHOWN and len({repr(d.get(k)) for d in keys}) > 1)
+    # object columns keep ints and None as they are (rf, min_insync); only the measured columns are numbers
+    facts = pd.DataFrame([{"config": c, **_facts(Path(root), r, dict(c), varying)} for r, c in zip(runs, configs)],
+                         dtype=object).astype({**dict.fromkeys(SUMMED, "int64"), "send_p50_ms": float,
+                                               "send_p99_ms": float})
+    rows = facts.groupby("config", sort=False).agg({
+        "cell": lambda names: ",".join(sorted(set(names))), **dict.fromkeys((*ALWAYS, "other", "promise"), "first"),
+        **dict.fromkeys(SUMMED, "sum"), "send_p50_ms": "median", "send_p99_ms": "max", "run_dirs": " ".join})
+    rows["unknown"] = rows.runs - rows.valid - rows.invalid
+    rows["lost_outside_promise"] = rows.lost - rows.lost_in_promise
+    acked, invoked = rows.acked, rows.invoked_in_faults
+    rows["loss_rate"] = _rounded(rows.lost / acked.where(acked > 0), 6)
+    rows["availability_in_faults"] = _rounded(rows.ok_in_faults / invoked.where(invoked > 0), 4)
+    rows["send_p50_ms"] = _rounded(rows.send_p50_ms, 3)
+    rows["promise_held"] = rows.apply(_held, axis=1).astype(object)
+    rows["promise"] = [p.text for p in rows.promise]
+    out = rows[list(COLUMNS)].astype(object)
+    return out.where(out.notna(), None).reset_index(drop=True)
 
 
 def heatmap(rows: list[dict[str, Any]]) -> bytes | None:
@@ -139,32 +139,31 @@ def heatmap(rows: list[dict[str, Any]]) -> bytes | None:
     import matplotlib
     from matplotlib.figure import Figure
 
-    rows = [r for r in rows if r["acked"]]
-    if not rows:
+    df = pd.DataFrame(rows)
+    df = df.assign(nemesis=df.nemesis.fillna("none"), acks=df.acks.astype(str),
+                   min_insync=pd.to_numeric(df.min_insync, errors="coerce"))
+    df = df[(df.acked > 0) & df.acks.isin(HEATMAP_ACKS) & df.min_insync.notna()].astype({"min_insync": int})
+    if df.empty:
         return None
-    nemeses = sorted({r["nemesis"] or "none" for r in rows})
-    acks = [a for a in ("0", "1", "all") if any(str(r["acks"]) == a for r in rows)]
-    misr = sorted({r["min_insync"] for r in rows if isinstance(r["min_insync"], int)})
+    squares = df.groupby(["nemesis", "min_insync", "acks"]).agg(
+        lost=("lost", "sum"), acked=("acked", "sum"), outside=("lost_outside_promise", "sum"),
+        held=("promise_held", lambda h: h.dropna().all() if h.notna().any() else None))
+    squares["rate"] = squares.lost / squares.acked
+    nemeses, misr = sorted(set(df.nemesis)), sorted(set(df.min_insync))
+    acks = [a for a in HEATMAP_ACKS if a in set(df.acks)]
     fig = Figure(layout="constrained", figsize=(1.8 + 2.2 * len(nemeses) + 0.6 * len(acks), 1.6 + 0.8 * len(misr)))
     axes = fig.subplots(1, len(nemeses), squeeze=False, sharey=True)
     cmap = matplotlib.colormaps["Reds"].with_extremes(bad="#eeeeee")
-    top = max((r["lost"] / r["acked"] for r in rows), default=0) or 1e-9
+    top = (df.lost / df.acked).max() or 1e-9
     for ax, nem in zip(axes[0], nemeses):
-        grid = [[math.nan] * len(acks) for _ in misr]
-        for i, m in enumerate(misr):
-            for j, a in enumerate(acks):
-                cell = [r for r in rows if (r["nemesis"] or "none") == nem and str(r["acks"]) == a and r["min_insync"] == m]
-                if not cell:
-                    continue
-                lost, acked = sum(r["lost"] for r in cell), sum(r["acked"] for r in cell)
-                grid[i][j] = lost / acked
-                held = [r["promise_held"] for r in cell if r["promise_held"] is not None]
-                outside = sum(r.get("lost_outside_promise") or 0 for r in cell)
-                mark = ("\npromise held" if all(held) else "\nPROMISE BROKEN") if held else ""
-                mark += f"\n{outside} outside the guarantee" if held and outside else ""
-                ax.text(j, i, f"{lost}/{acked}{mark}", ha="center", va="center", fontsize=8,
-                        color="white" if grid[i][j] > top * 0.6 else "black")
-        im = ax.imshow(grid, cmap=cmap, vmin=0, vmax=top, aspect="auto")
+        panel = squares.loc[nem]
+        for s in panel.itertuples():
+            mark = "" if pd.isna(s.held) else "\npromise held" if s.held else "\nPROMISE BROKEN"
+            mark += f"\n{s.outside} outside the guarantee" if mark and s.outside else ""
+            ax.text(acks.index(s.Index[1]), misr.index(s.Index[0]), f"{s.lost}/{s.acked}{mark}", ha="center",
+                    va="center", fontsize=8, color="white" if s.rate > top * 0.6 else "black")
+        im = ax.imshow(panel.rate.unstack("acks").reindex(index=misr, columns=acks).to_numpy(float), cmap=cmap,
+                       vmin=0, vmax=top, aspect="auto")
         ax.set_xticks(range(len(acks)), [f"acks={a}" for a in acks])
         ax.set_yticks(range(len(misr)), [f"min.insync={m}" for m in misr])
         ax.set_title(nem.replace(",", ",\n"), fontsize=9)
@@ -173,11 +172,6 @@ def heatmap(rows: list[dict[str, Any]]) -> bytes | None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     return buf.getvalue()
-
-
-def _report_link(root: Path, run_dir: str) -> str:
-    rel = f"{run_dir}/report.html"
-    return link(rel, Path(run_dir).name) if (root / rel).exists() else esc(Path(run_dir).name)
 
 
 def write_compare(root: Path, title: str | None = None) -> list[dict[str, Any]]:
@@ -189,31 +183,15 @@ def write_compare(root: Path, title: str | None = None) -> list[dict[str, Any]]:
     runs = load_runs(root)
     if not runs:
         raise CompareError(f"{root}: no runs (directories with history.jsonl and test.json) below it")
-    rows = compare_rows(root, runs)
+    table = compare_rows(root, runs)
     tmp = root / ".compare.csv.tmp"
-    with open(tmp, "w", encoding="utf-8", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
+    table.to_csv(tmp, index=False, lineterminator="\r\n")  # CRLF, as the csv module and checks.csv write it
     os.replace(tmp, root / "compare.csv")
-    shown = [{**r, "valid": r["valid"], "promise_held": Raw(_held(r["promise_held"])),
-              "run_dirs": Raw(" ".join(_report_link(root, d) for d in r["run_dirs"].split()))} for r in rows]
-    cols = [c for c in COLUMNS if c != "other" or any(r["other"] for r in rows)]
-    image = heatmap(rows)
-    broken = [r for r in rows if r["promise_held"] is False]
-    body = (f"<h1>{esc(title or 'Comparison')}</h1><p class=muted>{len(runs)} runs in {len(rows)} configurations "
-            f"below <code>{esc(root)}</code>. Loss rate = lost / acked over every repetition; availability in "
-            f"faults = ok / invoked sends inside fault windows; p50 is the median of the runs' p50, p99 the "
-            f"largest of their p99.</p>"
-            f"<p>{_held(not broken)} {len(broken)} of {sum(r['promise_held'] is not None for r in rows)} "
-            f"configurations that promise something broke their promise.</p>"
-            + (png(image, "lost acknowledged writes over acks x min.insync.replicas per nemesis") if image else
-               "<p class=muted>No run acknowledged anything: no heatmap.</p>")
-            + "<h2>Configurations</h2>" + table(shown, cols) + f"<p>{link('compare.csv', 'compare.csv')}</p>")
-    write_page(root / "compare.html", title or f"kchaos compare {root.name}", body)
+    rows = table.to_dict("records")
+    write_page(root / "compare.html", title or f"kchaos compare {root.name}", template="compare.html.j2",
+               heading=title or "Comparison", root=root, runs=len(runs), rows=rows, heatmap=heatmap(rows),
+               columns=[c for c in COLUMNS if c != "other" or table.other.notna().any()],
+               broken=sum(r["promise_held"] is False for r in rows),
+               promising=sum(r["promise_held"] is not None for r in rows),
+               reported={d for dirs in table.run_dirs for d in dirs.split() if (root / d / "report.html").exists()})
     return rows
-
-
-def _held(held: bool | None) -> str:
-    return {True: '<span class="verdict valid-true">held</span>',
-            False: '<span class="verdict valid-false">BROKEN</span>'}.get(held, '<span class="muted">n/a</span>')

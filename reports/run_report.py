@@ -19,18 +19,20 @@ from typing import Any, Mapping
 from urllib.parse import quote
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from markupsafe import Markup
 
 from checkers.parquet import CheckInputError, convert
 from checkers.timeline import availability as timeline_availability
 from checkers.timeline import fault_windows
 from harness.faults import FAULTS_FILE, FaultCatalogue, FaultsError, run_faults
-from harness.monitor import ISR_FILE, read_isr
+from harness.evidence_files import ISR_FILE, read_isr
 from reports import plots
 from reports import ReportsInputError
-from reports.html import Raw, esc, link, png, table, verdict, write_page
+from reports.html import write_page, yes
 from reports.evidence_html import evidence_section
 from reports.explain import load_explanation
 from reports.promise import RULE, lost_in_promise, promise_of
@@ -93,17 +95,14 @@ def _sends(t: pa.Table) -> tuple[plots.Sends, list[dict[str, Any]]]:
     s = t.filter(pc.equal(t["f"], "send"))
     kind = _np(s["type"], "").astype(object)
     epoch = _np(s["epoch"], -1)
-    per_epoch: dict[int, dict[str, int]] = {}
-    for k in ("invoke", "ok", "fail", "info"):
-        es, ns = np.unique(epoch[kind == k], return_counts=True)
-        for e, n in zip(es.tolist(), ns.tolist()):
-            per_epoch.setdefault(e, {"epoch": e})["invoked" if k == "invoke" else k] = n
+    per_epoch = pd.crosstab(epoch, kind, rownames=["epoch"]).reindex(columns=["invoke", "ok", "fail", "info"],
+                                                                     fill_value=0).rename(columns={"invoke": "invoked"})
     done = (kind != "invoke") & s["latency_ns"].is_valid().to_numpy(zero_copy_only=False)
     time, lat = _np(s["time"], 0)[done], _np(s["latency_ns"], 0)[done]
     sends = plots.Sends(invoke_s=(time - lat) / 1e9, done_s=time / 1e9, latency_ms=lat / 1e6, type=kind[done],
                         partition=_np(s["partition"], plots.NULL)[done], value=_np(s["value"], plots.NULL)[done],
                         offset=_np(s["offset"], plots.NULL)[done])
-    return sends, sorted(per_epoch.values(), key=lambda r: r["epoch"])
+    return sends, per_epoch.reset_index().to_dict("records")
 
 
 def _events(t: pa.Table) -> list[dict[str, Any]]:
@@ -195,64 +194,14 @@ def anomaly_marks(results: Mapping[str, Any] | None) -> plots.Marks:
                        exposed_s=exposed, counts=r.get("counts") or {})
 
 
-def _yes(b: Any) -> str:
-    return {True: "yes", False: "no"}.get(b, "–" if b is None else str(b))
-
-
-def _header(d: RunData) -> str:
-    name = d.test.get("name") or d.run.parent.name
-    r = d.results
-    if r is None:
-        badge = '<span class="verdict valid-unknown">not checked</span>'
-    else:
-        badge = verdict(r.get("valid"))
-    counts = (r or {}).get("counts") or {}
-    loss = (r or {}).get("loss") or {}
-    promise = promise_of(d.test)
-    promised = promise.no_loss
-    lost = counts.get("lost")
-    inside = lost_in_promise(r or {}, d.test) if lost is not None else None
-    outside = [o for o in loss.get("outside") or [] if promised]
-    if r is None:
-        held = "not checked (no results.json: run <code>kchaos check</code> on this directory)"
-    elif lost is None:
-        held = "unknown (results.json has no loss count)"
-    elif not lost:
-        held = "yes: no acknowledged write was lost" if promised else "nothing was lost (nothing was promised)"
-    elif promised and inside:
-        held = (f'<strong class="valid-false">NO: {inside} acknowledged writes lost while an in-sync replica '
-                f'held them</strong>' + (f" ({lost - inside} more outside the guarantee)" if lost > inside else ""))
-    elif promised:
-        held = f"yes: the {lost} acknowledged writes lost were outside the guarantee"
-    else:
-        held = f"{lost} acknowledged writes lost, as the configuration allows"
-    errors = [f"{esc(k)}: {esc(c.get('error'))}" for k, c in ((r or {}).get("checkers") or {}).items()
-              if isinstance(c, dict) and c.get("error")]
-    p = d.test.get("producer") or {}
-    t = d.test.get("topic") or {}
-    stamp = f' <span class="muted">{esc(d.run.name)}</span>' if d.run.name != name else ""
-    lines = [f"<h1>{esc(name)}{stamp}</h1>",
-             f"<p>Verdict: {badge}</p>",
-             f"<p>Configuration promises no loss: <strong>{_yes(promised)}</strong> "
-             f"<span class=\"muted\">(acks={esc(p.get('acks', 'all'))}, min.insync={esc(t.get('min_insync'))}, "
-             f"unclean={esc(_yes(t.get('unclean')))}{'; ' + esc(promise.void) if promise.void else ''}; "
-             f"Kafka's guarantee: {esc(RULE)})</span>. Promise held: {held}.</p>"]
-    if outside:
-        lines.append("<p>Lost outside the guarantee:</p><ul>" + "".join(
-            f"<li>{o['count']} writes acknowledged {o['first_acked_s']}–{o['last_acked_s']} s: {esc(o['reason'])}</li>"
-            for o in outside) + "</ul>")
-    lines += [f'<p class="valid-false">checker error: {e}</p>' for e in errors]
-    lines += [f'<p class="valid-unknown">{esc(n)}</p>' for n in d.notes]
-    return "\n".join(lines)
-
-
-def _config(test: Mapping[str, Any]) -> str:
+def _settings(test: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The configuration table's rows (setting, value as text), from test.json."""
     t, p, c = test.get("topic") or {}, test.get("producer") or {}, test.get("cluster") or {}
     w, n, v = test.get("workload") or {}, test.get("nemesis") or {}, test.get("versions") or {}
     argv = test.get("argv")
     rows = [("acks", p.get("acks")), ("min.insync.replicas", t.get("min_insync")),
             ("replication factor", t.get("replication_factor")), ("partitions", t.get("partitions")),
-            ("unclean leader election", _yes(t.get("unclean"))), ("idempotence", _yes(p.get("idempotence"))),
+            ("unclean leader election", yes(t.get("unclean"))), ("idempotence", yes(p.get("idempotence"))),
             ("retries", p.get("retries")), ("max in flight", p.get("max_in_flight")),
             ("nemeses", ", ".join(n.get("names") or []) or "none"),
             ("fault interval / restart delay (s)", f"{n.get('interval')} / {n.get('restart_delay')}"),
@@ -261,10 +210,9 @@ def _config(test: Mapping[str, Any]) -> str:
             ("nodes / dedicated controllers", f"{c.get('nodes')} / {c.get('controllers')}"),
             ("storage", c.get("storage")), ("seed", test.get("seed")),
             ("kafka version", v.get("kafka") or c.get("kafka_version")),
-            ("command line", Raw(f"<code>{esc(shlex.join(map(str, argv)))}</code>") if argv else None)]
+            ("command line", shlex.join(map(str, argv)) if argv else None)]
     # Text, not numbers: one left-aligned column reads better than a ragged one.
-    return table([{"k": k, "v": val if isinstance(val, Raw) or val is None else str(val)} for k, val in rows],
-                 ["k", "v"], ["setting", "value"])
+    return [{"k": k, "v": None if val is None else str(val)} for k, val in rows]
 
 
 def _effect(kind: str, idempotence: bool) -> str:
@@ -274,101 +222,40 @@ def _effect(kind: str, idempotence: bool) -> str:
     return {"unknown": "makes the verdict unknown"}.get(e, e)
 
 
-def _anomalies(d: RunData) -> str:
-    r = d.results
-    if r is None:
-        return '<p class="muted">Not checked: no results.json.</p>'
-    counts, examples = r.get("counts") or {}, r.get("examples") or {}
-    idem = bool((d.test.get("producer") or {}).get("idempotence"))
-    rows = []
-    for kind, n in counts.items():
-        if kind == "acked":
-            continue
-        ex = ", ".join(json.dumps(x) for x in list(examples.get(kind) or [])[:10])
-        rows.append({"kind": kind, "count": Raw(f"<strong>{esc(n)}</strong>") if n else n,
-                     "effect": _effect(kind, idem) if n else "", "examples": ex})
-    stats = r.get("stats") or {}
-    head = (f"<p>{esc(counts.get('acked'))} values acknowledged; sends: {esc(stats.get('send_invoke'))} invoked, "
-            f"{esc(stats.get('send_ok'))} ok, {esc(stats.get('send_fail'))} fail, {esc(stats.get('send_info'))} "
-            f"info. Partitions whose final read completed: {esc(stats.get('partitions_complete'))}, "
-            f"did not: {esc(stats.get('partitions_incomplete'))}.</p>")
-    return head + table(rows, ["kind", "count", "effect", "examples"],
-                        ["anomaly", "count", "effect on verdict", "examples (up to 10)"])
+def _anomalies(d: RunData) -> list[dict[str, Any]]:
+    """A row per count of results.json but acked: its effect on the verdict (when not zero) and up to 10 examples."""
+    r = d.results or {}
+    examples, idem = r.get("examples") or {}, bool((d.test.get("producer") or {}).get("idempotence"))
+    return [{"kind": kind, "count": n, "effect": _effect(kind, idem) if n else "",
+             "examples": ", ".join(json.dumps(x) for x in list(examples.get(kind) or [])[:10])}
+            for kind, n in (r.get("counts") or {}).items() if kind != "acked"]
 
 
-def _availability(avail: Mapping[str, Any] | None) -> str:
+def _availability(avail: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Sends overall, inside applied fault windows (overall minus outside: overlaps count once) and outside them."""
     if not avail:
-        return '<p class="muted">No sends.</p>'
+        return []
     overall, outside = avail.get("overall") or {}, avail.get("outside_faults") or {}
     inside = {k: (overall.get(k) or 0) - (outside.get(k) or 0) for k in ("invoked", "ok", "fail", "info")}
     inside["ok_ratio"] = round(inside["ok"] / inside["invoked"], 4) if inside["invoked"] else None
-    rows = [{"when": w, **c} for w, c in (("overall", overall), ("in applied fault windows", inside),
+    return [{"when": w, **c} for w, c in (("overall", overall), ("in applied fault windows", inside),
                                           ("outside fault windows", outside))]
-    return ("<p>Sends by invocation time: how many were invoked and how they completed "
-            "(ok ratio = ok / invoked; invocations cut off by the end of the run have no completion).</p>" +
-            table(rows, ["when", "invoked", "ok", "fail", "info", "ok_ratio"],
-                  ["sends invoked", "invoked", "ok", "fail", "info", "ok ratio"]))
 
 
-def _latency_table(latency: Mapping[str, Any]) -> str:
-    if not latency:
-        return '<p class="muted">No completed sends.</p>'
-    rows = [{"type": k, **v} for k, v in latency.items()]
-    return table(rows, ["type", "count", "p50", "p90", "p99", "max"],
-                 ["completion", "count", "p50 ms", "p90 ms", "p99 ms", "max ms"])
-
-
-def _windows(d: RunData) -> str:
-    if not d.windows:
-        return '<p class="muted">No faults were injected.</p>'
+def _windows(d: RunData) -> list[dict[str, Any]]:
+    """A row per fault window, with its nemesis's colour and how many sends invoked inside it completed ok."""
     per = (d.availability or {}).get("windows") or []
     rows = []
-    for i, w in enumerate(d.windows):
+    for i, w in enumerate(d.windows or []):
         a = per[i] if i < len(per) else {}
-        targets = w.get("targets")
-        color = plots.nemesis_color(w.get("nemesis"), d.faults)
-        rows.append({"i": i + 1, "nemesis": Raw(f'<span style="color:{color}">&#9632;</span> {esc(w.get("nemesis"))}'),
-                     "f": w.get("f"), "start": w.get("start_s"), "end": w.get("end_s"),
-                     "dur": round(w["end_s"] - w["start_s"], 3) if w.get("end_s") is not None and
-                     w.get("start_s") is not None else None,
+        start, end, targets = w.get("start_s"), w.get("end_s"), w.get("targets")
+        rows.append({"i": i + 1, "nemesis": w.get("nemesis"), "color": plots.nemesis_color(w.get("nemesis"), d.faults),
+                     "f": w.get("f"), "start": start, "end": end,
+                     "dur": round(end - start, 3) if end is not None and start is not None else None,
                      "targets": ", ".join(map(str, targets)) if isinstance(targets, list) else targets,
-                     "applied": _yes(w.get("applied")),
+                     "applied": yes(w.get("applied")),
                      "sends": f"{a.get('ok')} / {a.get('invoked')}" if a.get("invoked") is not None else None})
-    return table(rows, ["i", "nemesis", "f", "start", "end", "dur", "targets", "applied", "sends"],
-                 ["#", "nemesis", "op", "start s", "end s", "duration s", "targets", "applied", "ok / invoked"])
-
-
-def _files(run: Path) -> str:
-    names = [n for n in ("history.jsonl", "results.json", "test.json", "schedule.json", FAULTS_FILE, ISR_FILE,
-                         "harness.log", "history.parquet") if (run / n).is_file()]
-    items = [link(quote(n), n) for n in names]
-    nodes = run / "nodes"
-    if nodes.is_dir():
-        for node in sorted(p for p in nodes.iterdir() if p.is_dir()):
-            files = sorted(f for f in node.iterdir() if f.is_file())
-            if files:
-                rel = [f"nodes/{node.name}/{f.name}" for f in files]
-                items.append(f"{esc(node.name)}: " + ", ".join(link(quote(r), Path(r).name) for r in rel))
-    return "<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
-
-
-def _plots(d: RunData) -> str:
-    w, c = d.windows, d.faults
-    parts = ["<h2>Send latency</h2>", png(plots.latency_png(d.sends, w, catalogue=c), "send latency over time"),
-             "<h2>Throughput</h2>", png(plots.throughput_png(d.sends, w, catalogue=c),
-                                        "sends per second by completion type"),
-             "<h2>Acknowledged offsets</h2>", png(plots.offsets_png(d.sends, w, anomaly_marks(d.results), catalogue=c),
-                                                  "acknowledged offsets per partition"),
-             "<h2>In-sync replicas</h2>"]
-    if d.isr is None:
-        parts.append(f'<p class="muted">No {ISR_FILE} in this run (runs record it from the ISR monitor on): '
-                     "no ISR plot.</p>")
-    else:
-        errors = sum(1 for s in d.isr if "error" in s)
-        parts.append(f"<p>{len(d.isr) - errors} partition samples, {errors} failed samples.</p>")
-        parts.append(png(plots.isr_png(d.isr, w, (d.test.get("topic") or {}).get("min_insync"), catalogue=c),
-                         "ISR size per partition over time"))
-    return "\n".join(parts)
+    return rows
 
 
 def write_report(run: Path) -> Path:
@@ -380,15 +267,24 @@ def write_report(run: Path) -> Path:
     """
     d = load_run(Path(run))
     name = d.test.get("name") or d.run.parent.name
-    body = "\n".join([
-        _header(d),
-        "<h2>Configuration</h2>", _config(d.test),
-        "<h2>Anomalies</h2>", _anomalies(d),
-        *evidence_section(d.run, load_explanation(d.run)),
-        "<h2>Availability</h2>", _availability(d.availability),
-        "<h2>Send latency quantiles</h2>", _latency_table(d.latency),
-        "<h2>Fault windows</h2>", _windows(d),
-        _plots(d),
-        "<h2>Files</h2>", _files(d.run),
-    ])
-    return write_page(d.run / REPORT_FILE, f"kchaos: {name} {d.run.name}", body)
+    lost = ((d.results or {}).get("counts") or {}).get("lost")
+    w, c = d.windows, d.faults
+    pngs = {"latency": plots.latency_png(d.sends, w, catalogue=c),
+            "throughput": plots.throughput_png(d.sends, w, catalogue=c),
+            "offsets": plots.offsets_png(d.sends, w, anomaly_marks(d.results), catalogue=c)}
+    if d.isr is not None:
+        errors = sum(1 for s in d.isr if "error" in s)
+        pngs.update(isr=plots.isr_png(d.isr, w, (d.test.get("topic") or {}).get("min_insync"), catalogue=c),
+                    isr_samples=len(d.isr) - errors, isr_errors=errors)
+    nodes = sorted(p for p in (d.run / "nodes").iterdir() if p.is_dir()) if (d.run / "nodes").is_dir() else []
+    return write_page(
+        d.run / REPORT_FILE, f"kchaos: {name} {d.run.name}", template="report.html.j2", d=d, name=name, rule=RULE,
+        promise=promise_of(d.test), lost=lost,
+        inside=None if lost is None else lost_in_promise(d.results or {}, d.test),
+        settings=_settings(d.test), anomalies=_anomalies(d), availability=_availability(d.availability),
+        latency=[{"type": k, **v} for k, v in d.latency.items()], windows=_windows(d), plots=pngs, isr_file=ISR_FILE,
+        evidence=Markup("".join(evidence_section(d.run, load_explanation(d.run)))),
+        files=[(quote(f), f) for f in ("history.jsonl", "results.json", "test.json", "schedule.json", FAULTS_FILE,
+                                       ISR_FILE, "harness.log", "history.parquet") if (d.run / f).is_file()],
+        nodes=[(n.name, [(quote(f"nodes/{n.name}/{f}"), f) for f in files]) for n in nodes
+               if (files := sorted(f.name for f in n.iterdir() if f.is_file()))])

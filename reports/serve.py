@@ -25,7 +25,7 @@ from typing import Any, Callable
 from urllib.parse import quote, unquote, urlsplit
 
 from reports import ReportsInputError
-from reports.html import Raw, esc, link, page, table, verdict
+from reports.html import render
 
 __all__ = ["ServeError", "make_server", "serve", "server_url"]
 
@@ -170,8 +170,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return self._send(302, TEXT, b"", True, [("Location", _href(rel, True))])
             if not self.path.split("?", 1)[0].split("#", 1)[0].endswith("/"):
                 return self._send(301, TEXT, b"", True, [("Location", _href(rel, True))])
-            title, body = store.page_for(real, rel)
-            return self._send(200, "text/html; charset=utf-8", page(title, body).encode(), head,
+            return self._send(200, "text/html; charset=utf-8", store.page(real, rel).encode(), head,
                               [("Content-Security-Policy", CSP), ("Cache-Control", "no-cache")])
         if real.is_file():
             return self._file(real, head)
@@ -245,26 +244,6 @@ def _when(stamp: str) -> str:
     return f"{m[1]}-{m[2]}-{m[3]} {m[4]}:{m[5]}:{m[6]}Z" if m else stamp
 
 
-def _badge(info: dict[str, Any]) -> Raw:
-    return Raw(verdict(info["valid"]) if info["checked"] else '<span class="verdict muted">not checked</span>')
-
-
-def _links(*pairs: tuple[str | None, str]) -> Raw:
-    return Raw(" · ".join(link(href, text) for href, text in pairs if href))
-
-
-def _table(rows: list[dict[str, Any]], cols: tuple[tuple[str, str], ...]) -> str:
-    if not rows:
-        return '<p class="muted">none</p>'
-    return table(rows, [c for c, _ in cols], [h for _, h in cols])
-
-
-RUN_COLS = (("test", "test"), ("started", "started"), ("verdict", "verdict"), ("acks", "acks"),
-            ("min_insync", "min.insync"), ("nemesis", "nemeses"), ("acked", "acked"), ("lost", "lost"),
-            ("files", "files"))
-SUITE_RUN_COLS = (("cell", "cell"), ("rep", "rep"), ("status", "status"), *RUN_COLS[2:])
-SUITE_COLS = (("suite", "suite"), ("started", "started"), ("runs", "runs"), ("valid", "valid"),
-              ("invalid", "invalid"), ("unknown", "unknown"), ("files", "files"))
 SUITE_FILES = ("compare.html", "compare.csv", "report.xml", "suite.yaml", "suite.json")
 
 
@@ -322,18 +301,15 @@ class _Store:
         res = self.json(run / "results.json", ("valid", "counts"))
         rel = self.rel(run) or ()
         names = _get(test, "nemesis", "names")
-        info = {"rel": rel, "name": test.get("name") or run.parent.name, "stamp": _stamp(run),
-                "checked": res is not None, "valid": (res or {}).get("valid", "unknown"),
+        stamp = _stamp(run)
+        return {"rel": rel, "href": _href(rel, True), "name": test.get("name") or run.parent.name, "stamp": stamp,
+                "started": _when(stamp), "checked": res is not None, "valid": (res or {}).get("valid", "unknown"),
                 "acks": _get(test, "producer", "acks"), "min_insync": _get(test, "topic", "min_insync"),
                 "nemesis": ",".join(map(str, names)) if isinstance(names, list) else None,
                 "acked": _get(res, "counts", "acked"), "lost": _get(res, "counts", "lost"),
-                "test": Raw(link(_href(rel, True), test.get("name") or run.parent.name)),
-                "files": _links((_href(rel + ("report.html",)) if (run / "report.html").is_file() else None,
-                                 "report"), (_href(rel + ("results.json",)) if res is not None else None,
-                                             "results.json"),
-                                (_href(rel + ("history.jsonl",)), "history.jsonl"), (_href(rel, True), "files"))}
-        info.update(started=_when(info["stamp"]), verdict=_badge(info))
-        return info
+                "files": [(_href(rel + ("report.html",)) if (run / "report.html").is_file() else None, "report"),
+                          (_href(rel + ("results.json",)) if res is not None else None, "results.json"),
+                          (_href(rel + ("history.jsonl",)), "history.jsonl"), (_href(rel, True), "files")]}
 
     def suite_info(self, suite: Path) -> dict[str, Any]:
         """A suite's name, stamp, run rows (progress.jsonl's cell, rep, status + run_info) and verdict counts."""
@@ -354,66 +330,45 @@ class _Store:
                 info.update(checked=True, valid=e["valid"])
             cell = e.get("cell")
             cell = " ".join(f"{k}={v}" for k, v in cell.items()) if isinstance(cell, dict) else cell
-            runs.append({**info, "cell": cell, "rep": e.get("rep"), "status": e.get("status"),
-                         "verdict": _badge(info)})
+            runs.append({**info, "cell": cell, "rep": e.get("rep"), "status": e.get("status")})
         v = [r["valid"] if r["checked"] else None for r in runs]
         rel = self.rel(suite) or ()
-        name = meta.get("name") or suite.parent.name
-        return {"rel": rel, "meta": meta, "run_rows": runs, "name": name, "stamp": _stamp(suite),
-                "suite": Raw(link(_href(rel, True), name)), "started": _when(_stamp(suite)), "runs": len(runs),
-                "valid": sum(x is True for x in v), "invalid": sum(x is False for x in v),
+        return {"rel": rel, "href": _href(rel, True), "name": meta.get("name") or suite.parent.name,
+                "file": meta.get("file"), "stamp": _stamp(suite), "started": _when(_stamp(suite)), "run_rows": runs,
+                "runs": len(runs), "valid": sum(x is True for x in v), "invalid": sum(x is False for x in v),
                 "unknown": sum(x is not True and x is not False for x in v),
-                "files": _links(*((_href(rel + (f,)) if (suite / f).is_file() else None, f) for f in SUITE_FILES))}
+                "files": [(_href(rel + (f,)) if (suite / f).is_file() else None, f) for f in SUITE_FILES]}
 
-    def page_for(self, real: Path, rel: tuple[str, ...]) -> tuple[str, str]:
-        """(title, body HTML) of the page for directory `real`: suite, run, index or listing."""
-        crumbs = [link("/", self.root.name or "store")] + [link(_href(rel[:i + 1], True), p)
-                                                           for i, p in enumerate(rel)]
-        head = f'<p class="muted">{" / ".join(crumbs)}</p>\n'
+    def page(self, real: Path, rel: tuple[str, ...]) -> str:
+        """The HTML page for directory `real`: suite, run, index or listing."""
+        crumbs = [("/", self.root.name or "store")] + [(_href(rel[:i + 1], True), p) for i, p in enumerate(rel)]
+        page: dict[str, Any] = {"crumbs": crumbs, "path": "/".join(rel), "listing": self._listing(real, rel)}
         if (real / "suite.json").is_file():
-            s = self.suite_info(real)
-            f = s["meta"].get("file")
-            return f"kchaos suite: {s['name']} {s['stamp']}", head + "\n".join([
-                f"<h1>Suite {esc(s['name'])}</h1>",
-                f"<p>started {esc(s['started'])} · {s['runs']} runs: {s['valid']} valid, {s['invalid']} invalid, "
-                f"{s['unknown']} unknown" + (f" · from <code>{esc(f)}</code>" if isinstance(f, str) else "") + "</p>",
-                f"<p>{s['files'].html}</p>", "<h2>Runs</h2>", _table(s["run_rows"], SUITE_RUN_COLS),
-                "<h2>Files</h2>", self._listing(real, rel)])
-        if (real / "history.jsonl").is_file():
-            return self._run_page(real, rel, head)
-        if real != self.root:
-            return f"kchaos: {'/'.join(rel)}", head + self._listing(real, rel)
-        suites, runs = self.scan(self.root)
-        latest = (self.root / "latest").resolve()
-        body = [f"<h1>kchaos results: {esc(self.root.name)}</h1>"]
-        if (self.root / "latest").is_symlink() and latest.is_dir() and self.rel(latest):
-            body.append(f"<p>{link('/latest/', 'latest run')}: <code>{esc('/'.join(self.rel(latest)))}</code></p>")
-        sinfo = sorted((self.suite_info(d) for d in suites), key=lambda x: (x["stamp"], x["rel"]), reverse=True)
-        rinfo = sorted((self.run_info(d) for d in runs), key=lambda x: (x["stamp"], x["rel"]), reverse=True)
-        body += [f"<h2>Suites ({len(sinfo)})</h2>", _table(sinfo, SUITE_COLS),
-                 f"<h2>Runs ({len(rinfo)})</h2>", _table(rinfo, RUN_COLS),
-                 "<h2>Files</h2>", self._listing(self.root, ())]
-        return f"kchaos results: {self.root.name}", head + "\n".join(body)
+            page["suite"] = self.suite_info(real)
+        elif (real / "history.jsonl").is_file():
+            r = page["run"] = self.run_info(real)
+            test = self.json(real / "test.json") or {}
+            counts = _get(self.json(real / "results.json", ("valid", "counts")), "counts")
+            page["counts"] = counts if isinstance(counts, dict) else {}
+            page["settings"] = {"acks": r["acks"], "min.insync.replicas": r["min_insync"],
+                                "unclean election": _get(test, "topic", "unclean"),
+                                "idempotence": _get(test, "producer", "idempotence"), "nemeses": r["nemesis"],
+                                "seed": test.get("seed"), "time limit (s)": test.get("time_limit"),
+                                "nodes": _get(test, "cluster", "nodes"),
+                                "kafka": _get(test, "cluster", "kafka_version")}
+        elif real == self.root:
+            suites, runs = self.scan(self.root)
+            latest = (self.root / "latest").resolve()
+            shown = (self.root / "latest").is_symlink() and latest.is_dir() and self.rel(latest)
+            page["index"] = {"name": self.root.name, "latest": "/".join(self.rel(latest) or ()) if shown else None,
+                             "suites": sorted(map(self.suite_info, suites), key=lambda x: (x["stamp"], x["rel"]),
+                                              reverse=True),
+                             "runs": sorted(map(self.run_info, runs), key=lambda x: (x["stamp"], x["rel"]),
+                                            reverse=True)}
+        return render("serve.html.j2", **page)
 
-    def _run_page(self, run: Path, rel: tuple[str, ...], head: str) -> tuple[str, str]:
-        info = self.run_info(run)
-        test = self.json(run / "test.json") or {}
-        counts = _get(self.json(run / "results.json", ("valid", "counts")), "counts") or {}
-        settings = {"acks": info["acks"], "min.insync.replicas": info["min_insync"],
-                    "unclean election": _get(test, "topic", "unclean"),
-                    "idempotence": _get(test, "producer", "idempotence"), "nemeses": info["nemesis"],
-                    "seed": test.get("seed"), "time limit (s)": test.get("time_limit"),
-                    "nodes": _get(test, "cluster", "nodes"), "kafka": _get(test, "cluster", "kafka_version")}
-        body = [f'<h1>{esc(info["name"])} <span class="muted">{esc(info["stamp"])}</span></h1>',
-                f"<p>{info['verdict'].html} · {info['files'].html}</p>", "<h2>Configuration</h2>",
-                table([{"k": k, "v": v} for k, v in settings.items()], ["k", "v"], ["setting", "value"])]
-        if isinstance(counts, dict) and counts:
-            body += ["<h2>Counts</h2>", table([{"k": k, "v": v} for k, v in counts.items()], ["k", "v"],
-                                              ["kind", "count"])]
-        body += ["<h2>Files</h2>", self._listing(run, rel)]
-        return f"kchaos run: {info['name']} {info['stamp']}", head + "\n".join(body)
-
-    def _listing(self, d: Path, rel: tuple[str, ...]) -> str:
+    def _listing(self, d: Path, rel: tuple[str, ...]) -> list[dict[str, Any]]:
+        """The entries of directory `d` that may be shown (directories first): link, size, modification time."""
         rows = []
         try:
             entries = sorted(os.scandir(d), key=lambda e: (not e.is_dir(), e.name))
@@ -429,7 +384,7 @@ class _Store:
             if inside is None or any(p.startswith(".") for p in inside):
                 continue  # a symlink out of the store, or into a hidden place
             is_dir = real.is_dir()
-            rows.append({"name": Raw(link(_href(rel + (e.name,), is_dir), e.name + ("/" if is_dir else ""))),
+            rows.append({"href": _href(rel + (e.name,), is_dir), "name": e.name + ("/" if is_dir else ""),
                          "size": None if is_dir else st.st_size,
                          "modified": datetime.fromtimestamp(st.st_mtime, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")})
-        return table(rows, ["name", "size", "modified"]) if rows else '<p class="muted">empty</p>'
+        return rows

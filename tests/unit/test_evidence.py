@@ -154,7 +154,11 @@ class FakeCluster:
             return 1, "find: '/var/lib/kafka/data': Transport endpoint is not connected"
         return 0, "".join(f"{size} {rel}\n" for rel, size in self.listings[node])
 
+    def data_dir(self, node):
+        return "/var/lib/kafka/data"
+
     def copy_out(self, node, directory, files, dest):
+        assert directory == self.data_dir(node)
         self.copied[node] = list(files)
         for f in files:
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
