@@ -297,7 +297,7 @@ def test_unknown_host_key_is_refused_unless_accepted(sshd, tmp_path):
     with pytest.raises(HostKeyUnknown) as e:
         strict.run(["true"], timeout=5)
     assert str(e.value).startswith(f"n1 (127.0.0.1:{sshd.port}): host key not in {kh} (ssh-ed25519 SHA256:")
-    assert str(e.value).endswith("pass --accept-unknown-host-keys to trust it")
+    assert str(e.value).endswith("set accept_unknown_host_keys: true in the hosts file to trust it")
     assert strict.accepted_host_key is None
 
     trusting = SshRemote("n1", "127.0.0.1", port=sshd.port, key=sshd.client_key, known_hosts=kh,
