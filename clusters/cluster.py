@@ -19,7 +19,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_f
 from clusters import admin
 from clusters.distribution import KafkaDist
 from clusters.kafka_node import KafkaNode, NodeError
-from clusters.kraft import BROKER_PORT, NodeSpec, server_properties
+from clusters.kraft import NodeSpec, server_properties
 from harness.config import ClusterConfig
 
 log = logging.getLogger("kchaos.cluster")
@@ -101,7 +101,7 @@ class KafkaCluster:
     # --- addresses -----------------------------------------------------------------
     def bootstrap(self) -> str:
         """`bootstrap.servers` for clients: every broker's PLAINTEXT listener."""
-        return ",".join(f"{self.by_name[n].address}:{BROKER_PORT}" for n in self.nodes)
+        return ",".join(self._listener(n) for n in self.nodes)
 
     def node_of(self, broker_id: int) -> str | None:
         """Node name of a broker/controller id, or None when the id is unknown (e.g. -1, no leader)."""
@@ -114,6 +114,10 @@ class KafkaCluster:
     def address(self, node: str) -> str:
         """`node`'s address, as peers and clients reach it."""
         return self.by_name[node].address
+
+    def _listener(self, node: str) -> str:
+        spec = self.by_name[node]
+        return f"{spec.address}:{spec.port}"
 
     def client_address(self) -> str:
         """The address the nodes see clients (this host) connect from."""
@@ -132,7 +136,7 @@ class KafkaCluster:
 
     def data_dir(self, node: str) -> str:
         """Kafka's log directory on `node`."""
-        return self.node(node).layout.data_dir
+        return self.node(node).data_dir
 
     # --- lifecycle -----------------------------------------------------------------
     def setup(self) -> None:
@@ -148,7 +152,7 @@ class KafkaCluster:
 
     def _configure(self, name: str) -> None:
         spec, node = self.by_name[name], self.node(name)
-        props = server_properties(spec, self.specs, self.cfg, data_dir=node.layout.data_dir,
+        props = server_properties(spec, self.specs, self.cfg, data_dir=node.data_dir,
                                   bind=self.provisioner.bind)
         self.node_dir(name).mkdir(parents=True, exist_ok=True)
         node.configure(props, self.provisioner.node_env(name))
@@ -163,7 +167,8 @@ class KafkaCluster:
         made. Idempotent; never raises for a node that is already gone."""
         for name in list(self._nodes):
             try:
-                self.node(name).kill()
+                if self.node(name).owns_kafka:  # an operator's own Kafka is left running
+                    self.node(name).kill()
                 self.provisioner.collect(name, self.node_dir(name))
             except Exception as e:  # noqa: BLE001 - a node that is gone has nothing left to stop
                 log.warning("%s: not stopped or collected at teardown: %s", name, e)
@@ -197,7 +202,7 @@ class KafkaCluster:
             missing = set()
             for node in self.nodes:
                 try:
-                    missing |= want - admin.registered_brokers(f"{self.address(node)}:{BROKER_PORT}")
+                    missing |= want - admin.registered_brokers(self._listener(node))
                 except Exception:  # noqa: BLE001 - any client error just means "not yet"
                     missing.add(self.id_of(node))
             if missing:
@@ -218,7 +223,7 @@ class KafkaCluster:
         for a in Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(1), reraise=True):
             with a:
                 for node in self.nodes:
-                    parts = admin.partitions(f"{self.address(node)}:{BROKER_PORT}", topic)
+                    parts = admin.partitions(self._listener(node), topic)
                     short = {p: s.isr for p, s in parts.items() if s.leader < 0 or len(s.isr) < rf}
                     if not parts or short:
                         raise ClusterError(f"topic {topic} not fully in sync on {node} after {timeout:.0f}s: {short}")

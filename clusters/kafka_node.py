@@ -67,6 +67,8 @@ class KafkaNode:
     """Kafka on the node `spec`, reached through `remote`, laid out as `layout`. With `sudo`, every
     command runs as root (`sudo -n`): faults need iptables, tc and FUSE."""
 
+    owns_kafka = True  # kchaos made this Kafka: teardown stops it (an operator's own is left running)
+
     def __init__(self, spec: NodeSpec, remote: Remote, layout: NodeLayout = NodeLayout(), *, sudo: bool = False):
         self.spec, self.remote, self.layout, self.sudo = spec, remote, layout, sudo
 
@@ -74,6 +76,11 @@ class KafkaNode:
     def name(self) -> str:
         """The node's name in the test (n1)."""
         return self.spec.name
+
+    @property
+    def data_dir(self) -> str:
+        """Kafka's log directory on the node."""
+        return self.layout.data_dir
 
     def run(self, cmd: Command, *, timeout: float = 60.0, check: bool = False, stdin: bytes | None = None) -> Result:
         """Run `cmd` on the node (as root when the node says sudo)."""
@@ -106,14 +113,17 @@ class KafkaNode:
         jar = f"{self.layout.libs}/kafka_2.13-{dist.version}.jar"
         self.run(["mkdir", "-p", self.layout.bin, self.layout.libs, self.layout.conf, self.layout.data,
                   self.layout.run], check=True)
-        files = {name: NODE_DIR / name for name in SCRIPTS}
-        if lazyfs_bin is not None:
-            files["lazyfs"] = lazyfs_bin
-        self._untar(_tar(files), self.layout.bin)
+        self._install_scripts(lazyfs_bin)
         if self.run(["test", "-f", jar]).ok:
             return False
         self._untar(_tar({p.name: p for p in sorted(dist.libs.iterdir()) if p.is_file()}), self.layout.libs)
         return True
+
+    def _install_scripts(self, lazyfs_bin: Path | None) -> None:
+        files = {name: NODE_DIR / name for name in SCRIPTS}
+        if lazyfs_bin is not None:
+            files["lazyfs"] = lazyfs_bin
+        self._untar(_tar(files), self.layout.bin)
 
     def _untar(self, tar: Path, dest: str) -> None:
         """Upload a tar file and unpack it into `dest` (as root when sudo: the upload itself is the login's)."""

@@ -19,6 +19,7 @@ class NodeSpec:
     node_id: int
     address: str
     roles: tuple[str, ...]
+    port: int = BROKER_PORT  # the broker listener clients and followers use
 
     @property
     def is_broker(self) -> bool:

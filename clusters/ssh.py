@@ -23,8 +23,9 @@ from typing import Any, Callable, TypeVar
 from clusters import lazyfs
 from clusters.cluster import ClusterError, HostCheckError
 from clusters.distribution import KafkaDist
+from clusters.kafka_external import ExternalKafkaNode
 from clusters.kafka_node import KafkaNode, NodeLayout
-from clusters.kraft import NodeSpec
+from clusters.kraft import BROKER_PORT, NodeSpec
 from clusters.remote import Remote
 from harness.config import ClusterConfig
 from harness.hosts import Host, HostsFile, to_remote
@@ -37,8 +38,12 @@ T = TypeVar("T")
 # What a host must have: checked as root (the faults need it), so sbin is on the PATH.
 _PREREQUISITES = r"""
 missing=""
-v=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
-[ "${v:-0}" -ge 17 ] 2>/dev/null || missing="$missing java-17-or-newer"
+if [ "$2" = managed ]; then
+  v=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
+  [ "${v:-0}" -ge 17 ] 2>/dev/null || missing="$missing java-17-or-newer"
+else
+  command -v ss >/dev/null || missing="$missing ss"
+fi
 for c in iptables tc ip tar timeout pgrep setsid; do command -v "$c" >/dev/null || missing="$missing $c"; done
 if [ "$1" = lazyfs ]; then
   [ -c /dev/fuse ] || missing="$missing /dev/fuse"
@@ -49,9 +54,11 @@ echo "missing:$missing"
 
 
 def specs_of(hosts: HostsFile) -> list[NodeSpec]:
-    """The nodes of a hosts file: node ids 1..N in file order, at the address clients reach Kafka."""
+    """The nodes of a hosts file, at the address (and port) clients reach Kafka: node ids 1..N in file
+    order for a managed Kafka, the file's node_id for an external one."""
     roles = {"both": ("broker", "controller"), "broker": ("broker",), "controller": ("controller",)}
-    return [NodeSpec(h.name, i, h.kafka_address, roles[h.role]) for i, h in enumerate(hosts.nodes, 1)]
+    return [NodeSpec(h.name, h.external.node_id if h.external else i, h.kafka_address, roles[h.role],
+                     h.external.kafka_port if h.external else BROKER_PORT) for i, h in enumerate(hosts.nodes, 1)]
 
 
 def each(items: list[T], fn: Callable[[T], object]) -> list:
@@ -66,9 +73,6 @@ class SshProvisioner:
     kind = "ssh"
 
     def __init__(self, cfg: ClusterConfig, hosts: HostsFile, *, connect_timeout: float = 10.0):
-        if hosts.external:
-            raise ClusterError(f"{hosts.path}: kafka: external hosts are not supported by this version's "
-                               "SSH backend; use managed hosts")
         self.cfg, self.hosts = cfg, hosts
         self.specs = specs_of(hosts)
         # Kafka's address is another than the host's own (client_address, behind a NAT): listen everywhere.
@@ -86,6 +90,8 @@ class SshProvisioner:
 
     def _node(self, h: Host) -> KafkaNode:
         spec = next(s for s in self.specs if s.name == h.name)
+        if h.external:
+            return ExternalKafkaNode(spec, self.remotes[h.name], self._layout(), h.external, sudo=h.sudo)
         return KafkaNode(spec, self.remotes[h.name], self._layout(), sudo=h.sudo)
 
     # --- before the run directory ----------------------------------------------------------
@@ -124,7 +130,8 @@ class SshProvisioner:
         elif node.run(["id", "-u"], timeout=20).stdout.strip() != "0":
             raise HostCheckError(f"{who}: {h.user} is not root, and the faults need root: set `sudo: true`")
         storage = "lazyfs" if self.cfg.storage == "lazyfs" else "plain"
-        r = node.run(["sh", "-c", _PREREQUISITES, "sh", storage], timeout=60)
+        r = node.run(["sh", "-c", _PREREQUISITES, "sh", storage, "external" if h.external else "managed"],
+                     timeout=60)
         if not r.ok or "missing:" not in r.stdout:
             raise HostCheckError(f"{who}: the prerequisite check did not run ({r.exit_code}): "
                                  f"{(r.stderr or r.stdout).strip()[-200:]}")
@@ -166,7 +173,8 @@ class SshProvisioner:
         """Storage, heap, the interface faults shape, and the SSH port no drop rule may cut."""
         env = {"KAFKA_HEAP": "384m", "KCHAOS_STORAGE": self.cfg.storage,
                "KCHAOS_DEV": self._devices.get(node, "eth0"),
-               "KCHAOS_CONTROL_PORT": str(self.hosts.host(node).port)}
+               "KCHAOS_CONTROL_PORT": str(self.hosts.host(node).port),
+               "KCHAOS_KAFKA_PORT": str(next(s.port for s in self.specs if s.name == node))}
         if self.cfg.writeback_age_s:
             env["KCHAOS_WRITEBACK_AGE"] = f"{self.cfg.writeback_age_s:g}"
         return env

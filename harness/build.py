@@ -93,11 +93,30 @@ def preflight(cfg: TestConfig) -> TestConfig:
 def _from_hosts(cfg: TestConfig, hosts: HostsFile) -> TestConfig:
     """The cluster's shape from the hosts file: its brokers, and its dedicated controllers if any."""
     if hosts.external:
-        raise ConfigError(f"{hosts.path}: kafka: external hosts are read but not yet run by the SSH backend; "
-                          "list managed hosts (kchaos installs Kafka there)")
+        _external_faults(cfg, hosts)
+        if cfg.cluster.storage == "auto":
+            cfg = cfg.with_(cluster=replace(cfg.cluster, storage="plain"))
+        elif cfg.cluster.storage != "plain":
+            raise ConfigError(f"{hosts.path}: an external Kafka keeps its own storage: --storage "
+                              f"{cfg.cluster.storage} cannot apply (use plain or auto)")
     dedicated = sum(1 for h in hosts.nodes if h.is_controller and not h.is_broker)
     return cfg.with_(cluster=replace(cfg.cluster, hosts=str(hosts.path), nodes=len(hosts.brokers),
                                      controllers=dedicated))
+
+
+def _external_faults(cfg: TestConfig, hosts: HostsFile) -> None:
+    """ConfigError for a fault an operator's own Kafka cannot take: kchaos cannot put its log directory
+    on lazyfs (power and disk faults), cannot name its process for a duty cycle (cpu-starve), and
+    pauses it only with the file's pause and resume commands."""
+    n = cfg.nemesis
+    specs = [s for s in n.names if s not in ("none", "mix")]
+    bad = [s for s in specs if nemeses.split(s)[0].needs_lazyfs or nemeses.split(s)[0].name == "cpu-starve"]
+    if "mix" in n.names and nemeses.needs_lazyfs(("mix",), n.mix_families):
+        bad.append("mix (its page-cache family)")
+    if not hosts.can_pause:
+        bad += [s for s in specs if "pause" in nemeses.split(s)[0].fs]
+    if bad:
+        raise ConfigError(f"{hosts.path}: an external Kafka cannot take {', '.join(bad)} (docs/hosts.md)")
 
 
 def build_test(cfg: TestConfig) -> Test:

@@ -4,6 +4,7 @@ started and removed by kchaos; faults made on the hosts; `kchaos cleanup --hosts
 harness; the connection errors, each one line naming the host, before anything is created."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -196,3 +197,47 @@ def test_connection_errors_are_one_line_naming_the_host_and_create_nothing(hosts
         errors = [line for line in proc.stderr.splitlines() if line.startswith("kchaos:")]
         assert proc.returncode == 4 and len(errors) == 1 and errors[0].startswith("kchaos: error: n"), (what, proc.stderr)
         assert not store.exists(), what  # nothing created
+
+
+def test_an_operators_own_kafka_is_driven_by_their_commands_and_left_running(hosts: SshHosts, tmp_path):
+    # The operator's Kafka: installed into /opt/operator (by kchaos's managed layer, as any installer would)
+    # and left running; from here on kchaos knows it only through the hosts file's commands.
+    hf = load_hosts(hosts.hosts_file)
+    operator = dataclasses.replace(hf, dir="/opt/operator")
+    cfg = ClusterConfig(storage="plain")
+    prov = SshProvisioner(cfg, operator)
+    prov.prepare(resolve(cfg.kafka_version), print)
+    theirs = KafkaCluster(cfg, prov, tmp_path / "operator")
+    ctl = "/opt/operator/bin/kafka-ctl"
+    doc = yaml.safe_load(hosts.hosts_file.read_text())
+    for i, n in enumerate(doc["nodes"], 1):
+        n.update(kafka="external", node_id=i, data_dir="/opt/operator/data/data",
+                 commands={"start": f"{ctl} start", "stop": f"{ctl} stop", "kill": f"{ctl} kill",
+                           "pause": f"{ctl} pause", "resume": f"{ctl} resume"})
+    external = tmp_path / "external.yaml"
+    external.write_text(yaml.safe_dump(doc))
+    try:
+        theirs.setup()
+        before = on_hosts(hosts, "pgrep -f 'kafka.Kafka /opt/operator/conf/server.properties'")
+        refused = kchaos("run", "--hosts", str(external), "--nemesis", "power-fail", "--store", str(tmp_path / "x"))
+        assert refused.returncode == 3 and "external Kafka cannot take power-fail" in refused.stderr, refused.stderr
+        store = tmp_path / "results"
+        proc = kchaos("run", "--hosts", str(external), "--acks", "all", "--min-insync", "2", "--nemesis",
+                      "kill-leader,partition-leader", "--interval", "8", "--time-limit", "30", "--rate", "50",
+                      "--seed", "11", "--store", str(store))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        run = (store / "latest").resolve()
+        results = json.loads((run / "results.json").read_text())
+        assert results["valid"] is True and results["counts"]["lost"] == 0 and results["counts"]["acked"] > 50
+        done = {o["f"] for o in read_history(run / "history.jsonl") if o["process"] == "nemesis" and o["type"] == "ok"}
+        assert {"kill", "start-partition"} <= done, done
+        assert (run / "evidence" / "raw" / "n1" / "__cluster_metadata-0").is_dir()  # read from their data_dir
+        # Their Kafka runs on (restarted by their start command where it was killed), their files stay,
+        # and kchaos's own directory holds nothing but what a next run would reuse.
+        after = on_hosts(hosts, "pgrep -f 'kafka.Kafka /opt/operator/conf/server.properties'; "
+                                "test -f /opt/operator/conf/server.properties && echo conf; "
+                                f"find {ROOT} -mindepth 1 -maxdepth 1 2>/dev/null")
+        assert all(out.split() and out.split()[-1] == "conf" for out in after.values()), (before, after)
+    finally:
+        theirs.teardown()
+        on_hosts(hosts, "rm -rf /opt/operator")

@@ -1,0 +1,54 @@
+"""The test builder's checks that need no machine: a hosts file shapes the cluster, and an operator's own
+Kafka (`kafka: external`) refuses the faults kchaos cannot make on it, before anything connects."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from harness.build import preflight
+from harness.config import ClusterConfig, ConfigError, NemesisConfig, TestConfig
+
+
+def hosts_file(tmp_path, external: bool, pause: bool = True, roles=("both", "both", "both", "broker")):
+    nodes = []
+    for i, role in enumerate(roles, 1):
+        n = {"name": f"n{i}", "address": f"10.0.0.{i}", "role": role}
+        if external:
+            cmds = {"start": "systemctl start kafka", "stop": "systemctl stop kafka", "kill": "systemctl kill -s KILL kafka"}
+            if pause:
+                cmds.update(pause="systemctl kill -s STOP kafka", resume="systemctl kill -s CONT kafka")
+            n.update(kafka="external", node_id=i, data_dir="/srv/kafka", commands=cmds)
+        nodes.append(n)
+    f = tmp_path / "hosts.yaml"
+    f.write_text(yaml.safe_dump({"nodes": nodes}))
+    return f
+
+
+def cfg(tmp_path, f, names=("kill-leader",), storage="auto"):
+    return TestConfig(store=str(tmp_path / "results"), nemesis=NemesisConfig(names=names),
+                      cluster=ClusterConfig(hosts=str(f), storage=storage))
+
+
+def test_the_hosts_file_gives_the_cluster_its_brokers(tmp_path):
+    out = preflight(cfg(tmp_path, hosts_file(tmp_path, external=False)))
+    assert out.cluster.nodes == 4 and out.cluster.controllers == 0 and out.cluster.backend == "ssh"
+    assert out.to_dict()["cluster"]["hosts"] == str((tmp_path / "hosts.yaml").resolve())
+    assert "hosts" not in TestConfig().to_dict()["cluster"]  # a Docker run's test.json is as before
+
+
+@pytest.mark.parametrize("names, pause, storage, refused", [
+    (("kill-leader", "partition-leader", "slow-follower"), False, "auto", None),
+    (("power-fail",), True, "auto", "power-fail"),
+    (("slow-disk",), True, "auto", "slow-disk"),
+    (("cpu-starve",), True, "auto", "cpu-starve"),
+    (("pause",), False, "auto", "pause"),
+    (("pause",), True, "auto", None),
+    (("kill",), True, "lazyfs", "--storage lazyfs"),
+])
+def test_an_external_kafka_refuses_what_kchaos_cannot_do_to_it(tmp_path, names, pause, storage, refused):
+    c = cfg(tmp_path, hosts_file(tmp_path, external=True, pause=pause), names, storage)
+    if refused is None:
+        assert preflight(c).cluster.storage == "plain"
+    else:
+        with pytest.raises(ConfigError, match=refused):
+            preflight(c)
