@@ -9,8 +9,9 @@
 
 Per node: `name` (required, unique, 1-32 of a-z, 0-9, '-'), `address` (required: where SSH
 reaches it), `port` (22), `user` (the local user), `key` (a private key file; default: the SSH
-agent and the user's default keys), `sudo` (false: commands needing root run with `sudo -n`
-when true), `role` (broker, controller or both; default both), `client_address` (where clients
+agent and the user's default keys), `sudo` (false: the login must be root,
+as the faults need it; true: kchaos runs its commands on the node as root through `sudo -n`,
+Kafka included), `role` (broker, controller or both; default both), `client_address` (where clients
 reach its Kafka; default `address`) and `kafka` (managed or external; default managed).
 
 `kafka: managed`: kchaos installs, configures, starts and removes Kafka itself.

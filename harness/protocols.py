@@ -24,8 +24,9 @@ class Cluster(Protocol):
         """Create and start every node; return once every broker is registered."""
 
     def teardown(self) -> None:
-        """Stop Kafka, keep its config and logs in the run directory, and remove what was made for
-        the nodes (containers and network; kchaos's files on hosts). Idempotent."""
+        """Kill the Kafka kchaos runs (an operator's own is left running), keep its config and logs in
+        the run directory, and remove what was made for the nodes (containers and network; kchaos's
+        files on hosts). Idempotent."""
 
     def restore(self) -> None:
         """Resume and start Kafka wherever it is paused or down. Faults are undone by the nemeses
