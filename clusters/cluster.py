@@ -76,7 +76,8 @@ class Provisioner(Protocol):
         """Facts for test.json once the nodes are reached (the SSH host keys trusted without known_hosts)."""
 
     def set_cpu(self, node: str, share: float | None) -> None:
-        """Cap `node`'s Kafka at `share` of one core, or lift the cap (None)."""
+        """Starve `node`'s Kafka to `share` of the CPU (a container's quota of one core; a host's duty
+        cycle), or lift it (None)."""
 
     def collect(self, node: str, dest: Path) -> None:
         """Put `node`'s config and logs in `dest` (the run directory's folder for it)."""
