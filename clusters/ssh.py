@@ -68,7 +68,7 @@ def each(items: list[T], fn: Callable[[T], object]) -> list:
 
 
 class SshProvisioner:
-    """The hosts of a hosts file, with Kafka managed by kchaos."""
+    """The hosts of a hosts file: Kafka installed and run by kchaos, or the operator's own (`kafka: external`)."""
 
     kind = "ssh"
 
