@@ -160,10 +160,24 @@ def cleanup(client: docker.DockerClient | None = None) -> dict[str, list[str]]:
     client = client or docker_client()
     removed: dict[str, list[str]] = {"containers": [], "networks": []}
     for c in client.containers.list(all=True, filters={"label": LABEL}):
-        c.remove(force=True)
-        removed["containers"].append(c.name)
+        if _gone_or_going(c.remove, force=True):
+            removed["containers"].append(c.name)
     for n in client.networks.list(filters={"label": LABEL}):
-        n.remove()
-        removed["networks"].append(n.name)
+        if _gone_or_going(n.remove):
+            removed["networks"].append(n.name)
     return removed
+
+
+def _gone_or_going(remove: Callable[..., object], **kw: Any) -> bool:
+    """Call `remove`; True if it removed the object. A run tearing itself down at the same moment (its
+    harness was interrupted) makes the Engine answer 404 (gone) or 409 (removal already in progress)."""
+    try:
+        remove(**kw)
+        return True
+    except docker.errors.NotFound:
+        return False
+    except docker.errors.APIError as e:
+        if e.status_code == 409:
+            return False
+        raise
 
