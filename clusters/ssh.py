@@ -138,13 +138,9 @@ class SshProvisioner:
         missing = r.stdout.rpartition("missing:")[2].split()
         if missing:
             raise HostCheckError(f"{who}: missing {', '.join(missing)}")
-        r = node.run(["cat", f"{self.hosts.dir}/{MANIFEST}"], timeout=20)
-        if r.ok:
-            try:
-                m = json.loads(r.stdout)
-                owner = f"run {m.get('run')} (pid {m.get('pid')} on {m.get('harness')})"
-            except json.JSONDecodeError:
-                owner = "an unknown run"
+        m = read_manifest(node, self.hosts.dir)
+        if m is not None:
+            owner = f"run {m.get('run')} (pid {m.get('pid')} on {m.get('harness')})" if m else "an unknown run"
             raise HostCheckError(f"{who}: {self.hosts.dir} holds the files of {owner}; another run is active or "
                                  f"was killed: `kchaos cleanup --hosts {self.hosts.path}` removes them")
 
@@ -192,8 +188,7 @@ class SshProvisioner:
 
     def set_cpu(self, node: str, share: float | None) -> None:
         """Starve `node`'s Kafka to `share` of the time (fault-ctl cpu: a SIGSTOP/SIGCONT duty cycle), or stop."""
-        n = self.nodes[node]
-        n.fault_ctl("uncpu") if share is None else n.fault_ctl("cpu", f"{share:g}")
+        self.nodes[node].fault_ctl(*(("uncpu",) if share is None else ("cpu", f"{share:g}")))
 
     def collect(self, node: str, dest: Path) -> None:
         """Copy the node's conf/ (server.properties and the logs) into `dest`."""
@@ -252,13 +247,21 @@ def cleanup_hosts(hosts: HostsFile, say: Callable[[str], None] = log.info) -> di
     return out
 
 
+def read_manifest(node: KafkaNode, root: str) -> dict[str, Any] | None:
+    """The manifest.json in `root` on `node`: None when there is none, {} when it cannot be read."""
+    r = node.run(["cat", f"{root}/{MANIFEST}"], timeout=20)
+    if not r.ok:
+        return None
+    try:
+        m = json.loads(r.stdout)
+    except json.JSONDecodeError:
+        return {}
+    return m if isinstance(m, dict) else {}
+
+
 def _refuse_live_run(node: KafkaNode, root: str) -> None:
     """HostCheckError when the manifest names a harness process of this machine that is still alive."""
-    r = node.run(["cat", f"{root}/{MANIFEST}"], timeout=20)
-    try:
-        m = json.loads(r.stdout) if r.ok else {}
-    except json.JSONDecodeError:
-        return
+    m = read_manifest(node, root) or {}
     pid = m.get("pid")
     if m.get("harness") == socket.gethostname() and isinstance(pid, int) and pid != os.getpid():
         try:
