@@ -78,6 +78,8 @@ class WorkloadConfig:
     producers: int = 4
     consumers: int = 2
     rate: float = 100.0  # target sends per second, all producers together
+    in_flight: int = 1  # sends each producer instance keeps outstanding, one logical process per slot
+    producer_processes: int = 0  # worker OS processes running the producers; 0 = threads of the harness
     drain_timeout_s: float = 120.0
 
 
@@ -200,6 +202,9 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
     _check(w.rate > 0, f"--rate must be positive, got {w.rate}")
     _check(_int(w.producers) and w.producers >= 1, f"--producers must be >= 1, got {w.producers}")
     _check(_int(w.consumers) and w.consumers >= 0, f"--consumers must be >= 0, got {w.consumers}")
+    _check(_int(w.in_flight) and w.in_flight >= 1, f"--in-flight must be >= 1, got {w.in_flight}")
+    _check(_int(w.producer_processes) and 0 <= w.producer_processes <= w.producers,
+           f"--producer-processes must be 0..--producers ({w.producers}), got {w.producer_processes}")
     _check(w.drain_timeout_s > 0, "drain timeout must be positive")
     _check(n.interval > 0, f"--interval must be positive, got {n.interval}")
     _check(0 <= n.jitter < 1, f"--jitter must be in [0, 1), got {n.jitter}")

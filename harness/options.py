@@ -65,6 +65,12 @@ def add_run_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("--rate", type=float, default=D.workload.rate, help="target sends per second")
     r.add_argument("--producers", type=int, default=D.workload.producers)
     r.add_argument("--consumers", type=int, default=D.workload.consumers)
+    r.add_argument("--in-flight", type=int, default=D.workload.in_flight, metavar="N",
+                   help="sends each producer keeps outstanding, each slot its own logical process "
+                        "(1: one send, wait for its report, the next)")
+    r.add_argument("--producer-processes", type=int, default=D.workload.producer_processes, metavar="K",
+                   help="run the producers in K worker processes, each recording its own stream merged "
+                        "into history.jsonl after the run (0: threads of the harness)")
     r.add_argument("--seed", type=int, default=None, help="seed for every random choice (default: random)")
     r.add_argument("--kafka-version", default=D.cluster.kafka_version)
     r.add_argument("--kafka-dist", default=None, help="extracted kafka_2.13-3.7.x directory or .tgz (or KAFKA_HOME)")
@@ -105,7 +111,8 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                               replica_lag_time_max_ms=a.replica_lag_time_max_ms,
                               broker_session_timeout_ms=a.broker_session_timeout_ms, storage=a.storage,
                               writeback_age_s=a.writeback_age, hosts=a.hosts),
-        workload=WorkloadConfig(producers=a.producers, consumers=a.consumers, rate=a.rate),
+        workload=WorkloadConfig(producers=a.producers, consumers=a.consumers, rate=a.rate,
+                                in_flight=a.in_flight, producer_processes=a.producer_processes),
         nemesis=NemesisConfig(names=a.nemesis or D.nemesis.names, interval=a.interval, jitter=a.jitter,
                               restart_delay=a.restart_delay, schedule_file=a.schedule,
                               mix_families=D.nemesis.mix_families if a.mix_families is None else a.mix_families),

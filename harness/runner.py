@@ -24,6 +24,7 @@ from harness.faults import write_faults
 from harness.history import History
 from harness.monitor import ISR_FILE, IsrMonitor
 from harness.protocols import Cluster, Workload
+from harness.send_stream import merge_streams
 from harness.store import add_to_test_json, new_run_dir, versions, write_test_json
 from nemesis.driver import NemesisDriver
 from nemesis.schedule import save_schedule
@@ -94,8 +95,11 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
             f"({test.provisioner.kind})")
         cluster.setup()
         workload.setup(cluster)
-        say(f"workload: {cfg.workload.producers} producers at {cfg.workload.rate:g}/s, "
-            f"{cfg.workload.consumers} consumers; nemesis: {','.join(cfg.nemesis.names)}")
+        w = cfg.workload
+        say(f"workload: {w.producers} producers at {w.rate:g}/s"
+            + (f", {w.in_flight} sends in flight each" if w.in_flight > 1 else "")
+            + (f", in {w.producer_processes} processes" if w.producer_processes else "")
+            + f", {w.consumers} consumers; nemesis: {','.join(cfg.nemesis.names)}")
         monitor.start()
         workload.start(cluster, history)
         driver.start()
@@ -119,6 +123,7 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         workload.stop()
         monitor.stop()
         history.close()
+        merge_streams(run_dir)
         if not keep:
             cluster.teardown()
         logging.getLogger().removeHandler(handler)

@@ -1,6 +1,8 @@
 """confluent-kafka client construction and error classification shared by the workloads."""
 from __future__ import annotations
 
+from typing import Callable
+
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 
 from clusters.admin import CLIENT_LOG
@@ -28,9 +30,12 @@ def send_outcome(err: KafkaError, producer: ProducerConfig) -> str:
     return "info"
 
 
-def make_producer(bootstrap: str, cfg: ProducerConfig, client_id: str) -> Producer:
-    """A producer configured exactly as the test's producer options say."""
-    return Producer({
+def make_producer(bootstrap: str, cfg: ProducerConfig, client_id: str, *,
+                  on_delivery: Callable[[KafkaError | None, Message], None] | None = None) -> Producer:
+    """A producer configured exactly as the test's producer options say; `on_delivery`, if given,
+    receives every delivery report (served by `poll`)."""
+    extra = {"on_delivery": on_delivery} if on_delivery else {}
+    return Producer({**extra,
         "bootstrap.servers": bootstrap,
         "client.id": client_id,
         "acks": cfg.acks,

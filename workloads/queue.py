@@ -1,42 +1,53 @@
 """Queue workload: producers send unique integers to chosen partitions, consumers poll them back.
 
-Each producer or consumer is a logical process (a thread with an integer id,
-as in Jepsen) with at most one operation outstanding. Producers send
-synchronously, one record per `send` op, at a share of the target rate; the
-partition of every send is drawn from the process's own seeded generator.
+Each producer instance keeps up to `in_flight` sends outstanding, each slot its
+own logical process (workloads/producer_loop.py), at a share of the target
+rate; the partition of every send is drawn from the instance's own seeded
+generator. Producer instances run as threads of the harness, recording into
+the history, or in `producer_processes` worker processes with their own send
+streams (workloads/producer_procs.py). Consumers are threads, one process each.
 """
 from __future__ import annotations
 
-import itertools
+import dataclasses
 import logging
-import random
 import threading
-import time
 
 from confluent_kafka import KafkaException, TopicPartition
 
 from clusters import admin
 from harness.config import TestConfig
-from harness.history import History
+from harness.history import History, Op
 from harness.protocols import Cluster
-from workloads.clients import make_consumer, make_producer, send_outcome, to_records
+from workloads.clients import make_consumer, to_records
 from workloads.drain import drain_all
+from workloads.producer_procs import LoopSpec, ProducerProcesses
 
 log = logging.getLogger("kchaos.workload")
 
 
 class QueueWorkload:
-    """Producers 0..P-1 and consumers P..P+C-1 on the test topic; process P+C drains at the end."""
+    """P producer instances of N slots (processes 0..P*N-1, instance p owning p*N..p*N+N-1), consumers
+    P*N..P*N+C-1, and process P*N+C draining at the end, on the test topic."""
 
     def __init__(self, cfg: TestConfig):
         self.cfg = cfg
         self.topic = cfg.topic.name
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._values = itertools.count(1)
-        self._values_lock = threading.Lock()
-        self.counts = {"send": 0, "ok": 0, "fail": 0, "info": 0, "polled": 0}
+        self._procs: ProducerProcesses | None = None
+        self._counts = {"send": 0, "ok": 0, "fail": 0, "info": 0, "polled": 0}
         self._counts_lock = threading.Lock()
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Sends invoked, completed ok/fail/info, and records polled so far (worker processes included)."""
+        with self._counts_lock:
+            c = dict(self._counts)
+        if self._procs is not None:
+            for k, v in self._procs.counts().items():
+                c[k] += v
+        return c
 
     def setup(self, cluster: Cluster) -> None:
         """Create the test topic and wait until it is fully replicated on every broker."""
@@ -44,13 +55,21 @@ class QueueWorkload:
         cluster.wait_topic(self.topic, self.cfg.topic.replication_factor)
 
     def start(self, cluster: Cluster, history: History) -> None:
-        """Start every producer and consumer thread."""
+        """Start every producer (thread or worker process) and consumer thread."""
         self._stop.clear()
         w = self.cfg.workload
-        for p in range(w.producers):
-            self._spawn(f"producer-{p}", self._produce, cluster.bootstrap(), history, p)
+        spec = LoopSpec(cluster.bootstrap(), dataclasses.asdict(self.cfg.producer), self.topic,
+                        self.cfg.topic.partitions, w.producers, w.in_flight, w.rate, self.cfg.seed)
+        if w.producer_processes:
+            self._procs = ProducerProcesses(spec, w.producer_processes, history.path.parent, history.t0_ns)
+            self._procs.start()
+        else:
+            sends = HistorySends(history, self.topic, self._count)
+            for p in range(w.producers):
+                self._spawn(f"producer-{p}", lambda p=p: spec.loop(p, sends).run(self._stop.is_set))
+        first = w.producers * w.in_flight
         for c in range(w.consumers):
-            self._spawn(f"consumer-{c}", self._consume, cluster.bootstrap(), history, w.producers + c)
+            self._spawn(f"consumer-{c}", self._consume, cluster.bootstrap(), history, first + c)
 
     def _spawn(self, name: str, fn, *args) -> None:  # noqa: ANN001
         t = threading.Thread(target=self._guard, args=(fn, *args), name=name, daemon=True)
@@ -64,9 +83,11 @@ class QueueWorkload:
             log.exception("client thread %s died", threading.current_thread().name)
 
     def stop(self) -> None:
-        """Ask every client to stop and wait for its outstanding operation to complete."""
+        """Ask every client to stop and wait for its outstanding operations to complete."""
         self._stop.set()
         timeout = self.cfg.producer.delivery_timeout_ms / 1000 + 10
+        if self._procs is not None:
+            self._procs.stop(timeout)
         for t in self._threads:
             t.join(timeout)
         self._threads = [t for t in self._threads if t.is_alive()]
@@ -77,62 +98,11 @@ class QueueWorkload:
         """Drain every partition from its start to its high watermark; return which completed."""
         w = self.cfg.workload
         return drain_all(cluster, history, self.topic, self.cfg.topic.partitions,
-                         process=w.producers + w.consumers, timeout=w.drain_timeout_s)
-
-    def _next_value(self) -> int:
-        with self._values_lock:
-            return next(self._values)
+                         process=w.producers * w.in_flight + w.consumers, timeout=w.drain_timeout_s)
 
     def _count(self, key: str, n: int = 1) -> None:
         with self._counts_lock:
-            self.counts[key] += n
-
-    # --- producers -------------------------------------------------------------------
-    def _produce(self, bootstrap: str, history: History, process: int) -> None:
-        pcfg = self.cfg.producer
-        producer = make_producer(bootstrap, pcfg, f"p{process}")
-        rng = random.Random(f"{self.cfg.seed}/producer/{process}")
-        period = self.cfg.workload.producers / self.cfg.workload.rate
-        next_at = time.monotonic()
-        try:
-            while not self._stop.is_set():
-                delay = next_at - time.monotonic()
-                if delay > 0 and self._stop.wait(delay):
-                    break
-                # After a long stall (leader failover), resume the rate instead of bursting to catch up.
-                next_at = max(next_at + period, time.monotonic() - 1.0)
-                self._send_one(producer, history, process, rng.randrange(self.cfg.topic.partitions))
-        finally:
-            producer.flush(0)
-
-    def _send_one(self, producer, history: History, process: int, partition: int) -> None:  # noqa: ANN001
-        value = self._next_value()
-        op = history.invoke(process, "send", topic=self.topic, partition=partition, value=value)
-        self._count("send")
-        done: list = []
-        try:
-            producer.produce(self.topic, value=str(value).encode(), partition=partition,
-                             on_delivery=lambda err, msg: done.append((err, msg)))
-        except (BufferError, KafkaException) as e:
-            history.complete(op, "fail", error=f"produce: {e}")
-            self._count("fail")
-            return
-        deadline = time.monotonic() + self.cfg.producer.delivery_timeout_ms / 1000 + 5
-        while not done and time.monotonic() < deadline:
-            producer.poll(0.05)
-        if not done:
-            history.complete(op, "info", error="no delivery report")
-            self._count("info")
-            return
-        err, msg = done[0]
-        if err is None:
-            offset = msg.offset()
-            history.complete(op, "ok", offset=offset if offset is not None and offset >= 0 else None)
-            self._count("ok")
-        else:
-            outcome = send_outcome(err, self.cfg.producer)
-            history.complete(op, outcome, error=err.name() or str(err))
-            self._count(outcome)
+            self._counts[key] += n
 
     # --- consumers -------------------------------------------------------------------
     def _consume(self, bootstrap: str, history: History, process: int) -> None:
@@ -158,3 +128,26 @@ class QueueWorkload:
         extra = {"errors": errors} if errors else {}
         history.complete(op, "ok", records=records, **extra)
         self._count("polled", len(records))
+
+
+class HistorySends:
+    """A SendRecorder (workloads/producer_loop.py) writing sends into the history, for producer threads."""
+
+    def __init__(self, history: History, topic: str, count):  # noqa: ANN001 - count(key) tallies progress
+        self.history = history
+        self.topic = topic
+        self.count = count
+
+    def sent(self, process: int, producer: int, partition: int, value: int) -> None:
+        """Record the invocation."""
+        self.history.append(Op(process, "invoke", "send", {"topic": self.topic, "partition": partition,
+                                                           "value": value, "producer": producer}))
+        self.count("send")
+
+    def done(self, process: int, producer: int, partition: int, value: int, type_: str,
+             offset: int | None, error: str | None) -> None:
+        """Record the completion: `offset` on ok, `error` otherwise."""
+        extra = {"offset": offset} if type_ == "ok" else {"error": error}
+        self.history.append(Op(process, type_, "send", {"topic": self.topic, "partition": partition,
+                                                        "value": value, "producer": producer, **extra}))
+        self.count(type_)
