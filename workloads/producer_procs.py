@@ -93,10 +93,22 @@ class ProducerProcesses:
 
 
 def _worker(spec: LoopSpec, instances: list[int], path: Path, t0: int, stop, counts, parent: int) -> None:  # noqa: ANN001
+    # librdkafka's chatter and any crash go to the run's harness.log, as they do in the harness itself.
+    handler = logging.FileHandler(path.parent.parent / "harness.log")
+    handler.setFormatter(logging.Formatter(
+        "%(asctime)s %(levelname)s %(name)s [%(processName)s/%(threadName)s] %(message)s"))
+    logging.getLogger().addHandler(handler)
+    logging.getLogger().setLevel(logging.INFO)
     stream = SendStream(path, topic=spec.topic, t0_ns=t0)
     stopping = threading.Event()
-    threads = [threading.Thread(target=spec.loop(i, stream).run, args=(stopping.is_set,), name=f"producer-{i}")
-               for i in instances]
+
+    def run(instance: int) -> None:
+        try:
+            spec.loop(instance, stream).run(stopping.is_set)
+        except Exception:  # noqa: BLE001 - a dying producer must not vanish silently
+            log.exception("producer %d died", instance)
+
+    threads = [threading.Thread(target=run, args=(i,), name=f"producer-{i}") for i in instances]
     for t in threads:
         t.start()
     while not stop.wait(FLUSH_S):
