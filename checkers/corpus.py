@@ -58,10 +58,14 @@ def _test(seed: int, partitions: int, producers: int, consumers: int, idempotent
 def generate(seed: int, *, sends: int, partitions: int = 3, producers: int = 4, consumers: int = 2,
              plant: dict[str, int] | None = None, idempotent: bool = False, acks: str = "all",
              empty_partitions: int = 0, info_rate: float = 0.05, fail_rate: float = 0.02,
-             drain_complete: bool = True) -> Corpus:
+             drain_complete: bool = True, in_flight: int = 1) -> Corpus:
     """A realistic history of `sends` sends (plus those the plants and the tail add).
 
-    Producers are processes 0..producers-1 (sync: one send outstanding),
+    Producers are processes 0..producers*in_flight-1: `in_flight` slots (processes) per
+    producer instance, each slot one send outstanding, so an instance has up to
+    in_flight overlapping sends (with in_flight > 1 sends carry `producer`, and an
+    instance's sends to a partition are written in invocation order; a planted
+    nonmonotonic_send then spans two slots of one instance),
     consumers the next `consumers` (assign, then poll; now and then reassign,
     or a poll ends `info`), the drainer the next one. `partitions` partitions
     get traffic; `empty_partitions` more exist with none. Sends end `info`
@@ -77,10 +81,12 @@ def generate(seed: int, *, sends: int, partitions: int = 3, producers: int = 4, 
     sim = Simulation(seed, sends=sends, partitions=partitions, producers=producers,
                      consumers=consumers, plant=dict(plant or {}), acks=acks,
                      empty_partitions=empty_partitions, info_rate=info_rate,
-                     fail_rate=fail_rate, drain_complete=drain_complete)
+                     fail_rate=fail_rate, drain_complete=drain_complete, in_flight=in_flight)
     ops = list(sim.ops())
-    return Corpus(ops=ops, test=_test(seed, sim.total, producers, consumers, idempotent, acks),
-                  planted=sim.labels)
+    test = _test(seed, sim.total, producers, consumers, idempotent, acks)
+    if in_flight > 1:
+        test["workload"]["in_flight"] = in_flight
+    return Corpus(ops=ops, test=test, planted=sim.labels)
 
 
 def write(corpus: Corpus, run_dir: Path) -> Path:

@@ -40,20 +40,22 @@ class Simulation:
 
     def __init__(self, seed: int, *, sends: int, partitions: int, producers: int, consumers: int,
                  plant: dict[str, int], acks: str, empty_partitions: int, info_rate: float,
-                 fail_rate: float, drain_complete: bool):
+                 fail_rate: float, drain_complete: bool, in_flight: int = 1):
         unknown = set(plant) - set(PLANTS)
         if unknown:
             raise ValueError(f"unknown plant kinds {sorted(unknown)}; known: {PLANTS}")
         wanted = {k for k, n in plant.items() if n}
-        if partitions < 1 or producers < 1 or consumers < 0 or empty_partitions < 0 or sends < 0:
-            raise ValueError("need partitions >= 1, producers >= 1, consumers, empty_partitions, sends >= 0")
+        if partitions < 1 or producers < 1 or consumers < 0 or empty_partitions < 0 or sends < 0 or in_flight < 1:
+            raise ValueError("need partitions, producers, in_flight >= 1; consumers, empty_partitions, sends >= 0")
         if consumers == 0 and wanted & set(NEEDS_CONSUMER):
             raise ValueError(f"{sorted(wanted & set(NEEDS_CONSUMER))} need a consumer")
         if acks == "0" and wanted & set(NEEDS_OFFSETS):
             raise ValueError(f"{sorted(wanted & set(NEEDS_OFFSETS))} need acked offsets (acks=0 has none)")
         self.rng = rng = random.Random(seed)
         self.active, self.total = partitions, partitions + empty_partitions
-        self.producers, self.consumers = producers, consumers
+        # Producer processes: in_flight slots (processes) per producer instance, instance = process // in_flight.
+        self.in_flight = in_flight
+        self.producers, self.consumers = producers * in_flight, consumers
         self.sends, self.plant = sends, {k: plant.get(k, 0) for k in PLANTS}
         self.offsets, self.info_rate, self.fail_rate = acks != "0", info_rate, fail_rate
         if not drain_complete:
@@ -97,6 +99,14 @@ class Simulation:
 
     def _acked_at(self, o: int) -> int | None:
         return o if self.offsets else None
+
+    def _via(self, proc: int) -> dict[str, int]:
+        """A send's `producer` field: its instance, when instances have several slots."""
+        return {"producer": proc // self.in_flight} if self.in_flight > 1 else {}
+
+    def _slots(self, proc: int) -> range:
+        first = proc - proc % self.in_flight
+        return range(first, first + self.in_flight)
 
     # --- the whole run -----------------------------------------------------------------
     def ops(self) -> Iterator[dict[str, Any]]:
@@ -154,31 +164,38 @@ class Simulation:
         r = self.rng.random()
         outcome = "fail" if r < self.fail_rate else "info" if r < self.fail_rate + self.info_rate else "ok"
         v = self._new_value()
-        self._emit(proc, "invoke", "send", topic=TOPIC, partition=p, value=v)
-        self.pending[proc] = (p, v, outcome)
+        self._emit(proc, "invoke", "send", topic=TOPIC, partition=p, value=v, **self._via(proc))
+        self.pending[proc] = (p, v, outcome, self.index)
         return v
 
     def _complete_send(self, proc: int) -> None:
-        p, v, outcome = self.pending.pop(proc)
+        p, v, outcome, invoked = self.pending[proc]
+        # Idempotence keeps an instance's sends to a partition in invocation order: its
+        # slots' earlier sends to p are written (and answered) first.
+        for _, other in sorted((self.pending[q][3], q) for q in self._slots(proc) if q != proc
+                               and q in self.pending and self.pending[q][0] == p and self.pending[q][3] < invoked):
+            self._complete_send(other)
+        del self.pending[proc]
+        via = self._via(proc)
         if outcome == "ok":
             self._emit(proc, "ok", "send", topic=TOPIC, partition=p, value=v,
-                      offset=self._acked_at(self._append(p, v)))
+                      offset=self._acked_at(self._append(p, v)), **via)
         elif outcome == "info":
             if self.rng.random() < 0.5:
                 self._append(p, v)
             self._emit(proc, "info", "send", topic=TOPIC, partition=p, value=v,
-                      error="KafkaError{code=_MSG_TIMED_OUT}")
+                      error="KafkaError{code=_MSG_TIMED_OUT}", **via)
         else:
             self._emit(proc, "fail", "send", topic=TOPIC, partition=p, value=v,
-                      error="KafkaError{code=MSG_SIZE_TOO_LARGE}")
+                      error="KafkaError{code=MSG_SIZE_TOO_LARGE}", **via)
 
     def _send_now(self, proc: int, p: int, outcome: str = "ok", *, offset: int | None = None,
                  value: int | None = None) -> int:
         """A whole send of a new value (or `value`) by idle `proc`; the caller appends it."""
         v = self._new_value() if value is None else value
-        self._emit(proc, "invoke", "send", topic=TOPIC, partition=p, value=v)
+        self._emit(proc, "invoke", "send", topic=TOPIC, partition=p, value=v, **self._via(proc))
         extra = {"offset": self._acked_at(offset)} if outcome == "ok" else {"error": "boom"}
-        self._emit(proc, outcome, "send", topic=TOPIC, partition=p, value=v, **extra)
+        self._emit(proc, outcome, "send", topic=TOPIC, partition=p, value=v, **extra, **self._via(proc))
         return v
 
     def _send_appended(self, proc: int, p: int, outcome: str = "ok") -> int:
@@ -243,8 +260,9 @@ class Simulation:
         return start, end - 1
 
     def _ready_producer(self) -> int:
+        """An idle producer process whose instance has nothing outstanding either."""
         proc = self.rng.randrange(self.producers)
-        self._settle(proc)
+        self._settle(*self._slots(proc))
         return proc
 
     # --- plants in the main phase (one block each, exactly one key) -----------------------
@@ -316,11 +334,20 @@ class Simulation:
         self.labels["nonmonotonic_poll"].add((c, p, e, s))
 
     def _plant_nonmonotonic_send(self) -> None:
-        # v1 is acked at L+1 before v2, the same producer's next send, is acked at L.
+        # v1 is acked at L+1 and v2, invoked after it through the same producer, at L. With
+        # several slots per instance, v1 and v2 go through different slots and overlap.
         x, p = self._ready_producer(), self.rng.randrange(self.active)
         end = len(self.logs[p])
-        v1 = self._send_now(x, p, offset=end + 1)
-        v2 = self._send_now(x, p, offset=end)
+        if self.in_flight == 1:
+            v1 = self._send_now(x, p, offset=end + 1)
+            v2 = self._send_now(x, p, offset=end)
+        else:
+            y = self._slots(x)[(x + 1) % self.in_flight]
+            v1, v2 = self._new_value(), self._new_value()
+            self._emit(x, "invoke", "send", topic=TOPIC, partition=p, value=v1, **self._via(x))
+            self._emit(y, "invoke", "send", topic=TOPIC, partition=p, value=v2, **self._via(y))
+            self._emit(y, "ok", "send", topic=TOPIC, partition=p, value=v2, offset=end, **self._via(y))
+            self._emit(x, "ok", "send", topic=TOPIC, partition=p, value=v1, offset=end + 1, **self._via(x))
         self._append(p, v2)
         self._append(p, v1)
         self.labels["nonmonotonic_send"].add(v2)

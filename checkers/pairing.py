@@ -6,7 +6,9 @@ previous line of its process when that line is an invocation of the same f.
 returns, carrying state from chunk to chunk:
 
 - `latency_ns`: on a paired completion, its time minus its invocation's;
-- `value`, `partition`: a paired completion's own, else its invocation's;
+- `value`, `partition`, `producer`: a paired completion's own, else its invocation's;
+- `invoked_line`: the line number (0-based, in the file) of a paired completion's
+  invocation, else of the line itself: a send's place in invocation order;
 - `stream`: how many resets (an assign op, or a poll completed `info`) the
   line's process had up to and including this line: a consumer's poll
   stream is one value of `stream`;
@@ -34,6 +36,7 @@ TYPE_CODES = {"invoke": 0, "ok": 1, "fail": 2, "info": 3}
 _INVOKE, _OK, _INFO = 0, 1, 3
 _NONE = -1
 _NULL = np.iinfo(np.int64).min  # stands for a missing integer inside numpy arrays
+_CARRIED = ("type", "f", "time", "value", "partition", "producer", "line", "epoch", "stream")
 
 
 def _codes(arr: pa.ChunkedArray, table: dict[str, int], grow: bool) -> np.ndarray:
@@ -65,8 +68,9 @@ class Pairing:
     nemesis_lines: int = 0
     # Indexed by process code; `last_type` _NONE until the process has a line.
     last: dict[str, np.ndarray] = field(default_factory=lambda: {
-        k: np.empty(0, np.int64) for k in ("type", "f", "time", "value", "partition", "epoch", "stream")})
+        k: np.empty(0, np.int64) for k in _CARRIED})
     high: dict[tuple[int, int], int] = field(default_factory=dict)  # (process, partition) -> top acked offset
+    lines: int = 0  # lines before the next chunk
 
     def outstanding(self) -> dict[str, str]:
         """process -> f of its invocation awaiting completion (processes as strings)."""
@@ -84,7 +88,8 @@ class Pairing:
         """
         n = t.num_rows
         state = Pairing(dict(self.procs), dict(self.fs), self.nemesis_lines,
-                        {k: v.copy() for k, v in self.last.items()}, dict(self.high))
+                        {k: v.copy() for k, v in self.last.items()}, dict(self.high), self.lines + n)
+        line = np.arange(self.lines, self.lines + n, dtype=np.int64)
         proc = _codes(t.column("process"), state.procs, grow=True)
         nem_code = state.procs.get("nemesis", _NONE)
         nem = (proc == nem_code) if nem_code != _NONE else np.zeros(n, bool)
@@ -93,6 +98,7 @@ class Pairing:
         type_ = _codes(t.column("type"), TYPE_CODES, grow=False)
         f = _codes(t.column("f"), state.fs, grow=True)
         time, value, part = (_ints(t.column(c)) for c in ("time", "value", "partition"))
+        producer = _ints(t.column("producer")) if "producer" in t.column_names else np.full(n, _NULL, np.int64)
         size = len(state.procs)
         for k, arr in state.last.items():
             if len(arr) < size:
@@ -100,14 +106,15 @@ class Pairing:
                 state.last[k] = np.concatenate([arr, np.full(size - len(arr), fill, np.int64)])
         last = state.last
 
-        order = np.argsort(proc, kind="stable")
+        # Small integer keys take numpy's radix sort.
+        order = np.argsort(proc.astype(np.int16) if len(state.procs) < 32000 else proc, kind="stable")
         sp = proc[order]  # process codes in sorted order
         first = np.ones(n, bool)
         first[1:] = sp[1:] != sp[:-1]
         # The previous line of each line's process: in this chunk, or carried.
         prev = {}
         for name, col in (("type", type_), ("f", f), ("time", time), ("value", value),
-                          ("partition", part), ("epoch", line_epoch)):
+                          ("partition", part), ("producer", producer), ("line", line), ("epoch", line_epoch)):
             p = np.empty(n, np.int64)
             p[1:] = col[order[:-1]]
             carried = last[name][np.maximum(sp, 0)]
@@ -123,6 +130,8 @@ class Pairing:
         latency = np.where(paired & (time != _NULL) & (prev["time"] != _NULL), time - prev["time"], _NULL)
         value = np.where(paired & (value == _NULL), prev["value"], value)
         part = np.where(paired & (part == _NULL), prev["partition"], part)
+        producer = np.where(paired & (producer == _NULL), prev["producer"], producer)
+        invoked_line = np.where(paired, prev["line"], line)
         epoch = np.where(paired, prev["epoch"], line_epoch)
 
         poll, assign = state.fs.get("poll", -2), state.fs.get("assign", -2)
@@ -142,13 +151,15 @@ class Pairing:
         rows = order[ends]
         codes = sp[ends]
         for name, col in (("type", type_), ("f", f), ("time", time), ("value", value),
-                          ("partition", part), ("epoch", line_epoch), ("stream", stream)):
+                          ("partition", part), ("producer", producer), ("line", line),
+                          ("epoch", line_epoch), ("stream", stream)):
             last[name][codes] = col[rows]
         acked = usable & (f == state.fs.get("send", -2)) & (type_ == _OK) & (part != _NULL)
         before = state._acked_before(np.nonzero(acked)[0], proc, part, _ints(t.column("offset")))
         cols = {"latency_ns": _arrow(latency), "value": _arrow(value), "partition": _arrow(part),
                 "stream": pa.array(stream, pa.int64()), "epoch": pa.array(epoch, pa.int64()),
-                "acked_before": _arrow(before)}
+                "acked_before": _arrow(before), "producer": _arrow(producer),
+                "invoked_line": pa.array(invoked_line, pa.int64())}
         return cols, paired, state
 
 
@@ -160,17 +171,17 @@ class Pairing:
         rows = rows[offset[rows] != _NULL]
         if not len(rows):
             return out
-        keys = np.stack([proc[rows], part[rows]], axis=1)
-        groups, inverse = np.unique(keys, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        order = np.argsort(inverse, kind="stable")
-        bounds = np.searchsorted(inverse[order], np.arange(len(groups) + 1))
-        for g, (p, q) in enumerate(groups.tolist()):
-            at = rows[order[bounds[g]:bounds[g + 1]]]
+        kp, kq = proc[rows], part[rows]
+        order = np.lexsort((kq, kp))  # stable: file order within each (process, partition)
+        sp, sq = kp[order], kq[order]
+        cut = np.flatnonzero((sp[1:] != sp[:-1]) | (sq[1:] != sq[:-1])) + 1
+        for lo, hi in zip(np.concatenate([[0], cut]).tolist(), np.concatenate([cut, [len(order)]]).tolist()):
+            at = rows[order[lo:hi]]
+            key = (int(sp[lo]), int(sq[lo]))
             top = np.maximum.accumulate(offset[at])
-            prior = self.high.get((p, q), _NULL)
+            prior = self.high.get(key, _NULL)
             out[at] = np.maximum(np.concatenate([[prior], top[:-1]]), prior)
-            self.high[(p, q)] = max(prior, int(top[-1]))
+            self.high[key] = max(prior, int(top[-1]))
         return out
 
 

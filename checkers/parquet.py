@@ -40,6 +40,8 @@ import io
 import json
 import os
 import re
+import shutil
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
@@ -52,13 +54,14 @@ import pyarrow.parquet as pq
 from checkers.history_lines import (CORRUPT, LINE_SCHEMA, client_op_problem, corrupt_row, is_int,
                                      pairing_problem, row)
 from checkers.history_lines import text as json_text
+from checkers.buckets import BucketWriter, bucket_dir, install
 from checkers.pairing import Pairing, usable_mask
 from harness.history import OP_TYPES
 
-__all__ = ["ARROW_SCHEMA", "CONVERTER_VERSION", "CheckInputError", "client_op_problem", "convert",
+__all__ = ["ARROW_SCHEMA", "CONVERTER_VERSION", "CheckInputError", "client_op_problem", "convert", "write_from_lines",
            "pairing_problem", "parquet_path"]
 
-CONVERTER_VERSION = "2"
+CONVERTER_VERSION = "3"
 CHUNK_BYTES = 16 << 20
 _META = b"kchaos.history"
 
@@ -73,7 +76,7 @@ _FAST_SCHEMA = pa.schema([
     ("type", pa.string()), ("f", pa.string()), ("topic", pa.string()),
     ("partition", pa.int64()), ("value", pa.int64()), ("offset", pa.int64()),
     ("records", _RECORDS), ("complete", pa.bool_()), ("node", pa.string()),
-    ("error", pa.string()),
+    ("error", pa.string()), ("producer", pa.int64()),
 ])
 _PARSE = pj.ParseOptions(explicit_schema=_FAST_SCHEMA, unexpected_field_behavior="ignore")
 # A null where validation tells a present null from an absent field.
@@ -133,29 +136,41 @@ def convert(history: Path, *, validate: bool = True) -> Path:
 
 
 def _write(history: Path, out: Path, meta: dict[str, Any], validate: bool, size: int) -> Path:
+    with open(history, "rb") as fh:
+        return _write_tables(_Converter(history, validate).tables(fh, size), out, {**meta, "validated": validate})
+
+
+def _write_tables(tables: Iterator[tuple[pa.Table, np.ndarray]], out: Path, meta: dict[str, Any]) -> Path:
+    """Write converted chunks (with their usable masks) as `out` and its bucket layout; return `out`."""
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp_buckets = out.with_name(f".{out.name}.{os.getpid()}.buckets.tmp")
+    shutil.rmtree(tmp_buckets, ignore_errors=True)
     try:
-        with open(history, "rb") as fh:
-            writer = pq.ParquetWriter(
-                tmp, ARROW_SCHEMA.with_metadata({_META: json.dumps({**meta, "validated": validate})}),
-                # Dictionaries only where values repeat: on the integer columns they cost
-                # a third of the write time and save nothing.
-                compression="lz4", use_dictionary=list(_DICTIONARY), write_statistics=["index", "time"])
-            try:
-                for table in _Converter(history, validate).tables(fh, size):
-                    if table.num_rows:
-                        writer.write_table(table)
-            finally:
-                writer.close()
+        writer = pq.ParquetWriter(
+            tmp, ARROW_SCHEMA.with_metadata({_META: json.dumps(meta)}),
+            # Dictionaries only where values repeat: on the integer columns they cost
+            # a third of the write time and save nothing.
+            compression="lz4", use_dictionary=list(_DICTIONARY), write_statistics=["index", "time"])
+        buckets = BucketWriter(tmp_buckets)
+        try:
+            for table, usable in tables:
+                if table.num_rows:
+                    buckets.add(table, usable)
+                    writer.write_table(table.drop_columns(["invoked_line"]))
+        finally:
+            writer.close()
+            buckets.close()
+        install(tmp_buckets, bucket_dir(out))
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
+        shutil.rmtree(tmp_buckets, ignore_errors=True)
     return out
 
 
 def _up_to_date(out: Path, meta: dict[str, Any], validate: bool) -> bool:
     try:
-        if out.stat().st_mtime_ns < meta["mtime_ns"]:
+        if out.stat().st_mtime_ns < meta["mtime_ns"] or not bucket_dir(out).is_dir():
             return False
         raw = (pq.read_schema(out).metadata or {}).get(_META)
         have = json.loads(raw) if raw else {}
@@ -283,21 +298,29 @@ class _Converter:
         self.records = 0  # JSON records so far (validate_history's "record N")
         self.pairing = Pairing()
 
-    def tables(self, fh: BinaryIO, size: int) -> Iterator[pa.Table]:
-        """Tables of ARROW_SCHEMA for the first `size` bytes of `fh`, chunk by chunk, in order."""
-        for data, tail in _chunks(fh, size):
-            yield self._finish(data, tail)
+    def tables(self, fh: BinaryIO, size: int) -> Iterator[tuple[pa.Table, np.ndarray]]:
+        """(table of ARROW_SCHEMA plus `invoked_line`, usable mask) for the first `size` bytes of
+        `fh`, chunk by chunk, in order."""
+        # The next chunk is parsed (pyarrow, GIL released) while this one is derived and written.
+        with ThreadPoolExecutor(1, thread_name_prefix="kchaos-parse") as pool:
+            ahead = None
+            for data, tail in _chunks(fh, size):
+                parsed = None if tail else pool.submit(_parse, data, self.validate)
+                if ahead is not None:
+                    yield self._finish(*ahead)
+                ahead = (data, tail, parsed)
+            if ahead is not None:
+                yield self._finish(*ahead)
 
-    def _finish(self, data: bytes, tail: bool) -> pa.Table:
+    def _finish(self, data: bytes, tail: bool, parsed: Future | None = None) -> tuple[pa.Table, np.ndarray]:
         if tail:
             return self.tail(data)
-        table = self.chunk(data)
+        table = self.chunk(data, parsed.result() if parsed is not None else _parse(data, self.validate))
         self.lines += data.count(b"\n")
         return table
 
-    def chunk(self, data: bytes) -> pa.Table:
-        """Lines `data` (ending in a newline) as a table: the fast path, else line by line."""
-        parsed = _parse(data, self.validate)
+    def chunk(self, data: bytes, parsed: tuple[pa.Table, np.ndarray | None] | None) -> tuple[pa.Table, np.ndarray]:
+        """Lines `data` (ending in a newline) as a table: the fast path's `parsed`, else line by line."""
         if parsed is None:
             return self._slow(data)
         lines, perm = parsed
@@ -311,25 +334,26 @@ class _Converter:
                 return self._slow(data)
         self.pairing = state
         self.records += lines.num_rows
-        return _with(lines, derived)
+        return _with(lines, derived), usable
 
-    def tail(self, data: bytes) -> pa.Table:
+    def tail(self, data: bytes) -> tuple[pa.Table, np.ndarray]:
         """The last line, without newline: a record if it is JSON, else a corrupt row."""
         text = data.decode("utf-8", errors="replace")
         try:
             json.loads(text)
         except ValueError:
             if not text.strip():
-                return ARROW_SCHEMA.empty_table()
+                return _with(LINE_SCHEMA.empty_table(), {}), np.zeros(0, bool)
             return self._derive(pa.Table.from_pylist([corrupt_row(text)], schema=LINE_SCHEMA))
         return self._slow(data)
 
-    def _derive(self, lines: pa.Table) -> pa.Table:
-        derived, _, self.pairing = self.pairing.derive(lines, usable_mask(lines, lines.column(CORRUPT)))
-        return _with(lines, derived)
+    def _derive(self, lines: pa.Table) -> tuple[pa.Table, np.ndarray]:
+        usable = usable_mask(lines, lines.column(CORRUPT))
+        derived, _, self.pairing = self.pairing.derive(lines, usable)
+        return _with(lines, derived), usable
 
     # --- slow path: line by line, validate_history's exact messages ------------------
-    def _slow(self, data: bytes) -> pa.Table:
+    def _slow(self, data: bytes) -> tuple[pa.Table, np.ndarray]:
         if self.validate:
             try:
                 text = data.decode("utf-8")
@@ -375,7 +399,15 @@ class _Converter:
 
 
 def _with(lines: pa.Table, derived: dict[str, pa.Array]) -> pa.Table:
-    """`lines` with the derived columns: value and partition replaced, the others appended."""
+    """`lines` with the derived columns: value, partition and producer replaced, the others
+    appended (and `invoked_line`, for the bucket layout only)."""
     cols = {name: derived.get(name, lines.column(name) if name in lines.column_names else None)
             for name in ARROW_SCHEMA.names}
-    return pa.table(cols, schema=ARROW_SCHEMA)
+    cols = [pa.nulls(lines.num_rows, ARROW_SCHEMA.field(n).type) if c is None else c for n, c in cols.items()]
+    inv = derived.get("invoked_line", pa.nulls(lines.num_rows, pa.int64()))
+    return pa.Table.from_arrays(cols + [inv], schema=ARROW_SCHEMA.append(pa.field("invoked_line", pa.int64())))
+
+
+
+# Converting from a table of lines instead of JSON; at the bottom: it builds on the above.
+from checkers.parquet_lines import write_from_lines  # noqa: E402

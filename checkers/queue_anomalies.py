@@ -1,40 +1,47 @@
-"""The anomaly half of the Spark queue checker: every count of docs/checkers.md as DataFrames.
+"""The anomaly half of the Spark queue checker: two shuffle-free Spark jobs over the bucket layout.
 
-`anomalies(ops, done, limit)` takes the parsed history of one or more runs
-(checkers/queue.py `parse`: usable client ops, a `run` column) and returns,
-per run and kind, the count and up to `limit` anomalies (smallest keys
-first) with when each was acknowledged and exposed.
+The converter leaves each history's sends and read records bucketed by Kafka
+partition and by value (checkers/buckets.py), so every anomaly of
+docs/checkers.md can be found by tasks that each see whole partitions or
+whole values, and no Spark shuffle is needed:
 
-Built for 10M-line histories on two cores, where a Spark shuffle costs about
-a second per million rows: only fixed-width aggregates (min/max/count, never
-collect_set), two big groupings, and windows only over small sets.
+1. partition job: one task per group of `p<k>` files (checkers/check_tasks.py
+   `partition_task`): the offset and stream kinds, and per partition its
+   highest read offset and when its final read completed;
+2. value job: one task per group of `v<k>` files (`value_task`), given (1)'s
+   per-partition facts: the value kinds.
 
-- per value (`pv`): everything its sends and reads say, one grouping of the
-  sends and the exploded read records; a value's read locations are told
-  apart by the min and max of their partition and offset;
-- per offset (`po`): one row per value location and acknowledgement, from
-  `pv` (plus the raw reads of the few values read at two places), grouped by
-  (run, partition, offset): distinct read values by min/max, first read time;
-- poll steps: within one poll, consecutive records of a partition are
-  neighbours in its records array; only the first and last record of each
-  run of a partition go through a window over the consumer's stream;
-- nonmonotonic sends come from the converter's `acked_before` column.
+Files are packed into tasks by size, at least two tasks per core where there
+are that many files, so one big run and a suite of many small runs both
+spread over every executor. Only counts and at most `limit` anomalies per kind
+and task reach the driver (every key for the two value-keyed kinds found per
+partition, which the driver dedupes).
 """
 from __future__ import annotations
 
+import functools
+import sys
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
+
+import pyarrow.parquet as pq
+from pyspark import cloudpickle
+
+from checkers import check_tasks, line_tasks
+from checkers.buckets import bucket_files
+from checkers.check_tasks import partition_task, value_task
+from checkers.line_tasks import line_task, merge_lines
 
 __all__ = ["Found", "VALUES_READ", "VALUE_KINDS", "anomalies"]
 
 # Pseudo-kinds computed in the same pass as the counts, reported under `stats`.
 VALUES_READ = "_values_read"
 VALUE_KINDS = ("acked", "lost", "unseen", "duplicate", "unexpected", "failed_visible")
-_ANOMALOUS_VALUE_KINDS = VALUE_KINDS[1:]
-_KEY = "struct<p:bigint,o:bigint>"
+_CAPPED_P = ("inconsistent_offset", "poll_skip", "nonmonotonic_poll")
+TASK_BYTES = 64 << 20  # a task's share of input, at most, when there are more files than cores
 
 
 @dataclass
@@ -47,164 +54,143 @@ class Found:
 
 Result = dict[int, dict[str, Found]]  # run -> kind -> Found
 
+# The task functions travel by value: a Python worker then needs only numpy and pyarrow, not
+# the checkers package, whose imports (harness, pandas) would cost each worker seconds at start.
+for _module in (check_tasks, line_tasks, sys.modules[__name__]):
+    cloudpickle.register_pickle_by_value(_module)
 
-def _b(c: str) -> Column:
-    return F.coalesce(F.col(c), F.lit(False))
+
+def _pack(pieces: list[tuple[int, tuple]], parallelism: int) -> list[list[tuple]]:
+    """(size, piece) grouped into tasks: largest first, each to the lightest task."""
+    if not pieces:
+        return []
+    sized = sorted(pieces, key=lambda x: x[0], reverse=True)
+    total = sum(s for s, _ in sized)
+    n = min(len(sized), max(2 * parallelism, -(-total // TASK_BYTES)))
+    tasks: list[list[tuple]] = [[] for _ in range(n)]
+    load = [0] * n
+    for size, piece in sized:
+        i = load.index(min(load))
+        tasks[i].append(piece)
+        load[i] += size
+    return [t for t in tasks if t]
 
 
-def anomalies(ops: DataFrame, done: DataFrame, limit: int, late: bool = True) -> Result:
-    """run -> kind -> Found for every kind with a non-zero count (and `acked`'s smallest keys).
+def _files(files: list[tuple[int, Path]]) -> list[tuple[int, tuple]]:
+    return [(f.stat().st_size, (run, str(f))) for run, f in files]
 
-    `ops` are the usable client ops of `parse`; `done` has one row (run, p,
-    done_ns) per partition whose final read completed, with its time.
-    `late`: whether some ok send landed at or below an earlier ack of its
-    process (else nonmonotonic_send is not looked for).
-    """
-    spark = ops.sparkSession
-    t, f = F.col("type"), F.col("f")
-    sends = ops.filter((f == "send") & F.col("value").isNotNull())
-    located = (t == "ok") & F.col("partition").isNotNull() & F.col("offset").isNotNull()
-    reads = _reads(ops)
-    facts = sends.select(
-        "run", "value", (t == "invoke").alias("invoked"), (t == "ok").alias("acked"),
-        (t == "fail").alias("failed"), F.when(located, F.col("partition")).alias("ap"),
-        F.when(located, F.col("offset")).alias("ao"), F.when(t == "ok", F.col("time")).alias("at"),
-        # The partition of an ack, even one without an offset (acks=0): its final read decides.
-        F.when(t == "ok", F.col("partition")).alias("dp"),
-    ).unionByName(reads.select(
-        "run", F.col("v").alias("value"), F.lit(True).alias("read"), "drained",
-        F.col("p").alias("rp"), F.col("o").alias("ro"), F.col("time").alias("rt")),
-        allowMissingColumns=True)
-    pv = facts.groupBy("run", "value").agg(
-        *[F.max(c).alias(c) for c in ("invoked", "acked", "failed", "read", "drained")],
-        *[agg(c).alias(f"{c}_{name}") for c in ("ap", "ao", "rp", "ro")
-          for name, agg in (("min", F.min), ("max", F.max))],
-        F.min("at").alias("at"), F.min("rt").alias("rt"), F.min("dp").alias("dp"))
-    pv = pv.select(
-        "run", "value", "at", "rt", "dp", "ap_min", "ao_min", "rp_min", "ro_min",
-        *[_b(c).alias(c) for c in ("invoked", "acked", "failed", "read", "drained")],
-        # Read at exactly one location; acknowledged at more than one (ack_multi).
-        ((F.col("rp_min") == F.col("rp_max")) & (F.col("ro_min") == F.col("ro_max"))).alias("single"),
-        ((F.col("ap_min") != F.col("ap_max")) | (F.col("ao_min") != F.col("ao_max"))).alias("ack_multi"),
-    ).persist()
-    cached = [pv]
+
+def _row_groups(parquets: list[Path]) -> list[tuple[int, tuple]]:
+    """(size, (run, path, [row group])) for every row group of every history.parquet."""
+    out = []
+    for run, path in enumerate(parquets):
+        meta = pq.ParquetFile(path).metadata
+        out += [(meta.row_group(g).total_byte_size, (run, str(path), [g])) for g in range(meta.num_row_groups)]
+    return out
+
+
+def _first_task(task: tuple[str, list[tuple]], limit: int) -> tuple[str, dict[int, Any]]:
+    """A task of the first job: a partition task ("p") or a line task ("l")."""
+    kind, pieces = task
+    if kind == "p":
+        return kind, partition_task(pieces, limit)
+    # Row groups of one file go to one read.
+    merged: dict[tuple[int, str], list[int]] = {}
+    for run, path, groups in pieces:
+        merged.setdefault((run, path), []).extend(groups)
+    return kind, line_task([(run, path, sorted(g)) for (run, path), g in merged.items()])
+
+
+def _run_job(spark: SparkSession, tasks: list[Any], fn: Callable, name: str) -> list[Any]:
+    if not tasks:
+        return []
+    sc = spark.sparkContext
+    sc.setJobDescription(f"kchaos {name}")
     try:
-        twice = pv.agg(F.count(F.when(F.col("read") & ~F.col("single"), 1)).alias("reads"),
-                       F.count(F.when(F.col("ack_multi"), 1)).alias("acks")).first()
-        po_rows, extra = _offset_rows(pv, reads, sends.filter(located), twice["reads"] > 0, twice["acks"] > 0)
-        cached += extra
-        po = po_rows.groupBy("run", "p", "o").agg(
-            F.count("rv").alias("n_rv"), F.min("rv").alias("rv_min"), F.max("rv").alias("rv_max"),
-            F.count("av").alias("n_av"), F.min("av").alias("av_min"), F.max("av").alias("av_max"),
-            F.min("rt").alias("rt")).persist()
-        cached.append(po)
-        return _judge(spark, ops, pv, po, po_rows, reads, done, limit, late)
+        return sc.parallelize(tasks, len(tasks)).map(fn).collect()
     finally:
-        for df in cached:
-            df.unpersist()
+        sc.setJobDescription(None)
 
 
-def _reads(ops: DataFrame) -> DataFrame:
-    """The well-formed read records, with their neighbours in the same op.
+def anomalies(spark: SparkSession, parquets: list[Path], limit: int
+              ) -> tuple[Result, dict[int, dict[int, int]], dict[int, dict[str, Any]]]:
+    """(run -> kind -> Found for every kind with a non-zero count, run -> {partition: when its final
+    read completed}, run -> its merged line results (checkers/line_tasks.py)) for the converted
+    histories `parquets` (run i is parquets[i]). Two Spark jobs: partition and line tasks, then
+    value tasks."""
+    parallelism = spark.sparkContext.defaultParallelism
+    p_files, v_files = [], []
+    for run, pq_path in enumerate(parquets):
+        ps, vs = bucket_files(pq_path)
+        p_files += [(run, f) for f in ps]
+        v_files += [(run, f) for f in vs]
+    facts: dict[int, dict[str, dict[int, int]]] = {run: {"top": {}, "done": {}} for run in range(len(parquets))}
+    result: Result = {run: {} for run in range(len(parquets))}
+    by_value: dict[int, dict[str, dict[int, tuple]]] = {run: {"acked_offset_mismatch": {},
+                                                            "nonmonotonic_send": {}} for run in facts}
+    above: dict[int, dict[int, int | None]] = {run: {} for run in facts}
+    first = ([("p", t) for t in _pack(_files(p_files), parallelism)]
+             + [("l", t) for t in _pack(_row_groups(parquets), parallelism)])
+    line_parts: dict[int, list[dict[str, Any]]] = {run: [] for run in facts}
+    for kind, part in _run_job(spark, first, functools.partial(_first_task, limit=limit),
+                               "partition kinds and line stats"):
+        if kind == "l":
+            for run, out in part.items():
+                line_parts[run].append(out)
+            continue
+        for run, out in part.items():
+            facts[run]["top"].update(out["top"])
+            for p, t in out["done"].items():
+                facts[run]["done"][p] = min(t, facts[run]["done"].get(p, t))
+            for kind in _CAPPED_P:
+                _merge(result[run], kind, *out[kind])
+            seen = by_value[run]["acked_offset_mismatch"]
+            for v, p, o, acked, exposed in out["acked_offset_mismatch"]:
+                old = seen.get(v)
+                first_ack = _least(acked, old[2] if old else None)
+                seen[v] = (p, o, first_ack, exposed) if old is None or (p, o) < old[:2] else (*old[:2], first_ack, old[3])
+            sends = by_value[run]["nonmonotonic_send"]
+            for v, t in out["nonmonotonic_send"]:
+                sends[v] = min(t, sends.get(v, t))
+            for v, _, _, t in out["read_bound"]:
+                above[run][v] = _least(t, above[run].get(v))
+    for run, kinds in by_value.items():
+        for v, (_, _, acked, exposed) in sorted(kinds["acked_offset_mismatch"].items()):
+            _add(result[run], "acked_offset_mismatch", v, acked, exposed, limit)
+        for v, t in sorted(kinds["nonmonotonic_send"].items()):
+            _add(result[run], "nonmonotonic_send", v, t, t, limit)
+    for part in _run_job(spark, _pack(_files(v_files), parallelism),
+                         functools.partial(value_task, facts=facts, limit=limit), "value kinds"):
+        for run, out in part.items():
+            found = result[run]
+            found.setdefault(VALUES_READ, Found()).count += out["values_read"]
+            for kind in ("acked", "unseen", "duplicate", "unexpected", "failed_visible"):
+                _merge(found, kind, *out[kind])
+            count, items = out["lost"]
+            lost = [(v, acked, _least(done, above[run].get(v) if rb else None)) for v, acked, done, rb in items]
+            _merge(found, "lost", count, lost)
+    for run, found in result.items():
+        for kind, f in found.items():
+            f.items.sort(key=lambda item: item["key"])
+            del f.items[limit if kind != "acked" else 10:]
+    done = {run: f["done"] for run, f in facts.items()}
+    lines = {run: merge_lines(parts) for run, parts in line_parts.items()}
+    return {run: {k: f for k, f in kinds.items() if f.count} for run, kinds in result.items()}, done, lines
 
-    Columns: run, index, time, process, stream, drained, pos, p, o, v, and
-    prev_p/prev_o, next_p (the records listed before and after in the op).
-    """
-    with_records = ops.filter(F.size("records") > 0)
-    n = F.size("records")
-    nothing = F.array(F.lit(None).cast("array<bigint>"))
-    zipped = F.arrays_zip(
-        F.col("records").alias("r"),
-        F.concat(nothing, F.slice("records", 1, n - 1)).alias("prev"),
-        F.concat(F.slice("records", 2, n), nothing).alias("next"))
-    entries = with_records.select(
-        "run", "index", "time", F.col("process").cast("long").alias("process"), "stream",
-        (F.col("f") == "drain").alias("drained"), F.posexplode(zipped).alias("pos", "e"))
-    r = F.col("e.r")
-    well_formed = F.coalesce((F.size(r) == 3) & F.forall(r, lambda x: x.isNotNull()), F.lit(False))
-    reads = entries.filter(well_formed).select(
-        "run", "index", "time", "process", "stream", "drained", "pos",
-        F.get(r, 0).alias("p"), F.get(r, 1).alias("o"), F.get(r, 2).alias("v"),
-        F.get("e.prev", 0).alias("prev_p"), F.get("e.prev", 1).alias("prev_o"),
-        F.get("e.next", 0).alias("next_p"))
-    return reads
+
+def _least(*xs: int | None) -> int | None:
+    return min((x for x in xs if x is not None), default=None)
 
 
-def _offset_rows(pv: DataFrame, reads: DataFrame, acks: DataFrame, read_twice: bool,
-                 acked_twice: bool) -> tuple[DataFrame, list[DataFrame]]:
-    """(run, p, o, rv, rt, av): each value where it was read (rv, first read time rt) and acked (av).
-
-    The raw reads (acks) are looked at again only if some value was read
-    (acked) at two places: `read_twice` (`acked_twice`). Returns the rows and
-    the cached DataFrames to unpersist when done.
-    """
-    cols = ("run", "p", "o", "rv", "rt", "av")
-    null = F.lit(None).cast("bigint")
-    at_read = (F.col("single") & ~F.coalesce(F.col("ack_multi"), F.lit(False))
-               & (F.col("ap_min") == F.col("rp_min")) & (F.col("ao_min") == F.col("ro_min")))
-    read_once = pv.filter("single").select(
-        "run", F.col("rp_min").alias("p"), F.col("ro_min").alias("o"), F.col("value").alias("rv"),
-        "rt", F.when(at_read, F.col("value")).alias("av"))
-    acked_elsewhere = pv.filter(F.col("ap_min").isNotNull() & ~F.coalesce(at_read, F.lit(False))
-                                & ~F.coalesce(F.col("ack_multi"), F.lit(False))).select(
-        "run", F.col("ap_min").alias("p"), F.col("ao_min").alias("o"), null.alias("rv"),
-        null.alias("rt"), F.col("value").alias("av"))
-    # The few values read at several locations, or acked at several, from the raw rows.
-    rows = read_once.select(*cols).unionByName(acked_elsewhere.select(*cols))
-    # These few rows are kept once computed: several later queries look at them.
-    extra = []
-    if read_twice:
-        dup = F.broadcast(pv.filter(F.col("read") & ~F.col("single")).select("run", F.col("value").alias("v")))
-        extra.append(reads.join(dup, ["run", "v"], "left_semi").groupBy("run", "p", "o", "v")
-                     .agg(F.min("time").alias("rt"))
-                     .select("run", "p", "o", F.col("v").alias("rv"), "rt", null.alias("av")).persist())
-    if acked_twice:
-        multi = F.broadcast(pv.filter(F.col("ack_multi")).select("run", "value"))
-        extra.append(acks.join(multi, ["run", "value"], "left_semi").select(
-            "run", F.col("partition").alias("p"), F.col("offset").alias("o"), null.alias("rv"),
-            null.alias("rt"), F.col("value").alias("av")).persist())
-    for df in extra:
-        rows = rows.unionByName(df)
-    return rows, extra
+def _merge(found: dict[str, Found], kind: str, count: int, items: list[tuple]) -> None:
+    f = found.setdefault(kind, Found())
+    f.count += count
+    f.items += [{"key": list(k) if isinstance(k, tuple) else k, "acked_ns": a, "exposed_ns": e}
+                for k, a, e in items]
 
 
-def _judge(spark: SparkSession, ops: DataFrame, pv: DataFrame, po: DataFrame, po_rows: DataFrame,
-           reads: DataFrame, done: DataFrame, limit: int, late: bool) -> Result:
-    from checkers.queue_detail import collect_kinds, count_frames, detail_frames, other_frames
-
-    high = F.broadcast(po.filter(F.col("n_rv") > 0).groupBy("run", "p").agg(F.max("o").alias("high"))
-                       .withColumnRenamed("p", "ap_min"))
-    fin = F.broadcast(done.withColumnRenamed("p", "dp"))
-    v = pv.join(high, ["run", "ap_min"], "left").join(fin, ["run", "dp"], "left")
-    c = F.col
-    beyond = F.coalesce(c("ao_min") < c("high"), F.lit(False))
-    ack_done = c("acked") & c("done_ns").isNotNull()
-    kinds = {
-        "acked": c("acked"),
-        # Lost: (1) its partition's final read completed without it, even if a consumer
-        # read it earlier (the log lost it after that, e.g. to a power failure); or (2)
-        # by the read bound: never read, while a read returned a higher offset of its
-        # partition. Unseen: never read, and neither rule applies.
-        "lost": (ack_done & ~c("drained")) | (beyond & ~c("read")),
-        "unseen": c("acked") & ~c("read") & ~ack_done & ~beyond,
-        "duplicate": c("read") & ~c("single"),
-        "unexpected": c("read") & ~c("invoked"),
-        "failed_visible": c("read") & c("failed"),
-        VALUES_READ: c("read"),
-    }
-    judged = v.select("run", "value", "at", "rt", "ap_min", "ao_min", "done_ns",
-                      (beyond & ~c("read")).alias("read_bound"),
-                      *[cond.alias(k) for k, cond in kinds.items()])
-    result: Result = {}
-    rows = judged.groupBy("run").agg(*[F.count(F.when(c(k), 1)).alias(k) for k in kinds]).collect()
-    for row in rows:
-        result[row["run"]] = {k: Found(row[k]) for k in kinds if row[k]}
-    frames, cached = other_frames(po, po_rows, reads, ops, late)
-    try:
-        count_frames(frames, result)
-        collect_kinds(spark, judged, po, po_rows, result, limit)
-        detail_frames(frames, po_rows, pv, result, limit)
-    finally:
-        for df in cached:
-            df.unpersist()
-    return {run: {k: found for k, found in kinds_.items() if found.count} for run, kinds_ in result.items()}
+def _add(found: dict[str, Found], kind: str, key: Any, acked: int | None, exposed: int | None, limit: int) -> None:
+    f = found.setdefault(kind, Found())
+    f.count += 1
+    if len(f.items) < limit:
+        f.items.append({"key": key, "acked_ns": acked, "exposed_ns": exposed})

@@ -90,12 +90,12 @@ def scan(ops: Iterable[dict[str, Any]]) -> Columns:
     stream_of: dict[int, int] = {}
     stream_process: list[int] = []
     last: dict[int, tuple[Any, ...]] = {}
-    send_max: dict[tuple[int, int], int] = {}
-    nonmonotonic: list[int] = []
+    # Located acks for nonmonotonic_send: producer instance (kind, id), partition, invocation, offset, value.
+    sent = array("q")
     complete: set[int] = set()
     partitions: set[int] = set()
     n = dict.fromkeys(COUNTERS, 0)
-    for op in ops:
+    for ordinal, op in enumerate(ops):
         get = op.get
         proc = get("process")
         if proc == "nemesis":
@@ -111,11 +111,15 @@ def scan(ops: Iterable[dict[str, Any]]) -> Columns:
                 or ("complete" in op and type(op["complete"]) is not bool)):
             n["malformed_client_ops"] += 1
             continue
+        producer = get("producer")
         prev = last.get(proc)
-        last[proc] = (type_, f, value, partition)
+        last[proc] = (type_, f, value, partition, producer, ordinal)
+        invoked_at = ordinal
         if type_ != "invoke" and prev is not None and prev[0] == "invoke" and prev[1] == f:
             value = prev[2] if value is None else value
             partition = prev[3] if partition is None else partition
+            producer = prev[4] if producer is None else producer
+            invoked_at = prev[5]
         if f == "send":
             if not is_int64(value):
                 n["malformed_client_ops"] += 1
@@ -134,11 +138,9 @@ def scan(ops: Iterable[dict[str, Any]]) -> Columns:
                 ack_hp.append(partition is not None)
                 ack_ho.append(offset is not None)
                 if partition is not None and offset is not None:
-                    key = (proc, partition)
-                    if offset <= send_max.get(key, INT64_MIN - 1):
-                        nonmonotonic.append(value)
-                    else:
-                        send_max[key] = offset
+                    # A send without a producer instance went through its own process's.
+                    own = not is_int64(producer)
+                    sent.extend((int(own), proc if own else producer, partition, invoked_at, offset, value))
         elif f in ("poll", "drain") and type_ == "ok":
             records = get("records")
             if type(records) is not list:
@@ -174,5 +176,21 @@ def scan(ops: Iterable[dict[str, Any]]) -> Columns:
         ack_has_offset=np.frombuffer(ack_ho, dtype=np.bool_),
         reads=reads, polled=len(polls) // 3, poll_stream=np.frombuffer(poll_sid, dtype=np.int64),
         stream_process=tuple(stream_process), complete=frozenset(complete),
-        partitions=frozenset(partitions), nonmonotonic_send=np.array(nonmonotonic, dtype=np.int64),
-        counters=n)
+        partitions=frozenset(partitions), nonmonotonic_send=_nonmonotonic(sent), counters=n)
+
+
+def _nonmonotonic(sent: array) -> np.ndarray:
+    """Values acked at (p, o) whose send was invoked, through the same producer instance, after an
+    earlier-invoked send to p that was acked at an offset >= o."""
+    a = np.frombuffer(sent, dtype=np.int64).reshape(-1, 6)
+    own, who, p, inv, o, v = a.T
+    order = np.lexsort((inv, p, who, own))
+    own, who, p, o, v = own[order], who[order], p[order], o[order], v[order]
+    out = []
+    start = 0
+    for end in [*np.flatnonzero((own[1:] != own[:-1]) | (who[1:] != who[:-1]) | (p[1:] != p[:-1])) + 1, len(o)]:
+        if end - start > 1:
+            prior = np.maximum.accumulate(o[start:end - 1])
+            out.append(v[start + 1:end][o[start + 1:end] <= prior])
+        start = end
+    return np.concatenate(out) if out else np.zeros(0, np.int64)

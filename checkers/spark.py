@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -48,6 +49,7 @@ HISTORY_SCHEMA = T.StructType([
     T.StructField("complete", T.BooleanType()),
     T.StructField("node", T.StringType()),
     T.StructField("error", T.StringType()),
+    T.StructField("producer", T.LongType()),
     T.StructField("nemesis", T.StringType()),
     T.StructField("detail", T.StringType()),
     T.StructField(CORRUPT, T.StringType()),
@@ -76,6 +78,9 @@ def spark_session(master: str = "local[*]") -> SparkSession:
         host = os.environ.get(DRIVER_HOST_ENV) or LOOPBACK
         # Read by the JVM at startup, so it must be set before the gateway launches.
         os.environ["SPARK_LOCAL_IP"] = host
+        # The anomaly tasks run Python (numpy, pyarrow, checkers): this interpreter's, not
+        # whatever `python3` is on the PATH.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         conf = SparkConf().setMaster(master).setAppName(APP_NAME).setAll([
             ("spark.driver.host", host),
             ("spark.driver.bindAddress", host),
@@ -88,6 +93,7 @@ def spark_session(master: str = "local[*]") -> SparkSession:
             ("spark.driver.memory", os.environ.get(DRIVER_MEMORY_ENV) or "4g"),
             # Splits of 16 MB let both cores read a history of a few hundred MB.
             ("spark.sql.files.maxPartitionBytes", str(16 << 20)),
+            ("spark.pyspark.python", os.environ["PYSPARK_PYTHON"]),
         ])
         ensure_quiet_jvm(conf)
         _session = SparkSession.builder.config(conf=conf).getOrCreate()

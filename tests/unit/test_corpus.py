@@ -304,3 +304,50 @@ def test_agrees_with_model(sends, strays, complete, idempotent):
     assert {k: r["counts"][k] for k in expected} == expected
     if not rb_only and not any(r["counts"][k] for k in NEW_KINDS):
         assert r["valid"] == valid
+
+
+def test_nonmonotonic_send_is_judged_per_producer_instance():
+    # Processes 0 and 1 are two in-flight slots of producer 7: 1 is invoked first, 2 after it,
+    # 2 is acked first at a lower offset. Without `producer` each process is its own producer.
+    def history(producer: int | None) -> HistoryBuilder:
+        via = {} if producer is None else {"producer": producer}
+        h = HistoryBuilder()
+        h.op(0, "invoke", "send", topic="t", partition=0, value=1, **via)
+        h.op(1, "invoke", "send", topic="t", partition=0, value=2, **via)
+        h.op(1, "ok", "send", topic="t", partition=0, value=2, offset=3)  # producer inherited
+        h.op(0, "ok", "send", topic="t", partition=0, value=1, offset=4, **via)
+        return h.drain(5, 0, [(0, 3, 2), (0, 4, 1)])
+
+    shared = check(history(7), idempotent_test(True))
+    assert shared["counts"] == {**ZERO, "acked": 2, "nonmonotonic_send": 1}
+    assert shared["examples"]["nonmonotonic_send"] == [2] and shared["valid"] is False
+    assert check(history(None), idempotent_test(True))["valid"] is True
+    # Acked in invocation order through one instance, whatever the completion order: fine.
+    h = HistoryBuilder()
+    h.op(0, "invoke", "send", topic="t", partition=0, value=1, producer=7)
+    h.op(1, "invoke", "send", topic="t", partition=0, value=2, producer=7)
+    h.op(1, "ok", "send", topic="t", partition=0, value=2, offset=4, producer=7)
+    h.op(0, "ok", "send", topic="t", partition=0, value=1, offset=3, producer=7)
+    assert check(h.drain(5, 0, [(0, 3, 1), (0, 4, 2)]), idempotent_test(True))["valid"] is True
+
+
+@settings(max_examples=40, deadline=None, database=None)
+@given(seed=st.integers(0, 2**31), in_flight=st.integers(2, 4), planted=st.integers(0, 3),
+       idempotent=st.booleans())
+def test_in_flight_corpus_is_labelled_exactly(seed, in_flight, planted, idempotent):
+    c = generate(seed, sends=300, in_flight=in_flight, idempotent=idempotent,
+                 plant={"nonmonotonic_send": planted, "duplicate": 1, "lost": 1})
+    sends = [o for o in c.ops if o["f"] == "send"]
+    assert all(o["producer"] == o["process"] // in_flight for o in sends)
+    # Slots of one instance overlap: some instance has two sends outstanding at once.
+    outstanding, overlapped = {}, False
+    for o in sends:
+        mine = outstanding.setdefault(o["producer"], set())
+        if o["type"] == "invoke":
+            overlapped |= bool(mine)
+            mine.add(o["process"])
+        else:
+            mine.discard(o["process"])
+    assert overlapped
+    assert len(c.planted["nonmonotonic_send"]) == planted
+    assert_finds_exactly(c.ops, c.test, c.planted)

@@ -1,0 +1,81 @@
+"""Benchmark: a 100k-operation run checked in a fresh process, JVM start included; then more runs in it.
+
+    python bench/check_session.py [OPS] [RUNS]      (default: 100000 3)
+
+Writes RUNS labelled corpus histories of about OPS lines each (checkers.corpus.write_large,
+different seeds), then starts one fresh interpreter that does what `kchaos check RUN` (and,
+for every later run, a suite or scenario in one harness process) does: `check_path` on each
+run in turn, sharing the process's one Spark session. Prints, from the parent's clock, the
+wall time from spawning the interpreter to the first run's results.json, its parts (Python
+imports, JVM and Spark session start, conversion, the check) and each later run's time, the
+ratio of the first to the 10 s target, and whether the counts match the corpus labels.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGET_S = 10.0
+MASTER = "local[2]"
+
+CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from checkers import check_path
+from checkers.parquet import convert
+from checkers.spark import spark_session
+t1 = time.perf_counter()
+spark_session(sys.argv[1])
+t2 = time.perf_counter()
+out = []
+for run in sys.argv[2:]:
+    a = time.perf_counter()
+    convert(run + "/history.jsonl")
+    b = time.perf_counter()
+    r = check_path(run, sys.argv[1])
+    c = time.perf_counter()
+    out.append({"convert": b - a, "check": c - b, "counts": r["counts"], "done": time.time()})
+print(json.dumps({"imports": t1 - t0, "session": t2 - t1, "runs": out}))
+"""
+
+
+def main(ops: int, runs: int) -> None:
+    """Run the benchmark: `runs` histories of about `ops` lines, checked in one fresh process."""
+    from checkers.corpus import write_large
+
+    with tempfile.TemporaryDirectory() as tmp:
+        dirs, labels = [], []
+        for seed in range(runs):
+            corpus = write_large(Path(tmp) / f"run{seed}", seed=seed, ops=ops)
+            dirs.append(str(corpus.path.parent))
+            labels.append(({k: len(v) for k, v in corpus.planted.items()}, corpus.lines))
+        print(f"load average before: {os.getloadavg()[0]:.2f}", flush=True)
+        start = time.time()
+        proc = subprocess.run([sys.executable, "-c", CHILD, MASTER, *dirs], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        if proc.returncode:
+            sys.exit(proc.stderr[-3000:])
+        res = json.loads(proc.stdout.strip().splitlines()[-1])
+        first = res["runs"][0]["done"] - start
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        print(f"first run ({labels[0][1]:,} lines), fresh process to results.json: {first:.1f} s "
+              f"= {first / TARGET_S:.2f} of the {TARGET_S:.0f} s target")
+        one = res["runs"][0]
+        rest = first - res["session"] - one["convert"] - one["check"]
+        print(f"  interpreter start and imports {rest:.1f} s (imports {res['imports']:.1f} s), Spark session "
+              f"(JVM) {res['session']:.1f} s, convert {one['convert']:.1f} s, check {one['check']:.1f} s")
+        for i, r in enumerate(res["runs"]):
+            planted, lines = labels[i]
+            ok = all(r["counts"][k] == n for k, n in planted.items())
+            print(f"run {i + 1}: {lines:,} lines, convert {r['convert']:.1f} s + check {r['check']:.1f} s "
+                  f"= {r['convert'] + r['check']:.1f} s in the shared session; labels {'match' if ok else 'DIFFER'}")
+
+
+if __name__ == "__main__":
+    args = [int(a) for a in sys.argv[1:]]
+    main(*(args + [100_000, 3][len(args):]))
