@@ -2,8 +2,8 @@
 
 A producer worker process (workloads/producer_procs.py) records its sends in
 its own Arrow IPC stream, `history.parts/<name>.arrows`, instead of the
-shared history.jsonl: appending to columns costs a fraction of a JSON line,
-and no lock or pipe is shared between processes. Every event carries the
+shared history.jsonl: packing an event into a fixed-size record costs a
+fraction of a JSON line, and no lock or pipe is shared between processes. Every event carries the
 same clock as the history (CLOCK_MONOTONIC nanoseconds since the history's
 t0, which every process on the machine reads alike).
 
@@ -75,7 +75,7 @@ class SendStream:
         """Record the invocation of a send."""
         with self._lock:
             self._rows += _ROW.pack(time.monotonic_ns() - self.t0, process, 0, partition, value, -1, producer)
-        self.counts["send"] += 1
+            self.counts["send"] += 1
 
     def done(self, process: int, producer: int, partition: int, value: int, type_: str,
              offset: int | None, error: str | None) -> None:
@@ -85,7 +85,7 @@ class SendStream:
                 self._errors[len(self._rows) // _ROW.size] = error
             self._rows += _ROW.pack(time.monotonic_ns() - self.t0, process, _CODE[type_], partition, value,
                                     -1 if offset is None else offset, producer)
-        self.counts[type_] += 1
+            self.counts[type_] += 1
 
     def flush(self) -> None:
         """Write what was appended since the last flush as one batch, and hand it to the OS."""
