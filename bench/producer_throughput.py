@@ -1,0 +1,247 @@
+"""Benchmark: kchaos's recorded ok sends per second vs Kafka's ProducerPerformance and VerifiableProducer.
+
+    python bench/producer_throughput.py [--seconds 30] [--records 2000000] [--rounds 2] [--in-flight 5000]
+        [--producers 2] [--processes 2] [--linger-ms 5] [--long 0] [--kill-leader 60]
+
+On one 3-node cluster (Docker, plain storage), for acks=1 and acks=all, on a fresh topic each
+(3 partitions, RF 3, min.insync 2), after one short warm-up run of each (not counted), `--rounds`
+rounds of the three, one after the other:
+
+- ProducerPerformance (`kafka-producer-perf-test`), inside node n1, `--records` 8-byte records,
+  unthrottled: the ceiling;
+- VerifiableProducer, inside node n1, `--records / 2` records: the recording producer of Kafka's own
+  system tests, which prints a JSON line per acknowledgement;
+- the kchaos queue workload (workloads/queue.py) for `--seconds`, 8-byte values, no consumers,
+  recording every send into the history: ok sends recorded per second, from the merged history.
+
+Prints records per second for each, per round and the median over rounds, the ratios
+kchaos/ProducerPerformance and kchaos/VerifiableProducer, and the peak resident memory of the
+harness process and of its producer processes together. With `--long S` it then runs the acks=all workload for S seconds, printing the resident
+memory every minute. With `--kill-leader S` (after the cluster is gone) it runs
+`kchaos run --nemesis kill-leader` for S seconds with the same workload options and prints ok sends
+per second over the run and inside fault windows (a leader's kill to its restart).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from clusters import admin  # noqa: E402
+from clusters.docker import DockerCluster, cleanup  # noqa: E402
+from harness.config import ClusterConfig, ProducerConfig, TestConfig, TopicConfig, WorkloadConfig  # noqa: E402
+from harness.history import History, read_history  # noqa: E402
+from harness.runner import prepare  # noqa: E402
+from harness.send_stream import merge_streams  # noqa: E402
+from workloads.queue import QueueWorkload  # noqa: E402
+
+TOOL = ["kafka-ctl", "tool"]
+OK_SEND = '"type":"ok","f":"send"'  # as History and the stream merge write every ok send
+
+
+def rss_mb(pids: list[int]) -> float:
+    """Resident memory of these processes together, in MB (pid 0: this process; one that is gone: 0)."""
+    total = 0
+    for pid in (p or os.getpid() for p in pids):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        m = re.search(r"VmRSS:\s+(\d+) kB", status)
+        total += int(m.group(1)) if m else 0
+    return total / 1024
+
+
+class RssSampler:
+    """Samples (harness MB, producer processes MB) every `every` seconds: this process, and its children."""
+
+    def __init__(self, every: float = 1.0):
+        self.every, self.samples, self._stop = every, [], threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> "RssSampler":
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._t.join()
+
+    def _loop(self) -> None:
+        import multiprocessing as mp
+
+        while not self._stop.wait(self.every):
+            self.samples.append((rss_mb([0]), rss_mb([p.pid for p in mp.active_children()])))
+
+    def peak(self) -> tuple[float, float]:
+        """The highest harness and producer-process figures sampled."""
+        return (max((h for h, _ in self.samples), default=0.0), max((w for _, w in self.samples), default=0.0))
+
+
+def topic_for(acks: str) -> TopicConfig:
+    """The fresh topic of one acks setting."""
+    return TopicConfig(name=f"bench-acks-{acks}", partitions=3, replication_factor=3, min_insync=2)
+
+
+def producer_performance(cluster, topic: str, acks: str, records: int) -> float:  # noqa: ANN001
+    """ProducerPerformance's records/s for `records` 8-byte records, run inside node n1."""
+    _, out = cluster.exec("n1", TOOL + ["org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
+                                        "--num-records", str(records), "--record-size", "8", "--throughput", "-1",
+                                        "--producer-props", f"bootstrap.servers={cluster.address('n1')}:9092",
+                                        f"acks={acks}"])
+    m = re.search(r"records sent, ([\d.]+) records/sec", out)
+    if not m:
+        raise RuntimeError(f"ProducerPerformance printed no summary: {out[-500:]}")
+    return float(m.group(1))
+
+
+def verifiable_producer(cluster, topic: str, acks: str, records: int) -> float:  # noqa: ANN001
+    """VerifiableProducer's acknowledged records/s (its own tool_data summary), stdout kept in the node."""
+    script = (f"kafka-ctl tool org.apache.kafka.tools.VerifiableProducer --topic {topic} --max-messages {records} "
+              f"--throughput -1 --acks {'-1' if acks == 'all' else acks} "
+              f"--bootstrap-server {cluster.address('n1')}:9092 > /tmp/verifiable.out; "
+              "grep tool_data /tmp/verifiable.out | tail -1")
+    _, out = cluster.exec("n1", ["bash", "-c", script])
+    data = json.loads(out.strip().splitlines()[-1])
+    if data["acked"] != records:
+        raise RuntimeError(f"VerifiableProducer acknowledged {data['acked']} of {records}")
+    return float(data["avg_throughput"])
+
+
+def kchaos_workload(cluster, cfg: TestConfig, seconds: float, sampler_every: float = 1.0,  # noqa: ANN001
+                    report_every: float = 0.0) -> tuple[float, tuple[float, float], int]:
+    """(recorded ok sends/s, peak (harness, producer processes) RSS MB, history lines) of the queue
+    workload run for `seconds`; ok sends are counted in the merged history.jsonl."""
+    with tempfile.TemporaryDirectory() as run:
+        history = History(Path(run) / "history.jsonl")
+        workload = QueueWorkload(cfg)
+        with RssSampler(sampler_every) as rss:
+            start = time.monotonic()
+            workload.start(cluster, history)
+            next_report = start + report_every
+            while (now := time.monotonic()) < start + seconds:
+                time.sleep(min(1.0, start + seconds - now))
+                if report_every and time.monotonic() >= next_report and rss.samples:
+                    next_report += report_every
+                    harness, workers = rss.samples[-1]
+                    print(f"  {time.monotonic() - start:6.0f} s  RSS harness {harness:6.1f} MB, producer processes "
+                          f"{workers:6.1f} MB  ok {workload.counts['ok']:,}", flush=True)
+            workload.stop()
+            elapsed = time.monotonic() - start
+        history.close()
+        merging = time.monotonic()
+        merge_streams(Path(run))
+        merge_s = time.monotonic() - merging
+        ok = lines = 0
+        with open(Path(run) / "history.jsonl", encoding="utf-8") as fh:
+            for line in fh:  # a substring test: parsing millions of lines would take longer than the run
+                lines += 1
+                ok += OK_SEND in line
+    if report_every:
+        print(f"  merged the producer streams into {lines:,} history lines in {merge_s:.0f} s "
+              f"({lines / merge_s:,.0f} lines/s)", flush=True)
+    return ok / elapsed, rss.peak(), lines
+
+
+def fault_window_rates(run: Path) -> tuple[float, float, int]:
+    """(ok sends/s over the run, ok sends/s inside kill-to-restart windows, windows) of a run directory."""
+    ops = list(read_history(run / "history.jsonl"))
+    oks = [o["time"] for o in ops if o["f"] == "send" and o["type"] == "ok"]
+    windows, opened = [], None
+    for o in ops:
+        if o["process"] != "nemesis":
+            continue
+        if o["f"] == "kill" and o["type"] == "invoke":
+            opened = o["time"]
+        elif o["f"] in ("start", "heal") and o["type"] != "invoke" and opened is not None:
+            windows.append((opened, o["time"]))
+            opened = None
+    sends = [o["time"] for o in ops if o["f"] == "send"]
+    span = (max(sends) - min(sends)) / 1e9 if sends else 1.0
+    inside = sum(1 for t in oks if any(a <= t <= b for a, b in windows))
+    width = sum(b - a for a, b in windows) / 1e9
+    return len(oks) / span, inside / width if width else 0.0, len(windows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the benchmark (see the module docstring)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--records", type=int, default=2_000_000)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--in-flight", type=int, default=5000)
+    ap.add_argument("--producers", type=int, default=2)
+    ap.add_argument("--processes", type=int, default=2)
+    ap.add_argument("--linger-ms", type=int, default=5)
+    ap.add_argument("--long", type=float, default=0.0, help="then run acks=all this long, printing memory")
+    ap.add_argument("--kill-leader", type=float, default=0.0, help="then a kchaos run under kill-leader this long")
+    a = ap.parse_args(argv)
+    cleanup()
+    image = prepare("3.7.2")
+    base = TestConfig(seed=1, workload=WorkloadConfig(producers=a.producers, consumers=0, rate=10_000_000,
+                                                      in_flight=a.in_flight, producer_processes=a.processes))
+    print(f"3 nodes, 3 partitions, RF 3, min.insync 2, 8-byte values; kchaos: {a.producers} producers in "
+          f"{a.processes or 'no'} worker processes, {a.in_flight} in flight each, linger.ms {a.linger_ms}, "
+          f"{a.seconds:g} s; load average {open('/proc/loadavg').read().split()[0]}", flush=True)
+    print(f"{'acks':>4} {'round':>5} {'ProducerPerf/s':>14} {'Verifiable/s':>12} {'kchaos ok/s':>11} {'kchaos/PP':>9} "
+          f"{'kchaos/VP':>9} {'RSS MB harness+procs':>20} {'lines':>10}", flush=True)
+    with tempfile.TemporaryDirectory() as run:
+        cluster = DockerCluster(ClusterConfig(storage="plain"), image, Path(run), say=lambda m: None)
+        try:
+            cluster.setup()
+            for acks in ("1", "all"):
+                topic = topic_for(acks)
+                admin.create_topic(cluster.bootstrap(), topic)
+                cluster.wait_topic(topic.name, 3)
+                cfg = replace(base, topic=topic, producer=ProducerConfig(acks=acks, linger_ms=a.linger_ms))
+                producer_performance(cluster, topic.name, acks, a.records // 10)  # warm-ups: JIT, connections
+                verifiable_producer(cluster, topic.name, acks, a.records // 20)
+                kchaos_workload(cluster, cfg, 5)
+                rows = []
+                for r in range(1, a.rounds + 1):
+                    pp = producer_performance(cluster, topic.name, acks, a.records)
+                    vp = verifiable_producer(cluster, topic.name, acks, a.records // 2)
+                    ours, (harness, workers), lines = kchaos_workload(cluster, cfg, a.seconds)
+                    rows.append((pp, vp, ours))
+                    print(f"{acks:>4} {r:>5} {pp:>14,.0f} {vp:>12,.0f} {ours:>11,.0f} {ours / pp:>9.2f} {ours / vp:>9.2f} "
+                          f"{harness:>9.0f} + {workers:>8.0f} {lines:>10,}", flush=True)
+                pp, vp, ours = (statistics.median(col) for col in zip(*rows))
+                print(f"{acks:>4} {'med':>5} {pp:>14,.0f} {vp:>12,.0f} {ours:>11,.0f} {ours / pp:>9.2f} {ours / vp:>9.2f}",
+                      flush=True)
+            if a.long:
+                print(f"acks=all for {a.long:g} s, resident memory of the harness and its producer processes:")
+                cfg = replace(base, topic=topic_for("all"), producer=ProducerConfig(acks="all", linger_ms=a.linger_ms))
+                ours, (harness, workers), lines = kchaos_workload(cluster, cfg, a.long, sampler_every=5.0,
+                                                                  report_every=60.0)
+                print(f"  {ours:,.0f} ok/s; peak RSS harness {harness:.0f} MB, producer processes {workers:.0f} MB; "
+                      f"{lines:,} history lines", flush=True)
+        finally:
+            cluster.teardown()
+    if a.kill_leader:
+        with tempfile.TemporaryDirectory() as store:
+            cmd = [str(REPO / ".venv/bin/kchaos"), "run", "--nemesis", "kill-leader", "--time-limit", str(a.kill_leader),
+                   "--interval", "15", "--acks", "all", "--linger-ms", str(a.linger_ms), "--in-flight", str(a.in_flight),
+                   "--producers", str(a.producers), "--producer-processes", str(a.processes), "--consumers", "1",
+                   "--rate", "10000000", "--seed", "1", "--store", store, "--spark-master", "local[2]"]
+            subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            run_dir = max(Path(store).glob("*/*/history.jsonl"), key=lambda p: p.stat().st_mtime).parent
+            whole, inside, windows = fault_window_rates(run_dir)
+            valid = json.loads((run_dir / "results.json").read_text())["valid"]
+            print(f"kill-leader, acks=all, {a.kill_leader:g} s: {whole:,.0f} ok/s over the run, {inside:,.0f} ok/s "
+                  f"inside {windows} kill-to-restart windows (ratio {inside / whole:.2f}); valid={valid}")
+
+
+if __name__ == "__main__":
+    main()
