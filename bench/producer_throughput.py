@@ -42,13 +42,14 @@ sys.path.insert(0, str(REPO))
 from clusters import admin  # noqa: E402
 from clusters.docker import DockerCluster, cleanup  # noqa: E402
 from harness.config import ClusterConfig, ProducerConfig, TestConfig, TopicConfig, WorkloadConfig  # noqa: E402
-from harness.history import History, read_history  # noqa: E402
+from harness.history import History  # noqa: E402
 from harness.runner import prepare  # noqa: E402
 from harness.send_stream import merge_streams  # noqa: E402
 from workloads.queue import QueueWorkload  # noqa: E402
 
 TOOL = ["kafka-ctl", "tool"]
 OK_SEND = '"type":"ok","f":"send"'  # as History and the stream merge write every ok send
+TIME = re.compile(r'"time":(\d+)')
 
 
 def rss_mb(pids: list[int]) -> float:
@@ -156,20 +157,27 @@ def kchaos_workload(cluster, cfg: TestConfig, seconds: float, sampler_every: flo
 
 
 def fault_window_rates(run: Path) -> tuple[float, float, int]:
-    """(ok sends/s over the run, ok sends/s inside kill-to-restart windows, windows) of a run directory."""
-    ops = list(read_history(run / "history.jsonl"))
-    oks = [o["time"] for o in ops if o["f"] == "send" and o["type"] == "ok"]
-    windows, opened = [], None
-    for o in ops:
-        if o["process"] != "nemesis":
-            continue
-        if o["f"] == "kill" and o["type"] == "invoke":
-            opened = o["time"]
-        elif o["f"] in ("start", "heal") and o["type"] != "invoke" and opened is not None:
-            windows.append((opened, o["time"]))
-            opened = None
-    sends = [o["time"] for o in ops if o["f"] == "send"]
-    span = (max(sends) - min(sends)) / 1e9 if sends else 1.0
+    """(ok sends/s over the run, ok sends/s inside kill-to-restart windows, windows) of a run directory.
+
+    One streaming pass: only nemesis lines are parsed; an ok send's time is read from its text.
+    """
+    oks, windows, opened, first, last = [], [], None, None, None
+    with open(run / "history.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            if OK_SEND in line or '"type":"invoke","f":"send"' in line:
+                t = int(TIME.search(line).group(1))
+                first = t if first is None else first
+                last = t
+                if OK_SEND in line:
+                    oks.append(t)
+            elif '"process":"nemesis"' in line:
+                o = json.loads(line)
+                if o["f"] == "kill" and o["type"] == "invoke":
+                    opened = o["time"]
+                elif o["f"] in ("start", "heal") and o["type"] != "invoke" and opened is not None:
+                    windows.append((opened, o["time"]))
+                    opened = None
+    span = (last - first) / 1e9 if oks else 1.0
     inside = sum(1 for t in oks if any(a <= t <= b for a, b in windows))
     width = sum(b - a for a, b in windows) / 1e9
     return len(oks) / span, inside / width if width else 0.0, len(windows)
@@ -188,6 +196,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--long", type=float, default=0.0, help="then run acks=all this long, printing memory")
     ap.add_argument("--kill-leader", type=float, default=0.0, help="then a kchaos run under kill-leader this long")
     a = ap.parse_args(argv)
+    if a.rounds or a.long:
+        compare(a)
+    if a.kill_leader:
+        under_kill_leader(a)
+
+
+def compare(a: argparse.Namespace) -> None:
+    """The rounds of the three producers on one cluster, then the long run (see the module docstring)."""
     cleanup()
     image = prepare("3.7.2")
     base = TestConfig(seed=1, workload=WorkloadConfig(producers=a.producers, consumers=0, rate=10_000_000,
@@ -229,18 +245,22 @@ def main(argv: list[str] | None = None) -> None:
                       f"{lines:,} history lines", flush=True)
         finally:
             cluster.teardown()
-    if a.kill_leader:
-        with tempfile.TemporaryDirectory() as store:
-            cmd = [str(REPO / ".venv/bin/kchaos"), "run", "--nemesis", "kill-leader", "--time-limit", str(a.kill_leader),
-                   "--interval", "15", "--acks", "all", "--linger-ms", str(a.linger_ms), "--in-flight", str(a.in_flight),
-                   "--producers", str(a.producers), "--producer-processes", str(a.processes), "--consumers", "1",
-                   "--rate", "10000000", "--seed", "1", "--store", store, "--spark-master", "local[2]"]
-            subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            run_dir = max(Path(store).glob("*/*/history.jsonl"), key=lambda p: p.stat().st_mtime).parent
-            whole, inside, windows = fault_window_rates(run_dir)
-            valid = json.loads((run_dir / "results.json").read_text())["valid"]
-            print(f"kill-leader, acks=all, {a.kill_leader:g} s: {whole:,.0f} ok/s over the run, {inside:,.0f} ok/s "
-                  f"inside {windows} kill-to-restart windows (ratio {inside / whole:.2f}); valid={valid}")
+
+
+def under_kill_leader(a: argparse.Namespace) -> None:
+    """`kchaos run --nemesis kill-leader` with the workload options; ok sends/s over it and in fault windows."""
+    with tempfile.TemporaryDirectory() as store:
+        cmd = [str(REPO / ".venv/bin/kchaos"), "run", "--nemesis", "kill-leader", "--time-limit", str(a.kill_leader),
+               "--interval", "15", "--acks", "all", "--linger-ms", str(a.linger_ms), "--in-flight", str(a.in_flight),
+               "--producers", str(a.producers), "--producer-processes", str(a.processes), "--consumers", "1",
+               "--rate", "10000000", "--seed", "1", "--store", store, "--spark-master", "local[2]"]
+        subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        run_dir = max(Path(store).glob("*/*/history.jsonl"), key=lambda p: p.stat().st_mtime).parent
+        whole, inside, windows = fault_window_rates(run_dir)
+        results = json.loads((run_dir / "results.json").read_text())
+        print(f"kill-leader, acks=all, {a.kill_leader:g} s: {whole:,.0f} ok/s over the run, {inside:,.0f} ok/s "
+              f"inside {windows} kill-to-restart windows (ratio {inside / whole:.2f}); valid={results['valid']}, "
+              f"lost {results['counts']['lost']} of {results['counts']['acked']:,}", flush=True)
 
 
 if __name__ == "__main__":
