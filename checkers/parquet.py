@@ -152,14 +152,24 @@ def _write_tables(tables: Iterator[tuple[pa.Table, np.ndarray]], out: Path, meta
             # a third of the write time and save nothing.
             compression="lz4", use_dictionary=list(_DICTIONARY), write_statistics=["index", "time"])
         buckets = BucketWriter(tmp_buckets)
-        try:
-            for table, usable in tables:
-                if table.num_rows:
-                    buckets.add(table, usable)
-                    writer.write_table(table.drop_columns(["invoked_line"]))
-        finally:
-            writer.close()
-            buckets.close()
+        # history.parquet is written in a second thread (pyarrow releases the GIL) while the
+        # bucket layout is written here; one write at a time, in order.
+        with ThreadPoolExecutor(1, thread_name_prefix="kchaos-write") as pool:
+            pending: Future | None = None
+            try:
+                for table, usable in tables:
+                    if table.num_rows:
+                        if pending is not None:
+                            pending.result()
+                        pending = pool.submit(writer.write_table, table.drop_columns(["invoked_line"]))
+                        buckets.add(table, usable)
+                if pending is not None:
+                    pending.result()
+            finally:
+                if pending is not None:
+                    pending.exception()
+                writer.close()
+                buckets.close()
         install(tmp_buckets, bucket_dir(out))
         os.replace(tmp, out)
     finally:
@@ -260,7 +270,8 @@ def _parse(data: bytes, validate: bool) -> tuple[pa.Table, np.ndarray | None] | 
     perm = np.empty(total, np.int64)
     perm[~is_nemesis] = np.arange(out.num_rows)
     perm[is_nemesis] = out.num_rows + np.arange(len(nemesis))
-    return pa.concat_tables([out, pa.Table.from_pylist(nemesis, schema=LINE_SCHEMA)]), perm
+    # File order, which pairing needs (done here, in the parse thread).
+    return pa.concat_tables([out, pa.Table.from_pylist(nemesis, schema=LINE_SCHEMA)]).take(pa.array(perm)), None
 
 
 def _valid(t: pa.Table) -> bool:

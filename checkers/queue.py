@@ -16,7 +16,7 @@ from checkers.line_tasks import OP_TYPES, quantiles
 from checkers.parquet import convert
 from checkers.queue_anomalies import VALUES_READ, Found, anomalies
 from checkers.reference import COUNTS, MAX_EXAMPLES, Settings, verdict
-from checkers.spark import spark_session
+from checkers.spark import spark_context
 from checkers.timeline import timelines
 from harness.faults import FaultCatalogue, read_faults
 
@@ -61,9 +61,9 @@ class QueueChecker:
         if not runs:
             return []
         faults = [read_faults(Path(path).parent) for _, path in runs]
-        spark = spark_session(self.master)
+        sc = spark_context(self.master)
         parquets = [convert(Path(path).resolve(), validate=False) for _, path in runs]
-        found, done, lines = anomalies(spark, parquets, self.limit)
+        found, done, lines = anomalies(sc, parquets, self.limit)
         out = []
         for i, (test, _) in enumerate(runs):
             stats, latency, series = _summaries(lines[i], _topic_partitions(test), set(done.get(i, {})))

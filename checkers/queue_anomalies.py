@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from pyspark.sql import SparkSession
+from pyspark import SparkContext
 
 import pyarrow.parquet as pq
 from pyspark import cloudpickle
@@ -101,10 +101,9 @@ def _first_task(task: tuple[str, list[tuple]], limit: int) -> tuple[str, dict[in
     return kind, line_task([(run, path, sorted(g)) for (run, path), g in merged.items()])
 
 
-def _run_job(spark: SparkSession, tasks: list[Any], fn: Callable, name: str) -> list[Any]:
+def _run_job(sc: SparkContext, tasks: list[Any], fn: Callable, name: str) -> list[Any]:
     if not tasks:
         return []
-    sc = spark.sparkContext
     sc.setJobDescription(f"kchaos {name}")
     try:
         return sc.parallelize(tasks, len(tasks)).map(fn).collect()
@@ -112,13 +111,13 @@ def _run_job(spark: SparkSession, tasks: list[Any], fn: Callable, name: str) -> 
         sc.setJobDescription(None)
 
 
-def anomalies(spark: SparkSession, parquets: list[Path], limit: int
+def anomalies(sc: SparkContext, parquets: list[Path], limit: int
               ) -> tuple[Result, dict[int, dict[int, int]], dict[int, dict[str, Any]]]:
     """(run -> kind -> Found for every kind with a non-zero count, run -> {partition: when its final
     read completed}, run -> its merged line results (checkers/line_tasks.py)) for the converted
     histories `parquets` (run i is parquets[i]). Two Spark jobs: partition and line tasks, then
     value tasks."""
-    parallelism = spark.sparkContext.defaultParallelism
+    parallelism = sc.defaultParallelism
     p_files, v_files = [], []
     for run, pq_path in enumerate(parquets):
         ps, vs = bucket_files(pq_path)
@@ -132,7 +131,7 @@ def anomalies(spark: SparkSession, parquets: list[Path], limit: int
     first = ([("p", t) for t in _pack(_files(p_files), parallelism)]
              + [("l", t) for t in _pack(_row_groups(parquets), parallelism)])
     line_parts: dict[int, list[dict[str, Any]]] = {run: [] for run in facts}
-    for kind, part in _run_job(spark, first, functools.partial(_first_task, limit=limit),
+    for kind, part in _run_job(sc, first, functools.partial(_first_task, limit=limit),
                                "partition kinds and line stats"):
         if kind == "l":
             for run, out in part.items():
@@ -159,7 +158,7 @@ def anomalies(spark: SparkSession, parquets: list[Path], limit: int
             _add(result[run], "acked_offset_mismatch", v, acked, exposed, limit)
         for v, t in sorted(kinds["nonmonotonic_send"].items()):
             _add(result[run], "nonmonotonic_send", v, t, t, limit)
-    for part in _run_job(spark, _pack(_files(v_files), parallelism),
+    for part in _run_job(sc, _pack(_files(v_files), parallelism),
                          functools.partial(value_task, facts=facts, limit=limit), "value kinds"):
         for run, out in part.items():
             found = result[run]

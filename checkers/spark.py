@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 from typing import Iterator
 
-from pyspark import SparkConf
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
@@ -60,50 +60,116 @@ HISTORY_SCHEMA = T.StructType([
 ])
 
 _session: SparkSession | None = None
-_lock = threading.Lock()
+_context: SparkContext | None = None
+_lock = threading.RLock()
+# The JVM only schedules the checker's Python tasks and carries their results: its start-up
+# (class loading, JIT warm-up) dominates, so the quick C1 compiler and the serial collector.
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def _alive(sc: SparkContext | None) -> bool:
+    return sc is not None and sc._jsc is not None
+
+
+def spark_context(master: str = "local[*]") -> SparkContext:
+    """The process-wide SparkContext, created on first call (or by `prestart`) and reused after.
+
+    Loopback-only, no UI, WARN logging, Python tasks in this interpreter. The
+    first call's `master` wins: later calls return the same context whatever
+    they pass. A context stopped by someone else is replaced by a new one.
+    Creating it also starts Spark's Python workers in the background.
+    """
+    global _context
+    with _lock:
+        if _session is not None and _alive(_session.sparkContext):
+            return _session.sparkContext
+        if _alive(_context):
+            return _context
+        if _alive(SparkContext._active_spark_context):
+            _context = SparkContext._active_spark_context
+            return _context
+        conf = _conf(master)
+        ensure_quiet_jvm(conf)
+        _context = SparkContext(conf=conf)
+        _context.setLogLevel("WARN")
+        threading.Thread(target=_start_workers, args=(_context,), name="spark-workers", daemon=True).start()
+        return _context
+
+
+def prestart(master: str = "local[*]") -> None:
+    """Start creating the process's SparkContext in a background thread, unless it exists; return at once.
+
+    A caller about to convert a history lets the JVM start meanwhile;
+    `spark_context` then waits for it. An error is raised by that later call.
+    """
+    if _alive(_context) or (_session is not None and _alive(_session.sparkContext)):
+        return
+
+    def start() -> None:
+        try:
+            spark_context(master)
+        except Exception:  # noqa: BLE001 - the caller's own spark_context() raises it again
+            pass
+
+    threading.Thread(target=start, name="spark-start", daemon=True).start()
+
+
+def _start_workers(sc: SparkContext) -> None:
+    # The first job starts Spark's Python daemon and workers (seconds): do it before one is needed.
+    try:
+        n = sc.defaultParallelism
+        sc.parallelize(range(n), n).foreach(_nothing)
+    except Exception:  # noqa: BLE001 - a context stopped meanwhile; the real jobs report errors
+        pass
+
+
+def _nothing(_: object) -> None:
+    return None
 
 
 def spark_session(master: str = "local[*]") -> SparkSession:
-    """The process-wide SparkSession, created on first call and reused after.
+    """The process-wide SparkSession on `spark_context(master)`, created on first call and reused after.
 
-    Loopback-only, no UI, WARN logging, at most 8 shuffle partitions (fewer
-    on a local master with fewer threads). The first call's
-    `master` wins: later calls return the same session whatever they pass.
-    A session stopped by someone else is replaced by a new one.
+    At most 8 shuffle partitions (fewer on a local master with fewer
+    threads). The first call's `master` wins. A session stopped by someone
+    else is replaced by a new one.
     """
     global _session
     with _lock:
-        if _session is not None and _session.sparkContext._jsc is not None:
+        if _session is not None and _alive(_session.sparkContext):
             return _session
-        host = os.environ.get(DRIVER_HOST_ENV) or LOOPBACK
-        # Read by the JVM at startup, so it must be set before the gateway launches.
-        os.environ["SPARK_LOCAL_IP"] = host
-        # The anomaly tasks run Python (numpy, pyarrow, checkers): this interpreter's, not
-        # whatever `python3` is on the PATH.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        conf = SparkConf().setMaster(master).setAppName(APP_NAME).setAll([
-            ("spark.driver.host", host),
-            ("spark.driver.bindAddress", host),
-            ("spark.ui.enabled", "false"),
-            ("spark.ui.showConsoleProgress", "false"),
-            ("spark.log.level", "WARN"),
-            ("spark.sql.shuffle.partitions", str(shuffle_partitions(master))),
-            # In local mode the tasks run inside the driver: Spark's 1 GB default spills a
-            # 10M-line history to disk. Ignored once a JVM is running.
-            ("spark.driver.memory", os.environ.get(DRIVER_MEMORY_ENV) or "4g"),
-            # Splits of 16 MB let both cores read a history of a few hundred MB.
-            ("spark.sql.files.maxPartitionBytes", str(16 << 20)),
-            ("spark.pyspark.python", os.environ["PYSPARK_PYTHON"]),
-        ])
-        ensure_quiet_jvm(conf)
-        _session = SparkSession.builder.config(conf=conf).getOrCreate()
-        _session.sparkContext.setLogLevel("WARN")
+        sc = spark_context(master)
+        _session = SparkSession.builder.config(conf=_conf(master)).getOrCreate()
         # A single run's `run` column is a constant, which Spark folds out of window partitions and then
         # warns, once per query, about windows "without partition": noise on every check's console.
-        jvm = _session.sparkContext._jvm
+        jvm = sc._jvm
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
             "org.apache.spark.sql.execution.window.WindowExec", jvm.org.apache.logging.log4j.Level.ERROR)
         return _session
+
+
+def _conf(master: str) -> SparkConf:
+    host = os.environ.get(DRIVER_HOST_ENV) or LOOPBACK
+    # Read by the JVM at startup, so it must be set before the gateway launches.
+    os.environ["SPARK_LOCAL_IP"] = host
+    # The checker's tasks run Python (numpy, pyarrow): this interpreter's, not whatever
+    # `python3` is on the PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return SparkConf().setMaster(master).setAppName(APP_NAME).setAll([
+        ("spark.driver.host", host),
+        ("spark.driver.bindAddress", host),
+        ("spark.ui.enabled", "false"),
+        ("spark.ui.showConsoleProgress", "false"),
+        ("spark.log.level", "WARN"),
+        ("spark.sql.shuffle.partitions", str(shuffle_partitions(master))),
+        # In local mode the tasks run inside the driver: Spark's 1 GB default spills a
+        # 10M-line history to disk. Ignored once a JVM is running.
+        ("spark.driver.memory", os.environ.get(DRIVER_MEMORY_ENV) or "4g"),
+        ("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS),
+        # Splits of 16 MB let both cores read a history of a few hundred MB.
+        ("spark.sql.files.maxPartitionBytes", str(16 << 20)),
+        ("spark.pyspark.python", os.environ["PYSPARK_PYTHON"]),
+    ])
 
 
 def shuffle_partitions(master: str) -> int:

@@ -24,7 +24,7 @@ unknown nemeses or ops) is a window of its own span, invoke to completion.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -189,10 +189,22 @@ class _OpenAt:
     """
 
     def __init__(self, windows: Sequence[_Window]):
-        ws = [w for w in windows if w.done is not None]
-        self.bounds = sorted({w.start_ns for w in ws} | {w.end_ns + 1 for w in ws if w.end_ns is not None})
-        self.sets = [tuple(sorted(w.done for w in ws if w.start_ns <= b and (w.end_ns is None or b <= w.end_ns)))
-                     for b in self.bounds]
+        ws = [w for w in windows if w.done is not None and (w.end_ns is None or w.end_ns >= w.start_ns)]
+        # One sweep over the boundaries (a run has thousands of windows, seldom many open at once).
+        events: dict[int, list[tuple[int, tuple[int, int]]]] = {}
+        for w in ws:
+            events.setdefault(w.start_ns, []).append((1, w.done))
+            if w.end_ns is not None:
+                events.setdefault(w.end_ns + 1, []).append((-1, w.done))
+        self.bounds = sorted(events)
+        self.sets = []
+        open_: Counter[tuple[int, int]] = Counter()
+        for b in self.bounds:
+            for delta, done in events[b]:
+                open_[done] += delta
+                if not open_[done]:
+                    del open_[done]
+            self.sets.append(tuple(sorted(open_.elements())))
 
     def __call__(self, t: int) -> tuple[tuple[int, int], ...]:
         i = bisect_right(self.bounds, t) - 1
