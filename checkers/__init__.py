@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.faults import FaultsError, read_faults
-from harness.send_stream import merge_streams
 from harness.protocols import Checker
 from checkers.parquet import CheckInputError, convert, parquet_path
 from checkers.promise import Events, classify, loss_section, rules_of
@@ -54,6 +53,8 @@ def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
     if not history.is_file():
         raise CheckInputError(f"{path}: no {HISTORY_FILE} in this directory")
     if history.name == HISTORY_FILE:
+        from harness.send_stream import merge_streams  # here: pyarrow's IPC costs start-up in every checker
+
         merge_streams(history.parent)  # a killed run's producer streams (harness/send_stream.py)
     test = _load_test(history.parent / TEST_FILE)
     _check_faults(history.parent)
