@@ -17,75 +17,16 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-import pyspark
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
+from spark_standalone import StandaloneSpark, free_port  # noqa: E402
 
 WORKERS = 2
-
-
-def free_port() -> int:
-    """A free TCP port on loopback."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(log: Path, needle: str, proc: subprocess.Popen, timeout: float = 120) -> None:
-    """Until `needle` appears in `log`; SystemExit if `proc` dies or time runs out."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if log.exists() and needle in log.read_text(errors="replace"):
-            return
-        if proc.poll() is not None:
-            break
-        time.sleep(0.5)
-    sys.exit(f"{needle!r} not in {log}: {log.read_text(errors='replace')[-2000:] if log.exists() else ''}")
-
-
-class Cluster:
-    """spark://127.0.0.1:PORT with WORKERS one-core workers, from the pyspark installation."""
-
-    def __init__(self, tmp: Path):
-        self.home = Path(pyspark.__file__).parent
-        self.env = {**os.environ, "SPARK_HOME": str(self.home), "SPARK_LOCAL_IP": "127.0.0.1",
-                    "PYSPARK_PYTHON": sys.executable}
-        self.tmp, self.procs = tmp, []
-        self.url = f"spark://127.0.0.1:{free_port()}"
-
-    def _start(self, name: str, *args: str) -> tuple[subprocess.Popen, Path]:
-        log = self.tmp / f"{name}.log"
-        p = subprocess.Popen([str(self.home / "bin" / "spark-class"), *args], env=self.env,
-                             stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
-        self.procs.append(p)
-        return p, log
-
-    def __enter__(self) -> "Cluster":
-        port = self.url.rsplit(":", 1)[1]
-        master, log = self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                  "--port", port, "--webui-port", str(free_port()))
-        wait_for(log, "I have been elected leader", master)
-        for i in range(WORKERS):
-            worker, log = self._start(f"worker{i}", "org.apache.spark.deploy.worker.Worker", self.url,
-                                      "--host", "127.0.0.1", "--cores", "1", "--memory", "2g",
-                                      "--webui-port", str(free_port()), "--work-dir", str(self.tmp / f"work{i}"))
-            wait_for(log, "Successfully registered with master", worker)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for p in self.procs:
-            p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
 
 
 def driver_session(url: str, ui_port: int):
@@ -128,7 +69,7 @@ def main(runs: int, ops: int) -> None:
         lines = sum(n for _, n in labels.values())
         print(f"wrote {runs} runs, {lines:,} history lines, in {time.perf_counter() - start:.1f} s", flush=True)
         print(f"load average before: {os.getloadavg()[0]:.2f}", flush=True)
-        with Cluster(tmp) as cluster:
+        with StandaloneSpark(tmp, workers=WORKERS, memory="2g") as cluster:
             ui = free_port()
             session = driver_session(cluster.url, ui)
             app = session.sparkContext.applicationId

@@ -1,70 +1,22 @@
 """The checker on an existing Spark cluster: a standalone master and worker started from the
 pyspark installation (loopback only), a history checked through `--spark-master spark://...`."""
 import json
-import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import pyspark
 import pytest
+
+from spark_standalone import StandaloneSpark
 
 KCHAOS = [sys.executable, "-m", "harness.cli"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(path: Path, needle: str, proc: subprocess.Popen, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and needle in path.read_text(errors="replace"):
-            return
-        if proc.poll() is not None:
-            break
-        time.sleep(0.5)
-    pytest.fail(f"{needle!r} not in {path.name}: {path.read_text(errors='replace')[-2000:] if path.exists() else ''}")
-
-
 @pytest.fixture
 def standalone(tmp_path):
-    """spark://127.0.0.1:PORT with one 1-core worker; both stopped afterwards."""
-    home = Path(pyspark.__file__).parent
-    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    port = free_port()
-    url = f"spark://127.0.0.1:{port}"
-    procs = []
-
-    def start(name, *args):
-        log = tmp_path / f"{name}.log"
-        p = subprocess.Popen([str(home / "bin" / "spark-class"), *args], env=env, stdout=open(log, "w"),
-                             stderr=subprocess.STDOUT, start_new_session=True)
-        procs.append(p)
-        return p, log
-
-    master, mlog = start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                         "--port", str(port), "--webui-port", str(free_port()))
-    wait_for(mlog, "I have been elected leader", master)
-    work = tmp_path / "work"
-    worker, wlog = start("worker", "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                         "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
-                         "--work-dir", str(work))
-    wait_for(wlog, "Successfully registered with master", worker)
-    try:
-        yield url, work
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+    """spark://127.0.0.1:PORT with one 1-core worker, and its work directory; both stopped afterwards."""
+    with StandaloneSpark(tmp_path, workers=1, memory="1g") as spark:
+        yield spark.url, spark.work[0]
 
 
 def history(tmp_path: Path) -> Path:
