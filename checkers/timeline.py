@@ -23,8 +23,8 @@ unknown nemeses or ops) is a window of its own span, invoke to completion.
 """
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
-from collections import Counter, deque
+from bisect import bisect_left, bisect_right, insort
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -181,34 +181,35 @@ def availability(windows: Sequence[Mapping[str, Any]], per_epoch: Sequence[Mappi
     }
 
 
-class _OpenAt:
-    """For any time, the (time, index) of the start completions of the windows open then.
+def _open_at(windows: Sequence[_Window], times: Iterable[int], keep: int) -> dict[int, tuple[tuple[int, int], ...]]:
+    """For each of `times`: the `keep` largest (time, index) start completions of the windows open then, sorted.
 
     Windows are closed intervals [start_ns, end_ns] of integer ns, i.e. half-open
-    [start_ns, end_ns + 1); the open set is constant between consecutive boundaries.
+    [start_ns, end_ns + 1). One sweep over boundaries and query times together,
+    holding the open set as a sorted list: a run has tens of thousands of windows,
+    and a corpus may keep thousands open at once, so the open set is never copied.
     """
-
-    def __init__(self, windows: Sequence[_Window]):
-        ws = [w for w in windows if w.done is not None and (w.end_ns is None or w.end_ns >= w.start_ns)]
-        # One sweep over the boundaries (a run has thousands of windows, seldom many open at once).
-        events: dict[int, list[tuple[int, tuple[int, int]]]] = {}
-        for w in ws:
-            events.setdefault(w.start_ns, []).append((1, w.done))
-            if w.end_ns is not None:
-                events.setdefault(w.end_ns + 1, []).append((-1, w.done))
-        self.bounds = sorted(events)
-        self.sets = []
-        open_: Counter[tuple[int, int]] = Counter()
-        for b in self.bounds:
-            for delta, done in events[b]:
-                open_[done] += delta
-                if not open_[done]:
-                    del open_[done]
-            self.sets.append(tuple(sorted(open_.elements())))
-
-    def __call__(self, t: int) -> tuple[tuple[int, int], ...]:
-        i = bisect_right(self.bounds, t) - 1
-        return self.sets[i] if i >= 0 else ()
+    bounds: list[tuple[int, int, tuple[int, int]]] = []
+    for w in windows:
+        if w.done is None or (w.end_ns is not None and w.end_ns < w.start_ns):
+            continue
+        bounds.append((w.start_ns, 1, w.done))
+        if w.end_ns is not None:
+            bounds.append((w.end_ns + 1, -1, w.done))
+    bounds.sort()
+    open_: list[tuple[int, int]] = []
+    out: dict[int, tuple[tuple[int, int], ...]] = {}
+    i = 0
+    for t in sorted(set(times)):
+        while i < len(bounds) and bounds[i][0] <= t:
+            _, delta, done = bounds[i]
+            if delta > 0:
+                insort(open_, done)
+            else:
+                del open_[bisect_left(open_, done)]
+            i += 1
+        out[t] = tuple(open_[-keep:]) if keep > 0 else ()
+    return out
 
 
 def _describe(e: Mapping[str, Any]) -> dict[str, Any]:
@@ -231,7 +232,9 @@ def anomaly_timelines(anomalies: Mapping[str, Sequence[Mapping[str, Any]]], even
     """
     if "events" in anomalies:
         raise ValueError('an anomaly kind cannot be named "events"')
-    open_at = _OpenAt(_windows(events, faults))
+    at_times = (a.get("acked_ns") if a.get("acked_ns") is not None else a.get("exposed_ns")
+                for items in anomalies.values() for a in items)
+    open_at = _open_at(_windows(events, faults), (t for t in at_times if t is not None), limit_events)
     keys = sorted((e["time"], e["index"]) for e in events)
     times = [t for t, _ in keys]
     by_index = {e["index"]: e for e in events}
@@ -244,7 +247,7 @@ def anomaly_timelines(anomalies: Mapping[str, Sequence[Mapping[str, Any]]], even
             at = acked if acked is not None else exposed
             refs: list[int] = []
             if at is not None and limit_events > 0:
-                near = list(open_at(at)[-limit_events:])
+                near = list(open_at[at])
                 if acked is not None and exposed is not None:
                     hi = bisect_right(times, exposed)
                     near += keys[max(bisect_right(times, acked), hi - limit_events):hi]

@@ -4,8 +4,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from checkers.timeline import anomaly_timelines, availability, fault_windows, timelines
+from checkers.timeline import _open_at, _Window, anomaly_timelines, availability, fault_windows, timelines
 
 S = 1_000_000_000
 
@@ -168,3 +170,18 @@ def test_timelines_is_json_serialisable():
                                            "nemesis": [110, 120, 130]}], "unseen": []}
     assert [e["index"] for e in back["events"]] == [110, 120, 130]
     assert back["availability"]["windows"][0]["invoked"] == 2 + 4 + 8
+
+
+@given(st.lists(st.tuples(st.integers(0, 50), st.one_of(st.none(), st.integers(-5, 50)), st.booleans()),
+                max_size=40),
+       st.lists(st.integers(-5, 110), max_size=30), st.integers(0, 6))
+def test_open_windows_at_a_time_are_those_whose_span_holds_it(spans, times, keep):
+    # The sweep against the definition: a window is open at t when start <= t <= end (end None: open on).
+    windows = [_Window("n", "start", start, i, 0, True, end_ns=None if end is None else start + end,
+                       done=(start + 1, i) if completed else None)
+               for i, (start, end, completed) in enumerate(spans)]
+    got = _open_at(windows, times, keep)
+    for t in times:
+        held = sorted(w.done for w in windows if w.done is not None and w.start_ns <= t
+                      and (w.end_ns is None or (w.start_ns <= w.end_ns and t <= w.end_ns)))
+        assert got[t] == (tuple(held[-keep:]) if keep else ())
