@@ -39,10 +39,13 @@ P_POLL, P_DRAIN, P_ACK, P_DONE = 0, 1, 2, 3
 V_INVOKE, V_OK, V_FAIL, V_INFO, V_POLL, V_DRAIN = 0, 1, 2, 3, 4, 5
 _SEND_ROLES = {"invoke": V_INVOKE, "ok": V_OK, "fail": V_FAIL, "info": V_INFO}
 _NULL = np.iinfo(np.int64).min
+ROW_GROUP_ROWS = 1 << 18  # rows a file buffers before writing them as one row group (about 16 MB for p)
 
-# p: partition; o: offset (null: an ack without one); v: value; t: time; proc: the process;
+# p: partition; o: offset (none: an ack without one); v: value; t: time; proc: the process;
 # stream: the consumer's stream (polls); seq: reads, the record's place in the history;
-# acks, the line number of the send's invocation; prod: an ack's producer instance (null: its process's).
+# acks, the line number of the send's invocation; prod: an ack's producer instance (none: its process's).
+# "None" is stored as the int64 minimum, not as a null: the files are the checker's own, and a column
+# without a validity bitmap is written and read as one plain buffer.
 P_SCHEMA = pa.schema([("role", pa.int8()), ("p", pa.int64()), ("o", pa.int64()), ("v", pa.int64()),
                       ("t", pa.int64()), ("proc", pa.int64()), ("stream", pa.int64()), ("seq", pa.int64()),
                       ("prod", pa.int64())])
@@ -88,11 +91,6 @@ def _process_ints(arr: pa.ChunkedArray) -> np.ndarray:
         return np.array(out, np.int64)
 
 
-def _arr(a: np.ndarray) -> pa.Array:
-    null = a == _NULL
-    return pa.array(a, pa.int64(), mask=null) if null.any() else pa.array(a, pa.int64())
-
-
 def _eq(col: pa.ChunkedArray, s: str) -> np.ndarray:
     return pc.fill_null(pc.equal(col, s), False).to_numpy(zero_copy_only=False)
 
@@ -104,6 +102,7 @@ class BucketWriter:
         self.dir = Path(tmp)
         self.dir.mkdir(parents=True)
         self.writers: dict[str, pq.ParquetWriter] = {}
+        self.pending: dict[str, tuple[pa.Schema, list[dict[str, np.ndarray]], int]] = {}  # rows not yet written
         self.records = 0  # read records so far: the next one's seq
 
     def add(self, t: pa.Table, usable: np.ndarray) -> None:
@@ -186,16 +185,32 @@ class BucketWriter:
         cuts = np.flatnonzero(np.diff(b)) + 1
         for lo, hi in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(b)]])):
             sel = order[lo:hi]
-            arrays = [pa.array(cols["role"][sel].astype(np.int8)) if name == "role" else _arr(cols[name][sel])
-                      for name in schema.names]
             name = f"{kind}{int(b[lo])}.parquet"
-            if name not in self.writers:
-                self.writers[name] = pq.ParquetWriter(self.dir / name, schema, compression="lz4",
-                                                      use_dictionary=False, write_statistics=False)
-            self.writers[name].write_table(pa.Table.from_arrays(arrays, schema=schema))
+            if name not in self.pending:
+                self.pending[name] = (schema, [], 0)
+            _, parts, rows = self.pending[name]
+            parts.append({n: cols[n][sel].astype(np.int8 if n == "role" else np.int64, copy=False)
+                          for n in schema.names})
+            self.pending[name] = (schema, parts, rows + len(sel))
+            if rows + len(sel) >= ROW_GROUP_ROWS:
+                self._flush(name)
+
+    def _flush(self, name: str) -> None:
+        # Chunks arrive a few thousand rows per file: written one by one, their row groups
+        # cost more to write and to read than the rows themselves.
+        schema, parts, rows = self.pending.pop(name)
+        if not rows:
+            return
+        arrays = [pa.array(np.concatenate([p[n] for p in parts])) for n in schema.names]
+        if name not in self.writers:
+            self.writers[name] = pq.ParquetWriter(self.dir / name, schema, compression="lz4",
+                                                  use_dictionary=False, write_statistics=False)
+        self.writers[name].write_table(pa.Table.from_arrays(arrays, schema=schema))
 
     def close(self) -> None:
-        """Finish every file."""
+        """Write what is buffered and finish every file."""
+        for name in list(self.pending):
+            self._flush(name)
         for w in self.writers.values():
             w.close()
         self.writers.clear()

@@ -43,9 +43,14 @@ def _load(files: list[tuple[int, str]]) -> dict[int, dict[str, np.ndarray]]:
     out = {}
     for run, ts in tables.items():
         t = pa.concat_tables(ts)
-        out[run] = {name: t.column(name).combine_chunks().cast(pa.int64()).fill_null(NULL)
-                    .to_numpy(zero_copy_only=False) for name in t.column_names}
+        out[run] = {name: _ints(t.column(name)) for name in t.column_names}
     return out
+
+
+def _ints(col: pa.ChunkedArray) -> np.ndarray:
+    arr = col.combine_chunks().cast(pa.int64())
+    # Layouts written since 2026-11-24 hold no nulls (NULL is stored as is); older ones may.
+    return (arr.fill_null(NULL) if arr.null_count else arr).to_numpy(zero_copy_only=False)
 
 
 def _starts(*cols: np.ndarray) -> np.ndarray:

@@ -358,3 +358,24 @@ def test_a_read_only_run_directory_is_converted_to_the_cache(tmp_path, monkeypat
         assert convert(ro / "history.jsonl").stat().st_ino == ino  # reused
     finally:
         subprocess.run(["umount", str(ro)], check=True)
+
+
+def test_bucket_files_hold_the_same_rows_however_they_are_grouped(tmp_path, small_chunks, monkeypatch):
+    import checkers.buckets as B
+
+    hist = write_text(tmp_path, "".join(line + "\n" for line in corpus_lines(sends=300)))
+
+    def layout(rows_per_group: int) -> dict[str, tuple[list[tuple], int]]:
+        monkeypatch.setattr(B, "ROW_GROUP_ROWS", rows_per_group)
+        parquet_path(hist).unlink(missing_ok=True)
+        out = {}
+        for f in sorted(B.bucket_dir(convert(hist)).glob("*.parquet")):
+            table = pq.read_table(f)
+            assert all(table.column(c).null_count == 0 for c in table.column_names), f.name
+            out[f.name] = (table.to_pylist(), pq.ParquetFile(f).metadata.num_row_groups)
+        return out
+
+    whole, split = layout(1 << 30), layout(7)
+    assert {name: rows for name, (rows, _) in whole.items()} == {name: rows for name, (rows, _) in split.items()}
+    assert all(groups == 1 for _, groups in whole.values())
+    assert max(groups for _, groups in split.values()) > 3
