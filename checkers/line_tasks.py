@@ -28,6 +28,7 @@ __all__ = ["OP_TYPES", "line_task", "merge_lines", "quantiles"]
 
 OP_TYPES = ("invoke", "ok", "fail", "info")
 LATENCY_FS = ("send", "poll")
+LINE_FS = ("send", "poll", "drain")  # the client fs the line stats tell apart
 SAMPLE = 10_000
 SECOND_SAMPLE = 1_000
 NS_PER_S = 1_000_000_000
@@ -64,8 +65,13 @@ def quantiles(samples: list[Sample], qs: list[float]) -> list[float | None]:
     return out
 
 
-def _strings(t: pa.Table, name: str) -> np.ndarray:
-    return t.column(name).combine_chunks().cast(pa.string()).to_numpy(zero_copy_only=False)
+def _codes(t: pa.Table, name: str, names: tuple[str, ...]) -> np.ndarray:
+    """The column's strings as their place in `names`: -1 for any other string, -2 for null."""
+    col = t.column(name).combine_chunks().cast(pa.string())
+    at = pc.index_in(col, value_set=pa.array(names)).fill_null(-1).to_numpy(zero_copy_only=False)
+    if col.null_count:
+        at = np.where(col.is_null().to_numpy(zero_copy_only=False), -2, at)
+    return at
 
 
 def _ints(t: pa.Table, name: str) -> np.ndarray:
@@ -81,33 +87,37 @@ def line_task(pieces: list[tuple[int, str, list[int]]]) -> dict[int, dict[str, A
 
 
 def _lines(t: pa.Table) -> dict[str, Any]:
-    proc, type_, f = _strings(t, "process"), _strings(t, "type"), _strings(t, "f")
+    # Strings compared as small integer codes: numpy object arrays compare in Python, per element.
+    proc = _codes(t, "process", ("nemesis",))
+    type_ = _codes(t, "type", OP_TYPES)
+    f = _codes(t, "f", LINE_FS)
+    send_f, poll_f, drain_f = (LINE_FS.index(x) for x in ("send", "poll", "drain"))
     time, lat, epoch, part = _ints(t, "time"), _ints(t, "latency_ns"), _ints(t, "epoch"), _ints(t, "partition")
     value = _ints(t, "value")
     corrupt = t.column("_corrupt_record").is_valid().to_numpy(zero_copy_only=False)
-    nemesis = proc == "nemesis"
-    known = np.isin(type_, OP_TYPES)
-    usable = (proc != None) & ~nemesis & ~corrupt & known & (f != None)  # noqa: E711 - numpy object arrays
-    client = (proc != None) & ~nemesis  # noqa: E711
-    send = usable & (f == "send")
+    nemesis = proc == 0
+    known = type_ >= 0
+    client = (proc != -2) & ~nemesis
+    usable = client & ~corrupt & known & (f != -2)
+    send = usable & (f == send_f)
+    ok_read = (type_ == 1) & ((f == poll_f) | (f == drain_f))
     out: dict[str, Any] = {
         "nemesis_ops": int(nemesis.sum()), "unparsed_lines": int(corrupt.sum()),
         "malformed_client_ops": int((client & (~usable | (send & (value == NULL)))).sum()),
-        **{f"send_{ty}": int((send & (type_ == ty)).sum()) for ty in OP_TYPES},
-        "poll_ok": int((usable & (f == "poll") & (type_ == "ok")).sum()),
-        "drain_ok": int((usable & (f == "drain") & (type_ == "ok")).sum()),
-        "malformed_records": _malformed(t, (type_ == "ok") & ((f == "poll") | (f == "drain"))),
+        **{f"send_{ty}": int((send & (type_ == i)).sum()) for i, ty in enumerate(OP_TYPES)},
+        "poll_ok": int((usable & (f == poll_f) & (type_ == 1)).sum()),
+        "drain_ok": int((usable & (f == drain_f) & (type_ == 1)).sum()),
+        "malformed_records": _malformed(t, ok_read),
     }
-    named = usable & ((f == "send") | (f == "drain")) & (part != NULL)
+    named = usable & ((f == send_f) | (f == drain_f)) & (part != NULL)
     out["seen"] = set(np.unique(part[named]).tolist())
     has_time = time != NULL
     out["tmin"] = int(time[has_time].min()) if has_time.any() else None
     out["tmax"] = int(time[has_time].max()) if has_time.any() else None
-    out["latency"] = {(fn, ty): _sample(lat[usable & (f == fn) & (type_ == ty) & (lat != NULL)], SAMPLE)
-                      for fn in LATENCY_FS for ty in OP_TYPES[1:]}
+    out["latency"] = {(fn, ty): _sample(lat[usable & (f == LINE_FS.index(fn)) & (type_ == i) & (lat != NULL)], SAMPLE)
+                      for fn in LATENCY_FS for i, ty in enumerate(OP_TYPES) if i}
     # Sends by invocation epoch and by second of invocation (a completion's time minus its latency).
-    code = np.select([type_ == ty for ty in OP_TYPES], np.arange(4), -1)
-    s_epoch, s_code = epoch[send], code[send]
+    s_epoch, s_code = epoch[send], type_[send].astype(np.int64)
     inv = time[send] - np.where(lat[send] == NULL, 0, lat[send])
     second = np.floor_divide(inv, NS_PER_S)
     out["per_epoch"] = _table(s_epoch, s_code)

@@ -41,6 +41,7 @@ import json
 import os
 import re
 import shutil
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
@@ -63,6 +64,7 @@ __all__ = ["ARROW_SCHEMA", "CONVERTER_VERSION", "CheckInputError", "client_op_pr
 
 CONVERTER_VERSION = "3"
 CHUNK_BYTES = 16 << 20
+PARSE_AHEAD = 2  # chunks parsed at once, ahead of the one being derived and written
 _META = b"kchaos.history"
 
 _RECORDS = pa.list_(pa.list_(pa.int64()))
@@ -312,16 +314,15 @@ class _Converter:
     def tables(self, fh: BinaryIO, size: int) -> Iterator[tuple[pa.Table, np.ndarray]]:
         """(table of ARROW_SCHEMA plus `invoked_line`, usable mask) for the first `size` bytes of
         `fh`, chunk by chunk, in order."""
-        # The next chunk is parsed (pyarrow, GIL released) while this one is derived and written.
-        with ThreadPoolExecutor(1, thread_name_prefix="kchaos-parse") as pool:
-            ahead = None
+        # The next chunks are parsed (pyarrow, GIL released) while this one is derived and written.
+        with ThreadPoolExecutor(PARSE_AHEAD, thread_name_prefix="kchaos-parse") as pool:
+            ahead: deque[tuple[bytes, bool, Future | None]] = deque()
             for data, tail in _chunks(fh, size):
-                parsed = None if tail else pool.submit(_parse, data, self.validate)
-                if ahead is not None:
-                    yield self._finish(*ahead)
-                ahead = (data, tail, parsed)
-            if ahead is not None:
-                yield self._finish(*ahead)
+                ahead.append((data, tail, None if tail else pool.submit(_parse, data, self.validate)))
+                if len(ahead) > PARSE_AHEAD:
+                    yield self._finish(*ahead.popleft())
+            while ahead:
+                yield self._finish(*ahead.popleft())
 
     def _finish(self, data: bytes, tail: bool, parsed: Future | None = None) -> tuple[pa.Table, np.ndarray]:
         if tail:
