@@ -75,10 +75,22 @@ def _opt(x: int) -> int | None:
     return None if x == NULL else int(x)
 
 
-def _capped(keys: list[Any], acked: np.ndarray, exposed: np.ndarray, limit: int) -> tuple[int, list[Item]]:
+def _capped(keys: list[Any] | np.ndarray, acked: np.ndarray, exposed: np.ndarray, limit: int
+            ) -> tuple[int, list[Item]]:
     """(count, the `limit` smallest items) of distinct sorted keys with their times."""
     n = len(keys)
-    return n, [(keys[i], _opt(acked[i]), _opt(exposed[i])) for i in range(min(n, limit))]
+    head = keys[:limit].tolist() if isinstance(keys, np.ndarray) else keys[:limit]
+    return n, [(head[i], _opt(acked[i]), _opt(exposed[i])) for i in range(min(n, limit))]
+
+
+def _lookup(table: dict[int, int], keys: np.ndarray) -> np.ndarray:
+    """table[k] for each of `keys` (NULL where absent), without a Python loop over the keys."""
+    if not table or not len(keys):
+        return np.full(len(keys), NULL)
+    ks = np.array(sorted(table), np.int64)
+    vs = np.array([table[k] for k in ks.tolist()], np.int64)
+    i = np.minimum(np.searchsorted(ks, keys), len(ks) - 1)
+    return np.where(ks[i] == keys, vs[i], NULL)
 
 
 def partition_task(files: list[tuple[int, str]], limit: int) -> dict[int, dict[str, Any]]:
@@ -154,7 +166,7 @@ def _partitions(c: dict[str, np.ndarray], limit: int) -> dict[str, Any]:
     # Read-bound candidates: acked below a read offset of p, value not read in this task.
     cand = np.zeros(len(lv), bool)
     if len(rp) and len(lv):
-        top = np.array([out["top"].get(p, NULL) for p in ap[loc].tolist()], np.int64)
+        top = _lookup(out["top"], ap[loc])
         cand = (top != NULL) & (ao[loc] < top) & ~np.isin(lv, rv)
     out["read_bound"] = _above(rp, ro, rt, ap[loc][cand], ao[loc][cand], lv[cand])
     return out
@@ -232,11 +244,11 @@ def _values(c: dict[str, np.ndarray], facts: dict[str, dict[int, int]], limit: i
     drained = np.unique(v[role == V_DRAIN])
     ap, ao, av = p[ok], o[ok], v[ok]
     has_p = ap != NULL
-    done_t = np.array([done.get(x, NULL) for x in ap.tolist()], np.int64)
+    done_t = _lookup(done, ap)
     is_done = has_p & (done_t != NULL)
     (dv,), dvt = _first_per_group([av[is_done]], done_t[is_done])
     ack_done = dv
-    tops = np.array([top.get(x, NULL) for x in ap.tolist()], np.int64)
+    tops = _lookup(top, ap)
     beyond = has_p & (ao != NULL) & (tops != NULL) & (ao < tops)
     read_bound = np.setdiff1d(np.unique(av[beyond]), read, assume_unique=True)
     lost = np.union1d(np.setdiff1d(ack_done, drained, assume_unique=True), read_bound)
@@ -258,13 +270,13 @@ def _values(c: dict[str, np.ndarray], facts: dict[str, dict[int, int]], limit: i
         return np.where(ref[i] == keys, vals[i], NULL)
 
     out: dict[str, Any] = {"values_read": len(read)}
-    out["acked"] = _capped(acked.tolist(), at, at, 10)
-    out["unseen"] = _capped(unseen.tolist(), times(unseen, acked, at), np.full(len(unseen), NULL), limit)
-    out["duplicate"] = _capped(dup.tolist(), times(dup, acked, at), dup_t, limit)
+    out["acked"] = _capped(acked, at, at, 10)
+    out["unseen"] = _capped(unseen, times(unseen, acked, at), np.full(len(unseen), NULL), limit)
+    out["duplicate"] = _capped(dup, times(dup, acked, at), dup_t, limit)
     unexpected = np.setdiff1d(read, invoked, assume_unique=True)
-    out["unexpected"] = _capped(unexpected.tolist(), times(unexpected, acked, at), times(unexpected, read, rt), limit)
+    out["unexpected"] = _capped(unexpected, times(unexpected, acked, at), times(unexpected, read, rt), limit)
     visible = np.intersect1d(failed, read, assume_unique=True)
-    out["failed_visible"] = _capped(visible.tolist(), times(visible, acked, at), times(visible, read, rt), limit)
+    out["failed_visible"] = _capped(visible, times(visible, acked, at), times(visible, read, rt), limit)
     # Lost: exposure is finished by the driver (the first read above, for read-bound ones).
     n = min(len(lost), limit)
     rb = np.isin(lost[:n], read_bound)
