@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import time
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -34,9 +35,16 @@ def stamp() -> str:
 
 
 def new_run_dir(store: Path, test_name: str) -> Path:
-    """Create a fresh run directory and point `<store>/latest` at it."""
-    run = store / test_name / stamp()
-    run.mkdir(parents=True)
+    """Create a fresh run directory, named by a stamp no other run of `test_name` has, and point
+    `<store>/latest` at it."""
+    (store / test_name).mkdir(parents=True, exist_ok=True)
+    while True:
+        run = store / test_name / stamp()
+        try:
+            run.mkdir()
+            break
+        except FileExistsError:
+            time.sleep(0.001)  # two runs in one millisecond: the next stamp still sorts by time
     link = store / "latest"
     tmp = store / f".latest.{os.getpid()}"
     tmp.unlink(missing_ok=True)

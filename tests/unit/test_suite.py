@@ -230,3 +230,13 @@ def test_resume_retries_runs_that_errored(tmp_path):
     assert all(o.passed for o in outcomes)
     assert len(list((sdir / ".interrupted").rglob("history.jsonl"))) == 2  # the failed attempts, set aside
     assert len(read_progress(sdir)) == 10  # 8 first, 2 retries superseding the errors
+
+
+def test_runs_started_in_the_same_millisecond_get_their_own_directories(tmp_path, monkeypatch):
+    import harness.store as store
+
+    stamps = iter(["20261124T014355.200Z", "20261124T014355.200Z", "20261124T014355.201Z"])
+    monkeypatch.setattr(store, "stamp", lambda: next(stamps))
+    first, second = store.new_run_dir(tmp_path, "t"), store.new_run_dir(tmp_path, "t")
+    assert (first.name, second.name) == ("20261124T014355.200Z", "20261124T014355.201Z")
+    assert (tmp_path / "latest").resolve() == second.resolve()
