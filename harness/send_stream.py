@@ -126,24 +126,34 @@ def _batch(rows: bytearray, errors: dict[int, str]) -> pa.RecordBatch:
 
 def read_stream(path: Path) -> tuple[str, list[pa.RecordBatch]]:
     """The topic and every complete batch of a stream; a truncated tail (a killed writer) is dropped."""
-    batches: list[pa.RecordBatch] = []
-    with open(path, "rb") as fh:
-        try:
-            reader = pa.ipc.open_stream(fh)
-        except pa.ArrowInvalid:  # killed before the schema reached the file
-            return "", []
-        topic = (reader.schema.metadata or {}).get(TOPIC_KEY, b"").decode()
-        try:
-            for batch in reader:
-                batches.append(batch)
-        except (pa.ArrowInvalid, OSError):
-            pass
-    return topic, batches
+    topic, batches = iter_stream(path)
+    return topic, list(batches)
+
+
+def iter_stream(path: Path) -> tuple[str, Iterator[pa.RecordBatch]]:
+    """As `read_stream`, but the batches are read one at a time as they are iterated: a stream of a
+    long run at full rate is gigabytes, and a merge needs only the next batch of each."""
+    fh = open(path, "rb")
+    try:
+        reader = pa.ipc.open_stream(fh)
+    except pa.ArrowInvalid:  # killed before the schema reached the file
+        fh.close()
+        return "", iter(())
+    topic = (reader.schema.metadata or {}).get(TOPIC_KEY, b"").decode()
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        with fh:
+            try:
+                yield from reader
+            except (pa.ArrowInvalid, OSError):
+                pass
+
+    return topic, batches()
 
 
 def _stream_lines(path: Path) -> Iterator[tuple[int, str]]:
     """(time, JSON line without index) of each event of one stream, in its order."""
-    topic, batches = read_stream(path)
+    topic, batches = iter_stream(path)
     head = f',"f":"send","topic":{json.dumps(topic)}'
     for b in batches:
         cols = [b.column(i).to_pylist() for i in range(len(SCHEMA))]
