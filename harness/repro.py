@@ -20,7 +20,7 @@ from rich.console import Console
 from checkers.observed import anomaly_kinds
 from harness.config import ConfigError, TestConfig
 from harness.history import HistoryError, read_history
-from harness.store import check_store, stamp
+from harness.store import check_store, stamped_dir
 from harness.suite_run import Runner
 
 # test.json's facts of the run, not options: what it ran on and when, never fed back as configuration.
@@ -94,8 +94,7 @@ def repro(run: Path, store: Path, *, attempts: int = 1, spark_master: str = "loc
     cfg, results = recorded_config(run)
     cfg = preflight(cfg.with_(spark_master=spark_master, store=str(store)))  # the user's store, not the recorded one
     store = check_store(str(store))
-    rdir = store / "repro" / cfg.name / stamp()
-    rdir.mkdir(parents=True)
+    rdir = stamped_dir(store / "repro" / cfg.name)
     shutil.copy2(Path(run) / "schedule.json", rdir / "schedule.json")
     cfg = cfg.with_(store=str(rdir), nemesis=replace(cfg.nemesis, schedule_file=str(rdir / "schedule.json")))
     target = anomaly_kinds(results)

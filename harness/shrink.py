@@ -38,7 +38,7 @@ import nemesis as registry
 from checkers.observed import anomaly_kinds
 from harness.config import ConfigError, TestConfig
 from harness.repro import Runner, attempt, recorded_config
-from harness.store import check_store, stamp
+from harness.store import check_store, stamped_dir
 
 LEAD_IN_S, GAP_S, MIN_HOLD_S, TAIL_S = 2.0, 1.0, 1.0, 2.0
 NARROWER = {"all": "majority", "majority": "minority", "minority": "one", "followers": "follower"}
@@ -244,8 +244,8 @@ def shrink(run: Path, store: Path, *, anomaly: str | None = None, max_runs: int 
     if not original:
         raise ConfigError(f"{run}: its schedule.json has no faults to shrink")
     cfg = preflight(cfg.with_(spark_master=spark_master, store=str(store)))
-    sdir = check_store(str(store)) / "shrink" / cfg.name / stamp()
-    (sdir / "candidates").mkdir(parents=True)
+    sdir = stamped_dir(check_store(str(store)) / "shrink" / cfg.name)
+    (sdir / "candidates").mkdir()
     start = Candidate(episodes(original), cfg.time_limit)
     state = {"original": str(Path(run).resolve()), "anomaly": anomaly, "seed": cfg.seed,
              "original_size": _size_json(start, cfg), "tried": 0, "runs": 0}

@@ -34,17 +34,21 @@ def stamp() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")[:-4] + "Z"
 
 
-def new_run_dir(store: Path, test_name: str) -> Path:
-    """Create a fresh run directory, named by a stamp no other run of `test_name` has, and point
-    `<store>/latest` at it."""
-    (store / test_name).mkdir(parents=True, exist_ok=True)
+def stamped_dir(parent: Path) -> Path:
+    """Create and return `parent/<stamp>`, a directory named by a stamp no sibling has (parents made)."""
+    parent.mkdir(parents=True, exist_ok=True)
     while True:
-        run = store / test_name / stamp()
+        d = parent / stamp()
         try:
-            run.mkdir()
-            break
+            d.mkdir()
+            return d
         except FileExistsError:
-            time.sleep(0.001)  # two runs in one millisecond: the next stamp still sorts by time
+            time.sleep(0.001)  # two in one millisecond: the next stamp still sorts by time
+
+
+def new_run_dir(store: Path, test_name: str) -> Path:
+    """Create a fresh run directory (`stamped_dir`) and point `<store>/latest` at it."""
+    run = stamped_dir(store / test_name)
     link = store / "latest"
     tmp = store / f".latest.{os.getpid()}"
     tmp.unlink(missing_ok=True)

@@ -30,7 +30,7 @@ from rich.console import Console
 
 from checkers import HISTORY_FILE, find_runs
 from harness.config import TestConfig
-from harness.store import check_store, stamp
+from harness.store import check_store, stamped_dir
 from harness.suite import Suite, SuiteError
 from reports.compare import write_compare
 from reports.junit import CellOutcome, write_junit
@@ -68,8 +68,7 @@ def _point_latest(parent: Path, target: Path) -> None:
 def start(suite: Suite, store: Path, seed: int, argv: list[str], kind: str = "suites") -> Path:
     """Create a fresh suite directory `store/kind/name/stamp` holding suite.yaml and suite.json; return it."""
     parent = store / kind / suite.name
-    sdir = parent / stamp()
-    sdir.mkdir(parents=True)
+    sdir = stamped_dir(parent)
     (sdir / "suite.yaml").write_text(suite.text, encoding="utf-8")
     state = {"name": suite.name, "description": suite.description, "file": str(suite.path), "seed": seed,
              "repeat": suite.repeat, "cells": _cells_json(suite), "argv": argv, "started": sdir.name}
