@@ -88,7 +88,7 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
     add_to_test_json(run_dir, history_start_unix_ms=round(time.time() * 1000 - history.now() / 1e6, 3))
     cluster = test.cluster(run_dir, say)
     workload = test.workload
-    driver = NemesisDriver(test.nemeses(cluster), cluster, history, test.schedule)
+    driver = NemesisDriver(test.nemeses(cluster), cluster, history, test.schedule, cfg.topic.name)
     monitor = IsrMonitor(cluster.bootstrap(), cfg.topic.name, history, run_dir / ISR_FILE)
     try:
         say(f"starting {len(set(cluster.nodes) | set(cluster.controllers))}-node Kafka {test.dist.version} cluster "

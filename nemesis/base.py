@@ -9,7 +9,7 @@ from typing import Any, Callable, Protocol
 from harness.config import TestConfig
 from harness.history import History
 from harness.protocols import Cluster, FaultSkipped, Nemesis
-from nemesis.targets import Target, awaited, fault_op, resolve
+from nemesis.targets import Target, fault_op, resolve
 
 __all__ = ["FaultSkipped", "ScheduledOp", "Package", "periodic", "targeted", "TargetedNemesis", "NodeFault",
            "outlive_lag", "outlive_session"]
@@ -116,10 +116,9 @@ class TargetedNemesis:
         """Nothing to prepare."""
 
     def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
-        """Apply `start_f` to the op's target (resolved now, after its `await_isr` precondition, if any)
-        or undo everything on `stop_f`."""
+        """Apply `start_f` to the op's target, resolved now (after the driver has honoured the op's
+        `await_isr` precondition, if any), or undo everything on `stop_f`."""
         if op["f"] == self.start_f:
-            waited = awaited(self.cluster, self.topic, op)
             targets = resolve(self.cluster, self.topic, {"target": self.default_target, **op})
             try:
                 out = {"nodes": targets, **self.fault.begin(targets, op)}
@@ -127,7 +126,7 @@ class TargetedNemesis:
                 self.active.update(targets)  # half-applied: the mend must still visit every target
                 raise
             self.active.update(out["nodes"])
-            return {"targets": targets, **waited, **out}
+            return {"targets": targets, **out}
         if op["f"] == self.stop_f:
             nodes = sorted(self.active)
             self.active.clear()

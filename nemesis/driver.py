@@ -9,16 +9,21 @@ from typing import Any
 from harness.history import History
 from harness.protocols import Cluster, Nemesis
 from nemesis.base import FaultSkipped, ScheduledOp
+from nemesis.targets import awaited
 
 log = logging.getLogger("kchaos.nemesis")
 
 
 class NemesisDriver:
-    """Applies `schedule` (times relative to `start`) with `nemeses` (by spec); `stop_and_heal` always heals."""
+    """Applies `schedule` (times relative to `start`) with `nemeses` (by spec); `stop_and_heal` always heals.
+
+    An op's `await_isr` precondition on `topic` is held here, before the nemesis sees the op, and
+    `stop_and_heal` cuts that wait short.
+    """
 
     def __init__(self, nemeses: dict[str, Nemesis], cluster: Cluster, history: History,
-                 schedule: list[ScheduledOp]):
-        self.history = history
+                 schedule: list[ScheduledOp], topic: str):
+        self.history, self.topic = history, topic
         self.cluster = cluster
         self.nemeses = nemeses
         self.schedule = sorted(schedule, key=lambda s: s.at)
@@ -42,11 +47,13 @@ class NemesisDriver:
             self.apply(sop.nemesis, sop.op)
 
     def apply(self, name: str, op: dict[str, Any]) -> dict[str, Any] | None:
-        """Invoke one fault op now, recording invoke and completion; a failure is recorded as info."""
+        """Invoke one fault op now (once its precondition holds), recording invoke and completion;
+        a failure is recorded as info."""
         fields = {k: v for k, v in op.items() if k != "f"}
         inv = self.history.invoke("nemesis", op["f"], nemesis=name, **fields)
         try:
-            result = self.nemeses[name].invoke(op)
+            waited = awaited(self.cluster, self.topic, op, self._stop)
+            result = {**waited, **self.nemeses[name].invoke(op)}
         except FaultSkipped as e:
             self.history.complete(inv, "info", nemesis=name, error=str(e))
             return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -143,10 +144,11 @@ def await_isr(read_isr: Callable[[], tuple[int, ...]], size: int, timeout: float
         sleep(poll)
 
 
-def awaited(cluster: Cluster, topic: str, op: dict[str, Any]) -> dict[str, Any]:
+def awaited(cluster: Cluster, topic: str, op: dict[str, Any], stop: threading.Event) -> dict[str, Any]:
     """Honour an op's precondition `await_isr: N` (and `await_s`): hold the fault until partition
     `op["partition"]` (default 0) has at most N in-sync replicas. Returns what to record: {} for an
-    op without one, else `{"awaited_s": ..., "awaited_isr": [node names]}`.
+    op without one, else `{"awaited_s": ..., "awaited_isr": [node names]}`. FaultSkipped as soon as
+    `stop` is set: a run that is ending heals now instead of after the wait.
 
     A scheduled time says "not before"; this says "not before the ISR has shrunk", so a fault
     meant for the last in-sync replica finds it, whatever the machine's speed.
@@ -161,5 +163,9 @@ def awaited(cluster: Cluster, topic: str, op: dict[str, Any]) -> dict[str, Any]:
             raise FaultSkipped(f"topic {topic} has no partition {p}")
         return state.isr
 
-    waited, isr = await_isr(read, int(op["await_isr"]), float(op.get("await_s", AWAIT_S)))
+    def sleep(s: float) -> None:
+        if stop.wait(s):
+            raise FaultSkipped(f"the run stopped while the fault waited for the ISR of partition {p}")
+
+    waited, isr = await_isr(read, int(op["await_isr"]), float(op.get("await_s", AWAIT_S)), sleep=sleep)
     return {"awaited_s": round(waited, 3), "awaited_isr": [cluster.node_of(r) or str(r) for r in isr]}

@@ -130,7 +130,7 @@ def test_partition_leader_shrinks_isr_while_the_isolated_leader_still_acknowledg
     history = History(tmp_path / "history.jsonl")
     work = QueueWorkload(cfg)
     nem = nemesis.split("partition-leader")[0].make(healthy, cfg)
-    driver = NemesisDriver({"partition-leader": nem}, healthy, history, [])
+    driver = NemesisDriver({"partition-leader": nem}, healthy, history, [], cfg.topic.name)
     work.start(healthy, history)
     try:
         time.sleep(2)

@@ -1,4 +1,6 @@
 """The nemesis driver records every fault, turns unappliable faults into `info`, and heals once."""
+import time
+
 from harness.config import TestConfig
 from harness.history import History, read_history
 from nemesis.base import FaultSkipped, ScheduledOp
@@ -32,7 +34,7 @@ def test_schedule_is_played_and_recorded_in_order(tmp_path):
     h = History(tmp_path / "h.jsonl")
     sched = [ScheduledOp(0.02, "rec", {"f": "kill", "partition": 1}), ScheduledOp(0.0, "rec", {"f": "skip"}),
              ScheduledOp(0.04, "rec", {"f": "boom"})]
-    d = NemesisDriver({"rec": Recorder(None, TestConfig())}, None, h, sched)
+    d = NemesisDriver({"rec": Recorder(None, TestConfig())}, None, h, sched, "t")
     d.start()
     d._thread.join(5)
     d.stop_and_heal()
@@ -44,3 +46,46 @@ def test_schedule_is_played_and_recorded_in_order(tmp_path):
                     ("invoke", "boom", None, None), ("info", "boom", None, "RuntimeError: docker went away"),
                     ("invoke", "heal", None, None), ("ok", "heal", None, None)]
     assert d.nemeses["rec"].healed == 1 and d.applied == 1
+
+
+class FullIsr:
+    """A cluster whose partition 0 keeps all three replicas in sync, so an `await_isr: 1` never holds."""
+
+    nodes = ("n1", "n2", "n3")
+
+    def bootstrap(self):
+        return "unused:9092"
+
+    def node_of(self, broker):
+        return f"n{broker}"
+
+
+def test_await_isr_is_held_by_the_driver_and_recorded(tmp_path, monkeypatch):
+    from clusters import admin
+    isr = iter([(1, 2, 3), (1,)])
+    monkeypatch.setattr(admin, "partitions",
+                        lambda *a, **k: {0: admin.PartitionState(0, 1, (1, 2, 3), next(isr))})
+    h = History(tmp_path / "h.jsonl")
+    d = NemesisDriver({"rec": Recorder(None, TestConfig())}, FullIsr(), h, [], "t")
+    out = d.apply("rec", {"f": "kill", "await_isr": 1, "await_s": 5})
+    assert out["node"] == "n2" and out["awaited_isr"] == ["n1"] and 0 < out["awaited_s"] < 5
+    h.close()
+
+
+def test_stop_and_heal_cuts_an_await_isr_wait_short(tmp_path, monkeypatch):
+    from clusters import admin
+    monkeypatch.setattr(admin, "partitions", lambda *a, **k: {0: admin.PartitionState(0, 1, (1, 2, 3), (1, 2, 3))})
+    h = History(tmp_path / "h.jsonl")
+    rec = Recorder(None, TestConfig())
+    d = NemesisDriver({"rec": rec}, FullIsr(), h, [ScheduledOp(0.0, "rec", {"f": "kill", "await_isr": 1,
+                                                                           "await_s": 60})], "t")
+    d.start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    d.stop_and_heal()
+    assert time.monotonic() - t0 < 10  # the wait would hold the heal for the op's 60 s
+    h.close()
+    recs = [(r["type"], r["f"], r.get("error")) for r in read_history(tmp_path / "h.jsonl")]
+    assert recs[:2] == [("invoke", "kill", None),
+                        ("info", "kill", "the run stopped while the fault waited for the ISR of partition 0")]
+    assert rec.calls == [] and rec.healed == 1  # the fault never fired, and the heal still ran
