@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["LINE_SCHEMA", "CORRUPT", "client_op_problem", "corrupt_row", "pairing_problem", "is_int", "row", "text"]
+__all__ = ["LINE_SCHEMA", "RECORDS", "CORRUPT", "client_op_problem", "corrupt_row", "pairing_problem", "is_int", "row", "text"]
 
 CORRUPT = "_corrupt_record"
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -18,7 +18,7 @@ _LONGS = ("index", "time", "offset")
 _STRINGS = ("process", "type", "f", "topic", "node", "error")
 # Fields the nemesis columns spell out; the rest of a nemesis line goes to `detail`.
 _NEMESIS_OWN = frozenset(("index", "time", "process", "type", "f", "nemesis"))
-_RECORDS = pa.list_(pa.list_(pa.int64()))
+RECORDS = pa.list_(pa.list_(pa.int64()))
 
 # A line's own columns (the first ones of checkers.parquet.ARROW_SCHEMA). `nemesis`
 # and `detail` (the rest of a nemesis line, as JSON) are set on nemesis lines.
@@ -26,7 +26,7 @@ LINE_SCHEMA = pa.schema([
     ("index", pa.int64()), ("time", pa.int64()), ("process", pa.string()),
     ("type", pa.string()), ("f", pa.string()), ("topic", pa.string()),
     ("partition", pa.int64()), ("value", pa.int64()), ("offset", pa.int64()),
-    ("records", _RECORDS), ("complete", pa.bool_()), ("node", pa.string()),
+    ("records", RECORDS), ("complete", pa.bool_()), ("node", pa.string()),
     ("error", pa.string()), ("producer", pa.int64()), ("nemesis", pa.string()), ("detail", pa.string()),
     (CORRUPT, pa.string()),
 ])

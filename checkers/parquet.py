@@ -9,12 +9,12 @@ of the same size and modification time (a killed run's history that grew is
 converted again). It writes to a hidden temporary name, then renames.
 
 The file is read in chunks of lines (CHUNK_BYTES), never whole. Each chunk
-takes a fast path: client lines parsed by pyarrow's JSON reader against a
-strict schema (`process`, `partition` and `value` integers), nemesis lines
-(which may carry any JSON type in any field) by `json`, and the checks below
-vectorised. A chunk the fast path cannot vouch for (pyarrow rejects it, or
-some check might fail) is redone line by line in Python, which either raises
-the exact one-line error or converts it leniently.
+takes the fast path of checkers/fast_parse.py: client lines parsed by
+pyarrow's JSON reader against a strict schema (`process`, `partition` and
+`value` integers), nemesis lines (which may carry any JSON type in any field)
+by `json`, and the checks below vectorised. A chunk the fast path cannot vouch
+for (pyarrow rejects it, or some check might fail) is redone line by line in
+Python, which either raises the exact one-line error or converts it leniently.
 
 Validation (`validate=True`, as `checkers.check_path` does) raises
 CheckInputError naming the line for: a line that is not JSON, not an object,
@@ -36,10 +36,8 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import io
 import json
 import os
-import re
 import shutil
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -49,13 +47,13 @@ from typing import Any, BinaryIO, Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from checkers.history_lines import (CORRUPT, LINE_SCHEMA, client_op_problem, corrupt_row, is_int,
                                      pairing_problem, row)
 from checkers.history_lines import text as json_text
 from checkers.buckets import BucketWriter, bucket_dir, install
+from checkers.fast_parse import parse_chunk
 from checkers.pairing import Pairing, usable_mask
 from harness.history import OP_TYPES
 
@@ -67,23 +65,9 @@ CHUNK_BYTES = 16 << 20
 PARSE_AHEAD = 2  # chunks parsed at once, ahead of the one being derived and written
 _META = b"kchaos.history"
 
-_RECORDS = pa.list_(pa.list_(pa.int64()))
-
 _DERIVED = ("latency_ns", "stream", "epoch", "acked_before")
 _DICTIONARY = ("process", "type", "f", "topic", "node", "error", "nemesis")
 ARROW_SCHEMA = pa.schema(list(LINE_SCHEMA) + [(c, pa.int64()) for c in _DERIVED])
-# What a well-formed client line parses to: anything else sends its chunk to Python.
-_FAST_SCHEMA = pa.schema([
-    ("index", pa.int64()), ("time", pa.int64()), ("process", pa.int64()),
-    ("type", pa.string()), ("f", pa.string()), ("topic", pa.string()),
-    ("partition", pa.int64()), ("value", pa.int64()), ("offset", pa.int64()),
-    ("records", _RECORDS), ("complete", pa.bool_()), ("node", pa.string()),
-    ("error", pa.string()), ("producer", pa.int64()),
-])
-_PARSE = pj.ParseOptions(explicit_schema=_FAST_SCHEMA, unexpected_field_behavior="ignore")
-# A null where validation tells a present null from an absent field.
-_NULLS = re.compile(rb'"(?:value|complete|process|f|type)"\s*:\s*null')
-_NEMESIS = re.compile(rb'"process"\s*:\s*"nemesis"')
 
 
 class CheckInputError(ValueError):
@@ -214,93 +198,6 @@ def _chunks(fh: BinaryIO, size: int) -> Iterator[tuple[bytes, bool]]:
         yield rest, True
 
 
-def _parse(data: bytes, validate: bool) -> tuple[pa.Table, np.ndarray | None] | None:
-    """The fast path for lines `data`, or None if the slow path must decide.
-
-    Returns a table of LINE_SCHEMA (client lines, then nemesis lines) and
-    the permutation putting its rows in file order (None: they already are).
-    Client lines go through pyarrow's JSON reader against a strict schema,
-    nemesis lines (a few, of any shape) through `json`.
-    """
-    if validate and b"null" in data and _NULLS.search(data):
-        return None
-    nemesis: list[dict[str, Any]] = []
-    nemesis_lines: list[int] = []  # line numbers within `data`
-    if b"nemesis" in data:
-        client, at, line_no = [], 0, 0
-        for m in _NEMESIS.finditer(data):
-            begin = data.rfind(b"\n", 0, m.start()) + 1
-            if begin < at:
-                continue  # a second mention on a line already taken
-            end = data.find(b"\n", m.end())
-            end = len(data) if end < 0 else end
-            line = data[begin:end]
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                return None
-            if not (isinstance(rec, dict) and rec.get("process") == "nemesis"
-                    and rec.get("type") in OP_TYPES and "f" in rec):
-                return None
-            line_no += data.count(b"\n", at, begin)  # now the nemesis line's number
-            nemesis_lines.append(line_no)
-            line_no += 1
-            nemesis.append(row(rec, line.decode("utf-8")))
-            client.append(data[at:begin])
-            at = end + 1
-        client.append(data[at:])
-        data = b"".join(client)
-    try:
-        table = pj.read_json(io.BytesIO(data), parse_options=_PARSE,
-                             read_options=pj.ReadOptions(block_size=4 << 20))
-    except (pa.ArrowException, UnicodeDecodeError):
-        return None
-    if validate and not _valid(table):
-        return None
-    cols = {name: table.column(name) for name in _FAST_SCHEMA.names}
-    cols["process"] = pc.cast(cols["process"], pa.string())
-    for name in ("nemesis", "detail", CORRUPT):
-        cols[name] = pa.nulls(table.num_rows, pa.string())
-    out = pa.table(cols, schema=LINE_SCHEMA)
-    if not nemesis:
-        return out, None
-    if b"\n\n" in data or data[:1].isspace():
-        return None  # blank lines: line numbers would not match rows
-    total = out.num_rows + len(nemesis)
-    is_nemesis = np.zeros(total, bool)
-    is_nemesis[nemesis_lines] = True
-    perm = np.empty(total, np.int64)
-    perm[~is_nemesis] = np.arange(out.num_rows)
-    perm[is_nemesis] = out.num_rows + np.arange(len(nemesis))
-    # File order, which pairing needs (done here, in the parse thread).
-    return pa.concat_tables([out, pa.Table.from_pylist(nemesis, schema=LINE_SCHEMA)]).take(pa.array(perm)), None
-
-
-def _valid(t: pa.Table) -> bool:
-    """Whether client lines `t` pass validation but for pairing (False: let the slow path decide)."""
-    if t.num_rows == 0:
-        return True
-    type_, f = t.column("type"), t.column("f")
-    if (t.column("process").null_count or f.null_count
-            or not pc.all(pc.fill_null(pc.is_in(type_, pa.array(OP_TYPES)), False)).as_py()):
-        return False
-    send = pc.equal(f, "send")
-    if pc.any(pc.and_(pc.and_(send, pc.equal(type_, "invoke")),
-                      pc.is_null(t.column("value")))).as_py():
-        return False
-    reads = t.filter(pc.and_(pc.equal(type_, "ok"), pc.is_in(f, pa.array(["poll", "drain"]))))
-    if reads.num_rows:
-        records = reads.column("records").combine_chunks()
-        if records.null_count:
-            return False
-        inner = records.flatten()
-        if inner.null_count or inner.flatten().null_count:
-            return False
-        if len(inner) and not pc.all(pc.equal(pc.list_value_length(inner), 3)).as_py():
-            return False
-    return True
-
-
 class _Converter:
     """The state carried from chunk to chunk: line and record counts, the pairing state."""
 
@@ -318,7 +215,7 @@ class _Converter:
         with ThreadPoolExecutor(PARSE_AHEAD, thread_name_prefix="kchaos-parse") as pool:
             ahead: deque[tuple[bytes, bool, Future | None]] = deque()
             for data, tail in _chunks(fh, size):
-                ahead.append((data, tail, None if tail else pool.submit(_parse, data, self.validate)))
+                ahead.append((data, tail, None if tail else pool.submit(parse_chunk, data, self.validate)))
                 if len(ahead) > PARSE_AHEAD:
                     yield self._finish(*ahead.popleft())
             while ahead:
@@ -327,17 +224,14 @@ class _Converter:
     def _finish(self, data: bytes, tail: bool, parsed: Future | None = None) -> tuple[pa.Table, np.ndarray]:
         if tail:
             return self.tail(data)
-        table = self.chunk(data, parsed.result() if parsed is not None else _parse(data, self.validate))
+        table = self.chunk(data, parsed.result() if parsed is not None else parse_chunk(data, self.validate))
         self.lines += data.count(b"\n")
         return table
 
-    def chunk(self, data: bytes, parsed: tuple[pa.Table, np.ndarray | None] | None) -> tuple[pa.Table, np.ndarray]:
-        """Lines `data` (ending in a newline) as a table: the fast path's `parsed`, else line by line."""
-        if parsed is None:
+    def chunk(self, data: bytes, lines: pa.Table | None) -> tuple[pa.Table, np.ndarray]:
+        """Lines `data` (ending in a newline) as a table: the fast path's `lines`, else line by line."""
+        if lines is None:
             return self._slow(data)
-        lines, perm = parsed
-        if perm is not None:
-            lines = lines.take(pa.array(perm))  # file order, which pairing needs
         usable = usable_mask(lines, lines.column(CORRUPT))
         derived, paired, state = self.pairing.derive(lines, usable)
         if self.validate:

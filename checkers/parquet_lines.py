@@ -16,7 +16,8 @@ import pyarrow.compute as pc
 
 from checkers.history_lines import CORRUPT, LINE_SCHEMA
 from checkers.pairing import Pairing, usable_mask
-from checkers.parquet import (CONVERTER_VERSION, _valid, _with, _write_tables, cache_path, convert,
+from checkers.fast_parse import client_lines_valid
+from checkers.parquet import (CONVERTER_VERSION, _with, _write_tables, cache_path, convert,
                               parquet_path)
 
 __all__ = ["write_from_lines"]
@@ -102,7 +103,7 @@ def _derive_checked(table: pa.Table) -> Iterator[tuple[pa.Table, np.ndarray]]:
     for start in range(0, max(table.num_rows, 1), WRITE_FROM_LINES_ROWS):
         lines = table.slice(start, WRITE_FROM_LINES_ROWS)
         client = lines.filter(pc.invert(pc.fill_null(pc.equal(lines.column("process"), "nemesis"), False)))
-        if not _valid(client):
+        if not client_lines_valid(client):
             raise ValueError("not valid")
         usable = usable_mask(lines, lines.column(CORRUPT))
         derived, paired, pairing = pairing.derive(lines, usable)

@@ -3,39 +3,31 @@
 Every plot function returns PNG bytes and never raises on empty input: no
 sends, no windows or no samples give an empty plot with a note. Times are
 seconds on the history's clock (`time` / 1e9), the clock of
-`results.json`'s timeline and of isr.jsonl. Figures are plain
-`matplotlib.figure.Figure`s rendered by the Agg canvas: nothing is registered
-with pyplot, so nothing needs closing and no global backend is switched.
-Fault colours come from the run's fault catalogue (harness/faults.py), passed
-as `catalogue`; without one, they are what they were before faults.json.
+`results.json`'s timeline and of isr.jsonl. The figure, the shaded fault
+windows and the legend come from reports/plot_frame.py. Fault colours come
+from the run's fault catalogue (harness/faults.py), passed as `catalogue`;
+without one, they are what they were before faults.json.
 """
 from __future__ import annotations
 
-import io
-import zlib
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from harness.faults import FaultCatalogue
+from reports.plot_frame import PALETTE, WIDTH, Span, fault_spans, figure, finish, nemesis_color, note, shade
 
 __all__ = ["Sends", "Span", "Marks", "nemesis_color", "fault_spans", "latency_png", "throughput_png",
-           "offsets_png", "offset_marks", "IsrSeries", "isr_series", "isr_png", "MAX_POINTS", "TYPE_COLORS"]
+           "offsets_png", "offset_marks", "IsrSeries", "isr_series", "isr_png", "MAX_POINTS", "TYPE_COLORS",
+           "WIDTH"]
 
-DPI = 100
-WIDTH = 11.0
 MAX_POINTS = 100_000  # per completion type in the latency plot, per series elsewhere
 MAX_PANELS = 6  # partitions drawn one panel each; more share one panel
 TYPES = ("ok", "info", "fail")
 TYPE_COLORS = {"ok": "#1f77b4", "info": "#ff9f00", "fail": "#e0218a"}
-_PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-            "#9c755f", "#bab0ac")
 NULL = np.iinfo(np.int64).min  # a missing partition, value or offset
 
 
@@ -81,115 +73,6 @@ class Marks:
     counts: Mapping[str, int] | None = None
 
 
-@dataclass(frozen=True)
-class Span:
-    """A fault window as drawn: [start, end] in seconds, its label (the nemesis) and colour.
-
-    `open` is true when the window never closed (drawn to the plot's end);
-    `applied` false when the fault was skipped or failed (drawn hatched).
-    """
-
-    start: float
-    end: float
-    label: str
-    color: str
-    applied: bool = True
-    open: bool = False
-
-
-def nemesis_color(spec: str | None, catalogue: FaultCatalogue | None = None) -> str:
-    """The colour of a nemesis: the colour of its break op in `catalogue` (None: as for a run without
-    faults.json), else a fixed one keyed by its package name (the spec before any ":")."""
-    if catalogue is None:
-        catalogue = FaultCatalogue.from_history([{"nemesis": spec}])
-    kind = catalogue.get(spec)
-    if kind is not None and kind.color:
-        return kind.color
-    name = (spec or "?").partition(":")[0]
-    return _PALETTE[zlib.crc32(name.encode()) % len(_PALETTE)]
-
-
-def fault_spans(windows: Iterable[Mapping[str, Any]], end_s: float | None = None,
-                catalogue: FaultCatalogue | None = None) -> list[Span]:
-    """One Span per window of `results.json`'s timeline (same order); windows without a start are left out.
-
-    A window that never closed (end_s None) ends at `end_s`, or at its own start
-    when that is None too. Colours as `nemesis_color` with `catalogue` (None:
-    the catalogue derived from the windows, as for a run without faults.json).
-    """
-    windows = list(windows)
-    if catalogue is None:
-        catalogue = FaultCatalogue.from_history(windows)
-    out = []
-    for w in windows:
-        start = w.get("start_s")
-        if start is None:
-            continue
-        end = w.get("end_s")
-        is_open = end is None
-        if is_open:
-            end = max(start, end_s) if end_s is not None else start
-        label = w.get("nemesis") or w.get("f") or "?"
-        out.append(Span(float(start), float(end), str(label), nemesis_color(label, catalogue),
-                        bool(w.get("applied", True)), is_open))
-    return out
-
-
-def _figure(rows: int = 1, height: float = 4.0, sharey: bool = False):
-    fig = Figure(figsize=(WIDTH, height), dpi=DPI)
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(rows, 1, sharex=True, sharey=sharey, squeeze=False)[:, 0]
-    # Fixed margins in inches: tight_layout measured every tick label and cost a second a report.
-    fig.subplots_adjust(left=0.8 / WIDTH, right=1 - 0.25 / WIDTH, bottom=0.6 / height, top=1 - 0.35 / height,
-                        hspace=0.12 * rows)
-    return fig, list(axes)
-
-
-def _finish(fig: Figure, axes: Sequence, spans: Sequence[Span], ts: Iterable[float], xlabel: str, handles: list,
-            loc: str = "upper left") -> bytes:
-    """Common x range, labels, grid and legend; the figure as PNG bytes."""
-    _xlim(axes, spans, ts)
-    axes[-1].set_xlabel(xlabel)
-    for ax in axes:
-        ax.grid(True, alpha=0.3)
-    if handles:
-        axes[0].legend(handles=handles, loc=loc, fontsize=8, framealpha=0.85)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI)
-    fig.clf()
-    return buf.getvalue()
-
-
-def _note(ax, text: str) -> None:
-    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="#777", fontsize=11)
-
-
-def _shade(axes: Sequence, spans: Sequence[Span]) -> list[Patch]:
-    """Shade every span on every axes, label them above the first; legend patches, one per nemesis."""
-    groups: dict[tuple[str, bool], list[list[float]]] = {}
-    for s in sorted(spans, key=lambda s: s.start):
-        merged = groups.setdefault((s.color, s.applied), [])
-        if merged and s.start <= merged[-1][1]:  # overlapping windows of one colour shade as one
-            merged[-1][1] = max(merged[-1][1], s.end)
-        else:
-            merged.append([s.start, s.end])
-    # One collection per colour: a long run has thousands of windows, and an artist each cost seconds.
-    for ax in axes:
-        for (color, applied), ranges in groups.items():
-            ax.broken_barh([(a, b - a) for a, b in ranges], (0, 1), transform=ax.get_xaxis_transform(),
-                           facecolor=color, alpha=0.18 if applied else 0.08,
-                           hatch=None if applied or len(ranges) > 200 else "//", linewidth=0, zorder=0)
-    if len(spans) <= 12:
-        top = axes[0]
-        for s in spans:
-            top.text(s.start, 1.01, s.label + ("" if s.applied else " (not applied)"), fontsize=7, color=s.color,
-                     transform=top.get_xaxis_transform(), ha="left", va="bottom", clip_on=False)
-    seen: dict[str, Patch] = {}
-    for s in spans:
-        seen.setdefault(s.label, Patch(facecolor=s.color, alpha=0.3, label=s.label))
-    return list(seen.values())
-
-
 def _subsample(n: int, limit: int, keep: np.ndarray | None = None) -> np.ndarray:
     """Indices of at most about `limit` of n items, evenly spread; `keep` (indices) always kept."""
     if n <= limit:
@@ -198,14 +81,6 @@ def _subsample(n: int, limit: int, keep: np.ndarray | None = None) -> np.ndarray
     if keep is not None and len(keep):
         idx = np.union1d(idx, keep)
     return idx
-
-
-def _xlim(axes: Sequence, spans: Sequence[Span], ts: Iterable[float]) -> None:
-    ts = [float(x) for x in ts] + [s.end for s in spans] + [s.start for s in spans]
-    if ts:
-        lo, hi = min(ts), max(ts)
-        pad = max(0.5, (hi - lo) * 0.01)
-        axes[0].set_xlim(lo - pad, hi + pad)
 
 
 def _times(sends: Sends) -> list[float]:
@@ -223,9 +98,9 @@ def latency_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
     At most MAX_POINTS points per type are drawn (evenly spread, plus the
     slowest 1%, so outliers survive subsampling).
     """
-    fig, (ax,) = _figure(height=4.5)
+    fig, (ax,) = figure(height=4.5)
     spans = fault_spans(windows, _end(_times(sends)), catalogue)
-    faults = _shade([ax], spans)
+    faults = shade([ax], spans)
     handles: list = []
     for t in TYPES:
         sel = np.flatnonzero(sends.type == t)
@@ -241,17 +116,17 @@ def latency_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
     if handles:
         ax.set_yscale("log")
     else:
-        _note(ax, "no completed sends")
+        note(ax, "no completed sends")
     ax.set_ylabel("send latency (ms)")
-    return _finish(fig, [ax], spans, _times(sends), "invocation time (s)", handles + faults)
+    return finish(fig, [ax], spans, _times(sends), "invocation time (s)", handles + faults)
 
 
 def throughput_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
                    catalogue: FaultCatalogue | None = None) -> bytes:
     """Completed sends per second (by completion time), one line per completion type, faults shaded."""
-    fig, (ax,) = _figure(height=3.6)
+    fig, (ax,) = figure(height=3.6)
     spans = fault_spans(windows, _end(_times(sends)), catalogue)
-    handles = _shade([ax], spans)
+    handles = shade([ax], spans)
     if len(sends):
         lo, hi = np.floor(sends.done_s.min()), np.floor(sends.done_s.max()) + 1
         edges = np.arange(lo, hi + 1)
@@ -265,15 +140,15 @@ def throughput_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
         handles = lines + handles
         ax.set_ylim(bottom=0)
     else:
-        _note(ax, "no completed sends")
+        note(ax, "no completed sends")
     ax.set_ylabel("sends / s")
-    return _finish(fig, [ax], spans, _times(sends), "completion time (s)", handles)
+    return finish(fig, [ax], spans, _times(sends), "completion time (s)", handles)
 
 
 def _partition_axes(parts: Sequence[int], per_panel_height: float, sharey: bool = False):
     """A figure with one panel per partition (or one shared panel when there are many) and panel-of-partition."""
     n = len(parts) if 0 < len(parts) <= MAX_PANELS else 1
-    fig, axes = _figure(n, height=min(11.0, 1.0 + per_panel_height * n) if n > 1 else 4.0, sharey=sharey)
+    fig, axes = figure(n, height=min(11.0, 1.0 + per_panel_height * n) if n > 1 else 4.0, sharey=sharey)
     where = {p: (axes[i] if n > 1 else axes[0]) for i, p in enumerate(parts)}
     return fig, axes, where, n > 1
 
@@ -327,13 +202,13 @@ def offsets_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), marks: 
     fig, axes, where, panels = _partition_axes(parts, 1.7)
     ts = _times(sends) + placed["inconsistent_offset"][0].tolist()
     spans = fault_spans(windows, _end(ts), catalogue)
-    faults = _shade(axes, spans)
+    faults = shade(axes, spans)
     scale = 1.0 if sum(len(v[0]) for v in placed.values()) < 300 else 0.6
     for i, p in enumerate(parts):
         ax = where[p]
         sel = np.flatnonzero(part == p)
         idx = sel[_subsample(len(sel), MAX_POINTS)]
-        ax.plot(t[idx], off[idx], ".", markersize=2, color="#1f77b4" if panels else _PALETTE[i % len(_PALETTE)],
+        ax.plot(t[idx], off[idx], ".", markersize=2, color="#1f77b4" if panels else PALETTE[i % len(PALETTE)],
                 rasterized=True)
         for kind, style in MARK_STYLES.items():
             mt, mp, mo = placed[kind]
@@ -347,7 +222,7 @@ def offsets_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), marks: 
                           label=f"acknowledged ({len(ok)})")]
     else:
         axes[0].set_ylabel("offset")
-        handles = [Line2D([], [], marker="o", linestyle="none", color=_PALETTE[i % len(_PALETTE)],
+        handles = [Line2D([], [], marker="o", linestyle="none", color=PALETTE[i % len(PALETTE)],
                           label=f"partition {p}") for i, p in enumerate(parts[:10])]
     counts = marks.counts or {}
     for kind in reversed(MARK_STYLES):
@@ -356,10 +231,10 @@ def offsets_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), marks: 
             handles.append(Line2D([], [], linestyle="none", label=f"{kind} ({counts.get(kind, n)}; {n} marked)",
                                   **MARK_STYLES[kind]))
     if not parts:
-        _note(axes[0], "no acknowledged sends with offsets")
+        note(axes[0], "no acknowledged sends with offsets")
     for ax in axes:
         ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
-    return _finish(fig, axes, spans, ts, "acknowledgement time (s)", handles + faults)
+    return finish(fig, axes, spans, ts, "acknowledgement time (s)", handles + faults)
 
 
 @dataclass
@@ -405,11 +280,11 @@ def isr_png(samples: Sequence[Mapping[str, Any]], windows: Sequence[Mapping[str,
     fig, axes, where, panels = _partition_axes(parts, 1.5, sharey=True)
     times = [float(x) for s in series.values() for x in s.time_s[[0, -1]]] + errors
     spans = fault_spans(windows, _end(times), catalogue)
-    faults = _shade(axes, spans)
+    faults = shade(axes, spans)
     handles, top = [], 0
     for i, p in enumerate(parts):
         ax, s = where[p], series[p]
-        color = "#1f77b4" if panels else _PALETTE[i % len(_PALETTE)]
+        color = "#1f77b4" if panels else PALETTE[i % len(PALETTE)]
         ax.plot(s.time_s, s.isr, drawstyle="steps-post", color=color, linewidth=1.6)
         if panels or i == 0:
             ax.plot(s.time_s, s.replicas, drawstyle="steps-post", color="#999", linestyle="--", linewidth=0.9)
@@ -430,7 +305,7 @@ def isr_png(samples: Sequence[Mapping[str, Any]], windows: Sequence[Mapping[str,
         for e in errors:
             ax.axvline(e, color="#d62728", alpha=0.25, linewidth=0.8)
     if not parts:
-        _note(axes[0], "no ISR samples" + (f" ({len(errors)} failed samples)" if errors else ""))
+        note(axes[0], "no ISR samples" + (f" ({len(errors)} failed samples)" if errors else ""))
     else:
         handles += [Line2D([], [], color="#999", linestyle="--", label="replicas"),
                     Line2D([], [], marker="v", linestyle="none", color="#333", label="leader change (new leader)")]
@@ -441,4 +316,4 @@ def isr_png(samples: Sequence[Mapping[str, Any]], windows: Sequence[Mapping[str,
         axes[0].set_ylim(-0.2, max(top, min_insync or 0) + 0.6)
     for ax in axes:
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    return _finish(fig, axes, spans, times, "time (s)", handles + faults, loc="best")
+    return finish(fig, axes, spans, times, "time (s)", handles + faults, loc="best")
