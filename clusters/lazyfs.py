@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import re
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from clusters.distribution import cache_dir
@@ -83,3 +85,28 @@ def build(out_dir: Path | None = None) -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return out
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a host must offer to run a lazyfs binary: its machine (`uname -m`), at least this glibc,
+    and these shared libraries (sonames)."""
+
+    machine: str
+    glibc: tuple[int, int]
+    libraries: tuple[str, ...]
+
+    def args(self) -> list[str]:
+        """As arguments of the hosts' prerequisite check: machine, glibc as "2.34", the sonames."""
+        return [self.machine, "%d.%d" % self.glibc, *self.libraries]
+
+
+def needs(binary: Path) -> Needs:
+    """What `binary` (built here by `build`) needs from a host: this machine's architecture, the
+    newest glibc symbol version it links against, and its libraries other than glibc's own, read
+    from the ELF's dynamic string table."""
+    data = Path(binary).read_bytes()
+    versions = [(int(a), int(b)) for a, b in re.findall(rb"GLIBC_(\d+)\.(\d+)", data)]
+    sonames = {m.decode() for m in re.findall(rb"\x00(lib[A-Za-z0-9_+-]+\.so\.[0-9]+)\x00", data)}
+    libraries = tuple(sorted(n for n in sonames if not n.startswith(("libc.", "libpthread.", "libdl."))))
+    return Needs(platform.machine(), max(versions, default=(0, 0)), libraries)

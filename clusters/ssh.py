@@ -48,9 +48,34 @@ for c in iptables tc ip tar timeout pgrep setsid; do command -v "$c" >/dev/null 
 if [ "$1" = lazyfs ]; then
   [ -c /dev/fuse ] || missing="$missing /dev/fuse"
   command -v fusermount3 >/dev/null || missing="$missing fusermount3"
+  # The lazyfs binary is built on the harness: $3 its machine, $4 the glibc it needs, then its libraries.
+  m=$(uname -m)
+  [ "$m" = "$3" ] || missing="$missing lazyfs-for-$3(host-is-$m)"
+  g=$(getconf GNU_LIBC_VERSION 2>/dev/null | sed -n 's/^glibc //p')
+  if [ -z "$g" ] || [ "$(printf '%s\n%s\n' "$4" "$g" | sort -V | head -1)" != "$4" ]; then
+    missing="$missing glibc-$4-or-newer(host-has-${g:-none})"
+  fi
+  shift 4
+  for lib in "$@"; do
+    ldconfig -p 2>/dev/null | grep -q "^[[:space:]]*$lib " && continue
+    found=""
+    for f in /lib/*/"$lib" /usr/lib/*/"$lib" /lib64/"$lib" /usr/lib64/"$lib" /lib/"$lib" /usr/lib/"$lib"; do
+      [ -e "$f" ] && found=1
+    done
+    [ -n "$found" ] || missing="$missing $lib"
+  done
 fi
 echo "missing:$missing"
 """
+
+
+def prerequisite_args(storage: str, host: Host, lazyfs_bin: Path | None) -> list[str]:
+    """The arguments of the prerequisite check (`_PREREQUISITES`) for `host`: storage, managed or
+    external, and for lazyfs storage what the harness-built binary needs (`lazyfs.needs`)."""
+    args = ["lazyfs" if storage == "lazyfs" else "plain", "external" if host.external else "managed"]
+    if storage == "lazyfs" and lazyfs_bin is not None:
+        args += lazyfs.needs(lazyfs_bin).args()
+    return args
 
 
 def specs_of(hosts: HostsFile) -> list[NodeSpec]:
@@ -129,8 +154,7 @@ class SshProvisioner:
                                      f"{(r.stderr or r.stdout).strip()[:200]}")
         elif node.run(["id", "-u"], timeout=20).stdout.strip() != "0":
             raise HostCheckError(f"{who}: {h.user} is not root, and the faults need root: set `sudo: true`")
-        storage = "lazyfs" if self.cfg.storage == "lazyfs" else "plain"
-        r = node.run(["sh", "-c", _PREREQUISITES, "sh", storage, "external" if h.external else "managed"],
+        r = node.run(["sh", "-c", _PREREQUISITES, "sh", *prerequisite_args(self.cfg.storage, h, self._lazyfs)],
                      timeout=60)
         if not r.ok or "missing:" not in r.stdout:
             raise HostCheckError(f"{who}: the prerequisite check did not run ({r.exit_code}): "
