@@ -259,6 +259,28 @@ def test_cpu_starves_our_kafka_with_a_duty_cycle_and_uncpu_lets_it_run(node: Nod
     _user_things_intact(node)
 
 
+def test_a_pause_holds_while_the_cpu_loop_runs_and_a_restart_is_starved_not_frozen(node: Node):
+    pid = node.our_kafka()
+    assert node.fault("cpu", "0.5").ok
+    assert node.kafka("pause").ok
+    # The loop SIGCONTs Kafka every 100 ms; while kafka-ctl's pause is in force it must not.
+    assert node.states([pid], samples=30, every=0.03) == ["T" * 30]
+    node.fault("uncpu")
+    assert node.states([pid], samples=5, every=0.05) == ["T" * 5]  # nor does ending the loop
+    assert node.kafka("resume").ok and node.states([pid], samples=5, every=0.05) == ["S" * 5]
+    # Killed while paused and started again, a new Kafka is starved by the loop, not held stopped.
+    assert node.fault("cpu", "0.5").ok
+    node.kafka("pause")
+    node.kafka("kill")
+    fresh = node.our_kafka()
+    ours = node.states([fresh], samples=20, every=0.03)[0]
+    assert "T" in ours and "S" in ours, ours
+    node.fault("uncpu")
+    assert node.states([fresh], samples=5, every=0.05) == ["S" * 5]
+    assert node.sh(["test", "-e", f"{RUN}/kchaos-paused"], check=False).exit_code == 1
+    _user_things_intact(node)
+
+
 def test_cleanup_removes_everything_of_kchaos_and_nothing_else(node: Node):
     pid = node.our_kafka()
     harness = node.remote.run("echo $SSH_CONNECTION", timeout=10, check=True).stdout.split()[0]
