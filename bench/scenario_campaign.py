@@ -9,11 +9,16 @@ Variants are visited round-robin, the least repeated first, so a campaign cut sh
 counts even. After each repetition its scenario directory is appended to the ledger
 (bench/scenario_rates.py --record). A variant's "current configuration" is that of its newest
 ledger line; a variant with no line yet counts as having none.
+
+kchaos is run from the checkout this file is in (`python -m harness.cli`, that checkout first on
+PYTHONPATH), so a campaign started from a git worktree runs the worktree's code whichever venv's
+Python runs it. `--kchaos PATH` runs another kchaos instead.
 """
 from __future__ import annotations
 
 import argparse
 import fcntl
+import os
 import subprocess
 import sys
 import time
@@ -42,21 +47,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", type=int, default=10)
     ap.add_argument("--lock", default="/tmp/kchaos-cluster.lock")
     ap.add_argument("--store", default=str(REPO / "results"))
-    ap.add_argument("--kchaos", default=str(REPO / ".venv" / "bin" / "kchaos"))
+    ap.add_argument("--kchaos", help="a kchaos executable (default: this checkout's, run by this Python)")
     ap.add_argument("--dry-run", action="store_true", help="print what is still needed and stop")
     a = ap.parse_args(argv)
+    store = str(Path(a.store).resolve())
+    kchaos = [a.kchaos] if a.kchaos else [sys.executable, "-m", "harness.cli"]
+    env = dict(os.environ)
+    if not a.kchaos:
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     while todo := needed(a.target):
         if a.dry_run:
             for scenario, v, have in todo:
                 print(f"{scenario} {v}: {have}/{a.target}")
             return 0
         scenario, v, have = todo[0]
-        cmd = [a.kchaos, "scenario", scenario, "--variant", v, "--seed", str(7000 + have), "--store", a.store]
+        args = ["scenario", scenario, "--variant", v, "--seed", str(7000 + have), "--store", store]
         with open(a.lock, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            print(f"{time.strftime('%H:%M:%S')} {' '.join(cmd[1:])}", flush=True)
-            subprocess.run(cmd, check=False)
-        runs = [p for p in (Path(a.store) / "scenarios" / scenario).iterdir() if p.is_dir() and not p.is_symlink()]
+            print(f"{time.strftime('%H:%M:%S')} {' '.join(args)}", flush=True)
+            subprocess.run([*kchaos, *args], check=False, env=env, cwd=REPO)  # cwd: first on `-m`'s path
+        runs = [p for p in (Path(store) / "scenarios" / scenario).iterdir() if p.is_dir() and not p.is_symlink()]
         newest = max(runs, key=lambda p: p.name)
         subprocess.run([sys.executable, str(REPO / "bench" / "scenario_rates.py"), str(newest), "--record"],
                        check=False, stdout=subprocess.DEVNULL)
