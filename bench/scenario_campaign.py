@@ -7,8 +7,8 @@ while holding an exclusive lock on FILE (default /tmp/kchaos-cluster.lock), so o
 needs the one Docker cluster (`flock FILE pytest tests/integration`) can take turns with it.
 Variants are visited round-robin, the least repeated first, so a campaign cut short leaves the
 counts even. After each repetition its scenario directory is appended to the ledger
-(bench/scenario_rates.py --record). A variant's "current configuration" is that of its newest
-ledger line; a variant with no line yet counts as having none.
+(bench/scenario_rates.py --record). A variant's "current configuration" is the config hash and the
+prediction of its newest ledger line (the table's row); a variant with no line yet has none.
 
 kchaos is run from the checkout this file is in (`python -m harness.cli`, that checkout first on
 PYTHONPATH), so a campaign started from a git worktree runs the worktree's code whichever venv's
@@ -35,7 +35,7 @@ def needed(target: int) -> list[tuple[str, str, int]]:
     for scenario, variants in file_order().items():
         for v in variants:
             mine = sorted((r for r in reps if (r.scenario, r.variant) == (scenario, v)), key=lambda r: r.date)
-            have = sum(r.config == mine[-1].config for r in mine) if mine else 0
+            have = sum((r.config, r.predict) == (mine[-1].config, mine[-1].predict) for r in mine) if mine else 0
             if have < target:
                 out.append((scenario, v, have))
     return sorted(out, key=lambda x: x[2])
