@@ -124,15 +124,10 @@ def _batch(rows: bytearray, errors: dict[int, str]) -> pa.RecordBatch:
     return pa.record_batch(cols, schema=SCHEMA)
 
 
-def read_stream(path: Path) -> tuple[str, list[pa.RecordBatch]]:
-    """The topic and every complete batch of a stream; a truncated tail (a killed writer) is dropped."""
-    topic, batches = iter_stream(path)
-    return topic, list(batches)
-
-
 def iter_stream(path: Path) -> tuple[str, Iterator[pa.RecordBatch]]:
-    """As `read_stream`, but the batches are read one at a time as they are iterated: a stream of a
-    long run at full rate is gigabytes, and a merge needs only the next batch of each."""
+    """The topic and every complete batch of a stream, read one at a time as they are iterated (a
+    stream of a long run at full rate is gigabytes, and a merge needs only the next batch of each);
+    a truncated tail (a killed writer) is dropped."""
     fh = open(path, "rb")
     try:
         reader = pa.ipc.open_stream(fh)

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from harness.history import History, read_history
-from harness.send_stream import FLUSH_S, PARTS_DIR, SendStream, merge_streams, read_stream
+from harness.send_stream import FLUSH_S, PARTS_DIR, SendStream, iter_stream, merge_streams
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,7 +58,7 @@ def test_killed_writer_leaves_every_batch_older_than_the_flush_interval(tmp_path
     time.sleep(6 * FLUSH_S)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    topic, batches = read_stream(path)
+    topic, batches = iter_stream(path)
     values = [v for b in batches for v in b.column("value").to_pylist()]
     assert topic == "t"
     assert len(values) >= 1000
