@@ -5,8 +5,9 @@ not be lost, as long as there is at least one in sync replica alive, at all
 times". A write acknowledged under acks=all is committed: every member of the
 partition's ISR had it when the leader answered. kchaos reads "alive" as
 "kept its log": a killed or paused broker keeps its page cache, so it still
-counts; a broker whose power failed lost whatever it had not fsynced, so it
-no longer does. Unclean leader election is outside the guarantee by
+counts; a broker whose power failed lost whatever it had neither fsynced nor
+written back (lazyfs reports, per file, the oldest write it dropped), so it no
+longer holds the writes it made after that. Unclean leader election is outside the guarantee by
 definition. min.insync.replicas is not part of it: it only makes the leader
 refuse acks=all writes while the ISR is small, and does not stop the ISR
 from shrinking to one replica afterwards.
@@ -21,11 +22,15 @@ and count for the guarantee, starting from p's ISR at t:
   a replica becomes an eligible leader and keeps counting;
 - a replica that joins the ISR starts counting when the leader counts: it
   caught up with the leader's log;
-- a replica whose power failed stops counting, unless that failure dropped
-  no unsynced bytes (flush.messages=1 fsyncs each record before the ack);
+- a replica whose power failed stops counting, unless it had w before the
+  oldest write that failure dropped from p's log (written back by then), or
+  the failure dropped nothing (flush.messages=1 fsyncs each record before
+  the ack); it had w by the acknowledgement, or by the sample showing it
+  joined the ISR;
 - an unclean election of p puts w outside the guarantee.
 
-If no counting replica is left at some moment, w was lost outside the
+If no counting replica is left at some moment (after a power failure or an
+ISR change, fencing included: docs/promise.md), w was lost outside the
 guarantee; otherwise its loss broke the promise. ISR membership comes from
 the run's isr.jsonl (sampled once a second), so a change within a second of
 a power failure can be seen late; every verdict names the events it rests
@@ -41,12 +46,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from harness.evidence_files import EVIDENCE_DIR, ISR_FILE
+from harness.evidence_files import EVIDENCE_DIR, HISTORY_START_KEY, ISR_FILE
 from harness.evidence_files import METADATA_FILE as METADATA_NAME
 
 GUARANTEE = ("a write acknowledged with acks=all is not lost as long as, at every moment after its "
              "acknowledgement, some replica in the partition's ISR (with Eligible Leader Replicas: or an eligible "
-             "leader replica) still holds it (a crash keeps the page cache; a power failure does not), "
+             "leader replica) still holds it (a crash keeps the page cache; a power failure keeps only what was "
+             "fsynced or written back), "
              "and no unclean election happens")
 METADATA_FILE = f"{EVIDENCE_DIR}/{METADATA_NAME}"  # run-relative; written by reports/evidence.py from the KRaft metadata log
 NS = 1_000_000_000
@@ -65,10 +71,27 @@ class IsrSample:
 
 @dataclass(frozen=True)
 class PowerLoss:
-    """A power failure at `time` of the brokers in `dropped`: those that lost unsynced bytes."""
+    """A power failure at `time` of the brokers in `dropped`: those that lost unsynced bytes.
+
+    `oldest` says, for brokers whose lazyfs reported each file it dropped, per partition the history time
+    (ns) of the oldest write dropped from that partition's log: what the broker wrote before it had been
+    written back (the writeback age) and survived. A broker in `oldest` without an entry for a partition
+    kept all of that partition's log. A broker in `dropped` but not in `oldest` (runs recorded before
+    lazyfs reported per file) lost everything it had not fsynced.
+    """
 
     time: int
     dropped: frozenset[int]
+    oldest: Mapping[int, Mapping[int, int]] = field(default_factory=dict, hash=False, compare=False)
+
+    def keeps(self, node: int, partition: int, written_ns: int) -> bool:
+        """Whether `node` still holds a record of `partition` it had written by history time `written_ns`."""
+        if node not in self.dropped:
+            return True
+        if node not in self.oldest:
+            return False
+        oldest = self.oldest[node].get(partition)
+        return oldest is None or written_ns < oldest
 
 
 @dataclass(frozen=True)
@@ -113,36 +136,49 @@ def verdict(partition: int, acked_ns: int, ev: Events, rules: Rules) -> str | No
     if not samples:
         return None
     prev = before[-1] if before else samples[0]
-    holders, start = set(prev.isr), frozenset(prev.isr)
+    # holder -> the history time by which it had the write: the acknowledgement for the ISR then, the
+    # sample that shows it joined for a replica that caught up later
+    holders, start = dict.fromkeys(prev.isr, acked_ns), frozenset(prev.isr)
     story: list[str] = []
     timeline: list[tuple[int, int, Any]] = [(s.time, 2, s) for s in samples if s.time > acked_ns]
     timeline += [(p.time, 1, p) for p in ev.power if p.time > acked_ns]
     timeline += [(u.time, 0, u) for u in ev.unclean if u.time > acked_ns and u.partition == partition]
+
+    def none_left() -> str:
+        return (f"p{partition}: in-sync replicas {_names(start)} at the acknowledgement; " + ", ".join(story)
+                + f"; ISR then {_names(prev.isr)}: no in-sync replica"
+                + (" or eligible leader replica" if rules.elr else "") + " kept these writes")
+
     for _, _, e in sorted(timeline, key=lambda x: (x[0], x[1])):
         if isinstance(e, UncleanElection):
             return f"p{partition}: unclean election at {e.time / NS:.1f} s"
         if isinstance(e, PowerLoss):
-            hit = holders & e.dropped
-            holders -= e.dropped
-            if hit:
-                story.append(f"{_names(hit)} lost power at {e.time / NS:.1f} s")
-            if hit and not holders:
-                return (f"p{partition}: in-sync replicas {_names(start)} at the acknowledgement; "
-                        + ", ".join(story) + f"; ISR then {_names(prev.isr)}: no in-sync replica"
-                        + (" or eligible leader replica" if rules.elr else "") + " kept these writes")
+            failed = set(holders) & e.dropped
+            lost = {n for n in failed if not e.keeps(n, partition, holders[n])}
+            for n in lost:
+                del holders[n]
+            if lost:
+                story.append(f"{_names(lost)} lost power at {e.time / NS:.1f} s")
+            if failed - lost:
+                story.append(f"{_names(failed - lost)} lost power at {e.time / NS:.1f} s and kept them "
+                             "(written back before it)")
+            if lost and not holders:
+                return none_left()
             continue
         removed, added = prev.isr - e.isr, e.isr - prev.isr
         eligible = (e.elr if e.elr is not None else removed if rules.elr and len(e.isr) < rules.min_insync
                     else frozenset())
-        if holders & (removed - eligible):
-            story.append(f"{_names(holders & (removed - eligible))} left the ISR at {e.time / NS:.1f} s")
-        if e.elr is not None:  # the metadata log names the eligible replicas: only ISR and ELR members count
-            holders &= e.isr | e.elr
-        else:
-            holders -= removed - eligible
+        # with the metadata log's ELR, only ISR and ELR members count; else those removed and not eligible leave
+        gone = {n for n in holders if (n not in e.isr | e.elr if e.elr is not None else n in removed - eligible)}
+        if gone:
+            story.append(f"{_names(gone)} left the ISR at {e.time / NS:.1f} s")
+        for n in gone:
+            del holders[n]
         if e.leader in holders:
-            holders |= added
+            holders.update(dict.fromkeys(added - set(holders), e.time))
         prev = e
+        if not holders:  # the replicas that held the writes are out of the ISR: Kafka will not elect them
+            return none_left()
     return None
 
 
@@ -251,8 +287,39 @@ def read_metadata_samples(path: Path, topic: str) -> dict[int, list[IsrSample]]:
     return _samples(path, parse)
 
 
-def nemesis_events(lines: Iterable[Mapping[str, Any]]) -> tuple[list[PowerLoss], list[UncleanElection]]:
-    """Power losses and unclean elections from completed (ok) nemesis lines of a history."""
+def dropped_since(loss: Mapping[str, Any], topic: str, line_ns: int,
+                  start_unix_ms: float | None) -> dict[int, int] | None:
+    """Per partition of `topic`, the history time (ns) of the oldest write a power failure dropped from that
+    partition's log, from one node's `lost` entry (lazyfs's per-file report); None when the entry has no
+    per-file report (then everything unsynced was lost).
+
+    A file's time is its `oldest_unix_ms` on the run's clock (`start_unix_ms`, test.json); without the clock,
+    the nemesis line's time minus the file's `oldest_age_ms`, which is at or after the true time (the line is
+    written after the report), so the error, if any, credits the replica with a write it may not have kept.
+    """
+    files = loss.get("files")
+    if not isinstance(files, list) or loss.get("unsynced_bytes") is None:  # no report: assume the worst
+        return None
+    out: dict[int, int] = {}
+    for f in files:
+        m = re.search(rf"(?:^|/){re.escape(topic)}-(\d+)/[^/]+\.log$", str(f.get("path") or ""))
+        if not m:
+            continue
+        if start_unix_ms is not None and f.get("oldest_unix_ms") is not None:
+            t = round((float(f["oldest_unix_ms"]) - start_unix_ms) * 1e6)
+        elif f.get("oldest_age_ms") is not None:
+            t = line_ns - round(float(f["oldest_age_ms"]) * 1e6)
+        else:
+            t = -1  # no time: count the whole file as dropped
+        p = int(m.group(1))
+        out[p] = min(out.get(p, t), t)
+    return out
+
+
+def nemesis_events(lines: Iterable[Mapping[str, Any]], topic: str = "kchaos",
+                   start_unix_ms: float | None = None) -> tuple[list[PowerLoss], list[UncleanElection]]:
+    """Power losses and unclean elections from completed (ok) nemesis lines of a history (`topic`'s logs and
+    the run's clock place what each power failure dropped: `dropped_since`)."""
     power, unclean = [], []
     for d in lines:
         if d.get("process") != "nemesis" or d.get("type") != "ok":
@@ -260,10 +327,20 @@ def nemesis_events(lines: Iterable[Mapping[str, Any]]) -> tuple[list[PowerLoss],
         if d.get("f") == "power-fail":
             nodes = d.get("nodes") or d.get("targets") or []
             lost = d.get("lost") if isinstance(d.get("lost"), dict) else {}
-            # a node whose failure dropped no unsynced bytes kept everything (its log was fsynced)
-            dropped = {node_id(n) for n in nodes
-                       if not (isinstance(lost.get(n), dict) and lost[n].get("unsynced_bytes") == 0)}
-            power.append(PowerLoss(int(d["time"]), frozenset(i for i in dropped if i is not None)))
+            dropped: set[int] = set()
+            oldest: dict[int, dict[int, int]] = {}
+            for n in nodes:
+                loss, i = lost.get(n), node_id(n)
+                if i is None:
+                    continue
+                # a node whose failure dropped no unsynced bytes kept everything (its log was fsynced)
+                if isinstance(loss, dict) and loss.get("unsynced_bytes") == 0:
+                    continue
+                dropped.add(i)
+                since = dropped_since(loss, topic, int(d["time"]), start_unix_ms) if isinstance(loss, dict) else None
+                if since is not None:
+                    oldest[i] = since
+            power.append(PowerLoss(int(d["time"]), frozenset(dropped), oldest))
         elif d.get("f") == "elect-unclean" and d.get("partition") is not None:
             unclean.append(UncleanElection(int(d["time"]), int(d["partition"])))
     return sorted(power, key=lambda p: p.time), sorted(unclean, key=lambda u: u.time)
@@ -305,8 +382,9 @@ def loss_section(run: Path, parquet: Path, test: Mapping[str, Any], results: Map
     if not total or not rules.promises or not Path(parquet).exists():
         return {**classify([], Events(), rules, total), "isr_source": None}
     acks, lines = _rows(Path(parquet), listed)
-    power, unclean = nemesis_events(lines)
     topic = str((test.get("topic") or {}).get("name") or "kchaos")
+    start = test.get(HISTORY_START_KEY)
+    power, unclean = nemesis_events(lines, topic, float(start) if isinstance(start, (int, float)) else None)
     exact = read_metadata_samples(Path(run) / METADATA_FILE, topic)
     ev = Events(isr=exact or read_isr_samples(Path(run) / ISR_FILE), power=power, unclean=unclean)
     out = classify([(v, *acks.get(v, (None, None))) for v in listed], ev, rules, total)

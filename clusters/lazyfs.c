@@ -16,7 +16,16 @@
  *   clear        drop every dirty page (sizes fall back to the backing files); a file
  *                that is open keeps its kernel-cached pages until it is opened again
  *   stats PATH   write one JSON line to PATH (via PATH.tmp + rename); dirty_bytes counts
- *                whole 4 KiB pages; synced_bytes/dropped_bytes are running totals
+ *                whole 4 KiB pages; synced_bytes/dropped_bytes are running totals; `files`
+ *                lists each file with dirty pages: its path relative to BACKING_DIR (null
+ *                if it has none), dirty_bytes (whole pages), the age and wall time of its
+ *                oldest dirty page, its size, and the dirty byte ranges (at most 64, then
+ *                ranges_cut)
+ *   powerfail PATH
+ *                freeze, then write the stats as `stats PATH` does. Frozen, nothing more
+ *                reaches the backing files: writeback, `flush` and unmount write nothing,
+ *                and every write and fsync fails with EIO. So the stats list exactly what
+ *                a SIGKILL then loses.
  *
  * State per file lives in a `struct lfile` keyed by the backing inode (dev, ino), so it
  * follows renames and hard links. An lfile holds an fd on its inode, which pins the inode
@@ -25,7 +34,8 @@
  * Locking: map_lock guards the inode map and every lfile's refs and linked fields; it is
  * never taken while holding a file lock. Each lfile's rwlock guards its pages and size:
  * reads share it, writes and truncates own it. No lock is global on the read/write path
- * except the short one around the free-page pool.
+ * except the short one around the free-page pool; flush_lock is shared by every flush and
+ * taken exclusively only by `powerfail`, to wait out the flushes under way.
  *
  * Build: gcc -O2 -Wall -Wextra lazyfs.c $(pkg-config --cflags --libs fuse3) -lpthread
  */
@@ -65,7 +75,8 @@
 #define UNLOCK(l) pthread_rwlock_unlock(&(l)->lock)
 
 struct page {
-	uint64_t gen; /* the lfile's gen at the last write into this page */
+	uint64_t gen;     /* the lfile's gen at the last write into this page */
+	int64_t first_ms; /* monotonic ms when it went from clean to dirty */
 	char data[PAGE];
 };
 
@@ -83,13 +94,14 @@ struct lfile {
 	size_t cap;
 	_Atomic long ndirty;      /* non-NULL entries of pg */
 	uint64_t gen;             /* bumped by every write and truncate */
-	_Atomic int64_t dirtied;  /* monotonic ms when the file last went from clean to dirty */
+	_Atomic int64_t dirtied;  /* the oldest first_ms of its pages (while ndirty > 0) */
 	_Atomic int64_t mtime_ns; /* wall time of the last write, reported while dirty */
 	_Atomic unsigned clears_seen; /* `clears` when a handle was last opened */
 };
 
 static int rootfd = -1;
 static const char *ctl_path;
+static char *root_path; /* realpath of BACKING_DIR, to name files in the stats */
 static double writeback_age; /* seconds; 0 = never */
 static FILE *logf_;
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -100,6 +112,8 @@ static size_t npool;
 static _Atomic uint64_t dirty_pages, synced_bytes, dropped_bytes, nwrites, nfsyncs;
 static _Atomic int write_delay_ms, fsync_delay_ms;
 static _Atomic unsigned clears; /* `clear` commands so far */
+static _Atomic bool frozen;     /* `powerfail` came: no data may reach the backing files */
+static pthread_rwlock_t flush_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 
 /* ---- helpers ---- */
 
@@ -199,15 +213,26 @@ static void unhash(struct lfile *l) { /* map_lock held */
 }
 
 /* Free the pages with index >= first, or only those with gen <= maxgen (after a flush).
- * `dropped` counts them as lost to `clear`. Write lock held, or the caller is sole owner. */
-static void drop_pages(struct lfile *l, size_t first, uint64_t maxgen, bool dropped) {
+ * A flush passes the time its writes ended as `clean_ms`: a page it keeps was written to
+ * since, so it is dirty from then on, not from its first_ms. `dropped` counts the freed
+ * pages as lost to `clear`. Write lock held, or the caller is sole owner. */
+static void drop_pages(struct lfile *l, size_t first, uint64_t maxgen, int64_t clean_ms, bool dropped) {
 	long n = 0;
-	for (size_t i = first; i < l->cap; i++)
-		if (l->pg[i] && l->pg[i]->gen <= maxgen) {
-			page_free(l->pg[i]);
+	int64_t oldest = INT64_MAX;
+	for (size_t i = 0; i < l->cap; i++) {
+		struct page *p = l->pg[i];
+		if (!p)
+			continue;
+		if (i >= first && p->gen <= maxgen) {
+			page_free(p);
 			l->pg[i] = NULL;
 			n++;
+			continue;
 		}
+		if (p->first_ms < clean_ms)
+			p->first_ms = clean_ms;
+		oldest = MIN(oldest, p->first_ms);
+	}
 	l->ndirty -= n;
 	dirty_pages -= n;
 	if (dropped)
@@ -216,11 +241,13 @@ static void drop_pages(struct lfile *l, size_t first, uint64_t maxgen, bool drop
 		free(l->pg);
 		l->pg = NULL;
 		l->cap = 0;
+	} else {
+		l->dirtied = oldest;
 	}
 }
 
 static void lfree(struct lfile *l) {
-	drop_pages(l, 0, UINT64_MAX, false);
+	drop_pages(l, 0, UINT64_MAX, 0, false);
 	close(l->fd);
 	pthread_rwlock_destroy(&l->lock);
 	free(l);
@@ -345,9 +372,10 @@ static struct page *getpage(struct lfile *l, size_t i, bool fill, int *err) {
 	}
 	if (fill)
 		memset(p->data + got, 0, PAGE - got);
+	p->first_ms = now_ms();
 	l->pg[i] = p;
 	if (l->ndirty++ == 0)
-		l->dirtied = now_ms();
+		l->dirtied = p->first_ms;
 	dirty_pages++;
 	return p;
 }
@@ -358,6 +386,10 @@ static int lwrite(struct lfile *l, const char *buf, size_t n, off_t off) {
 	struct timespec t;
 	clock_gettime(CLOCK_REALTIME, &t);
 	WRLOCK(l);
+	if (frozen) { /* after the powerfail report: it would be lost without being listed */
+		UNLOCK(l);
+		return -EIO;
+	}
 	l->gen++;
 	while (done < n) {
 		off_t pos = off + (off_t)done;
@@ -406,7 +438,7 @@ static int ltruncate(struct lfile *l, off_t size) {
 	int err = ret(ftruncate(l->fd, size));
 	if (!err) {
 		size_t keep = (size + PAGE - 1) / PAGE;
-		drop_pages(l, keep, UINT64_MAX, false);
+		drop_pages(l, keep, UINT64_MAX, 0, false);
 		l->gen++;
 		if (size % PAGE && keep - 1 < l->cap && l->pg[keep - 1]) { /* a later grow must read zeros */
 			memset(l->pg[keep - 1]->data + size % PAGE, 0, PAGE - size % PAGE);
@@ -435,10 +467,14 @@ static int write_iov(int fd, struct iovec *iov, int n, off_t off) {
 
 /* Write l's dirty pages to the backing file, then fsync (sync=2), fdatasync (1) or not (0).
  * Pages are written under the read lock, so readers carry on, and freed under the write
- * lock only if no write touched them meanwhile (page gen <= the snapshot). */
+ * lock only if no write touched them meanwhile (page gen <= the snapshot). Once frozen,
+ * -EIO: the stats `powerfail` wrote must stay true until the SIGKILL. */
 static int lflush(struct lfile *l, int sync) {
 	int err = 0, n = 0;
-	if (l->ndirty) {
+	pthread_rwlock_rdlock(&flush_lock);
+	if (frozen)
+		err = -EIO;
+	if (l->ndirty && !err) {
 		struct iovec iov[IOVN];
 		off_t at = 0;
 		uint64_t bytes = 0;
@@ -458,16 +494,16 @@ static int lflush(struct lfile *l, int sync) {
 		}
 		if (n && !err)
 			err = write_iov(l->fd, iov, n, at);
+		int64_t written = now_ms();
 		UNLOCK(l);
 		if (!err) {
 			WRLOCK(l);
-			drop_pages(l, 0, g0, false);
-			if (l->ndirty)
-				l->dirtied = now_ms();
+			drop_pages(l, 0, g0, written, false);
 			UNLOCK(l);
 			synced_bytes += bytes;
 		}
 	}
+	pthread_rwlock_unlock(&flush_lock);
 	if (!err && sync && (sync == 2 ? fsync(l->fd) : fdatasync(l->fd)) < 0)
 		err = -errno;
 	return err;
@@ -477,7 +513,7 @@ static int lflush(struct lfile *l, int sync) {
 static void lclear(struct lfile *l) {
 	struct stat st;
 	WRLOCK(l);
-	drop_pages(l, 0, UINT64_MAX, true);
+	drop_pages(l, 0, UINT64_MAX, 0, true);
 	l->gen++;
 	if (fstat(l->fd, &st) == 0)
 		l->size = st.st_size;
@@ -746,6 +782,10 @@ static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg) {
 static void flush_all(const char *why) {
 	size_t n, bad = 0;
 	uint64_t before = synced_bytes;
+	if (frozen) {
+		logmsg("%s: frozen by powerfail: nothing written", why);
+		return;
+	}
 	struct lfile **v = pin_all(&n, true);
 	for (size_t i = 0; i < n; i++) {
 		int r = lflush(v[i], 2);
@@ -775,22 +815,142 @@ static const struct fuse_operations ops = {
 
 /* ---- control FIFO and background writeback ---- */
 
+#define MAXRANGES 64
+
+struct report { /* one dirty file in the stats */
+	char *path;     /* relative to BACKING_DIR; NULL when it has no name */
+	long ndirty;
+	int64_t dirtied, size;
+	int nr;         /* ranges found; more than MAXRANGES: cut */
+	int64_t r[MAXRANGES][2];
+};
+
+/* Where fd's file is now, relative to BACKING_DIR (malloc'd), or NULL. */
+static char *relpath(int fd) {
+	char link[32], buf[PATH_MAX];
+	struct stat st;
+	if (!root_path || fstat(fd, &st) < 0 || st.st_nlink == 0) /* unlinked: readlink says "(deleted)" */
+		return NULL;
+	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, buf, sizeof buf);
+	size_t k = strcmp(root_path, "/") ? strlen(root_path) : 0;
+	if (n <= 0 || (size_t)n >= sizeof buf)
+		return NULL;
+	buf[n] = 0;
+	return strncmp(buf, root_path, k) == 0 && buf[k] == '/' ? strdup(buf + k + 1) : NULL;
+}
+
+/* The dirty byte ranges, whole pages merged when contiguous, cut at the size. Read lock held. */
+static void describe(struct lfile *l, struct report *f) {
+	f->ndirty = l->ndirty, f->dirtied = l->dirtied, f->size = l->size, f->nr = 0;
+	for (size_t i = 0; i < l->cap && f->nr <= MAXRANGES; i++) {
+		int64_t from = (int64_t)i * PAGE, to = MIN(from + PAGE, f->size);
+		if (!l->pg[i] || from >= to)
+			continue;
+		if (f->nr && f->r[f->nr - 1][1] == from)
+			f->r[f->nr - 1][1] = to;
+		else if (f->nr++ < MAXRANGES)
+			f->r[f->nr - 1][0] = from, f->r[f->nr - 1][1] = to;
+	}
+}
+
+/* Length of the UTF-8 sequence at p, 0 if it is not valid UTF-8 (overlong, surrogate, ...). */
+static int utf8_len(const unsigned char *p) {
+	int n = *p < 0x80 ? 1 : *p >= 0xC2 && *p <= 0xDF ? 2 : *p >= 0xE0 && *p <= 0xEF ? 3 : *p >= 0xF0 && *p <= 0xF4 ? 4 : 0;
+	for (int k = 1; k < n; k++)
+		if ((p[k] & 0xC0) != 0x80)
+			return 0;
+	if ((*p == 0xE0 && p[1] < 0xA0) || (*p == 0xED && p[1] > 0x9F) || (*p == 0xF0 && p[1] < 0x90) ||
+	    (*p == 0xF4 && p[1] > 0x8F))
+		return 0;
+	return n;
+}
+
+/* s as a JSON string, or null. File names are bytes, JSON is UTF-8: a byte that is not
+ * part of a valid sequence becomes U+FFFD. */
+static void json_str(FILE *f, const char *s) {
+	const unsigned char *p = (const unsigned char *)s;
+	if (!s) {
+		fputs("null", f);
+		return;
+	}
+	fputc('"', f);
+	for (int n; *p; p += n ? n : 1) {
+		n = utf8_len(p);
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else if (n)
+			fwrite(p, 1, n, f);
+		else
+			fputs("\\ufffd", f);
+	}
+	fputc('"', f);
+}
+
+static int by_path(const void *a, const void *b) {
+	const char *x = ((const struct report *)a)->path, *y = ((const struct report *)b)->path;
+	return x && y ? strcmp(x, y) : (x == NULL) - (y == NULL);
+}
+
+/* The stats JSON line, written to PATH.tmp and renamed to PATH. The clocks are read after
+ * every file was looked at, so no page is younger than the report. */
 static void write_stats(const char *path) {
 	size_t n, dirty = 0;
 	char tmp[PATH_MAX + 8];
 	struct lfile **v = pin_all(&n, true);
-	for (size_t i = 0; i < n; i++)
-		dirty += v[i]->ndirty > 0, put(v[i]);
+	struct report *rep = calloc(n ? n : 1, sizeof *rep);
+	for (size_t i = 0; i < n; i++) {
+		struct report *r = rep ? &rep[dirty] : NULL;
+		RDLOCK(v[i]);
+		bool d = v[i]->ndirty > 0;
+		if (d && r)
+			describe(v[i], r);
+		UNLOCK(v[i]);
+		if (d && r)
+			r->path = relpath(v[i]->fd);
+		dirty += d;
+		put(v[i]);
+	}
 	free(v);
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	int64_t now = now_ms(), at = (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000, oldest = INT64_MAX;
+	for (size_t i = 0; rep && i < dirty; i++)
+		oldest = MIN(oldest, rep[i].dirtied);
+	if (rep)
+		qsort(rep, dirty, sizeof *rep, by_path);
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	FILE *f = fopen(tmp, "w");
-	if (f)
+	FILE *f = rep ? fopen(tmp, "w") : NULL;
+	if (f) {
 		fprintf(f, "{\"dirty_bytes\": %llu, \"dirty_files\": %zu, \"synced_bytes\": %llu, "
 			   "\"dropped_bytes\": %llu, \"writes\": %llu, \"fsyncs\": %llu, "
-			   "\"write_delay_ms\": %d, \"fsync_delay_ms\": %d, \"pid\": %d}\n",
+			   "\"write_delay_ms\": %d, \"fsync_delay_ms\": %d, \"pid\": %d, \"at_unix_ms\": %lld, ",
 			(unsigned long long)dirty_pages * PAGE, dirty, (unsigned long long)synced_bytes,
 			(unsigned long long)dropped_bytes, (unsigned long long)nwrites,
-			(unsigned long long)nfsyncs, write_delay_ms, fsync_delay_ms, (int)getpid());
+			(unsigned long long)nfsyncs, write_delay_ms, fsync_delay_ms, (int)getpid(), (long long)at);
+		if (dirty)
+			fprintf(f, "\"oldest_age_ms\": %lld, \"files\": [", (long long)(now - oldest));
+		else
+			fputs("\"oldest_age_ms\": null, \"files\": [", f);
+		for (size_t i = 0; i < dirty; i++) {
+			struct report *r = &rep[i];
+			fputs(i ? ", {\"path\": " : "{\"path\": ", f);
+			json_str(f, r->path);
+			fprintf(f, ", \"dirty_bytes\": %lld, \"oldest_age_ms\": %lld, \"oldest_unix_ms\": %lld, "
+				   "\"size\": %lld, \"ranges\": [",
+				(long long)r->ndirty * PAGE, (long long)(now - r->dirtied),
+				(long long)(at - (now - r->dirtied)), (long long)r->size);
+			for (int k = 0; k < MIN(r->nr, MAXRANGES); k++)
+				fprintf(f, "%s[%lld, %lld]", k ? ", " : "", (long long)r->r[k][0], (long long)r->r[k][1]);
+			fputs(r->nr > MAXRANGES ? "], \"ranges_cut\": true}" : "]}", f);
+		}
+		fputs("]}\n", f);
+	}
+	for (size_t i = 0; rep && i < dirty; i++)
+		free(rep[i].path);
+	free(rep);
 	if (!f || fclose(f) != 0 || rename(tmp, path) < 0)
 		logmsg("ctl stats: cannot write %s: %s", path, strerror(errno));
 }
@@ -816,6 +976,12 @@ static void command(char *line) {
 		logmsg("ctl clear: dropped %llu bytes in %zu files", (unsigned long long)(dropped_bytes - before), n);
 	} else if (sscanf(line, "stats %4095[^\n]", arg) == 1) {
 		write_stats(arg);
+	} else if (sscanf(line, "powerfail %4095[^\n]", arg) == 1) {
+		frozen = true;
+		pthread_rwlock_wrlock(&flush_lock); /* the flushes under way end before the report */
+		pthread_rwlock_unlock(&flush_lock);
+		write_stats(arg);
+		logmsg("ctl powerfail: frozen with %llu bytes unsynced", (unsigned long long)dirty_pages * PAGE);
 	} else if (line[0]) {
 		logmsg("ctl: unknown command ignored: %s", line);
 	}
@@ -847,8 +1013,8 @@ static void *writeback_thread(void *arg) {
 		sleep_ms((int)MIN(1000, age / 4 > 50 ? age / 4 : 50));
 		struct lfile **v = pin_all(&n, true);
 		for (size_t i = 0; i < n; i++) {
-			int r = v[i]->ndirty && now_ms() - v[i]->dirtied >= age ? lflush(v[i], 0) : 0;
-			if (r < 0)
+			int r = v[i]->ndirty && !frozen && now_ms() - v[i]->dirtied >= age ? lflush(v[i], 0) : 0;
+			if (r < 0 && !frozen)
 				logmsg("writeback: inode %lu: %s", (unsigned long)v[i]->ino, strerror(-r));
 			put(v[i]);
 		}
@@ -916,7 +1082,7 @@ int main(int argc, char **argv) {
 	if (logpath && !(logf_ = fopen(logpath, "a")))
 		die("cannot open log %s: %s", logpath, strerror(errno));
 	umask(0); /* the kernel has applied the caller's umask to the modes it sends */
-	if ((rootfd = open(pos[0], O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+	if ((rootfd = open(pos[0], O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || !(root_path = realpath(pos[0], NULL)))
 		die("backing dir %s: %s", pos[0], strerror(errno));
 	struct stat st;
 	if (stat(pos[1], &st) < 0 && errno == ENOTCONN) { /* a killed lazyfs left its mount behind */

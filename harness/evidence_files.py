@@ -12,7 +12,9 @@ import json
 from pathlib import Path
 
 __all__ = ["EVIDENCE_DIR", "RAW_DIR", "COLLECT_FILE", "METADATA_DIR", "SEGMENTS_FILE", "METADATA_FILE", "ISR_FILE",
-           "read_isr"]
+           "HISTORY_START_KEY", "read_isr"]
+
+HISTORY_START_KEY = "history_start_unix_ms"  # in test.json: the wall clock (unix ms) at history time 0
 
 ISR_FILE = "isr.jsonl"  # in the run directory: the ISR of every partition, sampled each second (harness/monitor.py)
 

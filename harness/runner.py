@@ -20,6 +20,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from checkers import check_path, rejudge_loss
 from harness.build import Test, build_test, preflight
 from harness.config import TestConfig
+from harness.evidence_files import HISTORY_START_KEY
 from harness.faults import write_faults
 from harness.history import History
 from harness.monitor import ISR_FILE, IsrMonitor
@@ -85,7 +86,7 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         say(f"[yellow]no fault fits in --time-limit {cfg.time_limit:g}s with --interval {cfg.nemesis.interval:g}s "
             f"for {','.join(cfg.nemesis.names)}: this run has no faults[/]")
     history = History(run_dir / "history.jsonl")
-    add_to_test_json(run_dir, history_start_unix_ms=round(time.time() * 1000 - history.now() / 1e6, 3))
+    add_to_test_json(run_dir, **{HISTORY_START_KEY: round(time.time() * 1000 - history.now() / 1e6, 3)})
     cluster = test.cluster(run_dir, say)
     workload = test.workload
     driver = NemesisDriver(test.nemeses(cluster), cluster, history, test.schedule, cfg.topic.name)

@@ -2,8 +2,9 @@
 
 The log directories live on lazyfs (see clusters/lazyfs.c), which holds
 written data in memory until it is fsynced. `fault-ctl power-fail` freezes
-Kafka, SIGKILLs it together with lazyfs, and remounts: what comes back is what
-was synced. Several nodes fail in parallel, as in a shared power loss.
+Kafka, freezes lazyfs and takes its report (`powerfail`), SIGKILLs both, and
+remounts: what comes back is what was synced or written back. Several nodes fail
+in parallel, as in a shared power loss.
 """
 from __future__ import annotations
 
@@ -30,10 +31,26 @@ class PowerFail:
             stats = json.loads(out.strip().splitlines()[-1])
         except (json.JSONDecodeError, IndexError):
             stats = {}
-        return {"unsynced_bytes": stats.get("dirty_bytes"), "unsynced_files": stats.get("dirty_files")}
+        if not isinstance(stats, dict):
+            stats = {}
+        return {"unsynced_bytes": stats.get("dirty_bytes"), "unsynced_files": stats.get("dirty_files"),
+                "at_unix_ms": stats.get("at_unix_ms"), "oldest_age_ms": stats.get("oldest_age_ms"),
+                "files": stats.get("files")}
 
     def begin(self, nodes: list[str], op: dict[str, Any]) -> dict[str, Any]:
-        """Cut the power of every node in `nodes` in parallel; record what each lost."""
+        """Cut the power of every node in `nodes` in parallel; record what each lost.
+
+        `lost[node]` is lazyfs's report, taken after it froze: from then until the SIGKILL nothing
+        reached the node's disk, so the report is exactly what the node lost. `unsynced_bytes` and
+        `unsynced_files`: dirty 4 KiB pages (in bytes) and files with any. `at_unix_ms`: the wall
+        time of the report. `oldest_age_ms`: the age of the oldest dirty page (None when none).
+        `files`: one entry per file with dirty pages, `{"path", "dirty_bytes", "oldest_age_ms",
+        "oldest_unix_ms", "size", "ranges"}` (path relative to the data directory, None without a
+        name; ranges `[from, to)` of lost bytes, page-aligned starts, at most 64, then
+        `"ranges_cut": true`). A write that reached a file before its `oldest_unix_ms` survived
+        (fsynced or written back); one at or after it, into a listed range, is gone. A file not
+        listed lost nothing. Every key is None when lazyfs did not answer: then nothing says what survived.
+        """
         with ThreadPoolExecutor(len(nodes)) as pool:
             lost = dict(zip(nodes, pool.map(self._fail, nodes)))
         return {"lost": lost}

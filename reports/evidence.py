@@ -27,12 +27,13 @@ from typing import Any, Callable, Sequence
 from checkers.broker_logs import LogEvent, read_node_logs
 from checkers.kafka_logs import Batch, DumpError, dump, metadata_records, parse_dump, read_epoch_checkpoint
 from checkers.kraft_metadata import MetadataLog, replay
-from harness.evidence_files import COLLECT_FILE, EVIDENCE_DIR, METADATA_DIR, METADATA_FILE, RAW_DIR, SEGMENTS_FILE
+from harness.evidence_files import (COLLECT_FILE, EVIDENCE_DIR, HISTORY_START_KEY, METADATA_DIR, METADATA_FILE, RAW_DIR,
+                                    SEGMENTS_FILE)
 from reports import ReportsInputError
 
 __all__ = ["EVIDENCE_DIR", "Clock", "Evidence", "EvidenceError", "check_run", "decode", "history_clock", "value_of"]
 
-START_KEY = "history_start_unix_ms"
+START_KEY = HISTORY_START_KEY
 _STAMP = re.compile(r"(\d{8}T\d{6}\.\d{3})Z")
 _INT = re.compile(r"-?\d+")
 # dump(libs, files, cwd, metadata=...) -> stdout lines: checkers.kafka_logs.dump, or a stand-in in tests.

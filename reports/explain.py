@@ -183,6 +183,21 @@ def _pick_faults(found: list[dict[str, Any]], fates: tuple[ReplicaFate, ...]) ->
     return sorted(chosen, key=lambda f: f["time_s"])
 
 
+def _on_disk(fault: dict[str, Any], p: int, last_ack_s: float | None) -> str:
+    """For a power failure with lazyfs's per-file report: which of its nodes kept the range on disk (written
+    back before the failure), as " (n3 kept them: p0's log was on disk up to 31.2 s)"; else ""."""
+    since = fault.get("dropped_since") or {}
+    kept = []
+    for node in fault["nodes"]:
+        if node in since and last_ack_s is not None:
+            t = since[node].get(p)
+            if t is None:
+                kept.append(f"{node} kept them: its p{p} log had nothing unsynced")
+            elif last_ack_s < t:
+                kept.append(f"{node} kept them: its p{p} log was on disk up to {_s(t)}")
+    return f" ({'; '.join(kept)})" if kept else ""
+
+
 def _why(r: dict[str, Any], p: int, n: int, fates: tuple[ReplicaFate, ...]) -> str:
     head = f"{_offsets(r['lo'], r['hi'])} of p{p} ({n} value{'s' if n != 1 else ''})"
     were = "were" if n != 1 else "was"
@@ -200,8 +215,8 @@ def _why(r: dict[str, Any], p: int, n: int, fates: tuple[ReplicaFate, ...]) -> s
             parts[0] += (f" as {r['leader']} knew it (from {_s(n['time_s'])} on, the controller had made "
                          f"{n['leader']} leader with epoch {n['epoch']}; {r['leader']} did not know)")
     if r["faults"]:
-        parts.append(_and([f["phrase"] + (f" while ISR = {_fmt_set(f['isr'])}" if f.get("isr") else "")
-                           for f in r["faults"]]))
+        parts.append(_and([f["phrase"] + _on_disk(f, p, r["to_s"])
+                           + (f" while ISR = {_fmt_set(f['isr'])}" if f.get("isr") else "") for f in r["faults"]]))
     el = r["election"]
     if el is None:
         parts.append("no later leader epoch in any collected leader-epoch-checkpoint: how the log lost them is unknown")

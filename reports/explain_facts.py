@@ -21,6 +21,7 @@ from typing import Any
 
 from checkers.broker_logs import LogEvent
 from checkers.kraft_metadata import PartitionState
+from checkers.promise import dropped_since
 from harness.history import read_history
 from harness.faults import FaultCatalogue, FaultsError, run_faults
 from reports.evidence import Evidence
@@ -255,7 +256,20 @@ class Facts:
         return out
 
 
-def _nemesis_line(rec: dict[str, Any], faults: FaultCatalogue) -> dict[str, Any] | None:
+def _dropped_since(rec: dict[str, Any], topic: str, start_unix_ms: float | None) -> dict[str, dict[int, float]]:
+    """For a power failure: per node with lazyfs's per-file report, per partition of `topic` whose log lost
+    writes, the history second of the oldest write dropped (what came before was on disk)."""
+    lost = rec.get("lost") if rec.get("f") == "power-fail" and isinstance(rec.get("lost"), dict) else {}
+    out = {}
+    for node, loss in lost.items():
+        since = dropped_since(loss, topic, int(rec["time"]), start_unix_ms) if isinstance(loss, dict) else None
+        if since is not None:
+            out[str(node)] = {p: round(ns / 1e9, 3) for p, ns in since.items()}
+    return out
+
+
+def _nemesis_line(rec: dict[str, Any], faults: FaultCatalogue, topic: str = "kchaos",
+                  start_unix_ms: float | None = None) -> dict[str, Any] | None:
     if rec.get("process") != "nemesis" or rec.get("type") != "ok" or rec.get("f") == "heal":
         return None
     nodes = rec.get("nodes")
@@ -267,7 +281,8 @@ def _nemesis_line(rec: dict[str, Any], faults: FaultCatalogue) -> dict[str, Any]
     targets = rec.get("targets")
     return {"index": rec.get("index"), "time_s": round(rec["time"] / 1e9, 3), "f": rec["f"], "nemesis": spec,
             "nodes": [str(n) for n in nodes], "role": role, "grudge": rec.get("grudge"),
-            "targets": [str(t) for t in targets] if isinstance(targets, list) else None}
+            "targets": [str(t) for t in targets] if isinstance(targets, list) else None,
+            "dropped_since": _dropped_since(rec, topic, start_unix_ms)}
 
 
 def load_facts(run: Path, ev: Evidence, names: dict[int, str], lost: set[int]) -> Facts:
@@ -288,7 +303,7 @@ def load_facts(run: Path, ev: Evidence, names: dict[int, str], lost: set[int]) -
     except FaultsError as e:
         notes.append(f"{e}; which nemesis ops are faults was taken from the history instead")
         faults = run_faults(None, ops)
-    nemesis = [n for rec in ops if (n := _nemesis_line(rec, faults)) is not None]
+    nemesis = [n for rec in ops if (n := _nemesis_line(rec, faults, ev.topic, ev.clock.start_unix_ms)) is not None]
     if not names:
         names = {i: f"n{i}" for i in range(1, 10)}
     facts = Facts(ev, names, acks, nemesis)

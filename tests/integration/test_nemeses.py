@@ -197,11 +197,16 @@ def test_power_fail_loses_exactly_what_the_node_had_not_fsynced(healthy):
     healthy.fault_ctl(victim, "flush")  # everything so far is on the "disk"
     synced = records_on_disk(healthy, victim, 1)
     assert synced >= 300
+    flushed_ms = time.time() * 1000
     assert produce(healthy, 1, 500) == 500  # acks=all: the victim has these, in memory only
     until(lambda: records_on_disk(healthy, victim, 1) == synced + 500, 20, "")
     nem, done = play(healthy, "power-fail", {"f": "power-fail", "nodes": [victim]})
     assert done["nodes"] == [victim]
     assert done["lost"][victim]["unsynced_bytes"] > 0
+    # lazyfs names what it dropped: p1's segment, from a write made after the flush (what came before survives)
+    logs = [f for f in done["lost"][victim]["files"] if re.fullmatch(rf"{TOPIC.name}-1/\d+\.log", f["path"] or "")]
+    assert len(logs) == 1 and logs[0]["dirty_bytes"] > 0, done["lost"][victim]
+    assert flushed_ms - 50 <= logs[0]["oldest_unix_ms"] <= time.time() * 1000, (flushed_ms, logs[0])
     assert not healthy.is_running(victim)
     assert records_on_disk(healthy, victim, 1) == synced  # the 500 unsynced records are gone
     nem.invoke({"f": "start"})

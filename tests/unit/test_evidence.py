@@ -12,9 +12,11 @@ from checkers.kafka_logs import metadata_records, parse_dump, read_epoch_checkpo
 from checkers.kraft_metadata import replay
 from clusters.evidence import COLLECT_FILE, NodeCopy, collect, wanted
 from harness.cli import main
+from harness.faults import FaultCatalogue
 from reports.evidence import Clock, EvidenceError, decode, history_clock, value_of
 from reports.evidence_html import evidence_section
-from reports.explain import explain, load_explanation
+from reports.explain import _on_disk, explain, load_explanation
+from reports.explain_facts import _nemesis_line
 
 DATA = Path(__file__).parent / "data" / "evidence"
 LAST_ISR = DATA / "last-isr-3.7.2"
@@ -471,3 +473,21 @@ def test_broker_logs_of_4_1_parse_like_3_7():
     assert ("n1", "follower", 1, 175) in {(e.node, e.kind, e.epoch, e.offset) for e in events}
     assert any(e.kind == "loaded" and e.node == "n2" and e.offset == 0 for e in events)
     assert all(e.no_effect for e in events if e.kind == "truncated")  # nothing acknowledged was cut
+
+
+def test_a_power_failure_after_the_writeback_says_which_node_kept_the_range_on_disk():
+    # lazyfs's report on the power-fail line: n3's p0 log was dirty only from 31.2 s (written back before),
+    # n1's from 12.0 s; p1's log of n3 lost nothing. The range was acknowledged up to 18.9 s.
+    start = 1_700_000_000_000.0
+    files = {"n1": [{"path": "kchaos-0/00000000000000000000.log", "oldest_unix_ms": start + 12_000}],
+             "n3": [{"path": "kchaos-0/00000000000000000000.log", "oldest_unix_ms": start + 31_200},
+                    {"path": "kchaos-0/00000000000000000000.index", "oldest_unix_ms": start + 1_000}]}
+    rec = {"index": 9, "time": 61 * 10**9, "process": "nemesis", "type": "ok", "f": "power-fail",
+           "nemesis": "power-fail", "nodes": ["n1", "n3"],
+           "lost": {n: {"unsynced_bytes": 8192, "files": f} for n, f in files.items()}}
+    line = _nemesis_line(rec, FaultCatalogue(), "kchaos", start)
+    assert line["dropped_since"] == {"n1": {0: 12.0}, "n3": {0: 31.2}}
+    assert _on_disk(line, 0, 18.9) == " (n3 kept them: its p0 log was on disk up to 31.2 s)"
+    assert _on_disk(line, 1, 18.9) == " (n1 kept them: its p1 log had nothing unsynced; n3 kept them: its p1 log had nothing unsynced)"
+    assert _on_disk(line, 0, 40.0) == ""
+    assert _on_disk({**line, "dropped_since": {}}, 0, 18.9) == ""  # a run without lazyfs's per-file report

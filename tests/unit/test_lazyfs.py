@@ -3,12 +3,17 @@
 """
 from __future__ import annotations
 
+import errno
+import itertools
+import json
 import mmap
 import os
 import random
+import threading
 import time
 from pathlib import Path
 
+import pytest
 
 from lazyfs_mount import PAGE, put
 
@@ -232,3 +237,208 @@ def test_writeback_age_writes_old_dirty_data_through(mount):
     assert time.monotonic() - t >= 0.5
     fs.power_failure()
     assert (fs / "f").read_bytes() == b"eventually" * 100
+
+
+_reports = itertools.count()
+
+
+def report(fs, command: str = "stats") -> dict:
+    """`stats` or `powerfail` into a file of its own; the JSON it wrote."""
+    out = fs.ctl.parent / f"{command}-{next(_reports)}.json"
+    fs.command(f"{command} {out}")
+    deadline = time.monotonic() + 5
+    while not out.exists():
+        assert time.monotonic() < deadline, f"no {command} report from lazyfs"
+        time.sleep(0.005)
+    return json.loads(out.read_text())
+
+
+def files(s: dict) -> dict:
+    return {f["path"]: f for f in s["files"]}
+
+
+def test_stats_name_each_dirty_file_with_its_ranges(fs):
+    os.mkdir(fs / "d")
+    put(fs / "d" / "seg.log", b"a" * 100)
+    put(fs / "two", b"x" * 100)
+    put(fs / "two", b"y" * 100, off=3 * PAGE + 10)  # pages 0 and 3: two ranges
+    put(fs / "adj", b"z" * PAGE)
+    put(fs / "adj", b"z" * 10, off=PAGE)  # the next page: one range
+    put(fs / "synced", b"s" * 100, sync=True)
+    put(fs / "many", b"m", off=200 * PAGE)
+    for i in range(0, 140, 2):  # 70 pages apart: 71 ranges
+        put(fs / "many", b"m", off=i * PAGE)
+    weird = os.path.join(os.fsencode(fs.mnt), b'we"ird\\na\nme\xff')
+    put(weird, b"w")
+    fd = os.open(fs / "unlinked", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"u" * 100)
+        os.unlink(fs / "unlinked")  # its data is forgotten: not listed
+        s = report(fs)
+    finally:
+        os.close(fd)
+    by = files(s)
+    assert [f["path"] for f in s["files"]] == sorted(by) == ["adj", "d/seg.log", "many", "two", 'we"ird\\na\nme\ufffd']
+    assert (by["d/seg.log"]["dirty_bytes"], by["d/seg.log"]["size"], by["d/seg.log"]["ranges"]) == (PAGE, 100, [[0, 100]])
+    assert by["two"]["dirty_bytes"] == 2 * PAGE and by["two"]["size"] == 3 * PAGE + 110
+    assert by["two"]["ranges"] == [[0, PAGE], [3 * PAGE, 3 * PAGE + 110]]
+    assert by["adj"]["ranges"] == [[0, PAGE + 10]] and by["adj"]["dirty_bytes"] == 2 * PAGE
+    assert by["many"]["dirty_bytes"] == 71 * PAGE and by["many"]["ranges_cut"] is True
+    assert by["many"]["ranges"] == [[i * PAGE, (i + 1) * PAGE] for i in range(0, 128, 2)]
+    assert "ranges_cut" not in by["two"]
+    assert s["dirty_files"] == len(s["files"]) == 5
+    os.rename(fs / "two", fs / "d" / "moved")  # the data follows the inode, and so does its name
+    assert "d/moved" in files(report(fs)) and "two" not in files(report(fs))
+    fs.command("flush")
+    s = report(fs)
+    assert (s["files"], s["oldest_age_ms"], s["dirty_bytes"]) == ([], None, 0)
+
+
+def test_stats_age_each_file_by_its_oldest_dirty_page(fs):
+    t0 = time.time() * 1000
+    put(fs / "old", b"o" * 100)
+    t1 = time.time() * 1000
+    time.sleep(1.0)
+    put(fs / "old", b"o" * 100, off=5 * PAGE)  # a younger page does not make the file younger
+    t2 = time.time() * 1000
+    put(fs / "young", b"y" * 100)
+    t3 = time.time() * 1000
+    s = report(fs)
+    by = files(s)
+    assert t3 - 5 <= s["at_unix_ms"] <= time.time() * 1000 + 5
+    assert by["old"]["oldest_age_ms"] >= 1000 and by["young"]["oldest_age_ms"] < 1000
+    assert s["oldest_age_ms"] == by["old"]["oldest_age_ms"]
+    for f in s["files"]:
+        assert f["oldest_unix_ms"] == s["at_unix_ms"] - f["oldest_age_ms"]
+    assert t0 - 5 <= by["old"]["oldest_unix_ms"] <= t1 + 5  # (ms on both clocks, each rounded down)
+    assert t2 - 5 <= by["young"]["oldest_unix_ms"] <= t3 + 5
+    put(fs / "old", b"o" * 100, off=5 * PAGE, sync=True)  # nothing dirty left in it
+    t4 = time.time() * 1000
+    put(fs / "old", b"o" * 100, off=5 * PAGE)
+    assert files(report(fs))["old"]["oldest_unix_ms"] >= t4 - 5
+
+
+def test_powerfail_reports_exactly_what_is_lost_after_writeback(mount):
+    fs = mount("--writeback-age", "1")
+    put(fs / "old", b"written back" * 100)
+    time.sleep(2.5)
+    put(fs / "new", b"lost" * 100)
+    s = report(fs, "powerfail")
+    assert list(files(s)) == ["new"] and s["dirty_files"] == 1
+    assert files(s)["new"]["ranges"] == [[0, 400]] and s["oldest_age_ms"] < 1000
+    fs.power_failure()
+    assert (fs / "old").read_bytes() == b"written back" * 100
+    assert (fs / "new").read_bytes() == b""
+
+
+def test_powerfail_freezes_writeback_flush_writes_and_fsyncs(mount):
+    fs = mount("--writeback-age", "1")
+    put(fs / "f", b"never written back" * 100)
+    s = report(fs, "powerfail")
+    assert list(files(s)) == ["f"]
+    time.sleep(2.0)  # the age is long past: writeback would have written it by now
+    fs.command("flush")
+    assert list(files(report(fs))) == ["f"]  # (also a barrier for the flush)
+    assert (fs.backing / "f").read_bytes() == b""
+    fd = os.open(fs / "f", os.O_RDWR)
+    try:
+        with pytest.raises(OSError) as e:
+            os.pwrite(fd, b"too late", 0)
+        assert e.value.errno == errno.EIO
+        with pytest.raises(OSError) as e:
+            os.fsync(fd)
+        assert e.value.errno == errno.EIO
+    finally:
+        os.close(fd)
+    assert files(report(fs))["f"]["ranges"] == files(s)["f"]["ranges"]  # the write failed whole
+    fs.power_failure()
+    assert (fs / "f").read_bytes() == b""
+
+
+def test_powerfail_during_writeback_lists_exactly_the_lost_pages(mount):
+    """Pages not listed hold what was written last; listed ones lost it (random bytes: no coincidence)."""
+    fs = mount("--writeback-age", "0.2")
+    n = 256
+    model = bytearray(random.Random(1).randbytes(n * PAGE))
+    put(fs / "f", bytes(model), sync=True)
+    stop = threading.Event()
+
+    def writer() -> None:
+        rng = random.Random(2)
+        fd = os.open(fs / "f", os.O_RDWR)
+        try:
+            while not stop.is_set():
+                off, data = rng.randrange(n * PAGE - 200), rng.randbytes(rng.randrange(16, 200))
+                try:
+                    os.pwrite(fd, data, off)
+                except OSError as e:
+                    assert e.errno == errno.EIO  # frozen
+                    return
+                model[off:off + len(data)] = data
+                time.sleep(0.005)  # slow enough that a writeback leaves pages clean till the next
+        finally:
+            os.close(fd)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        time.sleep(1.0)  # several writebacks meanwhile
+        s = report(fs, "powerfail")
+    finally:
+        stop.set()
+        t.join()
+    ranges = files(s)["f"]["ranges"] if "f" in files(s) else []
+    listed = {p for a, b in ranges for p in range(a // PAGE, (b + PAGE - 1) // PAGE)}
+    assert 0 < len(listed) < n
+    fs.power_failure()
+    data = (fs / "f").read_bytes()
+    for p in range(n):
+        page, want = data[p * PAGE:(p + 1) * PAGE], bytes(model[p * PAGE:(p + 1) * PAGE])
+        assert (page != want) == (p in listed), f"page {p}"
+
+
+def test_dirty_age_after_a_flush_and_a_truncate(mount):
+    fs = mount("--writeback-age", "1")
+    put(fs / "f", b"first" * 100)
+    t = time.monotonic()
+    while (fs.backing / "f").read_bytes() != b"first" * 100:
+        assert time.monotonic() - t < 5, "not written back within 5 s"
+        time.sleep(0.02)
+    time.sleep(0.6)
+    t = time.time() * 1000
+    put(fs / "f", b"second")
+    assert files(report(fs))["f"]["oldest_unix_ms"] >= t - 5  # from this write, not the first or the writeback
+
+    put(fs / "g", b"old", off=5 * PAGE)
+    time.sleep(0.6)
+    t = time.time() * 1000
+    put(fs / "g", b"young")
+    assert files(report(fs))["g"]["oldest_age_ms"] >= 600
+    os.truncate(fs / "g", PAGE)  # drops the old page: the file is as young as what is left
+    assert files(report(fs))["g"]["oldest_unix_ms"] >= t - 5
+
+
+def test_pages_kept_by_a_flush_are_dirty_from_the_flush_on(fs):
+    """A page rewritten while `flush` wrote it back stays dirty, but its old bytes are on disk: it
+    must not count as dirty since before the flush (older writes would look lost). (fsync cannot
+    show this: the kernel holds the inode lock across it, so no write to the file comes in.)"""
+    stop = threading.Event()
+    fd = os.open(fs / "f", os.O_RDWR | os.O_CREAT, 0o644)
+
+    def writer() -> None:
+        rng = random.Random(3)
+        while not stop.is_set():
+            os.pwrite(fd, rng.randbytes(64), rng.randrange(16) * PAGE)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        for _ in range(200):
+            before = time.time() * 1000
+            fs.command("flush")
+            f = files(report(fs)).get("f")  # commands run in order: the flush is over
+            assert f is None or f["oldest_unix_ms"] >= before - 3, (f, before)
+    finally:
+        stop.set()
+        t.join()
+        os.close(fd)

@@ -82,6 +82,59 @@ def test_a_replica_that_rejoins_the_isr_counts_again():
     assert verdict(0, 5 * S, stays_out, KAFKA_37) is not None
 
 
+def written_back(t: float, **oldest: dict[int, float]) -> PowerLoss:
+    """A power failure at t whose lazyfs reported, per node, the oldest write dropped per partition (seconds)."""
+    ids = {int(n[1:]): {p: int(s * S) for p, s in parts.items()} for n, parts in oldest.items()}
+    return PowerLoss(int(t * S), frozenset(ids), ids)
+
+
+def test_issue21_a_holder_leaving_the_isr_ends_the_guarantee_even_without_a_later_power_loss():
+    # p2 offset 250 of the seed-11 run (issue 21), as its metadata log and nemesis lines have it: acked at 58.6 s
+    # by n3 with ISR {n3, n2}; n3 lost power at 61.0 s (and the write, 2.4 s old); at 76.5 s the controller
+    # fenced n2 and left the ISR {n3}; n2 lost power at 77.6 s. From 76.5 s no in-sync replica held the write:
+    # it was lost outside the guarantee. The checker used to wait for a power failure to empty the holders, so
+    # it missed this and counted the write inside the promise.
+    ev = Events(isr={2: [IsrSample(int(40 * S), 2, 3, frozenset({2, 3})), IsrSample(int(76.5 * S), 2, 3, frozenset({3}))]},
+                power=[power(61.0, 3), power(77.6, 2)])
+    assert verdict(2, int(58.6 * S), ev, KAFKA_37) == (
+        "p2: in-sync replicas {n2, n3} at the acknowledgement; {n3} lost power at 61.0 s, {n2} left the ISR at "
+        "76.5 s; ISR then {n3}: no in-sync replica kept these writes")
+
+
+def test_a_replica_that_loses_power_after_the_writeback_age_still_holds_the_write():
+    # 30 s writeback: n1 power-fails 40 s after the write, and lazyfs reports that the oldest write it dropped
+    # from p0's log was 30 s old. The write was on disk: n1, alone in the ISR, still counts.
+    ev = Events(isr=isr((0, 1, {1, 2, 3}), (2, 1, {1})), power=[written_back(41, n1={0: 11})])
+    assert verdict(0, 1 * S, ev, KAFKA_37) is None
+    assert verdict(0, 12 * S, ev, KAFKA_37) == (
+        "p0: in-sync replicas {n1} at the acknowledgement; {n1} lost power at 41.0 s; ISR then {n1}: "
+        "no in-sync replica kept these writes")
+    # a node whose report names no dirty log of p0 kept all of p0; other partitions' drops do not matter
+    assert verdict(0, 12 * S, Events(isr=ev.isr, power=[written_back(41, n1={1: 0})]), KAFKA_37) is None
+
+
+def test_a_joiner_holds_the_write_from_when_it_joined():
+    # n2 caught up and joined at 20 s; its power failure drops what it wrote from 15 s: it had the 5 s write by
+    # 20 s, so it may have written it at 15-20 s, and it is not credited with keeping it.
+    ev = Events(isr=isr((0, 1, {1}), (20, 1, {1, 2})), power=[power(25, 1), written_back(40, n2={0: 15})])
+    assert verdict(0, 5 * S, ev, KAFKA_37) is not None
+    ev = Events(isr=ev.isr, power=[power(25, 1), written_back(40, n2={0: 21})])
+    assert verdict(0, 5 * S, ev, KAFKA_37) is None
+
+
+def test_issue21_p0_a_fenced_holder_with_the_data_on_disk_does_not_count():
+    # p0 of the seed-11 run with a 30 s writeback: acked 11.4-18.9 s with ISR {n1, n2, n3}; n1 and n2 lost power
+    # (and the writes) at 21.3 and 32.1 s; n3 lost power at 61.0 s with the writes already written back. At
+    # 76.5 s the controller fenced n3 (its re-registration refused) and left ISR {n1}, whose log was empty:
+    # Kafka had removed the one replica that held the writes from the ISR. docs/promise.md: outside.
+    ev = Events(isr=isr((0, 1, {1, 2, 3}), (76.5, 1, {1})),
+                power=[written_back(21.3, n1={0: 0}), written_back(32.1, n2={0: 3}), written_back(61.0, n3={0: 31})])
+    assert verdict(0, int(15 * S), ev, KAFKA_37) == (
+        "p0: in-sync replicas {n1, n2, n3} at the acknowledgement; {n1} lost power at 21.3 s, {n2} lost power at "
+        "32.1 s, {n3} lost power at 61.0 s and kept them (written back before it), {n3} left the ISR at 76.5 s; "
+        "ISR then {n1}: no in-sync replica kept these writes")
+
+
 def test_unclean_election_is_outside():
     ev = Events(isr=isr((0, 1, {1, 2, 3})), unclean=[UncleanElection(int(30 * S), 0)])
     assert "unclean election" in verdict(0, 5 * S, ev, KAFKA_37)
@@ -130,6 +183,22 @@ def test_nemesis_lines_power_loss_and_flushed_nodes():
     (p,), (u,) = nemesis_events(lines)
     assert p.dropped == frozenset({1})  # n2's failure dropped nothing: it had fsynced
     assert (u.partition, u.time) == (2, 40 * S)
+
+
+def test_nemesis_lines_per_file_report_places_the_oldest_dropped_write():
+    files = [{"path": "kchaos-0/00000000000000000000.log", "oldest_unix_ms": 1_000_020_000.0, "oldest_age_ms": 10_000},
+             {"path": "kchaos-0/00000000000000000000.index", "oldest_unix_ms": 1_000_001_000.0, "oldest_age_ms": 29_000},
+             {"path": "kchaos-1/00000000000000000000.log", "oldest_unix_ms": 1_000_025_000.0, "oldest_age_ms": 5_000},
+             {"path": "other-0/00000000000000000000.log", "oldest_unix_ms": 1_000_000_000.0, "oldest_age_ms": 30_000}]
+    lines = [{"process": "nemesis", "type": "ok", "f": "power-fail", "time": 30 * S + 5, "nodes": ["n1", "n2", "n3"],
+              "lost": {"n1": {"unsynced_bytes": 8192, "files": files}, "n2": {"unsynced_bytes": 4096},
+                       "n3": {"unsynced_bytes": 4096, "files": []}}}]
+    (p,), _ = nemesis_events(lines, "kchaos", start_unix_ms=1_000_000_000.0)
+    assert p.oldest == {1: {0: 20 * S, 1: 25 * S}, 3: {}}  # n2 reported no files: it lost everything unsynced
+    assert p.keeps(1, 0, 19 * S) and not p.keeps(1, 0, 20 * S) and p.keeps(1, 2, 29 * S)
+    assert not p.keeps(2, 0, 0) and p.keeps(3, 0, 29 * S)
+    (p,), _ = nemesis_events(lines, "kchaos")  # no clock: the line's time minus each file's age
+    assert p.oldest[1] == {0: 20 * S + 5, 1: 25 * S + 5}
 
 
 def _line(i: int, t: float, **kw: object) -> str:
