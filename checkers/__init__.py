@@ -14,7 +14,8 @@ from typing import Any, Callable
 from harness.faults import FaultsError, read_faults
 from harness.protocols import Checker
 from checkers.parquet import CheckInputError, convert, parquet_path
-from checkers.promise import Events, classify, loss_section, rules_of
+from checkers.promise import Events, classify
+from checkers.promise_run import loss_section, rules_of
 from checkers.compose import exit_code, merge_valid, run_checkers
 from checkers.queue import QueueChecker
 from checkers.spark import prestart

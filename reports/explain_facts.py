@@ -21,7 +21,7 @@ from typing import Any
 
 from checkers.broker_logs import LogEvent
 from checkers.kraft_metadata import PartitionState
-from checkers.promise import dropped_since
+from checkers.promise_run import dropped_since
 from harness.history import read_history
 from harness.faults import FaultCatalogue, FaultsError, run_faults
 from reports.evidence import Evidence

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from checkers.promise import GUARANTEE, rules_of
+from checkers.promise import GUARANTEE
+from checkers.promise_run import rules_of
 from checkers.reference import Settings
 
 RULE = GUARANTEE

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LOWER = ("checkers.timeline", "checkers.observed", "reports.plots", "reports.explain_facts", "reports.evidence")
+LOWER = ("checkers.timeline", "checkers.observed", "reports.plots", "reports.explain_facts", "reports.evidence",
+         "reports.control_plane")
 FORBIDDEN = ("nemesis", "clusters", "confluent_kafka")
 
 

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from checkers.parquet import convert
-from checkers.promise import (Events, IsrSample, PowerLoss, Rules, UncleanElection, classify, loss_section,
-                              nemesis_events, read_metadata_samples, rules_of, verdict)
+from checkers.promise import Events, IsrSample, PowerLoss, Rules, UncleanElection, classify, verdict
+from checkers.promise_run import loss_section, nemesis_events, read_fenced, read_metadata_samples, rules_of
 from reports.promise import promise_of
 
 S = 1_000_000_000
@@ -247,3 +247,27 @@ def test_the_metadata_logs_elr_decides_when_present(tmp_path):
     ev = Events(isr=samples, power=[power(30, 1)])
     assert verdict(0, 5 * S, ev, KAFKA_41) is None  # n3 is eligible and holds the writes
     assert "{n2} left the ISR at 20.0 s" in verdict(0, 5 * S, Events(isr=samples, power=[power(30, 1, 3)]), KAFKA_41)
+
+
+def test_a_fenced_holder_is_named_as_fenced_from_the_metadata_log(tmp_path):
+    # rolling-power-loss-no-quorum · writeback-30 (2026-11-24, Kafka 3.7.2), its metadata.jsonl rows for p0: the
+    # resumed controller registered n2 (an empty log, its ISR membership from before its power failure), fenced
+    # n1 and n3 in the same batch, and elected n2. n3 had the writes on disk (its power failure at 67.0 s dropped
+    # p0's writes from 51.7 s only).
+    rows = [{"type": "partition", "topic": "kchaos", "partition": 0, "time_s": 19.551, "leader": 3, "isr": [3, 1, 2]},
+            {"type": "broker", "time_s": 89.162, "broker": 2, "kind": "registered"},
+            {"type": "partition", "topic": "kchaos", "partition": 0, "time_s": 89.162, "leader": 3, "isr": [3, 2]},
+            {"type": "broker", "time_s": 89.162, "broker": 1, "kind": "fenced"},
+            {"type": "partition", "topic": "kchaos", "partition": 0, "time_s": 89.162, "leader": -1, "isr": [2]},
+            {"type": "broker", "time_s": 89.162, "broker": 3, "kind": "fenced"},
+            {"type": "partition", "topic": "kchaos", "partition": 0, "time_s": 89.586, "leader": 2, "isr": [2]}]
+    (tmp_path / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert read_fenced(tmp_path / "metadata.jsonl") == {(1, int(89.162 * S)), (3, int(89.162 * S))}
+    ev = Events(isr=read_metadata_samples(tmp_path / "metadata.jsonl", "kchaos"),
+                power=[written_back(31.3, n1={0: 20.5}), written_back(49.0, n2={0: 20.9}),
+                       written_back(67.0, n3={0: 51.7})],
+                fenced=read_fenced(tmp_path / "metadata.jsonl"))
+    assert verdict(0, int(25 * S), ev, KAFKA_37) == (
+        "p0: in-sync replicas {n1, n2, n3} at the acknowledgement; {n1} lost power at 31.3 s, {n2} lost power at "
+        "49.0 s, {n3} lost power at 67.0 s and kept them (written back before it), {n3} left the ISR at 89.2 s "
+        "(fenced); ISR then {n2}: no in-sync replica kept these writes")
