@@ -90,10 +90,13 @@ class PowerLoss:
 
 @dataclass(frozen=True)
 class UncleanElection:
-    """An unclean leader election of `partition` at `time` (history ns)."""
+    """An unclean leader election of `partition` at `time` (history ns): by an operator (the `elect-unclean`
+    nemesis), or by the controller on its own (`leader`, as the metadata log records it)."""
 
     time: int
     partition: int
+    leader: int | None = None
+    by_controller: bool = False
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,14 @@ def verdict(partition: int, acked_ns: int, ev: Events, rules: Rules) -> str | No
 
     for _, _, e in sorted(timeline, key=lambda x: (x[0], x[1])):
         if isinstance(e, UncleanElection):
-            return f"p{partition}: unclean election at {e.time / NS:.1f} s"
+            if not e.by_controller:
+                return f"p{partition}: unclean election at {e.time / NS:.1f} s"
+            where = "ELR" if prev.elr and set(holders) <= prev.elr else "ISR"
+            held = f" while {_names(holders)}, in the {where} until then, still held them" if holders else ""
+            return (f"p{partition}: in-sync replicas {_names(start)} at the acknowledgement; " + ", ".join(story)
+                    + ("; " if story else "") + f"the controller elected {_names([e.leader or -1])} uncleanly at "
+                    f"{e.time / NS:.1f} s (ISR and ELR empty: Kafka's last-known-leader rule, with unclean leader "
+                    f"election disabled){held}")
         if isinstance(e, PowerLoss):
             failed = set(holders) & e.dropped
             lost = {n for n in failed if not e.keeps(n, partition, holders[n])}
@@ -168,7 +178,8 @@ def verdict(partition: int, acked_ns: int, ev: Events, rules: Rules) -> str | No
         gone = {n for n in holders if (n not in e.isr | e.elr if e.elr is not None else n in removed - eligible)}
         if gone:
             fenced = {n for n in gone if (n, e.time) in ev.fenced}
-            story.append(f"{_names(gone)} left the ISR at {e.time / NS:.1f} s"
+            left = "the ISR and ELR" if prev.elr and gone & prev.elr else "the ISR"
+            story.append(f"{_names(gone)} left {left} at {e.time / NS:.1f} s"
                          + (" (fenced)" if fenced == gone else f" ({_names(fenced)} fenced)" if fenced else ""))
         for n in gone:
             del holders[n]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from checkers.promise import NS, Events, IsrSample, PowerLoss, Rules, UncleanElection, classify
 from harness.evidence_files import EVIDENCE_DIR, HISTORY_START_KEY, ISR_FILE
@@ -47,16 +47,13 @@ def _samples(path: Path, parse: Callable[[dict[str, Any]], IsrSample | None]) ->
     """The lines of a JSONL file that `parse` makes samples of, per partition in time order; lines it cannot
     read (errors, a truncated last line) are skipped; {} if the file is absent."""
     out: dict[int, list[IsrSample]] = {}
-    if not Path(path).exists():
-        return out
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                s = parse(json.loads(line))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-                continue
-            if s is not None:
-                out.setdefault(s.partition, []).append(s)
+    for d in _jsonl(path):
+        try:
+            s = parse(d)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+        if s is not None:
+            out.setdefault(s.partition, []).append(s)
     for v in out.values():
         v.sort(key=lambda s: s.time)
     return out
@@ -89,16 +86,47 @@ def read_fenced(path: Path) -> frozenset[tuple[int, int]]:
     """(broker, history ns) of every fencing in evidence/metadata.jsonl, on the same clock as its partition
     states (the records of one controller batch share a time); empty if absent."""
     out = set()
-    if Path(path).exists():
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    d = json.loads(line)
-                    if d.get("type") == "broker" and d.get("kind") == "fenced" and d.get("time_s") is not None:
-                        out.add((int(d["broker"]), round(float(d["time_s"]) * NS)))
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-                    continue
+    for d in _jsonl(path):
+        if d.get("type") == "broker" and d.get("kind") == "fenced" and d.get("time_s") is not None:
+            try:
+                out.add((int(d["broker"]), round(float(d["time_s"]) * NS)))
+            except (KeyError, TypeError, ValueError):
+                continue
     return frozenset(out)
+
+
+def controller_unclean_elections(path: Path, topic: str, operator: Iterable[UncleanElection] = (),
+                                 within_ns: int = 10 * NS) -> list[UncleanElection]:
+    """The unclean elections the controller made on its own, from evidence/metadata.jsonl: a partition
+    state of `topic` whose leader recovery state turns RECOVERING (Kafka marks every unclean election so),
+    except those within `within_ns` of an operator's election of the same partition (`operator`)."""
+    ops = [(u.partition, u.time) for u in operator]
+    out, was = [], {}
+    for d in _jsonl(path):
+        try:
+            if d.get("type") != "partition" or d.get("topic") != topic or d.get("time_s") is None:
+                continue
+            p, t, recovering = int(d["partition"]), round(float(d["time_s"]) * NS), bool(d.get("recovering"))
+            if recovering and not was.get(p) and not any(q == p and abs(u - t) <= within_ns for q, u in ops):
+                out.append(UncleanElection(t, p, int(d["leader"]), by_controller=True))
+        except (KeyError, TypeError, ValueError):
+            continue
+        was[p] = recovering
+    return sorted(out, key=lambda u: u.time)
+
+
+def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSONL file's readable lines (none if the file is absent)."""
+    if not Path(path).exists():
+        return
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(d, dict):
+                yield d
 
 
 def dropped_since(loss: Mapping[str, Any], topic: str, line_ns: int,
@@ -200,6 +228,7 @@ def loss_section(run: Path, parquet: Path, test: Mapping[str, Any], results: Map
     start = test.get(HISTORY_START_KEY)
     power, unclean = nemesis_events(lines, topic, float(start) if isinstance(start, (int, float)) else None)
     exact = read_metadata_samples(Path(run) / METADATA_FILE, topic)
+    unclean += controller_unclean_elections(Path(run) / METADATA_FILE, topic, unclean)
     ev = Events(isr=exact or read_isr_samples(Path(run) / ISR_FILE), power=power, unclean=unclean,
                 fenced=read_fenced(Path(run) / METADATA_FILE))
     out = classify([(v, *acks.get(v, (None, None))) for v in listed], ev, rules, total)

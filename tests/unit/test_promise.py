@@ -7,7 +7,8 @@ import pytest
 
 from checkers.parquet import convert
 from checkers.promise import Events, IsrSample, PowerLoss, Rules, UncleanElection, classify, verdict
-from checkers.promise_run import loss_section, nemesis_events, read_fenced, read_metadata_samples, rules_of
+from checkers.promise_run import (controller_unclean_elections, loss_section, nemesis_events, read_fenced,
+                                   read_metadata_samples, rules_of)
 from reports.promise import promise_of
 
 S = 1_000_000_000
@@ -271,3 +272,36 @@ def test_a_fenced_holder_is_named_as_fenced_from_the_metadata_log(tmp_path):
         "p0: in-sync replicas {n1, n2, n3} at the acknowledgement; {n1} lost power at 31.3 s, {n2} lost power at "
         "49.0 s, {n3} lost power at 67.0 s and kept them (written back before it), {n3} left the ISR at 89.2 s "
         "(fenced); ISR then {n2}: no in-sync replica kept these writes")
+
+
+def test_kafka_41_elects_its_last_known_leader_uncleanly_while_an_eligible_replica_holds_the_writes(tmp_path):
+    # rolling-power-loss-no-quorum · kafka-4.1-writeback-30 (2026-11-24, Kafka 4.1.0), p0's metadata.jsonl rows:
+    # every broker fenced at 90.8 s (n3, the one that kept the writes on disk, left an ISR below min.insync=2 and
+    # became eligible); n2 re-registered after an unclean shutdown and left the ELR; at 91.6 s n3 re-registered,
+    # left the ELR too, and the controller elected n2, its last known leader, in a RECOVERING (unclean) change.
+    rows = [{"type": "partition", "topic": "kchaos", "partition": 0, "time_s": 25.0, "leader": 2, "isr": [2, 3, 1],
+             "elr": [], "recovering": False},
+            {"type": "partition", "topic": "kchaos", "partition": 0, "time_s": 90.814, "leader": 2, "isr": [2, 3],
+             "elr": [], "recovering": False},
+            {"type": "partition", "topic": "kchaos", "partition": 0, "time_s": 90.814, "leader": 2, "isr": [2],
+             "elr": [3], "recovering": False},
+            {"type": "partition", "topic": "kchaos", "partition": 0, "time_s": 90.814, "leader": -1, "isr": [],
+             "elr": [2, 3], "recovering": False},
+            {"type": "partition", "topic": "kchaos", "partition": 0, "time_s": 91.102, "leader": -1, "isr": [],
+             "elr": [3], "recovering": False},
+            {"type": "partition", "topic": "kchaos", "partition": 0, "time_s": 91.605, "leader": 2, "isr": [2],
+             "elr": [], "recovering": True},
+            {"type": "partition", "topic": "kchaos", "partition": 0, "time_s": 92.334, "leader": 2, "isr": [2, 3],
+             "elr": [], "recovering": False}]
+    path = tmp_path / "metadata.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (u,) = controller_unclean_elections(path, "kchaos")
+    assert (u.partition, u.time, u.leader, u.by_controller) == (0, int(91.605 * S), 2, True)
+    assert controller_unclean_elections(path, "kchaos", [UncleanElection(int(92 * S), 0)]) == []  # an operator's
+    ev = Events(isr=read_metadata_samples(path, "kchaos"), unclean=[u],
+                power=[written_back(35.6, n1={0: 20}), written_back(53.6, n2={0: 30}), written_back(71.5, n3={})])
+    assert verdict(0, int(30 * S), ev, KAFKA_41) == (
+        "p0: in-sync replicas {n1, n2, n3} at the acknowledgement; {n1} lost power at 35.6 s, {n2} lost power at "
+        "53.6 s, {n3} lost power at 71.5 s and kept them (written back before it); the controller elected {n2} "
+        "uncleanly at 91.6 s (ISR and ELR empty: Kafka's last-known-leader rule, with unclean leader election "
+        "disabled) while {n3}, in the ELR until then, still held them")
