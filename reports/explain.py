@@ -161,7 +161,8 @@ def _election(facts: Facts, ev: Evidence, p: int, epoch: int | None, hi: int | N
         out = {"epoch": e, "start_offset": start, "checkpoint_of": node,
                "leader": facts.names.get(st.leader, f"broker {st.leader}") if st and st.leader >= 0 else None,
                "time_s": ev.clock.to_s(st.time_ms) if st else None,
-               "overwrote": hi is not None and start <= hi}
+               "overwrote": hi is not None and start <= hi,
+               "unclean": bool(st and st.recovering)}  # Kafka marks an unclean election's leader RECOVERING
         became = facts.became_leader(p, e)
         if became is not None:
             out["leader_log_end"] = became.offset  # state-change.log: log end on taking the leadership
@@ -223,6 +224,8 @@ def _why(r: dict[str, Any], p: int, n: int, fates: tuple[ReplicaFate, ...]) -> s
     else:
         who = el["leader"] or "an unknown leader"
         verb = "was re-elected" if el["leader"] == r["leader"] else "was elected"
+        if el.get("unclean"):
+            verb += " uncleanly (its leader recovery state RECOVERING)"
         end = "its log was empty" if el["start_offset"] == 0 else f"its log ended at {el['start_offset'] - 1}"
         parts.append(f"{who} {verb} with epoch {el['epoch']} at {_s(el['time_s'])} and {end}")
     trunc: dict[int | None, list[ReplicaFate]] = {}

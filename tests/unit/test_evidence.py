@@ -216,6 +216,7 @@ def test_last_isr_power_loss_is_explained_by_followers_truncating_to_the_empty_l
     assert (r.leader, r.leader_epoch, r.isr) == ("n1", 0, ("n1", "n2", "n3"))
     assert r.election["epoch"] == 2 and r.election["start_offset"] == 0 and r.election["leader"] == "n1"
     assert r.election["leader_log_end"] == 0 and 53 < r.election["time_s"] < 55
+    assert r.election["unclean"] is False  # a clean election: the metadata log's leader is not RECOVERING
     fates = {f.node: f for f in r.replicas}
     assert exp.truncated() == {"n2", "n3"} and fates["n2"].offset == 0 and fates["n2"].source == "server.log"
     assert fates["n1"].status == "lost-unsynced" and fates["n1"].held == 0
@@ -401,7 +402,7 @@ def test_isolated_acks1_leader_is_named_as_the_replica_that_truncated(isolated_l
     assert r.acked_by_source == "state-change.log and the surviving log"
     assert r.controller_moved_on == {"leader": "n2", "epoch": 1, "time_s": 5.0}
     assert r.election == {"epoch": 1, "start_offset": 10, "checkpoint_of": "n2", "leader": "n2", "time_s": 5.0,
-                          "overwrote": True, "leader_log_end": 10}
+                          "overwrote": True, "unclean": False, "leader_log_end": 10}
     fates = {f.node: f for f in r.replicas}
     assert exp.truncated() == {"n1"} and (fates["n1"].offset, fates["n1"].time_s) == (10, 9.6)
     # acks=1 followers: n3 said its log ended at 10 after the acknowledgements began; n2 said nothing since.
