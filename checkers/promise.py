@@ -7,8 +7,8 @@ partition's ISR had it when the leader answered. kchaos reads "alive" as
 "kept its log": a killed or paused broker keeps its page cache, so it still
 counts; a broker whose power failed lost whatever it had neither fsynced nor
 written back (lazyfs reports, per file, the oldest write it dropped), so it no
-longer holds the writes it made after that. Unclean leader election is outside the guarantee by
-definition. min.insync.replicas is not part of it: it only makes the leader
+longer holds the writes it made after that. Unclean leader election is outside
+the guarantee by definition. min.insync.replicas is not part of it: it only makes the leader
 refuse acks=all writes while the ISR is small, and does not stop the ISR
 from shrinking to one replica afterwards.
 
@@ -155,7 +155,7 @@ def verdict(partition: int, acked_ns: int, ev: Events, rules: Rules) -> str | No
             where = "ELR" if prev.elr and set(holders) <= prev.elr else "ISR"
             held = f" while {_names(holders)}, in the {where} until then, still held them" if holders else ""
             return (f"p{partition}: in-sync replicas {_names(start)} at the acknowledgement; " + ", ".join(story)
-                    + ("; " if story else "") + f"the controller elected {_names([e.leader or -1])} uncleanly at "
+                    + ("; " if story else "") + f"the controller elected {_names([e.leader if e.leader is not None else -1])} uncleanly at "
                     f"{e.time / NS:.1f} s (ISR and ELR empty: Kafka's last-known-leader rule, with unclean leader "
                     f"election disabled){held}")
         if isinstance(e, PowerLoss):
