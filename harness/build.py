@@ -19,7 +19,9 @@ from harness.config import ConfigError, TestConfig, validate
 from harness.faults import FaultKind
 from harness.hosts import HostsFile, load_hosts
 from harness.protocols import Cluster, Nemesis, Workload
+from harness.suggest import did_you_mean
 from nemesis.base import ScheduledOp
+from nemesis.targets import KINDS
 from nemesis.schedule import make_schedule, schedule_names, specs_in
 from workloads import WORKLOADS
 
@@ -73,7 +75,7 @@ def preflight(cfg: TestConfig) -> TestConfig:
         cfg = _from_hosts(cfg, load_hosts(cfg.cluster.hosts))
     if cfg.workload.kind not in WORKLOADS:
         raise ConfigError(f"unknown workload {cfg.workload.kind!r}; known: {', '.join(sorted(WORKLOADS))}")
-    validate(cfg, lambda spec: nemeses.check_spec(spec, cfg.topic.partitions))
+    validate(cfg, lambda spec: _check_nemesis(spec, cfg.topic.partitions))
     make_schedule(cfg)  # a replayed schedule is checked entry by entry here
     lazy = nemeses.needs_lazyfs(cfg.nemesis.names, cfg.nemesis.mix_families)
     if cfg.cluster.storage == "auto":
@@ -88,6 +90,18 @@ def preflight(cfg: TestConfig) -> TestConfig:
         except DistributionError as e:
             raise ConfigError(str(e)) from None
     return cfg
+
+
+def _check_nemesis(spec: str, partitions: int) -> None:
+    """nemesis.check_spec, naming the nemesis or target probably meant when one is unknown."""
+    name, _, target = spec.partition(":")
+    if name not in nemeses.NAMES:
+        raise ValueError(f"unknown nemesis {name!r}{did_you_mean(name, nemeses.NAMES)}; "
+                         f"known: {', '.join(sorted(nemeses.NAMES))}")
+    kind = target.partition(":")[0]
+    if target and kind not in KINDS and (hint := did_you_mean(kind, KINDS)):
+        raise ValueError(f"nemesis {spec!r}: unknown target {kind!r}{hint}; targets: {', '.join(KINDS)}")
+    nemeses.check_spec(spec, partitions)
 
 
 def _from_hosts(cfg: TestConfig, hosts: HostsFile) -> TestConfig:

@@ -1,7 +1,21 @@
-"""The `kchaos` command line's exit codes beyond 0 valid, 1 invalid and 2 unknown (checkers.exit_code)."""
+"""The `kchaos` command line's exit codes beyond 0 valid, 1 invalid and 2 unknown (checkers.exit_code), and what
+every code means (`kchaos --help` lists them)."""
 from __future__ import annotations
 
 EXIT_BAD_INPUT = 3  # options, paths, histories, suite and scenario files
 EXIT_ENV = 4  # no Docker Engine, no Kafka jars, image build, a host unreachable or refusing the login
 EXIT_CLUSTER = 5  # the cluster failed
 EXIT_INTERRUPTED = 130  # SIGINT or SIGTERM
+
+MEANINGS = (
+    (0, "valid; suite: every cell passed; scenario: every prediction held; repro: every attempt reproduced; "
+        "shrink: a smaller schedule was found"),
+    (1, "invalid: an anomaly was found; suite: a cell failed or errored; scenario, repro, shrink: the opposite of 0"),
+    (2, "unknown: nothing invalid was found, but not everything could be checked (e.g. the final read did not "
+        "complete)"),
+    (EXIT_BAD_INPUT, "bad input: options, paths, histories, suite, scenario and hosts files; nothing was created"),
+    (EXIT_ENV, "environment: no Docker Engine, no Kafka jars, the image build failed, a host unreachable, refusing "
+               "the login or its host key, or lacking what kchaos needs"),
+    (EXIT_CLUSTER, "the cluster failed"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C or SIGTERM); the run directory keeps what was recorded"),
+)

@@ -18,7 +18,7 @@ def _csv(s: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in s.split(",") if x.strip())
 
 
-def spark_options(p: argparse.ArgumentParser) -> None:
+def spark_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """--spark-master and --spark-driver-host: where a subcommand that checks runs its Spark job."""
     p.add_argument("--spark-master", default=D.spark_master,
                    help="where the checker runs: local[N] (default local[*]) or an existing cluster, "
@@ -28,68 +28,108 @@ def spark_options(p: argparse.ArgumentParser) -> None:
                         "whose executors must connect back (default: 127.0.0.1)")
 
 
-def add_run_options(r: argparse.ArgumentParser) -> None:
-    """Every `kchaos run` option; suite and scenario files name the same options (harness/spec_files.py)."""
-    r.add_argument("--name", default=D.name, help="test name (directory under the store)")
-    r.add_argument("--nodes", type=int, default=D.cluster.nodes, help="brokers (n1..nN)")
-    r.add_argument("--controllers", type=int, default=D.cluster.controllers,
-                   help="dedicated KRaft controllers; 0 = combined broker+controller nodes")
-    r.add_argument("--partitions", type=int, default=D.topic.partitions)
-    r.add_argument("--rf", type=int, default=D.topic.replication_factor, help="replication factor")
-    r.add_argument("--min-insync", type=int, default=D.topic.min_insync, help="min.insync.replicas")
-    r.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=D.topic.unclean,
+GROUPS = {
+    "cluster": "the Kafka cluster: its shape, where it runs, its storage",
+    "topic": "the test topic and its durability settings",
+    "producer": "the producers: what an acknowledgement promises, and the load",
+    "consumer": "the consumers that read while the faults happen",
+    "faults": "what breaks, when and for how long; the seed draws the schedule",
+    "checking": "where the Spark checker runs",
+    "output": "where the run goes and what is printed",
+}
+
+
+def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentGroup]:
+    """Every `kchaos run` option, in the groups of GROUPS; return the groups by name. Suite and scenario files
+    name the same options (harness/spec_files.py)."""
+    g = {name: r.add_argument_group(name, about) for name, about in GROUPS.items()}
+    c = g["cluster"]
+    c.add_argument("--nodes", type=int, default=D.cluster.nodes, help="brokers, n1..nN")
+    c.add_argument("--controllers", type=int, default=D.cluster.controllers,
+                   help="dedicated KRaft controllers c1..cK (0, 1, 3 or 5); 0: every node is broker and controller")
+    c.add_argument("--kafka-version", default=D.cluster.kafka_version, help="the Kafka release the nodes run")
+    c.add_argument("--kafka-dist", default=None, metavar="PATH",
+                   help="an extracted kafka_2.13-3.7.x directory or its .tgz (default: KAFKA_HOME if set, else the "
+                        "jars of --kafka-version, fetched with Maven into ~/.cache/kchaos)")
+    c.add_argument("--base-image", default=None, metavar="IMAGE",
+                   help="an existing image to build the node image on (default: a Debian 12 base made with "
+                        "debootstrap)")
+    c.add_argument("--subnet", default=D.cluster.subnet, help="the Docker network of the nodes")
+    c.add_argument("--hosts", default=None, metavar="FILE",
+                   help="run on the machines of this hosts file over SSH (docs/hosts.md); --nodes and "
+                        "--controllers then come from the file (default: Docker containers on this machine)")
+    c.add_argument("--replica-lag-time-max-ms", type=int, default=D.cluster.replica_lag_time_max_ms, metavar="MS",
+                   help="replica.lag.time.max.ms: how long a follower may lag before it leaves the ISR")
+    c.add_argument("--broker-session-timeout-ms", type=int, default=D.cluster.broker_session_timeout_ms,
+                   metavar="MS", help="broker.session.timeout.ms: how long the controller waits for a broker's "
+                                      "heartbeat before fencing it")
+    c.add_argument("--storage", default=D.cluster.storage, metavar="{auto,lazyfs,plain}",
+                   help="lazyfs (unsynced writes can be lost on power failure), plain, or auto: lazyfs when a "
+                        "nemesis needs it")
+    c.add_argument("--writeback-age", type=float, default=D.cluster.writeback_age_s, metavar="SECONDS",
+                   help="lazyfs writes unsynced data through once it is this old (the kernel's dirty expiry); "
+                        "0: never")
+    c.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
+    t = g["topic"]
+    t.add_argument("--partitions", type=int, default=D.topic.partitions, help="partitions of the test topic")
+    t.add_argument("--rf", type=int, default=D.topic.replication_factor, help="replication factor")
+    t.add_argument("--min-insync", type=int, default=D.topic.min_insync, metavar="N", help="min.insync.replicas")
+    t.add_argument("--unclean", action=argparse.BooleanOptionalAction, default=D.topic.unclean,
                    help="unclean.leader.election.enable")
-    r.add_argument("--flush-messages", type=int, default=D.topic.flush_messages, metavar="N",
-                   help="flush.messages: fsync the log every N records (default 0: never, Kafka's default)")
-    r.add_argument("--acks", default=D.producer.acks, help="0, 1 or all")
-    r.add_argument("--idempotence", action=argparse.BooleanOptionalAction, default=D.producer.idempotence)
-    r.add_argument("--retries", type=int, default=D.producer.retries)
-    r.add_argument("--linger-ms", type=int, default=D.producer.linger_ms)
-    r.add_argument("--max-in-flight", type=int, default=D.producer.max_in_flight)
-    r.add_argument("--delivery-timeout-ms", type=int, default=D.producer.delivery_timeout_ms)
-    r.add_argument("--request-timeout-ms", type=int, default=D.producer.request_timeout_ms)
-    r.add_argument("--nemesis", type=_csv, default=None,
-                   help="comma-separated faults, each optionally NAME:TARGET (e.g. kill:majority), or none; "
-                        "see docs/nemeses.md (default: kill-leader)")
-    r.add_argument("--mix-families", type=_csv, default=None, metavar="FAMILIES",
-                   help="with --nemesis mix: comma-separated fault families it draws from: process, network, "
-                        "page-cache, slow, operator (default: all but operator)")
-    r.add_argument("--schedule", default=None, metavar="FILE",
-                   help="replay this schedule.json (from a run directory or written by hand) instead of "
-                        "drawing faults from the seed; the nemeses are the ones it names")
-    r.add_argument("--interval", type=float, default=D.nemesis.interval, help="seconds between faults")
-    r.add_argument("--jitter", type=float, default=D.nemesis.jitter, help="fraction of interval")
-    r.add_argument("--restart-delay", type=float, default=D.nemesis.restart_delay,
-                   help="seconds a killed node stays down")
-    r.add_argument("--time-limit", type=float, default=D.time_limit, help="seconds of workload")
-    r.add_argument("--rate", type=float, default=D.workload.rate, help="target sends per second")
-    r.add_argument("--producers", type=int, default=D.workload.producers)
-    r.add_argument("--consumers", type=int, default=D.workload.consumers)
-    r.add_argument("--in-flight", type=int, default=D.workload.in_flight, metavar="N",
+    t.add_argument("--flush-messages", type=int, default=D.topic.flush_messages, metavar="N",
+                   help="flush.messages: fsync the log every N records; 0 leaves it to Kafka, which never does")
+    p = g["producer"]
+    p.add_argument("--acks", default=D.producer.acks, metavar="{0,1,all}",
+                   help="how many replicas must have a write before it is acknowledged")
+    p.add_argument("--idempotence", action=argparse.BooleanOptionalAction, default=D.producer.idempotence,
+                   help="enable.idempotence (needs --acks all)")
+    p.add_argument("--retries", type=int, default=D.producer.retries, metavar="N",
+                   help="retries of a failed send within the delivery timeout")
+    p.add_argument("--linger-ms", type=int, default=D.producer.linger_ms, metavar="MS",
+                   help="linger.ms: how long the client waits to fill a batch")
+    p.add_argument("--max-in-flight", type=int, default=D.producer.max_in_flight, metavar="N",
+                   help="max.in.flight.requests.per.connection")
+    p.add_argument("--delivery-timeout-ms", type=int, default=D.producer.delivery_timeout_ms, metavar="MS",
+                   help="delivery.timeout.ms: when an unacknowledged send is given up (its outcome is unknown)")
+    p.add_argument("--request-timeout-ms", type=int, default=D.producer.request_timeout_ms, metavar="MS",
+                   help="request.timeout.ms: how long one produce request may take")
+    p.add_argument("--rate", type=float, default=D.workload.rate,
+                   help="target sends per second, all producers together")
+    p.add_argument("--producers", type=int, default=D.workload.producers, metavar="N", help="producer instances")
+    p.add_argument("--in-flight", type=int, default=D.workload.in_flight, metavar="N",
                    help="sends each producer keeps outstanding, each slot its own logical process "
                         "(1: one send, wait for its report, the next)")
-    r.add_argument("--producer-processes", type=int, default=D.workload.producer_processes, metavar="K",
+    p.add_argument("--producer-processes", type=int, default=D.workload.producer_processes, metavar="K",
                    help="run the producers in K worker processes, each recording its own stream merged "
                         "into history.jsonl after the run (0: threads of the harness)")
-    r.add_argument("--seed", type=int, default=None, help="seed for every random choice (default: random)")
-    r.add_argument("--kafka-version", default=D.cluster.kafka_version)
-    r.add_argument("--kafka-dist", default=None, help="extracted kafka_2.13-3.7.x directory or .tgz (or KAFKA_HOME)")
-    r.add_argument("--base-image", default=None, help="existing image to build nodes on instead of debootstrap")
-    r.add_argument("--subnet", default=D.cluster.subnet)
-    r.add_argument("--hosts", default=None, metavar="FILE",
-                   help="run on the machines of this hosts file over SSH instead of in Docker containers "
-                        "(docs/hosts.md); --nodes and --controllers then come from the file")
-    r.add_argument("--replica-lag-time-max-ms", type=int, default=D.cluster.replica_lag_time_max_ms)
-    r.add_argument("--broker-session-timeout-ms", type=int, default=D.cluster.broker_session_timeout_ms)
-    r.add_argument("--storage", default=D.cluster.storage,
-                   help="lazyfs (unsynced writes can be lost on power-fail), plain, or auto: lazyfs when a "
-                        "nemesis needs it")
-    r.add_argument("--writeback-age", type=float, default=D.cluster.writeback_age_s, metavar="SECONDS",
-                   help="lazyfs writes unsynced data through once it is this old (the kernel's dirty expiry); "
-                        "0 = never")
-    r.add_argument("--store", default=D.store, help="results root")
-    spark_options(r)
-    r.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
+    g["consumer"].add_argument("--consumers", type=int, default=D.workload.consumers, metavar="N",
+                               help="consumers polling every partition from offset 0 during the run")
+    f = g["faults"]
+    f.add_argument("--nemesis", type=_csv, default=None, metavar="FAULTS",
+                   help="comma-separated faults, each optionally NAME:TARGET (e.g. kill:majority), or none; "
+                        "see docs/nemeses.md (default: kill-leader)")
+    f.add_argument("--mix-families", type=_csv, default=None, metavar="FAMILIES",
+                   help="with --nemesis mix: comma-separated fault families it draws from: process, network, "
+                        "page-cache, slow, operator (default: all but operator)")
+    f.add_argument("--schedule", default=None, metavar="FILE",
+                   help="replay this schedule.json (from a run directory or written by hand); the nemeses are the "
+                        "ones it names (default: draw the faults from the seed)")
+    f.add_argument("--interval", type=float, default=D.nemesis.interval, metavar="SECONDS",
+                   help="seconds between faults")
+    f.add_argument("--jitter", type=float, default=D.nemesis.jitter,
+                   help="random spread of --interval, as a fraction of it")
+    f.add_argument("--restart-delay", type=float, default=D.nemesis.restart_delay, metavar="SECONDS",
+                   help="seconds a killed node stays down, and the shortest any fault lasts")
+    f.add_argument("--time-limit", type=float, default=D.time_limit, metavar="SECONDS",
+                   help="seconds of workload and faults, before the heal")
+    f.add_argument("--seed", type=int, default=None,
+                   help="seed of every random choice, the fault schedule included "
+                        "(default: random, saved in test.json)")
+    spark_options(g["checking"])
+    o = g["output"]
+    o.add_argument("--name", default=D.name, help="test name: the run goes in STORE/NAME/<UTC stamp>/")
+    o.add_argument("--store", default=D.store, help="results root")
+    return g
 
 
 def config_from_args(a: argparse.Namespace) -> TestConfig:

@@ -22,6 +22,7 @@ from harness.config import ConfigError, TestConfig
 from harness.history import HistoryError, read_history
 from harness.store import check_store, stamped_dir
 from harness.suite_run import Runner
+from harness.terminal import heading, make_console
 
 # test.json's facts of the run, not options: what it ran on and when, never fed back as configuration.
 RECORDED_ONLY = ("versions", "argv", "history_start_unix_ms", "hosts_file", "accepted_host_keys")
@@ -90,7 +91,7 @@ def repro(run: Path, store: Path, *, attempts: int = 1, spark_master: str = "loc
     """Replay `run` `attempts` times; return the repro directory and the report written to repro.json."""
     from harness.runner import preflight, run_test
 
-    console = console or Console(stderr=True)
+    console = console or make_console()
     cfg, results = recorded_config(run)
     cfg = preflight(cfg.with_(spark_master=spark_master, store=str(store)))  # the user's store, not the recorded one
     store = check_store(str(store))
@@ -102,27 +103,10 @@ def repro(run: Path, store: Path, *, attempts: int = 1, spark_master: str = "loc
                               "attempts": attempts, "reproduced": 0, "runs": []}
     console.print(f"[bold]repro[/] {run}: anomalies {', '.join(target) or 'none'}; {attempts} attempt(s) → {rdir}")
     for i in range(attempts):
-        console.rule(f"repro attempt {i + 1}/{attempts}", style="cyan")
+        heading(console, f"repro attempt {i + 1}/{attempts}")
         out = attempt(cfg, runner or run_test, console, argv or [], f"repro {i + 1}/{attempts}", target, Path(run))
         report["runs"].append(out)
         report["reproduced"] = sum(r["reproduced"] for r in report["runs"])
         (rdir / REPRO_FILE).write_text(json.dumps(report, indent=2) + "\n")
     report["dir"] = str(rdir)
     return rdir, report
-
-
-def repro_table(report: dict[str, Any]):  # noqa: ANN201 - rich.table.Table
-    """One line per attempt: anomalies, lost/acked, same faults, reproduced."""
-    from rich.table import Table
-
-    t = Table(title=f"repro of {report['original']}: anomalies {', '.join(report['anomalies']) or 'none'} "
-                    f"reappeared in {report['reproduced']}/{report['attempts']} attempt(s)",
-              title_justify="left", box=None, pad_edge=False)
-    for col in ("attempt", "reproduced", "anomalies", "lost/acked", "same faults", "run"):
-        t.add_column(col, overflow="fold")
-    for i, r in enumerate(report["runs"], 1):
-        c = r.get("counts") or {}
-        t.add_row(str(i), "[green]yes[/]" if r["reproduced"] else "[red]no[/]",
-                  ", ".join(r["anomalies"]) or (r.get("error") or "none"),
-                  f"{c.get('lost', '-')}/{c.get('acked', '-')}", str(r.get("same_faults", "-")), str(r["run"]))
-    return t

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from checkers import check_path, rejudge_loss
 from harness.build import Test, build_test, preflight
@@ -27,6 +26,7 @@ from harness.monitor import ISR_FILE, IsrMonitor
 from harness.protocols import Cluster, Workload
 from harness.send_stream import merge_streams
 from harness.store import add_to_test_json, new_run_dir, versions, write_test_json
+from harness.terminal import make_console, track
 from nemesis.driver import NemesisDriver
 from nemesis.schedule import save_schedule
 
@@ -52,7 +52,7 @@ def prepare(kafka_version: str, kafka_dist: str | None = None, base_image: str |
     from clusters.engine import docker_client
     from clusters.image import ensure_node_image
 
-    console = console or Console(stderr=True)
+    console = console or make_console()
     with console.status(f"resolving Kafka {kafka_version}"):
         dist = resolve(kafka_version, kafka_dist)
     return ensure_node_image(docker_client(), dist, base_image, lambda m: console.print(f"[bold cyan]•[/] {m}"))
@@ -69,7 +69,7 @@ def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console
 def run(test: Test, *, argv: list[str] | None = None, console: Console | None = None,
         keep: bool = False, label: str = "workload") -> tuple[Path, dict[str, Any]]:
     """Run `test`, composing its parts in Jepsen's order (see the module docstring)."""
-    console = console or Console(stderr=True)
+    console = console or make_console()
     cfg = test.cfg
     say: Callable[[str], None] = lambda m: (console.print(f"[bold cyan]•[/] {m}"), log.info(m))  # noqa: E731
     test.provisioner.prepare(test.dist, say)
@@ -168,15 +168,16 @@ def collect_evidence_safely(cluster: Cluster, topic: str, run: Path, say: Callab
 
 
 def explain_safely(run: Path, say: Callable[[str], None]) -> dict[str, Any] | None:
-    """Write run/evidence/explanation.json, say why each lost range was lost, and judge the loss again against
-    Kafka's guarantee with the exact ISR of the metadata log; return the new results (None on failure, never
-    fatal)."""
+    """Write run/evidence/explanation.json, say why the writes were lost (the largest groups by cause), and judge
+    the loss again against Kafka's guarantee with the exact ISR of the metadata log; return the new results (None
+    on failure, never fatal)."""
     handler = _log_to(run)
     try:
         from reports.explain import explain
+        from reports.explain_text import console_lines
 
-        for line in explain(run).why:
-            say(f"why: {line}")
+        for line in console_lines(explain(run).to_dict(), run):
+            say(line)
         return rejudge_loss(run)
     except Exception as e:  # noqa: BLE001 - the verdict stands without the explanation
         log.exception("explanation failed")
@@ -188,18 +189,12 @@ def explain_safely(run: Path, say: Callable[[str], None]) -> dict[str, Any] | No
 
 
 def _progress(console: Console, limit: float, workload: Workload, driver: NemesisDriver, label: str) -> None:
-    cols = [TextColumn("[progress.description]{task.description}"), BarColumn(), TimeElapsedColumn(),
-            TextColumn("{task.fields[stats]}")]
-    with Progress(*cols, console=console, transient=False) as progress:
-        task = progress.add_task(label, total=limit, stats="")
-        start = time.monotonic()
-        while (elapsed := time.monotonic() - start) < limit:
-            c = workload.counts
-            progress.update(task, completed=elapsed,
-                            stats=f"sent {c['send']} ok {c['ok']} info {c['info']} fail {c['fail']} "
-                                  f"read {c['polled']} faults {driver.applied}")
-            time.sleep(0.5)
-        progress.update(task, completed=limit)
+    def stats() -> str:
+        c = workload.counts
+        return (f"sent {c['send']} ok {c['ok']} info {c['info']} fail {c['fail']} read {c['polled']} "
+                f"faults {driver.applied}")
+
+    track(console, label, limit, stats)
 
 
 def _wait_recovered(cluster: Cluster, cfg: TestConfig, say: Callable[[str], None]) -> None:

@@ -34,6 +34,7 @@ from checkers.observed import METRICS
 from clusters.distribution import cache_dir
 from harness.config import ConfigError
 from harness.spec_files import Cell, SpecDoc, head, preflight, run_options
+from harness.suggest import did_you_mean
 from harness.suite import Suite, SuiteError
 
 SCENARIO_DIR = Path(__file__).resolve().parents[1] / "scenarios"
@@ -180,8 +181,9 @@ def find_scenario(name_or_path: str, directory: Path = SCENARIO_DIR) -> Path:
         return p
     if re.fullmatch(r"[A-Za-z0-9._-]+", name_or_path) and (directory / f"{name_or_path}.yaml").is_file():
         return directory / f"{name_or_path}.yaml"
-    raise ScenarioError(f"unknown scenario {name_or_path!r}; known: {', '.join(scenario_names(directory))} "
-                        f"(or a path to a scenario .yaml file)")
+    known = scenario_names(directory)
+    raise ScenarioError(f"unknown scenario {name_or_path!r}{did_you_mean(name_or_path, known)}; known: "
+                        f"{', '.join(known)} (or a path to a scenario .yaml file)")
 
 
 def schedule_file(entries: tuple[dict[str, Any], ...]) -> Path:

@@ -117,12 +117,12 @@ def judge(sc: Scenario, sdir: Path, outcomes: list[CellOutcome] | None = None) -
             if r is None:
                 continue
             # the label is the first line of the case's system-out: the rate goes with it, pass or fail
-            o.label = "\n".join([o.label.split("\n", 1)[0], f"prediction: {r.predict}", _rate_line(r),
-                                  *(f"{k}: {s}" for k, s in _spread_text(r).items())])
+            o.label = "\n".join([o.label.split("\n", 1)[0], f"prediction: {r.predict}", rate_line(r),
+                                  *(f"{k}: {s}" for k, s in spread_text(r).items())])
             if r.runs and r.matched < len(r.runs):
                 o.mismatch = (f"predicted {r.predict}; held in {r.matched} of {len(r.runs)} run(s), "
                               f"{r.rate.interval()}: "
-                              + "; ".join(_observed(x["metrics"]) for x in r.runs if not x["matched"]))
+                              + "; ".join(observed_text(x["metrics"]) for x in r.runs if not x["matched"]))
         write_junit(sdir / JUNIT_FILE, f"scenario {sc.name}", outcomes)
     return results
 
@@ -134,42 +134,18 @@ def _kafka(run: Path) -> str | None:
         return None
 
 
-def _observed(m: dict[str, float], names: tuple[str, ...] = SHOWN) -> str:
+def observed_text(m: dict[str, float], names: tuple[str, ...] = SHOWN) -> str:
+    """A run's metrics `names` as `lost=5 acked=100` (those it has)."""
     return " ".join(f"{k}={m[k]:g}" for k in names if k in m)
 
 
-def _rate_line(r: VariantResult) -> str:
+def rate_line(r: VariantResult) -> str:
+    """`matched 3 of 4 checked run(s), 75% (95% CI 30%–95%)`, with the errored runs counted apart."""
     rate = r.rate
     errored = f"; {rate.errored} errored (not counted)" if rate.errored else ""
     return f"matched {rate.matched} of {rate.runs} checked run(s), {rate.interval()}{errored}"
 
 
-def _spread_text(r: VariantResult, names: tuple[str, ...] | None = None) -> dict[str, str]:
+def spread_text(r: VariantResult, names: tuple[str, ...] | None = None) -> dict[str, str]:
+    """Each metric of `names` (default: the variant's) over its checked runs as `median (min–max)`."""
     return {k: s.text() for k, s in spreads([x["metrics"] for x in r.runs], names or r.metric_names).items()}
-
-
-def scenario_table(sc: Scenario, sdir: Path, results: list[VariantResult]):  # noqa: ANN201 - rich.table.Table
-    """One line per variant: prediction, repetitions that matched it, and what was observed."""
-    from rich.table import Table
-
-    agreed = sum(r.agreed for r in results)
-    t = Table(title=f"scenario {sc.name}: predictions held in {agreed}/{len(results)} variants · {sdir}",
-              title_justify="left", box=None, pad_edge=False)
-    many = any(len(r.runs) > PER_RUN_UP_TO for r in results)
-    for col in ("result", "variant", "prediction", "matched", "rate (95% CI)",
-                "observed: median (min–max)" if many else "observed (per run)"):
-        t.add_column(col, overflow="fold")
-    for r in results:
-        names = tuple(dict.fromkeys((*SHOWN, *sc.variant_of_name(r.name).predict.names)))
-        if len(r.runs) > PER_RUN_UP_TO:
-            seen = [" ".join(f"{k}={v}" for k, v in _spread_text(r, names).items())]
-            seen += [f"[red]missed rep {x['rep'] + 1}: {_observed(x['metrics'], names)}[/]"
-                     for x in r.runs if not x["matched"]]
-        else:
-            seen = [_observed(x["metrics"], names) for x in r.runs]
-        seen += [f"[red]{e}[/]" for e in r.errors]
-        mark = "[red]MISSED[/]" if r.matched < len(r.runs) else "[green]AGREED[/]" if r.agreed else "[red]ERROR[/]"
-        t.add_row(mark, r.name, r.predict, r.rate.fraction(), r.rate.interval(), "\n".join(seen))
-    if any(r.errors for r in results):
-        t.caption = "errored runs are not evidence either way: they count in neither matched nor the rate"
-    return t

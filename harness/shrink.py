@@ -39,6 +39,7 @@ from checkers.observed import anomaly_kinds
 from harness.config import ConfigError, TestConfig
 from harness.repro import Runner, attempt, recorded_config
 from harness.store import check_store, stamped_dir
+from harness.terminal import heading, make_console
 
 LEAD_IN_S, GAP_S, MIN_HOLD_S, TAIL_S = 2.0, 1.0, 1.0, 2.0
 NARROWER = {"all": "majority", "majority": "minority", "minority": "one", "followers": "follower"}
@@ -232,7 +233,7 @@ def shrink(run: Path, store: Path, *, anomaly: str | None = None, max_runs: int 
     """Shrink `run`'s fault schedule; return (and write to shrunk.json) the smallest reproducing one found."""
     from harness.runner import preflight, run_test
 
-    console = console or Console(stderr=True)
+    console = console or make_console()
     cfg, results = recorded_config(run)
     kinds = anomaly_kinds(results)
     anomaly = anomaly or (kinds[0] if kinds else None)
@@ -266,7 +267,7 @@ def shrink(run: Path, store: Path, *, anomaly: str | None = None, max_runs: int 
             ccfg = preflight(ccfg)
         except ConfigError as e:  # a transformation made an unrunnable schedule: a bug here, not the user's
             outs.append({"run": None, "error": f"ConfigError: {e}", "reproduced": False, "anomalies": [], "counts": {}})
-        console.rule(f"shrink candidate {n} ({name}): {change}", style="cyan")
+        heading(console, f"shrink candidate {n} ({name}): {change}")
         for k in range(attempts if not outs else 0):
             if state["runs"] >= max_runs:
                 break
@@ -291,7 +292,6 @@ def shrink(run: Path, store: Path, *, anomaly: str | None = None, max_runs: int 
     if best is start:
         (sdir / "schedule.json").write_text(Path(cfg.nemesis.schedule_file).read_text())
         console.print("[yellow]no smaller schedule reproduced the anomaly; the original is the smallest known[/]")
-    _print(console, out)
     return out
 
 
@@ -308,11 +308,3 @@ def _write_result(sdir: Path, state: dict[str, Any], best: Candidate, cfg: TestC
     (sdir / "shrunk.json").write_text(json.dumps(out, indent=2) + "\n")
     out["dir"] = str(sdir)
     return out
-
-
-def _print(console: Console, out: dict[str, Any]) -> None:
-    a, b = out["original_size"], out["smallest"]["size"]
-    console.print(f"[bold]shrunk[/] {out['anomaly']}: {a['episodes']:g} → {b['episodes']:g} faults, "
-                  f"{a['nodes']:g} → {b['nodes']:g} nodes aimed at, {a['fault_s']:g} → {b['fault_s']:g} s of faults, "
-                  f"{a['time_limit']:g} → {b['time_limit']:g} s run; {out['tried']} candidates, {out['runs']} runs")
-    console.print(f"schedule: {out['dir']}/schedule.json\nreplay: {out['replay']}", highlight=False, soft_wrap=True)

@@ -17,6 +17,7 @@ import yaml
 
 from harness.config import ConfigError, TestConfig
 from harness.options import add_run_options, config_from_args
+from harness.suggest import did_you_mean
 
 # Chosen by the suite itself, or by `kchaos suite` options.
 NOT_IN_SUITE = ("name", "store", "keep", "spark_master", "spark_driver_host")
@@ -131,8 +132,7 @@ def run_options(doc: SpecDoc, where: tuple, value: Any, *, lists: bool = False) 
         if key in NOT_IN_SUITE:
             doc.fail(where + (raw,), f"cannot be set in a suite ({'kchaos suite chooses it' if key != 'spark_master' else 'use kchaos suite --spark-master'})")
         if key not in acts:
-            close = [k for k in acts if k.startswith(key[:4])][:3]
-            doc.fail(where + (raw,), f"unknown run option{' (did you mean ' + ', '.join(close) + '?)' if close else ''}")
+            doc.fail(where + (raw,), f"unknown run option{did_you_mean(key, acts)}")
         if key in out:
             doc.fail(where + (raw,), f"given twice (as {raw!r} and another spelling)")
         if lists:
@@ -203,10 +203,13 @@ def cell_config(cell: Cell, seed: int, store: Path, spark_master: str,
 
 
 def preflight(doc: SpecDoc, where: tuple, cell: Cell, base: dict[str, Any], matrix: dict[str, list]) -> None:
-    """Check `cell` as `kchaos run` would; blame the one value that fails on its own, else the whole cell."""
+    """Check `cell` as `kchaos run` would; blame the base when it fails the same way on its own, else the one value
+    of the cell that fails on its own, else the whole cell."""
     try:
         _check(cell)
     except ConfigError as e:
+        if _fails(base) == str(e):
+            _blame_base(doc, base, str(e))
         for k, v in cell.params:
             try:
                 _check(Cell(0, "x", ((k, v),), tuple({**base, k: v}.items())))
@@ -215,6 +218,27 @@ def preflight(doc: SpecDoc, where: tuple, cell: Cell, base: dict[str, Any], matr
                                 else (k,))
                 doc.fail(path, str(alone))
         doc.fail(where, f"cell {cell.label()}: {e}")
+
+
+def _fails(options: dict[str, Any]) -> str | None:
+    """Why a cell of only these options fails its check, or None."""
+    try:
+        _check(Cell(0, "x", (), tuple(options.items())))
+    except ConfigError as e:
+        return str(e)
+    return None
+
+
+def _blame_base(doc: SpecDoc, base: dict[str, Any], message: str) -> NoReturn:
+    """Fail at the base's key that fails on its own, else at the base's last key that takes the error away, else
+    at the base itself."""
+    for k, v in base.items():
+        if _fails({k: v}) is not None:
+            doc.fail(("base", k), message)
+    for k in reversed(base):
+        if _fails({x: v for x, v in base.items() if x != k}) is None:
+            doc.fail(("base", k), message)
+    doc.fail(("base",), message)
 
 
 def _raise(msg: str) -> NoReturn:

@@ -32,6 +32,7 @@ from checkers import HISTORY_FILE, find_runs
 from harness.config import TestConfig
 from harness.store import check_store, stamped_dir
 from harness.suite import Suite, SuiteError
+from harness.terminal import heading, make_console
 from reports.compare import write_compare
 from reports.junit import CellOutcome, write_junit
 
@@ -154,7 +155,7 @@ def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | No
     from clusters.image import ImageError
     from harness.runner import preflight, run_test
 
-    console = console or Console(stderr=True)
+    console = console or make_console()
     runner = runner or run_test
     store = check_store(str(store))
     if resume:
@@ -180,8 +181,8 @@ def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | No
     for k, cell, rep, cfg in pending:
         elapsed = time.monotonic() - began
         eta = f", about {_fmt(elapsed / finished * (len(pending) - finished))} left" if finished else ""
-        console.rule(f"suite {suite.name}: run {k + 1}/{len(todo)} · {cell.label()} · rep {rep + 1}/{suite.repeat} "
-                     f"· {len(done) + finished} done{eta}", style="cyan")
+        heading(console, f"suite {suite.name}: run {k + 1}/{len(todo)} · {cell.label()} · "
+                         f"rep {rep + 1}/{suite.repeat} · {len(done) + finished} done{eta}")
         cfg = cfg.with_(store=str(sdir))
         before = {str(r.relative_to(sdir)) for r in find_runs(sdir / cell.name)} if (sdir / cell.name).exists() else set()
         t0 = time.monotonic()
@@ -219,33 +220,3 @@ def finish(suite: Suite, sdir: Path) -> list[CellOutcome]:
                                     sum(e.seconds for e in mine), cell.short()))
     write_junit(sdir / JUNIT_FILE, suite.name, outcomes)
     return outcomes
-
-
-def summary_table(suite: Suite, sdir: Path, outcomes: list[CellOutcome]):  # noqa: ANN201 - rich.table.Table
-    """One screen: a line per cell with its repetitions, verdicts, loss, availability in faults and result."""
-    from rich.table import Table
-
-    t = Table(title=f"suite {suite.name}: {sum(o.passed for o in outcomes)}/{len(outcomes)} cells passed · {sdir}",
-              title_justify="left", box=None, pad_edge=False)
-    for col, just in (("result", "left"), ("cell", "left"), ("runs ok/bad/?", "right"), ("acked", "right"),
-                      ("lost (rate)", "right"), ("in faults", "right"), ("promise", "left")):
-        t.add_column(col, justify=just, overflow="fold", min_width=14 if col == "cell" else None)
-    for o in outcomes:
-        r = o.row or {}
-        result = "[green]PASS[/]" if o.passed else f"[red]{'ERROR' if o.error else 'FAIL'}[/]"
-        rate = r.get("loss_rate")
-        avail = r.get("availability_in_faults")
-        t.add_row(result, o.short, f"{r.get('runs', 0)}: {r.get('valid', 0)}/{r.get('invalid', 0)}/{r.get('unknown', 0)}",
-                  str(r.get("acked", "-")), f"{r.get('lost', '-')}" + ("" if rate is None else f" ({rate:.1%})"),
-                  "-" if avail is None else f"{avail:.0%}",
-                  _promise_cell(r))
-    return t
-
-
-def _promise_cell(r: dict[str, Any]) -> str:
-    """held / BROKEN / none, with the writes lost outside Kafka's guarantee when there were any."""
-    outside = r.get("lost_outside_promise") or 0
-    note = f" ({outside} outside)" if outside and r.get("promise_held") is not None else ""
-    if r.get("promise_held") is None:
-        return "none" if r.get("promise") != "no loss" else "-"
-    return ("held" if r["promise_held"] else "[red]BROKEN[/]") + note

@@ -3,8 +3,8 @@
 `explain(run)` decodes the run's evidence (reports/evidence.py), takes the
 lost values from results.json (timeline.anomalies.lost), places each at the
 partition and offset its acknowledgement named (history.jsonl), groups them
-into ranges (contiguous per partition, same leader, epoch and ISR when
-acknowledged) and, for each range, assembles:
+into ranges (per partition, same leader, epoch and ISR when acknowledged, no
+value of theirs kept in between) and, for each range, assembles:
 
 - who acknowledged it: the leader, leader epoch and ISR in the metadata log
   at the acknowledgement's wall-clock time;
@@ -18,14 +18,17 @@ acknowledged) and, for each range, assembles:
   unsynced tail (a power failure and a shorter log after restart), or
   "unknown" when the evidence does not say.
 
-It writes RUN/evidence/explanation.json and returns an `Explanation`, whose
-`why` is one sentence per range. Every claim names its source; nothing is
-inferred from timing alone.
+The ranges are then grouped by cause (reports/explain_groups.py: same
+partition, acknowledging leader(s) and epoch, and fate of each replica), each
+group told in one sentence (reports/explain_why.py). It writes
+RUN/evidence/explanation.json and returns an `Explanation`, whose `why` is one
+sentence per range and whose `groups` say the same per cause, largest first.
+Every claim names its source; nothing is inferred from timing alone.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +37,20 @@ from harness.history import HistoryError
 from reports.evidence import EVIDENCE_DIR, Dumper, Evidence, EvidenceError, check_run, decode
 from reports.explain_facts import Facts, load_facts, node_names
 from reports.explain_fates import ReplicaFate, replica_fates
+from reports.explain_groups import LostGroup, group_ranges
+from reports.explain_why import pick_faults, why
 
-__all__ = ["EXPLANATION_FILE", "Explanation", "EvidenceError", "LostRange", "explain", "load_explanation"]
+__all__ = ["EXPLANATION_FILE", "Explanation", "EvidenceError", "LostGroup", "LostRange", "explain",
+           "load_explanation"]
 
 EXPLANATION_FILE = "explanation.json"
-MAX_FAULTS = 6
 
 
 @dataclass(frozen=True)
 class LostRange:
-    """A contiguous run of lost offsets of one partition, acknowledged under one leader, epoch and ISR."""
+    """A run of lost offsets of one partition, acknowledged under one leader, epoch and ISR, with no value
+    acknowledged under them kept in between (`candidates`: the brokers it is ambiguous between, when the
+    leader is unknown because several believed they led)."""
 
     partition: int
     first_offset: int | None
@@ -61,6 +68,7 @@ class LostRange:
     why: str
     acked_by_source: str | None = None
     controller_moved_on: dict[str, Any] | None = None
+    candidates: tuple[str, ...] = ()  # the brokers that believed they led then, when which one acked is unknown
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form."""
@@ -75,7 +83,8 @@ class LostRange:
 
 @dataclass(frozen=True)
 class Explanation:
-    """The explanation of a run's lost writes: ranges with their why, per-partition timelines, notes."""
+    """The explanation of a run's lost writes: ranges with their why, the ranges grouped by cause (largest
+    first), per-partition timelines, notes."""
 
     run: str
     lost: int
@@ -84,6 +93,7 @@ class Explanation:
     timelines: dict[str, list[dict[str, Any]]]
     clock: dict[str, Any]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    groups: tuple[LostGroup, ...] = field(default_factory=tuple)
 
     @property
     def why(self) -> list[str]:
@@ -97,7 +107,8 @@ class Explanation:
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (what explanation.json holds)."""
         return {"run": self.run, "lost": self.lost, "listed": self.listed,
-                "ranges": [r.to_dict() for r in self.ranges], "why": self.why, "timelines": self.timelines,
+                "ranges": [r.to_dict() for r in self.ranges], "why": self.why,
+                "groups": [g.to_dict() for g in self.groups], "timelines": self.timelines,
                 "clock": self.clock, "notes": list(self.notes)}
 
 
@@ -105,42 +116,30 @@ def _set(ids: tuple[int, ...] | None, names: dict[int, str]) -> tuple[str, ...] 
     return None if ids is None else tuple(names.get(i, f"broker {i}") for i in ids)
 
 
-def _fmt_set(nodes: tuple[str, ...] | None) -> str:
-    return "unknown" if nodes is None else "{" + ",".join(nodes) + "}"
-
-
-def _and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _s(x: float | None) -> str:
-    return "unknown time" if x is None else f"{x:.1f} s"
-
-
-def _offsets(lo: int | None, hi: int | None) -> str:
-    if lo is None:
-        return "offsets unknown"
-    return f"offset {lo}" if lo == hi else f"offsets {lo}-{hi}"
-
-
 def _group(facts: Facts, lost: list[tuple[int, int | None, int, float | None]]
            ) -> list[list[tuple[int, int | None, int, float | None]]]:
-    """Contiguous lost offsets per partition with one (leader, epoch, ISR) at acknowledgement."""
+    """Lost offsets per partition and (leader, epoch, ISR) at acknowledgement, split where a value acknowledged
+    under that key survived between them. Keys are apart before offsets are compared: two leaders that
+    acknowledged the same offsets (a split brain) would otherwise cut each other's runs into single offsets."""
+    by_key: dict[tuple[int, Any], list[tuple[int, int | None, int, float | None]]] = {}
+    for e in lost:
+        by_key.setdefault((e[0], facts.ack_key(e[0], e[3], e[1], True)), []).append(e)
     groups: list[list[tuple[int, int | None, int, float | None]]] = []
-    key_of = lambda e: (e[0], facts.ack_key(e[0], e[3], e[1], True))  # noqa: E731
-    for e in sorted(lost, key=lambda e: (e[0], e[1] is None, e[1] if e[1] is not None else 0, e[2])):
-        if groups:
-            last = groups[-1][-1]
-            same = key_of(last) == key_of(e)
-            if same and e[1] is not None and last[1] is not None:
-                same = not facts.survivor_between(e[0], last[1], e[1], key_of(e)[1])
-            elif same:
-                same = e[1] is None and last[1] is None
-            if same:
-                groups[-1].append(e)
-                continue
-        groups.append([e])
-    return groups
+    for (p, key), es in by_key.items():
+        run: list[tuple[int, int | None, int, float | None]] = []
+        for e in sorted(es, key=lambda e: (e[1] is None, e[1] if e[1] is not None else 0, e[2])):
+            if run:
+                last = run[-1]
+                if e[1] is not None and last[1] is not None:
+                    same = not facts.survivor_between(p, last[1], e[1], key)
+                else:
+                    same = e[1] is None and last[1] is None
+                if not same:
+                    groups.append(run)
+                    run = []
+            run.append(e)
+        groups.append(run)
+    return sorted(groups, key=lambda g: (g[0][0], g[0][1] is None, g[0][1] or 0, g[0][3] or 0))
 
 
 def _election(facts: Facts, ev: Evidence, p: int, epoch: int | None, hi: int | None) -> dict[str, Any] | None:
@@ -168,93 +167,6 @@ def _election(facts: Facts, ev: Evidence, p: int, epoch: int | None, hi: int | N
             out["leader_log_end"] = became.offset  # state-change.log: log end on taking the leadership
         return out
     return None
-
-
-def _pick_faults(found: list[dict[str, Any]], fates: tuple[ReplicaFate, ...]) -> list[dict[str, Any]]:
-    """The faults worth a clause: faults, not mends; the power failures that cost a replica the range
-    always; then the earliest others, MAX_FAULTS in all, in time order."""
-    faults = [f for f in found if f["role"] == "fault"]
-    must = {f.time_s for f in fates if f.status == "lost-unsynced"}
-    chosen = [f for f in faults if f["f"] == "power-fail" and f["time_s"] in must]
-    for f in faults:
-        if len(chosen) >= MAX_FAULTS:
-            break
-        if f not in chosen:
-            chosen.append(f)
-    return sorted(chosen, key=lambda f: f["time_s"])
-
-
-def _on_disk(fault: dict[str, Any], p: int, last_ack_s: float | None) -> str:
-    """For a power failure with lazyfs's per-file report: which of its nodes kept the range on disk (written
-    back before the failure), as " (n3 kept them: p0's log was on disk up to 31.2 s)"; else ""."""
-    since = fault.get("dropped_since") or {}
-    kept = []
-    for node in fault["nodes"]:
-        if node in since and last_ack_s is not None:
-            t = since[node].get(p)
-            if t is None:
-                kept.append(f"{node} kept them: its p{p} log had nothing unsynced")
-            elif last_ack_s < t:
-                kept.append(f"{node} kept them: its p{p} log was on disk up to {_s(t)}")
-    return f" ({'; '.join(kept)})" if kept else ""
-
-
-def _why(r: dict[str, Any], p: int, n: int, fates: tuple[ReplicaFate, ...]) -> str:
-    head = f"{_offsets(r['lo'], r['hi'])} of p{p} ({n} value{'s' if n != 1 else ''})"
-    were = "were" if n != 1 else "was"
-    when = f"at {_s(r['from_s'])}" if r["from_s"] == r["to_s"] else f"{_s(r['from_s'])}–{_s(r['to_s'])}"
-    if r["leader"] is None and len(r["candidates"]) > 1:
-        parts = [f"{head} {were} acknowledged {when} by {' or '.join(r['candidates'])}, which all believed they led "
-                 "the partition then (which one is unknown)"]
-    elif r["leader"] is None:
-        parts = [f"{head} {were} acknowledged {when}, when the metadata log shows no leader (unknown)"]
-    else:
-        parts = [f"{head} {were} acknowledged {when} by {r['leader']} in leader epoch {r['epoch']} while "
-                 f"ISR = {_fmt_set(r['isr'])}"]
-        if r["newer"]:
-            n = r["newer"]
-            parts[0] += (f" as {r['leader']} knew it (from {_s(n['time_s'])} on, the controller had made "
-                         f"{n['leader']} leader with epoch {n['epoch']}; {r['leader']} did not know)")
-    if r["faults"]:
-        parts.append(_and([f["phrase"] + _on_disk(f, p, r["to_s"])
-                           + (f" while ISR = {_fmt_set(f['isr'])}" if f.get("isr") else "") for f in r["faults"]]))
-    el = r["election"]
-    if el is None:
-        parts.append("no later leader epoch in any collected leader-epoch-checkpoint: how the log lost them is unknown")
-    else:
-        who = el["leader"] or "an unknown leader"
-        verb = "was re-elected" if el["leader"] == r["leader"] else "was elected"
-        if el.get("unclean"):
-            verb += " uncleanly (its leader recovery state RECOVERING)"
-        end = "its log was empty" if el["start_offset"] == 0 else f"its log ended at {el['start_offset'] - 1}"
-        parts.append(f"{who} {verb} with epoch {el['epoch']} at {_s(el['time_s'])} and {end}")
-    trunc: dict[int | None, list[ReplicaFate]] = {}
-    for f in fates:
-        if f.status == "truncated":
-            trunc.setdefault(f.offset, []).append(f)
-    for off, fs in sorted(trunc.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
-        fs.sort(key=lambda f: (f.time_s is None, f.time_s or 0, f.node))
-        at = [_s(f.time_s) for f in fs if f.time_s is not None]
-        parts.append(f"{_and([f.node for f in fs])} truncated to {off if off is not None else 'an unknown offset'}"
-                     + (f" (at {_and(at)})" if at else ""))
-    unsynced: dict[int | None, list[str]] = {}
-    for f in sorted(fates, key=lambda f: (f.time_s is None, f.time_s or 0)):
-        if f.status == "lost-unsynced":
-            unsynced.setdefault(f.offset, []).append(f.node)
-    for off, nodes in unsynced.items():
-        one = len(nodes) == 1
-        end = f"ended at {off - 1}" if off else "was empty"
-        parts.append(f"{_and(nodes)} lost them with {'its' if one else 'their'} unsynced log tail"
-                     f"{'' if one else 's'} ({'its' if one else 'each'} log {end} after the restart)")
-    lacked = [f"{f.node} (log end {f.offset} at {_s(f.time_s)})" for f in fates if f.status == "did not hold"]
-    if lacked:
-        parts.append(f"{_and(lacked)} did not hold them")
-    holders = [f"{f.node} ({f.held}/{n})" for f in fates if f.held]
-    parts.append(("still held by " + _and(holders)) if holders else "no replica holds them now")
-    unknown = [f.node for f in fates if f.status in ("unknown", "missing", "not collected")]
-    if unknown:
-        parts.append(f"for {_and(unknown)} the evidence does not say")
-    return "; ".join(parts) + "."
 
 
 def _lost(run: Path) -> tuple[list[tuple[int, float | None]], int, list[str]]:
@@ -320,7 +232,7 @@ def explain(run: Path, libs: Path | None = None, dumper: Dumper = dump) -> Expla
         ends = [x for x in [el.get("time_s") if el else None, *(f.time_s for f in fates if f.status == "truncated")]
                 if x is not None]
         hit = set(isr or ()) | ({leader} if leader else set())
-        faults = _pick_faults(facts.faults_between(t0, max(ends) if ends else None, hit), fates)
+        faults = pick_faults(facts.faults_between(t0, max(ends) if ends else None, hit), fates)
         shown, isr_f = isr, None
         for f in faults:  # the ISR when a fault struck, where it differs from the last one said
             sf = facts.state_at_s(p, f["time_s"])
@@ -328,16 +240,14 @@ def explain(run: Path, libs: Path | None = None, dumper: Dumper = dump) -> Expla
             if f["role"] == "fault" and now is not None and now != shown:
                 f["isr"], shown = now, now
                 isr_f = isr_f or now
-        r = {"lo": lo, "hi": hi, "from_s": t0, "to_s": t1, "leader": leader, "epoch": epoch, "isr": isr,
-             "faults": faults, "isr_at_fault": isr_f, "election": el, "newer": newer,
-             "candidates": ack.candidates}
-        ranges.append(LostRange(p, lo, hi, values, t0, t1, leader, epoch, isr, tuple(faults), isr_f, el,
-                                fates, _why(r, p, len(values), fates), ack.source, newer))
+        told = LostRange(p, lo, hi, values, t0, t1, leader, epoch, isr, tuple(faults), isr_f, el, fates, "",
+                         ack.source, newer, ack.candidates if leader is None else ())
+        ranges.append(replace(told, why=why([told])))
     affected = sorted({r.partition for r in ranges})
     exp = Explanation(str(run), count, len(lost), tuple(ranges),
                       {str(p): facts.timeline_rows(p) for p in affected},
                       {"history_start_unix_ms": ev.clock.start_unix_ms, "source": ev.clock.source},
-                      tuple(notes))
+                      tuple(notes), group_ranges(ranges))
     out = run / EVIDENCE_DIR / EXPLANATION_FILE
     out.write_text(json.dumps(exp.to_dict(), indent=1) + "\n", encoding="utf-8")
     return exp

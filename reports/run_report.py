@@ -4,10 +4,11 @@
 the history (through its Parquet form, `checkers.parquet.convert`),
 faults.json (each nemesis's colour) and isr.jsonl (when recorded), and
 writes `run/report.html`: verdict, whether the configuration promised no
-loss and whether that held, configuration,
-anomaly counts with examples, availability, latency, fault windows, four
-plots (reports/plots.py) embedded as PNG data URIs, and relative links to
-the run's files. docs/reports.md says how to read it.
+loss and whether that held; four plots (reports/plots.py) embedded as PNG
+data URIs; the Evidence section when writes were lost (the lost writes
+grouped by cause, reports/evidence_html.py); then configuration, anomaly
+counts with examples, availability, latency, fault windows, and relative
+links to the run's files. docs/reports.md says how to read it.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from reports import ReportsInputError
 from reports.html import write_page, yes
 from reports.evidence_html import evidence_section
 from reports.explain import load_explanation
+from reports.explain_text import groups_of
 from reports.promise import RULE, lost_in_promise, promise_of
 
 __all__ = ["ReportError", "REPORT_FILE", "RunData", "anomaly_marks", "load_run", "write_report"]
@@ -277,13 +279,14 @@ def write_report(run: Path) -> Path:
         pngs.update(isr=plots.isr_png(d.isr, w, (d.test.get("topic") or {}).get("min_insync"), catalogue=c),
                     isr_samples=len(d.isr) - errors, isr_errors=errors)
     nodes = sorted(p for p in (d.run / "nodes").iterdir() if p.is_dir()) if (d.run / "nodes").is_dir() else []
+    explanation = load_explanation(d.run)
     return write_page(
         d.run / REPORT_FILE, f"kchaos: {name} {d.run.name}", template="report.html.j2", d=d, name=name, rule=RULE,
         promise=promise_of(d.test), lost=lost,
         inside=None if lost is None else lost_in_promise(d.results or {}, d.test),
         settings=_settings(d.test), anomalies=_anomalies(d), availability=_availability(d.availability),
         latency=[{"type": k, **v} for k, v in d.latency.items()], windows=_windows(d), plots=pngs, isr_file=ISR_FILE,
-        evidence=Markup("".join(evidence_section(d.run, load_explanation(d.run)))),
+        evidence=Markup("".join(evidence_section(d.run, explanation))), causes=len(groups_of(explanation or {})),
         files=[(quote(f), f) for f in ("history.jsonl", "results.json", "test.json", "schedule.json", FAULTS_FILE,
                                        ISR_FILE, "harness.log", "history.parquet") if (d.run / f).is_file()],
         nodes=[(n.name, [(quote(f"nodes/{n.name}/{f}"), f) for f in files]) for n in nodes

@@ -15,7 +15,8 @@ from harness.cli import main
 from harness.faults import FaultCatalogue
 from reports.evidence import Clock, EvidenceError, decode, history_clock, value_of
 from reports.evidence_html import evidence_section
-from reports.explain import _on_disk, explain, load_explanation
+from reports.explain import explain, load_explanation
+from reports.explain_why import on_disk as _on_disk
 from reports.explain_facts import _nemesis_line
 
 DATA = Path(__file__).parent / "data" / "evidence"
@@ -260,7 +261,7 @@ def test_explain_refuses_a_directory_without_evidence(tmp_path, last_isr_run):
 def test_report_section_shows_the_why_and_the_timeline(last_isr_run):
     exp = explain(last_isr_run, libs=Path("/x"), dumper=recorded_dumper(LAST_ISR))
     html = "\n".join(evidence_section(last_isr_run, load_explanation(last_isr_run)))
-    assert "<h2>Evidence</h2>" in html and "re-elected with epoch 2" in html
+    assert ">Evidence</h2>" in html and "<details" in html and "re-elected with epoch 2" in html
     assert "truncated past them" in html and "{n1,n2,n3}" in html and 'href="evidence/explanation.json"' in html
     assert exp.ranges and evidence_section(last_isr_run, None) == []
 

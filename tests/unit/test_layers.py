@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LOWER = ("checkers.timeline", "checkers.observed", "reports.plots", "reports.explain_facts", "reports.evidence",
-         "reports.control_plane")
+         "reports.control_plane", "reports.explain_groups", "reports.explain_text", "reports.evidence_html")
 FORBIDDEN = ("nemesis", "clusters", "confluent_kafka")
 
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from harness.scenario import load_scenario
-from harness.scenario_run import RESULT_FILE, judge, scenario_table
+from harness.console import print_scenario
+from harness.scenario_run import RESULT_FILE, judge
 from harness.scenario_stats import Rate, Spread, spreads, wilson
 from reports.junit import CellOutcome
 
@@ -146,21 +147,21 @@ def test_judge_writes_rate_interval_spread_and_errors_apart(tmp_path):
         "prediction:") == 1
 
 
-def render(table) -> str:
-    console = Console(record=True, width=200)
-    console.print(table)
+def render(sc, sdir, results) -> str:
+    console = Console(record=True, width=200, force_terminal=True)
+    print_scenario(console, sc, sdir, results)
     return console.export_text()
 
 
 def test_table_lists_few_runs_and_summarises_many(tmp_path):
     sc = load(tmp_path)
     few = scenario_dir(tmp_path / "few", [5, None])
-    text = render(scenario_table(sc, few, judge(sc, few)))
+    text = render(sc, few, judge(sc, few))
     assert "observed (per run)" in text and "lost=5 acked=100" in text
     assert "1/1 +1 errored" in text and "neither matched nor the rate" in text
     assert "ERROR" in text and "MISSED" in text  # lossy: matched but one errored; safe: missed
     many = scenario_dir(tmp_path / "many", [5, 0, 7, 9, 12])
-    text = render(scenario_table(sc, many, judge(sc, many)))
+    text = render(sc, many, judge(sc, many))
     assert "median (min–max)" in text and "lost=7 (0–12)" in text and "4/5" in text
     assert "missed rep 2: lost=0" in text and "80% (95% CI 38%–96%)" in text
     assert "neither matched" not in text

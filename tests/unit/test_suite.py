@@ -207,12 +207,12 @@ def test_cli_exit_code_is_1_when_a_promise_breaks_or_a_run_errors(tmp_path, monk
     store = str(tmp_path / "results")
     monkeypatch.setattr(harness.runner, "run_test", StandIn(lost={names[0]: 5}))  # acks=1 loses: allowed
     assert main(["suite", str(path), "--store", store]) == 0
-    assert "4/4 cells passed" in capsys.readouterr().err
+    assert "4/4 cells passed" in capsys.readouterr().out
     monkeypatch.setattr(harness.runner, "run_test", StandIn(lost={names[3]: 5}))  # acks=all misr=2 loses
     assert main(["suite", str(path), "--store", store]) == 1
     monkeypatch.setattr(harness.runner, "run_test", StandIn(fail={names[1]}))
     assert main(["suite", str(path), "--store", store]) == 1
-    assert "ERROR" in capsys.readouterr().err
+    assert "ERROR" in capsys.readouterr().out
     monkeypatch.setattr(harness.runner, "run_test", StandIn(stop_after=0))
     assert main(["suite", str(path), "--store", store]) == 130
     assert "--resume" in capsys.readouterr().err

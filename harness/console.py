@@ -1,0 +1,281 @@
+"""What a person reads on the console when a command is done or planned: a run's summary, `kchaos check`'s
+summary, the suite, scenario and repro tables with a legend under them, and what `--dry-run` would run.
+
+A table fits a terminal by wrapping its least important columns, then leaving them out, and says which it
+left out; the cell (or variant) name and the verdict are never shortened. Off a terminal every column is as
+wide as its content (harness/terminal.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from rich.cells import cell_len
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from harness.spec_files import show
+from harness.terminal import interactive
+
+if TYPE_CHECKING:
+    from harness.config import TestConfig
+    from harness.scenario import Scenario
+    from harness.scenario_run import VariantResult
+    from harness.suite import Suite
+    from reports.junit import CellOutcome
+
+WRAPPED_MIN = 8  # narrower, a wrapped column is no longer readable: it is left out instead
+SEEDS_SHOWN = 4
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column. A `keep` column is never shortened; the others wrap on a narrow terminal, and when
+    even that is not enough the one with the highest `drop` is left out first (0: never left out)."""
+
+    name: str
+    justify: str = "left"
+    keep: bool = False
+    drop: int = 0
+
+
+def fit_table(console: Console, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> tuple[Table, list[str]]:
+    """`rows` (rich markup) under `columns` as a table that fits `console`, and the names of the columns left out.
+    Only when the kept columns alone are wider than the terminal do they wrap, between words: never cut."""
+    live = interactive(console)
+    shown, hidden = list(range(len(columns))), []
+    while live and _needed(columns, rows, shown) > console.width:
+        droppable = [i for i in shown if columns[i].drop]
+        if not droppable:
+            break
+        worst = max(droppable, key=lambda i: columns[i].drop)
+        shown.remove(worst)
+        hidden.append(columns[worst].name)
+    squeezed = live and _needed(columns, rows, shown) > console.width
+    t = Table(box=None, pad_edge=False, show_edge=False)
+    for i in shown:
+        c = columns[i]
+        wraps = live and (squeezed or not c.keep)
+        t.add_column(c.name, justify=c.justify, no_wrap=not wraps, overflow="fold",
+                     min_width=(cell_len(c.name) if c.keep else _width(c, rows, i)) if wraps else None)
+    for r in rows:
+        t.add_row(*(r[i] for i in shown))
+    return t, hidden
+
+
+def _width(c: Column, rows: Sequence[Sequence[str]], i: int) -> int:
+    """The narrowest `c` can be: its whole content if kept, else its longest word up to WRAPPED_MIN."""
+    texts = [c.name, *(Text.from_markup(r[i]).plain for r in rows)]
+    if c.keep:
+        return max(cell_len(line) for t in texts for line in t.split("\n"))
+    return min(WRAPPED_MIN, max((cell_len(w) for t in texts for w in t.split()), default=1))
+
+
+def _needed(columns: Sequence[Column], rows: Sequence[Sequence[str]], shown: list[int]) -> int:
+    return sum(_width(columns[i], rows, i) for i in shown) + 2 * (len(shown) - 1)
+
+
+def _legend(console: Console, lines: list[str], hidden: list[str], more: str) -> None:
+    for line in lines:
+        console.print(line, style="dim", markup=False, soft_wrap=False)
+    if hidden:
+        console.print(f"left out to fit the terminal: {', '.join(hidden)} ({more})", style="dim", markup=False,
+                      soft_wrap=False)
+
+
+# --- one run ---
+
+def run_headline(cfg: "TestConfig", run: Path) -> str:
+    """`NAME seed=7 acks=all min.insync=2 → RUN`: which run the summary under it is about."""
+    return f"{cfg.name} seed={cfg.seed} acks={cfg.producer.acks} min.insync={cfg.topic.min_insync} → {run}"
+
+
+def run_summary(results: dict[str, Any]) -> str:
+    """One screen of a run's results: the verdict, the counts and up to five examples of each anomaly."""
+    counts = results.get("counts", {})
+    lines = [f"valid: {results.get('valid')}"]
+    lines += [f"  {k:<22} {v}" for k, v in counts.items()]
+    for k, ex in results.get("examples", {}).items():
+        if k != "acked":
+            lines.append(f"  e.g. {k}: {ex[:5]}")
+    return "\n".join(lines)
+
+
+def runs_summary(results: dict[str, Any]) -> str:
+    """One line per run checked by `kchaos check DIR`: verdict, configuration, acked, lost, error. Run paths are
+    never cut: the first column is as wide as the longest."""
+    w = max([3, *(len(r["run"]) for r in results["runs"])])
+    head = f"{'run':<{w}} {'valid':<8} {'acks':<4} {'minisr':<6} {'acked':>9} {'lost':>8} {'promised':<8} faults-avail"
+    lines = [f"valid: {results['valid']}", head]
+    for r in results["runs"]:
+        line = (f"{r['run']:<{w}} {str(r['valid']):<8} {str(r['acks']):<4} {str(r['min_insync']):<6} "
+                f"{str(r['acked']):>9} {str(r['lost']):>8} {str(r['loss_promised']):<8} {r['availability_in_faults']}")
+        lines.append(line + (f"\n    error: {r['error']}" if r["error"] else ""))
+    return "\n".join(lines)
+
+
+# --- a suite ---
+
+SUITE_COLUMNS = (Column("result", keep=True), Column("cell", keep=True),
+                 Column("runs ok/bad/?", "right", drop=3), Column("acked", "right", drop=5),
+                 Column("lost (rate)", "right", drop=1), Column("in faults", "right", drop=4),
+                 Column("promise", drop=2))
+SUITE_LEGEND = {
+    "runs ok/bad/?": "runs ok/bad/?: the cell's runs, then how many the checker judged valid / invalid / unknown",
+    "in faults": "in faults: the share of sends made while a fault was on that were acknowledged",
+    "promise": "promise: held; BROKEN (a write lost that Kafka's guarantee covered); none (acks=1 or unclean "
+               "election promise no loss); (N outside): writes lost outside the guarantee",
+}
+
+
+def print_suite(console: Console, name: str, sdir: Path, outcomes: Sequence["CellOutcome"]) -> None:
+    """The suite's verdict: a title line, one row per cell (result, cell, runs, acked, lost, availability in
+    faults, promise), a legend, and where compare.html and report.xml are."""
+    passed = sum(o.passed for o in outcomes)
+    console.print(f"suite {name}: {passed}/{len(outcomes)} cells passed · {sdir}", style="bold", markup=False)
+    rows = []
+    for o in outcomes:
+        r = o.row or {}
+        rate, avail = r.get("loss_rate"), r.get("availability_in_faults")
+        rows.append(["[green]PASS[/]" if o.passed else f"[red]{'ERROR' if o.error else 'FAIL'}[/]", o.short,
+                     f"{r.get('runs', 0)}: {r.get('valid', 0)}/{r.get('invalid', 0)}/{r.get('unknown', 0)}",
+                     str(r.get("acked", "-")), f"{r.get('lost', '-')}" + ("" if rate is None else f" ({rate:.1%})"),
+                     "-" if avail is None else f"{avail:.0%}", _promise(r)])
+    table, hidden = fit_table(console, SUITE_COLUMNS, rows)
+    console.print(table)
+    _legend(console, ["result: FAIL when a promise broke in any run; ERROR when a run could not be run"]
+            + [v for k, v in SUITE_LEGEND.items() if k not in hidden], hidden, "compare.html has every column")
+    console.print(f"compare: {sdir / 'compare.html'}  junit: {sdir / 'report.xml'}", markup=False)
+
+
+def _promise(r: dict[str, Any]) -> str:
+    """held / BROKEN / none, with the writes lost outside Kafka's guarantee when there were any."""
+    outside = r.get("lost_outside_promise") or 0
+    note = f" ({outside} outside)" if outside and r.get("promise_held") is not None else ""
+    if r.get("promise_held") is None:
+        return "none" if r.get("promise") != "no loss" else "-"
+    return ("held" if r["promise_held"] else "[red]BROKEN[/]") + note
+
+
+# --- a scenario ---
+
+def print_scenario(console: Console, sc: "Scenario", sdir: Path, results: Sequence["VariantResult"]) -> None:
+    """The scenario's verdict: a title line, one row per variant (result, prediction, runs that matched it,
+    the rate, what was observed) and a legend."""
+    from harness.scenario_run import PER_RUN_UP_TO, SHOWN, observed_text, spread_text
+
+    agreed = sum(r.agreed for r in results)
+    console.print(f"scenario {sc.name}: predictions held in {agreed}/{len(results)} variants · {sdir}",
+                  style="bold", markup=False)
+    many = any(len(r.runs) > PER_RUN_UP_TO for r in results)
+    columns = (Column("result", keep=True), Column("variant", keep=True), Column("prediction", drop=2),
+               Column("matched", drop=3), Column("rate (95% CI)", drop=4),
+               Column("observed: median (min–max)" if many else "observed (per run)", drop=1))
+    rows = []
+    for r in results:
+        names = tuple(dict.fromkeys((*SHOWN, *sc.variant_of_name(r.name).predict.names)))
+        if len(r.runs) > PER_RUN_UP_TO:
+            seen = [" ".join(f"{k}={v}" for k, v in spread_text(r, names).items())]
+            seen += [f"[red]missed rep {x['rep'] + 1}: {observed_text(x['metrics'], names)}[/]"
+                     for x in r.runs if not x["matched"]]
+        else:
+            seen = [observed_text(x["metrics"], names) for x in r.runs]
+        seen += [f"[red]{e}[/]" for e in r.errors]
+        mark = "[red]MISSED[/]" if r.matched < len(r.runs) else "[green]AGREED[/]" if r.agreed else "[red]ERROR[/]"
+        rows.append([mark, r.name, r.predict, r.rate.fraction(), r.rate.interval(), "\n".join(seen)])
+    table, hidden = fit_table(console, columns, rows)
+    console.print(table)
+    legend = ["result: AGREED when every run bore out the prediction; MISSED when one did not; "
+              "ERROR when a run could not be run"]
+    if any(r.errors for r in results):
+        legend.append("errored runs are not evidence either way: they count in neither matched nor the rate")
+    _legend(console, legend, hidden, f"scenario.json has them: {sdir / 'scenario.json'}")
+
+
+# --- a repro ---
+
+def print_repro(console: Console, report: dict[str, Any]) -> None:
+    """The repro's verdict: a title line and one row per attempt (reproduced, anomalies, lost/acked, run)."""
+    console.print(f"repro of {report['original']}: anomalies {', '.join(report['anomalies']) or 'none'} "
+                  f"reappeared in {report['reproduced']}/{report['attempts']} attempt(s)", style="bold", markup=False)
+    columns = (Column("attempt", keep=True), Column("reproduced", keep=True), Column("anomalies", drop=1),
+               Column("lost/acked", drop=2), Column("same faults", drop=3), Column("run", drop=4))
+    rows = []
+    for i, r in enumerate(report["runs"], 1):
+        c = r.get("counts") or {}
+        rows.append([str(i), "[green]yes[/]" if r["reproduced"] else "[red]no[/]",
+                     ", ".join(r["anomalies"]) or (r.get("error") or "none"),
+                     f"{c.get('lost', '-')}/{c.get('acked', '-')}", str(r.get("same_faults", "-")), str(r["run"])])
+    table, hidden = fit_table(console, columns, rows)
+    console.print(table)
+    _legend(console, [], hidden, f"repro.json has them: {report.get('dir', '')}")
+
+
+# --- a shrink ---
+
+def print_shrunk(console: Console, out: dict[str, Any]) -> None:
+    """The shrink's result: how much smaller the schedule got, where it is and how to replay it."""
+    a, b = out["original_size"], out["smallest"]["size"]
+    console.print(f"shrunk {out['anomaly']}: {a['episodes']:g} → {b['episodes']:g} faults, "
+                  f"{a['nodes']:g} → {b['nodes']:g} nodes aimed at, "
+                  f"{a['fault_s']:g} → {b['fault_s']:g} s of faults, "
+                  f"{a['time_limit']:g} → {b['time_limit']:g} s run; "
+                  f"{out['tried']} candidates, {out['runs']} runs", style="bold", markup=False)
+    console.print(f"schedule: {out['dir']}/schedule.json\nreplay: {out['replay']}", markup=False)
+
+
+# --- --dry-run ---
+
+def suite_plan(suite: "Suite", seed: int | None, where: Path) -> list[str]:
+    """What `kchaos suite FILE` would run: the options every cell shares, then each cell with its seeds."""
+    runs = len(suite.cells) * suite.repeat
+    seconds = suite.repeat * sum(suite.config(c, 0, Path("/tmp"), "local[*]").time_limit for c in suite.cells)
+    lines = [f"suite {suite.name}: {len(suite.cells)} cells × {_times(suite.repeat)} = {runs} runs, "
+             f"seed {'random' if seed is None else seed}, {_minutes(seconds)} of workload → {where}"]
+    shared = _shared([c.options for c in suite.cells], [c.params for c in suite.cells])
+    if shared:
+        lines.append("every cell: " + " ".join(f"{k}={show(v)}" for k, v in shared))
+    w, lw = max(len(c.name) for c in suite.cells), max(len(c.label()) for c in suite.cells)
+    for c in suite.cells:
+        seeds = "" if seed is None else "  " + _seeds([suite.run_seed(seed, c, r) for r in range(suite.repeat)])
+        lines.append(f"  {c.name:<{w}}  {c.label():<{lw}}{seeds}".rstrip())
+    return lines
+
+
+def scenario_plan(sc: "Scenario", suite: "Suite", seed: int, where: Path) -> list[str]:
+    """What `kchaos scenario NAME` would run: each variant of `suite` (the scenario as a suite) with its
+    prediction, its options, its faults and its seeds."""
+    lines = [f"scenario {sc.name}: {len(suite.cells)} variants × {_times(suite.repeat)} = "
+             f"{len(suite.cells) * suite.repeat} runs, seed {seed} → {where}"]
+    for c in suite.cells:
+        v = sc.variant_of_name(c.name)
+        opts = dict(c.options)
+        faults = f"schedule of {len(v.schedule)} faults" if v.schedule is not None else \
+            f"nemesis {show(opts.get('nemesis', 'kill-leader'))}"
+        shown = " ".join(f"{k}={show(x)}" for k, x in c.options if k != "schedule")
+        lines.append(f"  {v.name}: predicts {v.predict.text}")
+        lines.append(f"      {shown}; {faults}; " + _seeds([suite.run_seed(seed, c, r) for r in range(suite.repeat)]))
+    return lines
+
+
+def _shared(options: list[tuple], params: list[tuple]) -> list[tuple[str, Any]]:
+    """The (key, value) pairs every cell has, that no cell sets itself: the suite's base as it applies."""
+    own = [dict(o) for o in options]
+    keys = [k for k, _ in options[0] if all(k not in dict(p) for p in params)]
+    return [(k, own[0][k]) for k in keys if all(k in o and show(o[k]) == show(own[0][k]) for o in own)]
+
+
+def _seeds(seeds: list[int]) -> str:
+    """`seed 7`, `seeds 7, 9`, `seeds 7, 9, 11, 13 and 6 more`."""
+    more = f" and {len(seeds) - SEEDS_SHOWN} more" if len(seeds) > SEEDS_SHOWN else ""
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds[:SEEDS_SHOWN])) + more
+
+
+def _times(n: int) -> str:
+    return "1 repetition" if n == 1 else f"{n} repetitions"
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:g} s" if seconds < 120 else f"{seconds / 60:.0f} min"
