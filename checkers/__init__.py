@@ -1,4 +1,4 @@
-"""Checkers: decide whether a recorded history is valid, and write results.json.
+"""Checkers: find the anomalies of a recorded history, judge the run (checkers/verdict.py), write results.json.
 
 A new checker is one module implementing harness.protocols.Checker (with a
 constructor taking `master=`, and `check_many` for checking several runs in
@@ -19,9 +19,10 @@ from checkers.promise_run import loss_section, rules_of
 from checkers.compose import exit_code, merge_valid, run_checkers
 from checkers.queue import QueueChecker
 from checkers.spark import prestart
+from checkers.verdict import SOURCE, Judgement, judge, judged, merge
 
 CHECKERS: dict[str, Callable[..., Checker]] = {
-    "queue": QueueChecker,
+    SOURCE: QueueChecker,
 }
 
 HISTORY_FILE = "history.jsonl"
@@ -31,16 +32,18 @@ RESULTS_FILE = "results.json"
 SUMMARY_KEYS = ("counts", "examples", "loss", "stats", "latency_ms", "timeline")
 
 __all__ = ["CHECKERS", "CheckInputError", "QueueChecker", "check_path", "check_runs", "check_tree", "exit_code",
-           "find_runs", "judge_loss", "merge_valid", "rejudge_loss", "run_checkers", "validate_history"]
+           "find_runs", "judge", "judge_loss", "judge_run", "merge_valid", "rejudge_loss", "run_checkers", "validate_history"]
 
 
 def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
     """Check a run directory (holding history.jsonl) or a bare history file.
 
     test.json beside the history is used if present, else `{}` (idempotence
-    off). Returns `{"valid", "counts", "examples", "loss", "stats",
-    "latency_ms", "timeline", "checkers": {name: full result}}` and writes it
-    as results.json beside the history. Raises CheckInputError, before
+    off). Returns `{"valid", "verdict", "failed", "allowed", "why",
+    "undecided", "counts", "examples", "loss", "stats", "latency_ms",
+    "timeline", "checkers": {name: full result}}` and writes it as
+    results.json beside the history: `verdict` is checkers.verdict.judge's
+    word, and `valid` matches it (True pass, False fail, "unknown"). Raises CheckInputError, before
     running any checker, for a missing path, a directory without
     history.jsonl, an unreadable test.json or faults.json, or a malformed
     history (see `validate_history`). The history is converted to Parquet
@@ -66,12 +69,14 @@ def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
 
 
 def _write_result(history: Path, composed: dict[str, Any]) -> dict[str, Any]:
-    queue = composed.get("queue", {})
+    queue = composed.get(SOURCE, {})
     result: dict[str, Any] = {"valid": composed["valid"]}
     result.update({k: queue[k] for k in SUMMARY_KEYS if k in queue})
     if "loss" in result:
         result["loss"] = {**result["loss"], **judge_loss(history, result)}
     result["checkers"] = {k: v for k, v in composed.items() if k != "valid"}
+    # The checkers' merged `valid` counts every anomaly; the run's word also weighs what the configuration allows.
+    result = judged(result, _load_test(history.parent / TEST_FILE))
     _write_json(history.parent / RESULTS_FILE, result)
     return result
 
@@ -90,8 +95,8 @@ def judge_loss(history: Path, result: dict[str, Any]) -> dict[str, Any]:
 
 def rejudge_loss(run: Path) -> dict[str, Any]:
     """Apply the guarantee again to a checked run's lost writes (after its evidence was decoded, the KRaft
-    metadata log gives the exact ISR) and rewrite results.json; return the results. Raises CheckInputError
-    when the run was never checked."""
+    metadata log gives the exact ISR), judge the run again and rewrite results.json; return the results.
+    Raises CheckInputError when the run was never checked."""
     path = Path(run) / RESULTS_FILE
     try:
         result = json.loads(path.read_text(encoding="utf-8"))
@@ -99,8 +104,21 @@ def rejudge_loss(run: Path) -> dict[str, Any]:
         raise CheckInputError(f"{path}: no readable results ({e})") from None
     if "loss" in result:
         result["loss"] = {**result["loss"], **judge_loss(Path(run) / HISTORY_FILE, result)}
+        result = judged(result, _load_test(Path(run) / TEST_FILE))
         _write_json(path, result)
     return result
+
+
+def judge_run(run: Path) -> Judgement:
+    """The verdict of a run directory from its results.json and test.json (checkers/verdict.py), as every surface
+    shows it; "unknown" (not checked) without a readable results.json."""
+    try:
+        results = json.loads((Path(run) / RESULTS_FILE).read_text(encoding="utf-8"))
+        test = json.loads((Path(run) / TEST_FILE).read_text(encoding="utf-8")) if (Path(run) / TEST_FILE).exists() \
+            else {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        results, test = {}, {}
+    return judge(results if isinstance(results, dict) else {}, test if isinstance(test, dict) else {})
 
 
 def find_runs(root: Path) -> list[Path]:
@@ -124,8 +142,8 @@ def check_tree(root: Path, spark_master: str = "local[*]") -> dict[str, Any]:
     Each run gets its results.json as `check_path` writes it; `root` gets
     checks.json and checks.csv with a row per run (see checkers/table.py).
     A run whose input is malformed gets a row with its one-line error and
-    verdict "unknown"; the others are still checked. Returns `{"valid"
-    (merged over every run), "runs": [row, ...]}`. Raises CheckInputError if
+    verdict "unknown"; the others are still checked. Returns `{"verdict",
+    "valid" (merged over every run), "runs": [row, ...]}`. Raises CheckInputError if
     `root` holds no run at all.
     """
     from checkers.table import write_table
@@ -136,7 +154,8 @@ def check_tree(root: Path, spark_master: str = "local[*]") -> dict[str, Any]:
         raise CheckInputError(f"{root}: no runs ({HISTORY_FILE}) below this directory")
     rows = check_runs(root, runs, spark_master)
     write_table(root, rows)
-    return {"valid": merge_valid(*(r["valid"] for r in rows)), "runs": rows}
+    return {"verdict": merge([r["verdict"] for r in rows]), "valid": merge_valid(*(r["valid"] for r in rows)),
+            "runs": rows}
 
 
 def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]") -> list[dict[str, Any]]:

@@ -49,14 +49,15 @@ def run_checkers(checkers: Mapping[str, Checker], test: dict[str, Any],
     return {"valid": merge_valid(*(r["valid"] for r in out.values())), **out}
 
 
-def exit_code(valid: Valid) -> int:
-    """The CLI exit status for a verdict: True -> 0, False -> 1, "unknown" -> 2.
+def exit_code(valid: Valid | str) -> int:
+    """The CLI exit status for a verdict (checkers/verdict.py) or the `valid` matching it: pass or True -> 0,
+    fail or False -> 1, unknown -> 2.
 
     (3, bad input, is decided before any checker runs.) Raises ValueError otherwise.
     """
-    if valid is True:
+    if valid is True or valid == "pass":
         return 0
-    if valid is False:
+    if valid is False or valid == "fail":
         return 1
     if valid == "unknown":
         return 2

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.reference import COUNTS
+from checkers.verdict import FAIL, PASS, judge
 from harness.faults import FaultCatalogue, FaultsError, read_faults
 from harness.history import read_history
 
@@ -31,7 +32,7 @@ METRICS: dict[str, str] = {
     "faults": "faults the nemesis applied (recorded ok)",
     "recovery_s": "seconds from the last fault applied to the next acknowledged write (to the end of the workload "
                   "if none came)",
-    "valid": "1 when the checker's verdict is valid, 0 when invalid, -1 when unknown",
+    "valid": "1 when the run's verdict is pass, 0 when it is fail, -1 when unknown (docs/verdicts.md)",
     "lost_in_promise": "lost writes that Kafka's guarantee covered: an in-sync replica held them throughout "
                        "(checkers/promise.py); with acks=1 or unclean election configured, 0",
     "lost_outside_promise": "lost writes outside the guarantee (every replica that counted lost power, an unclean "
@@ -58,7 +59,11 @@ def observe(run: Path) -> dict[str, float]:
     except FaultsError as e:
         raise ObserveError(str(e)) from None
     out.update(_from_history(run / "history.jsonl", catalogue))
-    out["valid"] = {True: 1, False: 0}.get(results.get("valid"), -1)
+    try:
+        test = json.loads((run / "test.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        test = {}
+    out["valid"] = {PASS: 1, FAIL: 0}.get(judge(results, test if isinstance(test, dict) else {}).verdict, -1)
     loss = results.get("loss") or {}
     inside = int(loss.get("lost_in_promise", out["lost"] if loss.get("promised") else 0) or 0)
     out["lost_in_promise"], out["lost_outside_promise"] = inside, out["lost"] - inside

@@ -1,8 +1,9 @@
 """One row per checked run: what `kchaos check DIR` prints and writes as checks.json and checks.csv.
 
-A row names the run (its path below the checked directory), its configuration
-(acks, min.insync.replicas, unclean election, idempotence, nemeses), the
-verdict, every anomaly count, whether the configuration promised no loss,
+A row names the run (its path below the checked directory), its verdict
+(checkers/verdict.py: pass, fail or unknown, and `valid` matching it), its
+configuration (acks, min.insync.replicas, unclean election, idempotence,
+nemeses), every anomaly count, whether the configuration promised no loss,
 send availability (overall and inside fault windows) and send latency.
 """
 from __future__ import annotations
@@ -14,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from checkers.reference import COUNTS, Settings
+from checkers.verdict import of_valid
 
 __all__ = ["COLUMNS", "in_faults", "row", "write_table"]
 
-COLUMNS = ("run", "valid", "acks", "min_insync", "unclean", "idempotence", "nemesis", *COUNTS,
+COLUMNS = ("run", "verdict", "valid", "acks", "min_insync", "unclean", "idempotence", "nemesis", *COUNTS,
            "loss_promised", "loss_expected_by_configuration", "availability", "availability_in_faults",
            "send_p50_ms", "send_p99_ms", "error")
 
@@ -45,6 +47,7 @@ def row(root: Path, run: Path, test: dict[str, Any], result: dict[str, Any], err
         error = next((r["error"] for r in result.get("checkers", {}).values() if r.get("error")), None)
     return {
         "run": str(run.relative_to(root)) if run != root else ".",
+        "verdict": result.get("verdict") or of_valid(result.get("valid")),
         "valid": result.get("valid", "unknown"),
         "acks": settings.acks, "min_insync": settings.min_insync, "unclean": settings.unclean,
         "idempotence": settings.idempotence,

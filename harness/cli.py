@@ -1,6 +1,6 @@
 """`kchaos` command line: parse the arguments (harness/cli_parser.py), run the command, print its verdict on
 stdout and its steps on stderr, and turn every error into one line and an exit code (harness/exit_codes.py:
-0 valid, 1 invalid, 2 unknown, 3 bad input, 4 environment, 5 the cluster failed, 130 interrupted).
+0 pass, 1 fail, 2 unknown (docs/verdicts.md), 3 bad input, 4 environment, 5 the cluster failed, 130 interrupted).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from rich.console import Console
 from harness import cli_experiments
 from harness.cli_parser import build_parser, unrecognized
 from harness.config import ConfigError
-from harness.console import print_suite, run_headline, run_summary, runs_summary, suite_plan
+from harness.console import print_run, print_suite, run_headline, runs_summary, suite_plan
 from harness.exit_codes import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_ENV, EXIT_INTERRUPTED
 from harness.options import config_from_args
 from harness.terminal import make_console
@@ -51,7 +51,8 @@ def _suite(args: argparse.Namespace, console: Console, out: Console, argv: list[
         print(f"kchaos: suite interrupted; continue it with: kchaos suite {args.file} --resume", file=sys.stderr)
         return EXIT_INTERRUPTED
     print_suite(out, suite.name, sdir, outcomes)
-    return 0 if all(o.passed for o in outcomes) else 1
+    from reports.junit import exit_code as suite_exit_code
+    return suite_exit_code(outcomes)
 
 
 def _reports(args: argparse.Namespace, console: Console, out: Console) -> int:
@@ -98,9 +99,11 @@ def _check(args: argparse.Namespace, console: Console, out: Console) -> int:
         write_report_safely(path, console.print)
     if args.json:
         print(json.dumps(results, indent=2))
+    elif many:
+        out.print(runs_summary(results), markup=False, highlight=False)
     else:
-        out.print(runs_summary(results) if many else run_summary(results), markup=False, highlight=False)
-    return exit_code(results["valid"])
+        print_run(out, results)
+    return exit_code(results.get("verdict") or results["valid"])
 
 
 def _explain(run: Path, console: Console, all_ranges: bool = False) -> int:
@@ -193,8 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg = preflight(config_from_args(args))
         run, results = run_test(cfg, argv=_command(argv), console=console, keep=args.keep)
         out.print(run_headline(cfg, run), markup=False, highlight=False)
-        out.print(run_summary(results), markup=False, highlight=False)
-        return exit_code(results["valid"])
+        print_run(out, results)
+        return exit_code(results.get("verdict") or results["valid"])
     except (ConfigError, StoreError, CheckInputError, HistoryError, ReportsInputError) as e:
         print(f"kchaos: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -18,11 +18,12 @@ if TYPE_CHECKING:
 
 
 ABOUT = {
-    "scenario": ("run a known data-loss scenario and say whether its prediction held",
+    "scenario": ("run a known data-loss scenario and say whether its runs match its prediction",
                  "Run every variant of a scenario (scenarios/NAME.yaml, or a scenario file: a configuration, an "
                  "exact fault schedule and a prediction, docs/scenarios.md) and judge each run's observed metrics "
                  "against the prediction. The runs go in STORE/scenarios/NAME/<UTC stamp>/ with scenario.json and "
-                 "a JUnit report.xml. The exit code is 0 when every prediction held. --list shows the scenarios; "
+                 "a JUnit report.xml. Each run's verdict (pass, fail, unknown) is shown beside whether it matches the "
+                 "prediction. The exit code is 0 when every prediction matched. --list shows the scenarios; "
                  "--dry-run checks the file and prints the variants it would run."),
     "repro": ("re-run a recorded run exactly; say whether its anomalies reappear",
               "Re-run a recorded run with its configuration, seed and fault schedule, as many times as --attempts "

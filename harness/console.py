@@ -1,12 +1,16 @@
 """What a person reads on the console when a command is done or planned: a run's summary, `kchaos check`'s
 summary, the suite, scenario and repro tables with a legend under them, and what `--dry-run` would run.
 
+Verdicts are the words of docs/verdicts.md (pass, fail, unknown; a scenario's prediction matches or misses,
+beside the verdict), coloured by severity (reports/severity.py): never green for a run that lost writes.
+
 A table fits a terminal by wrapping its least important columns, then leaving them out, and says which it
 left out; the cell (or variant) name and the verdict are never shortened. Off a terminal every column is as
 wide as its content (harness/terminal.py).
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -16,8 +20,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from checkers.verdict import Judgement, of_valid
 from harness.spec_files import show
 from harness.terminal import interactive
+from reports.severity import RICH, level, rich_verdict
 
 if TYPE_CHECKING:
     from harness.config import TestConfig
@@ -93,24 +99,36 @@ def run_headline(cfg: "TestConfig", run: Path) -> str:
 
 
 def run_summary(results: dict[str, Any]) -> str:
-    """One screen of a run's results: the verdict, the counts and up to five examples of each anomaly."""
-    counts = results.get("counts", {})
-    lines = [f"valid: {results.get('valid')}"]
-    lines += [f"  {k:<22} {v}" for k, v in counts.items()]
+    """One screen of a run's results: the verdict with what failed, what was observed and allowed, and why it is
+    unknown (docs/verdicts.md), then the counts and up to five examples of each anomaly."""
+    lines = Judgement.from_results(results).lines()
+    lines += [f"  {k:<22} {v}" for k, v in results.get("counts", {}).items()]
     for k, ex in results.get("examples", {}).items():
         if k != "acked":
             lines.append(f"  e.g. {k}: {ex[:5]}")
     return "\n".join(lines)
 
 
+def print_run(console: Console, results: dict[str, Any]) -> None:
+    """`run_summary` on `console`, its verdict line coloured by the run's severity (reports/severity.py)."""
+    counts = results.get("counts") or {}
+    j = Judgement.from_results(results)
+    style = RICH[level(j.verdict, counts.get("lost"), counts.get("acked"), bool(j.allowed))]
+    first, _, rest = run_summary(results).partition("\n")
+    console.print(first, style=style, markup=False, highlight=False)
+    if rest:
+        console.print(rest, markup=False, highlight=False)
+
+
 def runs_summary(results: dict[str, Any]) -> str:
     """One line per run checked by `kchaos check DIR`: verdict, configuration, acked, lost, error. Run paths are
     never cut: the first column is as wide as the longest."""
     w = max([3, *(len(r["run"]) for r in results["runs"])])
-    head = f"{'run':<{w}} {'valid':<8} {'acks':<4} {'minisr':<6} {'acked':>9} {'lost':>8} {'promised':<8} faults-avail"
-    lines = [f"valid: {results['valid']}", head]
+    head = f"{'run':<{w}} {'verdict':<8} {'acks':<4} {'minisr':<6} {'acked':>9} {'lost':>8} {'promised':<8} faults-avail"
+    lines = [f"verdict: {results.get('verdict') or of_valid(results.get('valid'))}", head]
     for r in results["runs"]:
-        line = (f"{r['run']:<{w}} {str(r['valid']):<8} {str(r['acks']):<4} {str(r['min_insync']):<6} "
+        verdict = r.get("verdict") or of_valid(r.get("valid"))
+        line = (f"{r['run']:<{w}} {verdict:<8} {str(r['acks']):<4} {str(r['min_insync']):<6} "
                 f"{str(r['acked']):>9} {str(r['lost']):>8} {str(r['loss_promised']):<8} {r['availability_in_faults']}")
         lines.append(line + (f"\n    error: {r['error']}" if r["error"] else ""))
     return "\n".join(lines)
@@ -118,60 +136,70 @@ def runs_summary(results: dict[str, Any]) -> str:
 
 # --- a suite ---
 
-SUITE_COLUMNS = (Column("result", keep=True), Column("cell", keep=True),
-                 Column("runs ok/bad/?", "right", drop=3), Column("acked", "right", drop=5),
-                 Column("lost (rate)", "right", drop=1), Column("in faults", "right", drop=4),
-                 Column("promise", drop=2))
+SUITE_COLUMNS = (Column("verdict", keep=True), Column("cell", keep=True),
+                 Column("runs pass/fail/?", "right", drop=3), Column("acked", "right", drop=5),
+                 Column("lost (rate)", "right", drop=1), Column("inside promise", "right", drop=2),
+                 Column("in faults", "right", drop=4), Column("promise", drop=6))
 SUITE_LEGEND = {
-    "runs ok/bad/?": "runs ok/bad/?: the cell's runs, then how many the checker judged valid / invalid / unknown",
+    "verdict": "verdict: fail when a run shows an anomaly its configuration promises against, unknown when the "
+               "checker could not decide, else pass; error when a run could not be run (docs/verdicts.md); "
+               "the colour is the severity (red from 10% of the writes lost)",
+    "runs pass/fail/?": "runs pass/fail/?: the cell's runs, then how many passed / failed / are unknown",
+    "inside promise": "inside promise: lost writes that Kafka's guarantee covered (each fails the run); "
+                      "- when the configuration promises no loss",
     "in faults": "in faults: the share of sends made while a fault was on that were acknowledged",
-    "promise": "promise: held; BROKEN (a write lost that Kafka's guarantee covered); none (acks=1 or unclean "
-               "election promise no loss); (N outside): writes lost outside the guarantee",
+    "promise": "promise: what the configuration promises (no loss: acks=all without unclean election; "
+               "no duplicates: idempotence)",
 }
+GROUNDS_SHOWN = 10  # cells whose failed and allowed anomalies are listed under the suite table
 
 
 def print_suite(console: Console, name: str, sdir: Path, outcomes: Sequence["CellOutcome"]) -> None:
-    """The suite's verdict: a title line, one row per cell (result, cell, runs, acked, lost, availability in
-    faults, promise), a legend, and where compare.html and report.xml are."""
-    passed = sum(o.passed for o in outcomes)
-    console.print(f"suite {name}: {passed}/{len(outcomes)} cells passed · {sdir}", style="bold", markup=False)
+    """The suite's verdict: a title line, one row per cell (verdict, cell, runs, acked, lost, lost inside the
+    promise, availability in faults, promise), a legend, what failed or was observed and allowed per cell, and
+    where compare.html and report.xml are."""
+    tally = Counter(o.result for o in outcomes)
+    words = ", ".join(f"{tally[w]} {w if w != 'pass' else 'passed'}" for w in ("pass", "fail", "unknown", "error")
+                      if tally[w] and w != "pass")
+    console.print(f"suite {name}: {tally['pass']}/{len(outcomes)} cells passed{', ' + words if words else ''} · {sdir}",
+                  style="bold", markup=False)
     rows = []
     for o in outcomes:
         r = o.row or {}
         rate, avail = r.get("loss_rate"), r.get("availability_in_faults")
-        rows.append(["[green]PASS[/]" if o.passed else f"[red]{'ERROR' if o.error else 'FAIL'}[/]", o.short,
-                     f"{r.get('runs', 0)}: {r.get('valid', 0)}/{r.get('invalid', 0)}/{r.get('unknown', 0)}",
+        inside = r.get("lost_in_promise") if str(r.get("promise", "")).startswith("no loss") else None
+        rows.append([rich_verdict(o.result, "severe" if o.error else o.severity), o.short,
+                     f"{r.get('runs', 0)}: {r.get('pass', 0)}/{r.get('fail', 0)}/{r.get('unknown', 0)}",
                      str(r.get("acked", "-")), f"{r.get('lost', '-')}" + ("" if rate is None else f" ({rate:.1%})"),
-                     "-" if avail is None else f"{avail:.0%}", _promise(r)])
+                     "-" if inside is None else str(inside), "-" if avail is None else f"{avail:.0%}",
+                     str(r.get("promise", "-"))])
     table, hidden = fit_table(console, SUITE_COLUMNS, rows)
     console.print(table)
-    _legend(console, ["result: FAIL when a promise broke in any run; ERROR when a run could not be run"]
-            + [v for k, v in SUITE_LEGEND.items() if k not in hidden], hidden, "compare.html has every column")
+    grounds = [o for o in outcomes if o.row and (o.row.get("fails") or o.row.get("allowed"))]
+    for o in grounds[:GROUNDS_SHOWN]:
+        parts = [f"fails: {o.row['fails']}"] if o.row.get("fails") else []
+        parts += [f"observed, allowed: {o.row['allowed']}"] if o.row.get("allowed") else []
+        console.print(f"{o.short}: {'; '.join(parts)}", markup=False, highlight=False)
+    if len(grounds) > GROUNDS_SHOWN:
+        console.print(f"... {len(grounds) - GROUNDS_SHOWN} more cells with anomalies: compare.html lists them",
+                      markup=False)
+    _legend(console, [v for k, v in SUITE_LEGEND.items() if k not in hidden], hidden, "compare.html has every column")
     console.print(f"compare: {sdir / 'compare.html'}  junit: {sdir / 'report.xml'}", markup=False)
-
-
-def _promise(r: dict[str, Any]) -> str:
-    """held / BROKEN / none, with the writes lost outside Kafka's guarantee when there were any."""
-    outside = r.get("lost_outside_promise") or 0
-    note = f" ({outside} outside)" if outside and r.get("promise_held") is not None else ""
-    if r.get("promise_held") is None:
-        return "none" if r.get("promise") != "no loss" else "-"
-    return ("held" if r["promise_held"] else "[red]BROKEN[/]") + note
 
 
 # --- a scenario ---
 
 def print_scenario(console: Console, sc: "Scenario", sdir: Path, results: Sequence["VariantResult"]) -> None:
-    """The scenario's verdict: a title line, one row per variant (result, prediction, runs that matched it,
-    the rate, what was observed) and a legend."""
+    """The scenario's verdict: a title line, one row per variant (verdict, variant, whether the prediction matches,
+    the prediction, runs that matched it, the rate, what was observed) and a legend."""
     from harness.scenario_run import PER_RUN_UP_TO, SHOWN, observed_text, spread_text
 
     agreed = sum(r.agreed for r in results)
-    console.print(f"scenario {sc.name}: predictions held in {agreed}/{len(results)} variants · {sdir}",
+    console.print(f"scenario {sc.name}: predictions matched in {agreed}/{len(results)} variants · {sdir}",
                   style="bold", markup=False)
     many = any(len(r.runs) > PER_RUN_UP_TO for r in results)
-    columns = (Column("result", keep=True), Column("variant", keep=True), Column("prediction", drop=2),
-               Column("matched", drop=3), Column("rate (95% CI)", drop=4),
+    columns = (Column("verdict", keep=True), Column("variant", keep=True), Column("prediction", keep=True),
+               Column("predicted", drop=2), Column("matched", drop=3), Column("rate (95% CI)", drop=4),
                Column("observed: median (min–max)" if many else "observed (per run)", drop=1))
     rows = []
     for r in results:
@@ -183,12 +211,16 @@ def print_scenario(console: Console, sc: "Scenario", sdir: Path, results: Sequen
         else:
             seen = [observed_text(x["metrics"], names) for x in r.runs]
         seen += [f"[red]{e}[/]" for e in r.errors]
-        mark = "[red]MISSED[/]" if r.matched < len(r.runs) else "[green]AGREED[/]" if r.agreed else "[red]ERROR[/]"
-        rows.append([mark, r.name, r.predict, r.rate.fraction(), r.rate.interval(), "\n".join(seen)])
+        lost, acked = (sum(int(x["metrics"].get(k) or 0) for x in r.runs) for k in ("lost", "acked"))
+        verdict = rich_verdict(r.verdict, level(r.verdict, lost, acked)) if r.runs else ""
+        verdict += (" " if r.runs else "") + f"[red]{len(r.errors)} error[/]" if r.errors else ""
+        word = {"matches": "[green]matches[/]", "misses": "[red]misses[/]"}.get(r.prediction or "", "-")
+        rows.append([verdict, r.name, word, r.predict, r.rate.fraction(), r.rate.interval(), "\n".join(seen)])
     table, hidden = fit_table(console, columns, rows)
     console.print(table)
-    legend = ["result: AGREED when every run bore out the prediction; MISSED when one did not; "
-              "ERROR when a run could not be run"]
+    legend = ["verdict: the checked runs' verdict (docs/verdicts.md), pass, fail or unknown; N error: runs that could "
+              "not be run",
+              "prediction: matches when every run bore out the prediction; misses when one did not"]
     if any(r.errors for r in results):
         legend.append("errored runs are not evidence either way: they count in neither matched nor the rate")
     _legend(console, legend, hidden, f"scenario.json has them: {sdir / 'scenario.json'}")
@@ -200,12 +232,14 @@ def print_repro(console: Console, report: dict[str, Any]) -> None:
     """The repro's verdict: a title line and one row per attempt (reproduced, anomalies, lost/acked, run)."""
     console.print(f"repro of {report['original']}: anomalies {', '.join(report['anomalies']) or 'none'} "
                   f"reappeared in {report['reproduced']}/{report['attempts']} attempt(s)", style="bold", markup=False)
-    columns = (Column("attempt", keep=True), Column("reproduced", keep=True), Column("anomalies", drop=1),
-               Column("lost/acked", drop=2), Column("same faults", drop=3), Column("run", drop=4))
+    columns = (Column("attempt", keep=True), Column("reproduced", keep=True), Column("verdict", drop=5),
+               Column("anomalies", drop=1), Column("lost/acked", drop=2), Column("same faults", drop=3),
+               Column("run", drop=4))
     rows = []
     for i, r in enumerate(report["runs"], 1):
         c = r.get("counts") or {}
         rows.append([str(i), "[green]yes[/]" if r["reproduced"] else "[red]no[/]",
+                     r.get("verdict") or ("error" if r.get("error") else of_valid(r.get("valid"))),
                      ", ".join(r["anomalies"]) or (r.get("error") or "none"),
                      f"{c.get('lost', '-')}/{c.get('acked', '-')}", str(r.get("same_faults", "-")), str(r["run"])])
     table, hidden = fit_table(console, columns, rows)

@@ -1,5 +1,5 @@
-"""The `kchaos` command line's exit codes beyond 0 valid, 1 invalid and 2 unknown (checkers.exit_code), and what
-every code means (`kchaos --help` lists them)."""
+"""The `kchaos` command line's exit codes beyond the verdict's 0 pass, 1 fail and 2 unknown (checkers.exit_code;
+docs/verdicts.md), and what every code means (`kchaos --help` lists them)."""
 from __future__ import annotations
 
 EXIT_BAD_INPUT = 3  # options, paths, histories, suite and scenario files
@@ -8,11 +8,14 @@ EXIT_CLUSTER = 5  # the cluster failed
 EXIT_INTERRUPTED = 130  # SIGINT or SIGTERM
 
 MEANINGS = (
-    (0, "valid; suite: every cell passed; scenario: every prediction held; repro: every attempt reproduced; "
+    (0, "pass: no anomaly the configuration promises against (anomalies it allows are reported, docs/verdicts.md); "
+        "suite: every cell passed; scenario: every prediction matched; repro: every attempt reproduced; "
         "shrink: a smaller schedule was found"),
-    (1, "invalid: an anomaly was found; suite: a cell failed or errored; scenario, repro, shrink: the opposite of 0"),
-    (2, "unknown: nothing invalid was found, but not everything could be checked (e.g. the final read did not "
-        "complete)"),
+    (1, "fail: an anomaly the configuration promises against (a write lost inside Kafka's guarantee, a duplicate "
+        "with idempotence on, ...); suite: a cell failed or errored; scenario: a prediction missed; repro, shrink: "
+        "the opposite of 0"),
+    (2, "unknown: nothing failed, but the checker could not decide (e.g. the final read did not complete); "
+        "suite: no cell failed or errored, and one is unknown"),
     (EXIT_BAD_INPUT, "bad input: options, paths, histories, suite, scenario and hosts files; nothing was created"),
     (EXIT_ENV, "environment: no Docker Engine, no Kafka jars, the image build failed, a host unreachable, refusing "
                "the login or its host key, or lacking what kchaos needs"),

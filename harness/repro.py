@@ -78,7 +78,7 @@ def attempt(cfg: TestConfig, runner: Runner, console: Console, argv: list[str], 
         return {"run": None, "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
                 "reproduced": False, "anomalies": [], "counts": {}}
     kinds = anomaly_kinds(results)
-    out = {"run": str(run), "valid": results.get("valid"), "anomalies": kinds, "counts": results.get("counts", {}),
+    out = {"run": str(run), "verdict": results.get("verdict"), "valid": results.get("valid"), "anomalies": kinds, "counts": results.get("counts", {}),
            "reproduced": set(target) <= set(kinds) and (bool(target) or not kinds)}
     if original is not None:
         out["same_faults"] = fault_trace(run) == fault_trace(original)

@@ -7,8 +7,10 @@ per variant its prediction; per repetition the run, seed, Kafka version,
 wall seconds, observed metrics and whether the prediction held; how many
 checked repetitions matched, with the 95% Wilson interval of that rate; the
 spread of the metrics it was decided on; and the repetitions that errored,
-counted apart (harness.scenario_stats). In report.xml a variant fails when
-one of its runs did not bear out the prediction.
+counted apart (harness.scenario_stats). Each run also has its verdict
+(pass, fail or unknown: docs/verdicts.md), a separate word: whether the
+prediction matches or misses is said beside it, never instead. In
+report.xml a variant fails when one of its runs missed the prediction.
 """
 from __future__ import annotations
 
@@ -19,10 +21,13 @@ from typing import Any
 
 from rich.console import Console
 
+from checkers import judge_run
 from checkers.observed import ObserveError, observe
+from checkers.verdict import merge
 from harness.scenario import Scenario
 from harness.scenario_stats import Rate, spreads
 from harness.suite_run import JUNIT_FILE, Runner, latest, read_progress, run_suite
+from reports.compare import write_compare
 from reports.junit import CellOutcome, write_junit
 
 RESULT_FILE = "scenario.json"
@@ -59,7 +64,8 @@ class VariantResult:
     def as_json(self) -> dict[str, Any]:
         """The variant's entry in scenario.json."""
         rate = self.rate.as_json()
-        return {"name": self.name, "predict": self.predict, "matched": self.matched, "checked": rate["runs"],
+        return {"name": self.name, "predict": self.predict, "verdict": self.verdict, "prediction": self.prediction,
+                "matched": self.matched, "checked": rate["runs"],
                 "errored": rate["errored"], "rate": rate["rate"], "ci_low": rate["ci_low"],
                 "ci_high": rate["ci_high"], "metrics": self.spread(), "runs": self.runs, "errors": self.errors,
                 "errored_runs": self.errored}
@@ -68,6 +74,17 @@ class VariantResult:
     def agreed(self) -> bool:
         """Every repetition ran and matched."""
         return not self.errors and bool(self.runs) and self.matched == len(self.runs)
+
+    @property
+    def prediction(self) -> str | None:
+        """"misses" when a checked repetition did not bear the prediction out, "matches" when every one did, None
+        when none was checked."""
+        return None if not self.runs else "matches" if self.matched == len(self.runs) else "misses"
+
+    @property
+    def verdict(self) -> str:
+        """The checked repetitions' verdicts merged (fail > unknown > pass; unknown without any)."""
+        return merge([r.get("verdict", "unknown") for r in self.runs])
 
 
 def run_scenario(sc: Scenario, store: Path, *, repeat: int | None = None, only: tuple[str, ...] = (),
@@ -105,12 +122,15 @@ def judge(sc: Scenario, sdir: Path, outcomes: list[CellOutcome] | None = None) -
                 res.errored.append({"rep": e.rep, "seed": e.seed, "run": e.run, "error": error, "seconds": e.seconds})
                 continue
             res.runs.append({"rep": e.rep, "run": e.run, "seed": e.seed, "kafka": _kafka(sdir / e.run),
-                             "seconds": e.seconds, "metrics": m, "matched": v.predict.holds(m)})
+                             "seconds": e.seconds, "verdict": judge_run(sdir / e.run).verdict, "metrics": m,
+                             "matched": v.predict.holds(m)})
         results.append(res)
     state = {"scenario": sc.name, "description": sc.description, "mechanism": sc.mechanism, "prevents": sc.prevents,
              "variants": [r.as_json() for r in results]}
     (sdir / RESULT_FILE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
     if outcomes is not None:
+        if any(o.row is not None for o in outcomes):  # again: compare.html shows each cell's prediction now
+            write_compare(sdir, f"scenario {sc.name}")
         by_cell = {r.name: r for r in results}
         for o in outcomes:
             r = by_cell.get(o.name)
@@ -119,6 +139,9 @@ def judge(sc: Scenario, sdir: Path, outcomes: list[CellOutcome] | None = None) -
             # the label is the first line of the case's system-out: the rate goes with it, pass or fail
             o.label = "\n".join([o.label.split("\n", 1)[0], f"prediction: {r.predict}", rate_line(r),
                                   *(f"{k}: {s}" for k, s in spread_text(r).items())])
+            o.prediction = r.prediction
+            if o.row is not None:  # the compare row written before the prediction was judged
+                o.row = {**o.row, "prediction": r.prediction}
             if r.runs and r.matched < len(r.runs):
                 o.mismatch = (f"predicted {r.predict}; held in {r.matched} of {len(r.runs)} run(s), "
                               f"{r.rate.interval()}: "

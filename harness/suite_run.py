@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from rich.console import Console
 
-from checkers import HISTORY_FILE, find_runs
+from checkers import HISTORY_FILE, find_runs, judge_run
 from harness.config import TestConfig
 from harness.store import check_store, stamped_dir
 from harness.suite import Suite, SuiteError
@@ -42,7 +42,8 @@ Runner = Callable[..., tuple[Path, dict[str, Any]]]
 
 @dataclass(frozen=True)
 class Entry:
-    """One finished repetition: `status` "done" (checked; `valid` is its verdict) or "error"."""
+    """One finished repetition: `status` "done" (checked; `verdict` is its verdict, pass, fail or unknown, and
+    `valid` the matching results.json value) or "error". Lines written before verdicts have no `verdict`."""
 
     cell: str
     rep: int
@@ -52,6 +53,7 @@ class Entry:
     valid: bool | str | None
     seconds: float
     error: str | None = None
+    verdict: str | None = None
 
 
 def _cells_json(suite: Suite) -> list[dict[str, Any]]:
@@ -189,7 +191,7 @@ def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | No
         try:
             run, results = runner(cfg, argv=argv, console=console, label=f"[{k + 1}/{len(todo)}] {cell.name}")
             entry = Entry(cell.name, rep, cfg.seed, str(run.relative_to(sdir)), "done", results.get("valid"),
-                          round(time.monotonic() - t0, 1))
+                          round(time.monotonic() - t0, 1), verdict=judge_run(run).verdict)
         except (EngineError, DistributionError, ImageError):
             raise
         except KeyboardInterrupt:

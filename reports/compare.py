@@ -2,16 +2,16 @@
 
 Runs are grouped by their whole configuration except what does not change the
 experiment (name, seed, store, Spark master, where Kafka came from): the
-repetitions of one suite cell form one row. A row says what the configuration
-promises (no loss: acks=all, min.insync.replicas >= 2, no unclean election,
-unless every node loses power at once; no duplicates: idempotence) and
-whether every repetition kept that promise.
+repetitions of one suite cell form one row. A row's verdict is its runs'
+verdicts merged (checkers/verdict.py: fail > unknown > pass), its severity
+the colour it gets (reports/severity.py), and, below a scenario, whether its
+runs matched their prediction (scenario.json).
 """
 from __future__ import annotations
 
-import io
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +21,15 @@ import pandas as pd
 from checkers import RESULTS_FILE, TEST_FILE, find_runs
 from checkers.reference import Settings
 from checkers.table import in_faults
+from checkers.verdict import judge, merge
 from reports import ReportsInputError
+from reports.heatmap import heatmap
 from reports.html import write_page
 from reports.promise import lost_in_promise, promise_of
+from reports.severity import level
+
+__all__ = ["COLUMNS", "CompareError", "Run", "compare_rows", "configuration", "heatmap", "load_runs",
+           "write_compare"]
 
 # Options that do not change what is being measured; runs differing only in these are repetitions.
 NOT_CONFIGURATION = {"name", "seed", "store", "spark_master", "versions", "argv", "cluster.kafka_dist",
@@ -32,12 +38,12 @@ NOT_CONFIGURATION = {"name", "seed", "store", "spark_master", "versions", "argv"
 SHOWN = {"producer.acks", "topic.min_insync", "topic.replication_factor", "topic.unclean", "producer.idempotence",
          "nemesis.names"}
 ALWAYS = ("acks", "min_insync", "rf", "unclean", "idempotence", "nemesis")
-COLUMNS = ("cell", *ALWAYS, "other", "runs", "valid", "invalid", "unknown", "acked", "lost", "loss_rate",
-           "lost_outside_promise", "duplicate", "availability_in_faults", "send_p50_ms", "send_p99_ms", "promise", "promise_held",
-           "run_dirs")
-SUMMED = ("runs", "valid", "invalid", "checked", "acked", "lost", "duplicate", "lost_in_promise", "ok_in_faults",
-          "invoked_in_faults")
-HEATMAP_ACKS = ("0", "1", "all")
+COLUMNS = ("cell", "verdict", "severity", "prediction", *ALWAYS, "other", "runs", "pass", "fail", "unknown", "acked",
+           "lost", "lost_in_promise", "lost_outside_promise", "loss_rate", "duplicate", "fails", "allowed",
+           "availability_in_faults", "send_p50_ms", "send_p99_ms", "promise", "run_dirs")
+SUMMED = ("runs", "pass", "fail", "unknown", "checked", "acked", "lost", "duplicate", "lost_in_promise",
+          "ok_in_faults", "invoked_in_faults")
+SCENARIO_FILE = "scenario.json"
 
 
 class CompareError(ReportsInputError):
@@ -76,22 +82,42 @@ def load_runs(root: Path) -> list[Run]:
     return runs
 
 
-def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str]) -> dict[str, Any]:
-    """One run's share of its row: its configuration's columns, and its counts (zero when never checked)."""
+def predictions(root: Path) -> dict[str, bool]:
+    """Whether each run below `root` that a scenario judged matched its prediction, by its path below `root`
+    (from every scenario.json below it)."""
+    out: dict[str, bool] = {}
+    for f in Path(root).rglob(SCENARIO_FILE):
+        try:
+            state = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for v in state.get("variants") or []:
+            for r in v.get("runs") or []:
+                if isinstance(r.get("run"), str):
+                    out[os.path.relpath(f.parent / r["run"], root)] = bool(r.get("matched"))
+    return out
+
+
+def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matched: dict[str, bool]
+           ) -> dict[str, Any]:
+    """One run's share of its row: its configuration's columns, its verdict and counts (zero when never checked)."""
     res, settings = run.results, Settings.of(run.test)
+    j = judge(res, run.test)
     counts = res.get("counts") or {}
     ok, invoked = in_faults((res.get("timeline") or {}).get("availability") or {})
     latency = ((res.get("latency_ms") or {}).get("send") or {}).get("ok") or {}
+    rel = str(run.path.relative_to(root))
     return {"cell": run.test.get("name", "?"), "acks": settings.acks, "min_insync": settings.min_insync,
             "rf": cfg.get("topic.replication_factor"), "unclean": settings.unclean,
             "idempotence": settings.idempotence, "nemesis": ",".join(cfg.get("nemesis.names") or ()) or None,
             "other": " ".join(f"{k.split('.')[-1]}={cfg.get(k)}" for k in varying) or None,
-            "runs": 1, "valid": res.get("valid") is True, "invalid": res.get("valid") is False,
+            "runs": 1, **{v: int(j.verdict == v) for v in ("pass", "fail", "unknown")}, "verdict": j.verdict,
+            "judgement": j, "matched": matched.get(rel),
             "checked": bool(counts), **{k: counts.get(k) or 0 for k in ("acked", "lost", "duplicate")},
             "lost_in_promise": lost_in_promise(res, run.test) if counts else 0,
             "ok_in_faults": ok, "invoked_in_faults": invoked,
             "send_p50_ms": latency.get("p50"), "send_p99_ms": latency.get("p99"),
-            "promise": promise_of(run.test), "run_dirs": str(run.path.relative_to(root))}
+            "promise": promise_of(run.test), "run_dirs": rel}
 
 
 def _rounded(s: pd.Series, digits: int) -> pd.Series:
@@ -99,85 +125,59 @@ def _rounded(s: pd.Series, digits: int) -> pd.Series:
     return s.map(lambda x: round(x, digits))
 
 
-def _held(row: pd.Series) -> bool | None:
-    p = row["promise"]
-    return None if not (p.no_loss or p.no_duplicates) or not row["checked"] else not p.broken(row)
+def _grounds(judgements: pd.Series, which: str) -> str | None:
+    """The failed (or allowed) kinds of a cell's runs, counts summed: `3 lost (why); 2 duplicate (why)`."""
+    counts: Counter[str] = Counter()
+    why: dict[str, str] = {}
+    for j in judgements:
+        counts.update(getattr(j, which))
+        why.update(j.why.get(which) or {})
+    return "; ".join(f"{n} {k}" + (f" ({why[k]})" if why.get(k) else "") for k, n in counts.items()) or None
+
+
+def _prediction(matched: pd.Series) -> str | None:
+    known = [m for m in matched if m is not None]
+    return None if not known else "matches" if all(known) else "misses"
 
 
 def compare_rows(root: Path, runs: list[Run]) -> pd.DataFrame:
     """One row per configuration cell of `runs` (columns COLUMNS, missing values None), in the order cells first
-    appear (sorted run paths): counts summed over repetitions, the median of their p50, the largest p99."""
+    appear (sorted run paths): counts summed over repetitions, the median of their p50, the largest p99, the
+    verdict merged over repetitions."""
     configs = [configuration(r.test) for r in runs]
     keys = [dict(c) for c in dict.fromkeys(configs)]
     varying = sorted(k for k in set().union(*keys) if k not in SHOWN and len({repr(d.get(k)) for d in keys}) > 1)
+    matched = predictions(Path(root))
     # object columns keep ints and None as they are (rf, min_insync); only the measured columns are numbers
-    facts = pd.DataFrame([{"config": c, **_facts(Path(root), r, dict(c), varying)} for r, c in zip(runs, configs)],
-                         dtype=object).astype({**dict.fromkeys(SUMMED, "int64"), "send_p50_ms": float,
-                                               "send_p99_ms": float})
+    facts = pd.DataFrame([{"config": c, **_facts(Path(root), r, dict(c), varying, matched)}
+                          for r, c in zip(runs, configs)], dtype=object).astype(
+        {**dict.fromkeys(SUMMED, "int64"), "send_p50_ms": float, "send_p99_ms": float})
     rows = facts.groupby("config", sort=False).agg({
         "cell": lambda names: ",".join(sorted(set(names))), **dict.fromkeys((*ALWAYS, "other", "promise"), "first"),
-        **dict.fromkeys(SUMMED, "sum"), "send_p50_ms": "median", "send_p99_ms": "max", "run_dirs": " ".join})
-    rows["unknown"] = rows.runs - rows.valid - rows.invalid
+        **dict.fromkeys(SUMMED, "sum"), "send_p50_ms": "median", "send_p99_ms": "max", "run_dirs": " ".join,
+        "verdict": lambda vs: merge(list(vs)), "judgement": list, "matched": list})
     rows["lost_outside_promise"] = rows.lost - rows.lost_in_promise
     acked, invoked = rows.acked, rows.invoked_in_faults
     rows["loss_rate"] = _rounded(rows.lost / acked.where(acked > 0), 6)
     rows["availability_in_faults"] = _rounded(rows.ok_in_faults / invoked.where(invoked > 0), 4)
     rows["send_p50_ms"] = _rounded(rows.send_p50_ms, 3)
-    rows["promise_held"] = rows.apply(_held, axis=1).astype(object)
+    rows["fails"] = rows.judgement.map(lambda js: _grounds(js, "failed"))
+    rows["allowed"] = rows.judgement.map(lambda js: _grounds(js, "allowed"))
+    rows["severity"] = [level(v, lost, a, bool(al)) for v, lost, a, al in
+                        zip(rows.verdict, rows.lost, rows.acked, rows.allowed)]
+    rows["prediction"] = rows.matched.map(_prediction)
     rows["promise"] = [p.text for p in rows.promise]
     out = rows[list(COLUMNS)].astype(object)
     return out.where(out.notna(), None).reset_index(drop=True)
 
 
-def heatmap(rows: list[dict[str, Any]]) -> bytes | None:
-    """PNG: lost acknowledged writes over acks x min.insync.replicas, one panel per nemesis; None without data.
-
-    Colour is the loss rate (lost / acked); each square is labelled lost/acked,
-    with the verdict on the configuration's promise when it makes one. Rows
-    that differ in other options are summed into the same square.
-    """
-    import matplotlib
-    from matplotlib.figure import Figure
-
-    df = pd.DataFrame(rows)
-    df = df.assign(nemesis=df.nemesis.fillna("none"), acks=df.acks.astype(str),
-                   min_insync=pd.to_numeric(df.min_insync, errors="coerce"))
-    df = df[(df.acked > 0) & df.acks.isin(HEATMAP_ACKS) & df.min_insync.notna()].astype({"min_insync": int})
-    if df.empty:
-        return None
-    squares = df.groupby(["nemesis", "min_insync", "acks"]).agg(
-        lost=("lost", "sum"), acked=("acked", "sum"), outside=("lost_outside_promise", "sum"),
-        held=("promise_held", lambda h: h.dropna().all() if h.notna().any() else None))
-    squares["rate"] = squares.lost / squares.acked
-    nemeses, misr = sorted(set(df.nemesis)), sorted(set(df.min_insync))
-    acks = [a for a in HEATMAP_ACKS if a in set(df.acks)]
-    fig = Figure(layout="constrained", figsize=(1.8 + 2.2 * len(nemeses) + 0.6 * len(acks), 1.6 + 0.8 * len(misr)))
-    axes = fig.subplots(1, len(nemeses), squeeze=False, sharey=True)
-    cmap = matplotlib.colormaps["Reds"].with_extremes(bad="#eeeeee")
-    top = (df.lost / df.acked).max() or 1e-9
-    for ax, nem in zip(axes[0], nemeses):
-        panel = squares.loc[nem]
-        for s in panel.itertuples():
-            mark = "" if pd.isna(s.held) else "\npromise held" if s.held else "\nPROMISE BROKEN"
-            mark += f"\n{s.outside} outside the guarantee" if mark and s.outside else ""
-            ax.text(acks.index(s.Index[1]), misr.index(s.Index[0]), f"{s.lost}/{s.acked}{mark}", ha="center",
-                    va="center", fontsize=8, color="white" if s.rate > top * 0.6 else "black")
-        im = ax.imshow(panel.rate.unstack("acks").reindex(index=misr, columns=acks).to_numpy(float), cmap=cmap,
-                       vmin=0, vmax=top, aspect="auto")
-        ax.set_xticks(range(len(acks)), [f"acks={a}" for a in acks])
-        ax.set_yticks(range(len(misr)), [f"min.insync={m}" for m in misr])
-        ax.set_title(nem.replace(",", ",\n"), fontsize=9)
-    fig.colorbar(im, ax=axes[0].tolist(), label="lost / acked")
-    fig.suptitle("Lost acknowledged writes (lost/acked per square)", fontsize=11)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    return buf.getvalue()
-
-
 def write_compare(root: Path, title: str | None = None) -> list[dict[str, Any]]:
     """Write root/compare.csv and root/compare.html for every run below `root`; return the rows.
 
-    Raises CompareError when no run below `root` has a test.json.
+    compare.html leads with one readable table (cell, verdict, prediction, acked, lost and how much of it inside
+    the promise, loss rate, availability in faults, p50/p99, each run's report), then the heat map, then every
+    column of compare.csv behind a "more columns" toggle. Raises CompareError when no run below `root` has a
+    test.json.
     """
     root = Path(root)
     runs = load_runs(root)
@@ -188,10 +188,11 @@ def write_compare(root: Path, title: str | None = None) -> list[dict[str, Any]]:
     table.to_csv(tmp, index=False, lineterminator="\r\n")  # CRLF, as the csv module and checks.csv write it
     os.replace(tmp, root / "compare.csv")
     rows = table.to_dict("records")
+    tally = Counter(r["verdict"] for r in rows)
     write_page(root / "compare.html", title or f"kchaos compare {root.name}", template="compare.html.j2",
                heading=title or "Comparison", root=root, runs=len(runs), rows=rows, heatmap=heatmap(rows),
-               columns=[c for c in COLUMNS if c != "other" or table.other.notna().any()],
-               broken=sum(r["promise_held"] is False for r in rows),
-               promising=sum(r["promise_held"] is not None for r in rows),
+               columns=[c for c in COLUMNS if c not in ("other", "prediction") or table[c].notna().any()],
+               tally=[(v, tally[v]) for v in ("pass", "fail", "unknown") if tally[v]],
+               predicted=table.prediction.notna().any(),
                reported={d for dirs in table.run_dirs for d in dirs.split() if (root / d / "report.html").exists()})
     return rows

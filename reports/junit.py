@@ -1,10 +1,11 @@
 """JUnit XML for a suite: one <testcase> per configuration cell, readable by every CI system.
 
-A cell fails when a repetition errored (the harness or the cluster broke, so
-nothing was measured) or when its configuration broke a promise it makes: lost
-acknowledged writes under acks=all, min.insync.replicas >= 2 and no unclean
-election, or duplicates with idempotence on. Loss under a configuration that
-does not promise durability is the expected, measured result and passes.
+A cell's word is its verdict (checkers/verdict.py, docs/verdicts.md), merged over its repetitions: a cell
+that fails gets <failure>, an unknown one <skipped> (the checker could not decide: not a pass, not a
+failure), and one whose repetition could not be run <error>. Anomalies the configuration allows (loss
+under acks=1, loss outside Kafka's guarantee) pass, and are listed in the case's output. A scenario's
+variant is a test of its prediction: it fails when the prediction misses, and says its verdict beside.
+Every case carries its verdict, severity and prediction as <properties>.
 """
 from __future__ import annotations
 
@@ -14,10 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checkers.verdict import FAIL, PASS, UNKNOWN
+from reports.severity import level
+
+ERROR = "error"  # a repetition could not be run: no verdict on Kafka, a harness or cluster problem
+SHOWN = ("runs", "pass", "fail", "unknown", "acked", "lost", "lost_in_promise", "lost_outside_promise", "duplicate",
+         "availability_in_faults", "promise", "run_dirs")
+
 
 @dataclass
 class CellOutcome:
-    """What the repetitions of one cell came to: the compare row (None when no run finished) and errors."""
+    """What the repetitions of one cell came to: the compare row (None when no run finished), errors, and for a
+    scenario's variant whether the runs matched its prediction."""
 
     name: str
     label: str
@@ -25,20 +34,32 @@ class CellOutcome:
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
     short: str = ""  # terse label for the summary table
-    mismatch: str | None = None  # a scenario's prediction that the runs did not bear out
+    prediction: str | None = None  # "matches" or "misses" for a scenario's variant; None without a prediction
+    mismatch: str | None = None  # how the runs missed the prediction
+
+    @property
+    def verdict(self) -> str:
+        """The cell's verdict: its runs' verdicts merged (the compare row's), "unknown" when none finished."""
+        return (self.row or {}).get("verdict") or UNKNOWN
+
+    @property
+    def severity(self) -> str:
+        """The cell's severity (reports/severity.py), for its colour."""
+        r = self.row or {}
+        return r.get("severity") or level(self.verdict, r.get("lost"), r.get("acked"), bool(r.get("allowed")))
+
+    @property
+    def result(self) -> str:
+        """The cell's word in tables: "error" when a repetition could not be run, else its verdict."""
+        return ERROR if self.errors else self.verdict
 
     @property
     def failure(self) -> str | None:
-        """Why the cell failed (a broken promise or a missed prediction), or None when it passed."""
-        if self.mismatch:
-            return self.mismatch
-        if self.row is not None and self.row.get("promise_held") is False:
-            r = self.row
-            inside = r["lost"] - (r.get("lost_outside_promise") or 0)
-            what = f"lost {inside} of {r['acked']} acknowledged writes inside Kafka's guarantee" if inside else \
-                f"{r['duplicate']} duplicates with idempotence on"
-            return f"promise broken ({r['promise']}): {what} over {r['runs']} run(s)"
-        return None
+        """Why the cell fails (`fail: 3 lost (inside Kafka's guarantee) over 2 run(s)`), or None."""
+        if self.verdict != FAIL:
+            return None
+        r = self.row or {}
+        return f"fail: {r.get('fails') or 'an anomaly the configuration promises against'} over {r.get('runs')} run(s)"
 
     @property
     def error(self) -> str | None:
@@ -47,29 +68,56 @@ class CellOutcome:
 
     @property
     def passed(self) -> bool:
-        """No error and no broken promise."""
-        return self.failure is None and self.error is None
+        """The cell's result is pass: no error, and its verdict is pass."""
+        return self.result == PASS
+
+
+def exit_code(outcomes: list[CellOutcome]) -> int:
+    """A suite's exit code: 1 when a cell fails or errors, else 2 when one is unknown, else 0 (also for none)."""
+    results = {o.result for o in outcomes}
+    return 1 if results & {FAIL, ERROR} else 2 if UNKNOWN in results else 0
+
+
+def _verdict_lines(o: CellOutcome) -> list[str]:
+    r = o.row or {}
+    lines = [f"verdict: {o.verdict}" + (f"; prediction {o.prediction}" if o.prediction else "")]
+    lines += [f"fails: {r['fails']}"] if r.get("fails") else []
+    lines += [f"observed, allowed: {r['allowed']}"] if r.get("allowed") else []
+    return lines
 
 
 def write_junit(path: Path, suite: str, outcomes: list[CellOutcome]) -> Path:
     """Write JUnit XML for `outcomes` to `path` (whole, then renamed); return the path."""
-    failures = sum(o.failure is not None and o.error is None for o in outcomes)
-    errors = sum(o.error is not None for o in outcomes)
-    ts = ET.Element("testsuite", name=suite, tests=str(len(outcomes)), failures=str(failures), errors=str(errors),
-                    skipped="0", time=f"{sum(o.seconds for o in outcomes):.1f}")
+    kinds = []
     for o in outcomes:
-        case = ET.SubElement(ts, "testcase", classname=f"kchaos.{suite}", name=o.name, time=f"{o.seconds:.1f}")
         if o.error is not None:
-            ET.SubElement(case, "error", message=o.error[:500], type="run error").text = o.error
-        elif o.failure is not None:
-            kind = "prediction missed" if o.mismatch else "promise broken"
-            ET.SubElement(case, "failure", message=o.failure, type=kind).text = o.failure
+            kinds.append(("error", "run error", o.error))
+        elif o.prediction is not None:
+            kinds.append(("failure", "prediction missed", f"prediction misses: {o.mismatch}; verdict: {o.verdict}")
+                         if o.prediction == "misses" else None)
+        elif o.verdict == FAIL:
+            kinds.append(("failure", FAIL, o.failure))
+        elif o.verdict == UNKNOWN:
+            kinds.append(("skipped", UNKNOWN, "unknown: the checker could not decide; see the runs' reports"))
+        else:
+            kinds.append(None)
+    count = {k: str(sum(1 for x in kinds if x and x[0] == k)) for k in ("failure", "error", "skipped")}
+    ts = ET.Element("testsuite", name=suite, tests=str(len(outcomes)), failures=count["failure"],
+                    errors=count["error"], skipped=count["skipped"], time=f"{sum(o.seconds for o in outcomes):.1f}")
+    for o, kind in zip(outcomes, kinds):
+        case = ET.SubElement(ts, "testcase", classname=f"kchaos.{suite}", name=o.name, time=f"{o.seconds:.1f}")
+        props = ET.SubElement(case, "properties")
+        for k, v in (("verdict", o.verdict), ("severity", o.severity), ("prediction", o.prediction)):
+            if v is not None:
+                ET.SubElement(props, "property", name=k, value=v)
+        if kind is not None:
+            tag, typ, message = kind
+            ET.SubElement(case, tag, message=message[:500], type=typ).text = message
         r = o.row or {}
-        out = [o.label] + [f"{k}={r[k]}" for k in ("runs", "valid", "invalid", "unknown", "acked", "lost",
-                                                   "duplicate", "availability_in_faults", "promise", "promise_held",
-                                                   "run_dirs") if k in r]
+        out = [o.label, *_verdict_lines(o)] + [f"{k}={r[k]}" for k in SHOWN if k in r]
         ET.SubElement(case, "system-out").text = "\n".join(out)
-    root = ET.Element("testsuites", name=suite, tests=str(len(outcomes)), failures=str(failures), errors=str(errors))
+    root = ET.Element("testsuites", name=suite, tests=str(len(outcomes)), failures=count["failure"],
+                      errors=count["error"], skipped=count["skipped"])
     root.append(ts)
     ET.indent(root)
     tmp = Path(path).with_name(f".{Path(path).name}.tmp")

@@ -1,5 +1,5 @@
-"""What a run's configuration promises, and whether a run kept it, judged the same way by the run report,
-the comparison and JUnit.
+"""What a run's configuration promises, as the run report and the comparison say it. Whether a run kept it is
+part of its verdict (checkers/verdict.py).
 
 No loss: Kafka's documented guarantee, which covers acks=all without unclean
 leader election, write by write: a lost write breaks it only if some replica
@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from checkers.promise import GUARANTEE
 from checkers.promise_run import rules_of
 from checkers.reference import Settings
+from checkers.verdict import lost_in_promise as _lost_in_promise
 
 RULE = GUARANTEE
 
@@ -34,12 +35,6 @@ class Promise:
         kinds = [k for k, on in (("no loss", self.no_loss), ("no duplicates", self.no_duplicates)) if on]
         return " and ".join(kinds) or (f"none: {self.void}" if self.void else "none")
 
-    def broken(self, counts: Mapping[str, Any]) -> bool:
-        """Whether `counts` (summed over runs) show a promise broken: writes lost inside the guarantee
-        (`lost_in_promise`; counts without it fall back to every lost write), or duplicates under idempotence."""
-        lost = counts.get("lost_in_promise", counts.get("lost"))
-        return bool((self.no_loss and lost) or (self.no_duplicates and counts.get("duplicate")))
-
 
 def promise_of(test: Mapping[str, Any]) -> Promise:
     """The promise of the configuration in `test` (a test.json object)."""
@@ -50,9 +45,5 @@ def promise_of(test: Mapping[str, Any]) -> Promise:
 
 
 def lost_in_promise(results: Mapping[str, Any], test: Mapping[str, Any]) -> int:
-    """Writes of a checked run lost inside the guarantee; results.json written before the per-write rule
-    count every lost write when the configuration promises no loss."""
-    loss = results.get("loss") or {}
-    if "lost_in_promise" in loss:
-        return int(loss["lost_in_promise"] or 0)
-    return int((results.get("counts") or {}).get("lost") or 0) if promise_of(test).no_loss else 0
+    """Writes of a checked run lost inside the guarantee, as the verdict counts them (checkers.verdict)."""
+    return _lost_in_promise(results, test)

@@ -3,8 +3,10 @@
 `write_report(run)` reads test.json, results.json (when the run was checked),
 the history (through its Parquet form, `checkers.parquet.convert`),
 faults.json (each nemesis's colour) and isr.jsonl (when recorded), and
-writes `run/report.html`: verdict, whether the configuration promised no
-loss and whether that held; four plots (reports/plots.py) embedded as PNG
+writes `run/report.html`: the verdict (checkers/verdict.py: pass, fail or
+unknown, on a badge coloured by severity) with what failed and what was
+observed and allowed, what the configuration promises and how many lost
+writes were inside the promise; four plots (reports/plots.py) embedded as PNG
 data URIs; the Evidence section when writes were lost (the lost writes
 grouped by cause, reports/evidence_html.py); then configuration, anomaly
 counts with examples, availability, latency, fault windows, and relative
@@ -29,6 +31,7 @@ from markupsafe import Markup
 from checkers.parquet import CheckInputError, convert
 from checkers.timeline import availability as timeline_availability
 from checkers.timeline import fault_windows
+from checkers.verdict import Judgement, judge
 from harness.faults import FAULTS_FILE, FaultCatalogue, FaultsError, run_faults
 from harness.evidence_files import ISR_FILE, read_isr
 from reports import plots
@@ -38,15 +41,11 @@ from reports.evidence_html import evidence_section
 from reports.explain import load_explanation
 from reports.explain_text import groups_of
 from reports.promise import RULE, lost_in_promise, promise_of
+from reports.severity import level, loss_rate
 
 __all__ = ["ReportError", "REPORT_FILE", "RunData", "anomaly_marks", "load_run", "write_report"]
 
 REPORT_FILE = "report.html"
-# What each count does to the verdict (docs/checkers.md, "Verdict").
-EFFECT = {"lost": "invalid", "acked_offset_mismatch": "invalid", "inconsistent_offset": "invalid",
-          "unexpected": "invalid", "poll_skip": "invalid", "nonmonotonic_poll": "invalid",
-          "duplicate": "idempotence", "nonmonotonic_send": "idempotence", "unseen": "unknown",
-          "failed_visible": "reported"}
 QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 _COLUMNS = ["time", "process", "type", "f", "partition", "value", "offset", "latency_ns", "epoch", "index",
             "nemesis", "detail"]
@@ -217,18 +216,21 @@ def _settings(test: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"k": k, "v": None if val is None else str(val)} for k, val in rows]
 
 
-def _effect(kind: str, idempotence: bool) -> str:
-    e = EFFECT.get(kind, "")
-    if e == "idempotence":
-        return "invalid" if idempotence else "reported (idempotence off)"
-    return {"unknown": "makes the verdict unknown"}.get(e, e)
+def _effect(kind: str, j: Judgement) -> str:
+    """What the count of `kind` did to the verdict: fails it, observed and allowed (with why), or makes it unknown."""
+    parts = [f"fail: {j.failed[kind]} ({j.why.get('failed', {}).get(kind, '')})"] if kind in j.failed else []
+    parts += [f"observed, allowed: {j.allowed[kind]} ({j.why.get('allowed', {}).get(kind, '')})"] \
+        if kind in j.allowed else []
+    if kind == "unseen":
+        parts.append("makes the verdict unknown")
+    return "; ".join(parts)
 
 
-def _anomalies(d: RunData) -> list[dict[str, Any]]:
+def _anomalies(d: RunData, j: Judgement) -> list[dict[str, Any]]:
     """A row per count of results.json but acked: its effect on the verdict (when not zero) and up to 10 examples."""
     r = d.results or {}
-    examples, idem = r.get("examples") or {}, bool((d.test.get("producer") or {}).get("idempotence"))
-    return [{"kind": kind, "count": n, "effect": _effect(kind, idem) if n else "",
+    examples = r.get("examples") or {}
+    return [{"kind": kind, "count": n, "effect": _effect(kind, j) if n else "",
              "examples": ", ".join(json.dumps(x) for x in list(examples.get(kind) or [])[:10])}
             for kind, n in (r.get("counts") or {}).items() if kind != "acked"]
 
@@ -269,7 +271,10 @@ def write_report(run: Path) -> Path:
     """
     d = load_run(Path(run))
     name = d.test.get("name") or d.run.parent.name
-    lost = ((d.results or {}).get("counts") or {}).get("lost")
+    counts = (d.results or {}).get("counts") or {}
+    lost = counts.get("lost")
+    j = judge(d.results, d.test)  # the same word results.json, the console and compare give
+    severity = level(j.verdict, lost, counts.get("acked"), bool(j.allowed))
     w, c = d.windows, d.faults
     pngs = {"latency": plots.latency_png(d.sends, w, catalogue=c),
             "throughput": plots.throughput_png(d.sends, w, catalogue=c),
@@ -282,9 +287,10 @@ def write_report(run: Path) -> Path:
     explanation = load_explanation(d.run)
     return write_page(
         d.run / REPORT_FILE, f"kchaos: {name} {d.run.name}", template="report.html.j2", d=d, name=name, rule=RULE,
-        promise=promise_of(d.test), lost=lost,
+        promise=promise_of(d.test), lost=lost, judgement=j, severity=severity,
+        rate=loss_rate(lost, counts.get("acked")), acked=counts.get("acked"),
         inside=None if lost is None else lost_in_promise(d.results or {}, d.test),
-        settings=_settings(d.test), anomalies=_anomalies(d), availability=_availability(d.availability),
+        settings=_settings(d.test), anomalies=_anomalies(d, j), availability=_availability(d.availability),
         latency=[{"type": k, **v} for k, v in d.latency.items()], windows=_windows(d), plots=pngs, isr_file=ISR_FILE,
         evidence=Markup("".join(evidence_section(d.run, explanation))), causes=len(groups_of(explanation or {})),
         files=[(quote(f), f) for f in ("history.jsonl", "results.json", "test.json", "schedule.json", FAULTS_FILE,

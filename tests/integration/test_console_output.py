@@ -25,7 +25,7 @@ def test_a_lossy_acks1_run_explains_its_loss_in_a_few_groups(store, tmp_path):
     proc = subprocess.run([*KCHAOS, "run", "--store", str(store), "--name", "lossy", "--acks", "1",
                            "--partitions", "3", "--schedule", str(schedule), "--time-limit", "26", "--rate", "200",
                            "--producers", "4", "--seed", "7"], capture_output=True, text=True, timeout=900, env=env)
-    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    assert proc.returncode == 0, proc.stderr[-3000:]  # acks=1 allows the loss: pass (docs/verdicts.md)
     run = (store / "latest").resolve()
     lost = json.loads((run / "results.json").read_text())["counts"]["lost"]
     assert lost > 50, f"the isolated leader lost only {lost} writes: nothing to group"

@@ -44,7 +44,7 @@ def test_check_runs_on_a_standalone_spark_cluster(standalone, tmp_path):
     run = history(tmp_path)
     proc = subprocess.run([*KCHAOS, "check", str(run), "--json", "--spark-master", url,
                            "--spark-driver-host", "127.0.0.1"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 1, proc.stderr[-3000:]  # invalid: a lost write
+    assert proc.returncode == 1, proc.stderr[-3000:]  # fail: a lost write, acks=all by default, no ISR to excuse it
     res = json.loads(proc.stdout)
     assert res["counts"]["acked"] == 3 and res["counts"]["lost"] == 1 and res["examples"]["lost"] == [2]
     # The work was done by the cluster's executor, not in the driver.

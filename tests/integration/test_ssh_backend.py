@@ -94,8 +94,10 @@ def test_acks1_isolated_leader_over_ssh_loses_writes(hosts: SshHosts, tmp_path):
                   "--seed", "62", "--store", str(store))
     run = (store / "latest").resolve()
     results = json.loads((run / "results.json").read_text())
-    assert proc.returncode == 1, proc.stderr[-3000:]  # writes were lost: invalid (acks=1 promised nothing)
-    assert results["counts"]["lost"] > 0, results["counts"]
+    # writes were lost, which acks=1 allows: the run passes (docs/verdicts.md), with the loss observed, allowed
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert results["counts"]["lost"] > 0 and results["verdict"] == "pass", results["counts"]
+    assert results["allowed"]["lost"] == results["counts"]["lost"]
     leader = next(o for o in read_history(run / "history.jsonl")
                   if o["process"] == "nemesis" and o["type"] == "ok" and o["f"] == "start-partition")["targets"][0]
     # Kafka's own files, fetched over SSH, name the replica that truncated the acknowledged writes.

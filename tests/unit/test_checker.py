@@ -80,9 +80,11 @@ def test_clean_history_is_valid(check):
     assert r["checkers"]["queue"]["idempotence"] is True
     assert r["checkers"]["queue"]["loss"] == {"acks": "all", "promised": True,
                                               "expected_by_configuration": False}
-    # checkers.SUMMARY_KEYS are copied to the top level.
-    assert set(r) == {"valid", "counts", "examples", "loss", "stats", "latency_ms", "timeline", "checkers"}
-    assert exit_code(r["valid"]) == 0
+    # checkers.SUMMARY_KEYS are copied to the top level, beside the verdict (checkers/verdict.py).
+    assert set(r) == {"valid", "verdict", "failed", "allowed", "why", "undecided", "counts", "examples", "loss",
+                      "stats", "latency_ms", "timeline", "checkers"}
+    assert (r["verdict"], r["failed"], r["allowed"], r["undecided"]) == ("pass", {}, {}, [])
+    assert exit_code(r["valid"]) == exit_code(r["verdict"]) == 0
 
 
 def test_lost(check):

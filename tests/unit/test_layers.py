@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LOWER = ("checkers.timeline", "checkers.observed", "reports.plots", "reports.explain_facts", "reports.evidence",
-         "reports.control_plane", "reports.explain_groups", "reports.explain_text", "reports.evidence_html")
+LOWER = ("checkers.timeline", "checkers.observed", "checkers.verdict", "reports.plots", "reports.explain_facts",
+         "reports.evidence", "reports.control_plane", "reports.explain_groups", "reports.explain_text",
+         "reports.evidence_html", "reports.severity", "reports.heatmap", "reports.compare", "reports.junit",
+         "reports.serve")
 FORBIDDEN = ("nemesis", "clusters", "confluent_kafka")
 
 

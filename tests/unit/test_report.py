@@ -23,6 +23,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for browser.py
 
 from browser import render  # noqa: E402
+from checkers.verdict import judge  # noqa: E402
 from reports import plots  # noqa: E402
 from reports.run_report import REPORT_FILE, ReportError, anomaly_marks, load_run, write_report  # noqa: E402
 
@@ -135,13 +136,17 @@ def test_report_renders_clean_with_verdict_counts_and_plots(tmp_path):
     assert len(page.images) == 4
     assert all(w >= 1000 for _, w, _ in page.images)
     assert page.title.startswith("kchaos: tiny")
-    assert "Verdict: INVALID" in page.text and "20261122T000000.000Z" in page.text
-    assert "NO: 1 acknowledged writes lost" in page.text  # promised (acks=all, min.insync 2) and broken
+    assert "Verdict: fail" in page.text and "20261122T000000.000Z" in page.text
+    # promised (acks=all) and broken: results.json has no per-write classification, so the lost write is inside
+    assert "1 acknowledged writes lost while an in-sync replica held them" in page.text
+    assert "fails: 1 lost (inside Kafka's guarantee" in page.text
     for kind, n in RESULTS["counts"].items():
         if kind != "acked":
             assert row(page.text, kind, n), kind
-    assert row(page.text, "lost", 1, "invalid", 106)
-    assert row(page.text, "inconsistent_offset", 1, "invalid", "[1, 2]")
+    assert row(page.text, "lost", 1, "fail: 1 (inside Kafka's guarantee: an in-sync replica held them)", 106)
+    # no write was lost outside the guarantee, so nothing the configuration allows explains a changed log
+    assert row(page.text, "inconsistent_offset", 1, "fail: 1 (the log changed, and no write was lost outside "
+               "Kafka's guarantee)", "[1, 2]")
     assert row(page.text, "overall", 11, 9, 1, 1, 0.8182)
     assert row(page.text, "in applied fault windows", 4, 2, 1, 1, 0.5)
     assert row(page.text, "ok", 9, 10.0, 20.0, 20.0, 20.0)
@@ -360,8 +365,9 @@ def test_recorded_run(recorded, tmp_path):
         assert "Verdict: not checked" in page.text
         return
     results = json.loads((run / "results.json").read_text())
-    label = {True: "valid", False: "INVALID"}.get(results["valid"], "unknown")
-    assert f"Verdict: {label}" in page.text
+    # recorded before verdicts: judged from the counts and test.json, as compare and serve judge them
+    label = judge(results, json.loads((run / "test.json").read_text())).verdict
+    assert f"Verdict: {label}" in page.text and label == "pass"  # acks=1 loss and idempotence-off duplicates pass
     for kind, n in results["counts"].items():
         if kind != "acked":
             assert row(page.text, kind, n), kind

@@ -159,7 +159,15 @@ def test_table_lists_few_runs_and_summarises_many(tmp_path):
     text = render(sc, few, judge(sc, few))
     assert "observed (per run)" in text and "lost=5 acked=100" in text
     assert "1/1 +1 errored" in text and "neither matched nor the rate" in text
-    assert "ERROR" in text and "MISSED" in text  # lossy: matched but one errored; safe: missed
+    # lossy: one run, matched, one errored; safe: missed. Both lost writes under acks=all: the verdict is fail,
+    # a word of its own beside the prediction's
+    lossy = next(line for line in text.splitlines() if " lossy " in line)
+    safe = next(line for line in text.splitlines() if " safe " in line)
+    assert lossy.split()[:4] == ["fail", "1", "error", "lossy"] and " matches " in lossy
+    assert safe.split()[:3] == ["fail", "safe", "misses"]
+    state = json.loads((few / RESULT_FILE).read_text())["variants"]
+    assert [(v["verdict"], v["prediction"]) for v in state] == [("fail", "matches"), ("fail", "misses")]
+    assert [r["verdict"] for v in state for r in v["runs"]] == ["fail", "fail"]
     many = scenario_dir(tmp_path / "many", [5, 0, 7, 9, 12])
     text = render(sc, many, judge(sc, many))
     assert "median (min–max)" in text and "lost=7 (0–12)" in text and "4/5" in text

@@ -114,8 +114,10 @@ def test_shipped_suites_are_valid():
 class StandIn:
     """Writes a run directory as run_test would; `lost` and `fail` decide what each cell's runs come to."""
 
-    def __init__(self, lost: dict[str, int] | None = None, fail: set[str] = frozenset(), stop_after: int | None = None):
+    def __init__(self, lost: dict[str, int] | None = None, fail: set[str] = frozenset(), stop_after: int | None = None,
+                 unseen: dict[str, int] | None = None):
         self.lost, self.fail, self.stop_after, self.calls = lost or {}, fail, stop_after, []
+        self.unseen = unseen or {}
 
     def __call__(self, cfg, *, argv=None, console=None, label=""):
         if self.stop_after is not None and len(self.calls) == self.stop_after:
@@ -128,8 +130,9 @@ class StandIn:
         (run / "history.jsonl").write_text("")
         if cfg.name in self.fail:
             raise RuntimeError("cluster exploded\nsecond line")
-        lost = self.lost.get(cfg.name, 0)
-        results = {"valid": lost == 0, "counts": {"acked": 100, "lost": lost, "duplicate": 0}}
+        lost, unseen = self.lost.get(cfg.name, 0), self.unseen.get(cfg.name, 0)
+        results = {"valid": lost == 0 and (unseen == 0 or "unknown"),
+                   "counts": {"acked": 100, "lost": lost, "duplicate": 0, "unseen": unseen}}
         (run / "results.json").write_text(json.dumps(results))
         return run, results
 
@@ -147,7 +150,9 @@ def test_run_goes_on_past_errors_and_fails_broken_promises(tmp_path):
     assert by[names[0]].passed  # acks=1 promises nothing: loss is the measurement
     assert by[names[1]].passed
     assert by[names[2]].error and "cluster exploded" in by[names[2]].error and not by[names[2]].passed
-    assert by[names[3]].failure and "lost 4 of 200" in by[names[3]].failure
+    assert by[names[3]].failure == ("fail: 4 lost (inside Kafka's guarantee: an in-sync replica held them) "
+                                    "over 2 run(s)")
+    assert (by[names[0]].verdict, by[names[0]].severity) == ("pass", "serious")  # 7 of 200 lost: allowed, 3.5%
     junit = ET.parse(sdir / "report.xml").getroot()
     assert junit.get("tests") == "4" and junit.get("failures") == "1" and junit.get("errors") == "1"
     cases = {c.get("name"): c for c in junit.iter("testcase")}
@@ -207,12 +212,17 @@ def test_cli_exit_code_is_1_when_a_promise_breaks_or_a_run_errors(tmp_path, monk
     store = str(tmp_path / "results")
     monkeypatch.setattr(harness.runner, "run_test", StandIn(lost={names[0]: 5}))  # acks=1 loses: allowed
     assert main(["suite", str(path), "--store", store]) == 0
-    assert "4/4 cells passed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "4/4 cells passed" in out and "observed, allowed: 5 lost (acks=1 promises no durability)" in out
     monkeypatch.setattr(harness.runner, "run_test", StandIn(lost={names[3]: 5}))  # acks=all misr=2 loses
     assert main(["suite", str(path), "--store", store]) == 1
+    assert "3/4 cells passed, 1 fail" in capsys.readouterr().out
     monkeypatch.setattr(harness.runner, "run_test", StandIn(fail={names[1]}))
     assert main(["suite", str(path), "--store", store]) == 1
-    assert "ERROR" in capsys.readouterr().out
+    assert any(line.startswith("error ") for line in capsys.readouterr().out.splitlines())
+    monkeypatch.setattr(harness.runner, "run_test", StandIn(unseen={names[2]: 3}))  # nothing failed, one unknown
+    assert main(["suite", str(path), "--store", store]) == 2
+    assert "3/4 cells passed, 1 unknown" in capsys.readouterr().out
     monkeypatch.setattr(harness.runner, "run_test", StandIn(stop_after=0))
     assert main(["suite", str(path), "--store", store]) == 130
     assert "--resume" in capsys.readouterr().err

@@ -76,12 +76,14 @@ def test_piped_suite_output_is_neither_wrapped_nor_cut_nor_coloured(suite_cli, c
     sdir = next((suite_cli.store / "suites" / suite_cli.suite.name).glob("2*"))
     out_lines, err_lines = out.splitlines(), err.splitlines()
     for cell in suite_cli.suite.cells:  # each table row holds the whole cell, each heading its whole label
-        assert any(line.startswith("PASS") and cell.short() in line for line in out_lines), out
+        assert any(line.startswith("pass") and cell.short() in line for line in out_lines), out
         assert any(line.startswith("── ") and cell.label() in line for line in err_lines), err
         assert any(str(sdir / cell.name) in line for line in err_lines), err  # the whole run directory
     assert out_lines[0] == f"suite {suite_cli.suite.name}: 4/4 cells passed · {sdir}"
     assert f"compare: {sdir / 'compare.html'}  junit: {sdir / 'report.xml'}" in out_lines
-    assert any(line.startswith("runs ok/bad/?: ") for line in out_lines)  # the legend under the table
+    assert any(line.startswith("runs pass/fail/?: ") for line in out_lines)  # the legend under the table
+    # acks=1 cells lost 5 of 100: allowed, so they pass, and say what they observed
+    assert sum("observed, allowed: 5 lost (acks=1 promises no durability)" in line for line in out_lines) == 2
     assert not ANSI.search(out + err)
 
 
@@ -132,10 +134,10 @@ def test_a_table_too_wide_for_the_terminal_leaves_out_columns_but_not_the_cell(s
     assert suite_cli("--color", "never") == 0
     text = tty.getvalue()
     assert interactive(make_console(tty))
-    rows = [line for line in text.splitlines() if line.startswith(("PASS", "FAIL"))]
+    rows = [line for line in text.splitlines() if line.split()[:1] in (["pass"], ["fail"])]
     assert len(rows) == 4 and all(any(c.short() in r for r in rows) for c in suite_cli.suite.cells)
-    assert "left out to fit the terminal: acked" in text
-    table = text[text.index("result"):text.index("result:")]
+    assert "left out to fit the terminal: promise, acked" in text
+    table = text[text.index("verdict"):text.index("acks=1 partition-majorities-ring controllers=3: observed")]
     assert all(len(line) <= 72 for line in table.splitlines()), table
 
 
@@ -170,7 +172,7 @@ def test_check_prints_its_summary_on_stdout(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("checkers.check_path", lambda path, master: results)
     assert main(["check", str(run)]) == 1
     out, err = capsys.readouterr()
-    assert out.splitlines()[0] == "valid: False" and "e.g. lost: [3, 7]" in out and "lost" in out
+    assert out.splitlines()[0] == "verdict: fail" and "e.g. lost: [3, 7]" in out and "lost" in out
     assert err == ""
     assert main(["check", str(run), "--json"]) == 1
     assert json.loads(capsys.readouterr().out) == results
@@ -178,8 +180,8 @@ def test_check_prints_its_summary_on_stdout(tmp_path, monkeypatch, capsys):
 
 def test_check_of_many_runs_never_cuts_a_run_path(tmp_path, monkeypatch, capsys):
     long = "suites/nightly/20261124T000000.000Z/17_acks-all_misr-2_partition-majorities-ring/20261124T010203.456Z"
-    row = {"run": long, "valid": True, "acks": "all", "min_insync": 2, "acked": 5, "lost": 0,
+    row = {"run": long, "verdict": "pass", "valid": True, "acks": "all", "min_insync": 2, "acked": 5, "lost": 0,
            "loss_promised": True, "availability_in_faults": 0.5, "error": None}
-    monkeypatch.setattr("checkers.check_tree", lambda path, master: {"valid": True, "runs": [row]})
+    monkeypatch.setattr("checkers.check_tree", lambda path, master: {"verdict": "pass", "valid": True, "runs": [row]})
     assert main(["check", str(tmp_path)]) == 0
     assert any(line.startswith(long + " ") for line in capsys.readouterr().out.splitlines())

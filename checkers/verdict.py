@@ -1,0 +1,198 @@
+"""A run's verdict, one word for every surface: pass, fail or unknown (docs/verdicts.md).
+
+`judge(results, test)` is the only place the verdict is decided. It reads results.json's counts, its
+`loss` section (how many lost writes Kafka's guarantee covered), its stats and its checkers' errors, and
+test.json's producer and topic settings. results.json, the console, report.html, compare, serve, JUnit
+and the exit code all take their word from it, and a results.json written before verdicts existed is
+judged the same way when any of them reads it.
+
+- **fail**: the run shows an anomaly its configuration promises against (a lost write inside Kafka's
+  guarantee, a duplicate with idempotence on, a value nobody sent, ...);
+- **unknown**: nothing failed, but the checker could not decide everything (acknowledged writes it could
+  not look for, a checker error, a run never checked);
+- **pass**: otherwise. Anomalies the configuration allows (loss under acks=1, loss outside the guarantee,
+  duplicates with idempotence off) are counted in `allowed`: observed, allowed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from checkers.reference import Settings
+
+PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
+VERDICTS = (PASS, FAIL, UNKNOWN)
+VALID = {PASS: True, FAIL: False, UNKNOWN: "unknown"}  # results.json's `valid`, kept for compatibility
+SOURCE = "queue"  # the checker whose counts results.json summarises; its own `valid` is superseded here
+FIELDS = ("verdict", "failed", "allowed", "why", "undecided")
+
+# A log truncated and rewritten shows as these; they fail only where no allowed loss explains them.
+TRUNCATION = ("acked_offset_mismatch", "inconsistent_offset", "nonmonotonic_poll")
+NEVER = {"unexpected": "a value was read that no send ever invoked",
+         "poll_skip": "a consumer jumped past records that exist"}
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A run's verdict with its grounds: `failed` and `allowed` map anomaly kinds to counts, `why` says why each
+    kind failed (`why["failed"][kind]`) or was allowed (`why["allowed"][kind]`), `undecided` why the verdict is
+    unknown. A kind can be in both: lost writes inside Kafka's guarantee fail, those outside it are allowed."""
+
+    verdict: str
+    failed: Mapping[str, int] = field(default_factory=dict)
+    allowed: Mapping[str, int] = field(default_factory=dict)
+    why: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    undecided: tuple[str, ...] = ()
+
+    @classmethod
+    def from_results(cls, results: Mapping[str, Any]) -> "Judgement":
+        """The judgement results.json holds (written by `judged`); a results.json without one (written before
+        verdicts) has its `valid` as the verdict and no grounds: `judge` it with its test.json instead."""
+        if results.get("verdict") in VERDICTS:
+            return cls(results["verdict"], dict(results.get("failed") or {}), dict(results.get("allowed") or {}),
+                       {k: dict(v) for k, v in (results.get("why") or {}).items()},
+                       tuple(results.get("undecided") or ()))
+        return cls(of_valid(results.get("valid")))
+
+    @property
+    def valid(self) -> bool | str:
+        """results.json's `valid` for this verdict: True for pass, False for fail, "unknown" for unknown."""
+        return VALID[self.verdict]
+
+    def as_json(self) -> dict[str, Any]:
+        """The fields results.json gets: verdict, failed, allowed, why, undecided."""
+        return {"verdict": self.verdict, "failed": dict(self.failed), "allowed": dict(self.allowed),
+                "why": {k: dict(v) for k, v in self.why.items()}, "undecided": list(self.undecided)}
+
+    def failed_text(self) -> list[str]:
+        """Each failed kind as `3 lost (inside Kafka's guarantee: ...)`."""
+        return _texts(self.failed, self.why.get("failed") or {})
+
+    def allowed_text(self) -> list[str]:
+        """Each allowed kind as `605 lost (outside Kafka's guarantee)`."""
+        return _texts(self.allowed, self.why.get("allowed") or {})
+
+    def lines(self) -> list[str]:
+        """The verdict in words: `verdict: pass`, then `fails:`, `observed, allowed:` and `unknown because:` lines
+        for those that apply."""
+        out = [f"verdict: {self.verdict}"]
+        if self.failed:
+            out.append("fails: " + "; ".join(self.failed_text()))
+        if self.allowed:
+            out.append("observed, allowed: " + "; ".join(self.allowed_text()))
+        if self.undecided and self.verdict == UNKNOWN:
+            out.append("unknown because: " + "; ".join(self.undecided))
+        return out
+
+
+def _texts(counts: Mapping[str, int], why: Mapping[str, str]) -> list[str]:
+    return [f"{n} {k}" + (f" ({why[k]})" if why.get(k) else "") for k, n in counts.items()]
+
+
+def lost_in_promise(results: Mapping[str, Any], test: Mapping[str, Any] | None) -> int:
+    """Lost writes of a checked run that Kafka's guarantee covered (`loss.lost_in_promise`). A results.json written
+    before the per-write rule has no such count: then every lost write is inside when the configuration promises
+    no loss, none when it does not."""
+    loss = results.get("loss") or {}
+    if "lost_in_promise" in loss:
+        return int(loss["lost_in_promise"] or 0)
+    lost = int((results.get("counts") or {}).get("lost") or 0)
+    return lost if Settings.of(dict(test or {})).promises_no_loss else 0
+
+
+def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> Judgement:
+    """The verdict of a run from its results.json (None or {} when never checked) and its test.json ({} or None:
+    the harness's defaults, acks=all and idempotence off). docs/verdicts.md has the table this implements."""
+    results, s = results or {}, Settings.of(dict(test or {}))
+    counts = {k: int(v or 0) for k, v in (results.get("counts") or {}).items() if isinstance(v, (int, float))}
+    undecided = [f"checker {name} failed: {c['error']}" for name, c in (results.get("checkers") or {}).items()
+                 if isinstance(c, Mapping) and c.get("error")]
+    others = [(n, c.get("valid")) for n, c in (results.get("checkers") or {}).items()
+              if n != SOURCE and isinstance(c, Mapping)]
+    if not counts:
+        undecided.append("the run was not checked" if not results else "the checker reported no counts")
+    failed: dict[str, int] = {}
+    allowed: dict[str, int] = {}
+    why: dict[str, dict[str, str]] = {"failed": {}, "allowed": {}}
+
+    def put(kind: str, n: int, fails: bool, reason: str) -> None:
+        if n:
+            (failed if fails else allowed)[kind] = n
+            why["failed" if fails else "allowed"][kind] = reason
+
+    lost = counts.get("lost", 0)
+    inside = min(lost, lost_in_promise(results, test))
+    cause = f"acks={s.acks}" if s.acks not in ("all", "-1") else "unclean leader election"
+    if s.promises_no_loss:
+        put("lost", inside, True, "inside Kafka's guarantee: an in-sync replica held them")
+        put("lost", lost - inside, False, "outside Kafka's guarantee")
+    else:
+        put("lost", lost, False, f"acks={s.acks} promises no durability" if s.acks not in ("all", "-1")
+            else "unclean leader election is configured: Kafka's guarantee does not apply")
+    # A truncated and rewritten log shows as these kinds. They are allowed where the configuration promises no
+    # loss, or where this run lost writes outside the guarantee (the truncation that caused them); per run, not
+    # per partition.
+    truncated_ok = not s.promises_no_loss or lost > inside
+    rewritten = (f"a rewritten log, which {cause} allows" if not s.promises_no_loss
+                 else "a log truncated outside Kafka's guarantee")
+    for kind in TRUNCATION:
+        put(kind, counts.get(kind, 0), not truncated_ok,
+            rewritten if truncated_ok else "the log changed, and no write was lost outside Kafka's guarantee")
+    put("duplicate", counts.get("duplicate", 0), s.idempotence,
+        "idempotence is on" if s.idempotence else "idempotence is off: a retried send may be written twice")
+    reorder_fails = s.idempotence and not truncated_ok
+    put("nonmonotonic_send", counts.get("nonmonotonic_send", 0), reorder_fails,
+        "idempotence is on" if reorder_fails else rewritten if s.idempotence
+        else "idempotence is off: retries may reorder sends")
+    for kind, reason in NEVER.items():
+        put(kind, counts.get(kind, 0), True, reason)
+    put("failed_visible", counts.get("failed_visible", 0), False,
+        "a send reported failed was written: not against Kafka's guarantee")
+    for name, v in others:
+        if v is False:
+            put(f"checker:{name}", 1, True, f"checker {name} found an anomaly")
+        elif v is not True and not (results.get("checkers") or {})[name].get("error"):
+            undecided.append(f"checker {name} could not decide")
+    if counts.get("unseen"):
+        undecided.append(f"{counts['unseen']} acknowledged writes could not be looked for "
+                         "(the final read of their partitions did not complete)")
+    stats = results.get("stats") or {}
+    malformed = int(stats.get("malformed_client_ops") or 0) + int(stats.get("malformed_records") or 0)
+    if malformed:
+        undecided.append(f"{malformed} client operations or records could not be parsed")
+    verdict = FAIL if failed else UNKNOWN if undecided else PASS
+    return Judgement(verdict, failed, allowed, why, tuple(undecided))
+
+
+def judged(results: dict[str, Any], test: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`results` with the verdict fields set (verdict, failed, allowed, why, undecided) and `valid` made to match,
+    the verdict fields first after `valid`; the input is not changed."""
+    j = judge(results, test)
+    rest = {k: v for k, v in results.items() if k not in ("valid", *FIELDS)}
+    return {"valid": j.valid, **j.as_json(), **rest}
+
+
+def essentials(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a results.json that `judge` reads and a page shows (counts, the loss section's numbers, stats,
+    each checker's `valid` and error, the stored verdict fields): a few hundred bytes of what can be megabytes."""
+    out: dict[str, Any] = {k: results[k] for k in ("valid", *FIELDS, "counts", "stats") if k in results}
+    if isinstance(results.get("loss"), Mapping):
+        out["loss"] = {k: v for k, v in results["loss"].items() if not isinstance(v, (list, dict))}
+    if isinstance(results.get("checkers"), Mapping):
+        out["checkers"] = {n: {k: c[k] for k in ("valid", "error") if k in c}
+                           for n, c in results["checkers"].items() if isinstance(c, Mapping)}
+    return out
+
+
+def merge(verdicts: list[str]) -> str:
+    """The verdict of several runs (a suite cell's repetitions): fail if any fails, else unknown if any is unknown
+    (or there are none), else pass."""
+    if FAIL in verdicts:
+        return FAIL
+    return PASS if verdicts and all(v == PASS for v in verdicts) else UNKNOWN
+
+
+def of_valid(valid: Any) -> str:
+    """The verdict word for a `valid` value as results.json and progress.jsonl hold it (True, False, anything
+    else unknown)."""
+    return PASS if valid is True else FAIL if valid is False else UNKNOWN

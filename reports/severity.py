@@ -1,0 +1,38 @@
+"""How bad a run or a suite cell looks, for its colour: a level from its verdict and its loss rate.
+
+The words follow the verdict (checkers/verdict.py); the colour follows this level. A cell that passed
+while losing 97.6% of its writes, all of them allowed, is therefore red and says "pass": never green.
+docs/verdicts.md shows the levels.
+"""
+from __future__ import annotations
+
+from checkers.verdict import FAIL, UNKNOWN
+
+LEVELS = ("clean", "unknown", "noted", "serious", "severe")
+SERIOUS, SEVERE = 0.01, 0.10  # loss rates (lost / acked) from which a run is serious, severe
+# The console's colour of each level (rich styles); the pages use the CSS classes `sev-<level>` (page.html.j2).
+RICH = {"clean": "green", "unknown": "yellow", "noted": "yellow", "serious": "dark_orange", "severe": "bold red"}
+
+
+def loss_rate(lost: int | None, acked: int | None) -> float | None:
+    """lost / acked, or None when nothing was acknowledged."""
+    return (lost or 0) / acked if acked else None
+
+
+def level(verdict: str, lost: int | None = 0, acked: int | None = 0, allowed: bool = False) -> str:
+    """The severity of a run or cell: "severe" when it fails or lost 10% or more of its acknowledged writes,
+    "serious" from 1%, "noted" for any loss or other allowed anomaly, "unknown" for an unknown verdict with
+    nothing observed, else "clean" (the only green one)."""
+    rate = loss_rate(lost, acked)
+    if verdict == FAIL or (rate is not None and rate >= SEVERE) or (lost and not acked):
+        return "severe"
+    if rate is not None and rate >= SERIOUS:
+        return "serious"
+    if lost or allowed:
+        return "noted"
+    return "unknown" if verdict == UNKNOWN else "clean"
+
+
+def rich_verdict(verdict: str, severity: str) -> str:
+    """The verdict word in rich markup, coloured by `severity`."""
+    return f"[{RICH[severity]}]{verdict}[/]"
