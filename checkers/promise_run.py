@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from checkers.promise import NS, Events, IsrSample, PowerLoss, Rules, UncleanElection, classify
-from harness.evidence_files import EVIDENCE_DIR, HISTORY_START_KEY, ISR_FILE
+from harness.evidence_files import EVIDENCE_DIR, HISTORY_START_KEY, ISR_FILE, read_jsonl
 from harness.evidence_files import METADATA_FILE as METADATA_NAME
 
 METADATA_FILE = f"{EVIDENCE_DIR}/{METADATA_NAME}"  # run-relative; written by reports/evidence.py from the KRaft metadata log
@@ -47,7 +47,7 @@ def _samples(path: Path, parse: Callable[[dict[str, Any]], IsrSample | None]) ->
     """The lines of a JSONL file that `parse` makes samples of, per partition in time order; lines it cannot
     read (errors, a truncated last line) are skipped; {} if the file is absent."""
     out: dict[int, list[IsrSample]] = {}
-    for d in _jsonl(path):
+    for d in read_jsonl(path):
         try:
             s = parse(d)
         except (KeyError, TypeError, ValueError, AttributeError):
@@ -86,7 +86,7 @@ def read_fenced(path: Path) -> frozenset[tuple[int, int]]:
     """(broker, history ns) of every fencing in evidence/metadata.jsonl, on the same clock as its partition
     states (the records of one controller batch share a time); empty if absent."""
     out = set()
-    for d in _jsonl(path):
+    for d in read_jsonl(path):
         if d.get("type") == "broker" and d.get("kind") == "fenced" and d.get("time_s") is not None:
             try:
                 out.add((int(d["broker"]), round(float(d["time_s"]) * NS)))
@@ -102,7 +102,7 @@ def controller_unclean_elections(path: Path, topic: str, operator: Iterable[Uncl
     except those within `within_ns` of an operator's election of the same partition (`operator`)."""
     ops = [(u.partition, u.time) for u in operator]
     out, was = [], {}
-    for d in _jsonl(path):
+    for d in read_jsonl(path):
         try:
             if d.get("type") != "partition" or d.get("topic") != topic or d.get("time_s") is None:
                 continue
@@ -113,20 +113,6 @@ def controller_unclean_elections(path: Path, topic: str, operator: Iterable[Uncl
             continue
         was[p] = recovering
     return sorted(out, key=lambda u: u.time)
-
-
-def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSONL file's readable lines (none if the file is absent)."""
-    if not Path(path).exists():
-        return
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(d, dict):
-                yield d
 
 
 def dropped_since(loss: Mapping[str, Any], topic: str, line_ns: int,

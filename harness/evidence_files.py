@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Iterator
 
 __all__ = ["EVIDENCE_DIR", "RAW_DIR", "COLLECT_FILE", "METADATA_DIR", "SEGMENTS_FILE", "METADATA_FILE", "ISR_FILE",
-           "HISTORY_START_KEY", "read_isr"]
+           "HISTORY_START_KEY", "read_isr", "read_jsonl"]
 
 HISTORY_START_KEY = "history_start_unix_ms"  # in test.json: the wall clock (unix ms) at history time 0
 
@@ -26,15 +27,21 @@ SEGMENTS_FILE = "segments.jsonl"  # in EVIDENCE_DIR: every batch of the topic, d
 METADATA_FILE = "metadata.jsonl"  # in EVIDENCE_DIR: the topic's partition states and broker events, decoded
 
 
-def read_isr(path: Path) -> list[dict]:
-    """Every complete line of an isr.jsonl (a truncated last line is skipped); [] if the file is absent."""
-    out = []
+def read_jsonl(path: Path) -> Iterator[dict]:
+    """The JSON objects of a JSONL file, line by line; lines that do not parse (a truncated last line) or are
+    not objects are skipped; nothing if the file is absent."""
     if not Path(path).exists():
-        return out
+        return
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             try:
-                out.append(json.loads(line))
+                d = json.loads(line)
             except json.JSONDecodeError:
                 continue
-    return out
+            if isinstance(d, dict):
+                yield d
+
+
+def read_isr(path: Path) -> list[dict]:
+    """Every complete line of an isr.jsonl (a truncated last line is skipped); [] if the file is absent."""
+    return list(read_jsonl(path))

@@ -21,11 +21,11 @@ import pandas as pd
 from checkers import RESULTS_FILE, TEST_FILE, find_runs
 from checkers.reference import Settings
 from checkers.table import in_faults
-from checkers.verdict import judge, merge
+from checkers.verdict import judge, lost_in_promise, merge
 from reports import ReportsInputError
 from reports.heatmap import heatmap
 from reports.html import write_page
-from reports.promise import lost_in_promise, promise_of
+from reports.promise import promise_of
 from reports.severity import level
 
 __all__ = ["COLUMNS", "CompareError", "Run", "compare_rows", "configuration", "heatmap", "load_runs",

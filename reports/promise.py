@@ -16,7 +16,6 @@ from typing import Any, Mapping
 from checkers.promise import GUARANTEE
 from checkers.promise_run import rules_of
 from checkers.reference import Settings
-from checkers.verdict import lost_in_promise as _lost_in_promise
 
 RULE = GUARANTEE
 
@@ -42,8 +41,3 @@ def promise_of(test: Mapping[str, Any]) -> Promise:
     # acks=0/1 simply promise nothing (an acknowledgement is not a commit); unclean election gives it up
     void = "unclean leader election is configured" if rules.unclean and rules.acks in ("all", "-1") else None
     return Promise(rules.promises, bool(Settings.of(dict(test)).idempotence), void)
-
-
-def lost_in_promise(results: Mapping[str, Any], test: Mapping[str, Any]) -> int:
-    """Writes of a checked run lost inside the guarantee, as the verdict counts them (checkers.verdict)."""
-    return _lost_in_promise(results, test)

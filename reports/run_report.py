@@ -31,7 +31,7 @@ from markupsafe import Markup
 from checkers.parquet import CheckInputError, convert
 from checkers.timeline import availability as timeline_availability
 from checkers.timeline import fault_windows
-from checkers.verdict import Judgement, judge
+from checkers.verdict import Judgement, judge, lost_in_promise
 from harness.faults import FAULTS_FILE, FaultCatalogue, FaultsError, run_faults
 from harness.evidence_files import ISR_FILE, read_isr
 from reports import plots
@@ -40,7 +40,7 @@ from reports.html import write_page, yes
 from reports.evidence_html import evidence_section
 from reports.explain import load_explanation
 from reports.explain_text import groups_of
-from reports.promise import RULE, lost_in_promise, promise_of
+from reports.promise import RULE, promise_of
 from reports.severity import level, loss_rate
 
 __all__ = ["ReportError", "REPORT_FILE", "RunData", "anomaly_marks", "load_run", "write_report"]
