@@ -1,7 +1,11 @@
 """Benchmark: kchaos's recorded ok sends per second vs Kafka's ProducerPerformance and VerifiableProducer.
 
-    python bench/producer_throughput.py [--seconds 30] [--records 2000000] [--rounds 2] [--in-flight 5000]
-        [--producers 2] [--processes 2] [--linger-ms 5] [--long 0] [--kill-leader 60]
+    python bench/producer_throughput.py [--seconds 30] [--records 2000000] [--rounds 2] [--rate max]
+        [--in-flight 5000] [--producers 2] [--processes 2] [--linger-ms 5] [--long 0] [--kill-leader 60]
+
+With `--rate max` the kchaos workload takes what `kchaos run --rate max` picks on this machine
+(harness/full_load.py); any of --in-flight, --producers, --processes and --linger-ms given wins, as in
+`kchaos run`. Without it those four default to 5000, 2, 2 and 5.
 
 On one 3-node cluster (Docker, plain storage), for acks=1 and acks=all, on a fresh topic each
 (3 partitions, RF 3, min.insync 2), after one short warm-up run of each (not counted), `--rounds`
@@ -40,7 +44,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from clusters import admin  # noqa: E402
-from clusters.docker import DockerCluster, cleanup  # noqa: E402
+from clusters.docker import DockerCluster  # noqa: E402
+from harness import full_load  # noqa: E402
 from harness.config import ClusterConfig, ProducerConfig, TestConfig, TopicConfig, WorkloadConfig  # noqa: E402
 from harness.history import History  # noqa: E402
 from harness.runner import prepare  # noqa: E402
@@ -189,13 +194,25 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--records", type=int, default=2_000_000)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--in-flight", type=int, default=5000)
-    ap.add_argument("--producers", type=int, default=2)
-    ap.add_argument("--processes", type=int, default=2)
-    ap.add_argument("--linger-ms", type=int, default=5)
+    ap.add_argument("--rate", choices=("max",), default=None,
+                    help="the kchaos workload as `kchaos run --rate max` picks it on this machine")
+    ap.add_argument("--in-flight", type=int, default=None)
+    ap.add_argument("--producers", type=int, default=None)
+    ap.add_argument("--processes", type=int, default=None)
+    ap.add_argument("--linger-ms", type=int, default=None)
     ap.add_argument("--long", type=float, default=0.0, help="then run acks=all this long, printing memory")
     ap.add_argument("--kill-leader", type=float, default=0.0, help="then a kchaos run under kill-leader this long")
     a = ap.parse_args(argv)
+    given = {"in_flight": a.in_flight, "producers": a.producers, "producer_processes": a.processes,
+             "linger_ms": a.linger_ms}
+    if a.rate == "max":
+        picked = full_load.pick(full_load.usable_cores(), given)
+        print(picked["why"], flush=True)
+        given = picked["picked"]
+    defaults = {"in_flight": 5000, "producers": 2, "producer_processes": 2, "linger_ms": 5}
+    given = {k: defaults[k] if v is None else v for k, v in given.items()}
+    a.in_flight, a.producers, a.processes, a.linger_ms = (given[k] for k in
+                                                          ("in_flight", "producers", "producer_processes", "linger_ms"))
     if a.rounds or a.long:
         compare(a)
     if a.kill_leader:
@@ -204,9 +221,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def compare(a: argparse.Namespace) -> None:
     """The rounds of the three producers on one cluster, then the long run (see the module docstring)."""
-    cleanup()
-    image = prepare("3.7.2")
-    base = TestConfig(seed=1, workload=WorkloadConfig(producers=a.producers, consumers=0, rate=10_000_000,
+    image = prepare("3.7.2")  # no `cleanup()`: it would remove any kchaos cluster on the machine, not only ours
+    base = TestConfig(seed=1, workload=WorkloadConfig(producers=a.producers, consumers=0, rate="max",
                                                       in_flight=a.in_flight, producer_processes=a.processes))
     print(f"3 nodes, 3 partitions, RF 3, min.insync 2, 8-byte values; kchaos: {a.producers} producers in "
           f"{a.processes or 'no'} worker processes, {a.in_flight} in flight each, linger.ms {a.linger_ms}, "
@@ -253,7 +269,7 @@ def under_kill_leader(a: argparse.Namespace) -> None:
         cmd = [str(REPO / ".venv/bin/kchaos"), "run", "--nemesis", "kill-leader", "--time-limit", str(a.kill_leader),
                "--interval", "15", "--acks", "all", "--linger-ms", str(a.linger_ms), "--in-flight", str(a.in_flight),
                "--producers", str(a.producers), "--producer-processes", str(a.processes), "--consumers", "1",
-               "--rate", "10000000", "--seed", "1", "--store", store, "--spark-master", "local[2]"]
+               "--rate", "max", "--seed", "1", "--store", store, "--spark-master", "local[2]"]
         subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         run_dir = max(Path(store).glob("*/*/history.jsonl"), key=lambda p: p.stat().st_mtime).parent
         whole, inside, windows = fault_window_rates(run_dir)

@@ -1,6 +1,6 @@
 """Campaign: run every scenario variant until the ledger holds N repetitions of its current configuration.
 
-    python bench/scenario_campaign.py [--target 10] [--lock FILE] [--store DIR] [--dry-run]
+    python bench/scenario_campaign.py [--target 10] [--scenarios NAME,...] [--lock FILE] [--store DIR] [--dry-run]
 
 One repetition is one `kchaos scenario NAME --variant V --seed S` (S = 7000 + its index), run
 while holding an exclusive lock on FILE (default /tmp/kchaos-cluster.lock), so other work that
@@ -28,11 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scenario_rates import LEDGER, REPO, file_order, read_ledger  # noqa: E402
 
 
-def needed(target: int) -> list[tuple[str, str, int]]:
-    """(scenario, variant, repetitions already held) for each variant short of `target`, fewest first."""
+def needed(target: int, only: set[str] | None = None) -> list[tuple[str, str, int]]:
+    """(scenario, variant, repetitions already held) for each variant short of `target`, fewest first; only the
+    scenarios named in `only`, when given."""
     reps = [r for r in read_ledger(LEDGER) if r.matched is not None]
     out = []
     for scenario, variants in file_order().items():
+        if only and scenario not in only:
+            continue
         for v in variants:
             mine = sorted((r for r in reps if (r.scenario, r.variant) == (scenario, v)), key=lambda r: r.date)
             have = sum((r.config, r.predict) == (mine[-1].config, mine[-1].predict) for r in mine) if mine else 0
@@ -49,13 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store", default=str(REPO / "results"))
     ap.add_argument("--kchaos", help="a kchaos executable (default: this checkout's, run by this Python)")
     ap.add_argument("--dry-run", action="store_true", help="print what is still needed and stop")
+    ap.add_argument("--scenarios", help="only these scenarios, comma-separated (default: every one)")
     a = ap.parse_args(argv)
     store = str(Path(a.store).resolve())
     kchaos = [a.kchaos] if a.kchaos else [sys.executable, "-m", "harness.cli"]
     env = dict(os.environ)
     if not a.kchaos:
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
-    while todo := needed(a.target):
+    only = set(a.scenarios.split(",")) if a.scenarios else None
+    while todo := needed(a.target, only):
         if a.dry_run:
             for scenario, v, have in todo:
                 print(f"{scenario} {v}: {have}/{a.target}")

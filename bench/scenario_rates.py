@@ -75,10 +75,15 @@ def _json(path: Path) -> Any:
         return None
 
 
-def _config(options: dict[str, Any] | None) -> str | None:
+def _config(options: dict[str, Any] | None, test: dict[str, Any] | None = None) -> str | None:
+    """A hash of the variant's run options. A run whose page cache was written back as the node's kernel does
+    (the default since 2026-11-25; test.json's `page_cache`) hashes that too: before, the default never wrote
+    back, so the same options made another experiment."""
     if options is None:
         return None
     opts = dict(options)
+    if ((test or {}).get("page_cache") or {}).get("model") not in (None, "never-written-back", "writeback-age"):
+        opts["page_cache_model"] = test["page_cache"]["model"]
     if isinstance(opts.get("schedule"), str):  # a content-addressed cache file: its name is its content
         opts["schedule"] = Path(opts["schedule"]).name
     return hashlib.sha256(json.dumps(opts, sort_keys=True).encode()).hexdigest()[:10]
@@ -109,6 +114,7 @@ def from_scenario_dir(sdir: Path) -> list[Rep]:
         for r in v.get("runs") or []:
             run = sdir / r["run"]
             test = _json(run / "test.json") or {}
+            config = _config(options.get(vname), test)
             out.append(Rep(f"{name}/{sdir.name}/{r['run']}", iso(run.name) or started, name, vname, predict,
                            r.get("seed"), r.get("kafka") or (test.get("versions") or {}).get("kafka"),
                            bool(r["matched"]), r.get("seconds", progress.get((vname, r["rep"]), {}).get("seconds")),

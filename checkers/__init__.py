@@ -39,7 +39,7 @@ def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
     """Check a run directory (holding history.jsonl) or a bare history file.
 
     test.json beside the history is used if present, else `{}` (idempotence
-    off). Returns `{"valid", "verdict", "failed", "allowed", "why",
+    off). Returns `{"valid", "verdict", "failed", "allowed", "why", "page_cache",
     "undecided", "counts", "examples", "loss", "stats", "latency_ms",
     "timeline", "checkers": {name: full result}}` and writes it as
     results.json beside the history: `verdict` is checkers.verdict.judge's

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from checkers.reference import Settings
+from harness.page_cache import describe as describe_page_cache
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 VERDICTS = (PASS, FAIL, UNKNOWN)
@@ -166,16 +167,17 @@ def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> 
 
 def judged(results: dict[str, Any], test: Mapping[str, Any] | None) -> dict[str, Any]:
     """`results` with the verdict fields set (verdict, failed, allowed, why, undecided) and `valid` made to match,
-    the verdict fields first after `valid`; the input is not changed."""
+    the verdict fields first after `valid`, then the page-cache model in one line (harness/page_cache.py); the input is
+    not changed."""
     j = judge(results, test)
-    rest = {k: v for k, v in results.items() if k not in ("valid", *FIELDS)}
-    return {"valid": j.valid, **j.as_json(), **rest}
+    rest = {k: v for k, v in results.items() if k not in ("valid", *FIELDS, "page_cache")}
+    return {"valid": j.valid, **j.as_json(), "page_cache": describe_page_cache(test or {}), **rest}
 
 
 def essentials(results: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a results.json that `judge` reads and a page shows (counts, the loss section's numbers, stats,
     each checker's `valid` and error, the stored verdict fields): a few hundred bytes of what can be megabytes."""
-    out: dict[str, Any] = {k: results[k] for k in ("valid", *FIELDS, "counts", "stats") if k in results}
+    out: dict[str, Any] = {k: results[k] for k in ("valid", *FIELDS, "page_cache", "counts", "stats") if k in results}
     if isinstance(results.get("loss"), Mapping):
         out["loss"] = {k: v for k, v in results["loss"].items() if not isinstance(v, (list, dict))}
     if isinstance(results.get("checkers"), Mapping):

@@ -20,6 +20,7 @@ from clusters import admin
 from clusters.distribution import KafkaDist
 from clusters.kafka_node import KafkaNode, NodeError
 from clusters.kraft import NodeSpec, server_properties
+from harness import page_cache
 from harness.config import ClusterConfig
 
 log = logging.getLogger("kchaos.cluster")
@@ -98,6 +99,7 @@ class KafkaCluster:
         self.controllers = [s.name for s in self.specs if s.is_controller]
         self.cluster_id = new_cluster_id()
         self._nodes: dict[str, KafkaNode] = {}
+        self.writeback: dict[str, page_cache.Writeback] = {}
 
     # --- addresses -----------------------------------------------------------------
     def bootstrap(self) -> str:
@@ -156,7 +158,26 @@ class KafkaCluster:
         props = server_properties(spec, self.specs, self.cfg, data_dir=node.data_dir,
                                   bind=self.provisioner.bind)
         self.node_dir(name).mkdir(parents=True, exist_ok=True)
-        node.configure(props, self.provisioner.node_env(name))
+        env = self.provisioner.node_env(name)
+        if self.cfg.storage == "lazyfs":
+            self.writeback[name] = wb = page_cache.plan(self.cfg.page_cache, self.cfg.writeback_age_s,
+                                                        self._vm_writeback(node))
+            env = {**env, **wb.env()}
+        node.configure(props, env)
+
+    @staticmethod
+    def _vm_writeback(node: KafkaNode) -> tuple[int, int] | None:
+        """The node's kernel writeback settings (vm.dirty_expire_centisecs, vm.dirty_writeback_centisecs)."""
+        try:
+            r = node.run(["cat", *page_cache.VM_FILES], timeout=20)
+        except Exception as e:  # noqa: BLE001 - unreadable means Linux's defaults, and the record says so
+            log.warning("%s: cannot read %s: %s", node.name, " ".join(page_cache.VM_FILES), e)
+            return None
+        return page_cache.parse_vm(r.stdout) if r.ok else None
+
+    def page_cache_record(self) -> dict[str, Any]:
+        """test.json's `page_cache`: the writeback each node's lazyfs was given (after setup)."""
+        return page_cache.record(self.writeback, self.cfg.storage)
 
     def _each(self, fn: Callable[[str], object]) -> None:
         names = [s.name for s in self.specs]

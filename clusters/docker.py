@@ -91,11 +91,8 @@ class DockerProvisioner:
         return DockerRemote(name, client=self.client, name=spec.name)
 
     def node_env(self, node: str) -> dict[str, str]:
-        """Storage, heap and lazyfs write-back age (also the containers' environment)."""
-        env = {"KAFKA_HEAP": "384m", "KCHAOS_STORAGE": self.cfg.storage}
-        if self.cfg.writeback_age_s:
-            env["KCHAOS_WRITEBACK_AGE"] = f"{self.cfg.writeback_age_s:g}"
-        return env
+        """Storage and heap (also the containers' environment); the cluster adds the page-cache writeback."""
+        return {"KAFKA_HEAP": "384m", "KCHAOS_STORAGE": self.cfg.storage}
 
     def client_address(self) -> str:
         """The network's gateway: where this host's clients come from."""

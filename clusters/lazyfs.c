@@ -1,7 +1,8 @@
 /*
  * lazyfs: a FUSE filesystem modelling a disk whose unsynced writes live in the page cache.
  *
- *   lazyfs [--ctl=FIFO] [--log=FILE] [--writeback-age=SECONDS] [-o OPTS] BACKING_DIR MOUNTPOINT
+ *   lazyfs [--ctl=FIFO] [--log=FILE] [--writeback-age=SECONDS [--writeback-interval=SECONDS]]
+ *          [-o OPTS] BACKING_DIR MOUNTPOINT
  *
  * Everything passes straight through to BACKING_DIR except file data: write() (and the
  * kernel's writeback of shared mmap pages) lands in 4 KiB pages in this process's memory
@@ -103,6 +104,7 @@ static int rootfd = -1;
 static const char *ctl_path;
 static char *root_path; /* realpath of BACKING_DIR, to name files in the stats */
 static double writeback_age; /* seconds; 0 = never */
+static double writeback_interval; /* seconds between the flusher's wake-ups; 0: a quarter of the age, 50 ms-1 s */
 static FILE *logf_;
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct lfile *map[NBUCKET];
@@ -1003,14 +1005,17 @@ static void *ctl_thread(void *arg) {
 	return NULL;
 }
 
-/* The kernel's dirty expiry, per file: once a file's oldest dirty page is older than the
- * age, all its pages are written back (no fsync: the host's page cache survives our death). */
+/* The kernel's periodic writeback: the flusher wakes every vm.dirty_writeback_centisecs and
+ * writes back each file whose oldest dirty page is older than vm.dirty_expire_centisecs, all
+ * its pages (no fsync: the host's page cache survives our death). So a write is on disk once
+ * it is between the age and the age plus one interval old. */
 static void *writeback_thread(void *arg) {
 	int64_t age = (int64_t)(writeback_age * 1000);
+	int64_t every = writeback_interval > 0 ? (int64_t)(writeback_interval * 1000) : MIN(1000, age / 4 > 50 ? age / 4 : 50);
 	(void)arg;
 	for (;;) {
 		size_t n;
-		sleep_ms((int)MIN(1000, age / 4 > 50 ? age / 4 : 50));
+		sleep_ms((int)every);
 		struct lfile **v = pin_all(&n, true);
 		for (size_t i = 0; i < n; i++) {
 			int r = v[i]->ndirty && !frozen && now_ms() - v[i]->dirtied >= age ? lflush(v[i], 0) : 0;
@@ -1037,7 +1042,7 @@ static void die(const char *fmt, ...) {
 	exit(2);
 }
 
-#define USAGE "usage: lazyfs [--ctl=FIFO] [--log=FILE] [--writeback-age=SECONDS] [-o OPTS] BACKING_DIR MOUNTPOINT"
+#define USAGE "usage: lazyfs [--ctl=FIFO] [--log=FILE] [--writeback-age=SECONDS] [--writeback-interval=SECONDS] [-o OPTS] BACKING_DIR MOUNTPOINT"
 
 /* "--name=value" or "--name value" */
 static const char *optval(int argc, char **argv, int *i, const char *name) {
@@ -1064,6 +1069,10 @@ int main(int argc, char **argv) {
 			writeback_age = strtod(v, &end);
 			if (*end || end == v || !(writeback_age >= 0))
 				die("bad --writeback-age %s: want seconds", v);
+		} else if ((v = optval(argc, argv, &i, "--writeback-interval"))) {
+			writeback_interval = strtod(v, &end);
+			if (*end || end == v || !(writeback_interval >= 0) || writeback_interval > 86400)
+				die("bad --writeback-interval %s: want seconds", v);
 		} else if (strncmp(argv[i], "-o", 2) == 0) {
 			v = argv[i][2] ? argv[i] + 2 : i + 1 < argc ? argv[++i] : NULL;
 			if (!v || strlen(opts) + strlen(v) + 2 > sizeof opts)
@@ -1099,8 +1108,8 @@ int main(int argc, char **argv) {
 	}
 	if (ctl_path && ((unlink(ctl_path) < 0 && errno != ENOENT) || mkfifo(ctl_path, 0600) < 0))
 		die("control fifo %s: %s", ctl_path, strerror(errno));
-	logmsg("start: backing=%s mountpoint=%s ctl=%s writeback-age=%gs options=%s", pos[0], pos[1],
-	       ctl_path ? ctl_path : "-", writeback_age, opts);
+	logmsg("start: backing=%s mountpoint=%s ctl=%s writeback-age=%gs writeback-interval=%gs options=%s",
+	       pos[0], pos[1], ctl_path ? ctl_path : "-", writeback_age, writeback_interval, opts);
 
 	fuse_set_log_func(fuse_logger);
 	char *fargv[] = { argv[0], "-o", opts, "-d", NULL };

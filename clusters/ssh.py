@@ -195,8 +195,6 @@ class SshProvisioner:
                "KCHAOS_DEV": self._devices.get(node, "eth0"),
                "KCHAOS_CONTROL_PORT": str(self.hosts.host(node).port),
                "KCHAOS_KAFKA_PORT": str(next(s.port for s in self.specs if s.name == node))}
-        if self.cfg.writeback_age_s:
-            env["KCHAOS_WRITEBACK_AGE"] = f"{self.cfg.writeback_age_s:g}"
         return env
 
     def client_address(self) -> str:

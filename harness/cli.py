@@ -1,6 +1,7 @@
 """`kchaos` command line: parse the arguments (harness/cli_parser.py), run the command, print its verdict on
 stdout and its steps on stderr, and turn every error into one line and an exit code (harness/exit_codes.py:
-0 pass, 1 fail, 2 unknown (docs/verdicts.md), 3 bad input, 4 environment, 5 the cluster failed, 130 interrupted).
+0 pass, 1 fail, 2 unknown (docs/verdicts.md), 3 bad input, 4 environment, 5 the cluster failed, 6 a suite
+regressed (with --fail-on-regression), 130 interrupted).
 """
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import argparse
 import json
 import os
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -17,8 +19,8 @@ from rich.console import Console
 from harness import cli_experiments
 from harness.cli_parser import build_parser, unrecognized
 from harness.config import ConfigError
-from harness.console import print_run, print_suite, run_headline, runs_summary, suite_plan
-from harness.exit_codes import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_ENV, EXIT_INTERRUPTED
+from harness.console import print_regressions, print_run, print_suite, run_headline, runs_summary, suite_plan
+from harness.exit_codes import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_ENV, EXIT_INTERRUPTED, EXIT_REGRESSION
 from harness.options import config_from_args
 from harness.terminal import make_console
 
@@ -52,7 +54,35 @@ def _suite(args: argparse.Namespace, console: Console, out: Console, argv: list[
         return EXIT_INTERRUPTED
     print_suite(out, suite.name, sdir, outcomes)
     from reports.junit import exit_code as suite_exit_code
+    from reports.regressions import night_regressions
+    try:
+        regressions, before = night_regressions(Path(args.store), sdir)
+    except sqlite3.Error as e:  # the suite's results stand; only the comparison with other nights is missing
+        console.print(f"kchaos: regressions not computed: results index unusable ({e}); "
+                      f"kchaos index --rebuild --store {args.store} remakes it", markup=False)
+        return suite_exit_code(outcomes)
+    print_regressions(out, regressions, sdir.parent / before.split("/")[-1] if before else None)
+    if regressions and args.fail_on_regression:
+        return EXIT_REGRESSION
     return suite_exit_code(outcomes)
+
+
+def _index(args: argparse.Namespace, out: Console) -> int:
+    """`kchaos index`: bring the store's results index up to date (or rebuild it) and say what it holds."""
+    from harness.store import check_store
+    from reports.run_index import INDEX_FILE, RunIndex
+    store = check_store(args.store)
+    if not store.is_dir():
+        raise ConfigError(f"--store {args.store}: no such directory")
+    try:
+        with RunIndex(store) as index:
+            done = index.refresh(rebuild=args.rebuild)
+    except sqlite3.Error as e:
+        raise ConfigError(f"--store {args.store}: cannot keep its index {store / INDEX_FILE}: {e}") from None
+    how = "rebuilt" if done.rebuilt else f"{done.updated} row(s) read again, {done.removed} removed"
+    out.print(f"index: {done.runs} runs, {done.nights} suite nights ({how}) → {store / INDEX_FILE}",
+              markup=False, highlight=False)
+    return 0
 
 
 def _reports(args: argparse.Namespace, console: Console, out: Console) -> int:
@@ -186,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
             return _check(args, console, out)
         if args.cmd == "suite":
             return _suite(args, console, out, argv)
+        if args.cmd == "index":
+            return _index(args, out)
         if args.cmd in ("compare", "report", "serve"):
             return _reports(args, console, out)
         if args.cmd == "explain":

@@ -39,7 +39,8 @@ COMMANDS = {
               "it says, going on past runs that fail. The suite's directory, STORE/suites/NAME/<UTC stamp>/, gets "
               "every run, compare.csv, compare.html and a JUnit report.xml; the table at the end has one line per "
               "cell. The whole file is checked before anything runs; --dry-run stops there and prints the cells. "
-              "--resume continues an interrupted suite run."),
+              "--resume continues an interrupted suite run. Last, it lists the regressions since the suite's previous "
+              "night: cells that passed then and fail now, and anomaly kinds new to a cell."),
     "compare": ("compare every run below a directory, one row per configuration",
                 "Group the runs below a directory (a suite run, a scenario run, the whole store) by configuration "
                 "and write compare.csv and compare.html there, one row per configuration. Runs without "
@@ -51,6 +52,11 @@ COMMANDS = {
     "serve": ("browse a results store on a local web page",
               "Serve a results store on a local web page: every run, suite and scenario with its verdict and its "
               "report. It binds to this machine only unless --host says otherwise."),
+    "index": ("bring the results index of a store up to date, or rebuild it",
+              "Bring STORE/index.sqlite up to date with the run directories: read again the runs and suite nights "
+              "whose files changed, add the new ones, drop the gone. serve, compare and the trend pages query it; "
+              "suites update it as they run. The run directories stay the source of truth: --rebuild reads every "
+              "one again, and a missing index, or one of another version, is rebuilt by itself."),
     "explain": ("say why each lost write was lost, from Kafka's own files",
                 "(Re)build RUN/evidence/explanation.json from the Kafka files the run collected "
                 "(RUN/evidence/raw), judge the loss again against Kafka's guarantee, rewrite report.html, and "
@@ -183,6 +189,8 @@ def build_parser() -> Parser:
     s.add_argument("--resume", action="store_true", help="continue the newest interrupted run of this suite")
     s.add_argument("--seed", type=int, default=None, help="suite seed (default: the file's, else random)")
     s.add_argument("--store", default=D.store, help="results root (the suite goes in STORE/suites/NAME/)")
+    s.add_argument("--fail-on-regression", action="store_true", help="exit 6 when a cell regressed since the "
+                   "suite's previous night (passed then and fails now, or shows an anomaly kind new to it)")
     s.add_argument("--hosts", default=None, metavar="FILE", help="run every cell on the machines of this hosts "
                    "file over SSH, docs/hosts.md (default: Docker containers on this machine)")
     spark_options(s)
@@ -194,6 +202,10 @@ def build_parser() -> Parser:
     sv.add_argument("--store", default=D.store, help="results root to serve")
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     sv.add_argument("--port", type=int, default=8000, help="port to listen on")
+    ix = command("index")
+    ix.add_argument("--store", default=D.store, help="results root whose index.sqlite to update")
+    ix.add_argument("--rebuild", action="store_true", help="read every run and suite night again and replace the "
+                    "index's rows in one transaction")
     cli_experiments.add_parsers(sub)
     ex = command("explain")
     ex.add_argument("run", help="a run directory")

@@ -10,6 +10,8 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable
 
+from harness.page_cache import MODELS as PAGE_CACHE_MODELS, NEVER as NEVER_WRITTEN_BACK
+
 ACKS = ("0", "1", "all")
 STORAGES = ("auto", "lazyfs", "plain")
 MAX_RETRIES = 2147483647  # librdkafka's default: retry until delivery.timeout.ms
@@ -60,7 +62,10 @@ class ClusterConfig:
     # "lazyfs": log directories on the lazy FUSE filesystem (unsynced writes can be lost);
     # "plain": the container's own disk; "auto": lazyfs when a nemesis needs it.
     storage: str = "auto"
-    writeback_age_s: float = 0.0  # lazyfs: write unsynced pages through after this age; 0 = never
+    # lazyfs's page cache (harness/page_cache.py): "kernel" writes unsynced data back as the node's Linux
+    # does (vm.dirty_expire/writeback_centisecs); "never-written-back" is the worst case.
+    page_cache: str = "kernel"
+    writeback_age_s: float | None = None  # set the writeback age by hand; 0 = never; None: the model's
     # A hosts file (harness/hosts.py): run on those machines over SSH instead of in Docker containers.
     hosts: str | None = None
 
@@ -77,10 +82,12 @@ class WorkloadConfig:
     kind: str = "queue"  # the registry name of the workload (workloads/__init__.py)
     producers: int = 4
     consumers: int = 2
-    rate: float = 100.0  # target sends per second, all producers together
+    rate: float | str = 100.0  # target sends per second, all producers together, or "max": unthrottled
     in_flight: int = 1  # sends each producer instance keeps outstanding, one logical process per slot
     producer_processes: int = 0  # worker OS processes running the producers; 0 = threads of the harness
     drain_timeout_s: float = 120.0
+    # With rate "max": what harness/full_load.py picked for the machine and why (cores, picked, explicit, why).
+    full_load: dict[str, Any] | None = field(default=None, hash=False)
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,8 @@ class TestConfig:
             del d["nemesis"]["mix_families"]
         if self.cluster.hosts is None:  # a Docker run's test.json stays as before
             del d["cluster"]["hosts"]
+        if self.workload.full_load is None:  # only --rate max records a pick
+            del d["workload"]["full_load"]
         return d
 
     @classmethod
@@ -199,7 +208,9 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
         _check(p.acks == "all", f"--idempotence needs --acks all (Kafka refuses it with acks={p.acks})")
         _check(p.max_in_flight <= 5, "--idempotence needs --max-in-flight <= 5")
         _check(p.retries > 0, "--idempotence needs --retries > 0")
-    _check(w.rate > 0, f"--rate must be positive, got {w.rate}")
+    _check(w.rate == "max" or (isinstance(w.rate, (int, float)) and not isinstance(w.rate, bool)
+                               and 0 < w.rate < float("inf")),
+           f"--rate must be a positive number or max, got {w.rate}")
     _check(_int(w.producers) and w.producers >= 1, f"--producers must be >= 1, got {w.producers}")
     _check(_int(w.consumers) and w.consumers >= 0, f"--consumers must be >= 0, got {w.consumers}")
     _check(_int(w.in_flight) and w.in_flight >= 1, f"--in-flight must be >= 1, got {w.in_flight}")
@@ -225,6 +236,12 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
            f"--subnet {c.subnet} must be a private IPv4 network of /27 or larger")
     _check(bool(re.fullmatch(r"\d+\.\d+\.\d+", c.kafka_version)), f"--kafka-version {c.kafka_version!r} is not like 3.7.2")
     _check(c.storage in STORAGES, f"--storage must be one of {', '.join(STORAGES)}; got {c.storage!r}")
-    _check(c.writeback_age_s >= 0, f"--writeback-age must be >= 0 seconds, got {c.writeback_age_s}")
+    _check(c.page_cache in PAGE_CACHE_MODELS,
+           f"--page-cache must be one of {', '.join(PAGE_CACHE_MODELS)}; got {c.page_cache!r}")
+    _check(c.writeback_age_s is None or c.writeback_age_s >= 0,
+           f"--writeback-age must be >= 0 seconds, got {c.writeback_age_s}")
+    _check(not (c.page_cache == NEVER_WRITTEN_BACK and c.writeback_age_s),
+           f"--page-cache {NEVER_WRITTEN_BACK} never writes back: it takes no --writeback-age {c.writeback_age_s:g}"
+           if c.writeback_age_s else "")
     _check(c.replica_lag_time_max_ms > 0 and c.broker_session_timeout_ms > 0, "Kafka timeouts must be positive")
     return cfg

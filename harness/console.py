@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from harness.scenario_run import VariantResult
     from harness.suite import Suite
     from reports.junit import CellOutcome
+    from reports.regressions import Regression
 
 WRAPPED_MIN = 8  # narrower, a wrapped column is no longer readable: it is left out instead
 SEEDS_SHOWN = 4
@@ -100,8 +101,10 @@ def run_headline(cfg: "TestConfig", run: Path) -> str:
 
 def run_summary(results: dict[str, Any]) -> str:
     """One screen of a run's results: the verdict with what failed, what was observed and allowed, and why it is
-    unknown (docs/verdicts.md), then the counts and up to five examples of each anomaly."""
+    unknown (docs/verdicts.md), the page-cache model, then the counts and up to five examples of each anomaly."""
     lines = Judgement.from_results(results).lines()
+    if results.get("page_cache"):
+        lines.append(results["page_cache"])
     lines += [f"  {k:<22} {v}" for k, v in results.get("counts", {}).items()]
     for k, ex in results.get("examples", {}).items():
         if k != "acked":
@@ -179,12 +182,27 @@ def print_suite(console: Console, name: str, sdir: Path, outcomes: Sequence["Cel
     for o in grounds[:GROUNDS_SHOWN]:
         parts = [f"fails: {o.row['fails']}"] if o.row.get("fails") else []
         parts += [f"observed, allowed: {o.row['allowed']}"] if o.row.get("allowed") else []
+        parts += [f"page cache: {o.row['page_cache']}"] if o.row.get("page_cache") else []
         console.print(f"{o.short}: {'; '.join(parts)}", markup=False, highlight=False)
     if len(grounds) > GROUNDS_SHOWN:
         console.print(f"... {len(grounds) - GROUNDS_SHOWN} more cells with anomalies: compare.html lists them",
                       markup=False)
     _legend(console, [v for k, v in SUITE_LEGEND.items() if k not in hidden], hidden, "compare.html has every column")
     console.print(f"compare: {sdir / 'compare.html'}  junit: {sdir / 'report.xml'}", markup=False)
+
+
+def print_regressions(console: Console, regressions: Sequence["Regression"], before: Path | None) -> None:
+    """The regressions of a suite night against the one before (`before`, None on a suite's first night): one line
+    each, or one line saying there are none."""
+    if before is None:
+        console.print("regressions: none (no earlier night of this suite to compare with)", markup=False)
+        return
+    if not regressions:
+        console.print(f"regressions: none since {before.name}", markup=False)
+        return
+    console.print(f"regressions since {before.name}: {len(regressions)}", style="bold red", markup=False)
+    for r in regressions:
+        console.print(f"  {r.what}: {r.text}", markup=False, highlight=False)
 
 
 # --- a scenario ---

@@ -5,6 +5,7 @@ from __future__ import annotations
 EXIT_BAD_INPUT = 3  # options, paths, histories, suite and scenario files
 EXIT_ENV = 4  # no Docker Engine, no Kafka jars, image build, a host unreachable or refusing the login
 EXIT_CLUSTER = 5  # the cluster failed
+EXIT_REGRESSION = 6  # kchaos suite --fail-on-regression: a cell regressed since the suite's previous night
 EXIT_INTERRUPTED = 130  # SIGINT or SIGTERM
 
 MEANINGS = (
@@ -20,5 +21,7 @@ MEANINGS = (
     (EXIT_ENV, "environment: no Docker Engine, no Kafka jars, the image build failed, a host unreachable, refusing "
                "the login or its host key, or lacking what kchaos needs"),
     (EXIT_CLUSTER, "the cluster failed"),
+    (EXIT_REGRESSION, "suite with --fail-on-regression: a regression since the suite's previous night (a cell that "
+                      "passed and fails now, or an anomaly kind new to a cell; docs/suites.md); it outranks 1 and 2"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C or SIGTERM); the run directory keeps what was recorded"),
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import secrets
 
+from harness import full_load
 from harness.config import (ClusterConfig, ConfigError, NemesisConfig, ProducerConfig, TestConfig,
                             TopicConfig, WorkloadConfig)
 
@@ -66,9 +67,14 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
     c.add_argument("--storage", default=D.cluster.storage, metavar="{auto,lazyfs,plain}",
                    help="lazyfs (unsynced writes can be lost on power failure), plain, or auto: lazyfs when a "
                         "nemesis needs it")
+    c.add_argument("--page-cache", default=D.cluster.page_cache, metavar="{kernel,never-written-back}",
+                   help="what a power failure finds on disk. kernel: lazyfs writes unsynced data back as each "
+                        "node's Linux does (vm.dirty_expire_centisecs, 30 s by default, checked every "
+                        "vm.dirty_writeback_centisecs, 5 s); never-written-back: the worst case, only fsynced "
+                        "data survives")
     c.add_argument("--writeback-age", type=float, default=D.cluster.writeback_age_s, metavar="SECONDS",
-                   help="lazyfs writes unsynced data through once it is this old (the kernel's dirty expiry); "
-                        "0: never")
+                   help="set the writeback age by hand instead of the node's vm.dirty_expire_centisecs; "
+                        "0 is never-written-back (default: the --page-cache model's)")
     c.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
     t = g["topic"]
     t.add_argument("--partitions", type=int, default=D.topic.partitions, help="partitions of the test topic")
@@ -85,23 +91,27 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                    help="enable.idempotence (needs --acks all)")
     p.add_argument("--retries", type=int, default=D.producer.retries, metavar="N",
                    help="retries of a failed send within the delivery timeout")
-    p.add_argument("--linger-ms", type=int, default=D.producer.linger_ms, metavar="MS",
-                   help="linger.ms: how long the client waits to fill a batch")
+    p.add_argument("--linger-ms", type=int, default=None, metavar="MS",
+                   help=f"linger.ms: how long the client waits to fill a batch (default: {D.producer.linger_ms}; "
+                        "--rate max picks it)")
     p.add_argument("--max-in-flight", type=int, default=D.producer.max_in_flight, metavar="N",
                    help="max.in.flight.requests.per.connection")
     p.add_argument("--delivery-timeout-ms", type=int, default=D.producer.delivery_timeout_ms, metavar="MS",
                    help="delivery.timeout.ms: when an unacknowledged send is given up (its outcome is unknown)")
     p.add_argument("--request-timeout-ms", type=int, default=D.producer.request_timeout_ms, metavar="MS",
                    help="request.timeout.ms: how long one produce request may take")
-    p.add_argument("--rate", type=float, default=D.workload.rate,
-                   help="target sends per second, all producers together")
-    p.add_argument("--producers", type=int, default=D.workload.producers, metavar="N", help="producer instances")
-    p.add_argument("--in-flight", type=int, default=D.workload.in_flight, metavar="N",
+    p.add_argument("--rate", type=full_load.parse_rate, default=D.workload.rate, metavar="{N,max}",
+                   help="target sends per second, all producers together; " + full_load.help_text())
+    p.add_argument("--producers", type=int, default=None, metavar="N",
+                   help=f"producer instances (default: {D.workload.producers}; --rate max picks it)")
+    p.add_argument("--in-flight", type=int, default=None, metavar="N",
                    help="sends each producer keeps outstanding, each slot its own logical process "
-                        "(1: one send, wait for its report, the next)")
-    p.add_argument("--producer-processes", type=int, default=D.workload.producer_processes, metavar="K",
+                        f"(1: one send, wait for its report, the next) (default: {D.workload.in_flight}; "
+                        "--rate max picks it)")
+    p.add_argument("--producer-processes", type=int, default=None, metavar="K",
                    help="run the producers in K worker processes, each recording its own stream merged "
-                        "into history.jsonl after the run (0: threads of the harness)")
+                        "into history.jsonl after the run (0: threads of the harness) "
+                        f"(default: {D.workload.producer_processes}; --rate max picks it)")
     g["consumer"].add_argument("--consumers", type=int, default=D.workload.consumers, metavar="N",
                                help="consumers polling every partition from offset 0 during the run")
     f = g["faults"]
@@ -139,21 +149,35 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
         raise ConfigError("--schedule names its own nemeses; drop --nemesis")
     if a.mix_families is not None and "mix" not in (a.nemesis or ()):
         raise ConfigError("--mix-families only applies to --nemesis mix")
+    load = _load(a)
     return TestConfig(
         name=a.name, seed=seed, time_limit=a.time_limit, store=a.store, spark_master=a.spark_master,
         topic=TopicConfig(partitions=a.partitions, replication_factor=a.rf, min_insync=a.min_insync,
                           unclean=a.unclean, flush_messages=a.flush_messages),
         producer=ProducerConfig(acks=str(a.acks), idempotence=a.idempotence, retries=a.retries,
-                                linger_ms=a.linger_ms, max_in_flight=a.max_in_flight,
+                                linger_ms=load["linger_ms"], max_in_flight=a.max_in_flight,
                                 delivery_timeout_ms=a.delivery_timeout_ms, request_timeout_ms=a.request_timeout_ms),
         cluster=ClusterConfig(nodes=a.nodes, controllers=a.controllers, kafka_version=a.kafka_version,
                               kafka_dist=a.kafka_dist, base_image=a.base_image, subnet=a.subnet,
                               replica_lag_time_max_ms=a.replica_lag_time_max_ms,
                               broker_session_timeout_ms=a.broker_session_timeout_ms, storage=a.storage,
-                              writeback_age_s=a.writeback_age, hosts=a.hosts),
-        workload=WorkloadConfig(producers=a.producers, consumers=a.consumers, rate=a.rate,
-                                in_flight=a.in_flight, producer_processes=a.producer_processes),
+                              page_cache=a.page_cache, writeback_age_s=a.writeback_age, hosts=a.hosts),
+        workload=WorkloadConfig(producers=load["producers"], consumers=a.consumers, rate=a.rate,
+                                in_flight=load["in_flight"], producer_processes=load["producer_processes"],
+                                full_load=load.get("full_load")),
         nemesis=NemesisConfig(names=a.nemesis or D.nemesis.names, interval=a.interval, jitter=a.jitter,
                               restart_delay=a.restart_delay, schedule_file=a.schedule,
                               mix_families=D.nemesis.mix_families if a.mix_families is None else a.mix_families),
     )
+
+
+def _load(a: argparse.Namespace) -> dict:
+    """--producers, --producer-processes, --in-flight and --linger-ms: as given, else the defaults, else (with
+    --rate max) picked for this machine (harness/full_load.py), with the record of the pick as "full_load"."""
+    given = {k: getattr(a, k) for k in full_load.PICKED}
+    if a.rate == full_load.MAX:
+        record = full_load.pick(full_load.usable_cores(), given)
+        return {**record["picked"], "full_load": record}
+    defaults = {"producers": D.workload.producers, "producer_processes": D.workload.producer_processes,
+                "in_flight": D.workload.in_flight, "linger_ms": D.producer.linger_ms}
+    return {k: defaults[k] if v is None else v for k, v in given.items()}

@@ -28,6 +28,10 @@ class Cluster(Protocol):
         the run directory, and remove what was made for the nodes (containers and network; kchaos's
         files on hosts). Idempotent."""
 
+    def page_cache_record(self) -> dict[str, Any]:
+        """What each node's page cache does with unsynced data (test.json's `page_cache`), after setup."""
+        ...
+
     def restore(self) -> None:
         """Resume and start Kafka wherever it is paused or down. Faults are undone by the nemeses
         that made them, never by the cluster."""

@@ -25,7 +25,8 @@ from harness.history import History
 from harness.monitor import ISR_FILE, IsrMonitor
 from harness.protocols import Cluster, Workload
 from harness.send_stream import merge_streams
-from harness.store import add_to_test_json, new_run_dir, versions, write_test_json
+from harness.page_cache import describe as describe_page_cache
+from harness.store import add_to_test_json, load_test_json, new_run_dir, versions, write_test_json
 from harness.terminal import make_console, track
 from nemesis.driver import NemesisDriver
 from nemesis.schedule import save_schedule
@@ -95,12 +96,15 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         say(f"starting {len(set(cluster.nodes) | set(cluster.controllers))}-node Kafka {test.dist.version} cluster "
             f"({test.provisioner.kind})")
         cluster.setup()
+        add_to_test_json(run_dir, page_cache=cluster.page_cache_record())
+        say(describe_page_cache(load_test_json(run_dir / "test.json")))
         workload.setup(cluster)
         w = cfg.workload
-        say(f"workload: {w.producers} producers at {w.rate:g}/s"
+        say(f"workload: {w.producers} producers at " + (f"{w.rate:g}/s" if w.rate != "max" else "full load")
             + (f", {w.in_flight} sends in flight each" if w.in_flight > 1 else "")
             + (f", in {w.producer_processes} processes" if w.producer_processes else "")
-            + f", {w.consumers} consumers; nemesis: {','.join(cfg.nemesis.names)}")
+            + f", {w.consumers} consumers; nemesis: {','.join(cfg.nemesis.names)}"
+            + (f" ({w.full_load['why']})" if w.full_load else ""))
         monitor.start()
         workload.start(cluster, history)
         driver.start()

@@ -21,6 +21,7 @@ import json
 import os
 import secrets
 import shutil
+import sqlite3
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from harness.suite import Suite, SuiteError
 from harness.terminal import heading, make_console
 from reports.compare import write_compare
 from reports.junit import CellOutcome, write_junit
+from reports.run_index import open_store_index
 
 STATE_FILE, PROGRESS_FILE, JUNIT_FILE = "suite.json", "progress.jsonl", "report.xml"
 Runner = Callable[..., tuple[Path, dict[str, Any]]]
@@ -135,6 +137,19 @@ def _set_aside(sdir: Path, known: set[str]) -> list[str]:
     return moved
 
 
+def _index(store: Path, sdir: Path, run: str | None, console: Console) -> None:
+    """Put a finished run (or, with `run` None, the night alone) in the store's index; a broken index is only
+    worth a warning: the run directories are the truth, and `kchaos index --rebuild` remakes it."""
+    try:
+        with open_store_index(store) as index:
+            if run and (sdir / run).is_dir():
+                index.add_run(sdir / run, sdir)
+            else:
+                index.add_night(sdir)
+    except (sqlite3.Error, OSError) as e:
+        console.print(f"[yellow]results index not updated ({e}); kchaos index --rebuild remakes it[/]")
+
+
 def _fmt(seconds: float) -> str:
     m, s = divmod(int(seconds), 60)
     return f"{m // 60}h{m % 60:02d}m" if m >= 60 else f"{m}m{s:02d}s"
@@ -177,6 +192,7 @@ def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | No
     if moved:
         console.print(f"[yellow]set aside {len(moved)} interrupted or failed run(s) in {sdir / '.interrupted'}[/]")
     pending = [t for t in todo if (t[1].name, t[2]) not in done]
+    _index(store, sdir, None, console)
     console.print(f"[bold]suite {suite.name}[/] {len(suite.cells)} cells × {suite.repeat} = {len(todo)} runs, "
                   f"seed {seed}{f', resuming: {len(pending)} left' if resume else ''} → {sdir}")
     began, finished = time.monotonic(), 0
@@ -205,6 +221,7 @@ def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | No
             entry = Entry(cell.name, rep, cfg.seed, new[-1] if new else None, "error", None,
                           round(time.monotonic() - t0, 1), msg)
         _record(sdir, entry)
+        _index(store, sdir, entry.run, console)
         finished += 1
     return sdir, finish(suite, sdir)
 

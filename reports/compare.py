@@ -18,14 +18,15 @@ from typing import Any
 
 import pandas as pd
 
-from checkers import RESULTS_FILE, TEST_FILE, find_runs
 from checkers.reference import Settings
 from checkers.table import in_faults
 from checkers.verdict import judge, lost_in_promise, merge
+from harness.page_cache import short as page_cache_short
 from reports import ReportsInputError
 from reports.heatmap import heatmap
 from reports.html import write_page
 from reports.promise import promise_of
+from reports.run_index import index_for
 from reports.severity import level
 
 __all__ = ["COLUMNS", "CompareError", "Run", "compare_rows", "configuration", "heatmap", "load_runs",
@@ -40,7 +41,7 @@ SHOWN = {"producer.acks", "topic.min_insync", "topic.replication_factor", "topic
 ALWAYS = ("acks", "min_insync", "rf", "unclean", "idempotence", "nemesis")
 COLUMNS = ("cell", "verdict", "severity", "prediction", *ALWAYS, "other", "runs", "pass", "fail", "unknown", "acked",
            "lost", "lost_in_promise", "lost_outside_promise", "loss_rate", "duplicate", "fails", "allowed",
-           "availability_in_faults", "send_p50_ms", "send_p99_ms", "promise", "run_dirs")
+           "availability_in_faults", "send_p50_ms", "send_p99_ms", "promise", "page_cache", "run_dirs")
 SUMMED = ("runs", "pass", "fail", "unknown", "checked", "acked", "lost", "duplicate", "lost_in_promise",
           "ok_in_faults", "invoked_in_faults")
 SCENARIO_FILE = "scenario.json"
@@ -63,22 +64,23 @@ def configuration(test: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     """The options of `test` that define its configuration cell, as sorted (dotted key, value) pairs."""
     flat = (pd.json_normalize(test).to_dict("records") or [{}])[0]
     return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in flat.items()
-                        if k not in NOT_CONFIGURATION))
+                        if k not in NOT_CONFIGURATION and not k.startswith("page_cache.")))
 
 
 def load_runs(root: Path) -> list[Run]:
-    """Every run below `root` with a test.json, with its results.json ({} if it has none)."""
+    """Every run below `root` with a test.json, with its results.json's essentials ({} if it has none), from the
+    results index of the store `root` is in (refreshed below `root` first; reports/run_index.py)."""
+    root = Path(root)
+    with index_for(root) as index:
+        index.refresh(root)
+        top = root.resolve()
+        rows = index.runs(top)
     runs = []
-    for path in find_runs(Path(root)):
-        test_file, res_file = path / TEST_FILE, path / RESULTS_FILE
-        if not test_file.exists():
-            continue
-        try:
-            test = json.loads(test_file.read_text(encoding="utf-8"))
-            results = json.loads(res_file.read_text(encoding="utf-8")) if res_file.exists() else {}
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            continue  # a run being written right now, or damaged: not comparable
-        runs.append(Run(path, test, results))
+    for row in rows:
+        if not row["test"]:
+            continue  # no test.json, or one being written right now: not comparable
+        path = root / (index.root / row["run"]).relative_to(top)
+        runs.append(Run(path, row["test"], row["results"] or {}))
     return runs
 
 
@@ -117,7 +119,7 @@ def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matche
             "lost_in_promise": lost_in_promise(res, run.test) if counts else 0,
             "ok_in_faults": ok, "invoked_in_faults": invoked,
             "send_p50_ms": latency.get("p50"), "send_p99_ms": latency.get("p99"),
-            "promise": promise_of(run.test), "run_dirs": rel}
+            "promise": promise_of(run.test), "page_cache": page_cache_short(run.test), "run_dirs": rel}
 
 
 def _rounded(s: pd.Series, digits: int) -> pd.Series:
@@ -153,7 +155,7 @@ def compare_rows(root: Path, runs: list[Run]) -> pd.DataFrame:
                           for r, c in zip(runs, configs)], dtype=object).astype(
         {**dict.fromkeys(SUMMED, "int64"), "send_p50_ms": float, "send_p99_ms": float})
     rows = facts.groupby("config", sort=False).agg({
-        "cell": lambda names: ",".join(sorted(set(names))), **dict.fromkeys((*ALWAYS, "other", "promise"), "first"),
+        "cell": lambda names: ",".join(sorted(set(names))), **dict.fromkeys((*ALWAYS, "other", "promise", "page_cache"), "first"),
         **dict.fromkeys(SUMMED, "sum"), "send_p50_ms": "median", "send_p99_ms": "max", "run_dirs": " ".join,
         "verdict": lambda vs: merge(list(vs)), "judgement": list, "matched": list})
     rows["lost_outside_promise"] = rows.lost - rows.lost_in_promise

@@ -33,6 +33,7 @@ from checkers.timeline import availability as timeline_availability
 from checkers.timeline import fault_windows
 from checkers.verdict import Judgement, judge, lost_in_promise
 from harness.faults import FAULTS_FILE, FaultCatalogue, FaultsError, run_faults
+from harness.page_cache import describe as describe_page_cache
 from harness.evidence_files import ISR_FILE, read_isr
 from reports import plots
 from reports import ReportsInputError
@@ -287,7 +288,7 @@ def write_report(run: Path) -> Path:
     explanation = load_explanation(d.run)
     return write_page(
         d.run / REPORT_FILE, f"kchaos: {name} {d.run.name}", template="report.html.j2", d=d, name=name, rule=RULE,
-        promise=promise_of(d.test), lost=lost, judgement=j, severity=severity,
+        promise=promise_of(d.test), lost=lost, judgement=j, severity=severity, page_cache=describe_page_cache(d.test),
         rate=loss_rate(lost, counts.get("acked")), acked=counts.get("acked"),
         inside=None if lost is None else lost_in_promise(d.results or {}, d.test),
         settings=_settings(d.test), anomalies=_anomalies(d, j), availability=_availability(d.availability),

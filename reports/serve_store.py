@@ -1,22 +1,25 @@
-"""What `kchaos serve` shows of a results store: its suites and runs read through a cache, rendered as pages.
+"""What `kchaos serve` shows of a results store: its suites, their nights and its runs, read from the store's
+results index (reports/run_index.py), rendered as pages.
 
 A run's verdict is checkers.verdict.judge's word from results.json's essentials and test.json, coloured by
-severity (reports/severity.py); the index lists every run of the store, those inside suites too.
+severity (reports/severity.py); the index lists every run of the store, those inside suites too. A suite's folder
+(`/suites/<suite>/`) shows the suite across its nights, regressions first (reports/serve_trend.py).
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import threading
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any, Callable
+from pathlib import Path, PurePosixPath
+from typing import Any
 from urllib.parse import quote
 
-from checkers.verdict import FAIL, PASS, UNKNOWN, essentials, judge, of_valid
+from checkers.verdict import FAIL, PASS, UNKNOWN, judge, of_valid
 from reports.html import render
+from reports.run_index import INDEX_FILE, RunIndex, open_store_index
+from reports.serve_trend import trend_page
 from reports.severity import level
 
 log = logging.getLogger("kchaos.serve")
@@ -36,15 +39,6 @@ def _get(d: Any, *path: str) -> Any:
     return d
 
 
-def _stamp(d: Path) -> str:
-    if STAMP.match(d.name):
-        return d.name
-    try:
-        return datetime.fromtimestamp(d.stat().st_mtime, timezone.utc).strftime("%Y%m%dT%H%M%S")
-    except OSError:
-        return ""
-
-
 def _when(stamp: str) -> str:
     m = STAMP.match(stamp)
     return f"{m[1]}-{m[2]}-{m[3]} {m[4]}:{m[5]}:{m[6]}Z" if m else stamp
@@ -54,13 +48,13 @@ SUITE_FILES = ("compare.html", "compare.csv", "report.xml", "suite.yaml", "suite
 
 
 class Store:
-    """The store below `root` (resolved): what is in it, read through a cache keyed by mtime and size, and the
-    page of each of its directories."""
+    """The store below `root` (resolved): what is in it, read through the store's results index
+    (reports/run_index.py, refreshed for the part a page shows), and the page of each of its directories."""
 
     def __init__(self, root: Path):
         self.root = root
-        self._cache: dict[tuple[str, Any], tuple[int, int, dict[str, Any]]] = {}
-        self._lock = threading.Lock()
+        self._index: RunIndex | None = None
+        self._lock = threading.Lock()  # one connection, many request threads
 
     def rel(self, real: Path) -> tuple[str, ...] | None:
         """`real` (resolved) relative to the root, as parts; None if it is outside."""
@@ -69,107 +63,95 @@ class Store:
         except ValueError:
             return None
 
-    def json(self, path: Path, slim: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-             ) -> dict[str, Any] | None:
-        """The JSON object in `path` (only what `slim` keeps of it, if given): None if absent, {} if unreadable."""
-        try:
-            st = path.stat()
-        except OSError:
-            return None
+    def _rows(self, top: Path | None = None, night: str | None = None) -> list[dict[str, Any]]:
+        """The index's run rows below `top` (or of a suite night), after bringing that part up to date."""
         with self._lock:
-            hit = self._cache.get((str(path), slim))
-        if hit and hit[:2] == (st.st_mtime_ns, st.st_size):
-            return hit[2]
-        try:
-            value = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            log.warning("%s: unreadable (%s)", path, e)
-            value = {}
-        value = value if isinstance(value, dict) else {}
-        if slim:  # keep only what pages show: results.json can be megabytes
-            value = slim(value)
+            if self._index is None:
+                self._index = open_store_index(self.root)
+            self._index.refresh(top if night is None else self.root / night)
+            return self._index.runs(top, night=night)
+
+    def _nights(self, top: Path | None = None, refresh: bool = True) -> list[dict[str, Any]]:
+        """The index's suite nights at or below `top` (default: all), oldest first, after bringing them up to date."""
         with self._lock:
-            self._cache[(str(path), slim)] = (st.st_mtime_ns, st.st_size, value)
-        return value
+            if self._index is None:
+                self._index = open_store_index(self.root)
+            if refresh:
+                self._index.refresh(top)
+            rel = "/".join(self.rel(top) or ()) if top is not None else ""
+            return [n for n in self._index.nights() if not rel or n["night"] == rel or n["night"].startswith(rel + "/")]
 
-    def scan(self, top: Path) -> tuple[list[Path], list[tuple[Path, Path | None]]]:
-        """(suite directories, run directories each with the suite it belongs to or None) below `top`: every run,
-        those inside suites too; not descending into a run; no symlinks or hidden names."""
-        suites: list[Path] = []
-        runs: list[tuple[Path, Path | None]] = []
-        known: set[Path] = set()
-        for dirpath, dirnames, filenames in os.walk(top):
-            here = Path(dirpath)
-            if dirpath != str(top) and "suite.json" in filenames:
-                suites.append(here)
-                known.add(here)
-            if dirpath != str(top) and "history.jsonl" in filenames:
-                runs.append((here, next((p for p in here.parents if p in known), None)))
-                dirnames[:] = []
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
-                                 and not os.path.islink(os.path.join(dirpath, d)))
-        return suites, runs
-
-    def run_info(self, run: Path, suite: Path | None = None) -> dict[str, Any]:
-        """A runs-table row for `run` (inside `suite`, if given), from test.json and results.json's essentials: the
-        verdict as checkers.verdict.judge gives it, coloured by severity, and the counts."""
-        test = self.json(run / "test.json") or {}
-        res = self.json(run / "results.json", essentials)
-        rel = self.rel(run) or ()
+    def _info(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A runs-table row from an index row: the verdict (checkers.verdict.judge's, kept in the index) coloured by
+        severity, the settings, the counts and the links."""
+        test = row["test"] or {}
+        rel = tuple(row["run"].split("/"))
         names = _get(test, "nemesis", "names")
-        stamp = _stamp(run)
-        j = judge(res, test) if res is not None else None
-        lost, acked = _get(res, "counts", "lost"), _get(res, "counts", "acked")
-        srel = self.rel(suite) if suite is not None else None
-        return {"rel": rel, "href": href(rel, True), "name": test.get("name") or run.parent.name, "stamp": stamp,
-                "started": _when(stamp), "checked": res is not None, "verdict": j.verdict if j else UNKNOWN,
-                "severity": level(j.verdict, lost, acked, bool(j.allowed)) if j else "unknown",
-                "suite": None if srel is None else {"href": href(srel, True), "name": "/".join(srel[-2:])},
+        night = tuple(row["night"].split("/")) if row["night"] else None
+        return {"rel": rel, "href": href(rel, True), "name": row["name"], "stamp": row["stamp"],
+                "started": _when(row["stamp"]), "checked": bool(row["checked"]), "verdict": row["verdict"] or UNKNOWN,
+                "severity": row["severity"], "row": row,
+                "suite": None if night is None else {"href": href(night, True), "name": "/".join(night[-2:])},
                 "acks": _get(test, "producer", "acks"), "min_insync": _get(test, "topic", "min_insync"),
                 "nemesis": ",".join(map(str, names)) if isinstance(names, list) else None,
-                "acked": acked, "lost": lost,
-                "files": [(href(rel + ("report.html",)) if (run / "report.html").is_file() else None, "report"),
-                          (href(rel + ("results.json",)) if res is not None else None, "results.json"),
+                "acked": row["acked"], "lost": row["lost"],
+                "files": [(href(rel + ("report.html",)) if row["has_report"] else None, "report"),
+                          (href(rel + ("results.json",)) if row["checked"] else None, "results.json"),
                           (href(rel + ("history.jsonl",)), "history.jsonl"), (href(rel, True), "files")]}
 
-    def suite_info(self, suite: Path) -> dict[str, Any]:
-        """A suite's name, stamp, run rows (progress.jsonl's cell, rep, status + run_info) and verdict counts."""
-        from dataclasses import asdict
+    def run_info(self, run: Path, suite: Path | None = None) -> dict[str, Any]:
+        """A runs-table row for run directory `run` (`suite` is accepted for callers of the old scan; the index
+        knows the suite night a run belongs to)."""
+        rows = self._rows(run)
+        row = next((r for r in rows if r["run"] == "/".join(self.rel(run) or ())), None)
+        if row is None:
+            raise ValueError(f"{run}: not a run directory of {self.root}")
+        return self._info(row)
 
-        from harness.suite_run import latest, read_progress
-
-        meta = self.json(suite / "suite.json") or {}
-        entries = [asdict(e) for e in latest(read_progress(suite)).values()]
-        if not entries:  # nothing recorded yet: every run below the suite
-            entries = [{"run": str(r.relative_to(suite))} for r, _ in sorted(self.scan(suite)[1])]
-        runs = []
+    def suite_info(self, night: dict[str, Any], runs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """A suite night's name, stamp, run rows (progress.jsonl's cell, rep, status + the run's row) and verdict
+        counts, from its index row (and its runs' rows, when the caller has them)."""
+        suite = self.root / night["night"]
+        by_rel = {r["run"]: r for r in (runs if runs is not None else self._rows(night=night["night"]))}
+        entries = night["progress"] or [{"run": str(PurePosixPath(r).relative_to(night["night"]))}
+                                        for r in sorted(by_rel)]  # nothing recorded yet: every run below it
+        out = []
         for e in (e if isinstance(e, dict) else {} for e in entries):
-            where = [(base / e["run"]).resolve() for base in (suite, self.root) if isinstance(e.get("run"), str)]
-            run = next((p for p in where if self.rel(p) is not None and (p / "history.jsonl").is_file()), None)
-            info = self.run_info(run) if run else {"checked": False, "verdict": UNKNOWN, "severity": "unknown"}
+            rel = (PurePosixPath(night["night"]) / e["run"]).as_posix() if isinstance(e.get("run"), str) else None
+            row = by_rel.get(rel) if rel else None
+            info = self._info(row) if row else {"checked": False, "verdict": UNKNOWN, "severity": "unknown"}
             if not info["checked"] and (e.get("verdict") or e.get("valid") is not None):  # gone: progress's word
                 word = e.get("verdict") or of_valid(e.get("valid"))
                 info.update(checked=True, verdict=word, severity=level(word))
             cell = e.get("cell")
             cell = " ".join(f"{k}={v}" for k, v in cell.items()) if isinstance(cell, dict) else cell
-            runs.append({**info, "cell": cell, "rep": e.get("rep"), "status": e.get("status")})
-        v = [r["verdict"] if r["checked"] else UNKNOWN for r in runs]
-        rel = self.rel(suite) or ()
-        return {"rel": rel, "href": href(rel, True), "name": meta.get("name") or suite.parent.name,
-                "file": meta.get("file"), "stamp": _stamp(suite), "started": _when(_stamp(suite)), "run_rows": runs,
-                "runs": len(runs), "pass": v.count(PASS), "fail": v.count(FAIL), "unknown": v.count(UNKNOWN),
+            out.append({**info, "cell": cell, "rep": e.get("rep"), "status": e.get("status")})
+        v = [r["verdict"] if r["checked"] else UNKNOWN for r in out]
+        rel = tuple(night["night"].split("/"))
+        return {"rel": rel, "href": href(rel, True), "name": night["suite"], "file": night["file"],
+                "stamp": night["stamp"], "started": _when(night["stamp"]), "run_rows": out, "runs": len(out),
+                "pass": v.count(PASS), "fail": v.count(FAIL), "unknown": v.count(UNKNOWN),
+                "trend": href(rel[:2], True) if len(rel) == 3 else None,
                 "files": [(href(rel + (f,)) if (suite / f).is_file() else None, f) for f in SUITE_FILES]}
 
     def page(self, real: Path, rel: tuple[str, ...]) -> str:
-        """The HTML page for directory `real`: suite, run, index or listing."""
+        """The HTML page for directory `real`: suite night, suite across nights, run, index or listing."""
         crumbs = [("/", self.root.name or "store")] + [(href(rel[:i + 1], True), p) for i, p in enumerate(rel)]
         page: dict[str, Any] = {"crumbs": crumbs, "path": "/".join(rel), "listing": self._listing(real, rel)}
-        if (real / "suite.json").is_file():
-            page["suite"] = self.suite_info(real)
+        nights = self._nights(real) if (real / "suite.json").is_file() or len(rel) == 2 else []
+        if (real / "suite.json").is_file() and nights:
+            page["suite"] = self.suite_info(nights[0])
+            if page["suite"]["trend"]:
+                with self._lock:
+                    tr = trend_page(self._index, nights[0]["suite"], nights[0]["kind"], self.root)
+                page["regressions"] = [r for r in tr["regressions"] if r.night == nights[0]["night"]]
+                page["regressions_since"] = tr["before"]
+        elif len(rel) == 2 and rel[0] in ("suites", "scenarios") and nights:
+            with self._lock:
+                page["trend"] = trend_page(self._index, nights[-1]["suite"], rel[0], self.root)
         elif (real / "history.jsonl").is_file():
             r = page["run"] = self.run_info(real)
-            test = self.json(real / "test.json") or {}
-            res = self.json(real / "results.json", essentials)
+            test, res = r["row"]["test"] or {}, r["row"]["results"]
             counts = _get(res, "counts")
             page["counts"] = counts if isinstance(counts, dict) else {}
             page["judgement"] = judge(res, test) if res is not None else None
@@ -180,14 +162,17 @@ class Store:
                                 "nodes": _get(test, "cluster", "nodes"),
                                 "kafka": _get(test, "cluster", "kafka_version")}
         elif real == self.root:
-            suites, runs = self.scan(self.root)
+            runs = self._rows()
+            by_night: dict[str, list[dict[str, Any]]] = {}
+            for r in runs:
+                by_night.setdefault(r["night"], []).append(r)
             latest = (self.root / "latest").resolve()
             shown = (self.root / "latest").is_symlink() and latest.is_dir() and self.rel(latest)
             page["index"] = {"name": self.root.name, "latest": "/".join(self.rel(latest) or ()) if shown else None,
-                             "suites": sorted(map(self.suite_info, suites), key=lambda x: (x["stamp"], x["rel"]),
+                             "suites": sorted((self.suite_info(n, by_night.get(n["night"], []))
+                                               for n in self._nights(refresh=False)), key=lambda x: (x["stamp"], x["rel"]),
                                               reverse=True),
-                             "runs": sorted((self.run_info(r, s) for r, s in runs), key=lambda x: (x["stamp"], x["rel"]),
-                                            reverse=True)}
+                             "runs": sorted(map(self._info, runs), key=lambda x: (x["stamp"], x["rel"]), reverse=True)}
         return render("serve.html.j2", **page)
 
     def _listing(self, d: Path, rel: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -197,7 +182,7 @@ class Store:
             entries = sorted(os.scandir(d), key=lambda e: (not e.is_dir(), e.name))
         except OSError:
             entries = []
-        for e in (e for e in entries if not e.name.startswith(".")):
+        for e in (e for e in entries if not e.name.startswith(".") and not e.name.startswith(INDEX_FILE + "-")):
             try:
                 real = Path(e.path).resolve(strict=True)
                 st = real.stat()

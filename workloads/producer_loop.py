@@ -8,8 +8,9 @@ the other slots keep sending, so batching, `linger.ms` and
 `max.in.flight.requests.per.connection` work as in an application. With N = 1
 this is a synchronous producer: one record, wait for its report, the next.
 
-The loop is paced to a share of the target rate and resumes the rate after a
-stall instead of bursting to catch up. It records through a `SendRecorder`:
+The loop is paced to a share of the target rate (an infinite rate: every free
+slot sends at once) and resumes the rate after a stall instead of bursting to
+catch up. It records through a `SendRecorder`:
 the history itself (one process) or a per-process stream (harness/send_stream.py).
 """
 from __future__ import annotations

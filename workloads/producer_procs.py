@@ -35,7 +35,7 @@ class LoopSpec:
     partitions: int
     instances: int  # producer instances in the whole run
     in_flight: int
-    rate: float  # sends per second, all instances together
+    rate: float  # sends per second, all instances together; infinite: unthrottled (--rate max)
     seed: int
 
     def loop(self, instance: int, recorder):  # noqa: ANN001, ANN201 - a SendRecorder; a ProducerLoop

@@ -83,8 +83,9 @@ def _children(pid: int) -> list[int]:
 
 
 def test_sigkilled_harness_takes_its_producer_processes_along_and_check_merges_their_streams(store):
+    # --rate max, unthrottled, with the given options kept and linger.ms picked (harness/full_load.py)
     proc = subprocess.Popen([*KCHAOS, "run", "--store", str(store), "--time-limit", "120", "--nemesis", "none",
-                             "--in-flight", "10", "--producers", "2", "--producer-processes", "2", "--rate", "500",
+                             "--in-flight", "10", "--producers", "2", "--producer-processes", "2", "--rate", "max",
                              "--seed", "5"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
@@ -114,3 +115,6 @@ def test_sigkilled_harness_takes_its_producer_processes_along_and_check_merges_t
     sends = [o for o in read_history(run / "history.jsonl") if o["f"] == "send"]
     assert {o["producer"] for o in sends} == {0, 1}
     assert json.loads((run / "results.json").read_text())["counts"]["acked"] > 0
+    test = json.loads((run / "test.json").read_text())
+    assert (test["workload"]["rate"], test["producer"]["linger_ms"]) == ("max", 5)
+    assert test["workload"]["full_load"]["explicit"] == ["producer_processes", "producers", "in_flight"]

@@ -81,7 +81,7 @@ def test_clean_history_is_valid(check):
     assert r["checkers"]["queue"]["loss"] == {"acks": "all", "promised": True,
                                               "expected_by_configuration": False}
     # checkers.SUMMARY_KEYS are copied to the top level, beside the verdict (checkers/verdict.py).
-    assert set(r) == {"valid", "verdict", "failed", "allowed", "why", "undecided", "counts", "examples", "loss",
+    assert set(r) == {"valid", "verdict", "failed", "allowed", "why", "undecided", "page_cache", "counts", "examples", "loss",
                       "stats", "latency_ms", "timeline", "checkers"}
     assert (r["verdict"], r["failed"], r["allowed"], r["undecided"]) == ("pass", {}, {}, [])
     assert exit_code(r["valid"]) == exit_code(r["verdict"]) == 0

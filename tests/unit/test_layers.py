@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LOWER = ("checkers.timeline", "checkers.observed", "checkers.verdict", "reports.plots", "reports.explain_facts",
          "reports.evidence", "reports.control_plane", "reports.explain_groups", "reports.explain_text",
          "reports.evidence_html", "reports.severity", "reports.heatmap", "reports.compare", "reports.junit",
-         "reports.serve")
+         "reports.serve", "reports.run_index", "reports.trends", "reports.regressions", "reports.serve_trend",
+         "reports.sparkline")
 FORBIDDEN = ("nemesis", "clusters", "confluent_kafka")
 
 

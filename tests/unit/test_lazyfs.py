@@ -239,6 +239,24 @@ def test_writeback_age_writes_old_dirty_data_through(mount):
     assert (fs / "f").read_bytes() == b"eventually" * 100
 
 
+def test_writeback_waits_for_the_flusher_as_the_kernel_does(mount):
+    # vm.dirty_writeback_centisecs: the flusher wakes every interval and writes back what is older than the
+    # age, so a write is on disk between the age and the age plus one interval after it was made
+    fs = mount("--writeback-age", "0.5", "--writeback-interval", "2")
+
+    def written_back(name: str, data: bytes) -> float:
+        t = time.monotonic()
+        put(fs / name, data)
+        while (fs.backing / name).read_bytes() != data:
+            assert time.monotonic() - t < 6, f"{name} not written back within 6 s"
+            time.sleep(0.02)
+        return time.monotonic() - t
+
+    written_back("first", b"1" * 100)  # now just after one of the flusher's wake-ups
+    waited = written_back("second", b"2" * 100)
+    assert 1.5 <= waited <= 3.0, f"written back {waited:.2f} s after the write, not at the next wake-up (2 s)"
+
+
 _reports = itertools.count()
 
 
