@@ -1,5 +1,5 @@
 """`kchaos` command line: parse the arguments (harness/cli_parser.py), run the command, print its verdict on
-stdout and its steps on stderr, and turn every error into one line and an exit code (harness/exit_codes.py:
+stdout and its steps on stderr, and turn every error into one line and an exit code (core/exit_codes.py:
 0 pass, 1 fail, 2 unknown (docs/verdicts.md), 3 bad input, 4 environment, 5 the cluster failed, 130 interrupted).
 """
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import NoReturn
 
 from rich.console import Console
 
+from core.config import ConfigError
+from core.exit_codes import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_ENV, EXIT_INTERRUPTED
 from harness import cli_experiments
 from harness.cli_parser import build_parser, unrecognized
-from harness.config import ConfigError
 from harness.console import print_run, print_suite, run_headline, runs_summary, suite_plan
-from harness.exit_codes import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_ENV, EXIT_INTERRUPTED
 from harness.options import config_from_args
 from harness.terminal import make_console
 
@@ -39,7 +39,7 @@ def _suite(args: argparse.Namespace, console: Console, out: Console, argv: list[
         raise ConfigError("--resume continues with the suite's own seed; drop --seed")
     suite = load_suite(Path(args.file)).on_hosts(args.hosts)
     if args.dry_run:
-        from harness.store import check_store
+        from core.store import check_store
         seed = args.seed if args.seed is not None else suite.seed
         for line in suite_plan(suite, seed, check_store(args.store) / "suites" / suite.name / "<UTC stamp>"):
             out.print(line, markup=False, highlight=False)
@@ -163,13 +163,13 @@ def main(argv: list[str] | None = None) -> int:
     from clusters.remote import ConnectError, RemoteError
     from clusters.engine import EngineError
     from clusters.image import ImageError
-    from harness.history import HistoryError
-    from harness.store import StoreError
+    from core.history import HistoryError
+    from core.store import StoreError
     from reports import ReportsInputError
     try:
         if args.cmd == "cleanup" and args.hosts:
             from clusters.ssh import cleanup_hosts
-            from harness.hosts import load_hosts
+            from core.hosts import load_hosts
             cleanup_hosts(load_hosts(args.hosts), lambda m: out.print(m, markup=False, highlight=False))
             return 0
         if args.cmd == "cleanup":

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from harness.config import ConfigError
-from harness.exit_codes import EXIT_INTERRUPTED
+from core.config import ConfigError
+from core.exit_codes import EXIT_INTERRUPTED
+from core.suggest import did_you_mean
 from harness.options import D, spark_options
-from harness.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from harness.scenario import Scenario
@@ -149,7 +149,7 @@ def _scenario(args: argparse.Namespace, console: Console, out: Console, command:
 def _dry_run(sc: Scenario, args: argparse.Namespace, only: tuple[str, ...], out: Console) -> int:
     """Print the variants the scenario would run; the file, the store and a hosts file are checked, nothing made."""
     from harness.console import scenario_plan
-    from harness.store import check_store
+    from core.store import check_store
 
     suite = sc.suite(args.repeat, only).on_hosts(args.hosts)
     store = check_store(args.store)

@@ -26,7 +26,7 @@ from harness.terminal import interactive
 from reports.severity import RICH, level, rich_verdict
 
 if TYPE_CHECKING:
-    from harness.config import TestConfig
+    from core.config import TestConfig
     from harness.scenario import Scenario
     from harness.scenario_run import VariantResult
     from harness.suite import Suite

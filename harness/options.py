@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import secrets
 
-from harness.config import (ClusterConfig, ConfigError, NemesisConfig, ProducerConfig, TestConfig,
+from core.config import (ClusterConfig, ConfigError, NemesisConfig, ProducerConfig, TestConfig,
                             TopicConfig, WorkloadConfig)
 
 D = TestConfig()  # every option's default

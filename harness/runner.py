@@ -17,15 +17,15 @@ from typing import Any, Callable
 from rich.console import Console
 
 from checkers import check_path, rejudge_loss
+from core.config import TestConfig
+from core.evidence_files import HISTORY_START_KEY
+from core.faults import write_faults
+from core.history import History
+from core.protocols import Cluster, Workload
+from core.send_stream import merge_streams
+from core.store import add_to_test_json, new_run_dir, versions, write_test_json
 from harness.build import Test, build_test, preflight
-from harness.config import TestConfig
-from harness.evidence_files import HISTORY_START_KEY
-from harness.faults import write_faults
-from harness.history import History
 from harness.monitor import ISR_FILE, IsrMonitor
-from harness.protocols import Cluster, Workload
-from harness.send_stream import merge_streams
-from harness.store import add_to_test_json, new_run_dir, versions, write_test_json
 from harness.terminal import make_console, track
 from nemesis.driver import NemesisDriver
 from nemesis.schedule import save_schedule

@@ -32,9 +32,9 @@ from typing import Any
 
 from checkers.observed import METRICS
 from clusters.distribution import cache_dir
-from harness.config import ConfigError
+from core.config import ConfigError
+from core.suggest import did_you_mean
 from harness.spec_files import Cell, SpecDoc, head, preflight, run_options
-from harness.suggest import did_you_mean
 from harness.suite import Suite, SuiteError
 
 SCENARIO_DIR = Path(__file__).resolve().parents[1] / "scenarios"

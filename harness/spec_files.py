@@ -15,9 +15,9 @@ from typing import Any, Callable, NoReturn
 
 import yaml
 
-from harness.config import ConfigError, TestConfig
+from core.config import ConfigError, TestConfig
+from core.suggest import did_you_mean
 from harness.options import add_run_options, config_from_args
-from harness.suggest import did_you_mean
 
 # Chosen by the suite itself, or by `kchaos suite` options.
 NOT_IN_SUITE = ("name", "store", "keep", "spark_master", "spark_driver_host")

@@ -29,8 +29,8 @@ from typing import Any, Callable
 from rich.console import Console
 
 from checkers import HISTORY_FILE, find_runs, judge_run
-from harness.config import TestConfig
-from harness.store import check_store, stamped_dir
+from core.config import TestConfig
+from core.store import check_store, stamped_dir
 from harness.suite import Suite, SuiteError
 from harness.terminal import heading, make_console
 from reports.compare import write_compare

@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 from checkers.broker_logs import LogEvent, read_node_logs
 from checkers.kafka_logs import Batch, DumpError, dump, metadata_records, parse_dump, read_epoch_checkpoint
 from checkers.kraft_metadata import MetadataLog, replay
-from harness.evidence_files import (COLLECT_FILE, EVIDENCE_DIR, HISTORY_START_KEY, METADATA_DIR, METADATA_FILE, RAW_DIR,
+from core.evidence_files import (COLLECT_FILE, EVIDENCE_DIR, HISTORY_START_KEY, METADATA_DIR, METADATA_FILE, RAW_DIR,
                                     SEGMENTS_FILE)
 from reports import ReportsInputError
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.kafka_logs import dump
-from harness.history import HistoryError
+from core.history import HistoryError
 from reports.evidence import EVIDENCE_DIR, Dumper, Evidence, EvidenceError, check_run, decode
 from reports.explain_facts import Facts, load_facts, node_names
 from reports.explain_fates import ReplicaFate, replica_fates

@@ -6,7 +6,7 @@ faults the history records.
 """
 from pathlib import Path
 
-from harness.history import read_history
+from core.history import read_history
 from reports.explain import Explanation, explain
 
 

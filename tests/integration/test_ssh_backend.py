@@ -21,9 +21,9 @@ from clusters.cluster import KafkaCluster
 from clusters.distribution import resolve
 from clusters.remote_ssh import SshPool
 from clusters.ssh import SshProvisioner
-from harness.config import ClusterConfig, TopicConfig
-from harness.history import read_history
-from harness.hosts import load_hosts, to_remote
+from core.config import ClusterConfig, TopicConfig
+from core.history import read_history
+from core.hosts import load_hosts, to_remote
 
 from ssh_hosts import SshHosts, keygen, ssh_hosts
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from harness.config import ConfigError
+from core.config import ConfigError
 from harness.spec_files import SpecDoc
 
 if TYPE_CHECKING:

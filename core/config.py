@@ -61,7 +61,7 @@ class ClusterConfig:
     # "plain": the container's own disk; "auto": lazyfs when a nemesis needs it.
     storage: str = "auto"
     writeback_age_s: float = 0.0  # lazyfs: write unsynced pages through after this age; 0 = never
-    # A hosts file (harness/hosts.py): run on those machines over SSH instead of in Docker containers.
+    # A hosts file (core/hosts.py): run on those machines over SSH instead of in Docker containers.
     hosts: str | None = None
 
     @property
