@@ -27,8 +27,9 @@ from clusters.kafka_external import ExternalKafkaNode
 from clusters.kafka_node import KafkaNode, NodeLayout
 from clusters.kraft import BROKER_PORT, NodeSpec
 from clusters.remote import Remote
+from clusters.remote_ssh import to_remote
 from core.config import ClusterConfig
-from core.hosts import Host, HostsFile, to_remote
+from core.hosts import Host, HostsFile
 
 log = logging.getLogger("kchaos.ssh")
 

@@ -42,13 +42,10 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from core.config import ConfigError
-from harness.spec_files import SpecDoc
-
-if TYPE_CHECKING:
-    from clusters.remote_ssh import SshPool, SshRemote
+from core.yaml_doc import SpecDoc
 
 ROLES = ("broker", "controller", "both")
 KAFKA_MODES = ("managed", "external")
@@ -348,15 +345,3 @@ def _file(doc: _Doc, at: tuple, v: Any, here: Path) -> Path:
     if not os.access(p, os.R_OK):
         doc.fail(at, f"{p} is not readable")
     return p
-
-
-def to_remote(host: Host, hosts: HostsFile, *, pool: SshPool | None = None,
-              connect_timeout: float = 10.0) -> SshRemote:
-    """The SSH transport to `host`, with the file's known_hosts and host-key policy; it connects on
-    first use, so building it touches no network."""
-    # Imported here: reading a hosts file (the command line, before anything connects) needs no
-    # paramiko, and this module sits below the backends.
-    from clusters.remote_ssh import SshRemote
-    return SshRemote(host.name, host.address, port=host.port, user=host.user, key=host.key,
-                     known_hosts=hosts.known_hosts, accept_unknown_host_keys=hosts.accept_unknown_host_keys,
-                     connect_timeout=connect_timeout, pool=pool)

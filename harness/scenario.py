@@ -34,7 +34,8 @@ from checkers.observed import METRICS
 from clusters.distribution import cache_dir
 from core.config import ConfigError
 from core.suggest import did_you_mean
-from harness.spec_files import Cell, SpecDoc, head, preflight, run_options
+from core.yaml_doc import SpecDoc
+from harness.spec_files import Cell, head, preflight, run_options
 from harness.suite import Suite, SuiteError
 
 SCENARIO_DIR = Path(__file__).resolve().parents[1] / "scenarios"

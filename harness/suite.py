@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from core.config import ConfigError, TestConfig
-from harness.spec_files import SHORT, Cell, SpecDoc, cell_config, head, preflight, run_options, show
+from core.yaml_doc import SpecDoc
+from harness.spec_files import SHORT, Cell, cell_config, head, preflight, run_options, show
 
 TOP_KEYS = ("name", "description", "seed", "repeat", "base", "matrix", "exclude", "include")
 

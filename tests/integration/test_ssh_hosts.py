@@ -10,8 +10,8 @@ import pytest
 
 from clusters.engine import LABEL, docker_client
 from clusters.remote import AuthFailed, HostKeyUnknown, HostUnreachable
-from clusters.remote_ssh import SshPool
-from core.hosts import load_hosts, to_remote
+from clusters.remote_ssh import SshPool, to_remote
+from core.hosts import load_hosts
 
 from ssh_hosts import SshHosts, keygen, ssh_hosts
 
