@@ -16,6 +16,7 @@ from typing import Any, Callable
 from urllib.parse import quote
 
 from checkers.verdict import FAIL, PASS, UNKNOWN, essentials, judge, of_valid
+from core.suite_files import STATE_FILE, latest, read_progress
 from reports.html import render
 from reports.severity import level
 
@@ -136,9 +137,7 @@ class Store:
         """A suite's name, stamp, run rows (progress.jsonl's cell, rep, status + run_info) and verdict counts."""
         from dataclasses import asdict
 
-        from harness.suite_run import latest, read_progress
-
-        meta = self.json(suite / "suite.json") or {}
+        meta = self.json(suite / STATE_FILE) or {}
         entries = [asdict(e) for e in latest(read_progress(suite)).values()]
         if not entries:  # nothing recorded yet: every run below the suite
             entries = [{"run": str(r.relative_to(suite))} for r, _ in sorted(self.scan(suite)[1])]

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from core.store import new_run_dir
+from core.suite_files import PROGRESS_FILE, read_progress
 from harness.cli import main
 from harness.suite import SuiteError, load_suite
-from harness.suite_run import PROGRESS_FILE, read_progress, run_suite
+from harness.suite_run import run_suite
 
 REPO = Path(__file__).resolve().parents[2]
 
