@@ -110,12 +110,13 @@ def _explain(run: Path, console: Console, all_ranges: bool = False) -> int:
     """`kchaos explain RUN`: rebuild evidence/explanation.json and report.html; print one sentence per group of lost
     ranges with one cause (with `all_ranges`, one per range)."""
     from checkers import rejudge_loss
+    from clusters.distribution import run_libs
     from harness.runner import write_report_safely
     from reports.explain import explain
     from reports.explain_text import explain_lines
     if not run.is_dir():
         raise ConfigError(f"{run}: not a run directory")
-    exp = explain(run)
+    exp = explain(run, find_libs=run_libs)
     if exp.ranges:
         rejudge_loss(run)
     for line in explain_lines(exp.to_dict(), all_ranges):

@@ -173,10 +173,11 @@ def explain_safely(run: Path, say: Callable[[str], None]) -> dict[str, Any] | No
     on failure, never fatal)."""
     handler = _log_to(run)
     try:
+        from clusters.distribution import run_libs
         from reports.explain import explain
         from reports.explain_text import console_lines
 
-        for line in console_lines(explain(run).to_dict(), run):
+        for line in console_lines(explain(run, find_libs=run_libs).to_dict(), run):
             say(line)
         return rejudge_loss(run)
     except Exception as e:  # noqa: BLE001 - the verdict stands without the explanation

@@ -248,6 +248,18 @@ def test_without_metadata_or_broker_logs_the_explanation_says_unknown(last_isr_r
     assert "unknown" in exp.why[0] and "no replica holds them now" in exp.why[0]
 
 
+def test_the_caller_finds_the_kafka_jars_from_test_json(last_isr_run):
+    """reports/ never loads clusters/: the jars come from the caller's find_libs, given the run's test.json."""
+    seen = []
+    dumper = recorded_dumper(LAST_ISR)
+    ev = decode(last_isr_run, dumper=lambda libs, *a, **k: seen.append(libs) or dumper(libs, *a, **k),
+                find_libs=lambda test: Path("/jars") / test["name"])
+    assert seen and set(seen) == {Path("/jars") / json.loads((last_isr_run / "test.json").read_text())["name"]}
+    assert any(ev.batches.values()) and not any("jars" in n for n in ev.notes)
+    bare = decode(last_isr_run, dumper=dumper)
+    assert not any(bare.batches.values()) and any("no Kafka jars to decode with" in n for n in bare.notes)
+
+
 def test_explain_refuses_a_directory_without_evidence(tmp_path, last_isr_run):
     with pytest.raises(EvidenceError, match="no test.json"):
         explain(tmp_path)
