@@ -18,7 +18,8 @@ from core.config import ConfigError
 from core.exit_codes import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_ENV, EXIT_INTERRUPTED
 from harness import cli_experiments
 from harness.cli_parser import build_parser, unrecognized
-from harness.console import print_run, print_suite, run_headline, runs_summary, suite_plan
+from harness.console import (print_explanation, print_lines, print_run, print_suite, run_headline, runs_summary,
+                             suite_plan)
 from harness.options import config_from_args
 from harness.terminal import make_console
 
@@ -41,8 +42,7 @@ def _suite(args: argparse.Namespace, console: Console, out: Console, argv: list[
     if args.dry_run:
         from core.store import check_store
         seed = args.seed if args.seed is not None else suite.seed
-        for line in suite_plan(suite, seed, check_store(args.store) / "suites" / suite.name / "<UTC stamp>"):
-            out.print(line, markup=False, highlight=False)
+        print_lines(out, suite_plan(suite, seed, check_store(args.store) / "suites" / suite.name / "<UTC stamp>"))
         return 0
     try:
         sdir, outcomes = run_suite(suite, Path(args.store), resume=args.resume, seed=args.seed,
@@ -113,18 +113,12 @@ def _explain(run: Path, console: Console, all_ranges: bool = False) -> int:
     from clusters.distribution import run_libs
     from harness.runner import write_report_safely
     from reports.explain import explain
-    from reports.explain_text import explain_lines
     if not run.is_dir():
         raise ConfigError(f"{run}: not a run directory")
     exp = explain(run, find_libs=run_libs)
     if exp.ranges:
         rejudge_loss(run)
-    for line in explain_lines(exp.to_dict(), all_ranges):
-        print(line)
-    for note in exp.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
-    if not exp.ranges:
-        console.print("no lost writes to explain")
+    print_explanation(console, exp.to_dict(), all_ranges)
     write_report_safely(run, console.print)
     return 0
 

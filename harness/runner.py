@@ -174,8 +174,8 @@ def explain_safely(run: Path, say: Callable[[str], None]) -> dict[str, Any] | No
     handler = _log_to(run)
     try:
         from clusters.distribution import run_libs
+        from harness.console import console_lines
         from reports.explain import explain
-        from reports.explain_text import console_lines
 
         for line in console_lines(explain(run, find_libs=run_libs).to_dict(), run):
             say(line)
