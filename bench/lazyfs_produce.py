@@ -22,7 +22,7 @@ from confluent_kafka import Producer
 
 from clusters import admin
 from clusters.docker import DockerCluster, cleanup
-from harness.config import ClusterConfig, TopicConfig
+from core.config import ClusterConfig, TopicConfig
 from harness.runner import prepare
 
 TOPIC = TopicConfig(name="bench", partitions=3, replication_factor=3, min_insync=2)

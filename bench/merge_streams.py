@@ -2,7 +2,7 @@
 
     python bench/merge_streams.py [EVENTS ...]      (default: 2000000 8000000)
 
-For each size, writes two send streams (harness/send_stream.py, as two producer worker
+For each size, writes two send streams (core/send_stream.py, as two producer worker
 processes would: every send an invoke and an ok event, half the events each) plus a short
 history.jsonl, then runs `merge_streams` in a fresh interpreter and prints its wall time,
 merged lines per second, and that interpreter's peak resident memory (ru_maxrss). Flat memory
@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 
 CHILD = r"""
 import json, resource, sys, time
-from harness.send_stream import merge_streams
+from core.send_stream import merge_streams
 t = time.perf_counter()
 n = merge_streams(sys.argv[1])
 print(json.dumps({"lines": n, "s": time.perf_counter() - t,
@@ -33,7 +33,7 @@ print(json.dumps({"lines": n, "s": time.perf_counter() - t,
 
 def write_run(run: Path, events: int) -> None:
     """Two streams of `events` // 2 events each (sends completed ok) and a three-line history.jsonl."""
-    from harness.send_stream import PARTS_DIR, SendStream
+    from core.send_stream import PARTS_DIR, SendStream
 
     (run / PARTS_DIR).mkdir(parents=True)
     t0 = time.monotonic_ns()

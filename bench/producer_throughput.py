@@ -46,10 +46,10 @@ sys.path.insert(0, str(REPO))
 from clusters import admin  # noqa: E402
 from clusters.docker import DockerCluster  # noqa: E402
 from harness import full_load  # noqa: E402
-from harness.config import ClusterConfig, ProducerConfig, TestConfig, TopicConfig, WorkloadConfig  # noqa: E402
-from harness.history import History  # noqa: E402
+from core.config import ClusterConfig, ProducerConfig, TestConfig, TopicConfig, WorkloadConfig  # noqa: E402
+from core.history import History  # noqa: E402
+from core.send_stream import merge_streams  # noqa: E402
 from harness.runner import prepare  # noqa: E402
-from harness.send_stream import merge_streams  # noqa: E402
 from workloads.queue import QueueWorkload  # noqa: E402
 
 TOOL = ["kafka-ctl", "tool"]

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.exit_codes import EXIT_BAD_INPUT
+from core.exit_codes import EXIT_BAD_INPUT
 from harness.scenario_stats import Rate, spreads
 
 REPO = Path(__file__).resolve().parents[1]

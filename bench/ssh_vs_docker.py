@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 
-from harness.history import read_history  # noqa: E402
+from core.history import read_history  # noqa: E402
 from ssh_hosts import ssh_hosts  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 """Checkers: find the anomalies of a recorded history, judge the run (checkers/verdict.py), write results.json.
 
-A new checker is one module implementing harness.protocols.Checker (with a
+A new checker is one module implementing core.protocols.Checker (with a
 constructor taking `master=`, and `check_many` for checking several runs in
 one job) plus one line in CHECKERS.
 """
@@ -11,15 +11,15 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.faults import FaultsError, read_faults
-from harness.protocols import Checker
+from checkers.compose import exit_code, merge_valid, run_checkers
 from checkers.parquet import CheckInputError, convert, parquet_path
 from checkers.promise import Events, classify
 from checkers.promise_run import loss_section, rules_of
-from checkers.compose import exit_code, merge_valid, run_checkers
 from checkers.queue import QueueChecker
 from checkers.spark import prestart
 from checkers.verdict import SOURCE, Judgement, judge, judged, merge
+from core.faults import FaultsError, read_faults
+from core.protocols import Checker
 
 CHECKERS: dict[str, Callable[..., Checker]] = {
     SOURCE: QueueChecker,
@@ -57,9 +57,9 @@ def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
     if not history.is_file():
         raise CheckInputError(f"{path}: no {HISTORY_FILE} in this directory")
     if history.name == HISTORY_FILE:
-        from harness.send_stream import merge_streams  # here: pyarrow's IPC costs start-up in every checker
+        from core.send_stream import merge_streams  # here: pyarrow's IPC costs start-up in every checker
 
-        merge_streams(history.parent)  # a killed run's producer streams (harness/send_stream.py)
+        merge_streams(history.parent)  # a killed run's producer streams (core/send_stream.py)
     test = _load_test(history.parent / TEST_FILE)
     _check_faults(history.parent)
     prestart(spark_master)  # the JVM starts while the history converts

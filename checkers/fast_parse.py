@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from checkers.history_lines import CORRUPT, LINE_SCHEMA, RECORDS, row
-from harness.history import OP_TYPES
+from core.history import OP_TYPES
 
 # What a well-formed client line parses to: anything else sends its chunk to Python.
 FAST_SCHEMA = pa.schema([

@@ -15,8 +15,8 @@ from typing import Any
 
 from checkers.reference import COUNTS
 from checkers.verdict import FAIL, PASS, judge
-from harness.faults import FaultCatalogue, FaultsError, read_faults
-from harness.history import read_history
+from core.faults import FaultCatalogue, FaultsError, read_faults
+from core.history import read_history
 
 # A stretch this long without any acknowledged write counts as unavailability.
 OUTAGE_GAP_S = 1.0

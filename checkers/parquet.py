@@ -49,13 +49,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from checkers.buckets import BucketWriter, bucket_dir, install
+from checkers.fast_parse import parse_chunk
 from checkers.history_lines import (CORRUPT, LINE_SCHEMA, client_op_problem, corrupt_row, is_int,
                                      pairing_problem, row)
 from checkers.history_lines import text as json_text
-from checkers.buckets import BucketWriter, bucket_dir, install
-from checkers.fast_parse import parse_chunk
 from checkers.pairing import Pairing, usable_mask
-from harness.history import OP_TYPES
+from core.history import OP_TYPES
 
 __all__ = ["ARROW_SCHEMA", "CONVERTER_VERSION", "CheckInputError", "client_op_problem", "convert", "write_from_lines",
            "pairing_problem", "parquet_path"]

@@ -18,7 +18,7 @@ from checkers.queue_anomalies import VALUES_READ, Found, anomalies
 from checkers.reference import COUNTS, MAX_EXAMPLES, Settings, verdict
 from checkers.spark import spark_context
 from checkers.timeline import timelines
-from harness.faults import FaultCatalogue, read_faults
+from core.faults import FaultCatalogue, read_faults
 
 __all__ = ["COUNTS", "MAX_EXAMPLES", "QueueChecker", "judge"]
 

@@ -29,7 +29,7 @@ INVALID = ("lost", "acked_offset_mismatch", "inconsistent_offset", "unexpected",
            "poll_skip", "nonmonotonic_poll")
 # Kinds that make `valid` false only with producer idempotence on.
 INVALID_IF_IDEMPOTENT = ("duplicate", "nonmonotonic_send")
-# What an absent test.json setting means: the harness's own defaults (harness/config.py).
+# What an absent test.json setting means: the harness's own defaults (core/config.py).
 DEFAULTS = {"acks": "all", "idempotence": False, "min_insync": 2, "unclean": False}
 
 Key = Any  # int (a value), (p, o), or (process, p, from_offset, to_offset)

@@ -14,7 +14,7 @@ and calls `timelines`. Promises:
 - the output is plain dicts, lists, ints, floats, strings, bools and None.
 
 Nemesis ops pair by (spec, f) in file order. The roles of ops come from the
-run's fault catalogue (harness/faults.py: the run's faults.json, or for runs
+run's fault catalogue (core/faults.py: the run's faults.json, or for runs
 recorded before it, the specs the nemesis lines name as the registry then
 described them). A nemesis's break op opens a window at its invoke line; the
 completion of its mend op or of "heal" by the same spec closes every window
@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from harness.faults import FaultCatalogue
+from core.faults import FaultCatalogue
 
 __all__ = ["fault_windows", "availability", "anomaly_timelines", "timelines"]
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from checkers.reference import Settings
-from harness.page_cache import describe as describe_page_cache
+from core.page_cache import describe as describe_page_cache
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 VERDICTS = (PASS, FAIL, UNKNOWN)
@@ -167,7 +167,7 @@ def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> 
 
 def judged(results: dict[str, Any], test: Mapping[str, Any] | None) -> dict[str, Any]:
     """`results` with the verdict fields set (verdict, failed, allowed, why, undecided) and `valid` made to match,
-    the verdict fields first after `valid`, then the page-cache model in one line (harness/page_cache.py); the input is
+    the verdict fields first after `valid`, then the page-cache model in one line (core/page_cache.py); the input is
     not changed."""
     j = judge(results, test)
     rest = {k: v for k, v in results.items() if k not in ("valid", *FIELDS, "page_cache")}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from clusters.cluster import Provisioner
-from harness.config import TestConfig
+from core.config import TestConfig
 
 
 def _docker(cfg: TestConfig) -> Provisioner:
@@ -15,7 +15,7 @@ def _docker(cfg: TestConfig) -> Provisioner:
 
 def _ssh(cfg: TestConfig) -> Provisioner:
     from clusters.ssh import SshProvisioner
-    from harness.hosts import load_hosts
+    from core.hosts import load_hosts
     return SshProvisioner(cfg.cluster, load_hosts(cfg.cluster.hosts or ""))
 
 

@@ -1,6 +1,6 @@
 """A KRaft cluster of KafkaNodes, on machines a provisioner made (containers) or found (SSH hosts).
 
-`KafkaCluster` is the one implementation of the Cluster protocol (harness/protocols.py): Kafka's
+`KafkaCluster` is the one implementation of the Cluster protocol (core/protocols.py): Kafka's
 lifecycle, readiness and node control, written once against `KafkaNode`. What differs between
 backends sits behind `Provisioner`: where the nodes come from, how they are reached, where
 kchaos keeps its files on them, and how a node's CPU is capped.
@@ -20,8 +20,8 @@ from clusters import admin
 from clusters.distribution import KafkaDist
 from clusters.kafka_node import KafkaNode, NodeError
 from clusters.kraft import NodeSpec, server_properties
-from harness import page_cache
-from harness.config import ClusterConfig
+from core import page_cache
+from core.config import ClusterConfig
 
 log = logging.getLogger("kchaos.cluster")
 

@@ -56,6 +56,13 @@ def resolve(version: str, kafka_dist: str | None = None) -> KafkaDist:
     return _from_maven(version)
 
 
+def run_libs(test: dict) -> Path:
+    """The Kafka jars of a finished run, from its test.json: the Kafka version it recorded (3.7.2 when it
+    recorded none) and its --kafka-dist, resolved as `resolve` does."""
+    v = (test.get("versions") or {}).get("kafka") or (test.get("cluster") or {}).get("kafka_version") or "3.7.2"
+    return resolve(v, (test.get("cluster") or {}).get("kafka_dist")).libs
+
+
 def check_user_dist(path: str) -> None:
     """Raise DistributionError unless `path` looks like a Kafka distribution (cheap; no extraction)."""
     p = Path(path).expanduser()

@@ -23,7 +23,7 @@ from clusters.image import ensure_node_image
 from clusters.kafka_node import KafkaNode, NodeLayout
 from clusters.kraft import NodeSpec, layout
 from clusters.remote_docker import DockerRemote
-from harness.config import ClusterConfig
+from core.config import ClusterConfig
 
 __all__ = ["DockerProvisioner", "DockerCluster", "ClusterError", "new_cluster_id", "ensure_free", "cleanup"]
 log = logging.getLogger("kchaos.cluster")

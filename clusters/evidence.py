@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.evidence_files import COLLECT_FILE, METADATA_DIR
+from core.evidence_files import COLLECT_FILE, METADATA_DIR
 
 __all__ = ["CAP_BYTES", "COLLECT_FILE", "METADATA_DIR", "NodeCopy", "collect", "wanted"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from clusters.kafka_node import KafkaNode, NodeError, NodeLayout
 from clusters.kraft import NodeSpec
 from clusters.remote import Remote
-from harness.hosts import ExternalKafka
+from core.hosts import ExternalKafka
 
 
 class ExternalKafkaNode(KafkaNode):

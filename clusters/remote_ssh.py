@@ -29,6 +29,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 from clusters.remote import (AuthFailed, Command, CommandTimeout, ConnectionLost, HostKeyChanged,
                              HostKeyUnknown, HostUnreachable, Result, TransferFailed, finish, node_argv,
                              render)
+from core.hosts import Host, HostsFile
 
 DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 HANDSHAKE_ATTEMPTS = 3
@@ -330,3 +331,12 @@ def _died(t: paramiko.Transport) -> bool:
     # clears `active`; a failed channel open also leaves a ChannelException there, harmlessly.
     e = t.saved_exception
     return not t.is_active() or (e is not None and not isinstance(e, paramiko.ChannelException))
+
+
+def to_remote(host: Host, hosts: HostsFile, *, pool: SshPool | None = None,
+              connect_timeout: float = 10.0) -> SshRemote:
+    """The SSH transport to `host`, with the file's known_hosts and host-key policy; it connects on
+    first use, so building it touches no network."""
+    return SshRemote(host.name, host.address, port=host.port, user=host.user, key=host.key,
+                     known_hosts=hosts.known_hosts, accept_unknown_host_keys=hosts.accept_unknown_host_keys,
+                     connect_timeout=connect_timeout, pool=pool)

@@ -1,4 +1,4 @@
-"""SSH backend: Kafka on machines that already exist, listed in a hosts file (harness/hosts.py).
+"""SSH backend: Kafka on machines that already exist, listed in a hosts file (core/hosts.py).
 
 The harness reaches every host over SSH (clusters/remote_ssh.py), checks what kchaos needs there,
 and puts everything it makes in one directory it owns (`dir` of the hosts file, default
@@ -27,8 +27,9 @@ from clusters.kafka_external import ExternalKafkaNode
 from clusters.kafka_node import KafkaNode, NodeLayout
 from clusters.kraft import BROKER_PORT, NodeSpec
 from clusters.remote import Remote
-from harness.config import ClusterConfig
-from harness.hosts import Host, HostsFile, to_remote
+from clusters.remote_ssh import to_remote
+from core.config import ClusterConfig
+from core.hosts import Host, HostsFile
 
 log = logging.getLogger("kchaos.ssh")
 

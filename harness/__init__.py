@@ -1,3 +1,1 @@
-"""kchaos harness: runner, CLI, history recorder and results store."""
-
-__version__ = "0.1.0"
+"""kchaos harness: building and running tests, suites and scenarios, and the command line."""

@@ -11,18 +11,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-import nemesis as nemeses
 from clusters.backends import BACKENDS
 from clusters.cluster import KafkaCluster, Provisioner
 from clusters.distribution import DistributionError, KafkaDist, check_user_dist, resolve
-from harness.config import ConfigError, TestConfig, validate
-from harness.faults import FaultKind
-from harness.hosts import HostsFile, load_hosts
-from harness.protocols import Cluster, Nemesis, Workload
-from harness.suggest import did_you_mean
+from core.config import ConfigError, TestConfig, validate
+from core.faults import FaultKind
+from core.hosts import HostsFile, load_hosts
+from core.protocols import Cluster, Nemesis, Workload
+from core.suggest import did_you_mean
+import nemesis as nemeses
 from nemesis.base import ScheduledOp
-from nemesis.targets import KINDS
 from nemesis.schedule import make_schedule, schedule_names, specs_in
+from nemesis.targets import KINDS
 from workloads import WORKLOADS
 
 
@@ -65,7 +65,7 @@ def preflight(cfg: TestConfig) -> TestConfig:
     storage "auto" resolved to lazyfs or plain, the hosts file's path absolute
     and the node count its brokers'. Raises ConfigError on bad input.
     """
-    from harness.store import check_store
+    from core.store import check_store
 
     n = cfg.nemesis
     if n.schedule_file:

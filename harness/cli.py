@@ -1,5 +1,5 @@
 """`kchaos` command line: parse the arguments (harness/cli_parser.py), run the command, print its verdict on
-stdout and its steps on stderr, and turn every error into one line and an exit code (harness/exit_codes.py:
+stdout and its steps on stderr, and turn every error into one line and an exit code (core/exit_codes.py:
 0 pass, 1 fail, 2 unknown (docs/verdicts.md), 3 bad input, 4 environment, 5 the cluster failed, 6 a suite
 regressed (with --fail-on-regression), 130 interrupted).
 """
@@ -16,11 +16,12 @@ from typing import NoReturn
 
 from rich.console import Console
 
+from core.config import ConfigError
+from core.exit_codes import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_ENV, EXIT_INTERRUPTED, EXIT_REGRESSION
 from harness import cli_experiments
 from harness.cli_parser import build_parser, unrecognized
-from harness.config import ConfigError
-from harness.console import print_regressions, print_run, print_suite, run_headline, runs_summary, suite_plan
-from harness.exit_codes import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_ENV, EXIT_INTERRUPTED, EXIT_REGRESSION
+from harness.console import (print_explanation, print_lines, print_regressions, print_run, print_suite,
+                             run_headline, runs_summary, suite_plan)
 from harness.options import config_from_args
 from harness.terminal import make_console
 
@@ -41,10 +42,9 @@ def _suite(args: argparse.Namespace, console: Console, out: Console, argv: list[
         raise ConfigError("--resume continues with the suite's own seed; drop --seed")
     suite = load_suite(Path(args.file)).on_hosts(args.hosts)
     if args.dry_run:
-        from harness.store import check_store
+        from core.store import check_store
         seed = args.seed if args.seed is not None else suite.seed
-        for line in suite_plan(suite, seed, check_store(args.store) / "suites" / suite.name / "<UTC stamp>"):
-            out.print(line, markup=False, highlight=False)
+        print_lines(out, suite_plan(suite, seed, check_store(args.store) / "suites" / suite.name / "<UTC stamp>"))
         return 0
     try:
         sdir, outcomes = run_suite(suite, Path(args.store), resume=args.resume, seed=args.seed,
@@ -69,7 +69,7 @@ def _suite(args: argparse.Namespace, console: Console, out: Console, argv: list[
 
 def _index(args: argparse.Namespace, out: Console) -> int:
     """`kchaos index`: bring the store's results index up to date (or rebuild it) and say what it holds."""
-    from harness.store import check_store
+    from core.store import check_store
     from reports.run_index import INDEX_FILE, RunIndex
     store = check_store(args.store)
     if not store.is_dir():
@@ -140,20 +140,15 @@ def _explain(run: Path, console: Console, all_ranges: bool = False) -> int:
     """`kchaos explain RUN`: rebuild evidence/explanation.json and report.html; print one sentence per group of lost
     ranges with one cause (with `all_ranges`, one per range)."""
     from checkers import rejudge_loss
+    from clusters.distribution import run_libs
     from harness.runner import write_report_safely
     from reports.explain import explain
-    from reports.explain_text import explain_lines
     if not run.is_dir():
         raise ConfigError(f"{run}: not a run directory")
-    exp = explain(run)
+    exp = explain(run, find_libs=run_libs)
     if exp.ranges:
         rejudge_loss(run)
-    for line in explain_lines(exp.to_dict(), all_ranges):
-        print(line)
-    for note in exp.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
-    if not exp.ranges:
-        console.print("no lost writes to explain")
+    print_explanation(console, exp.to_dict(), all_ranges)
     write_report_safely(run, console.print)
     return 0
 
@@ -193,13 +188,13 @@ def main(argv: list[str] | None = None) -> int:
     from clusters.remote import ConnectError, RemoteError
     from clusters.engine import EngineError
     from clusters.image import ImageError
-    from harness.history import HistoryError
-    from harness.store import StoreError
+    from core.history import HistoryError
+    from core.store import StoreError
     from reports import ReportsInputError
     try:
         if args.cmd == "cleanup" and args.hosts:
             from clusters.ssh import cleanup_hosts
-            from harness.hosts import load_hosts
+            from core.hosts import load_hosts
             cleanup_hosts(load_hosts(args.hosts), lambda m: out.print(m, markup=False, highlight=False))
             return 0
         if args.cmd == "cleanup":

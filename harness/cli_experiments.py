@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from harness.config import ConfigError
-from harness.exit_codes import EXIT_INTERRUPTED
+from core.config import ConfigError
+from core.exit_codes import EXIT_INTERRUPTED
+from core.suggest import did_you_mean
 from harness.options import D, spark_options
-from harness.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from harness.scenario import Scenario
@@ -107,15 +107,11 @@ def run(args: argparse.Namespace, console: Console, out: Console, argv: list[str
 
 
 def _scenario(args: argparse.Namespace, console: Console, out: Console, command: list[str]) -> int:
-    from harness.console import print_scenario
+    from harness.console import print_scenario, print_scenarios
     from harness.scenario import find_scenario, load_scenario, scenario_names
     from harness.scenario_run import run_scenario
     if args.list:
-        for name in scenario_names():
-            sc = load_scenario(find_scenario(name))
-            out.print(f"[bold]{sc.name}[/]: {sc.description}", highlight=False)
-            for v in sc.variants:
-                out.print(f"    {v.name:<28} predicts {v.predict.text}", highlight=False, markup=False)
+        print_scenarios(out, [load_scenario(find_scenario(name)) for name in scenario_names()])
         return 0
     if not args.name:
         raise ConfigError("scenario: give a scenario name (kchaos scenario --list shows them)")
@@ -148,12 +144,11 @@ def _scenario(args: argparse.Namespace, console: Console, out: Console, command:
 
 def _dry_run(sc: Scenario, args: argparse.Namespace, only: tuple[str, ...], out: Console) -> int:
     """Print the variants the scenario would run; the file, the store and a hosts file are checked, nothing made."""
-    from harness.console import scenario_plan
-    from harness.store import check_store
+    from core.store import check_store
+    from harness.console import print_lines, scenario_plan
 
     suite = sc.suite(args.repeat, only).on_hosts(args.hosts)
     store = check_store(args.store)
-    for line in scenario_plan(sc, suite, sc.seed if args.seed is None else args.seed,
-                              store / "scenarios" / sc.name / "<UTC stamp>"):
-        out.print(line, markup=False, highlight=False)
+    print_lines(out, scenario_plan(sc, suite, sc.seed if args.seed is None else args.seed,
+                                   store / "scenarios" / sc.name / "<UTC stamp>"))
     return 0

@@ -12,10 +12,10 @@ import textwrap
 from importlib import metadata
 from typing import NoReturn
 
+from core.exit_codes import EXIT_BAD_INPUT, MEANINGS
+from core.suggest import did_you_mean
 from harness import cli_experiments
-from harness.exit_codes import EXIT_BAD_INPUT, MEANINGS
 from harness.options import D, add_run_options, spark_options
-from harness.suggest import did_you_mean
 from harness.terminal import COLORS, UNBOUNDED, is_tty
 
 ABOUT = ("Jepsen-style chaos testing for Apache Kafka: run Kafka clusters under faults, record every operation, "

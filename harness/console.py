@@ -1,5 +1,6 @@
 """What a person reads on the console when a command is done or planned: a run's summary, `kchaos check`'s
-summary, the suite, scenario and repro tables with a legend under them, and what `--dry-run` would run.
+summary, why writes were lost (the largest groups by cause, and `kchaos explain`'s sentences), the suite, scenario
+and repro tables with a legend under them, the scenarios there are, and what `--dry-run` would run.
 
 Verdicts are the words of docs/verdicts.md (pass, fail, unknown; a scenario's prediction matches or misses,
 beside the verdict), coloured by severity (reports/severity.py): never green for a run that lost writes.
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -23,10 +24,11 @@ from rich.text import Text
 from checkers.verdict import Judgement, of_valid
 from harness.spec_files import show
 from harness.terminal import interactive
+from reports.explain_text import groups_of
 from reports.severity import RICH, level, rich_verdict
 
 if TYPE_CHECKING:
-    from harness.config import TestConfig
+    from core.config import TestConfig
     from harness.scenario import Scenario
     from harness.scenario_run import VariantResult
     from harness.suite import Suite
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
 
 WRAPPED_MIN = 8  # narrower, a wrapped column is no longer readable: it is left out instead
 SEEDS_SHOWN = 4
+MAX_CONSOLE_GROUPS = 5
+_INDENT = "     "  # under the text after "why: "
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,47 @@ def runs_summary(results: dict[str, Any]) -> str:
                 f"{str(r['acked']):>9} {str(r['lost']):>8} {str(r['loss_promised']):<8} {r['availability_in_faults']}")
         lines.append(line + (f"\n    error: {r['error']}" if r["error"] else ""))
     return "\n".join(lines)
+
+
+# --- lost writes ---
+
+def console_lines(explanation: Mapping[str, Any], run: Path | str, limit: int = MAX_CONSOLE_GROUPS) -> list[str]:
+    """What a run's console says about its lost writes: the `limit` largest groups, each on at most three lines
+    ("why: " what was lost and who acknowledged it; what happened; each replica's fate), then, when there are
+    more, one line naming them and where to read them. Nothing when no lost write was placed."""
+    groups = groups_of(explanation)
+    lines = []
+    for g in groups[:limit]:
+        parts = [p for p in g.get("parts") or [g.get("why", "")] if p]
+        if not parts:
+            continue
+        parts[-1] = parts[-1].rstrip(".") + "."
+        lines.append(f"why: {parts[0]}")
+        lines += [f"{_INDENT}{p}" for p in parts[1:3]]
+    rest = len(groups) - min(limit, len(groups))
+    if rest:
+        values = sum(g.get("values") or 0 for g in groups[limit:])
+        lines.append(f"… {rest} more group{'s' if rest != 1 else ''} ({values:,} values): kchaos explain {run}")
+    return lines
+
+
+def explain_lines(explanation: Mapping[str, Any], all_ranges: bool = False) -> list[str]:
+    """What `kchaos explain` prints: one sentence per group, largest first; with `all_ranges`, one sentence per
+    lost range instead (offset order), as explanation.json's `why` has them."""
+    if all_ranges:
+        return [r.get("why") or "" for r in explanation.get("ranges") or []]
+    return [g.get("why") or "" for g in groups_of(explanation)]
+
+
+def print_explanation(console: Console, explanation: Mapping[str, Any], all_ranges: bool = False) -> None:
+    """`explain_lines` on stdout, never wrapped (a sentence is one line, however long); then the explanation's
+    notes, or that no write was lost, on `console`."""
+    for line in explain_lines(explanation, all_ranges):
+        print(line)
+    for note in explanation.get("notes") or []:
+        console.print(f"note: {note}", markup=False, highlight=False)
+    if not explanation.get("ranges"):
+        console.print("no lost writes to explain")
 
 
 # --- a suite ---
@@ -276,6 +321,20 @@ def print_shrunk(console: Console, out: dict[str, Any]) -> None:
                   f"{a['time_limit']:g} → {b['time_limit']:g} s run; "
                   f"{out['tried']} candidates, {out['runs']} runs", style="bold", markup=False)
     console.print(f"schedule: {out['dir']}/schedule.json\nreplay: {out['replay']}", markup=False)
+
+
+def print_lines(console: Console, lines: Sequence[str]) -> None:
+    """`lines` as they are: no markup, no highlighting (a plan, a list of paths)."""
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
+
+
+def print_scenarios(console: Console, scenarios: Sequence["Scenario"]) -> None:
+    """`kchaos scenario --list`: each scenario's name and description, then each variant and what it predicts."""
+    for sc in scenarios:
+        console.print(f"[bold]{sc.name}[/]: {sc.description}", highlight=False)
+        for v in sc.variants:
+            console.print(f"    {v.name:<28} predicts {v.predict.text}", highlight=False, markup=False)
 
 
 # --- --dry-run ---

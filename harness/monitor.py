@@ -17,8 +17,8 @@ import threading
 from pathlib import Path
 
 from clusters import admin
-from harness.evidence_files import ISR_FILE, read_isr
-from harness.history import History
+from core.evidence_files import ISR_FILE, read_isr
+from core.history import History
 
 log = logging.getLogger("kchaos.monitor")
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import secrets
 
-from harness import full_load
-from harness.config import (ClusterConfig, ConfigError, NemesisConfig, ProducerConfig, TestConfig,
+from core.config import (ClusterConfig, ConfigError, NemesisConfig, ProducerConfig, TestConfig,
                             TopicConfig, WorkloadConfig)
+from harness import full_load
 
 D = TestConfig()  # every option's default
 

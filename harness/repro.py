@@ -18,9 +18,9 @@ from typing import Any
 from rich.console import Console
 
 from checkers.observed import anomaly_kinds
-from harness.config import ConfigError, TestConfig
-from harness.history import HistoryError, read_history
-from harness.store import check_store, stamped_dir
+from core.config import ConfigError, TestConfig
+from core.history import HistoryError, read_history
+from core.store import check_store, stamped_dir
 from harness.suite_run import Runner
 from harness.terminal import heading, make_console
 

@@ -17,16 +17,16 @@ from typing import Any, Callable
 from rich.console import Console
 
 from checkers import check_path, rejudge_loss
+from core.config import TestConfig
+from core.evidence_files import HISTORY_START_KEY
+from core.faults import write_faults
+from core.history import History
+from core.protocols import Cluster, Workload
+from core.send_stream import merge_streams
+from core.page_cache import describe as describe_page_cache
+from core.store import add_to_test_json, load_test_json, new_run_dir, versions, write_test_json
 from harness.build import Test, build_test, preflight
-from harness.config import TestConfig
-from harness.evidence_files import HISTORY_START_KEY
-from harness.faults import write_faults
-from harness.history import History
 from harness.monitor import ISR_FILE, IsrMonitor
-from harness.protocols import Cluster, Workload
-from harness.send_stream import merge_streams
-from harness.page_cache import describe as describe_page_cache
-from harness.store import add_to_test_json, load_test_json, new_run_dir, versions, write_test_json
 from harness.terminal import make_console, track
 from nemesis.driver import NemesisDriver
 from nemesis.schedule import save_schedule
@@ -177,10 +177,11 @@ def explain_safely(run: Path, say: Callable[[str], None]) -> dict[str, Any] | No
     on failure, never fatal)."""
     handler = _log_to(run)
     try:
+        from clusters.distribution import run_libs
+        from harness.console import console_lines
         from reports.explain import explain
-        from reports.explain_text import console_lines
 
-        for line in console_lines(explain(run).to_dict(), run):
+        for line in console_lines(explain(run, find_libs=run_libs).to_dict(), run):
             say(line)
         return rejudge_loss(run)
     except Exception as e:  # noqa: BLE001 - the verdict stands without the explanation

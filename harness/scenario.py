@@ -32,9 +32,10 @@ from typing import Any
 
 from checkers.observed import METRICS
 from clusters.distribution import cache_dir
-from harness.config import ConfigError
-from harness.spec_files import Cell, SpecDoc, head, preflight, run_options
-from harness.suggest import did_you_mean
+from core.config import ConfigError
+from core.suggest import did_you_mean
+from core.yaml_doc import SpecDoc
+from harness.spec_files import Cell, head, preflight, run_options
 from harness.suite import Suite, SuiteError
 
 SCENARIO_DIR = Path(__file__).resolve().parents[1] / "scenarios"

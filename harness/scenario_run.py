@@ -24,9 +24,10 @@ from rich.console import Console
 from checkers import judge_run
 from checkers.observed import ObserveError, observe
 from checkers.verdict import merge
+from core.suite_files import latest, read_progress
 from harness.scenario import Scenario
 from harness.scenario_stats import Rate, spreads
-from harness.suite_run import JUNIT_FILE, Runner, latest, read_progress, run_suite
+from harness.suite_run import JUNIT_FILE, Runner, run_suite
 from reports.compare import write_compare
 from reports.junit import CellOutcome, write_junit
 

@@ -34,12 +34,12 @@ from typing import Any, Callable, Iterator
 
 from rich.console import Console
 
-import nemesis as registry
 from checkers.observed import anomaly_kinds
-from harness.config import ConfigError, TestConfig
+from core.config import ConfigError, TestConfig
+from core.store import check_store, stamped_dir
 from harness.repro import Runner, attempt, recorded_config
-from harness.store import check_store, stamped_dir
 from harness.terminal import heading, make_console
+import nemesis as registry
 
 LEAD_IN_S, GAP_S, MIN_HOLD_S, TAIL_S = 2.0, 1.0, 1.0, 2.0
 NARROWER = {"all": "majority", "majority": "minority", "minority": "one", "followers": "follower"}

@@ -1,5 +1,5 @@
-"""What suite and scenario files share: the YAML document with line numbers, the header check, run options as
-`kchaos run` parses them, the cell (one configuration of run options) and its preflight.
+"""What suite and scenario files share: the header check, run options as `kchaos run` parses them, the cell (one
+configuration of run options) and its preflight. The YAML document with line numbers is core/yaml_doc.py.
 
 Every error names the file, the line and the key (`suite.yaml:9: matrix.acks: ...`) and is raised as the
 error class the document was opened with (a ConfigError: the command line exits 3).
@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
-import yaml
-
-from harness.config import ConfigError, TestConfig
+from core.config import ConfigError, TestConfig
+from core.suggest import did_you_mean
+from core.yaml_doc import SpecDoc, option_key
 from harness.options import add_run_options, config_from_args
-from harness.suggest import did_you_mean
 
 # Chosen by the suite itself, or by `kchaos suite` options.
 NOT_IN_SUITE = ("name", "store", "keep", "spark_master", "spark_driver_host")
@@ -55,50 +54,6 @@ class Cell:
         return " ".join(one(k, v) for k, v in self.params) or "base"
 
 
-class SpecDoc:
-    """Plain data from a YAML document plus the line of every key path; duplicate keys are errors.
-
-    Every problem, from the YAML itself or found later through `fail`, is raised as `error`.
-    """
-
-    def __init__(self, path: Path, text: str, error: type[ConfigError]):
-        self.file = path.name
-        self.dir = Path(path).absolute().parent
-        self.error = error
-        self.lines: dict[tuple, int] = {}
-        try:
-            node = yaml.compose(text, Loader=yaml.SafeLoader)
-            self.data = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f"{self.file}:{mark.line + 1}" if mark else self.file
-            raise error(f"{where}: not valid YAML: {getattr(e, 'problem', None) or e}") from None
-        if node is not None:
-            self._walk(node, ())
-
-    def _walk(self, node: yaml.Node, path: tuple) -> None:
-        self.lines[path] = node.start_mark.line + 1
-        if isinstance(node, yaml.MappingNode):
-            seen: set[str] = set()
-            for k, v in node.value:
-                if k.value in seen:
-                    self.fail(path + (k.value,), "appears twice", line=k.start_mark.line + 1)
-                seen.add(k.value)
-                for key in {k.value, option_key(k.value)}:  # errors name options as min_insync, whatever the spelling
-                    self._walk(v, path + (key,))
-                    self.lines[path + (key,)] = k.start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode):
-            for i, v in enumerate(node.value):
-                self._walk(v, path + (i,))
-
-    def fail(self, path: tuple, msg: str, line: int | None = None) -> NoReturn:
-        """Raise the document's error `file:line: key.path: msg`, with the line of `path` or its nearest parent."""
-        if line is None:
-            line = next((self.lines[path[:n]] for n in range(len(path), -1, -1) if path[:n] in self.lines), 1)
-        name = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
-        raise self.error(f"{self.file}:{line}: {name + ': ' if name else ''}{msg}")
-
-
 def head(doc: SpecDoc, path: Path, kind: str, keys: tuple[str, ...]) -> tuple[dict[str, Any], str]:
     """The document as a mapping with only `keys`, and its name (default: the file name without .yaml)."""
     d = doc.data
@@ -111,11 +66,6 @@ def head(doc: SpecDoc, path: Path, kind: str, keys: tuple[str, ...]) -> tuple[di
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name):
         doc.fail(("name",), f"{name!r} must be 1-64 of letters, digits, '.', '_' or '-'")
     return d, name
-
-
-def option_key(raw: Any) -> str:
-    """A run option as its argparse dest: `min-insync` and `min_insync` are both `min_insync`."""
-    return str(raw).replace("-", "_")
 
 
 def run_options(doc: SpecDoc, where: tuple, value: Any, *, lists: bool = False) -> dict[str, Any]:

@@ -23,39 +23,23 @@ import secrets
 import shutil
 import sqlite3
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from rich.console import Console
 
 from checkers import HISTORY_FILE, find_runs, judge_run
-from harness.config import TestConfig
-from harness.store import check_store, stamped_dir
+from core.config import TestConfig
+from core.store import check_store, stamped_dir
+from core.suite_files import STATE_FILE, Entry, latest, read_progress, record_progress
 from harness.suite import Suite, SuiteError
 from harness.terminal import heading, make_console
 from reports.compare import write_compare
 from reports.junit import CellOutcome, write_junit
 from reports.run_index import open_store_index
 
-STATE_FILE, PROGRESS_FILE, JUNIT_FILE = "suite.json", "progress.jsonl", "report.xml"
+JUNIT_FILE = "report.xml"
 Runner = Callable[..., tuple[Path, dict[str, Any]]]
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One finished repetition: `status` "done" (checked; `verdict` is its verdict, pass, fail or unknown, and
-    `valid` the matching results.json value) or "error". Lines written before verdicts have no `verdict`."""
-
-    cell: str
-    rep: int
-    seed: int
-    run: str | None  # run directory relative to the suite directory
-    status: str
-    valid: bool | str | None
-    seconds: float
-    error: str | None = None
-    verdict: str | None = None
 
 
 def _cells_json(suite: Suite) -> list[dict[str, Any]]:
@@ -97,31 +81,6 @@ def resumable(suite: Suite, store: Path, kind: str = "suites") -> tuple[Path, in
     if all((c.name, r) in done for c in suite.cells for r in range(suite.repeat)):
         raise SuiteError(f"--resume: the suite run in {sdir} already finished; run it afresh without --resume")
     return sdir, int(state["seed"])
-
-
-def read_progress(sdir: Path) -> list[Entry]:
-    """The finished repetitions recorded in progress.jsonl (a torn last line is ignored)."""
-    path = sdir / PROGRESS_FILE
-    out = []
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                out.append(Entry(**json.loads(line)))
-            except (json.JSONDecodeError, TypeError):
-                continue
-    return out
-
-
-def latest(entries: list[Entry]) -> dict[tuple[str, int], Entry]:
-    """The last entry of each (cell, rep): a repetition retried by --resume supersedes its error."""
-    return {(e.cell, e.rep): e for e in entries}
-
-
-def _record(sdir: Path, entry: Entry) -> None:
-    with open(sdir / PROGRESS_FILE, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(asdict(entry)) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 def _set_aside(sdir: Path, known: set[str]) -> list[str]:
@@ -220,7 +179,7 @@ def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | No
             console.print(f"[red]run {k + 1} failed: {msg}; going on[/]")
             entry = Entry(cell.name, rep, cfg.seed, new[-1] if new else None, "error", None,
                           round(time.monotonic() - t0, 1), msg)
-        _record(sdir, entry)
+        record_progress(sdir, entry)
         _index(store, sdir, entry.run, console)
         finished += 1
     return sdir, finish(suite, sdir)

@@ -4,7 +4,7 @@
 """
 from __future__ import annotations
 
-from harness.faults import FaultKind
+from core.faults import FaultKind
 from nemesis import election, mix, network, powerfail, process, slow
 from nemesis.base import FaultSkipped, Package, ScheduledOp
 from nemesis.targets import Target

@@ -6,9 +6,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from harness.config import TestConfig
-from harness.history import History
-from harness.protocols import Cluster, FaultSkipped, Nemesis
+from core.config import TestConfig
+from core.history import History
+from core.protocols import Cluster, FaultSkipped, Nemesis
 from nemesis.targets import Target, fault_op, resolve
 
 __all__ = ["FaultSkipped", "ScheduledOp", "Package", "periodic", "targeted", "TargetedNemesis", "NodeFault",

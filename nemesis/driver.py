@@ -6,8 +6,8 @@ import threading
 import time
 from typing import Any
 
-from harness.history import History
-from harness.protocols import Cluster, Nemesis
+from core.history import History
+from core.protocols import Cluster, Nemesis
 from nemesis.base import FaultSkipped, ScheduledOp
 from nemesis.targets import awaited
 

@@ -15,9 +15,9 @@ from typing import Any
 from confluent_kafka import ElectionType, KafkaException, TopicPartition
 
 from clusters import admin
-from harness.config import TestConfig
-from harness.history import History
-from harness.protocols import Cluster, FaultSkipped
+from core.config import TestConfig
+from core.history import History
+from core.protocols import Cluster, FaultSkipped
 from nemesis.base import Package, ScheduledOp, periodic
 
 TIMEOUT_S = 15.0

@@ -24,7 +24,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from harness.config import ConfigError, TestConfig
+from core.config import ConfigError, TestConfig
 from nemesis import election, network, powerfail, process, slow
 from nemesis.base import Package, ScheduledOp, outlive_lag, outlive_session
 from nemesis.targets import PARTITIONED, Target, fault_op

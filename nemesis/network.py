@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
-from harness.protocols import Cluster
+from core.protocols import Cluster
 from nemesis.base import Package, outlive_lag, outlive_session, targeted
 
 Grudge = dict[str, set[str]]  # node -> nodes (or addresses) whose packets it drops

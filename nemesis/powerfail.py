@@ -12,7 +12,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from harness.protocols import Cluster
+from core.protocols import Cluster
 from nemesis.base import targeted
 
 COLORS = {"power-fail": "#000000", "start": "#59a14f"}

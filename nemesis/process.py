@@ -6,9 +6,9 @@ import random
 import time
 from typing import Any, Callable
 
-from harness.config import TestConfig
-from harness.history import History
-from harness.protocols import Cluster
+from core.config import TestConfig
+from core.history import History
+from core.protocols import Cluster
 from nemesis.base import FaultSkipped, Package, ScheduledOp, outlive_session, periodic, targeted
 
 log = logging.getLogger("kchaos.nemesis")

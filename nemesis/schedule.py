@@ -13,8 +13,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+from core.config import ConfigError, TestConfig
 import nemesis as registry
-from harness.config import ConfigError, TestConfig
 from nemesis import mix
 from nemesis.base import ScheduledOp
 from nemesis.targets import PARTITIONED, Target

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.protocols import Cluster
+from core.protocols import Cluster
 from nemesis.base import outlive_lag, targeted
 
 # 512 bit/s towards port 9092: a follower's fetch request (and the ACKs for the

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from clusters import admin
-from harness.protocols import Cluster, FaultSkipped
+from core.protocols import Cluster, FaultSkipped
 
 KINDS = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller")
 PARTITIONED = ("leader", "follower", "followers")

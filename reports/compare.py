@@ -21,7 +21,7 @@ import pandas as pd
 from checkers.reference import Settings
 from checkers.table import in_faults
 from checkers.verdict import judge, lost_in_promise, merge
-from harness.page_cache import short as page_cache_short
+from core.page_cache import short as page_cache_short
 from reports import ReportsInputError
 from reports.heatmap import heatmap
 from reports.html import write_page

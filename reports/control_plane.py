@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from checkers.broker_logs import ControlEvent, read_control_logs
-from harness.evidence_files import EVIDENCE_DIR, METADATA_FILE
+from core.evidence_files import EVIDENCE_DIR, METADATA_FILE
 from reports.evidence import Clock
 from reports.explain_facts import node_names
 

@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 from checkers.broker_logs import LogEvent, read_node_logs
 from checkers.kafka_logs import Batch, DumpError, dump, metadata_records, parse_dump, read_epoch_checkpoint
 from checkers.kraft_metadata import MetadataLog, replay
-from harness.evidence_files import (COLLECT_FILE, EVIDENCE_DIR, HISTORY_START_KEY, METADATA_DIR, METADATA_FILE, RAW_DIR,
+from core.evidence_files import (COLLECT_FILE, EVIDENCE_DIR, HISTORY_START_KEY, METADATA_DIR, METADATA_FILE, RAW_DIR,
                                     SEGMENTS_FILE)
 from reports import ReportsInputError
 
@@ -38,6 +38,9 @@ _STAMP = re.compile(r"(\d{8}T\d{6}\.\d{3})Z")
 _INT = re.compile(r"-?\d+")
 # dump(libs, files, cwd, metadata=...) -> stdout lines: checkers.kafka_logs.dump, or a stand-in in tests.
 Dumper = Callable[..., Sequence[str]]
+# find_libs(test.json as a dict) -> the Kafka jars that decode the run's files: clusters.distribution.run_libs.
+# Passed in by the caller, so that reports never load the cluster package.
+FindLibs = Callable[[dict[str, Any]], Path]
 
 
 class EvidenceError(ReportsInputError):
@@ -131,10 +134,8 @@ class Evidence:
         return max((b.last_offset + 1 for b in self.batches[(node, partition)]), default=0)
 
 
-def _libs(test: dict[str, Any]) -> Path:
-    from clusters.distribution import resolve
-    v = (test.get("versions") or {}).get("kafka") or (test.get("cluster") or {}).get("kafka_version") or "3.7.2"
-    return resolve(v, (test.get("cluster") or {}).get("kafka_dist")).libs
+def _no_libs(test: dict[str, Any]) -> Path:
+    raise RuntimeError("no Kafka jars to decode with (the caller passed neither libs nor find_libs)")
 
 
 def _segment_files(raw: Path, folder: Callable[[str], bool]) -> list[str]:
@@ -188,12 +189,14 @@ def check_run(run: Path) -> None:
         raise EvidenceError(f"{run}: no {EVIDENCE_DIR}/{RAW_DIR} (runs collect it before the cluster is torn down)")
 
 
-def decode(run: Path, libs: Path | None = None, dumper: Dumper = dump) -> Evidence:
+def decode(run: Path, libs: Path | None = None, dumper: Dumper = dump, find_libs: FindLibs | None = None) -> Evidence:
     """Decode RUN/evidence/raw with Kafka's tools; write segments.jsonl and metadata.jsonl; return Evidence.
 
     Raises EvidenceError when there is no evidence/raw or no test.json; a
     DumpLogSegments failure becomes a note and an empty part, never a crash.
-    `libs` overrides the run's Kafka jars; `dumper` stands in for the tool.
+    `libs` are the Kafka jars; without them `find_libs` finds the run's own
+    from its test.json (with neither, that is a note). `dumper` stands in for
+    the tool.
     """
     run = Path(run)
     raw = run / EVIDENCE_DIR / RAW_DIR
@@ -225,7 +228,7 @@ def decode(run: Path, libs: Path | None = None, dumper: Dumper = dump) -> Eviden
                 checkpoints[(node, int(m.group(1)))] = read_epoch_checkpoint(d / "leader-epoch-checkpoint")
     meta, meta_node = None, None
     try:
-        libs = libs or _libs(test)
+        libs = libs or (find_libs or _no_libs)(test)
         files = _segment_files(raw, lambda d: bool(is_topic(d)))
         for b in parse_dump(dumper(libs, files, raw), notes):
             node, folder = b.file.split("/")[:2]

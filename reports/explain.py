@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from checkers.kafka_logs import dump
-from harness.history import HistoryError
-from reports.evidence import EVIDENCE_DIR, Dumper, Evidence, EvidenceError, check_run, decode
+from core.history import HistoryError
+from reports.evidence import EVIDENCE_DIR, Dumper, Evidence, EvidenceError, FindLibs, check_run, decode
 from reports.explain_facts import Facts, load_facts, node_names
 from reports.explain_fates import ReplicaFate, replica_fates
 from reports.explain_groups import LostGroup, group_ranges
@@ -186,18 +186,20 @@ def _lost(run: Path) -> tuple[list[tuple[int, float | None]], int, list[str]]:
     return out, count, notes
 
 
-def explain(run: Path, libs: Path | None = None, dumper: Dumper = dump) -> Explanation:
+def explain(run: Path, libs: Path | None = None, dumper: Dumper = dump,
+            find_libs: FindLibs | None = None) -> Explanation:
     """(Re)build the explanation of `run`'s lost writes from RUN/evidence/raw; write explanation.json.
 
     Raises EvidenceError (one line) when the run has no evidence/raw, no
-    test.json or no readable results.json. `libs` overrides the Kafka jars
-    used to decode (default: the run's own Kafka version); `dumper` stands in
-    for DumpLogSegments (tests).
+    test.json or no readable results.json. `libs` are the Kafka jars used to
+    decode; without them `find_libs` finds the run's own from its test.json
+    (clusters.distribution.run_libs). `dumper` stands in for DumpLogSegments
+    (tests).
     """
     run = Path(run)
     check_run(run)
     lost, count, notes = _lost(run)
-    ev = decode(run, libs, dumper)
+    ev = decode(run, libs, dumper, find_libs)
     notes += ev.notes
     try:
         facts = load_facts(run, ev, node_names(run), {v for v, _ in lost})

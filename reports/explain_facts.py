@@ -22,8 +22,8 @@ from typing import Any
 from checkers.broker_logs import LogEvent
 from checkers.kraft_metadata import PartitionState
 from checkers.promise_run import dropped_since
-from harness.history import read_history
-from harness.faults import FaultCatalogue, FaultsError, run_faults
+from core.faults import FaultCatalogue, FaultsError, run_faults
+from core.history import read_history
 from reports.evidence import Evidence
 
 __all__ = ["Ack", "Facts", "Leadership", "fault_phrase", "load_facts", "node_names"]

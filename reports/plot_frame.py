@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from harness.faults import FaultCatalogue
+from core.faults import FaultCatalogue
 
 DPI = 100
 WIDTH = 11.0

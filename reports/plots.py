@@ -5,7 +5,7 @@ sends, no windows or no samples give an empty plot with a note. Times are
 seconds on the history's clock (`time` / 1e9), the clock of
 `results.json`'s timeline and of isr.jsonl. The figure, the shaded fault
 windows and the legend come from reports/plot_frame.py. Fault colours come
-from the run's fault catalogue (harness/faults.py), passed as `catalogue`;
+from the run's fault catalogue (core/faults.py), passed as `catalogue`;
 without one, they are what they were before faults.json.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from harness.faults import FaultCatalogue
+from core.faults import FaultCatalogue
 from reports.plot_frame import PALETTE, WIDTH, Span, fault_spans, figure, finish, nemesis_color, note, shade
 
 __all__ = ["Sends", "Span", "Marks", "nemesis_color", "fault_spans", "latency_png", "throughput_png",

@@ -32,15 +32,15 @@ from checkers.parquet import CheckInputError, convert
 from checkers.timeline import availability as timeline_availability
 from checkers.timeline import fault_windows
 from checkers.verdict import Judgement, judge, lost_in_promise
-from harness.faults import FAULTS_FILE, FaultCatalogue, FaultsError, run_faults
-from harness.page_cache import describe as describe_page_cache
-from harness.evidence_files import ISR_FILE, read_isr
+from core.evidence_files import ISR_FILE, read_isr
+from core.faults import FAULTS_FILE, FaultCatalogue, FaultsError, run_faults
+from core.page_cache import describe as describe_page_cache
 from reports import plots
 from reports import ReportsInputError
-from reports.html import write_page, yes
 from reports.evidence_html import evidence_section
 from reports.explain import load_explanation
 from reports.explain_text import groups_of
+from reports.html import write_page, yes
 from reports.promise import RULE, promise_of
 from reports.severity import level, loss_rate
 

@@ -1,11 +1,11 @@
 """Workload registry: one line per workload. `WorkloadConfig.kind` names an entry; a workload is a
-class implementing harness.protocols.Workload, built from the test's configuration."""
+class implementing core.protocols.Workload, built from the test's configuration."""
 from __future__ import annotations
 
 from typing import Callable
 
-from harness.config import TestConfig
-from harness.protocols import Workload
+from core.config import TestConfig
+from core.protocols import Workload
 from workloads.queue import QueueWorkload
 
 WORKLOADS: dict[str, Callable[[TestConfig], Workload]] = {

@@ -6,7 +6,7 @@ from typing import Callable
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 
 from clusters.admin import CLIENT_LOG
-from harness.config import ProducerConfig
+from core.config import ProducerConfig
 
 # Errors that reject a record outright, on every attempt: the write certainly did not happen.
 DEFINITE_FAILURES = frozenset({

@@ -12,8 +12,8 @@ import time
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from harness.history import History
-from harness.protocols import Cluster
+from core.history import History
+from core.protocols import Cluster
 from workloads.clients import make_consumer, to_records
 
 log = logging.getLogger("kchaos.drain")

@@ -11,7 +11,7 @@ this is a synchronous producer: one record, wait for its report, the next.
 The loop is paced to a share of the target rate (an infinite rate: every free
 slot sends at once) and resumes the rate after a stall instead of bursting to
 catch up. It records through a `SendRecorder`:
-the history itself (one process) or a per-process stream (harness/send_stream.py).
+the history itself (one process) or a per-process stream (core/send_stream.py).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Callable, Protocol
 
 from confluent_kafka import KafkaException
 
-from harness.config import ProducerConfig
+from core.config import ProducerConfig
 from workloads.clients import make_producer, send_outcome
 
 # Longest a loop waits inside poll() when it has nothing to send: bounds how late it sees a stop.

@@ -16,9 +16,9 @@ import threading
 from confluent_kafka import KafkaException, TopicPartition
 
 from clusters import admin
-from harness.config import TestConfig
-from harness.history import History, Op
-from harness.protocols import Cluster
+from core.config import TestConfig
+from core.history import History, Op
+from core.protocols import Cluster
 from workloads.clients import make_consumer, to_records
 from workloads.drain import drain_all
 from workloads.producer_procs import LoopSpec, ProducerProcesses

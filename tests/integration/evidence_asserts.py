@@ -1,12 +1,13 @@
 """Assertions on a real run's explanation of its lost writes (reports/explain.py), shared by the scenario tests.
 
 Each takes a finished run directory whose runner already collected evidence/raw and explained the
-loss, rebuilds the explanation through the public `explain(run_dir)` and checks it against the
-faults the history records.
+loss, rebuilds the explanation through the public `explain(run_dir, find_libs=run_libs)` and checks
+it against the faults the history records.
 """
 from pathlib import Path
 
-from harness.history import read_history
+from clusters.distribution import run_libs
+from core.history import read_history
 from reports.explain import Explanation, explain
 
 
@@ -18,7 +19,7 @@ def _faults(run_dir: Path, f: str) -> list[dict]:
 def _explained(run_dir: Path) -> Explanation:
     assert (run_dir / "evidence" / "explanation.json").is_file(), "the run did not explain its loss"
     assert (run_dir / "evidence" / "raw" / "collect.json").is_file()
-    exp = explain(run_dir)
+    exp = explain(run_dir, find_libs=run_libs)
     assert exp.ranges and exp.lost > 0 and len(exp.why) == len(exp.ranges)
     assert sum(len(r.values) for r in exp.ranges) == exp.listed == exp.lost
     return exp

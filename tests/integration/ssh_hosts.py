@@ -61,7 +61,7 @@ Subsystem sftp internal-sftp
 
 @dataclass(frozen=True)
 class SshHosts:
-    """Running SSH test hosts: `hosts_file` (harness/hosts.py format) lists them; `key` is the client
+    """Running SSH test hosts: `hosts_file` (core/hosts.py format) lists them; `key` is the client
     private key every host accepts for `user`; `known_hosts` has every host's key. `containers` and
     `addresses` map node names to container names and IP addresses."""
     dir: Path

@@ -11,7 +11,7 @@ import docker
 import pytest
 
 from clusters.engine import LABEL
-from harness.history import read_history
+from core.history import read_history
 
 from signals import sigint_default, sigint_ignored
 

@@ -10,11 +10,11 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-import nemesis
 from clusters import admin
 from clusters.docker import DockerCluster, cleanup
-from harness.config import ClusterConfig, NemesisConfig, ProducerConfig, TestConfig, TopicConfig
-from harness.history import History, read_history
+from core.config import ClusterConfig, NemesisConfig, ProducerConfig, TestConfig, TopicConfig
+from core.history import History, read_history
+import nemesis
 from nemesis.driver import NemesisDriver
 from nemesis.targets import active_controller
 from workloads.queue import QueueWorkload

@@ -18,8 +18,8 @@ import pytest
 
 from clusters.lazyfs import build as build_lazyfs
 from clusters.remote import Result
-from clusters.remote_ssh import SshPool, SshRemote
-from harness.hosts import load_hosts, to_remote
+from clusters.remote_ssh import SshPool, SshRemote, to_remote
+from core.hosts import load_hosts
 
 from ssh_hosts import SshHosts, ssh_hosts
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import read_history
-from harness.send_stream import PARTS_DIR
+from core.history import read_history
+from core.send_stream import PARTS_DIR
 
 pytestmark = pytest.mark.cluster
 KCHAOS = [sys.executable, "-m", "harness.cli"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from checkers.observed import observe
-from harness.history import read_history
+from core.history import read_history
 from harness.repro import fault_trace
 
 from evidence_asserts import assert_followers_truncated_to_the_powerless_leader, assert_old_leader_truncated

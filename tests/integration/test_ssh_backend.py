@@ -19,11 +19,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from clusters import admin
 from clusters.cluster import KafkaCluster
 from clusters.distribution import resolve
-from clusters.remote_ssh import SshPool
+from clusters.remote_ssh import SshPool, to_remote
 from clusters.ssh import SshProvisioner
-from harness.config import ClusterConfig, TopicConfig
-from harness.history import read_history
-from harness.hosts import load_hosts, to_remote
+from core.config import ClusterConfig, TopicConfig
+from core.history import read_history
+from core.hosts import load_hosts
 
 from ssh_hosts import SshHosts, keygen, ssh_hosts
 

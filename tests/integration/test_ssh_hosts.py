@@ -1,5 +1,5 @@
 """SSH test hosts (tests/integration/ssh_hosts.py) reached the way the SSH backend will reach real
-machines: the generated hosts.yaml read with harness/hosts.py, one SshRemote per host with its key
+machines: the generated hosts.yaml read with core/hosts.py, one SshRemote per host with its key
 checked against the generated known_hosts, and the three connection errors, each naming the host."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from clusters.engine import LABEL, docker_client
 from clusters.remote import AuthFailed, HostKeyUnknown, HostUnreachable
-from clusters.remote_ssh import SshPool
-from harness.hosts import load_hosts, to_remote
+from clusters.remote_ssh import SshPool, to_remote
+from core.hosts import load_hosts
 
 from ssh_hosts import SshHosts, keygen, ssh_hosts
 

@@ -97,7 +97,7 @@ def test_quick_suite_interrupted_resumed_compared(store):
 def _every_acked_value_was_read_and_the_run_is_complete(run: Path) -> None:
     """acks=all, min.insync=2 under leader kills and partitions: the raw history, not only the checker, says
     every acknowledged value was read; and the run directory holds what is needed to understand and rerun it."""
-    from harness.history import read_history
+    from core.history import read_history
 
     hist = list(read_history(run / "history.jsonl"))
     kills = [r for r in hist if r["process"] == "nemesis" and r["f"] == "kill" and r["type"] == "ok"]

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from clusters import admin
-from harness.config import TopicConfig
+from core.config import TopicConfig
 
 
 class ScriptedClient:

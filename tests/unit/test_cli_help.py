@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from core.exit_codes import MEANINGS
 from harness.cli import build_parser, main
-from harness.exit_codes import MEANINGS
 from harness.options import D, GROUPS
 from harness.scenario import find_scenario, load_scenario
 from harness.suite import SuiteError, load_suite

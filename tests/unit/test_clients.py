@@ -1,7 +1,7 @@
 """Send outcome classification: `fail` only when the record certainly was not written."""
 from confluent_kafka import KafkaError
 
-from harness.config import ProducerConfig
+from core.config import ProducerConfig
 from workloads.clients import UNDECODABLE, decode_value, send_outcome
 
 

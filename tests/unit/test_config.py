@@ -4,8 +4,8 @@ import sys
 
 import pytest
 
+from core.config import ConfigError, TestConfig, validate
 from harness.cli import build_parser, main
-from harness.config import ConfigError, TestConfig, validate
 from harness.options import config_from_args
 from nemesis import check_spec
 

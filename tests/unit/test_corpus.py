@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from checkers.corpus import ANOMALIES, PLANTS, generate, write, write_large
 from checkers.reference import COUNTS, check_reference
-from harness.history import read_history
+from core.history import read_history
 from histories import (SEND, HistoryBuilder, add_random_sends, drop_impossible_loss, hostable_plants,
                        idempotent_test, model, run_shapes)
 

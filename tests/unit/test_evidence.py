@@ -11,13 +11,13 @@ from checkers.broker_logs import parse_lines, read_node_logs
 from checkers.kafka_logs import metadata_records, parse_dump, read_epoch_checkpoint
 from checkers.kraft_metadata import replay
 from clusters.evidence import COLLECT_FILE, NodeCopy, collect, wanted
+from core.faults import FaultCatalogue
 from harness.cli import main
-from harness.faults import FaultCatalogue
 from reports.evidence import Clock, EvidenceError, decode, history_clock, value_of
 from reports.evidence_html import evidence_section
 from reports.explain import explain, load_explanation
-from reports.explain_why import on_disk as _on_disk
 from reports.explain_facts import _nemesis_line
+from reports.explain_why import on_disk as _on_disk
 
 DATA = Path(__file__).parent / "data" / "evidence"
 LAST_ISR = DATA / "last-isr-3.7.2"
@@ -246,6 +246,18 @@ def test_without_metadata_or_broker_logs_the_explanation_says_unknown(last_isr_r
     [r] = exp.ranges
     assert r.leader is None and r.election is None and exp.truncated() == set()
     assert "unknown" in exp.why[0] and "no replica holds them now" in exp.why[0]
+
+
+def test_the_caller_finds_the_kafka_jars_from_test_json(last_isr_run):
+    """reports/ never loads clusters/: the jars come from the caller's find_libs, given the run's test.json."""
+    seen = []
+    dumper = recorded_dumper(LAST_ISR)
+    ev = decode(last_isr_run, dumper=lambda libs, *a, **k: seen.append(libs) or dumper(libs, *a, **k),
+                find_libs=lambda test: Path("/jars") / test["name"])
+    assert seen and set(seen) == {Path("/jars") / json.loads((last_isr_run / "test.json").read_text())["name"]}
+    assert any(ev.batches.values()) and not any("jars" in n for n in ev.notes)
+    bare = decode(last_isr_run, dumper=dumper)
+    assert not any(bare.batches.values()) and any("no Kafka jars to decode with" in n for n in bare.notes)
 
 
 def test_explain_refuses_a_directory_without_evidence(tmp_path, last_isr_run):

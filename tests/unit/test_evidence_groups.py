@@ -1,5 +1,5 @@
 """Lost writes grouped by cause (reports/explain_groups.py), told in one sentence each (reports/explain_why.py), on
-the console (reports/explain_text.py) and in report.html (reports/evidence_html.py): a hand-built run in the tools'
+the console (harness/console.py) and in report.html (reports/evidence_html.py): a hand-built run in the tools'
 real formats with 1,000 lost offsets in three causes, and a fixture cut from a real acks=1 run with a split brain
 (tests/unit/data/evidence/README.md)."""
 import json
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.console import MAX_CONSOLE_GROUPS, console_lines, explain_lines
 from reports.evidence_html import MAX_GROUPS, evidence_section
 from reports.explain import explain, load_explanation
-from reports.explain_text import MAX_CONSOLE_GROUPS, console_lines, explain_lines, groups_of
+from reports.explain_text import groups_of
 from reports.explain_why import spans_phrase
 from test_evidence import DATA, T0, _batch, _meta, _stamp, recorded_dumper
 

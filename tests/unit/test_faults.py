@@ -1,4 +1,4 @@
-"""The run's fault catalogue (harness/faults.py): written and read back, derived for older runs, and used
+"""The run's fault catalogue (core/faults.py): written and read back, derived for older runs, and used
 by the timeline, observe(), the plots and the explainer in place of the nemesis registry."""
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-import nemesis
 from checkers.observed import observe
 from checkers.timeline import fault_windows
-from harness.config import NemesisConfig, TestConfig
-from harness.faults import FAULTS_FILE, FaultCatalogue, FaultKind, FaultsError, read_faults, run_faults, write_faults
+from core.config import NemesisConfig, TestConfig
+from core.faults import FAULTS_FILE, FaultCatalogue, FaultKind, FaultsError, read_faults, run_faults, write_faults
+import nemesis
 from nemesis.schedule import make_schedule, specs_in
 from reports import plots
 from reports.explain_facts import _nemesis_line

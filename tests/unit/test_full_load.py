@@ -9,7 +9,7 @@ import pytest
 
 from harness import full_load
 from harness.cli import build_parser, main
-from harness.config import ConfigError, TestConfig, validate
+from core.config import ConfigError, TestConfig, validate
 from harness.options import config_from_args
 from harness.suite import load_suite
 from nemesis import check_spec

@@ -7,7 +7,7 @@ import subprocess
 
 from clusters import lazyfs
 from clusters.ssh import _PREREQUISITES, prerequisite_args
-from harness.hosts import Host
+from core.hosts import Host
 
 
 def missing(*args: str) -> list[str]:

@@ -3,11 +3,11 @@ import json
 
 import pytest
 
-import nemesis
+from core.config import ConfigError, NemesisConfig, TestConfig
 from harness.cli import build_parser, main
-from harness.config import ConfigError, NemesisConfig, TestConfig
 from harness.options import config_from_args
 from harness.runner import preflight
+import nemesis
 from nemesis import mix
 from nemesis.schedule import load_schedule, make_schedule, save_schedule, schedule_names, specs_in
 from nemesis.targets import Target

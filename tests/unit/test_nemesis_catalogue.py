@@ -5,8 +5,8 @@ from itertools import combinations
 
 import pytest
 
+from core.config import ConfigError, NemesisConfig, TestConfig
 import nemesis
-from harness.config import ConfigError, NemesisConfig, TestConfig
 from nemesis.base import outlive_lag, outlive_session
 from nemesis.network import bridge, halves, isolate, lossy, majorities_ring, oneway
 from nemesis.schedule import load_schedule, make_schedule, save_schedule, schedule_names

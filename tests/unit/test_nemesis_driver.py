@@ -1,8 +1,8 @@
 """The nemesis driver records every fault, turns unappliable faults into `info`, and heals once."""
 import time
 
-from harness.config import TestConfig
-from harness.history import History, read_history
+from core.config import TestConfig
+from core.history import History, read_history
 from nemesis.base import FaultSkipped, ScheduledOp
 from nemesis.driver import NemesisDriver
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_suite import SMALL, StandIn  # noqa: E402
 
 from harness.cli import main  # noqa: E402
-from harness.exit_codes import EXIT_REGRESSION  # noqa: E402
+from core.exit_codes import EXIT_REGRESSION  # noqa: E402
 from harness.suite import load_suite  # noqa: E402
 from harness.suite_run import run_suite  # noqa: E402
 from reports.run_index import INDEX_FILE, RunIndex  # noqa: E402

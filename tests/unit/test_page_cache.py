@@ -1,8 +1,8 @@
 """The page-cache model: what each node's lazyfs is told, and the one line every report states."""
 import pytest
 
-from harness.config import ClusterConfig, ConfigError, TestConfig, validate
-from harness.page_cache import KERNEL, NEVER, describe, parse_vm, plan, record
+from core.config import ClusterConfig, ConfigError, TestConfig, validate
+from core.page_cache import KERNEL, NEVER, describe, parse_vm, plan, record
 
 
 def test_the_kernel_model_takes_the_nodes_expiry_and_flusher_interval():

@@ -10,12 +10,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-import checkers.parquet as P
 from checkers import CheckInputError, validate_history
 from checkers.corpus import generate
+import checkers.parquet as P
 from checkers.parquet import client_op_problem, convert, pairing_problem, parquet_path
 from checkers.spark import CORRUPT, HISTORY_SCHEMA, read_history_df, readable_path, spark_session
-from harness.history import HistoryError, read_history
+from core.history import HistoryError, read_history
 
 MASTER = "local[2]"
 

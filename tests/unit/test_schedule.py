@@ -1,5 +1,5 @@
 """The fault schedule is drawn up front from the seed: same seed, same schedule."""
-from harness.config import NemesisConfig, TestConfig
+from core.config import NemesisConfig, TestConfig
 from nemesis.schedule import make_schedule
 
 

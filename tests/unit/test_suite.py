@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from core.store import new_run_dir
+from core.suite_files import PROGRESS_FILE, read_progress
 from harness.cli import main
-from harness.store import new_run_dir
 from harness.suite import SuiteError, load_suite
-from harness.suite_run import PROGRESS_FILE, read_progress, run_suite
+from harness.suite_run import run_suite
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -243,7 +244,7 @@ def test_resume_retries_runs_that_errored(tmp_path):
 
 
 def test_runs_started_in_the_same_millisecond_get_their_own_directories(tmp_path, monkeypatch):
-    import harness.store as store
+    import core.store as store
 
     stamps = iter(["20261124T014355.200Z", "20261124T014355.200Z", "20261124T014355.201Z"])
     monkeypatch.setattr(store, "stamp", lambda: next(stamps))

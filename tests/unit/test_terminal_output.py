@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from core.store import new_run_dir
 from harness.cli import main
-from harness.store import new_run_dir
 from harness.suite import load_suite
 from harness.terminal import interactive, make_console, track
 

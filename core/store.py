@@ -10,8 +10,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness import __version__
-from harness.config import TestConfig
+from core import __version__
+from core.config import TestConfig
 
 
 class StoreError(ValueError):

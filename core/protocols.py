@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from harness.history import History
+from core.history import History
 
 Valid = bool | str  # True, False or "unknown"
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable
 
-from harness.page_cache import MODELS as PAGE_CACHE_MODELS, NEVER as NEVER_WRITTEN_BACK
+from core.page_cache import MODELS as PAGE_CACHE_MODELS, NEVER as NEVER_WRITTEN_BACK
 
 ACKS = ("0", "1", "all")
 STORAGES = ("auto", "lazyfs", "plain")
@@ -62,11 +62,11 @@ class ClusterConfig:
     # "lazyfs": log directories on the lazy FUSE filesystem (unsynced writes can be lost);
     # "plain": the container's own disk; "auto": lazyfs when a nemesis needs it.
     storage: str = "auto"
-    # lazyfs's page cache (harness/page_cache.py): "kernel" writes unsynced data back as the node's Linux
+    # lazyfs's page cache (core/page_cache.py): "kernel" writes unsynced data back as the node's Linux
     # does (vm.dirty_expire/writeback_centisecs); "never-written-back" is the worst case.
     page_cache: str = "kernel"
     writeback_age_s: float | None = None  # set the writeback age by hand; 0 = never; None: the model's
-    # A hosts file (harness/hosts.py): run on those machines over SSH instead of in Docker containers.
+    # A hosts file (core/hosts.py): run on those machines over SSH instead of in Docker containers.
     hosts: str | None = None
 
     @property

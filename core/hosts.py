@@ -42,13 +42,10 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-from harness.config import ConfigError
-from harness.spec_files import SpecDoc
-
-if TYPE_CHECKING:
-    from clusters.remote_ssh import SshPool, SshRemote
+from core.config import ConfigError
+from core.yaml_doc import SpecDoc
 
 ROLES = ("broker", "controller", "both")
 KAFKA_MODES = ("managed", "external")
@@ -215,7 +212,7 @@ def parse_hosts(text: str, path: Path) -> HostsFile:
     return HostsFile(path, nodes, known_hosts, accept, owned.rstrip("/"))
 
 
-def _host(doc: _Doc, i: int, n: Any, here: Path) -> Host:
+def _host(doc: SpecDoc, i: int, n: Any, here: Path) -> Host:
     at = ("nodes", i)
     if not isinstance(n, dict):
         doc.fail(at, f"must be a mapping of node settings (name, address, ...), got {_show(n)}")
@@ -243,7 +240,7 @@ def _host(doc: _Doc, i: int, n: Any, here: Path) -> Host:
                 client_address=client, external=external)
 
 
-def _external(doc: _Doc, at: tuple, n: dict) -> ExternalKafka:
+def _external(doc: SpecDoc, at: tuple, n: dict) -> ExternalKafka:
     for req in ("commands", "node_id", "data_dir"):
         if req not in n:
             doc.fail(at + (req,), "required for kafka: external"
@@ -269,7 +266,7 @@ def _external(doc: _Doc, at: tuple, n: dict) -> ExternalKafka:
                          kafka_port=_int(doc, at + ("kafka_port",), n.get("kafka_port", DEFAULT_KAFKA_PORT), 1, 65535))
 
 
-def _check_cluster(doc: _Doc, nodes: tuple[Host, ...]) -> None:
+def _check_cluster(doc: SpecDoc, nodes: tuple[Host, ...]) -> None:
     def first(key: Callable[[Host], Any], what: str, field: str) -> None:
         seen: dict[Any, int] = {}
         for i, h in enumerate(nodes):
@@ -303,7 +300,7 @@ def _pair(k: Any) -> str:
     return str(k)
 
 
-def _only(doc: _Doc, at: tuple, d: dict, keys: tuple[str, ...], what: str) -> None:
+def _only(doc: SpecDoc, at: tuple, d: dict, keys: tuple[str, ...], what: str) -> None:
     for k in d:
         if k not in keys:
             doc.fail(at + (str(k),), f"unknown key; {what} {', '.join(keys)}")
@@ -315,31 +312,31 @@ def _show(v: Any) -> str:
     return "nothing" if v is None else repr(v)
 
 
-def _text(doc: _Doc, at: tuple, v: Any) -> str:
+def _text(doc: SpecDoc, at: tuple, v: Any) -> str:
     if not isinstance(v, str) or not v.strip():
         doc.fail(at, f"must be a non-empty string, got {_show(v)}")
     return v
 
 
-def _int(doc: _Doc, at: tuple, v: Any, lo: int, hi: int) -> int:
+def _int(doc: SpecDoc, at: tuple, v: Any, lo: int, hi: int) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
         doc.fail(at, f"must be an integer in {lo}..{hi}, got {_show(v)}")
     return v
 
 
-def _bool(doc: _Doc, at: tuple, v: Any) -> bool:
+def _bool(doc: SpecDoc, at: tuple, v: Any) -> bool:
     if not isinstance(v, bool):
         doc.fail(at, f"must be true or false, got {_show(v)}")
     return v
 
 
-def _choice(doc: _Doc, at: tuple, v: Any, choices: tuple[str, ...]) -> str:
+def _choice(doc: SpecDoc, at: tuple, v: Any, choices: tuple[str, ...]) -> str:
     if v not in choices:
         doc.fail(at, f"must be one of {', '.join(choices)}, got {_show(v)}")
     return v
 
 
-def _file(doc: _Doc, at: tuple, v: Any, here: Path) -> Path:
+def _file(doc: SpecDoc, at: tuple, v: Any, here: Path) -> Path:
     p = (here / Path(_text(doc, at, v)).expanduser()).absolute()
     if not p.exists():
         doc.fail(at, f"{p} does not exist")
@@ -348,15 +345,3 @@ def _file(doc: _Doc, at: tuple, v: Any, here: Path) -> Path:
     if not os.access(p, os.R_OK):
         doc.fail(at, f"{p} is not readable")
     return p
-
-
-def to_remote(host: Host, hosts: HostsFile, *, pool: SshPool | None = None,
-              connect_timeout: float = 10.0) -> SshRemote:
-    """The SSH transport to `host`, with the file's known_hosts and host-key policy; it connects on
-    first use, so building it touches no network."""
-    # Imported here: reading a hosts file (the command line, before anything connects) needs no
-    # paramiko, and this module sits below the backends.
-    from clusters.remote_ssh import SshRemote
-    return SshRemote(host.name, host.address, port=host.port, user=host.user, key=host.key,
-                     known_hosts=hosts.known_hosts, accept_unknown_host_keys=hosts.accept_unknown_host_keys,
-                     connect_timeout=connect_timeout, pool=pool)
