@@ -71,6 +71,7 @@
 #define FH(fi) ((struct lfile *)(uintptr_t)(fi)->fh)
 #define DH(fi) ((DIR *)(uintptr_t)(fi)->fh)
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
 #define RDLOCK(l) pthread_rwlock_rdlock(&(l)->lock)
 #define WRLOCK(l) pthread_rwlock_wrlock(&(l)->lock)
 #define UNLOCK(l) pthread_rwlock_unlock(&(l)->lock)
@@ -1011,7 +1012,7 @@ static void *ctl_thread(void *arg) {
  * it is between the age and the age plus one interval old. */
 static void *writeback_thread(void *arg) {
 	int64_t age = (int64_t)(writeback_age * 1000);
-	int64_t every = writeback_interval > 0 ? (int64_t)(writeback_interval * 1000) : MIN(1000, age / 4 > 50 ? age / 4 : 50);
+	int64_t every = writeback_interval > 0 ? MAX(1, (int64_t)(writeback_interval * 1000)) : MIN(1000, age / 4 > 50 ? age / 4 : 50);
 	(void)arg;
 	for (;;) {
 		size_t n;

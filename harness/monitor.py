@@ -17,7 +17,6 @@ import threading
 from pathlib import Path
 
 from clusters import admin
-from core.evidence_files import ISR_FILE, read_isr
 from core.history import History
 
 log = logging.getLogger("kchaos.monitor")

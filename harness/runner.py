@@ -18,7 +18,7 @@ from rich.console import Console
 
 from checkers import check_path, rejudge_loss
 from core.config import TestConfig
-from core.evidence_files import HISTORY_START_KEY
+from core.evidence_files import HISTORY_START_KEY, ISR_FILE
 from core.faults import write_faults
 from core.history import History
 from core.protocols import Cluster, Workload
@@ -26,7 +26,7 @@ from core.send_stream import merge_streams
 from core.page_cache import describe as describe_page_cache
 from core.store import add_to_test_json, load_test_json, new_run_dir, versions, write_test_json
 from harness.build import Test, build_test, preflight
-from harness.monitor import ISR_FILE, IsrMonitor
+from harness.monitor import IsrMonitor
 from harness.terminal import make_console, track
 from nemesis.driver import NemesisDriver
 from nemesis.schedule import save_schedule

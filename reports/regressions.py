@@ -11,9 +11,9 @@ from pathlib import Path
 from checkers.verdict import FAIL, PASS
 from reports.junit import ERROR
 from reports.run_index import open_store_index
-from reports.trends import Trend, trend
+from reports.trends import Night, Trend, trend, when
 
-__all__ = ["Regression", "night_regressions", "regressions"]
+__all__ = ["Regression", "night_regressions", "of_night", "regressions"]
 
 FAILS_NOW, NEW_KIND = "fails now", "new anomaly"
 
@@ -29,10 +29,6 @@ class Regression:
     night: str
     before: str
     text: str
-
-
-def _when(stamp: str) -> str:
-    return f"{stamp[0:4]}-{stamp[4:6]}-{stamp[6:8]} {stamp[9:11]}:{stamp[11:13]}Z" if len(stamp) >= 13 else stamp
 
 
 def regressions(tr: Trend, night: str | None = None) -> list[Regression]:
@@ -56,7 +52,7 @@ def regressions(tr: Trend, night: str | None = None) -> list[Regression]:
             was = judged[-1]
             grounds = "; ".join(f"{n} {k}" + (" (new)" if k not in seen else "") for k, n in cell.failed.items())
             out.append(Regression(name, label, FAILS_NOW, now.rel, was.rel,
-                                  f"{label}: passed on {_when(was.stamp)}, fails on {_when(now.stamp)}"
+                                  f"{label}: passed on {when(was.stamp)}, fails on {when(now.stamp)}"
                                   + (f": {grounds}" if grounds else "")))
             seen |= set(cell.failed)  # said above: not again as new kinds
         for kind in sorted(cell.kinds - seen):
@@ -82,6 +78,13 @@ def night_regressions(store: Path, night_dir: Path) -> tuple[list[Regression], s
         if row is None:
             return [], None
         tr = trend(index, row["suite"], row["kind"], last=10_000)
+    regs, before = of_night(tr, rel)
+    return regs, before.rel if before else None
+
+
+def of_night(tr: Trend, night: str) -> tuple[list[Regression], Night | None]:
+    """The regressions of night `night` (a path below the store) of trend `tr`, and the night before it; ([], None)
+    on the suite's first night, or a night in which no cell ran (it is not in the trend)."""
     rels = [n.rel for n in tr.nights]
-    before = rels[rels.index(rel) - 1] if rel in rels and rels.index(rel) > 0 else None
-    return regressions(tr, rel), before
+    i = rels.index(night) if night in rels else 0
+    return (regressions(tr, night), tr.nights[i - 1]) if i > 0 else ([], None)

@@ -15,13 +15,14 @@ import logging
 import os
 import re
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
 from checkers.table import in_faults
 from checkers.verdict import essentials, judge, lost_in_promise
+from core.suite_files import PROGRESS_FILE, STATE_FILE, latest, read_progress
 from reports.severity import level
 
 __all__ = ["INDEX_FILE", "SCHEMA_VERSION", "Refreshed", "RunIndex", "index_for", "open_store_index", "stamp_of"]
@@ -32,7 +33,7 @@ INDEX_FILE = "index.sqlite"
 SCHEMA_VERSION = 1
 STAMP = re.compile(r"^\d{8}T\d{6}")
 RUN_FILES = ("test.json", "results.json", "report.html")
-NIGHT_FILES = ("suite.json", "progress.jsonl")
+NIGHT_FILES = (STATE_FILE, PROGRESS_FILE)
 # A path column at or below a prefix (the prefix given four times; '' is the whole store). Not LIKE: `_` in a
 # suite's name would match any character.
 BELOW = "(? = '' OR {0} = ? OR substr({0}, 1, length(?) + 1) = ? || '/')"
@@ -165,25 +166,18 @@ def run_row(root: Path, run: Path, night: Path | None, suite: str | None,
 def night_row(root: Path, night: Path) -> dict[str, Any]:
     """The index row of a suite (or scenario) night: suite.json's name, cells and file, progress.jsonl's entries."""
     sig = _sig(night, NIGHT_FILES)
-    meta = _json(night / "suite.json") or {}
-    progress: dict[str, dict[str, Any]] = {}
+    meta = _json(night / STATE_FILE) or {}
     try:
-        lines = (night / "progress.jsonl").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue  # a torn last line
-        if isinstance(e, dict):
-            progress[f"{e.get('cell')}\0{e.get('rep')}"] = e  # a retried repetition supersedes its error
+        progress = [asdict(e) for e in latest(read_progress(night)).values()]
+    except (OSError, UnicodeDecodeError) as e:
+        log.warning("%s: unreadable (%s)", night / PROGRESS_FILE, e)
+        progress = []
     rel = night.relative_to(root)
     cells = [{"name": c.get("name"), "label": c.get("label")} for c in meta.get("cells") or [] if isinstance(c, dict)]
     return {"night": rel.as_posix(), "suite": meta.get("name") or night.parent.name, "kind": rel.parts[0],
             "stamp": stamp_of(night), "file": meta.get("file") if isinstance(meta.get("file"), str) else None,
             "description": meta.get("description"), "cells": json.dumps(cells),
-            "progress": json.dumps(list(progress.values())), "sig": sig}
+            "progress": json.dumps(progress), "sig": sig}
 
 
 def cells_of(progress: list[dict[str, Any]]) -> dict[str, str]:
@@ -197,7 +191,7 @@ def walk(root: Path, top: Path) -> Iterator[tuple[str, Path, Path | None]]:
     nights: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(top):
         here = Path(dirpath)
-        if here != root and "suite.json" in filenames:
+        if here != root and STATE_FILE in filenames:
             nights.append(here)
             yield "night", here, None
         if here != root and "history.jsonl" in filenames:

@@ -19,8 +19,10 @@ from urllib.parse import quote
 from checkers.verdict import FAIL, PASS, UNKNOWN, judge, of_valid
 from reports.html import render
 from reports.run_index import INDEX_FILE, RunIndex, open_store_index
+from reports.regressions import Regression, of_night
 from reports.serve_trend import trend_page
 from reports.severity import level
+from reports.trends import trend, when
 
 log = logging.getLogger("kchaos.serve")
 
@@ -63,23 +65,27 @@ class Store:
         except ValueError:
             return None
 
+    def _opened(self) -> RunIndex:
+        """The store's index, opened on first use; the caller holds the lock."""
+        if self._index is None:
+            self._index = open_store_index(self.root)
+        return self._index
+
     def _rows(self, top: Path | None = None, night: str | None = None) -> list[dict[str, Any]]:
         """The index's run rows below `top` (or of a suite night), after bringing that part up to date."""
         with self._lock:
-            if self._index is None:
-                self._index = open_store_index(self.root)
-            self._index.refresh(top if night is None else self.root / night)
-            return self._index.runs(top, night=night)
+            index = self._opened()
+            index.refresh(top if night is None else self.root / night)
+            return index.runs(top, night=night)
 
     def _nights(self, top: Path | None = None, refresh: bool = True) -> list[dict[str, Any]]:
         """The index's suite nights at or below `top` (default: all), oldest first, after bringing them up to date."""
         with self._lock:
-            if self._index is None:
-                self._index = open_store_index(self.root)
+            index = self._opened()
             if refresh:
-                self._index.refresh(top)
+                index.refresh(top)
             rel = "/".join(self.rel(top) or ()) if top is not None else ""
-            return [n for n in self._index.nights() if not rel or n["night"] == rel or n["night"].startswith(rel + "/")]
+            return [n for n in index.nights() if not rel or n["night"] == rel or n["night"].startswith(rel + "/")]
 
     def _info(self, row: dict[str, Any]) -> dict[str, Any]:
         """A runs-table row from an index row: the verdict (checkers.verdict.judge's, kept in the index) coloured by
@@ -99,9 +105,8 @@ class Store:
                           (href(rel + ("results.json",)) if row["checked"] else None, "results.json"),
                           (href(rel + ("history.jsonl",)), "history.jsonl"), (href(rel, True), "files")]}
 
-    def run_info(self, run: Path, suite: Path | None = None) -> dict[str, Any]:
-        """A runs-table row for run directory `run` (`suite` is accepted for callers of the old scan; the index
-        knows the suite night a run belongs to)."""
+    def run_info(self, run: Path) -> dict[str, Any]:
+        """A runs-table row for run directory `run` (the index knows the suite night it belongs to)."""
         rows = self._rows(run)
         row = next((r for r in rows if r["run"] == "/".join(self.rel(run) or ())), None)
         if row is None:
@@ -134,6 +139,14 @@ class Store:
                 "trend": href(rel[:2], True) if len(rel) == 3 else None,
                 "files": [(href(rel + (f,)) if (suite / f).is_file() else None, f) for f in SUITE_FILES]}
 
+    def _night_regressions(self, night: dict[str, Any]) -> tuple[list[Regression], str | None]:
+        """The regressions of suite night `night` (an index row) against the nights of its suite before it, and
+        when the night before it started (None: the suite's first night, or a night no cell ran)."""
+        with self._lock:
+            tr = trend(self._opened(), night["suite"], night["kind"], last=10_000)
+        regs, before = of_night(tr, night["night"])
+        return regs, when(before.stamp) if before else None
+
     def page(self, real: Path, rel: tuple[str, ...]) -> str:
         """The HTML page for directory `real`: suite night, suite across nights, run, index or listing."""
         crumbs = [("/", self.root.name or "store")] + [(href(rel[:i + 1], True), p) for i, p in enumerate(rel)]
@@ -142,10 +155,7 @@ class Store:
         if (real / "suite.json").is_file() and nights:
             page["suite"] = self.suite_info(nights[0])
             if page["suite"]["trend"]:
-                with self._lock:
-                    tr = trend_page(self._index, nights[0]["suite"], nights[0]["kind"], self.root)
-                page["regressions"] = [r for r in tr["regressions"] if r.night == nights[0]["night"]]
-                page["regressions_since"] = tr["before"]
+                page["regressions"], page["regressions_since"] = self._night_regressions(nights[0])
         elif len(rel) == 2 and rel[0] in ("suites", "scenarios") and nights:
             with self._lock:
                 page["trend"] = trend_page(self._index, nights[-1]["suite"], rel[0], self.root)

@@ -10,7 +10,7 @@ from urllib.parse import quote
 from reports.regressions import regressions
 from reports.run_index import RunIndex
 from reports.sparkline import sparkline
-from reports.trends import CellNight, Night, trend
+from reports.trends import CellNight, Night, trend, when
 
 __all__ = ["trend_page"]
 
@@ -20,11 +20,6 @@ LETTER = {"pass": "P", "fail": "F", "unknown": "?", "error": "E"}
 
 def _href(rel: str, is_dir: bool = True) -> str:
     return "/" + "/".join(quote(p, safe="") for p in rel.split("/")) + ("/" if is_dir else "")
-
-
-def when(stamp: str) -> str:
-    """A stamp as `2026-11-24 03:55Z`."""
-    return f"{stamp[0:4]}-{stamp[4:6]}-{stamp[6:8]} {stamp[9:11]}:{stamp[11:13]}Z" if len(stamp) >= 13 else stamp
 
 
 def runs_href(night: Night, cell: CellNight) -> str:

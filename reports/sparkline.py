@@ -1,7 +1,7 @@
 """A small line plot of one number over a suite's nights, as inline SVG (no script, no image file).
 
 It is drawn for reading at a glance beside a table row: one point per night, a gap where a night has no value,
-the last value written at the end, and the highest value at the top left.
+the last value written at the end, and the highest value above it.
 """
 from __future__ import annotations
 

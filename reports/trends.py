@@ -15,7 +15,7 @@ from reports.junit import ERROR
 from reports.run_index import RunIndex
 from reports.severity import level
 
-__all__ = ["CellNight", "Night", "Trend", "trend"]
+__all__ = ["CellNight", "Night", "Trend", "trend", "when"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,11 @@ class Trend:
     def cells(self) -> list[str]:
         """Every cell of any night: the newest night's first, in its order, then cells only older nights had."""
         return list(self.labels)
+
+
+def when(stamp: str) -> str:
+    """A night's stamp as `2026-11-24 03:55Z` (a stamp not of that form, as it is)."""
+    return f"{stamp[0:4]}-{stamp[4:6]}-{stamp[6:8]} {stamp[9:11]}:{stamp[11:13]}Z" if len(stamp) >= 13 else stamp
 
 
 def _cell_night(rows: list[dict[str, Any]], errors: int) -> CellNight:

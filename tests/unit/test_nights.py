@@ -12,7 +12,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from test_serve import serving  # noqa: E402
 from test_suite import SMALL, StandIn  # noqa: E402
 
 from harness.cli import main  # noqa: E402
@@ -28,7 +28,7 @@ from core.exit_codes import EXIT_REGRESSION  # noqa: E402
 from harness.suite import load_suite  # noqa: E402
 from harness.suite_run import run_suite  # noqa: E402
 from reports.run_index import INDEX_FILE, RunIndex  # noqa: E402
-from reports.serve import make_server, server_url  # noqa: E402
+from reports.trends import when  # noqa: E402
 
 NIGHTLY = SMALL.replace("name: small", "name: nightly").replace("repeat: 2", "repeat: 1")
 
@@ -82,15 +82,8 @@ def test_third_night_regression_is_found_against_the_second(nights):
 
 @pytest.fixture(scope="module")
 def url(nights):
-    server = make_server(nights[0], port=0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server_url(server).rstrip("/")
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with serving(nights[0]) as u:
+        yield u
 
 
 def _get(url: str) -> str:
@@ -114,6 +107,8 @@ def test_suite_page_across_nights_lists_the_regression_first(nights, url):
         assert f'href="/{d.relative_to(store.resolve()).as_posix()}/' in body
     night = _get(f"{url}/{sdirs[2].relative_to(store.resolve()).as_posix()}/")
     assert "Regressions since" in night and 'href="/suites/nightly/"' in night
+    middle = _get(f"{url}/{sdirs[1].relative_to(store.resolve()).as_posix()}/")  # against its own night before
+    assert f"No regressions since {when(sdirs[0].name)}." in middle and "fails now" not in middle
     assert 'href="/suites/nightly/"' in _get(url + "/")
 
 

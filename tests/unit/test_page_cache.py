@@ -1,4 +1,6 @@
 """The page-cache model: what each node's lazyfs is told, and the one line every report states."""
+import json
+
 import pytest
 
 from core.config import ClusterConfig, ConfigError, TestConfig, validate
@@ -74,3 +76,16 @@ def test_the_options_are_checked():
 def test_a_run_without_lazyfs_records_no_model():
     assert record({}, "plain") == {"model": None, "storage": "plain", "nodes": {}}
     assert "no lazyfs" in describe({"cluster": {"storage": "plain"}, "page_cache": record({}, "plain")})
+
+
+@pytest.mark.parametrize("age, model", [(None, NEVER), (0, NEVER), (20.0, KERNEL)])
+def test_a_replay_of_a_run_made_before_the_model_keeps_its_page_cache(tmp_path, age, model):
+    from harness.repro import recorded_config
+    old = TestConfig().to_dict()
+    del old["cluster"]["page_cache"]  # as test.json was before --page-cache
+    old["cluster"]["writeback_age_s"] = age
+    (tmp_path / "test.json").write_text(json.dumps(old))
+    (tmp_path / "schedule.json").write_text("[]")
+    (tmp_path / "results.json").write_text("{}")
+    cfg, _ = recorded_config(tmp_path)
+    assert (cfg.cluster.page_cache, cfg.cluster.writeback_age_s) == (model, age)

@@ -1,6 +1,7 @@
 """`kchaos serve` (reports/serve.py): pages of a hand-built store, content types, refusals, binding, Chromium."""
 from __future__ import annotations
 
+import contextlib
 import http.client
 import inspect
 import json
@@ -13,6 +14,7 @@ import urllib.error
 import urllib.request
 import zlib
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -94,9 +96,10 @@ def store(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def url(store):
-    server = make_server(store, port=0)
+@contextlib.contextmanager
+def serving(root: Path) -> Iterator[str]:
+    """`kchaos serve` of `root` on a free port in a background thread; yields its URL without the final slash."""
+    server = make_server(root, port=0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -105,6 +108,12 @@ def url(store):
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def url(store):
+    with serving(store) as u:
+        yield u
 
 
 def get(url: str) -> tuple[int, str, str]:
