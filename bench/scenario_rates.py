@@ -1,6 +1,6 @@
 """Benchmark: how often each scenario's prediction held, over every repetition recorded, as a Markdown table.
 
-    python bench/scenario_rates.py [DIR ...] [--ledger FILE | --no-ledger] [--record]
+    python bench/scenario_rates.py [DIR ...] [--ledger FILE | --no-ledger] [--record] [--since DATE] [--until DATE]
 
 A campaign runs `kchaos scenario NAME --variant V --seed S` once per
 repetition (so other work can use the one cluster in between), which leaves
@@ -282,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ledger", type=Path, default=LEDGER, help=f"ledger file (default {LEDGER.relative_to(REPO)})")
     ap.add_argument("--no-ledger", action="store_true", help="count only the directories, not the ledger")
     ap.add_argument("--record", action="store_true", help="append the directories' new repetitions to the ledger")
+    ap.add_argument("--since", metavar="YYYY-MM-DD", help="only repetitions from this date on (e.g. 2026-11-25, when "
+                                                         "the page cache began to be written back as Linux does)")
+    ap.add_argument("--until", metavar="YYYY-MM-DD", help="only repetitions before this date")
     args = ap.parse_args(argv)
     try:
         if args.record and args.no_ledger:
@@ -297,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         new = record(args.ledger, found)
         print(f"recorded {len(new)} new repetition(s) in {args.ledger} "
               f"({len(found) - len(new)} of {len(found)} found were there already)", file=sys.stderr)
-    reps = merge(ledger, found)
+    reps = [r for r in merge(ledger, found)
+            if (not args.since or r.date[:10] >= args.since) and (not args.until or r.date[:10] < args.until)]
     if not reps:
         print("scenario_rates: no finished scenario repetitions found", file=sys.stderr)
         return 1

@@ -84,12 +84,16 @@ def pick_faults(found: Iterable[dict[str, Any]], fates: Iterable["ReplicaFate"])
     return sorted(chosen, key=lambda f: f["time_s"])
 
 
-def on_disk(fault: dict[str, Any], p: int, last_ack_s: float | None) -> str:
+def on_disk(fault: dict[str, Any], p: int, last_ack_s: float | None,
+            lost_at: dict[str, float] | None = None) -> str:
     """For a power failure with lazyfs's per-file report: which of its nodes kept the range on disk (written
-    back before the failure), as " (n3 kept them: p0's log was on disk up to 31.2 s)"; else ""."""
+    back before the failure), as " (n3 kept them: p0's log was on disk up to 31.2 s)"; else "". A node that had
+    already lost the range (`lost_at`: node -> the time of the power failure that took it) keeps nothing."""
     since = fault.get("dropped_since") or {}
     kept = []
     for node in fault["nodes"]:
+        if (lost_at or {}).get(node, float("inf")) < fault["time_s"]:
+            continue  # gone in an earlier failure: an empty log has nothing unsynced, and nothing to keep
         if node in since and last_ack_s is not None:
             t = since[node].get(p)
             if t is None:
@@ -152,8 +156,11 @@ def _events(rs: Sequence["LostRange"], p: int) -> list[str]:
             seen.setdefault((f.get("index"), f["time_s"], f["f"]), f)
     faults = pick_faults(seen.values(), [f for r in rs for f in r.replicas])
     to_s = max((r.acked_to_s for r in rs if r.acked_to_s is not None), default=None)
+    lost_at: dict[str, float] = {}
+    for fate in (f for r in rs for f in r.replicas if f.status == "lost-unsynced" and f.time_s is not None):
+        lost_at[fate.node] = min(lost_at.get(fate.node, fate.time_s), fate.time_s)
     if faults:
-        parts.append(_and([f["phrase"] + on_disk(f, p, to_s)
+        parts.append(_and([f["phrase"] + on_disk(f, p, to_s, lost_at)
                            + (f" while ISR = {_fmt_set(f['isr'])}" if f.get("isr") else "") for f in faults]))
     elections = []
     for r in rs:

@@ -83,6 +83,7 @@ def _verdict_lines(o: CellOutcome) -> list[str]:
     lines = [f"verdict: {o.verdict}" + (f"; prediction {o.prediction}" if o.prediction else "")]
     lines += [f"fails: {r['fails']}"] if r.get("fails") else []
     lines += [f"observed, allowed: {r['allowed']}"] if r.get("allowed") else []
+    lines += [f"page cache: {r['page_cache']}"] if r.get("page_cache") else []
     return lines
 
 
@@ -107,7 +108,8 @@ def write_junit(path: Path, suite: str, outcomes: list[CellOutcome]) -> Path:
     for o, kind in zip(outcomes, kinds):
         case = ET.SubElement(ts, "testcase", classname=f"kchaos.{suite}", name=o.name, time=f"{o.seconds:.1f}")
         props = ET.SubElement(case, "properties")
-        for k, v in (("verdict", o.verdict), ("severity", o.severity), ("prediction", o.prediction)):
+        for k, v in (("verdict", o.verdict), ("severity", o.severity), ("prediction", o.prediction),
+                     ("page_cache", (o.row or {}).get("page_cache"))):
             if v is not None:
                 ET.SubElement(props, "property", name=k, value=v)
         if kind is not None:

@@ -205,3 +205,30 @@ def test_cli_report_exit_codes(runs, tmp_path):
     no_test.mkdir()
     (no_test / "history.jsonl").write_text("")
     assert main(["report", str(no_test)]) == 3
+
+
+def test_the_page_cache_model_rides_with_each_cell(runs):
+    from core.page_cache import KERNEL, plan, record
+    from harness.suite import load_suite
+    from harness.suite_run import finish
+
+    # two repetitions of one cell whose nodes differ only in the recorded writeback source: still one cell
+    run = _only(runs, "02_acks-all_misr-1")
+    test = json.loads((run / "test.json").read_text())
+    test["cluster"]["storage"] = "lazyfs"
+    for i, source in enumerate(((3000, 500), None)):
+        test["page_cache"] = record({"n1": plan(KERNEL, None, source)}, "lazyfs")
+        target = run if i == 0 else run.with_name(run.name + "-rep2")
+        if i:
+            shutil.copytree(run, target)
+        (target / "test.json").write_text(json.dumps(test))
+    rows = _by_cell(write_compare(runs))
+    assert rows[test["name"]]["runs"] == 2
+    assert rows[test["name"]]["page_cache"] == "kernel 30 s/5 s"
+    assert rows["00_acks-1_misr-1"]["page_cache"] is None  # plain storage: no model to state
+    outcomes = finish(load_suite(runs / "suite.yaml"), runs)
+    junit = ET.parse(runs / "report.xml").getroot()
+    case = junit.find(f"testsuite/testcase[@name='{test['name']}']")
+    assert case.find("properties/property[@name='page_cache']").get("value") == "kernel 30 s/5 s"
+    assert "page cache: kernel 30 s/5 s" in case.find("system-out").text
+    assert any(o.row.get("page_cache") for o in outcomes)

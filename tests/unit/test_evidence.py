@@ -505,3 +505,7 @@ def test_a_power_failure_after_the_writeback_says_which_node_kept_the_range_on_d
     assert _on_disk(line, 1, 18.9) == " (n1 kept them: its p1 log had nothing unsynced; n3 kept them: its p1 log had nothing unsynced)"
     assert _on_disk(line, 0, 40.0) == ""
     assert _on_disk({**line, "dropped_since": {}}, 0, 18.9) == ""  # a run without lazyfs's per-file report
+    # the demo's power-fail-all, 2026-11-25: a second power failure finds the log empty since the first; an empty
+    # log has nothing unsynced, and the node kept nothing
+    assert _on_disk(line, 1, 18.9, {"n1": 36.3}) == " (n3 kept them: its p1 log had nothing unsynced)"
+    assert _on_disk(line, 1, 18.9, {"n1": 61.0}) == _on_disk(line, 1, 18.9)  # lost in this very failure: as before
