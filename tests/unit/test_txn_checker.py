@@ -225,3 +225,12 @@ def test_a_clean_read_committed_history_has_no_anomaly(seed, n, partitions):
 def test_a_clean_read_uncommitted_history_has_only_aborted_reads(seed, n, partitions):
     r = simulate(seed, n, partitions, "read_uncommitted").check(RU)
     assert set(found(r)) <= {"aborted_read"} and r["valid"] is True
+
+
+def test_the_example_of_docs_history_md_parses():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "history.md").read_text()
+    block = text.split("## The txn workload", 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    ops = [json.loads(line) for line in block.strip().splitlines()]
+    r = check_txn(parse_ops(enumerate(ops, 1)), RC)
+    assert (r["stats"]["txn_ok"], r["stats"]["txn_fail"], r["stats"]["partitions_complete"]) == (1, 1, [1])
+    assert found(r) == {"unseen": 1} and r["unseen_undecided"] == 1  # value 4: partition 2 was never drained
