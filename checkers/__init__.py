@@ -17,12 +17,18 @@ from checkers.promise import Events, classify
 from checkers.promise_run import loss_section, rules_of
 from checkers.queue import QueueChecker
 from checkers.spark import prestart
-from checkers.verdict import SOURCE, Judgement, judge, judged, merge
+from checkers.txn_reference import TxnChecker
+from checkers.verdict import SOURCE, TXN, Judgement, judge, judged, merge
 from core.faults import FaultsError, read_faults
 from core.protocols import Checker
 
 CHECKERS: dict[str, Callable[..., Checker]] = {
     SOURCE: QueueChecker,
+}
+# Workloads whose histories the queue checkers cannot read: their own checkers, by workload kind. Their runs are
+# neither converted to Parquet nor given the queue checkers; the checker validates the history itself.
+WORKLOAD_CHECKERS: dict[str, dict[str, Callable[..., Checker]]] = {
+    TXN: {TXN: TxnChecker},
 }
 
 HISTORY_FILE = "history.jsonl"
@@ -31,7 +37,7 @@ RESULTS_FILE = "results.json"
 # Copied from the queue checker's result to the top level of results.json.
 SUMMARY_KEYS = ("counts", "examples", "loss", "stats", "latency_ms", "timeline")
 
-__all__ = ["CHECKERS", "CheckInputError", "QueueChecker", "check_path", "check_runs", "check_tree", "exit_code",
+__all__ = ["CHECKERS", "WORKLOAD_CHECKERS", "CheckInputError", "QueueChecker", "check_path", "check_runs", "check_tree", "exit_code",
            "find_runs", "judge", "judge_loss", "judge_run", "merge_valid", "rejudge_loss", "run_checkers", "validate_history"]
 
 
@@ -62,16 +68,40 @@ def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
         merge_streams(history.parent)  # a killed run's producer streams (core/send_stream.py)
     test = _load_test(history.parent / TEST_FILE)
     _check_faults(history.parent)
+    own = WORKLOAD_CHECKERS.get(workload_kind(test, history))
+    if own is not None:
+        return _write_result(history, run_own(own, test, history))
     prestart(spark_master)  # the JVM starts while the history converts
     convert(history, validate=True)
     checkers = {name: make(master=spark_master) for name, make in CHECKERS.items()}
     return _write_result(history, run_checkers(checkers, test, history))
 
 
+def workload_kind(test: dict[str, Any], history: Path) -> str:
+    """The workload that recorded `history`: test.json's `workload.kind`; without one, "txn" if one of the
+    history's first 1000 lines is a txn op, else "queue"."""
+    kind = (test.get("workload") or {}).get("kind")
+    if isinstance(kind, str):
+        return kind
+    with open(history, encoding="utf-8", errors="replace") as fh:
+        for _, line in zip(range(1000), fh):
+            if '"f":"txn"' in line.replace(" ", ""):
+                return TXN
+    return SOURCE
+
+
+def run_own(checkers: dict[str, Callable[..., Checker]], test: dict[str, Any], history: Path) -> dict[str, Any]:
+    """Run a workload's own checkers (WORKLOAD_CHECKERS) like `run_checkers`, except that a CheckInputError (a
+    malformed history) propagates: bad input, not an unknown verdict."""
+    return run_checkers({name: make() for name, make in checkers.items()}, test, history,
+                        passthrough=(CheckInputError,))
+
+
 def _write_result(history: Path, composed: dict[str, Any]) -> dict[str, Any]:
-    queue = composed.get(SOURCE, {})
+    source = TXN if TXN in composed else SOURCE
+    queue = composed.get(source, {})
     result: dict[str, Any] = {"valid": composed["valid"]}
-    result.update({k: queue[k] for k in SUMMARY_KEYS if k in queue})
+    result.update({k: queue[k] for k in (*SUMMARY_KEYS, "unseen_undecided") if k in queue})
     if "loss" in result:
         result["loss"] = {**result["loss"], **judge_loss(history, result)}
     result["checkers"] = {k: v for k, v in composed.items() if k != "valid"}
@@ -169,10 +199,14 @@ def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]") -> 
     good: list[tuple[Path, dict[str, Any]]] = []
     errors: dict[Path, str] = {}
     prestart(spark_master)  # the JVM starts while the histories convert
+    own: dict[Path, dict[str, Any]] = {}  # runs of workloads with checkers of their own, checked one by one
     for run in runs:
         try:
             test = _load_test(run / TEST_FILE)
             _check_faults(run)
+            if workload_kind(test, run / HISTORY_FILE) in WORKLOAD_CHECKERS:
+                own[run] = check_path(run, spark_master)
+                continue
             convert(run / HISTORY_FILE, validate=True)
             good.append((run, test))
         except CheckInputError as e:
@@ -190,6 +224,9 @@ def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]") -> 
     for run in runs:
         if run in errors:
             rows.append(row(root, run, {}, {"valid": "unknown"}, errors[run]))
+            continue
+        if run in own:
+            rows.append(row(root, run, _load_test(run / TEST_FILE), own[run], None))
             continue
         test = dict(good)[run]
         per = results[run]

@@ -30,12 +30,12 @@ def merge_valid(*vs: Valid) -> Valid:
 
 
 def run_checkers(checkers: Mapping[str, Checker], test: dict[str, Any],
-                 history_path: Path) -> dict[str, Any]:
+                 history_path: Path, passthrough: tuple[type[Exception], ...] = ()) -> dict[str, Any]:
     """Run every checker in order; return `{"valid": merged, <name>: result, ...}`.
 
-    A checker that raises (any Exception) or returns something without a
-    proper `valid` contributes `{"valid": "unknown", "error": "<ExcType>: msg"}`
-    instead; the others still run.
+    A checker that raises (any Exception but those of `passthrough`, which
+    propagate) or returns something without a proper `valid` contributes
+    `{"valid": "unknown", "error": "<ExcType>: msg"}` instead; the others still run.
     """
     out: dict[str, Any] = {}
     for name, checker in checkers.items():
@@ -43,6 +43,8 @@ def run_checkers(checkers: Mapping[str, Checker], test: dict[str, Any],
             result = checker.check(test, history_path)
             if not isinstance(result, dict) or not _is_valid(result.get("valid")):
                 raise TypeError(f"checker returned no valid verdict: {result!r:.200}")
+        except passthrough:
+            raise
         except Exception as e:  # noqa: BLE001 - one broken checker must not hide the others
             result = {"valid": "unknown", "error": f"{type(e).__name__}: {e}"}
         out[name] = result

@@ -106,6 +106,8 @@ def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> 
     the harness's defaults, acks=all and idempotence off). docs/verdicts.md has the table this implements."""
     results, s = results or {}, Settings.of(dict(test or {}))
     counts = {k: int(v or 0) for k, v in (results.get("counts") or {}).items() if isinstance(v, (int, float))}
+    if ((test or {}).get("workload") or {}).get("kind") == TXN:
+        return judge_txn(results, counts)
     undecided = [f"checker {name} failed: {c['error']}" for name, c in (results.get("checkers") or {}).items()
                  if isinstance(c, Mapping) and c.get("error")]
     others = [(n, c.get("valid")) for n, c in (results.get("checkers") or {}).items()
@@ -172,6 +174,36 @@ def judged(results: dict[str, Any], test: Mapping[str, Any] | None) -> dict[str,
     j = judge(results, test)
     rest = {k: v for k, v in results.items() if k not in ("valid", *FIELDS, "page_cache")}
     return {"valid": j.valid, **j.as_json(), "page_cache": describe_page_cache(test or {}), **rest}
+
+
+TXN = "txn"  # the workload whose runs checkers/txn_reference.py checks, and these rules judge
+TXN_FAILS = {"lost_write": "a committed write is missing below offsets that were read",
+             "G1a": "a read_committed reader saw a value of an aborted transaction",
+             "torn_transaction": "only part of a committed transaction became visible",
+             "duplicate": "a value was written twice, though the producer is transactional"}
+
+
+def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int]) -> Judgement:
+    """The verdict of a txn run (docs/verdicts.md, "The txn workload"): every anomaly of TXN_FAILS fails, and
+    so do unseen writes whose partition's final read completed; `aborted_read` (read_uncommitted polls) is
+    observed, allowed; unseen writes in partitions whose final read did not complete make it unknown."""
+    txn = (results.get("checkers") or {}).get(TXN) or {}
+    failed = {k: counts[k] for k in TXN_FAILS if counts.get(k)}
+    why: dict[str, dict[str, str]] = {"failed": {k: TXN_FAILS[k] for k in failed}, "allowed": {}}
+    undecided = [f"checker {TXN} failed: {txn['error']}"] if txn.get("error") else []
+    if not counts:
+        undecided.append("the run was not checked" if not results else "the checker reported no counts")
+    open_ = int(results.get("unseen_undecided") or txn.get("unseen_undecided") or 0)
+    if counts.get("unseen", 0) > open_:
+        failed["unseen"] = counts["unseen"] - open_
+        why["failed"]["unseen"] = "committed writes the completed final read did not find"
+    if open_:
+        undecided.append(f"{open_} committed writes could not be looked for "
+                         "(the final read of their partitions did not complete)")
+    allowed = {"aborted_read": counts["aborted_read"]} if counts.get("aborted_read") else {}
+    if allowed:
+        why["allowed"]["aborted_read"] = "read_uncommitted polls see transactions that later abort"
+    return Judgement(FAIL if failed else UNKNOWN if undecided else PASS, failed, allowed, why, tuple(undecided))
 
 
 def essentials(results: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from core.page_cache import MODELS as PAGE_CACHE_MODELS, NEVER as NEVER_WRITTEN_
 
 ACKS = ("0", "1", "all")
 STORAGES = ("auto", "lazyfs", "plain")
+ISOLATIONS = ("read_committed", "read_uncommitted")
 MAX_RETRIES = 2147483647  # librdkafka's default: retry until delivery.timeout.ms
 
 
@@ -77,7 +78,7 @@ class ClusterConfig:
 
 @dataclass(frozen=True)
 class WorkloadConfig:
-    """The queue workload: how many clients and how fast."""
+    """The clients: which workload, how many clients and how fast."""
 
     kind: str = "queue"  # the registry name of the workload (workloads/__init__.py)
     producers: int = 4
@@ -88,6 +89,10 @@ class WorkloadConfig:
     drain_timeout_s: float = 120.0
     # With rate "max": what harness/full_load.py picked for the machine and why (cores, picked, explicit, why).
     full_load: dict[str, Any] | None = field(default=None, hash=False)
+    # The txn workload (workloads/txn.py): the isolation level of its consumers' polls, and the share of its
+    # transactions it aborts on purpose.
+    txn_isolation: str = "read_committed"
+    txn_abort_p: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,8 @@ class TestConfig:
             del d["cluster"]["hosts"]
         if self.workload.full_load is None:  # only --rate max records a pick
             del d["workload"]["full_load"]
+        if self.workload.kind != "txn":  # a queue run's test.json stays as before
+            del d["workload"]["txn_isolation"], d["workload"]["txn_abort_p"]
         return d
 
     @classmethod
@@ -217,6 +224,15 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
     _check(_int(w.producer_processes) and 0 <= w.producer_processes <= w.producers,
            f"--producer-processes must be 0..--producers ({w.producers}), got {w.producer_processes}")
     _check(w.drain_timeout_s > 0, "drain timeout must be positive")
+    _check(w.txn_isolation in ISOLATIONS,
+           f"--txn-isolation must be one of {', '.join(ISOLATIONS)}; got {w.txn_isolation!r}")
+    _check(isinstance(w.txn_abort_p, (int, float)) and not isinstance(w.txn_abort_p, bool)
+           and 0 <= w.txn_abort_p <= 1, f"--txn-abort-p must be a fraction in [0, 1], got {w.txn_abort_p!r}")
+    if w.kind == "txn":
+        _check(p.idempotence, "--workload txn needs --idempotence: a transactional producer is idempotent")
+        _check(w.in_flight == 1 and w.producer_processes == 0,
+               "--workload txn runs one transaction at a time per producer, in the harness: "
+               "it takes no --in-flight or --producer-processes")
     _check(n.interval > 0, f"--interval must be positive, got {n.interval}")
     _check(0 <= n.jitter < 1, f"--jitter must be in [0, 1), got {n.jitter}")
     _check(n.restart_delay >= 0, f"--restart-delay must be >= 0, got {n.restart_delay}")

@@ -112,6 +112,16 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                    help="run the producers in K worker processes, each recording its own stream merged "
                         "into history.jsonl after the run (0: threads of the harness) "
                         f"(default: {D.workload.producer_processes}; --rate max picks it)")
+    p.add_argument("--workload", default=D.workload.kind, metavar="{queue,txn}",
+                   help="queue: one record per send, consumers poll; txn: transactions of up to 4 sends and polls "
+                        "(docs/history.md), one at a time per producer, each producer with a consumer of its own; "
+                        "txn turns --idempotence on")
+    p.add_argument("--txn-abort-p", type=float, default=D.workload.txn_abort_p, metavar="P",
+                   help="--workload txn: the share of transactions aborted on purpose")
+    g["consumer"].add_argument("--txn-isolation", default=D.workload.txn_isolation,
+                               metavar="{read_committed,read_uncommitted}",
+                               help="--workload txn: the isolation level of the polls inside transactions; under "
+                                    "read_uncommitted aborted reads are expected (the final read is read_committed)")
     g["consumer"].add_argument("--consumers", type=int, default=D.workload.consumers, metavar="N",
                                help="consumers polling every partition from offset 0 during the run")
     f = g["faults"]
@@ -154,7 +164,7 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
         name=a.name, seed=seed, time_limit=a.time_limit, store=a.store, spark_master=a.spark_master,
         topic=TopicConfig(partitions=a.partitions, replication_factor=a.rf, min_insync=a.min_insync,
                           unclean=a.unclean, flush_messages=a.flush_messages),
-        producer=ProducerConfig(acks=str(a.acks), idempotence=a.idempotence, retries=a.retries,
+        producer=ProducerConfig(acks=str(a.acks), idempotence=a.idempotence or a.workload == "txn", retries=a.retries,
                                 linger_ms=load["linger_ms"], max_in_flight=a.max_in_flight,
                                 delivery_timeout_ms=a.delivery_timeout_ms, request_timeout_ms=a.request_timeout_ms),
         cluster=ClusterConfig(nodes=a.nodes, controllers=a.controllers, kafka_version=a.kafka_version,
@@ -162,7 +172,8 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                               replica_lag_time_max_ms=a.replica_lag_time_max_ms,
                               broker_session_timeout_ms=a.broker_session_timeout_ms, storage=a.storage,
                               page_cache=a.page_cache, writeback_age_s=a.writeback_age, hosts=a.hosts),
-        workload=WorkloadConfig(producers=load["producers"], consumers=a.consumers, rate=a.rate,
+        workload=WorkloadConfig(kind=a.workload, producers=load["producers"], consumers=a.consumers, rate=a.rate,
+                                txn_isolation=a.txn_isolation, txn_abort_p=a.txn_abort_p,
                                 in_flight=load["in_flight"], producer_processes=load["producer_processes"],
                                 full_load=load.get("full_load")),
         nemesis=NemesisConfig(names=a.nemesis or D.nemesis.names, interval=a.interval, jitter=a.jitter,

@@ -7,7 +7,9 @@ from typing import Callable
 from core.config import TestConfig
 from core.protocols import Workload
 from workloads.queue import QueueWorkload
+from workloads.txn import TxnWorkload
 
 WORKLOADS: dict[str, Callable[[TestConfig], Workload]] = {
     "queue": QueueWorkload,
+    "txn": TxnWorkload,
 }

@@ -31,10 +31,11 @@ def send_outcome(err: KafkaError, producer: ProducerConfig) -> str:
 
 
 def make_producer(bootstrap: str, cfg: ProducerConfig, client_id: str, *,
-                  on_delivery: Callable[[KafkaError | None, Message], None] | None = None) -> Producer:
+                  on_delivery: Callable[[KafkaError | None, Message], None] | None = None,
+                  extra: dict[str, object] | None = None) -> Producer:
     """A producer configured exactly as the test's producer options say; `on_delivery`, if given,
-    receives every delivery report (served by `poll`)."""
-    extra = {"on_delivery": on_delivery} if on_delivery else {}
+    receives every delivery report (served by `poll`); `extra` adds settings (a `transactional.id`)."""
+    extra = {**({"on_delivery": on_delivery} if on_delivery else {}), **(extra or {})}
     return Producer({**extra,
         "bootstrap.servers": bootstrap,
         "client.id": client_id,
@@ -54,9 +55,11 @@ def make_producer(bootstrap: str, cfg: ProducerConfig, client_id: str, *,
     })
 
 
-def make_consumer(bootstrap: str, client_id: str) -> Consumer:
-    """A consumer for manual assignment: no group management, no offset commits."""
-    return Consumer({
+def make_consumer(bootstrap: str, client_id: str, isolation: str | None = None) -> Consumer:
+    """A consumer for manual assignment: no group management, no offset commits. `isolation` sets
+    `isolation.level` (read_committed or read_uncommitted); None leaves librdkafka's, read_committed."""
+    extra = {"isolation.level": isolation} if isolation else {}
+    return Consumer({**extra,
         "bootstrap.servers": bootstrap,
         "client.id": client_id,
         "group.id": f"kchaos-{client_id}",

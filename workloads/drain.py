@@ -20,21 +20,23 @@ log = logging.getLogger("kchaos.drain")
 
 
 def drain_all(cluster: Cluster, history: History, topic: str, partitions: int, *,
-              process: int, timeout: float) -> dict[int, bool]:
-    """Drain partitions 0..partitions-1 in turn, sharing one deadline; return {partition: complete}."""
+              process: int, timeout: float, isolation: str | None = None) -> dict[int, bool]:
+    """Drain partitions 0..partitions-1 in turn, sharing one deadline; return {partition: complete}.
+    `isolation` is the consumers' isolation.level (None: librdkafka's default, read_committed)."""
     deadline = time.monotonic() + timeout
-    return {p: drain_partition(cluster.bootstrap(), history, topic, p, process=process, deadline=deadline)
+    return {p: drain_partition(cluster.bootstrap(), history, topic, p, process=process, deadline=deadline,
+                               isolation=isolation)
             for p in range(partitions)}
 
 
 def drain_partition(bootstrap: str, history: History, topic: str, partition: int, *,
-                    process: int, deadline: float) -> bool:
+                    process: int, deadline: float, isolation: str | None = None) -> bool:
     """Read `partition` up to its high watermark; True once the whole range was read."""
     next_offset: int | None = None
     attempt = 0
     while time.monotonic() < deadline:
         attempt += 1
-        consumer = make_consumer(bootstrap, f"drain{process}-{partition}-{attempt}")
+        consumer = make_consumer(bootstrap, f"drain{process}-{partition}-{attempt}", isolation)
         try:
             next_offset, done = _read_to_hw(consumer, history, topic, partition, process, next_offset, deadline)
             if done:

@@ -1,0 +1,203 @@
+"""The txn workload without a cluster: its options, its seeded ops, and how each way a transaction can end is
+recorded (ok, fail, info), with a stand-in producer and consumer in place of confluent-kafka's."""
+from __future__ import annotations
+
+import random
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from core.config import ConfigError, TestConfig, validate
+from harness.cli import build_parser, main
+from harness.options import config_from_args
+from nemesis import check_spec
+from workloads import WORKLOADS
+from workloads.txn import MAX_MICRO_OPS, TxnClient, TxnWorkload, draw_txn
+
+
+def cfg(*argv: str) -> TestConfig:
+    return validate(config_from_args(build_parser().parse_args(["run", "--seed", "7", *argv])), check_spec)
+
+
+# --- options ---------------------------------------------------------------------------------------------------
+
+def test_workload_txn_is_registered_and_turns_idempotence_on():
+    c = cfg("--workload", "txn", "--txn-isolation", "read_uncommitted", "--txn-abort-p", "0.25")
+    assert WORKLOADS[c.workload.kind] is TxnWorkload
+    assert (c.workload.txn_isolation, c.workload.txn_abort_p, c.producer.idempotence) == ("read_uncommitted", 0.25,
+                                                                                          True)
+    assert TestConfig.from_dict(c.to_dict()) == c
+
+
+def test_a_queue_runs_test_json_has_no_txn_settings():
+    assert "txn_isolation" not in cfg().to_dict()["workload"]
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--workload", "txn", "--txn-isolation", "serializable"], "--txn-isolation must be one of"),
+    (["--workload", "txn", "--txn-abort-p", "1.5"], r"--txn-abort-p must be a fraction in \[0, 1\]"),
+    (["--workload", "txn", "--in-flight", "2"], "it takes no --in-flight"),
+    (["--workload", "txn", "--acks", "1"], "--idempotence needs --acks all"),
+])
+def test_bad_txn_options_are_refused(argv, needle):
+    with pytest.raises(ConfigError, match=needle):
+        cfg(*argv)
+
+
+def test_idempotence_off_is_refused_for_a_txn_config_from_test_json():
+    d = cfg("--workload", "txn").to_dict()
+    d["producer"]["idempotence"] = False
+    with pytest.raises(ConfigError, match="--workload txn needs --idempotence"):
+        TestConfig.from_dict(d)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--workload", "txns"], "unknown workload 'txns'"),
+    (["--workload", "txn", "--txn-abort-p", "-1"], "--txn-abort-p"),
+])
+def test_cli_bad_txn_input_exits_3_in_one_line_before_creating_anything(tmp_path, capsys, argv, needle):
+    store = tmp_path / "store"
+    code = main(["run", *argv, "--store", str(store)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 3 and len(err) == 1 and needle in err[0]
+    assert not store.exists()
+
+
+# --- ops ------------------------------------------------------------------------------------------------------
+
+def draw(seed: int) -> list[list[list]]:
+    values, rng = iter(range(10**6)), random.Random(seed)
+    return [draw_txn(rng, 3, lambda: next(values)) for _ in range(200)]
+
+
+def test_ops_are_seeded_and_shaped_as_jepsen_s():
+    ops = draw(5)
+    assert ops == draw(5) != draw(6)
+    assert all(1 <= len(op) <= MAX_MICRO_OPS for op in ops)
+    flat = [m for op in ops for m in op]
+    assert {m[0] for m in flat} == {"send", "poll"} and all(m == ["poll"] or 0 <= m[1] < 12 for m in flat)
+    sent = [m[2] for m in flat if m[0] == "send"]
+    assert len(sent) == len(set(sent))
+
+
+def test_values_are_unique_across_processes():
+    c = cfg("--workload", "txn", "--producers", "3")
+    clients = [TxnClient(c, "x:9092", None, p, lambda *a: None) for p in range(3)]
+    drawn = [next(cl._values) for cl in clients for _ in range(50)]
+    assert len(drawn) == len(set(drawn))
+
+
+# --- how a transaction ends -----------------------------------------------------------------------------------
+
+class Msg:
+    def __init__(self, p: int, o: int, v: int):
+        self.p, self.o, self.v = p, o, v
+
+    def error(self):
+        return None
+
+    def partition(self):
+        return self.p
+
+    def offset(self):
+        return self.o
+
+    def value(self):
+        return str(self.v).encode()
+
+
+class FakeProducer:
+    """Delivers each record at the next offset of its partition; `fail_at` names the call that raises."""
+
+    def __init__(self, fail_at: str | None = None, error: KafkaError | None = None):
+        self.fail_at, self.error, self.calls, self.pending, self.ends = fail_at, error, [], [], {}
+
+    def _call(self, name: str) -> None:
+        self.calls.append(name)
+        if name == self.fail_at:
+            raise KafkaException(self.error)
+
+    def begin_transaction(self):
+        self._call("begin")
+
+    def produce(self, topic, key, value, partition, on_delivery):
+        self._call("produce")
+        self.pending.append((partition, int(value), on_delivery))
+
+    def flush(self, timeout):
+        for p, v, cb in self.pending:
+            o = self.ends.get(p, 0)
+            self.ends[p] = o + 1
+            cb(None, Msg(p, o, v))
+        self.pending = []
+        return 0
+
+    def poll(self, timeout):
+        return 0
+
+    def send_offsets_to_transaction(self, positions, meta, timeout):
+        self._call("send_offsets")
+
+    def commit_transaction(self, timeout):
+        self._call("commit")
+
+    def abort_transaction(self, timeout):
+        self.calls.append("abort")
+
+
+class FakeConsumer:
+    def consume(self, num_messages, timeout):
+        return [Msg(0, 4, 40)]
+
+    def assignment(self):
+        return [TopicPartition("kchaos", 0)]
+
+    def position(self, tps):
+        return [TopicPartition("kchaos", 0, 5)]
+
+    def consumer_group_metadata(self):
+        return object()
+
+
+def client(producer: FakeProducer) -> TxnClient:
+    c = TxnClient(cfg("--workload", "txn"), "x:9092", None, 0, lambda *a: None)
+    c.producer = producer
+    return c
+
+
+MOPS = [["send", 1, 100], ["poll"], ["send", 4, 101]]
+
+
+def test_a_committed_transaction_records_each_send_s_offset_and_each_poll():
+    p = FakeProducer()
+    type_, done, error = client(p).transact(FakeConsumer(), MOPS, abort=False)
+    assert (type_, error) == ("ok", None)
+    assert done == [["send", 1, 100, 1, 0], ["poll", [[0, 4, 40]]], ["send", 4, 101, 1, 1]]
+    assert p.calls == ["begin", "produce", "produce", "send_offsets", "commit"]
+
+
+def test_an_abort_on_purpose_fails_and_never_commits():
+    p = FakeProducer()
+    type_, _, error = client(p).transact(FakeConsumer(), MOPS, abort=True)
+    assert (type_, error) == ("fail", "aborted on purpose") and "commit" not in p.calls
+
+
+def abortable(code=KafkaError._STATE):
+    return KafkaError(code, "abortable", txn_requires_abort=True)
+
+
+@pytest.mark.parametrize("fail_at, error, outcome, kept", [
+    ("produce", abortable(), "fail", True),  # before the commit was asked for: it can never commit
+    ("send_offsets", KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True), "fail", False),
+    ("commit", abortable(), "fail", True),  # the commit was refused, and the abort confirmed
+    ("commit", KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True), "info", False),
+    ("commit", KafkaError(KafkaError._FENCED, "fenced", fatal=True), "info", False),
+])
+def test_errors_end_as_fail_only_when_the_transaction_certainly_did_not_commit(fail_at, error, outcome, kept):
+    p = FakeProducer(fail_at, error)
+    c = client(p)
+    type_, done, text = c.transact(FakeConsumer(), MOPS, abort=False)
+    assert type_ == outcome and text
+    assert len(done) == len(MOPS)
+    # An error the producer cannot vouch for drops it; the next op's producer fences it (same transactional.id).
+    assert (c.producer is p) == kept

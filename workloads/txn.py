@@ -1,0 +1,227 @@
+"""Transactional workload, after Jepsen's Kafka test: each op is a transaction of up to 4 micro-ops.
+
+A micro-op is `["send", key, value]` or `["poll"]`. Every process has a
+transactional producer of its own (its own `transactional.id`) and a consumer
+of its own, assigned every partition from offset 0. An op runs its micro-ops
+inside one transaction: begin, the sends and polls in order,
+`send_offsets_to_transaction` for what the polls consumed, then commit, or
+abort for a seeded share of ops. Keys map to partitions (key mod partitions).
+The history shapes are in docs/history.md.
+
+Outcomes: `ok` committed; `fail` certainly not committed (aborted, or an error
+before the commit was asked for); `info` unknown (the commit timed out or
+ended in any other error). After an error the producer cannot vouch for, a
+new one with the same `transactional.id` fences the old one.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from typing import Any, Callable
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from clusters import admin
+from core.config import TestConfig
+from core.history import History
+from core.protocols import Cluster
+from workloads.clients import make_consumer, make_producer, to_records
+from workloads.drain import drain_all
+
+log = logging.getLogger("kchaos.txn")
+
+MAX_MICRO_OPS = 4
+KEYS_PER_PARTITION = 4
+POLL_TIMEOUT_S = 0.1
+FINAL_ISOLATION = "read_committed"  # the final read sees what was committed, whatever the polls' isolation
+
+
+def draw_txn(rng: random.Random, partitions: int, next_value: Callable[[], int]) -> list[list[Any]]:
+    """1..MAX_MICRO_OPS micro-ops, each a send (a fresh value from `next_value`, to a key of
+    KEYS_PER_PARTITION * partitions) or a poll, with equal odds; deterministic for `rng`'s state."""
+    ops: list[list[Any]] = []
+    for _ in range(rng.randint(1, MAX_MICRO_OPS)):
+        if rng.random() < 0.5:
+            ops.append(["send", rng.randrange(KEYS_PER_PARTITION * partitions), next_value()])
+        else:
+            ops.append(["poll"])
+    return ops
+
+
+def partition_of(key: int, partitions: int) -> int:
+    """The partition a key's sends go to."""
+    return key % partitions
+
+
+class TxnWorkload:
+    """Processes 0..P-1 (P = `--producers`) run transactions one at a time; process P drains at the end."""
+
+    def __init__(self, cfg: TestConfig):
+        self.cfg = cfg
+        self.topic = cfg.topic.name
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._counts = {"send": 0, "ok": 0, "fail": 0, "info": 0, "polled": 0}
+        self._lock = threading.Lock()
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Transactions invoked ("send"), completed ok/fail/info, and records polled so far."""
+        with self._lock:
+            return dict(self._counts)
+
+    def count(self, key: str, n: int = 1) -> None:
+        """Add `n` to the tally `key`."""
+        with self._lock:
+            self._counts[key] += n
+
+    def setup(self, cluster: Cluster) -> None:
+        """Create the test topic and wait until it is fully replicated on every broker."""
+        admin.create_topic(cluster.bootstrap(), self.cfg.topic)
+        cluster.wait_topic(self.topic, self.cfg.topic.replication_factor)
+
+    def start(self, cluster: Cluster, history: History) -> None:
+        """Start one client thread per process."""
+        self._stop.clear()
+        for p in range(self.cfg.workload.producers):
+            client = TxnClient(self.cfg, cluster.bootstrap(), history, p, self.count)
+            t = threading.Thread(target=self._guard, args=(client,), name=f"txn-{p}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _guard(self, client: "TxnClient") -> None:
+        try:
+            client.run(self._stop.is_set)
+        except Exception:  # noqa: BLE001 - a dying client must not take the run down silently
+            log.exception("client thread %s died", threading.current_thread().name)
+
+    def stop(self) -> None:
+        """Ask every client to stop and wait for its transaction in progress to end."""
+        self._stop.set()
+        timeout = 3 * self.cfg.producer.delivery_timeout_ms / 1000 + 10
+        for t in self._threads:
+            t.join(timeout)
+        self._threads = [t for t in self._threads if t.is_alive()]
+        if self._threads:
+            log.warning("client threads still running: %s", [t.name for t in self._threads])
+
+    def final_read(self, cluster: Cluster, history: History) -> dict[int, bool]:
+        """Drain every partition, read_committed, from its start to its high watermark; return which completed."""
+        return drain_all(cluster, history, self.topic, self.cfg.topic.partitions, process=self.cfg.workload.producers,
+                         timeout=self.cfg.workload.drain_timeout_s, isolation=FINAL_ISOLATION)
+
+
+class TxnClient:
+    """One process: a transactional producer and a consumer, running transactions until told to stop."""
+
+    def __init__(self, cfg: TestConfig, bootstrap: str, history: History, process: int,
+                 count: Callable[..., None]):
+        self.cfg, self.bootstrap, self.history, self.process, self.count = cfg, bootstrap, history, process, count
+        self.topic, self.partitions = cfg.topic.name, cfg.topic.partitions
+        w = cfg.workload
+        self.rng = random.Random(f"{cfg.seed}/txn/{process}")
+        self._values = (process + w.producers * i for i in range(1 << 62))  # unique across processes
+        self.interval = 0.0 if w.rate == "max" else w.producers / float(w.rate)
+        self.timeout = cfg.producer.delivery_timeout_ms / 1000
+        self.txn_id = f"kchaos-{cfg.seed}-txn-{process}"
+        self.producer: Producer | None = None
+
+    def run(self, stopped: Callable[[], bool]) -> None:
+        """Run transactions at this process's share of the rate until `stopped()`."""
+        consumer = make_consumer(self.bootstrap, f"txn{self.process}", self.cfg.workload.txn_isolation)
+        consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+        try:
+            due = time.monotonic()
+            while not stopped():
+                if self.producer is None and not self._init_producer(stopped):
+                    break
+                due = max(due + self.interval, time.monotonic()) if self.interval else due
+                mops = draw_txn(self.rng, self.partitions, lambda: next(self._values))
+                abort = self.rng.random() < self.cfg.workload.txn_abort_p
+                op = self.history.invoke(self.process, "txn", value=mops)
+                self.count("send")
+                type_, done, error = self.transact(consumer, mops, abort)
+                self.history.complete(op, type_, value=done, **({"error": error} if error else {}))
+                self.count(type_)
+                if self.interval:
+                    time.sleep(max(0.0, due - time.monotonic()))
+        finally:
+            consumer.close()
+
+    def _init_producer(self, stopped: Callable[[], bool]) -> bool:
+        """A fresh producer with this process's transactional.id (fencing any earlier one); False if stopped
+        before one could be had."""
+        while not stopped():
+            producer = make_producer(self.bootstrap, self.cfg.producer, self.txn_id, extra={
+                "transactional.id": self.txn_id,
+                "transaction.timeout.ms": self.cfg.producer.delivery_timeout_ms + 5000})
+            try:
+                producer.init_transactions(self.timeout)
+                self.producer = producer
+                return True
+            except KafkaException as e:
+                log.info("process %d: init_transactions failed: %s", self.process, e)
+                time.sleep(1)
+        return False
+
+    def transact(self, consumer, mops: list[list[Any]], abort: bool) -> tuple[str, list[list[Any]], str | None]:  # noqa: ANN001
+        """Run `mops` in one transaction; return the op's type, its completed micro-ops and the error."""
+        producer = self.producer
+        assert producer is not None
+        acks: dict[int, tuple[KafkaError | None, Message]] = {}
+        done: list[list[Any]] = [["send", m[1], m[2], partition_of(m[1], self.partitions), None] if m[0] == "send"
+                                 else ["poll", None] for m in mops]
+        committing = False
+        try:
+            producer.begin_transaction()
+            for i, (f, *args) in enumerate(mops):
+                if f == "send":
+                    k, v = args
+                    producer.produce(self.topic, key=str(k), value=str(v), partition=done[i][3],
+                                     on_delivery=lambda err, msg, i=i: acks.__setitem__(i, (err, msg)))
+                else:
+                    records, _ = to_records(consumer.consume(num_messages=100, timeout=POLL_TIMEOUT_S))
+                    done[i][1] = records
+                    self.count("polled", len(records))
+            positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
+            if positions and any(m[0] == "poll" for m in mops):
+                producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), self.timeout)
+            if abort:
+                producer.abort_transaction(self.timeout)
+                return "fail", self._offsets(done, acks), "aborted on purpose"
+            producer.flush(self.timeout)  # serves the delivery reports: each send's offset
+            committing = True
+            producer.commit_transaction(self.timeout)
+            return "ok", self._offsets(done, acks), None
+        except (KafkaException, BufferError) as e:
+            err = e.args[0] if isinstance(e, KafkaException) and e.args else None
+            text = str(err if err is not None else e)
+            aborted = self._abort(err)
+            # Without a commit request the transaction can never commit: the abort, the coordinator's timeout
+            # or the next producer's fencing ends it.
+            if not committing or aborted:
+                return "fail", self._offsets(done, acks), text
+            return "info", self._offsets(done, acks), text
+
+    def _abort(self, err: KafkaError | None) -> bool:
+        """Abort after an error; True if the abort was confirmed. Otherwise the producer is dropped, and the
+        next op's producer (same transactional.id) fences it."""
+        producer = self.producer
+        if err is not None and err.txn_requires_abort():
+            try:
+                producer.abort_transaction(self.timeout)
+                return True
+            except KafkaException as e:
+                log.info("process %d: abort failed: %s", self.process, e)
+        self.producer = None
+        return False
+
+    def _offsets(self, done: list[list[Any]], acks: dict[int, tuple[KafkaError | None, Message]]) -> list[list[Any]]:
+        if self.producer is not None:
+            self.producer.poll(0)  # reports of purged sends
+        for i, (err, msg) in acks.items():
+            if err is None and msg.offset() is not None and msg.offset() >= 0:
+                done[i][4] = msg.offset()
+        return done
