@@ -6,7 +6,8 @@ history streams by (never held whole):
 
 - `p<k>.parquet`, by Kafka partition (bucket p mod P_BUCKETS): every read
   record of an ok poll or drain, every ok send naming a partition, and one row
-  per ok drain with `"complete": true`. Everything the offset kinds need
+  per ok drain with `"complete": true`, and one per ok `committed` op (the
+  consumer group's committed offset of a partition). Everything the offset kinds need
   (inconsistent_offset, acked_offset_mismatch, the poll kinds,
   nonmonotonic_send, the read bound) lies within one partition, so one file
   is one independent piece of work.
@@ -30,12 +31,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 __all__ = ["P_BUCKETS", "P_SCHEMA", "V_BUCKETS", "V_SCHEMA", "BucketWriter", "bucket_dir", "bucket_files",
-           "P_POLL", "P_DRAIN", "P_ACK", "P_DONE", "V_INVOKE", "V_OK", "V_FAIL", "V_INFO", "V_POLL", "V_DRAIN"]
+           "P_POLL", "P_DRAIN", "P_ACK", "P_DONE", "P_COMMITTED", "V_INVOKE", "V_OK", "V_FAIL", "V_INFO", "V_POLL", "V_DRAIN"]
 
 P_BUCKETS = 8
 V_BUCKETS = 8
 # Row roles.
-P_POLL, P_DRAIN, P_ACK, P_DONE = 0, 1, 2, 3
+P_POLL, P_DRAIN, P_ACK, P_DONE, P_COMMITTED = 0, 1, 2, 3, 4
 V_INVOKE, V_OK, V_FAIL, V_INFO, V_POLL, V_DRAIN = 0, 1, 2, 3, 4, 5
 _SEND_ROLES = {"invoke": V_INVOKE, "ok": V_OK, "fail": V_FAIL, "info": V_INFO}
 _NULL = np.iinfo(np.int64).min
@@ -43,12 +44,14 @@ ROW_GROUP_ROWS = 1 << 18  # rows a file buffers before writing them as one row g
 
 # p: partition; o: offset (none: an ack without one); v: value; t: time; proc: the process;
 # stream: the consumer's stream (polls); seq: reads, the record's place in the history;
-# acks, the line number of the send's invocation; prod: an ack's producer instance (none: its process's).
+# acks and committed offsets, the line number of the invocation; prod: an ack's producer instance (none: its
+# process's); gen: a poll's consumer group generation (none: not a group member's; layouts written before
+# 2026-11-26 have no such column).
 # "None" is stored as the int64 minimum, not as a null: the files are the checker's own, and a column
 # without a validity bitmap is written and read as one plain buffer.
 P_SCHEMA = pa.schema([("role", pa.int8()), ("p", pa.int64()), ("o", pa.int64()), ("v", pa.int64()),
                       ("t", pa.int64()), ("proc", pa.int64()), ("stream", pa.int64()), ("seq", pa.int64()),
-                      ("prod", pa.int64())])
+                      ("prod", pa.int64()), ("gen", pa.int64())])
 V_SCHEMA = pa.schema([("role", pa.int8()), ("v", pa.int64()), ("p", pa.int64()), ("o", pa.int64()),
                       ("t", pa.int64())])
 
@@ -117,6 +120,14 @@ class BucketWriter:
         time, part = _ints(t.column("time")), _ints(t.column("partition"))
         self._sends(t, send, ok, type_, time, part, proc)
         self._reads(t, ok_read, _eq(f, "drain"), time, part, proc)
+        offset = _ints(t.column("offset"))
+        com = np.flatnonzero(usable & ok & _eq(f, "committed") & (part != _NULL) & (offset != _NULL))
+        if len(com):
+            z = np.zeros(len(com), np.int64)
+            self._put("p", part[com] % P_BUCKETS, P_SCHEMA, {
+                "role": np.full(len(com), P_COMMITTED), "p": part[com], "o": offset[com], "v": z, "t": time[com],
+                "proc": z, "stream": z, "seq": _ints(t.column("invoked_line"))[com],
+                "prod": np.full(len(com), _NULL), "gen": np.full(len(com), _NULL)})
 
     def _sends(self, t: pa.Table, send: np.ndarray, ok: np.ndarray, type_: pa.ChunkedArray,
                time: np.ndarray, part: np.ndarray, proc: np.ndarray) -> None:
@@ -135,7 +146,8 @@ class BucketWriter:
             self._put("p", part[acks] % P_BUCKETS, P_SCHEMA, {
                 "role": np.full(len(acks), P_ACK), "p": part[acks], "o": offset[acks], "v": value[acks],
                 "t": time[acks], "proc": proc[acks], "stream": np.zeros(len(acks), np.int64),
-                "seq": _ints(t.column("invoked_line"))[acks], "prod": _ints(t.column("producer"))[acks]})
+                "seq": _ints(t.column("invoked_line"))[acks], "prod": _ints(t.column("producer"))[acks],
+                "gen": np.full(len(acks), _NULL)})
 
     def _reads(self, t: pa.Table, ok_read: np.ndarray, drain: np.ndarray, time: np.ndarray,
                part: np.ndarray, proc: np.ndarray) -> None:
@@ -145,7 +157,8 @@ class BucketWriter:
             z = np.zeros(len(done), np.int64)
             self._put("p", part[done] % P_BUCKETS, P_SCHEMA, {
                 "role": np.full(len(done), P_DONE), "p": part[done], "o": np.full(len(done), _NULL),
-                "v": z, "t": time[done], "proc": z, "stream": z, "seq": z, "prod": np.full(len(done), _NULL)})
+                "v": z, "t": time[done], "proc": z, "stream": z, "seq": z, "prod": np.full(len(done), _NULL),
+                "gen": np.full(len(done), _NULL)})
         ops = np.flatnonzero(ok_read)
         if not len(ops):
             return
@@ -174,7 +187,8 @@ class BucketWriter:
         rt = time[op]
         self._put("p", rp % P_BUCKETS, P_SCHEMA, {
             "role": np.where(drained, P_DRAIN, P_POLL), "p": rp, "o": ro, "v": rv, "t": rt, "proc": proc[op],
-            "stream": _ints(t.column("stream"))[op], "seq": seq[good], "prod": np.full(len(rp), _NULL)})
+            "stream": _ints(t.column("stream"))[op], "seq": seq[good], "prod": np.full(len(rp), _NULL),
+            "gen": np.where(drained, _NULL, _ints(t.column("generation"))[op])})
         self._put("v", value_bucket(rv), V_SCHEMA, {
             "role": np.where(drained, V_DRAIN, V_POLL), "v": rv, "p": rp, "o": ro, "t": rt})
 

@@ -8,7 +8,8 @@ checkers/reference.py computes them:
   acked_offset_mismatch, poll_skip, nonmonotonic_poll, nonmonotonic_send, the
   highest read offset and the completed final read of each partition, and the
   read-bound candidates (acks below a read offset whose value this task never
-  saw read) with the first time a higher offset was read;
+  saw read) with the first time a higher offset was read, and the consumer group
+  kinds committed_unconsumed and double_consumed;
 - `value_task` (files `v<k>`, whole values): acked, lost, unseen, duplicate,
   unexpected, failed_visible and the number of values read, given the
   partition facts of the first job.
@@ -27,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from checkers.buckets import P_ACK, P_DONE, P_DRAIN, P_POLL, V_DRAIN, V_FAIL, V_INVOKE, V_OK, V_POLL
+from checkers.buckets import P_ACK, P_COMMITTED, P_DONE, P_DRAIN, P_POLL, V_DRAIN, V_FAIL, V_INVOKE, V_OK, V_POLL
 
 __all__ = ["partition_task", "value_task"]
 
@@ -44,6 +45,8 @@ def _load(files: list[tuple[int, str]]) -> dict[int, dict[str, np.ndarray]]:
     for run, ts in tables.items():
         t = pa.concat_tables(ts)
         out[run] = {name: _ints(t.column(name)) for name in t.column_names}
+        if "gen" not in out[run]:  # a layout written before group generations were recorded
+            out[run]["gen"] = np.full(t.num_rows, NULL)
     return out
 
 
@@ -169,7 +172,43 @@ def _partitions(c: dict[str, np.ndarray], limit: int) -> dict[str, Any]:
         top = _lookup(out["top"], ap[loc])
         cand = (top != NULL) & (ao[loc] < top) & ~np.isin(lv, rv)
     out["read_bound"] = _above(rp, ro, rt, ap[loc][cand], ao[loc][cand], lv[cand])
+    out["committed_unconsumed"], out["double_consumed"] = _group(c, role, limit)
     return out
+
+
+def _group(c: dict[str, np.ndarray], role: np.ndarray, limit: int) -> tuple[Any, Any]:
+    """(committed_unconsumed, double_consumed), keyed (p, o): offsets below the group's committed offset that
+    the final read returned and no group member's poll did; offsets polls of one generation returned twice."""
+    member = (role == P_POLL) & (c["gen"] != NULL)
+    mg, mp, mo, mt = c["gen"][member], c["p"][member], c["o"][member], c["t"][member]
+    order = np.lexsort((mt, mo, mp, mg))
+    mg, mp, mo, mt = mg[order], mp[order], mo[order], mt[order]
+    again = np.flatnonzero(~_starts(mg, mp, mo))
+    (dp, do), dt = _first_per_group([mp[again], mo[again]], mt[again])
+    double = _capped(list(zip(dp.tolist(), do.tolist())), np.full(len(dp), NULL), dt, limit)
+    cm = role == P_COMMITTED
+    committed: dict[int, int] = {}
+    for p, o, _ in sorted(zip(c["p"][cm].tolist(), c["o"][cm].tolist(), c["seq"][cm].tolist()), key=lambda x: x[2]):
+        committed[p] = o  # the last committed op of a partition counts
+    dr = role == P_DRAIN
+    drp, dro = c["p"][dr], c["o"][dr]
+    limit_o = _lookup(committed, drp)
+    below = (limit_o != NULL) & (dro < limit_o)
+    (up, uo), _ = _first_per_group([drp[below], dro[below]], np.zeros(int(below.sum()), np.int64))
+    if len(up) and len(mp):
+        (cp, co), _ = _first_per_group([mp, mo], mt)
+        cand = np.zeros(len(up), np.int64)  # (p, o) among the consumed pairs: a joint sort
+        keys = np.concatenate([np.stack([cp, co], 1), np.stack([up, uo], 1)])
+        tag = np.concatenate([np.zeros(len(cp), np.int64), np.ones(len(up), np.int64)])
+        idx = np.concatenate([np.zeros(len(cp), np.int64), np.arange(len(up))])
+        order = np.lexsort((tag, keys[:, 1], keys[:, 0]))
+        k, tg, ix = keys[order], tag[order], idx[order]
+        hit = (tg[1:] == 1) & (tg[:-1] == 0) & (k[1:, 0] == k[:-1, 0]) & (k[1:, 1] == k[:-1, 1])
+        cand[ix[1:][hit]] = 1
+        keep = cand == 0
+        up, uo = up[keep], uo[keep]
+    unconsumed = _capped(list(zip(up.tolist(), uo.tolist())), np.full(len(up), NULL), np.full(len(up), NULL), limit)
+    return unconsumed, double
 
 
 def _polls(c: dict[str, np.ndarray], role: np.ndarray, slots: np.ndarray, limit: int) -> tuple[Any, Any]:

@@ -30,7 +30,7 @@ FAST_SCHEMA = pa.schema([
     ("type", pa.string()), ("f", pa.string()), ("topic", pa.string()),
     ("partition", pa.int64()), ("value", pa.int64()), ("offset", pa.int64()),
     ("records", RECORDS), ("complete", pa.bool_()), ("node", pa.string()),
-    ("error", pa.string()), ("producer", pa.int64()),
+    ("error", pa.string()), ("producer", pa.int64()), ("generation", pa.int64()),
 ])
 _PARSE = pj.ParseOptions(explicit_schema=FAST_SCHEMA, unexpected_field_behavior="ignore")
 # A null where validation tells a present null from an absent field.

@@ -27,7 +27,8 @@ LINE_SCHEMA = pa.schema([
     ("type", pa.string()), ("f", pa.string()), ("topic", pa.string()),
     ("partition", pa.int64()), ("value", pa.int64()), ("offset", pa.int64()),
     ("records", RECORDS), ("complete", pa.bool_()), ("node", pa.string()),
-    ("error", pa.string()), ("producer", pa.int64()), ("nemesis", pa.string()), ("detail", pa.string()),
+    ("error", pa.string()), ("producer", pa.int64()), ("generation", pa.int64()),
+    ("nemesis", pa.string()), ("detail", pa.string()),
     (CORRUPT, pa.string()),
 ])
 
@@ -44,7 +45,7 @@ def _long(v: Any) -> bool:
 def client_op_problem(rec: dict[str, Any]) -> str | None:
     """What is wrong with client op `rec` for the queue checker, or None."""
     f, type_ = rec["f"], rec["type"]
-    for key in ("partition", "offset", "producer"):
+    for key in ("partition", "offset", "producer", "generation"):
         if rec.get(key) is not None and not is_int(rec[key]):
             return f"{key} must be an integer, got {rec[key]!r}"
     if f == "send" and not is_int(rec.get("value")) and (type_ == "invoke" or "value" in rec):
@@ -80,7 +81,7 @@ def text(v: Any) -> str | None:
 def row(rec: dict[str, Any], raw: str) -> dict[str, Any]:
     """`rec` as a row of LINE_SCHEMA; fields that do not fit are null and flag the line corrupt.
 
-    `partition`, `value` and `producer` that are not 64-bit integers are null without
+    `partition`, `value`, `producer` and `generation` that are not 64-bit integers are null without
     flagging (a nemesis op may carry anything there: its `detail` keeps it).
     """
     row: dict[str, Any] = {k: text(rec.get(k)) for k in _STRINGS}
@@ -90,7 +91,7 @@ def row(rec: dict[str, Any], raw: str) -> dict[str, Any]:
         if v is not None and not _long(v):
             v, bad = None, True
         row[k] = v
-    for k in ("partition", "value", "producer"):
+    for k in ("partition", "value", "producer", "generation"):
         row[k] = rec[k] if _long(rec.get(k)) else None
     records = rec.get("records")
     if records is not None and not (isinstance(records, list) and all(

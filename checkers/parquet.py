@@ -60,7 +60,7 @@ from core.history import OP_TYPES
 __all__ = ["ARROW_SCHEMA", "CONVERTER_VERSION", "CheckInputError", "client_op_problem", "convert", "write_from_lines",
            "pairing_problem", "parquet_path"]
 
-CONVERTER_VERSION = "3"
+CONVERTER_VERSION = "4"
 CHUNK_BYTES = 16 << 20
 PARSE_AHEAD = 2  # chunks parsed at once, ahead of the one being derived and written
 _META = b"kchaos.history"

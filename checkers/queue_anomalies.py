@@ -40,7 +40,7 @@ __all__ = ["Found", "VALUES_READ", "VALUE_KINDS", "anomalies"]
 # Pseudo-kinds computed in the same pass as the counts, reported under `stats`.
 VALUES_READ = "_values_read"
 VALUE_KINDS = ("acked", "lost", "unseen", "duplicate", "unexpected", "failed_visible")
-_CAPPED_P = ("inconsistent_offset", "poll_skip", "nonmonotonic_poll")
+_CAPPED_P = ("inconsistent_offset", "poll_skip", "nonmonotonic_poll", "committed_unconsumed", "double_consumed")
 TASK_BYTES = 64 << 20  # a task's share of input, at most, when there are more files than cores
 
 

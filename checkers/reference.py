@@ -18,12 +18,12 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from checkers.reference_scan import Columns, scan
+from checkers.reference_scan import INT64_MIN, Columns, scan
 
 MAX_EXAMPLES = 10
 COUNTS = ("acked", "lost", "unseen", "acked_offset_mismatch", "duplicate",
           "inconsistent_offset", "unexpected", "failed_visible",
-          "poll_skip", "nonmonotonic_poll", "nonmonotonic_send")
+          "poll_skip", "nonmonotonic_poll", "nonmonotonic_send", "committed_unconsumed", "double_consumed")
 # Kinds that make `valid` false whatever the configuration.
 INVALID = ("lost", "acked_offset_mismatch", "inconsistent_offset", "unexpected",
            "poll_skip", "nonmonotonic_poll")
@@ -205,7 +205,33 @@ def anomalies(cols: Columns) -> dict[str, list[Key]]:
         "poll_skip": skips,
         "nonmonotonic_poll": backs,
         "nonmonotonic_send": _unique(cols.nonmonotonic_send).tolist(),
+        **_group_anomalies(cols),
     }
+
+
+def _group_anomalies(cols: Columns) -> dict[str, list[Key]]:
+    """committed_unconsumed and double_consumed keys, (p, o) each, sorted.
+
+    committed_unconsumed: an offset of p below the group's committed offset
+    of p that the final read returned and no poll of a group member (a poll
+    with a generation) did. double_consumed: an offset that polls of one
+    generation returned twice or more, to one member or several.
+    """
+    polled = cols.reads[:cols.polled]
+    member = cols.poll_generation != INT64_MIN
+    mp, mo, mg = polled[member, 0], polled[member, 1], cols.poll_generation[member]
+    order = np.lexsort((mo, mp, mg))
+    mp, mo, mg = mp[order], mo[order], mg[order]
+    twice = np.flatnonzero(~_starts(mg, mp, mo))
+    double = sorted(set(zip(mp[twice].tolist(), mo[twice].tolist())))
+    drained = cols.reads[cols.polled:]
+    below = np.zeros(len(drained), dtype=bool)
+    for p, c in cols.committed.items():
+        below |= (drained[:, 0] == p) & (drained[:, 1] < c)
+    consumed = set(zip(mp.tolist(), mo.tolist()))
+    unconsumed = sorted({(p, o) for p, o in zip(drained[below, 0].tolist(), drained[below, 1].tolist())
+                         if (p, o) not in consumed})
+    return {"committed_unconsumed": unconsumed, "double_consumed": double}
 
 
 def _poll_anomalies(cols: Columns, read_slot: np.ndarray) -> tuple[list[Key], list[Key]]:

@@ -31,6 +31,9 @@ class Columns:
     gives each its stream: one consumer process between two resets), the rest
     from drains. Acks are ok sends with an integer value; their partition and
     offset may be absent (`ack_has_partition`, `ack_has_offset`, bool).
+    `poll_generation` gives each polled row the `generation` of its poll (a
+    consumer group member's, `--consumer-mode subscribe`), INT64_MIN for none;
+    `committed` is each partition's offset in the last ok `committed` op of it.
     """
 
     invoked: np.ndarray
@@ -44,6 +47,8 @@ class Columns:
     polled: int
     poll_stream: np.ndarray
     stream_process: tuple[int, ...]
+    poll_generation: np.ndarray
+    committed: dict[int, int]
     complete: frozenset[int]
     partitions: frozenset[int]
     nonmonotonic_send: np.ndarray
@@ -86,7 +91,8 @@ def scan(ops: Iterable[dict[str, Any]]) -> Columns:
     invoked, failed = array("q"), array("q")
     ack_v, ack_p, ack_o = array("q"), array("q"), array("q")
     ack_hp, ack_ho = bytearray(), bytearray()
-    polls, drains, poll_sid = array("q"), array("q"), array("q")
+    polls, drains, poll_sid, poll_gen = array("q"), array("q"), array("q"), array("q")
+    committed: dict[int, int] = {}
     stream_of: dict[int, int] = {}
     stream_process: list[int] = []
     last: dict[int, tuple[Any, ...]] = {}
@@ -155,6 +161,8 @@ def scan(ops: Iterable[dict[str, Any]]) -> Columns:
                     sid = stream_of[proc] = len(stream_process)
                     stream_process.append(proc)
                 poll_sid.extend(repeat(sid, kept))
+                gen = get("generation")
+                poll_gen.extend(repeat(gen if is_int64(gen) else INT64_MIN, kept))
             else:
                 if partition is not None:
                     partitions.add(partition)
@@ -162,6 +170,8 @@ def scan(ops: Iterable[dict[str, Any]]) -> Columns:
                         complete.add(partition)
         elif f == "drain" and partition is not None:
             partitions.add(partition)
+        elif f == "committed" and type_ == "ok" and partition is not None and offset is not None:
+            committed[partition] = offset
         elif f == "assign" or (f == "poll" and type_ == "info"):
             # A new assignment restarts the consumer's position, and an info poll may
             # have consumed records the history does not show: either ends its stream.
@@ -175,7 +185,8 @@ def scan(ops: Iterable[dict[str, Any]]) -> Columns:
         ack_has_partition=np.frombuffer(ack_hp, dtype=np.bool_),
         ack_has_offset=np.frombuffer(ack_ho, dtype=np.bool_),
         reads=reads, polled=len(polls) // 3, poll_stream=np.frombuffer(poll_sid, dtype=np.int64),
-        stream_process=tuple(stream_process), complete=frozenset(complete),
+        stream_process=tuple(stream_process), poll_generation=np.frombuffer(poll_gen, dtype=np.int64),
+        committed=committed, complete=frozenset(complete),
         partitions=frozenset(partitions), nonmonotonic_send=_nonmonotonic(sent), counters=n)
 
 

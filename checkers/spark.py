@@ -50,6 +50,7 @@ HISTORY_SCHEMA = T.StructType([
     T.StructField("node", T.StringType()),
     T.StructField("error", T.StringType()),
     T.StructField("producer", T.LongType()),
+    T.StructField("generation", T.LongType()),
     T.StructField("nemesis", T.StringType()),
     T.StructField("detail", T.StringType()),
     T.StructField(CORRUPT, T.StringType()),

@@ -15,6 +15,9 @@ from core.page_cache import MODELS as PAGE_CACHE_MODELS, NEVER as NEVER_WRITTEN_
 ACKS = ("0", "1", "all")
 STORAGES = ("auto", "lazyfs", "plain")
 ISOLATIONS = ("read_committed", "read_uncommitted")
+CONSUMER_MODES = ("assign", "subscribe")
+GROUP_COMMITS = ("sync", "auto")
+GROUP_PROTOCOLS = ("classic", "consumer")
 MAX_RETRIES = 2147483647  # librdkafka's default: retry until delivery.timeout.ms
 
 
@@ -93,6 +96,12 @@ class WorkloadConfig:
     # transactions it aborts on purpose.
     txn_isolation: str = "read_committed"
     txn_abort_p: float = 0.1
+    # The queue workload's consumers (workloads/group.py): assigned every partition (assign), or members of one
+    # consumer group (subscribe) that commit after processing (sync) or automatically (auto), rebalancing by the
+    # classic protocol or KIP-848's consumer protocol.
+    consumer_mode: str = "assign"
+    group_commit: str = "sync"
+    group_protocol: str = "classic"
 
 
 @dataclass(frozen=True)
@@ -139,6 +148,8 @@ class TestConfig:
             del d["workload"]["full_load"]
         if self.workload.kind != "txn":  # a queue run's test.json stays as before
             del d["workload"]["txn_isolation"], d["workload"]["txn_abort_p"]
+        if self.workload.consumer_mode == "assign":  # an assign-mode run's test.json stays as before
+            del d["workload"]["consumer_mode"], d["workload"]["group_commit"], d["workload"]["group_protocol"]
         return d
 
     @classmethod
@@ -228,6 +239,18 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
            f"--txn-isolation must be one of {', '.join(ISOLATIONS)}; got {w.txn_isolation!r}")
     _check(isinstance(w.txn_abort_p, (int, float)) and not isinstance(w.txn_abort_p, bool)
            and 0 <= w.txn_abort_p <= 1, f"--txn-abort-p must be a fraction in [0, 1], got {w.txn_abort_p!r}")
+    _check(w.consumer_mode in CONSUMER_MODES,
+           f"--consumer-mode must be one of {', '.join(CONSUMER_MODES)}; got {w.consumer_mode!r}")
+    _check(w.group_commit in GROUP_COMMITS,
+           f"--group-commit must be one of {', '.join(GROUP_COMMITS)}; got {w.group_commit!r}")
+    _check(w.group_protocol in GROUP_PROTOCOLS,
+           f"--group-protocol must be one of {', '.join(GROUP_PROTOCOLS)}; got {w.group_protocol!r}")
+    if w.consumer_mode == "subscribe":
+        _check(w.kind == "queue", f"--consumer-mode subscribe is for --workload queue, not {w.kind}")
+        _check(w.consumers >= 1, "--consumer-mode subscribe needs --consumers >= 1")
+        major = int(c.kafka_version.split(".")[0]) if re.fullmatch(r"\d+\.\d+\.\d+", c.kafka_version) else 0
+        _check(w.group_protocol != "consumer" or major >= 4,
+               f"--group-protocol consumer (KIP-848) needs Kafka 4.0 or later, not --kafka-version {c.kafka_version}")
     if w.kind == "txn":
         _check(p.idempotence, "--workload txn needs --idempotence: a transactional producer is idempotent")
         _check(w.in_flight == 1 and w.producer_processes == 0,

@@ -118,6 +118,14 @@ class Workload(Protocol):
         partition, whether the read reached the high watermark."""
 
 
+class CrashableClients(Protocol):
+    """A workload whose clients a nemesis can crash (the queue workload's group members, `crash-client`)."""
+
+    def crash_client(self, pick: int, restart_after: float) -> dict[str, Any]:
+        """Crash one client chosen by `pick` and restart it as the same process `restart_after` seconds
+        later; return what to record. ValueError when the workload has no such client."""
+
+
 class Nemesis(Protocol):
     """A fault injector. `teardown` always heals, whatever state the faults left."""
 

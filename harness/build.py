@@ -76,6 +76,9 @@ def preflight(cfg: TestConfig) -> TestConfig:
     if cfg.workload.kind not in WORKLOADS:
         raise ConfigError(f"unknown workload {cfg.workload.kind!r}; known: {', '.join(sorted(WORKLOADS))}")
     validate(cfg, lambda spec: _check_nemesis(spec, cfg.topic.partitions))
+    clients = [s for s in cfg.nemesis.names if s != "none" and s != "mix" and nemeses.split(s)[0].needs_workload]
+    if clients and cfg.workload.consumer_mode != "subscribe":
+        raise ConfigError(f"--nemesis {clients[0]} crashes group members: it needs --consumer-mode subscribe")
     make_schedule(cfg)  # a replayed schedule is checked entry by entry here
     lazy = nemeses.needs_lazyfs(cfg.nemesis.names, cfg.nemesis.mix_families)
     if cfg.cluster.storage == "auto":
@@ -139,13 +142,19 @@ def build_test(cfg: TestConfig) -> Test:
     c = cfg.cluster
     schedule = make_schedule(cfg)
     specs = tuple(specs_in(cfg.nemesis.names, schedule))
+    workload = WORKLOADS[cfg.workload.kind](cfg)
+
+    def make_nemesis(spec: str, cluster: Cluster, cfg_: TestConfig) -> Nemesis:
+        pkg = nemeses.split(spec)[0]
+        return pkg.make(cluster, cfg_, workload) if pkg.needs_workload else pkg.make(cluster, cfg_)
+
     return Test(
         cfg=cfg,
         provisioner=BACKENDS[c.backend](cfg),
-        workload=WORKLOADS[cfg.workload.kind](cfg),
+        workload=workload,
         schedule=schedule,
         specs=specs,
-        make_nemesis=lambda spec, cluster, cfg_: nemeses.split(spec)[0].make(cluster, cfg_),
+        make_nemesis=make_nemesis,
         faults=tuple(nemeses.fault_kind(s) for s in specs),
         dist=resolve(c.kafka_version, c.kafka_dist),
         hosts=load_hosts(c.hosts) if c.hosts else None,

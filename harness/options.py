@@ -122,6 +122,16 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                                metavar="{read_committed,read_uncommitted}",
                                help="--workload txn: the isolation level of the polls inside transactions; under "
                                     "read_uncommitted aborted reads are expected (the final read is read_committed)")
+    g["consumer"].add_argument("--consumer-mode", default=D.workload.consumer_mode, metavar="{assign,subscribe}",
+                               help="assign: each consumer is assigned every partition from offset 0; subscribe: the "
+                                    "consumers join one group (kchaos-<seed>-group), rebalance and commit "
+                                    "(docs/running.md)")
+    g["consumer"].add_argument("--group-commit", default=None, metavar="{sync,auto}",
+                               help="--consumer-mode subscribe: commit synchronously after each poll is recorded "
+                                    "(sync, the default), or let the client commit in the background (auto)")
+    g["consumer"].add_argument("--group-protocol", default=None, metavar="{classic,consumer}",
+                               help="--consumer-mode subscribe: the rebalance protocol, group.protocol (default "
+                                    "classic; consumer is KIP-848's and needs Kafka 4.0 or later)")
     g["consumer"].add_argument("--consumers", type=int, default=D.workload.consumers, metavar="N",
                                help="consumers polling every partition from offset 0 during the run")
     f = g["faults"]
@@ -159,6 +169,9 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
         raise ConfigError("--schedule names its own nemeses; drop --nemesis")
     if a.mix_families is not None and "mix" not in (a.nemesis or ()):
         raise ConfigError("--mix-families only applies to --nemesis mix")
+    for flag, given in (("--group-commit", a.group_commit), ("--group-protocol", a.group_protocol)):
+        if given is not None and a.consumer_mode != "subscribe":
+            raise ConfigError(f"{flag} only applies to --consumer-mode subscribe")
     load = _load(a)
     return TestConfig(
         name=a.name, seed=seed, time_limit=a.time_limit, store=a.store, spark_master=a.spark_master,
@@ -175,7 +188,9 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
         workload=WorkloadConfig(kind=a.workload, producers=load["producers"], consumers=a.consumers, rate=a.rate,
                                 txn_isolation=a.txn_isolation, txn_abort_p=a.txn_abort_p,
                                 in_flight=load["in_flight"], producer_processes=load["producer_processes"],
-                                full_load=load.get("full_load")),
+                                full_load=load.get("full_load"), consumer_mode=a.consumer_mode,
+                                group_commit=a.group_commit or D.workload.group_commit,
+                                group_protocol=a.group_protocol or D.workload.group_protocol),
         nemesis=NemesisConfig(names=a.nemesis or D.nemesis.names, interval=a.interval, jitter=a.jitter,
                               restart_delay=a.restart_delay, schedule_file=a.schedule,
                               mix_families=D.nemesis.mix_families if a.mix_families is None else a.mix_families),

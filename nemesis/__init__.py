@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from core.faults import FaultKind
-from nemesis import election, mix, network, powerfail, process, slow
+from nemesis import client, election, mix, network, powerfail, process, slow
 from nemesis.base import FaultSkipped, Package, ScheduledOp
 from nemesis.targets import Target
 
@@ -15,6 +15,7 @@ PACKAGES: dict[str, Package] = {p.name: p for p in (
     *powerfail.PACKAGES,
     *slow.PACKAGES,
     *election.PACKAGES,
+    *client.PACKAGES,
 )}
 
 # "none" runs the workload without faults; "mix" draws faults from families of packages.

@@ -49,6 +49,8 @@ class Package:
     targets: tuple[str, ...] = ()
     fs: tuple[str, ...] = ()
     needs_lazyfs: bool = False
+    # `make` takes the workload as a third argument (a nemesis acting on the clients, nemesis/client.py).
+    needs_workload: bool = False
 
 
 def periodic(rng: random.Random, cfg: TestConfig, name: str,

@@ -76,6 +76,39 @@ def make_consumer(bootstrap: str, client_id: str, isolation: str | None = None) 
     })
 
 
+# librdkafka's timeouts for a classic group member: a member that stops polling (a crashed client in
+# workloads/group.py) is evicted within seconds, not the default 5 minutes.
+MAX_POLL_INTERVAL_MS = 10000
+AUTO_COMMIT_INTERVAL_MS = 1000
+
+
+def make_group_consumer(bootstrap: str, client_id: str, group: str, *, auto_commit: bool,
+                        protocol: str = "classic") -> Consumer:
+    """A consumer for group membership (`subscribe`): group `group`, committing automatically every
+    AUTO_COMMIT_INTERVAL_MS (the offsets of what poll returned) if `auto_commit`, else only when told;
+    starting from the log start where the group has no committed offset. `protocol` is group.protocol:
+    classic, or consumer (KIP-848), whose timeouts the broker sets."""
+    timeouts: dict[str, object] = {
+        "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "max.poll.interval.ms": MAX_POLL_INTERVAL_MS,
+    } if protocol == "classic" else {"max.poll.interval.ms": MAX_POLL_INTERVAL_MS}
+    return Consumer({**timeouts,
+        "bootstrap.servers": bootstrap,
+        "client.id": client_id,
+        "group.id": group,
+        "group.protocol": protocol,
+        "enable.auto.commit": auto_commit,
+        "auto.commit.interval.ms": AUTO_COMMIT_INTERVAL_MS,
+        "enable.auto.offset.store": True,
+        "auto.offset.reset": "earliest",
+        "fetch.wait.max.ms": 200,
+        "socket.timeout.ms": 5000,
+        "reconnect.backoff.max.ms": 1000,
+        "socket.connection.setup.timeout.ms": 3000,
+        "topic.metadata.refresh.interval.ms": 2000,
+        "logger": CLIENT_LOG,
+    })
+
+
 UNDECODABLE = -1  # recorded for a record whose value is not one of ours; the checker calls it unexpected
 
 

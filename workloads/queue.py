@@ -5,12 +5,15 @@ own logical process (workloads/producer_loop.py), at a share of the target
 rate; the partition of every send is drawn from the instance's own seeded
 generator. Producer instances run as threads of the harness, recording into
 the history, or in `producer_processes` worker processes with their own send
-streams (workloads/producer_procs.py). Consumers are threads, one process each.
+streams (workloads/producer_procs.py). Consumers are threads, one process each:
+assigned every partition (`--consumer-mode assign`), or members of one consumer
+group (`subscribe`, workloads/group.py).
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
+import random
 import threading
 
 from confluent_kafka import KafkaException, TopicPartition
@@ -19,8 +22,9 @@ from clusters import admin
 from core.config import TestConfig
 from core.history import History, Op
 from core.protocols import Cluster
-from workloads.clients import make_consumer, to_records
+from workloads.clients import make_consumer, make_group_consumer, to_records
 from workloads.drain import drain_all
+from workloads.group import Member, group_id
 from workloads.producer_procs import LoopSpec, ProducerProcesses
 
 log = logging.getLogger("kchaos.workload")
@@ -38,6 +42,7 @@ class QueueWorkload:
         self._procs: ProducerProcesses | None = None
         self._counts = {"send": 0, "ok": 0, "fail": 0, "info": 0, "polled": 0}
         self._counts_lock = threading.Lock()
+        self._members: dict[int, Member] = {}  # subscribe mode: process -> member
 
     @property
     def counts(self) -> dict[str, int]:
@@ -70,7 +75,22 @@ class QueueWorkload:
                 self._spawn(f"producer-{p}", lambda p=p: spec.loop(p, sends).run(self._stop.is_set))
         first = w.producers * w.in_flight
         for c in range(w.consumers):
-            self._spawn(f"consumer-{c}", self._consume, cluster.bootstrap(), history, first + c)
+            if w.consumer_mode == "subscribe":
+                m = self._members[first + c] = Member(cluster.bootstrap(), history, first + c, self.topic,
+                                                      self.cfg.seed, w.group_commit, w.group_protocol, self._count)
+                self._spawn(f"consumer-{c}", m.run, self._stop.is_set)
+            else:
+                self._spawn(f"consumer-{c}", self._consume, cluster.bootstrap(), history, first + c)
+
+    def crash_client(self, pick: int, restart_after: float) -> dict[str, object]:
+        """Crash one group member, chosen by `pick`: it abandons its consumer at its next return from the
+        client and starts a new one, as the same process, `restart_after` seconds later (workloads/group.py).
+        Returns `{"process": ...}`; ValueError when no consumer is a group member."""
+        if not self._members:
+            raise ValueError("crash-client needs --consumer-mode subscribe: no consumer is a group member")
+        process = random.Random(pick).choice(sorted(self._members))
+        self._members[process].crash(restart_after)
+        return {"process": process, "restart_after": restart_after}
 
     def _spawn(self, name: str, fn, *args) -> None:  # noqa: ANN001
         t = threading.Thread(target=self._guard, args=(fn, *args), name=name, daemon=True)
@@ -94,12 +114,18 @@ class QueueWorkload:
         self._threads = [t for t in self._threads if t.is_alive()]
         if self._threads:
             log.warning("client threads still running: %s", [t.name for t in self._threads])
+        for m in self._members.values():
+            m.close_abandoned()
 
     def final_read(self, cluster: Cluster, history: History) -> dict[int, bool]:
         """Drain every partition from its start to its high watermark; return which completed."""
         w = self.cfg.workload
+        process = w.producers * w.in_flight + w.consumers
+        if w.consumer_mode == "subscribe":
+            record_committed(cluster.bootstrap(), history, self.topic, self.cfg.topic.partitions, process,
+                             group_id(self.cfg.seed))
         return drain_all(cluster, history, self.topic, self.cfg.topic.partitions,
-                         process=w.producers * w.in_flight + w.consumers, timeout=w.drain_timeout_s)
+                         process=process, timeout=w.drain_timeout_s)
 
     def _count(self, key: str, n: int = 1) -> None:
         with self._counts_lock:
@@ -129,6 +155,28 @@ class QueueWorkload:
         extra = {"errors": errors} if errors else {}
         history.complete(op, "ok", records=records, **extra)
         self._count("polled", len(records))
+
+
+def record_committed(bootstrap: str, history: History, topic: str, partitions: int, process: int,
+                     group: str) -> None:
+    """One `committed` op per partition, in turn: the group's committed offset of it (`offset`, absent when
+    the group has none there), or info when it could not be read."""
+    consumer = make_group_consumer(bootstrap, f"committed{process}", group, auto_commit=False)
+    try:
+        for p in range(partitions):
+            op = history.invoke(process, "committed", topic=topic, partition=p)
+            try:
+                tp = consumer.committed([TopicPartition(topic, p)], timeout=10)[0]
+            except KafkaException as e:
+                history.complete(op, "info", topic=topic, partition=p, error=str(e.args[0] if e.args else e))
+                continue
+            if tp.error is not None:
+                history.complete(op, "info", topic=topic, partition=p, error=str(tp.error))
+            else:
+                history.complete(op, "ok", topic=topic, partition=p,
+                                 **({"offset": tp.offset} if tp.offset >= 0 else {}))
+    finally:
+        consumer.close()
 
 
 class HistorySends:

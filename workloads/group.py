@@ -1,0 +1,226 @@
+"""Consumers of one consumer group (`--consumer-mode subscribe`): they subscribe, rebalance and commit.
+
+Each member is one process. It records, in this order (docs/history.md):
+
+- `subscribe` once per consumer it starts;
+- `poll` ops: what the client returned, each completed when it is recorded (that is "processing"), and
+  carrying `generation`, the group generation of the assignment it read under;
+- with `--group-commit sync`, after each poll that returned records, a `commit` op of the next offset of
+  every partition it returned (`offsets`: `[[partition, offset], ...]`), ok, fail (the coordinator refused
+  it) or info (the outcome is unknown);
+- every rebalance callback, as it happens: `assign` (partitions added, `generation`) or `revoke`
+  (partitions revoked, or `"lost": true` when the assignment was lost), each an invocation and its
+  completion. A callback runs inside the client's poll, so the poll op open at that moment is completed
+  first (and, with sync commits, committed: the usual commit-on-revoke), and a new one opened after it:
+  records returned before a rebalance and after it are never in one poll op, and an `assign` ends the
+  consumer's stream for the checkers as a manual assignment does.
+
+The generation is read from librdkafka's serialized group metadata (`consumer_group_metadata()`, the
+CGMDv2 format: a 7-byte magic, then the generation id as a native int32): the group's generation under
+the classic protocol, the member's epoch under KIP-848's consumer protocol.
+
+`crash()` models a client crash: at its next return from the client, the member records its open poll
+as `info` (the records it held were never processed) and abandons its consumer without closing it (no
+commit of its own, no LeaveGroup: the coordinator evicts it when max.poll.interval.ms or the session
+runs out, and with auto-commit its background commits go on until then). The process then starts a
+new consumer, same client.id, after `restart_after` seconds.
+"""
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+import time
+from typing import Any, Callable
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from core.history import History
+from workloads.clients import make_group_consumer, to_records
+
+log = logging.getLogger("kchaos.group")
+
+BATCH = 500  # records a poll op holds at most
+POLL_S = 1.0  # how long a poll op collects records at most
+_MAGIC = b"CGMDv2:"
+# Commit errors by which the coordinator refused the commit: it certainly did not happen.
+REFUSED = frozenset({KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS,
+                     KafkaError.FENCED_INSTANCE_ID, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._ASSIGNMENT_LOST,
+                     KafkaError.STALE_MEMBER_EPOCH if hasattr(KafkaError, "STALE_MEMBER_EPOCH") else -1})
+
+
+def group_id(seed: int) -> str:
+    """The group every member of a run joins."""
+    return f"kchaos-{seed}-group"
+
+
+def generation_of(consumer: Consumer) -> int | None:
+    """The consumer's current generation (member epoch under KIP-848), or None if librdkafka's metadata
+    is not in the format this reads."""
+    meta = consumer.consumer_group_metadata()
+    if not isinstance(meta, bytes) or not meta.startswith(_MAGIC) or len(meta) < len(_MAGIC) + 4:
+        return None
+    return struct.unpack_from("=i", meta, len(_MAGIC))[0]
+
+
+def commit_outcome(err: KafkaError) -> str:
+    """"fail" when the coordinator refused the commit, else "info" (it may have happened)."""
+    return "fail" if err.code() in REFUSED else "info"
+
+
+class Member:
+    """One process of the group: consumers started in turn (a new one after each crash) until stopped."""
+
+    def __init__(self, bootstrap: str, history: History, process: int, topic: str, seed: int,
+                 commit: str, protocol: str, count: Callable[[str, int], None]):
+        self.bootstrap, self.history, self.process, self.topic = bootstrap, history, process, topic
+        self.seed, self.commit, self.protocol, self.count = seed, commit, protocol, count
+        self._crash = threading.Event()
+        self.restart_after = 0.0
+        self.abandoned: list[Consumer] = []  # crashed consumers, closed only at the end of the run
+
+    def crash(self, restart_after: float) -> None:
+        """Crash this member's consumer at its next return from the client (see the module doc)."""
+        self.restart_after = restart_after
+        self._crash.set()
+
+    def run(self, stopped: Callable[[], bool]) -> None:
+        """Run consumers until `stopped()`: each until it crashes, the next after `restart_after` seconds."""
+        while not stopped():
+            session = _Session(self)
+            session.run(stopped, self._crash)
+            if self._crash.is_set():
+                self._crash.clear()
+                deadline = time.monotonic() + self.restart_after
+                while not stopped() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+
+    def close_abandoned(self) -> None:
+        """Close the consumers crashes abandoned (their callbacks record nothing)."""
+        for c in self.abandoned:
+            try:
+                c.close()
+            except (KafkaException, RuntimeError) as e:
+                log.info("process %d: closing an abandoned consumer: %s", self.process, e)
+        self.abandoned.clear()
+
+
+class _Session:
+    """One consumer of a member, from subscribe to close or crash."""
+
+    def __init__(self, member: Member):
+        self.m = member
+        self.dead = False  # crashed: its callbacks, served when it is closed at the end, record nothing
+        self.poll_op: dict[str, Any] | None = None
+        self.batch: list[list[int]] = []
+        self.errors: list[str] = []
+        self.generation: int | None = None
+        self.consumer = make_group_consumer(member.bootstrap, f"c{member.process}", group_id(member.seed),
+                                            auto_commit=member.commit == "auto", protocol=member.protocol)
+
+    def run(self, stopped: Callable[[], bool], crashed: threading.Event) -> None:
+        m, h = self.m, self.m.history
+        op = h.invoke(m.process, "subscribe", topic=m.topic)
+        self.consumer.subscribe([m.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                on_lost=self._on_lost)
+        h.complete(op, "ok", topic=m.topic)
+        try:
+            while not stopped():
+                self._open()
+                deadline = time.monotonic() + POLL_S
+                while len(self.batch) < BATCH and (left := deadline - time.monotonic()) > 0 and not stopped():
+                    try:
+                        msg = self.consumer.poll(min(left, 0.2))
+                    except KafkaException as e:
+                        self._close("info", error=str(e.args[0] if e.args else e))
+                        break
+                    if crashed.is_set():
+                        self._crash_now()
+                        return
+                    if msg is not None:
+                        records, errors = to_records([msg])
+                        self.batch += records
+                        self.errors += errors
+                self._process()
+        finally:
+            if not self.dead:
+                self._process()
+                self.consumer.close()
+
+    # --- poll ops ---------------------------------------------------------------------
+    def _open(self) -> None:
+        if self.poll_op is None:
+            self.poll_op = self.m.history.invoke(self.m.process, "poll", topic=self.m.topic)
+            self.batch, self.errors = [], []
+
+    def _close(self, type_: str, **extra: Any) -> list[list[int]]:
+        """Complete the open poll op (if any); return the records it recorded."""
+        if self.poll_op is None:
+            return []
+        gen = {"generation": self.generation} if self.generation is not None else {}
+        records = self.batch if type_ == "ok" else []
+        if type_ == "ok":
+            extra = {"records": records, **({"errors": self.errors} if self.errors else {}), **extra}
+        self.m.history.complete(self.poll_op, type_, **gen, **extra)
+        self.m.count("polled", len(records))
+        self.poll_op, self.batch, self.errors = None, [], []
+        return records
+
+    def _process(self, commit: bool = True) -> None:
+        """Record the open poll (processing it), then, with sync commits, commit what it returned."""
+        records = self._close("ok")
+        if commit and records and self.m.commit == "sync":
+            self._commit(records)
+
+    def _commit(self, records: list[list[int]]) -> None:
+        nxt: dict[int, int] = {}
+        for p, o, _ in records:
+            nxt[p] = max(nxt.get(p, 0), o + 1)
+        offsets = sorted(nxt.items())
+        h = self.m.history
+        op = h.invoke(self.m.process, "commit", offsets=[list(x) for x in offsets])
+        try:
+            done = self.consumer.commit(offsets=[TopicPartition(self.m.topic, p, o) for p, o in offsets],
+                                        asynchronous=False)
+        except KafkaException as e:
+            err = e.args[0] if e.args else None
+            outcome = commit_outcome(err) if isinstance(err, KafkaError) else "info"
+            h.complete(op, outcome, offsets=[list(x) for x in offsets], error=str(err if err is not None else e))
+            return
+        bad = [tp.error for tp in done or [] if tp.error is not None]
+        if bad:
+            h.complete(op, commit_outcome(bad[0]) if isinstance(bad[0], KafkaError) else "info",
+                       offsets=[list(x) for x in offsets], error=str(bad[0]))
+        else:
+            h.complete(op, "ok", offsets=[list(x) for x in offsets])
+
+    def _crash_now(self) -> None:
+        self.dead = True
+        lost = len(self.batch)
+        self._close("info", error=f"crashed (crash-client): {lost} records returned but never processed")
+        self.m.abandoned.append(self.consumer)
+
+    # --- rebalance callbacks (run inside poll or close, on this thread) ----------------
+    def _rebalance(self, f: str, partitions: list[TopicPartition], commit: bool, **extra: Any) -> None:
+        if self.dead:
+            return
+        was_open = self.poll_op is not None
+        self._process(commit=commit)
+        if f == "assign":
+            self.generation = generation_of(self.consumer)
+        parts = sorted(tp.partition for tp in partitions)
+        gen = {"generation": self.generation if f == "assign" else generation_of(self.consumer)}
+        op = self.m.history.invoke(self.m.process, f, topic=self.m.topic, partitions=parts, **gen, **extra)
+        self.m.history.complete(op, "ok", topic=self.m.topic, partitions=parts, **gen, **extra)
+        if was_open:
+            self._open()
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._rebalance("assign", partitions, commit=True)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._rebalance("revoke", partitions, commit=True)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # A lost assignment cannot be committed: its partitions may already be someone else's.
+        self._rebalance("revoke", partitions, commit=False, lost=True)
