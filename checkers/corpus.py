@@ -27,7 +27,8 @@ class Corpus:
 
     `planted[kind]` is, for every kind in ANOMALIES, the set of keys the
     definitions make anomalous: values (ints), (partition, offset) for
-    inconsistent_offset, (process, partition, from_offset, to_offset) for
+    inconsistent_offset, committed_unconsumed and double_consumed,
+    (process, partition, from_offset, to_offset) for
     poll_skip and nonmonotonic_poll.
     """
 

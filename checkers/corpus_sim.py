@@ -8,6 +8,9 @@ A run has three phases, as in workloads/queue.py and workloads/drain.py:
   producer's acks rise. Each planted anomaly is a *block*: a short scripted
   sequence run atomically (its processes first complete whatever they had
   outstanding), built so that it causes exactly its own key and nothing else.
+- group (only when committed_unconsumed or double_consumed is planted): two
+  consumer group members consume one partition and the group commits
+  (checkers/corpus_group.py).
 - tail: consumers have stopped; a few more sends per partition, read by the
   final read only. Read-bound losses and unseen values are planted here.
 - drain: one process reads every partition in batches. A partition's final
@@ -21,9 +24,12 @@ import random
 from array import array
 from typing import Any, Iterator
 
+from checkers.corpus_group import GROUP_PLANTS, group_phase
+
 TOPIC = "kchaos"
 ANOMALIES = ("lost", "unseen", "acked_offset_mismatch", "duplicate", "inconsistent_offset",
-             "unexpected", "failed_visible", "poll_skip", "nonmonotonic_poll", "nonmonotonic_send")
+             "unexpected", "failed_visible", "poll_skip", "nonmonotonic_poll", "nonmonotonic_send",
+             *GROUP_PLANTS)
 # Plant kinds: the anomalies, plus a loss seen only by the read bound (its final read not complete).
 PLANTS = ANOMALIES + ("lost_read_bound",)
 TAIL_PLANTS = ("lost_read_bound", "unseen")
@@ -113,7 +119,7 @@ class Simulation:
         """Every op of the run, in history order."""
         rng = self.rng
         plan = sorted((rng.randint(0, self.sends), kind) for kind in PLANTS
-                      if kind not in TAIL_PLANTS for _ in range(self.plant[kind]))
+                      if kind not in TAIL_PLANTS + GROUP_PLANTS for _ in range(self.plant[kind]))
         sent, weight = 0, self.producers + CONSUMER_WEIGHT * self.consumers
         while sent < self.sends or plan:
             if plan and plan[0][0] <= sent:
@@ -130,6 +136,9 @@ class Simulation:
             yield from self._flush()
         self._settle(*self.pending)
         yield from self._flush()
+        if any(self.plant[k] for k in GROUP_PLANTS):
+            group_phase(self)
+            yield from self._flush()
         yield from self._tail()
         yield from self._drain()
 

@@ -151,6 +151,13 @@ def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> 
         put(kind, counts.get(kind, 0), True, reason)
     put("failed_visible", counts.get("failed_visible", 0), False,
         "a send reported failed was written: not against Kafka's guarantee")
+    commits = group_commit(test)
+    put("committed_unconsumed", counts.get("committed_unconsumed", 0), commits == "sync",
+        "the group committed offsets past records no member processed, though it commits only after processing "
+        "(at-least-once)" if commits == "sync" else "auto-commit commits the positions of what poll returned, "
+        "processed or not" if commits == "auto" else "the consumers are no group members committing after processing")
+    put("double_consumed", counts.get("double_consumed", 0), False,
+        "a queue is at-least-once: a record may be delivered again")
     for name, v in others:
         if v is False:
             put(f"checker:{name}", 1, True, f"checker {name} found an anomaly")
@@ -165,6 +172,13 @@ def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> 
         undecided.append(f"{malformed} client operations or records could not be parsed")
     verdict = FAIL if failed else UNKNOWN if undecided else PASS
     return Judgement(verdict, failed, allowed, why, tuple(undecided))
+
+
+def group_commit(test: Mapping[str, Any] | None) -> str | None:
+    """How a subscribe-mode run's consumers committed (`sync` or `auto`, test.json's `workload.group_commit`),
+    None for assigned consumers."""
+    w = (test or {}).get("workload") or {}
+    return (w.get("group_commit") or "sync") if w.get("consumer_mode") == "subscribe" else None
 
 
 def judged(results: dict[str, Any], test: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -57,7 +57,11 @@ def group_id(seed: int) -> str:
 def generation_of(consumer: Consumer) -> int | None:
     """The consumer's current generation (member epoch under KIP-848), or None if librdkafka's metadata
     is not in the format this reads."""
-    meta = consumer.consumer_group_metadata()
+    return parse_generation(consumer.consumer_group_metadata())
+
+
+def parse_generation(meta: object) -> int | None:
+    """The generation id in librdkafka's serialized group metadata (CGMDv2), or None for another format."""
     if not isinstance(meta, bytes) or not meta.startswith(_MAGIC) or len(meta) < len(_MAGIC) + 4:
         return None
     return struct.unpack_from("=i", meta, len(_MAGIC))[0]
