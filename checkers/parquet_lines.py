@@ -37,14 +37,14 @@ def write_from_lines(lines: pa.Table, history: Path) -> Path:
     columns named like the JSON fields: `index`, `time` (integers), `process`
     (string: "3", "nemesis"), `type`, `f`, `topic`, `partition`, `value`,
     `offset` (integers), `records` (list of [partition, offset, value]
-    integer lists), `complete` (bool), `node`, `error` (strings), `producer`
-    (integer), `nemesis` (string) and `detail` (on nemesis lines: every other
+    integer lists), `complete` (bool), `node`, `error` (strings), `producer`,
+    `generation` (integers), `nemesis` (string) and `detail` (on nemesis lines: every other
     field of the line as a JSON object text; its `partition` and `value`
     columns hold those fields only when they are integers). A missing column
     is null on every row; a null is an absent field. On a nemesis line without `detail`,
     the non-null values of the columns not listed above (and of `topic`,
     `partition`, `value`, `offset`, `records`, `complete`, `node`, `error`,
-    `producer`) become its `detail`; elsewhere unlisted columns are ignored.
+    `producer`, `generation`) become its `detail`; elsewhere unlisted columns are ignored.
     Integers must fit in 64 bits; castable types (int32, large_string, ...)
     are cast.
 

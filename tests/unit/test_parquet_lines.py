@@ -17,7 +17,7 @@ from checkers.spark import spark_session
 MASTER = "local[2]"
 _OWN = ("index", "time", "process", "type", "f", "nemesis")
 _COLUMNS = ("index", "time", "process", "type", "f", "topic", "partition", "value", "offset", "records",
-            "complete", "node", "error", "producer")
+            "complete", "node", "error", "producer", "generation")
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +42,7 @@ def table_of(ops) -> pa.Table:
                         ("partition", pa.int64()), ("value", pa.int64()), ("offset", pa.int64()),
                         ("records", pa.list_(pa.list_(pa.int64()))), ("complete", pa.bool_()),
                         ("node", pa.string()), ("error", pa.string()), ("producer", pa.int64()),
+                        ("generation", pa.int64()),
                         ("nemesis", pa.string()), ("detail", pa.string())])
     return pa.Table.from_pylist(rows, schema=schema)
 
