@@ -136,15 +136,17 @@ class _Session:
                     try:
                         msg = self.consumer.poll(min(left, 0.2))
                     except KafkaException as e:
-                        self._close("info", error=str(e.args[0] if e.args else e))
+                        # What was returned before the error is still processed (and committed): dropping
+                        # it while later records get committed would skip it for the whole group.
+                        self.errors.append(str(e.args[0] if e.args else e))
                         break
-                    if crashed.is_set():
-                        self._crash_now()
-                        return
                     if msg is not None:
                         records, errors = to_records([msg])
                         self.batch += records
                         self.errors += errors
+                    if crashed.is_set():
+                        self._crash_now()
+                        return
                 self._process()
         finally:
             if not self.dead:
