@@ -30,7 +30,7 @@ class CrashClient:
         """Nothing to prepare."""
 
     def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
-        """`{"f": "crash", "pick": N}`: crash one member; return its `process` and `restart_after`."""
+        """`{"f": "crash", "pick": N}`: crash one member; return the `member` (its process) and `restart_after`."""
         if op["f"] != "crash":
             raise ValueError(f"crash-client cannot {op['f']!r}")
         try:

@@ -85,12 +85,12 @@ class QueueWorkload:
     def crash_client(self, pick: int, restart_after: float) -> dict[str, object]:
         """Crash one group member, chosen by `pick`: it abandons its consumer at its next return from the
         client and starts a new one, as the same process, `restart_after` seconds later (workloads/group.py).
-        Returns `{"process": ...}`; ValueError when no consumer is a group member."""
+        Returns `{"member": process, "restart_after": ...}`; ValueError when no consumer is a group member."""
         if not self._members:
             raise ValueError("crash-client needs --consumer-mode subscribe: no consumer is a group member")
         process = random.Random(pick).choice(sorted(self._members))
         self._members[process].crash(restart_after)
-        return {"process": process, "restart_after": restart_after}
+        return {"member": process, "restart_after": restart_after}
 
     def _spawn(self, name: str, fn, *args) -> None:  # noqa: ANN001
         t = threading.Thread(target=self._guard, args=(fn, *args), name=name, daemon=True)
