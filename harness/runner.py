@@ -103,7 +103,8 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         say(f"workload: {w.producers} producers at " + (f"{w.rate:g}/s" if w.rate != "max" else "full load")
             + (f", {w.in_flight} sends in flight each" if w.in_flight > 1 else "")
             + (f", in {w.producer_processes} processes" if w.producer_processes else "")
-            + (f", {w.consumers} consumers" if w.kind != "txn" else
+            + (f", {w.consumers} consumers" + (f" in one group ({w.group_commit} commits, {w.group_protocol} protocol)"
+                                               if w.consumer_mode == "subscribe" else "") if w.kind != "txn" else
                f", transactions (abort {w.txn_abort_p:g}, polls {w.txn_isolation})")
             + f"; nemesis: {','.join(cfg.nemesis.names)}"
             + (f" ({w.full_load['why']})" if w.full_load else ""))
