@@ -100,10 +100,11 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         say(describe_page_cache(load_test_json(run_dir / "test.json")))
         workload.setup(cluster)
         w = cfg.workload
-        say(f"workload: {w.producers} producers at " + (f"{w.rate:g}/s" if w.rate != "max" else "full load")
+        say(f"workload: {w.producers} producer{'s' * (w.producers != 1)} at "
+            + (f"{w.rate:g}/s" if w.rate != "max" else "full load")
             + (f", {w.in_flight} sends in flight each" if w.in_flight > 1 else "")
             + (f", in {w.producer_processes} processes" if w.producer_processes else "")
-            + (f", {w.consumers} consumers" if w.kind != "txn" else
+            + (f", {w.consumers} consumer{'s' * (w.consumers != 1)}" if w.kind != "txn" else
                f", transactions (abort {w.txn_abort_p:g}, polls {w.txn_isolation})")
             + f"; nemesis: {','.join(cfg.nemesis.names)}"
             + (f" ({w.full_load['why']})" if w.full_load else ""))
