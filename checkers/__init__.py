@@ -101,7 +101,7 @@ def _write_result(history: Path, composed: dict[str, Any]) -> dict[str, Any]:
     source = TXN if TXN in composed else SOURCE
     queue = composed.get(source, {})
     result: dict[str, Any] = {"valid": composed["valid"]}
-    result.update({k: queue[k] for k in (*SUMMARY_KEYS, "unseen_undecided") if k in queue})
+    result.update({k: queue[k] for k in (*SUMMARY_KEYS, "unseen_undecided", "cycles") if k in queue})
     if "loss" in result:
         result["loss"] = {**result["loss"], **judge_loss(history, result)}
     result["checkers"] = {k: v for k, v in composed.items() if k != "valid"}
