@@ -28,22 +28,13 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-WW, WR = 0, 1
+from checkers.txn_tasks import WR, WW, edge_array
+
+__all__ = ["CYCLE_COUNTS", "WR", "WW", "cycles", "edge_array", "reference_edges"]
+
 EDGE_NAMES = ("ww", "wr")
 CYCLE_COUNTS = ("G0", "G1c")
-COLUMNS = ("src", "dst", "kind", "p", "o1", "v1", "o2", "v2")  # an edge array's columns, in this order
 CANDIDATES = 32  # transactions (or wr edges) of a component a shortest example cycle is searched through
-
-
-def edge_array(rows: list[tuple[int, ...]] | np.ndarray) -> np.ndarray:
-    """An (n, 8) int64 array of COLUMNS rows: each edge once per (src, dst, kind), with its smallest witness."""
-    a = np.asarray(rows, dtype=np.int64).reshape(-1, len(COLUMNS))
-    if not len(a):
-        return a
-    a = a[np.lexsort(a.T[::-1])]
-    first = np.ones(len(a), bool)
-    first[1:] = np.any(a[1:, :3] != a[:-1, :3], axis=1)
-    return a[first]
 
 
 def reference_edges(txns: list[Any], log: dict[int, dict[int, set[int]]]) -> np.ndarray:
