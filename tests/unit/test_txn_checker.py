@@ -134,7 +134,7 @@ def test_a_completion_must_mirror_its_invocation():
 
 # --- kchaos check on a txn run --------------------------------------------------------------------------------
 
-def test_check_path_judges_a_txn_run_without_spark(tmp_path):
+def test_check_path_judges_a_txn_run_without_parquet(tmp_path):
     run = clean().write(tmp_path / "ok")
     r = check_path(run)
     assert (r["verdict"], r["valid"], exit_code(r["verdict"])) == ("pass", True, 0)
