@@ -83,7 +83,7 @@ def generate(seed: int, *, txns: int = 40, partitions: int = 3, processes: int =
     for kind in PLANTS:
         for _ in range(plant.get(kind, 0)):
             ps, procs = take(2, 3)
-            for k, key in _plant(kind, b, ps, procs, processes).items():
+            for k, key in plant_block(kind, b, ps, procs, processes).items():
                 labels.setdefault(k, set()).add(key)
     for p in range(partitions):
         b.drain(processes, p, [[p, o, v] for o, v, vis in logs[p] if vis])
@@ -147,7 +147,7 @@ def _base(rng: random.Random, b: _Builder, n: int, partitions: int, processes: i
     return logs
 
 
-def _plant(kind: str, b: _Builder, ps: list[int], procs: list[int], drainer: int) -> dict[str, Any]:
+def plant_block(kind: str, b: Any, ps: list[int], procs: list[int], drainer: int) -> dict[str, Any]:
     """One block causing exactly the returned {kind: key} (nothing for rebalanced_skip), on partitions `ps` and
     processes `procs` nobody else uses."""
     q, r = ps

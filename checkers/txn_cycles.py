@@ -122,12 +122,17 @@ def _shortest_cycle_through(g: nx.DiGraph, comp: list[int], wr: list[tuple[int, 
     return best or []
 
 
-def _table(cycle: list[int], witness: dict[tuple[int, int, int], list[int]], kinds: tuple[int, ...],
-           first: int | None = None) -> dict[str, Any]:
+def _witness(edges: np.ndarray, a: int, b: int, kinds: tuple[int, ...]) -> list[int]:
+    """(kind, p, o1, v1, o2, v2) of edge a -> b: of its kinds in `kinds`, the first (edges are deduped, sorted)."""
+    hit = edges[(edges[:, 0] == a) & (edges[:, 1] == b) & np.isin(edges[:, 2], kinds)]
+    return hit[0, 2:].tolist()
+
+
+def _table(cycle: list[int], edges: np.ndarray, kinds: tuple[int, ...], first: int | None = None
+           ) -> dict[str, Any]:
     rows = []
     for i, (a, b) in enumerate(zip(cycle, cycle[1:] + cycle[:1])):
-        w = witness[(a, b, first)] if i == 0 and first is not None else \
-            min(witness[(a, b, k)] for k in kinds if (a, b, k) in witness)
+        w = _witness(edges, a, b, (first,) if i == 0 and first is not None else kinds)
         kind, p, o1, v1, o2, v2 = w
         why = (f"op {a} sent {v1} to partition {p} at offset {o1}; op {b} sent {v2} at offset {o2}, the next"
                if kind == WW else f"op {b} polled {v1} at partition {p} offset {o1}, which op {a} sent")
@@ -142,15 +147,12 @@ def cycles(edges: np.ndarray) -> tuple[dict[str, int], dict[str, dict[str, Any]]
     "why"}, ...]}`, one row per edge of the cycle in order; kinds with a zero count have none.
     """
     edges = edge_array(edges)
-    witness: dict[tuple[int, int, int], list[int]] = {}
-    for row in edges.tolist():
-        witness[(row[0], row[1], row[2])] = row[2:]
     counts, examples = {}, {}
     ww = _cyclic_part(edges[edges[:, 2] == WW]) if len(edges) else edges
     g, comps = _components(ww)
     counts["G0"] = len(comps)
     if comps:
-        examples["G0"] = _table(_shortest_cycle(g, comps[0]), witness, (WW,))
+        examples["G0"] = _table(_shortest_cycle(g, comps[0]), ww, (WW,))
     part = _cyclic_part(edges) if len(edges) else edges
     g, comps = _components(part)
     member = {n: i for i, c in enumerate(comps) for n in c}
@@ -161,6 +163,6 @@ def cycles(edges: np.ndarray) -> tuple[dict[str, int], dict[str, dict[str, Any]]
     counts["G1c"] = len(wr_in)
     if wr_in:
         first = min(wr_in)
-        examples["G1c"] = _table(_shortest_cycle_through(g, comps[first], sorted(wr_in[first])), witness, (WW, WR),
+        examples["G1c"] = _table(_shortest_cycle_through(g, comps[first], sorted(wr_in[first])), part, (WW, WR),
                                   first=WR)
     return counts, examples

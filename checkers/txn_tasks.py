@@ -56,11 +56,21 @@ def _fix(txn: np.ndarray, fixup: np.ndarray) -> None:
         txn[hole] = np.where(fixup[at, 0] == txn[hole], fixup[at, 1], txn[hole])
 
 
+def unique_rows(a: np.ndarray) -> np.ndarray:
+    """The distinct rows of a 2-d int array, sorted lexicographically (np.unique(axis=0), several times faster)."""
+    if len(a) < 2:
+        return a
+    a = a[np.lexsort(a.T[::-1])]
+    keep = np.ones(len(a), bool)
+    keep[1:] = np.any(a[1:] != a[:-1], axis=1)
+    return a[keep]
+
+
 def _kind(keys: np.ndarray, limit: int) -> Kind:
     if not len(keys):
         return 0, []
     keys = keys.reshape(len(keys), -1)
-    u = np.unique(keys, axis=0)
+    u = unique_rows(keys)
     small = [tuple(r) if len(r) > 1 else r[0] for r in u[:limit].tolist()]
     return len(u), small
 
@@ -89,7 +99,7 @@ def value_task(job: tuple) -> dict[str, Any]:
     unseen = ok & unread & ~lost
     in_complete = np.isin(sp, complete)
     aborted = np.unique(sv[sty == 2])
-    trip = np.unique(R[:, [2, 0, 1]], axis=0)
+    trip = unique_rows(R[:, [2, 0, 1]])
     vals, n_at = np.unique(trip[:, 0], return_counts=True)
     order = np.argsort(sv, kind="stable")
     sender = _lookup(rv, sv[order], stx[order])
@@ -119,7 +129,7 @@ def partition_task(job: tuple) -> dict[str, Any]:
     _fix(R[:, 3], fixup)
     _fix(S[:, 3], fixup)
     into = (S[:, 1] != NULL) & ((S[:, 6] == 1) | ((S[:, 6] == 3) & np.isin(S[:, 3], read_info)))
-    E = np.unique(np.concatenate([R[:, :3], S[into][:, :3]]), axis=0)  # version order: (p, o, v), sorted
+    E = unique_rows(np.concatenate([R[:, :3], S[into][:, :3]]))  # version order: (p, o, v), sorted
     po = E[:, 0] * SHIFT + E[:, 1]
     known, n_values = np.unique(po, return_counts=True)
     out: dict[str, Any] = {"inconsistent_offsets": _kind(np.stack([known // SHIFT, known % SHIFT], 1)[n_values > 1],
