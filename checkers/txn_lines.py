@@ -150,8 +150,15 @@ def _micro_op(m: Any) -> bool:
 
 
 def _records(records: Any) -> bool:
-    return isinstance(records, list) and all(isinstance(r, list) and len(r) == 3 and all(map(_int, r))
-                                             for r in records)
+    # The hot loop of parsing (a record per read): exact type tests, no calls. JSON gives int, never a subclass
+    # but bool, which is what they keep out.
+    if type(records) is not list:
+        return False
+    for r in records:
+        if type(r) is not list or len(r) != 3 or type(r[0]) is not int or type(r[1]) is not int \
+                or type(r[2]) is not int:
+            return False
+    return True
 
 
 def complete(t: Txn, mops: list[list[Any]], done: Any, bad: Callable[[str], Exception]) -> None:

@@ -83,32 +83,31 @@ def _check(sc: SparkContext, history: Path, work: Path, test: dict[str, Any] | N
     complete = np.array(sorted(set().union(*(s.complete for s in got))), np.int64)
     files = {k: [[str(work / f"r{r:04d}.{k}{b}.npz") for r in range(len(got))] for b in range(n)]
              for k, n in (("v", VALUE_BUCKETS), ("p", PARTITION_BUCKETS))}
-    values = _run(sc, "values", value_task, [(fs, joined.fixup, top_arr, complete, isolation == COMMITTED, limit)
-                                              for fs in files["v"]])
-    read_info = np.unique(np.concatenate([v["read_info"] for v in values]))
+    values = _run(sc, "values", value_task, [(fs, joined.fixup, top_arr, complete, isolation == COMMITTED, limit,
+                                               str(work / f"values{b}.npz")) for b, fs in enumerate(files["v"])])
+    per_txn = [dict(np.load(v["arrays"])) for v in values]
+    read_info = np.unique(np.concatenate([v["read_info"] for v in per_txn]))
     writers = np.concatenate([s.writers for s in got] + [joined.cut_writers])
     if len(writers):
         txn_tasks._fix(writers[:, 1], joined.fixup)
     writers = writers[np.argsort(writers[:, 0], kind="stable")]
     nodes = ((writers[:, 2] == TYPES["ok"]) | (writers[:, 2] == TYPES["info"])).astype(np.int64)
-    bc = sc.broadcast((writers[:, 0].copy(), writers[:, 1].copy(), nodes))
     moves = np.array([(proc, p, i) for s in got for i, proc, ps in s.rebalances for p in ps], np.int64).reshape(-1, 3)
-    try:
-        partitions = _run(sc, "partitions", partition_task,
-                          [(fs, joined.fixup, bc, read_info, moves, limit) for fs in files["p"]])
-    finally:
-        bc.unpersist()
+    shared = str(work / "shared.npz")
+    np.savez(shared, writers=np.stack([writers[:, 0], writers[:, 1], nodes]), read_info=read_info, moves=moves)
+    partitions = _run(sc, "partitions", partition_task, [(fs, joined.fixup, shared, limit, str(work / f"edges{b}.npz"))
+                                                         for b, fs in enumerate(files["p"])])
     counts, examples = {}, {}
     for kind in BASE_COUNTS + ORDER_COUNTS:
         if kind == "torn_transaction":
             continue
-        found = [r[kind] for r in (values if kind in values[0] else partitions)]
+        found = [r[kind] for r in (values if kind in values[0] else partitions)]  # (count, smallest keys) per task
         counts[kind] = sum(n for n, _ in found)
         examples[kind] = sorted(k for _, ks in found for k in ks)[:limit]
-    torn = np.intersect1d(np.unique(np.concatenate([v["shown"] for v in values])),
-                          np.unique(np.concatenate([v["hidden"] for v in values])))
+    torn = np.intersect1d(np.unique(np.concatenate([v["shown"] for v in per_txn])),
+                          np.unique(np.concatenate([v["hidden"] for v in per_txn])))
     counts["torn_transaction"], examples["torn_transaction"] = len(torn), torn[:limit].tolist()
-    cycle_counts, cycle_examples = cycles(np.concatenate([r["edges"] for r in partitions]))
+    cycle_counts, cycle_examples = cycles(np.concatenate([np.load(r["edges"])["edges"] for r in partitions]))
     stats = _stats(got, joined, sum(v["values_read"] for v in values), test)
     return assemble({**counts, **cycle_counts}, examples, cycle_examples, sum(v["undecided"] for v in values),
                     isolation, stats)
