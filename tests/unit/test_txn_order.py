@@ -145,3 +145,15 @@ def test_the_verdict_fails_order_anomalies_and_allows_what_kafka_allows(tmp_path
     skip.drain(0, [[0, 0, 10], [0, 1, 11], [0, 2, 12]])
     s = check_path(skip.write(tmp_path / "skip"))
     assert (s["verdict"], s["failed"]) == ("fail", {"poll_skip": 1})
+
+
+def test_the_rebalance_example_of_docs_history_md_parses():
+    import json
+    from pathlib import Path
+
+    from checkers.txn_history import parse_ops
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "history.md").read_text()
+    block = text.split("### Rebalances", 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    parsed = parse_ops(enumerate([json.loads(line) for line in block.strip().splitlines()], 1))
+    assert parsed.rebalances == [(7, 1, frozenset({0, 1, 2}))]
