@@ -157,3 +157,27 @@ def test_the_rebalance_example_of_docs_history_md_parses():
     block = text.split("### Rebalances", 1)[1].split("```json", 1)[1].split("```", 1)[0]
     parsed = parse_ops(enumerate([json.loads(line) for line in block.strip().splitlines()], 1))
     assert parsed.rebalances == [(7, 1, frozenset({0, 1, 2}))]
+
+
+def test_pruning_to_backward_spans_keeps_every_component():
+    import networkx as nx
+    from hypothesis import given, settings, strategies as st
+
+    edge = st.tuples(st.integers(0, 30), st.integers(0, 30), st.sampled_from([WW, WR]))
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(edge, max_size=60))
+    def check(rows):
+        rows = [(s, d, k, 0, 0, 0, 0, 0) for s, d, k in rows if s != d]
+        counts, examples = cycles(np.array(rows, np.int64).reshape(-1, 8))
+        ww = nx.DiGraph([(s, d) for s, d, k, *_ in rows if k == WW])
+        full = nx.DiGraph([(s, d) for s, d, *_ in rows])
+        comps = [c for c in nx.strongly_connected_components(full) if len(c) > 1]
+        with_wr = [c for c in comps if any(k == WR and s in c and d in c for s, d, k, *_ in rows)]
+        assert counts == {"G0": sum(len(c) > 1 for c in nx.strongly_connected_components(ww)),
+                          "G1c": len(with_wr)}
+        for kind, ex in examples.items():  # every example is a real cycle of that kind's edges
+            cyc = ex["ops"]
+            assert all(e["from"] == a and e["to"] == b for e, a, b in zip(ex["edges"], cyc, cyc[1:] + cyc[:1]))
+            assert (kind == "G0") == all(e["edge"] == "ww" for e in ex["edges"])
+    check()
