@@ -30,6 +30,16 @@ class TxnCorpus:
     planted: dict[str, set[Any]]
 
 
+def write(corpus: TxnCorpus, run_dir: Path) -> Path:
+    """Write `corpus` as run_dir/history.jsonl and run_dir/test.json; return the history's path."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "test.json").write_text(json.dumps(corpus.test) + "\n", encoding="utf-8")
+    history = run_dir / "history.jsonl"
+    history.write_text("".join(json.dumps(op, separators=(",", ":")) + "\n" for op in corpus.ops), encoding="utf-8")
+    return history
+
+
 class _Builder:
     def __init__(self) -> None:
         self.ops: list[dict[str, Any]] = []

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from checkers import WORKLOAD_CHECKERS, CheckInputError, check_path
 from checkers.spark import spark_context
-from checkers.txn_corpus import PLANTS, generate
+from checkers.txn_corpus import PLANTS, generate, write
 from checkers.txn_reference import COUNTS, TxnChecker, check_txn_file
 from checkers.txn_spark import TxnSparkChecker, check_txn_spark
 from checkers.verdict import TXN
@@ -24,13 +24,6 @@ MASTER = "local[2]"
 def sc():
     """The process-wide SparkContext (test_checker.py's session fixture stops it at the end)."""
     return spark_context(MASTER)
-
-
-def write(corpus, run):
-    run.mkdir(parents=True, exist_ok=True)
-    (run / "test.json").write_text(json.dumps(corpus.test))
-    (run / "history.jsonl").write_text("".join(json.dumps(op) + "\n" for op in corpus.ops))
-    return run / "history.jsonl"
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
