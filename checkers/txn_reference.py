@@ -15,7 +15,12 @@ every anomaly. The names are Jepsen's (jepsen/tests/kafka.clj):
 - `torn_transaction`: a transaction that completed ok or info, some of whose
   values a read_committed reader saw and some not, though the final read of
   their partition completed;
-- `duplicate`: a value read at two or more distinct (partition, offset).
+- `duplicate`: a value read at two or more distinct (partition, offset);
+- the order kinds of checkers/txn_order.py (precommitted_read, inconsistent_offsets, poll and send skips and
+  reorderings, within a transaction or between two) and the dependency cycles G0 and G1c of
+  checkers/txn_cycles.py.
+
+checkers/txn_spark.py computes the same result on Spark; `assemble` is where both end.
 """
 from __future__ import annotations
 
