@@ -16,7 +16,7 @@ from typing import Any
 
 PLANTS = ("lost_write", "unseen", "G1a", "aborted_read", "torn_transaction", "duplicate", "precommitted_read",
           "inconsistent_offsets", "poll_skip", "nonmonotonic_poll", "int_poll_skip", "int_nonmonotonic_poll",
-          "nonmonotonic_send", "int_send_skip", "int_nonmonotonic_send", "G0", "G1c", "rebalanced_skip")
+          "nonmonotonic_send", "int_send_skip", "int_nonmonotonic_send", "G0", "G1c", "G1c_wr", "rebalanced_skip")
 # rebalanced_skip: a jump across a rebalance of the partition, which is no anomaly (it has no label).
 UNSENT = 1 << 40  # values above every sent one
 
@@ -158,8 +158,8 @@ def _base(rng: random.Random, b: _Builder, n: int, partitions: int, processes: i
 
 
 def plant_block(kind: str, b: Any, ps: list[int], procs: list[int], drainer: int) -> dict[str, Any]:
-    """One block causing exactly the returned {kind: key} (nothing for rebalanced_skip), on partitions `ps` and
-    processes `procs` nobody else uses."""
+    """One block causing exactly the returned {kind: key} (nothing for rebalanced_skip; G1c_wr is a G1c too), on
+    partitions `ps` and processes `procs` nobody else uses."""
     q, r = ps
     a, c, d = procs
     v = [b.fresh() for _ in range(4)]
@@ -240,6 +240,11 @@ def plant_block(kind: str, b: Any, ps: list[int], procs: list[int], drainer: int
         t2 = b.txn(c, "ok", [send(1, q, 1), send(2, r, 0)])
         reads = {q: [rec(0), rec(1)], r: [[r, 0, v[2]]]}
         out[kind] = (t1, t2)
+    elif kind == "G1c_wr":  # each polls the other's send: wr edges both ways, no ww edge
+        t1 = b.txn(a, "ok", [send(0, q, 0), ["poll", [[r, 0, v[1]]]]])
+        t2 = b.txn(c, "ok", [send(1, r, 0), ["poll", [rec(0)]]])
+        reads = {q: [rec(0)], r: [[r, 0, v[1]]]}
+        out["G1c"] = out[kind] = (t1, t2)
     for p in ps:
         b.drain(drainer, p, reads.get(p, []))
     return out

@@ -12,8 +12,9 @@ their invocation's line index. Its edges, with the fact that makes each (its *wi
   stays small; witness (partition, offset, value).
 
 Self-edges are left out. `G0` counts the strongly connected components (of two or more transactions) of the ww
-edges alone; `G1c` those of all edges that contain a wr edge between two of their members (a cycle through it
-exists). Each gets one example: a shortest cycle (ww only; through a wr edge) found in the component with the
+edges alone; `G1c` those of ww and wr edges that contain a wr edge between two of their members (a cycle through
+it exists); `G1c_wr` those of every wr edge alone (each read, not only the highest: transactions each of which
+read another's write, which no read_committed history can show). Each gets one example: a shortest cycle (ww only; through a wr edge) found in the component with the
 smallest transaction, as a table of its edges and why each exists.
 
 `cycles` is the one search both checkers run on their edge arrays, so equal edge sets give equal answers.
@@ -28,12 +29,12 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from checkers.txn_tasks import WR, WW, edge_array
+from checkers.txn_tasks import WR, WR_ALL, WW, edge_array
 
-__all__ = ["CYCLE_COUNTS", "WR", "WW", "cycles", "edge_array", "reference_edges"]
+__all__ = ["CYCLE_COUNTS", "WR", "WR_ALL", "WW", "cycles", "edge_array", "reference_edges"]
 
-EDGE_NAMES = ("ww", "wr")
-CYCLE_COUNTS = ("G0", "G1c")
+EDGE_NAMES = ("ww", "wr", "wr")
+CYCLE_COUNTS = ("G0", "G1c", "G1c_wr")
 CANDIDATES = 32  # transactions (or wr edges) of a component a shortest example cycle is searched through
 
 
@@ -59,6 +60,8 @@ def reference_edges(txns: list[Any], log: dict[int, dict[int, set[int]]]) -> np.
                 if writer.get(v, t.index) != t.index and (p not in top or (o, -v) > top[p]):
                     top[p] = (o, -v)
         rows += [(writer[-nv], t.index, WR, p, o, -nv, o, -nv) for p, (o, nv) in top.items()]
+        rows += [(writer[v], t.index, WR_ALL, p, o, v, o, v) for records in t.polls for p, o, v in records
+                 if writer.get(v, t.index) != t.index]
     return edge_array(rows)
 
 
@@ -141,7 +144,8 @@ def _table(cycle: list[int], edges: np.ndarray, kinds: tuple[int, ...], first: i
 
 
 def cycles(edges: np.ndarray) -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
-    """({"G0": n, "G1c": m}, {kind: example}) of an edge array (edge_array's form, any order, duplicates allowed).
+    """({"G0": n, "G1c": m, "G1c_wr": k}, {kind: example}) of an edge array (edge_array's form, any order,
+    duplicates allowed).
 
     An example is `{"ops": [invocation indexes around the cycle], "edges": [{"from", "to", "edge", "partition",
     "why"}, ...]}`, one row per edge of the cycle in order; kinds with a zero count have none.
@@ -153,7 +157,12 @@ def cycles(edges: np.ndarray) -> tuple[dict[str, int], dict[str, dict[str, Any]]
     counts["G0"] = len(comps)
     if comps:
         examples["G0"] = _table(_shortest_cycle(g, comps[0]), ww, (WW,))
-    part = _cyclic_part(edges) if len(edges) else edges
+    every = _cyclic_part(edges[edges[:, 2] == WR_ALL]) if len(edges) else edges
+    g, comps = _components(every)
+    counts["G1c_wr"] = len(comps)
+    if comps:
+        examples["G1c_wr"] = _table(_shortest_cycle(g, comps[0]), every, (WR_ALL,))
+    part = _cyclic_part(edges[edges[:, 2] != WR_ALL]) if len(edges) else edges
     g, comps = _components(part)
     member = {n: i for i, c in enumerate(comps) for n in c}
     wr_in: dict[int, list[tuple[int, int]]] = defaultdict(list)

@@ -37,7 +37,8 @@ __all__ = ["COUNTS", "INVALID", "TxnChecker", "assemble", "check_txn", "check_tx
 BASE_COUNTS = ("lost_write", "unseen", "G1a", "aborted_read", "torn_transaction", "duplicate")
 COUNTS = BASE_COUNTS + ORDER_COUNTS + CYCLE_COUNTS
 # Kinds that make the checker's `valid` false; `unseen` only where the final read of its partition completed, and
-# `precommitted_read` only under read_committed. G0, G1c and int_send_skip are what Kafka's transactions allow.
+# `precommitted_read` and `G1c_wr` only under read_committed. G0, G1c and int_send_skip are what Kafka's
+# transactions allow.
 INVALID = ("lost_write", "G1a", "torn_transaction", "duplicate", "inconsistent_offsets", "poll_skip",
            "nonmonotonic_poll", "int_poll_skip", "int_nonmonotonic_poll", "nonmonotonic_send",
            "int_nonmonotonic_send")
@@ -64,8 +65,8 @@ def check_txn(parsed: Parsed, test: dict[str, Any] | None, *,
     order kinds' keys are in checkers/txn_order.py; G0 and G1c count components, checkers/txn_cycles.py);
     `examples` the smallest keys of each non-zero kind but G0 and G1c, whose example cycle is in `cycles`;
     `unseen_undecided` the unseen values whose partition's final read did not complete (they may be there).
-    `valid` is False for any kind of INVALID, a precommitted_read under read_committed or an unseen value in a
-    completed partition, else "unknown" if some unseen value is undecided, else True.
+    `valid` is False for any kind of INVALID, a precommitted_read or G1c_wr under read_committed or an unseen
+    value in a completed partition, else "unknown" if some unseen value is undecided, else True.
     """
     isolation = isolation_of(test)
     polls_committed = isolation == COMMITTED
@@ -107,7 +108,7 @@ def assemble(counts: dict[str, int], examples: dict[str, list[Any]], cycle_examp
              undecided: int, isolation: str, stats: dict[str, Any]) -> dict[str, Any]:
     """The checker's result from its counts (every kind of COUNTS), examples (keys as tuples or lists) and
     cycles; `valid` as `check_txn` says. Both txn checkers end here, so their results have one shape."""
-    invalid = [*INVALID, *(("precommitted_read",) if isolation == COMMITTED else ())]
+    invalid = [*INVALID, *(("precommitted_read", "G1c_wr") if isolation == COMMITTED else ())]
     failed = any(counts[k] for k in invalid) or counts["unseen"] > undecided
     valid: bool | str = False if failed else "unknown" if undecided else True
     return {"valid": valid, "counts": {k: int(counts[k]) for k in COUNTS},

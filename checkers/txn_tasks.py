@@ -8,7 +8,7 @@ compute them:
   a read_committed reader returned and those with one it did not (in a completed partition); and the info
   transactions with some value read (their sends enter the version order);
 - `partition_task` (files `p<k>`: whole Kafka partitions): inconsistent_offsets, the poll and send kinds, and
-  the ww and wr edges (`edge_array` rows) of the partitions.
+  the ww, wr and every-wr edges (`edge_array` rows) of the partitions.
 
 A kind comes back as (count, the `limit` smallest keys): every kind's keys lie in one value or one partition,
 so the driver adds the counts. Pure numpy: the functions travel to Spark's workers by value.
@@ -21,7 +21,7 @@ import numpy as np
 
 from checkers.txn_flat import NULL
 
-WW, WR = 0, 1
+WW, WR, WR_ALL = 0, 1, 2  # WR_ALL: every wr edge, for the cycles of wr edges alone
 EDGE_COLUMNS = ("src", "dst", "kind", "p", "o1", "v1", "o2", "v2")
 SHIFT = np.int64(1 << 40)  # offsets and line indexes stay below 2**40
 Kind = tuple[int, list[tuple[int, ...]]]
@@ -210,14 +210,17 @@ def _ww(E: np.ndarray, wv: np.ndarray, wtx: np.ndarray, wnode: np.ndarray) -> np
 
 
 def _wr(P: np.ndarray, wv: np.ndarray, wtx: np.ndarray, wnode: np.ndarray) -> np.ndarray:
-    """wr rows: per node transaction and partition, from the writer of its highest read with a node writer."""
+    """wr rows: per node transaction and partition, from the writer of its highest read with a node writer; and
+    WR_ALL rows, from the writer of every such read."""
     w = _lookup(P[:, 2], wv, wtx)
     keep = (_lookup(P[:, 2], wv, wnode, 0) == 1) & (w != P[:, 3]) & ((P[:, 8] == 1) | (P[:, 8] == 3))
     P, w = P[keep], w[keep]
     if not len(P):
         return np.zeros((0, 8), np.int64)
+    every = np.stack([w, P[:, 3], np.full(len(P), WR_ALL), P[:, 0], P[:, 1], P[:, 2], P[:, 1], P[:, 2]], 1)
     order = np.lexsort((-P[:, 2], P[:, 1], P[:, 0], P[:, 3]))  # by reader, partition, offset, -value
     P, w = P[order], w[order]
     last = np.r_[(P[1:, 3] != P[:-1, 3]) | (P[1:, 0] != P[:-1, 0]), True]
     P, w = P[last], w[last]
-    return np.stack([w, P[:, 3], np.full(len(P), WR), P[:, 0], P[:, 1], P[:, 2], P[:, 1], P[:, 2]], 1)
+    top = np.stack([w, P[:, 3], np.full(len(P), WR), P[:, 0], P[:, 1], P[:, 2], P[:, 1], P[:, 2]], 1)
+    return np.concatenate([top, edge_array(every)])

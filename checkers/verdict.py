@@ -192,13 +192,19 @@ TXN_ALLOWED = {"aborted_read": "read_uncommitted polls see transactions that lat
                "G0": "Kafka does not isolate writes: concurrent transactions' sends interleave in each partition",
                "G1c": "its cycles go through ww edges, which only say how concurrent sends interleaved",
                "int_send_skip": "another transaction's sends may land between one transaction's sends"}
-PRECOMMITTED = "precommitted_read"
+# Kinds that read_uncommitted polls explain, and that fail under read_committed: (why allowed, why failed).
+BY_ISOLATION = {
+    "precommitted_read": ("a read_uncommitted poll sees its own transaction's sends",
+                          "a read_committed poll saw its own transaction's sends before the commit"),
+    "G1c_wr": ("read_uncommitted polls see transactions before they commit",
+               "transactions read each other's writes: impossible if each saw only committed data"),
+}
 
 
 def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int]) -> Judgement:
     """The verdict of a txn run (docs/verdicts.md, "The txn workload"): every anomaly of TXN_FAILS fails, and
-    so do unseen writes whose partition's final read completed, and precommitted reads under read_committed;
-    the kinds of TXN_ALLOWED (and precommitted reads under read_uncommitted) are observed, allowed; unseen writes
+    so do unseen writes whose partition's final read completed, and the kinds of BY_ISOLATION under
+    read_committed; the kinds of TXN_ALLOWED (and of BY_ISOLATION under read_uncommitted) are observed, allowed; unseen writes
     in partitions whose final read did not complete make it unknown."""
     txn = (results.get("checkers") or {}).get(TXN) or {}
     failed = {k: counts[k] for k in TXN_FAILS if counts.get(k)}
@@ -215,13 +221,11 @@ def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int]) -> Judgemen
                          "(the final read of their partitions did not complete)")
     allowed = {k: counts[k] for k in TXN_ALLOWED if counts.get(k)}
     why["allowed"].update({k: TXN_ALLOWED[k] for k in allowed})
-    if counts.get(PRECOMMITTED):
-        if txn.get("isolation") == "read_uncommitted":
-            allowed[PRECOMMITTED] = counts[PRECOMMITTED]
-            why["allowed"][PRECOMMITTED] = "a read_uncommitted poll sees its own transaction's sends"
-        else:
-            failed[PRECOMMITTED] = counts[PRECOMMITTED]
-            why["failed"][PRECOMMITTED] = "a read_committed poll saw its own transaction's sends before the commit"
+    for kind, (ok_why, bad_why) in BY_ISOLATION.items():
+        if counts.get(kind):
+            fine = txn.get("isolation") == "read_uncommitted"
+            (allowed if fine else failed)[kind] = counts[kind]
+            why["allowed" if fine else "failed"][kind] = ok_why if fine else bad_why
     return Judgement(FAIL if failed else UNKNOWN if undecided else PASS, failed, allowed, why, tuple(undecided))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checkers.txn_cycles import WR, WW, cycles, edge_array
+from checkers.txn_cycles import WR, WR_ALL, WW, cycles, edge_array
 from test_txn_checker import RC, RU, H, found
 
 
@@ -125,8 +125,11 @@ def test_cycles_counts_components_and_ignores_what_cannot_cycle():
             (5, 6, WW, 0, 5, 7, 6, 8), (6, 5, WR, 1, 3, 9, 3, 9),  # G1c on {5, 6}
             (2, 5, WW, 0, 1, 2, 5, 7)]  # joins them one way only
     counts, ex = cycles(np.array(rows + rows[:1]))
-    assert counts == {"G0": 1, "G1c": 1} and ex["G0"]["ops"] == [1, 2] and ex["G1c"]["ops"] == [6, 5]
-    assert cycles(edge_array([]))[0] == {"G0": 0, "G1c": 0}
+    assert counts == {"G0": 1, "G1c": 1, "G1c_wr": 0} and ex["G0"]["ops"] == [1, 2] and ex["G1c"]["ops"] == [6, 5]
+    assert cycles(edge_array([]))[0] == {"G0": 0, "G1c": 0, "G1c_wr": 0}
+    both_ways = [(1, 2, WR_ALL, 0, 0, 5, 0, 5), (2, 1, WR_ALL, 1, 0, 6, 0, 6)]
+    counts, ex = cycles(np.array(both_ways))
+    assert counts == {"G0": 0, "G1c": 0, "G1c_wr": 1} and [e["edge"] for e in ex["G1c_wr"]["edges"]] == ["wr", "wr"]
 
 
 def test_the_verdict_fails_order_anomalies_and_allows_what_kafka_allows(tmp_path):
@@ -163,7 +166,7 @@ def test_pruning_to_backward_spans_keeps_every_component():
     import networkx as nx
     from hypothesis import given, settings, strategies as st
 
-    edge = st.tuples(st.integers(0, 30), st.integers(0, 30), st.sampled_from([WW, WR]))
+    edge = st.tuples(st.integers(0, 30), st.integers(0, 30), st.sampled_from([WW, WR, WR_ALL]))
 
     @settings(max_examples=200, deadline=None)
     @given(st.lists(edge, max_size=60))
@@ -171,13 +174,32 @@ def test_pruning_to_backward_spans_keeps_every_component():
         rows = [(s, d, k, 0, 0, 0, 0, 0) for s, d, k in rows if s != d]
         counts, examples = cycles(np.array(rows, np.int64).reshape(-1, 8))
         ww = nx.DiGraph([(s, d) for s, d, k, *_ in rows if k == WW])
-        full = nx.DiGraph([(s, d) for s, d, *_ in rows])
+        every = nx.DiGraph([(s, d) for s, d, k, *_ in rows if k == WR_ALL])
+        full = nx.DiGraph([(s, d) for s, d, k, *_ in rows if k != WR_ALL])
         comps = [c for c in nx.strongly_connected_components(full) if len(c) > 1]
         with_wr = [c for c in comps if any(k == WR and s in c and d in c for s, d, k, *_ in rows)]
         assert counts == {"G0": sum(len(c) > 1 for c in nx.strongly_connected_components(ww)),
-                          "G1c": len(with_wr)}
+                          "G1c": len(with_wr),
+                          "G1c_wr": sum(len(c) > 1 for c in nx.strongly_connected_components(every))}
         for kind, ex in examples.items():  # every example is a real cycle of that kind's edges
             cyc = ex["ops"]
             assert all(e["from"] == a and e["to"] == b for e, a, b in zip(ex["edges"], cyc, cyc[1:] + cyc[:1]))
             assert (kind == "G0") == all(e["edge"] == "ww" for e in ex["edges"])
+            assert any(e["edge"] == "wr" for e in ex["edges"]) if kind == "G1c" else True
+            assert all(e["edge"] == "wr" for e in ex["edges"]) if kind == "G1c_wr" else True
     check()
+
+
+def test_a_cycle_of_wr_edges_alone_fails_under_read_committed_only(tmp_path):
+    from checkers import check_path
+
+    # each transaction polled the other's send: both saw the other's write before committing
+    h = (H().txn(0, "ok", sends=[(0, 10, 0, 0)], polls=[[[1, 0, 11]]])
+         .txn(1, "ok", sends=[(1, 11, 1, 0)], polls=[[[0, 0, 10]]])
+         .drain(0, [[0, 0, 10]]).drain(1, [[1, 0, 11]]))
+    r = h.check()
+    assert found(r) == {"G1c": 1, "G1c_wr": 1} and r["cycles"]["G1c_wr"]["ops"] == [0, 2]
+    rc = check_path(h.write(tmp_path / "rc", RC))
+    assert (rc["verdict"], rc["failed"], rc["allowed"]) == ("fail", {"G1c_wr": 1}, {"G1c": 1})
+    ru = check_path(h.write(tmp_path / "ru", RU))
+    assert (ru["verdict"], ru["allowed"]) == ("pass", {"G1c": 1, "G1c_wr": 1})
