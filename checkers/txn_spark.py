@@ -89,7 +89,7 @@ def _check(sc: SparkContext, history: Path, work: Path, test: dict[str, Any] | N
     read_info = np.unique(np.concatenate([v["read_info"] for v in per_txn]))
     writers = np.concatenate([s.writers for s in got] + [joined.cut_writers])
     if len(writers):
-        txn_tasks._fix(writers[:, 1], joined.fixup)
+        txn_tasks.fix_placeholders(writers[:, 1], joined.fixup)
     writers = writers[np.argsort(writers[:, 0], kind="stable")]
     nodes = ((writers[:, 2] == TYPES["ok"]) | (writers[:, 2] == TYPES["info"])).astype(np.int64)
     moves = np.array([(proc, p, i) for s in got for i, proc, ps in s.rebalances for p in ps], np.int64).reshape(-1, 3)

@@ -48,7 +48,7 @@ def _load(files: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(reads), np.concatenate(sends)
 
 
-def _fix(txn: np.ndarray, fixup: np.ndarray) -> None:
+def fix_placeholders(txn: np.ndarray, fixup: np.ndarray) -> None:
     """Placeholders (-1 - completion index) to invocation indexes, in place."""
     hole = (txn < 0) & (txn != NULL)
     if hole.any() and len(fixup):
@@ -93,8 +93,8 @@ def value_task(job: tuple) -> dict[str, Any]:
     `hidden`, `read_info`) are saved at `out`, whose name is returned as "arrays"."""
     files, fixup, top, complete, rc_polls, limit, out = job
     R, S = _load(files)
-    _fix(R[:, 3], fixup)
-    _fix(S[:, 3], fixup)
+    fix_placeholders(R[:, 3], fixup)
+    fix_placeholders(S[:, 3], fixup)
     rv, role = R[:, 2], R[:, 7]
     committed_reader = (role == 1) | ((role == 0) & bool(rc_polls))
     read = np.unique(rv)
@@ -135,8 +135,8 @@ def partition_task(job: tuple) -> dict[str, Any]:
     with np.load(shared) as z:
         (wv, wtx, wnode), read_info, moves = z["writers"], z["read_info"], z["moves"]
     R, S = _load(files)
-    _fix(R[:, 3], fixup)
-    _fix(S[:, 3], fixup)
+    fix_placeholders(R[:, 3], fixup)
+    fix_placeholders(S[:, 3], fixup)
     into = (S[:, 1] != NULL) & ((S[:, 6] == 1) | ((S[:, 6] == 3) & np.isin(S[:, 3], read_info)))
     E = unique_rows(np.concatenate([R[:, :3], S[into][:, :3]]))  # version order: (p, o, v), sorted
     po = E[:, 0] * SHIFT + E[:, 1]
