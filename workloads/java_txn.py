@@ -135,6 +135,13 @@ class JavaTxnProcess:
             raise JavaClientError(f"the Java client exited ({self.proc.poll()})")
         return reply
 
+    def features(self, bootstrap: str) -> dict[str, int] | None:
+        """The cluster's finalized feature levels (transaction.version 2: KIP-890's transactions), None if the
+        Admin call failed; logged either way."""
+        reply = self.call(-1, {"op": "features", "bootstrap": bootstrap}, 60)
+        log.info("cluster features for the Java client: %s", reply.get("finalized") or reply.get("error"))
+        return reply.get("finalized") if reply.get("ok") else None
+
     def close(self, timeout: float = 60) -> None:
         """End stdin (the JVM closes every client and exits); kill it if it has not exited within `timeout`."""
         try:

@@ -95,6 +95,7 @@ class TxnWorkload:
         if self.java is not None:
             from workloads.java_txn import JavaTxnClient, JavaTxnProcess
             self._jvm = JavaTxnProcess(self.java)
+            self._jvm.features(cluster.bootstrap())
             make = lambda *a: JavaTxnClient(*a, jvm=self._jvm)  # noqa: E731
         for p in range(self.cfg.workload.producers):
             client = make(self.cfg, cluster.bootstrap(), history, p, self.count)

@@ -12,6 +12,7 @@
 //   {"p":0,"op":"txn","mops":[["send",4,0],["poll"]],"abort":false}
 //        -> {"p":0,"type":"ok|fail|info","value":[completed micro-ops],"error":..,"polled":n,"producer":bool}
 //   {"p":0,"op":"close"}                           -> {"p":0,"ok":true}
+//   {"p":-1,"op":"features","bootstrap":".."}      -> {"p":-1,"ok":true,"finalized":{"transaction.version":2,..}}
 // End of stdin closes every process's clients and exits. Kafka's own logging goes to stderr.
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -32,6 +33,8 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -103,9 +106,25 @@ public final class KchaosTxnClient {
                     case "init": return init(r);
                     case "txn": return transact(req, r);
                     case "close": close(); return r.put("ok", true);
+                    case "features": return features(req, r);
                     default: return r.put("ok", false).put("error", "unknown op " + req.get("op"));
                 }
             } catch (RuntimeException e) {  // a reply for every request: the harness waits for it
+                return r.put("ok", false).put("error", describe(e));
+            }
+        }
+
+        /** The cluster's finalized feature levels: transaction.version 2 is KIP-890's protocol. */
+        static ObjectNode features(JsonNode req, ObjectNode r) {
+            Map<String, Object> props = new HashMap<>();
+            props.put("bootstrap.servers", req.get("bootstrap").asText());
+            props.put("request.timeout.ms", "5000");
+            try (Admin admin = Admin.create(props)) {
+                FeatureMetadata meta = admin.describeFeatures().featureMetadata().get(30, TimeUnit.SECONDS);
+                ObjectNode finalized = r.putObject("finalized");
+                meta.finalizedFeatures().forEach((name, range) -> finalized.put(name, range.maxVersionLevel()));
+                return r.put("ok", true);
+            } catch (Exception e) {
                 return r.put("ok", false).put("error", describe(e));
             }
         }
