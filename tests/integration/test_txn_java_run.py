@@ -17,7 +17,8 @@ KCHAOS = [sys.executable, "-m", "harness.cli"]
 def test_java_client_txn_under_kill_leader_on_kafka_4_1_is_valid(store):
     proc = subprocess.run([*KCHAOS, "run", "--store", str(store), "--name", "txn-java", "--workload", "txn",
                            "--client", "java", "--kafka-version", "4.1.0", "--nemesis", "kill-leader",
-                           "--interval", "8", "--time-limit", "30", "--rate", "40", "--txn-abort-p", "0.2",
+                           "--interval", "8", "--time-limit", "30", "--rate", "60", "--producers", "6",
+                           "--txn-abort-p", "0.2",
                            "--seed", "23"],
                           capture_output=True, text=True, timeout=900)
     run = (Path(store) / "latest").resolve()
@@ -26,7 +27,7 @@ def test_java_client_txn_under_kill_leader_on_kafka_4_1_is_valid(store):
     assert results["verdict"] == "pass" and results["allowed"] == {}
     assert not any(results["counts"].values()), results["counts"]
     stats = results["stats"]
-    assert stats["txn_ok"] >= 300 and stats["txn_fail"] > 0, stats
+    assert stats["txn_ok"] >= 200 and stats["txn_fail"] > 0, stats
     assert stats["partitions_incomplete"] == [] and stats["committed_sends"] > 0
     ops = list(read_history(run / "history.jsonl"))
     assert any(o["process"] == "nemesis" and o["f"] == "kill" and o["type"] == "ok" for o in ops)

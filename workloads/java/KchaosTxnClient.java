@@ -44,6 +44,7 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.AuthorizationException;
 import org.apache.kafka.common.errors.OutOfOrderSequenceException;
 import org.apache.kafka.common.errors.ProducerFencedException;
+import org.apache.kafka.common.errors.RetriableException;
 import org.apache.kafka.common.errors.UnsupportedVersionException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -249,13 +250,16 @@ public final class KchaosTxnClient {
             }
         }
 
-        /** Abort after an error; true if the abort was confirmed. Otherwise the producer is dropped, and the
-         *  next op's producer (same transactional.id) fences it. */
+        /** Abort after an error that requires it; true if the abort was confirmed. Otherwise the producer is
+         *  dropped, and the next op's producer (same transactional.id) fences it. */
         boolean abortAfter(RuntimeException e) {
             if (producer == null) return false;
             boolean fatal = e instanceof ProducerFencedException || e instanceof OutOfOrderSequenceException
                 || e instanceof AuthorizationException || e instanceof UnsupportedVersionException;
-            if (!fatal) {
+            // A timed-out call must be retried before any other (abortTransaction then fails, or waits out its own
+            // timeout against the same unreachable coordinator): as librdkafka's retriable errors, it drops the producer.
+            boolean retriable = e instanceof RetriableException || e instanceof IllegalStateException;
+            if (!fatal && !retriable) {
                 try {
                     producer.abortTransaction();
                     return true;
