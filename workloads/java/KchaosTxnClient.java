@@ -20,6 +20,7 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import java.io.BufferedReader;
+import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -60,7 +61,13 @@ public final class KchaosTxnClient {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         for (String line; (line = in.readLine()) != null; ) {
             if (line.isBlank()) continue;
-            JsonNode req = JSON.readTree(line);
+            JsonNode req;
+            try {
+                req = JSON.readTree(line);
+            } catch (IOException e) {
+                System.err.println("not a request: " + describe(e));
+                continue;
+            }
             Proc proc = procs.computeIfAbsent(req.get("p").asInt(), Proc::new);
             proc.thread.submit(() -> reply(proc.handle(req)));
         }
