@@ -15,6 +15,8 @@ from core.page_cache import MODELS as PAGE_CACHE_MODELS, NEVER as NEVER_WRITTEN_
 ACKS = ("0", "1", "all")
 STORAGES = ("auto", "lazyfs", "plain")
 ISOLATIONS = ("read_committed", "read_uncommitted")
+CLIENTS = ("python", "java")  # --client: librdkafka (confluent-kafka-python), or the Kafka Java client
+JAVA_CLIENTS_DEFAULT = "4.1.0"  # kafka-clients of the Java client when the brokers run a Kafka before 4.0
 MAX_RETRIES = 2147483647  # librdkafka's default: retry until delivery.timeout.ms
 
 
@@ -93,6 +95,10 @@ class WorkloadConfig:
     # transactions it aborts on purpose.
     txn_isolation: str = "read_committed"
     txn_abort_p: float = 0.1
+    # The client library of the txn workload: "python" (librdkafka) or "java" (workloads/java_txn.py), and for java
+    # the version of its kafka-clients jar (4.x: KIP-890 transactions).
+    client: str = "python"
+    client_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +145,8 @@ class TestConfig:
             del d["workload"]["full_load"]
         if self.workload.kind != "txn":  # a queue run's test.json stays as before
             del d["workload"]["txn_isolation"], d["workload"]["txn_abort_p"]
+        if self.workload.client == "python":  # so does a run on librdkafka's
+            del d["workload"]["client"], d["workload"]["client_version"]
         return d
 
     @classmethod
@@ -171,6 +179,13 @@ def _build(klass: type, value: Any, where: str) -> Any:
     if klass is NemesisConfig:
         value = {**value, **{k: tuple(value[k]) for k in ("names", "mix_families") if k in value}}
     return klass(**value)
+
+
+def java_clients_version(kafka_version: str) -> str:
+    """The kafka-clients version `--client java` uses with brokers of `kafka_version`: the same release from 4.0 on
+    (its jars are already cached with the brokers'), else JAVA_CLIENTS_DEFAULT."""
+    major = re.match(r"(\d+)\.", kafka_version)
+    return kafka_version if major and int(major.group(1)) >= 4 else JAVA_CLIENTS_DEFAULT
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -228,6 +243,13 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
            f"--txn-isolation must be one of {', '.join(ISOLATIONS)}; got {w.txn_isolation!r}")
     _check(isinstance(w.txn_abort_p, (int, float)) and not isinstance(w.txn_abort_p, bool)
            and 0 <= w.txn_abort_p <= 1, f"--txn-abort-p must be a fraction in [0, 1], got {w.txn_abort_p!r}")
+    _check(w.client in CLIENTS, f"--client must be one of {', '.join(CLIENTS)}; got {w.client!r}")
+    if w.client == "java":
+        _check(w.kind == "txn", f"--client java runs only --workload txn, not {w.kind}")
+        _check(isinstance(w.client_version, str) and bool(re.fullmatch(r"([4-9]|\d\d+)\.\d+\.\d+", w.client_version)),
+               f"the Java client needs kafka-clients 4.0 or later, got {w.client_version!r}")
+    else:
+        _check(w.client_version is None, "a kafka-clients version applies only to --client java")
     if w.kind == "txn":
         _check(p.idempotence, "--workload txn needs --idempotence: a transactional producer is idempotent")
         _check(w.in_flight == 1 and w.producer_processes == 0,
