@@ -21,39 +21,25 @@ from pathlib import Path
 from typing import Any
 
 from checkers.spark import spark_context
-from checkers.txn_corpus import PLANTS, plant_block
+from checkers.txn_corpus import PLANTS, Builder, plant_block
 from checkers.txn_reference import check_txn_file
 from checkers.txn_spark import check_txn_spark
 
 POLL_MAX = 100
 
 
-class StreamBuilder:
+class StreamBuilder(Builder):
     """checkers/txn_corpus.py's builder, writing each op to a file instead of keeping it."""
 
     def __init__(self, fh: Any):
-        self.fh, self.n, self.value = fh, 0, 0
+        super().__init__()
+        self.fh, self.n = fh, 0
         self.dumps = json.JSONEncoder(separators=(",", ":")).encode
 
     def add(self, **op: Any) -> int:
         self.fh.write(self.dumps({"index": self.n, "time": self.n * 1000, **op}) + "\n")
         self.n += 1
         return self.n - 1
-
-    def fresh(self) -> int:
-        self.value += 1
-        return self.value
-
-    def txn(self, process: int, type_: str, mops: list[list[Any]]) -> int:
-        at = self.add(process=process, type="invoke", f="txn",
-                      value=[m[:3] if m[0] == "send" else ["poll"] for m in mops])
-        self.add(process=process, type=type_, f="txn", value=mops,
-                 **({"error": "aborted on purpose"} if type_ == "fail" else {}))
-        return at
-
-    def drain(self, process: int, p: int, records: list[list[int]], complete: bool = True) -> None:
-        self.add(process=process, type="invoke", f="drain", partition=p)
-        self.add(process=process, type="ok", f="drain", partition=p, records=records, complete=complete)
 
 
 def write_history(run: Path, ops: int, seed: int = 1, processes: int = 4, partitions: int = 6,

@@ -40,7 +40,10 @@ def write(corpus: TxnCorpus, run_dir: Path) -> Path:
     return history
 
 
-class _Builder:
+class Builder:
+    """Builds a txn history op by op (kept in `ops`); `add` is the one place an op goes, so a subclass can
+    stream them elsewhere."""
+
     def __init__(self) -> None:
         self.ops: list[dict[str, Any]] = []
         self.value = 0
@@ -78,7 +81,7 @@ def generate(seed: int, *, txns: int = 40, partitions: int = 3, processes: int =
         raise ValueError(f"unknown plant kinds {sorted(set(plant) - set(PLANTS))}; known: {PLANTS}")
     if plant.get("aborted_read") and isolation != "read_uncommitted":
         raise ValueError("aborted_read needs read_uncommitted polls")
-    rng, b = random.Random(seed), _Builder()
+    rng, b = random.Random(seed), Builder()
     labels: dict[str, set[Any]] = {"aborted_read": set(), "precommitted_read": set()}
     logs = _base(rng, b, txns, partitions, processes, isolation, labels)
     state = {"p": partitions, "proc": processes + 1}  # process `processes` drains
@@ -103,7 +106,7 @@ def generate(seed: int, *, txns: int = 40, partitions: int = 3, processes: int =
     return TxnCorpus(b.ops, test, labels)
 
 
-def _base(rng: random.Random, b: _Builder, n: int, partitions: int, processes: int, isolation: str,
+def _base(rng: random.Random, b: Builder, n: int, partitions: int, processes: int, isolation: str,
           labels: dict[str, set[Any]]) -> dict[int, list[tuple[int, int, bool]]]:
     """Transactions of a correct Kafka, one at a time; each partition's log as (offset, value, visible). Under
     read_uncommitted its polls read aborted values and their own sends: those go into `labels`."""
