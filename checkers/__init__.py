@@ -18,6 +18,7 @@ from checkers.promise_run import loss_section, rules_of
 from checkers.queue import QueueChecker
 from checkers.spark import prestart
 from checkers.txn_reference import TxnChecker
+from checkers.txn_spark import TxnSparkChecker
 from checkers.verdict import SOURCE, TXN, Judgement, judge, judged, merge
 from core.faults import FaultsError, read_faults
 from core.protocols import Checker
@@ -26,8 +27,13 @@ CHECKERS: dict[str, Callable[..., Checker]] = {
     SOURCE: QueueChecker,
 }
 # Workloads whose histories the queue checkers cannot read: their own checkers, by workload kind. Their runs are
-# neither converted to Parquet nor given the queue checkers; the checker validates the history itself.
+# neither converted to Parquet nor given the queue checkers; the checker validates the history itself. The txn
+# workload's runs on Spark, as the queue's does; its reference (TxnChecker, checkers/txn_reference.py) stays the
+# definition it is tested against and the baseline it is timed against (REFERENCE_CHECKERS).
 WORKLOAD_CHECKERS: dict[str, dict[str, Callable[..., Checker]]] = {
+    TXN: {TXN: TxnSparkChecker},
+}
+REFERENCE_CHECKERS: dict[str, dict[str, Callable[..., Checker]]] = {
     TXN: {TXN: TxnChecker},
 }
 
@@ -37,7 +43,7 @@ RESULTS_FILE = "results.json"
 # Copied from the queue checker's result to the top level of results.json.
 SUMMARY_KEYS = ("counts", "examples", "loss", "stats", "latency_ms", "timeline")
 
-__all__ = ["CHECKERS", "WORKLOAD_CHECKERS", "CheckInputError", "QueueChecker", "check_path", "check_runs", "check_tree", "exit_code",
+__all__ = ["CHECKERS", "REFERENCE_CHECKERS", "WORKLOAD_CHECKERS", "CheckInputError", "QueueChecker", "check_path", "check_runs", "check_tree", "exit_code",
            "find_runs", "judge", "judge_loss", "judge_run", "merge_valid", "rejudge_loss", "run_checkers", "validate_history"]
 
 
@@ -70,7 +76,7 @@ def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
     _check_faults(history.parent)
     own = WORKLOAD_CHECKERS.get(workload_kind(test, history))
     if own is not None:
-        return _write_result(history, run_own(own, test, history))
+        return _write_result(history, run_own(own, test, history, spark_master))
     prestart(spark_master)  # the JVM starts while the history converts
     convert(history, validate=True)
     checkers = {name: make(master=spark_master) for name, make in CHECKERS.items()}
@@ -90,10 +96,11 @@ def workload_kind(test: dict[str, Any], history: Path) -> str:
     return SOURCE
 
 
-def run_own(checkers: dict[str, Callable[..., Checker]], test: dict[str, Any], history: Path) -> dict[str, Any]:
-    """Run a workload's own checkers (WORKLOAD_CHECKERS) like `run_checkers`, except that a CheckInputError (a
-    malformed history) propagates: bad input, not an unknown verdict."""
-    return run_checkers({name: make() for name, make in checkers.items()}, test, history,
+def run_own(checkers: dict[str, Callable[..., Checker]], test: dict[str, Any], history: Path,
+            spark_master: str = "local[*]") -> dict[str, Any]:
+    """Run a workload's own checkers (WORKLOAD_CHECKERS) like `run_checkers`, on Spark master `spark_master`,
+    except that a CheckInputError (a malformed history) propagates: bad input, not an unknown verdict."""
+    return run_checkers({name: make(master=spark_master) for name, make in checkers.items()}, test, history,
                         passthrough=(CheckInputError,))
 
 
@@ -101,7 +108,7 @@ def _write_result(history: Path, composed: dict[str, Any]) -> dict[str, Any]:
     source = TXN if TXN in composed else SOURCE
     queue = composed.get(source, {})
     result: dict[str, Any] = {"valid": composed["valid"]}
-    result.update({k: queue[k] for k in (*SUMMARY_KEYS, "unseen_undecided") if k in queue})
+    result.update({k: queue[k] for k in (*SUMMARY_KEYS, "unseen_undecided", "cycles") if k in queue})
     if "loss" in result:
         result["loss"] = {**result["loss"], **judge_loss(history, result)}
     result["checkers"] = {k: v for k, v in composed.items() if k != "valid"}

@@ -194,13 +194,32 @@ TXN = "txn"  # the workload whose runs checkers/txn_reference.py checks, and the
 TXN_FAILS = {"lost_write": "a committed write is missing below offsets that were read",
              "G1a": "a read_committed reader saw a value of an aborted transaction",
              "torn_transaction": "only part of a committed transaction became visible",
-             "duplicate": "a value was written twice, though the producer is transactional"}
+             "duplicate": "a value was written twice, though the producer is transactional",
+             "inconsistent_offsets": "one offset of a partition held two different values",
+             "poll_skip": "a consumer jumped past records that exist, within one assignment",
+             "nonmonotonic_poll": "a consumer went back in a partition, within one assignment",
+             "int_poll_skip": "a transaction's polls jumped past records that exist",
+             "int_nonmonotonic_poll": "a transaction's polls went back in a partition",
+             "nonmonotonic_send": "a transactional producer's later transaction was written below its earlier one",
+             "int_nonmonotonic_send": "a transaction's sends to one partition were written out of order"}
+TXN_ALLOWED = {"aborted_read": "read_uncommitted polls see transactions that later abort",
+               "G0": "Kafka does not isolate writes: concurrent transactions' sends interleave in each partition",
+               "G1c": "its cycles go through ww edges, which only say how concurrent sends interleaved",
+               "int_send_skip": "another transaction's sends may land between one transaction's sends"}
+# Kinds that read_uncommitted polls explain, and that fail under read_committed: (why allowed, why failed).
+BY_ISOLATION = {
+    "precommitted_read": ("a read_uncommitted poll sees its own transaction's sends",
+                          "a read_committed poll saw its own transaction's sends before the commit"),
+    "G1c_wr": ("read_uncommitted polls see transactions before they commit",
+               "transactions read each other's writes: impossible if each saw only committed data"),
+}
 
 
 def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int]) -> Judgement:
     """The verdict of a txn run (docs/verdicts.md, "The txn workload"): every anomaly of TXN_FAILS fails, and
-    so do unseen writes whose partition's final read completed; `aborted_read` (read_uncommitted polls) is
-    observed, allowed; unseen writes in partitions whose final read did not complete make it unknown."""
+    so do unseen writes whose partition's final read completed, and the kinds of BY_ISOLATION under
+    read_committed; the kinds of TXN_ALLOWED (and of BY_ISOLATION under read_uncommitted) are observed, allowed; unseen writes
+    in partitions whose final read did not complete make it unknown."""
     txn = (results.get("checkers") or {}).get(TXN) or {}
     failed = {k: counts[k] for k in TXN_FAILS if counts.get(k)}
     why: dict[str, dict[str, str]] = {"failed": {k: TXN_FAILS[k] for k in failed}, "allowed": {}}
@@ -214,9 +233,13 @@ def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int]) -> Judgemen
     if open_:
         undecided.append(f"{open_} committed writes could not be looked for "
                          "(the final read of their partitions did not complete)")
-    allowed = {"aborted_read": counts["aborted_read"]} if counts.get("aborted_read") else {}
-    if allowed:
-        why["allowed"]["aborted_read"] = "read_uncommitted polls see transactions that later abort"
+    allowed = {k: counts[k] for k in TXN_ALLOWED if counts.get(k)}
+    why["allowed"].update({k: TXN_ALLOWED[k] for k in allowed})
+    for kind, (ok_why, bad_why) in BY_ISOLATION.items():
+        if counts.get(kind):
+            fine = txn.get("isolation") == "read_uncommitted"
+            (allowed if fine else failed)[kind] = counts[kind]
+            why["allowed" if fine else "failed"][kind] = ok_why if fine else bad_why
     return Judgement(FAIL if failed else UNKNOWN if undecided else PASS, failed, allowed, why, tuple(undecided))
 
 

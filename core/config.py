@@ -18,6 +18,8 @@ ISOLATIONS = ("read_committed", "read_uncommitted")
 CONSUMER_MODES = ("assign", "subscribe")
 GROUP_COMMITS = ("sync", "auto")
 GROUP_PROTOCOLS = ("classic", "consumer")
+CLIENTS = ("python", "java")  # --client: librdkafka (confluent-kafka-python), or the Kafka Java client
+JAVA_CLIENTS_DEFAULT = "4.1.0"  # kafka-clients of the Java client when the brokers run a Kafka before 4.0
 MAX_RETRIES = 2147483647  # librdkafka's default: retry until delivery.timeout.ms
 
 
@@ -102,6 +104,10 @@ class WorkloadConfig:
     consumer_mode: str = "assign"
     group_commit: str = "sync"
     group_protocol: str = "classic"
+    # The client library of the txn workload: "python" (librdkafka) or "java" (workloads/java_txn.py), and for java
+    # the version of its kafka-clients jar (4.x: KIP-890 transactions).
+    client: str = "python"
+    client_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,8 @@ class TestConfig:
             del d["workload"]["txn_isolation"], d["workload"]["txn_abort_p"]
         if self.workload.consumer_mode == "assign":  # an assign-mode run's test.json stays as before
             del d["workload"]["consumer_mode"], d["workload"]["group_commit"], d["workload"]["group_protocol"]
+        if self.workload.client == "python":  # so does a run on librdkafka's
+            del d["workload"]["client"], d["workload"]["client_version"]
         return d
 
     @classmethod
@@ -182,6 +190,13 @@ def _build(klass: type, value: Any, where: str) -> Any:
     if klass is NemesisConfig:
         value = {**value, **{k: tuple(value[k]) for k in ("names", "mix_families") if k in value}}
     return klass(**value)
+
+
+def java_clients_version(kafka_version: str) -> str:
+    """The kafka-clients version `--client java` uses with brokers of `kafka_version`: the same release from 4.0 on
+    (its jars are already cached with the brokers'), else JAVA_CLIENTS_DEFAULT."""
+    major = re.match(r"(\d+)\.", kafka_version)
+    return kafka_version if major and int(major.group(1)) >= 4 else JAVA_CLIENTS_DEFAULT
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -251,6 +266,13 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
         major = int(c.kafka_version.split(".")[0]) if re.fullmatch(r"\d+\.\d+\.\d+", c.kafka_version) else 0
         _check(w.group_protocol != "consumer" or major >= 4,
                f"--group-protocol consumer (KIP-848) needs Kafka 4.0 or later, not --kafka-version {c.kafka_version}")
+    _check(w.client in CLIENTS, f"--client must be one of {', '.join(CLIENTS)}; got {w.client!r}")
+    if w.client == "java":
+        _check(w.kind == "txn", f"--client java runs only --workload txn, not {w.kind}")
+        _check(isinstance(w.client_version, str) and bool(re.fullmatch(r"([4-9]|\d\d+)\.\d+\.\d+", w.client_version)),
+               f"the Java client needs kafka-clients 4.0 or later, got {w.client_version!r}")
+    else:
+        _check(w.client_version is None, "a kafka-clients version applies only to --client java")
     if w.kind == "txn":
         _check(p.idempotence, "--workload txn needs --idempotence: a transactional producer is idempotent")
         _check(w.in_flight == 1 and w.producer_processes == 0,

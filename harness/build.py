@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from clusters.backends import BACKENDS
 from clusters.cluster import KafkaCluster, Provisioner
-from clusters.distribution import DistributionError, KafkaDist, check_user_dist, resolve
+from clusters.distribution import DistributionError, KafkaDist, cache_dir, check_user_dist, resolve
 from core.config import ConfigError, TestConfig, validate
 from core.faults import FaultKind
 from core.hosts import HostsFile, load_hosts
@@ -24,6 +24,7 @@ from nemesis.base import ScheduledOp
 from nemesis.schedule import make_schedule, schedule_names, specs_in
 from nemesis.targets import KINDS
 from workloads import WORKLOADS
+from workloads.java_build import JavaBuildError, JavaProgram, compile_client, jdk_problem
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,8 @@ def preflight(cfg: TestConfig) -> TestConfig:
     clients = [s for s in cfg.nemesis.names if s != "none" and s != "mix" and nemeses.split(s)[0].needs_workload]
     if clients and cfg.workload.consumer_mode != "subscribe":
         raise ConfigError(f"--nemesis {clients[0]} crashes group members: it needs --consumer-mode subscribe")
+    if cfg.workload.client == "java" and (problem := jdk_problem()):
+        raise ConfigError(problem)
     make_schedule(cfg)  # a replayed schedule is checked entry by entry here
     lazy = nemeses.needs_lazyfs(cfg.nemesis.names, cfg.nemesis.mix_families)
     if cfg.cluster.storage == "auto":
@@ -93,6 +96,25 @@ def preflight(cfg: TestConfig) -> TestConfig:
         except DistributionError as e:
             raise ConfigError(str(e)) from None
     return cfg
+
+
+def java_client(version: str, kafka_dist: str | None = None) -> JavaProgram:
+    """The Java txn client compiled against kafka-clients `version` (the distribution cache's jars of that Kafka
+    release; `kafka_dist` when it is that release), cached; DistributionError when it cannot be had."""
+    dist = resolve(version, kafka_dist) if kafka_dist else None
+    libs = dist.libs if dist is not None and dist.version == version else resolve(version).libs
+    try:
+        return compile_client(libs, cache_dir() / "java-client")
+    except JavaBuildError as e:
+        raise DistributionError(f"the Java client: {e}") from None
+
+
+def _workload(cfg: TestConfig) -> Workload:
+    """The workload of the registry; `--client java` hands it the compiled Java client."""
+    w = cfg.workload
+    if w.client == "java":
+        return WORKLOADS[w.kind](cfg, java=java_client(str(w.client_version), cfg.cluster.kafka_dist))
+    return WORKLOADS[w.kind](cfg)
 
 
 def _check_nemesis(spec: str, partitions: int) -> None:
@@ -142,7 +164,7 @@ def build_test(cfg: TestConfig) -> Test:
     c = cfg.cluster
     schedule = make_schedule(cfg)
     specs = tuple(specs_in(cfg.nemesis.names, schedule))
-    workload = WORKLOADS[cfg.workload.kind](cfg)
+    workload = _workload(cfg)
 
     def make_nemesis(spec: str, cluster: Cluster, cfg_: TestConfig) -> Nemesis:
         pkg = nemeses.split(spec)[0]

@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import secrets
 
-from core.config import (ClusterConfig, ConfigError, NemesisConfig, ProducerConfig, TestConfig,
-                            TopicConfig, WorkloadConfig)
+from core.config import (CLIENTS, JAVA_CLIENTS_DEFAULT, ClusterConfig, ConfigError, NemesisConfig, ProducerConfig,
+                         TestConfig, TopicConfig, WorkloadConfig, java_clients_version)
 from harness import full_load
 
 D = TestConfig()  # every option's default
@@ -116,6 +116,10 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                    help="queue: one record per send, consumers poll; txn: transactions of up to 4 sends and polls "
                         "(docs/history.md), one at a time per producer, each producer with a consumer of its own; "
                         "txn turns --idempotence on")
+    p.add_argument("--client", default=D.workload.client, choices=CLIENTS,
+                   help="--workload txn: the client library. python: librdkafka (confluent-kafka); java: the Kafka "
+                        "Java client (KIP-890 transactions), kafka-clients of --kafka-version from 4.0 on, else "
+                        f"{JAVA_CLIENTS_DEFAULT}; needs a JDK (java, javac) on PATH (default: python)")
     p.add_argument("--txn-abort-p", type=float, default=D.workload.txn_abort_p, metavar="P",
                    help="--workload txn: the share of transactions aborted on purpose")
     g["consumer"].add_argument("--txn-isolation", default=D.workload.txn_isolation,
@@ -186,7 +190,8 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                               broker_session_timeout_ms=a.broker_session_timeout_ms, storage=a.storage,
                               page_cache=a.page_cache, writeback_age_s=a.writeback_age, hosts=a.hosts),
         workload=WorkloadConfig(kind=a.workload, producers=load["producers"], consumers=a.consumers, rate=a.rate,
-                                txn_isolation=a.txn_isolation, txn_abort_p=a.txn_abort_p,
+                                txn_isolation=a.txn_isolation, txn_abort_p=a.txn_abort_p, client=a.client,
+                                client_version=java_clients_version(a.kafka_version) if a.client == "java" else None,
                                 in_flight=load["in_flight"], producer_processes=load["producer_processes"],
                                 full_load=load.get("full_load"), consumer_mode=a.consumer_mode,
                                 group_commit=a.group_commit or D.workload.group_commit,

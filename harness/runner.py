@@ -48,14 +48,21 @@ def _log_to(run: Path) -> logging.Handler:
 
 def prepare(kafka_version: str, kafka_dist: str | None = None, base_image: str | None = None,
             console: Console | None = None) -> str:
-    """Resolve the Kafka jars and build the node image (both cached); return the image tag."""
+    """Resolve the Kafka jars and build the node image (both cached); return the image tag. With a JDK on PATH and
+    Kafka 4.0 or later, compile the Java txn client against its jars too (cached; `--client java`)."""
     from clusters.distribution import resolve
     from clusters.engine import docker_client
     from clusters.image import ensure_node_image
+    from harness.build import java_client
+    from workloads.java_build import jdk_problem
 
     console = console or make_console()
     with console.status(f"resolving Kafka {kafka_version}"):
         dist = resolve(kafka_version, kafka_dist)
+    if int(dist.version.split(".")[0]) >= 4 and jdk_problem() is None:
+        with console.status("compiling the Java txn client"):
+            program = java_client(dist.version, kafka_dist)
+        console.print(f"[bold cyan]•[/] Java txn client (kafka-clients {program.clients_version}): {program.classes}")
     return ensure_node_image(docker_client(), dist, base_image, lambda m: console.print(f"[bold cyan]•[/] {m}"))
 
 
@@ -100,12 +107,15 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         say(describe_page_cache(load_test_json(run_dir / "test.json")))
         workload.setup(cluster)
         w = cfg.workload
-        say(f"workload: {w.producers} producers at " + (f"{w.rate:g}/s" if w.rate != "max" else "full load")
+        say(f"workload: {w.producers} producer{'s' * (w.producers != 1)} at "
+            + (f"{w.rate:g}/s" if w.rate != "max" else "full load")
             + (f", {w.in_flight} sends in flight each" if w.in_flight > 1 else "")
             + (f", in {w.producer_processes} processes" if w.producer_processes else "")
-            + (f", {w.consumers} consumers" + (f" in one group ({w.group_commit} commits, {w.group_protocol} protocol)"
-                                               if w.consumer_mode == "subscribe" else "") if w.kind != "txn" else
-               f", transactions (abort {w.txn_abort_p:g}, polls {w.txn_isolation})")
+            + (f", {w.consumers} consumer{'s' * (w.consumers != 1)}"
+               + (f" in one group ({w.group_commit} commits, {w.group_protocol} protocol)"
+                  if w.consumer_mode == "subscribe" else "") if w.kind != "txn" else
+               f", transactions (abort {w.txn_abort_p:g}, polls {w.txn_isolation}"
+               + (f", Java client kafka-clients {w.client_version})" if w.client == "java" else ")"))
             + f"; nemesis: {','.join(cfg.nemesis.names)}"
             + (f" ({w.full_load['why']})" if w.full_load else ""))
         monitor.start()

@@ -1,15 +1,15 @@
 """Workload registry: one line per workload. `WorkloadConfig.kind` names an entry; a workload is a
-class implementing core.protocols.Workload, built from the test's configuration."""
+class implementing core.protocols.Workload, built from the test's configuration (and, for txn with
+`--client java`, the compiled Java client: harness/build.py passes it as `java=`)."""
 from __future__ import annotations
 
 from typing import Callable
 
-from core.config import TestConfig
 from core.protocols import Workload
 from workloads.queue import QueueWorkload
 from workloads.txn import TxnWorkload
 
-WORKLOADS: dict[str, Callable[[TestConfig], Workload]] = {
+WORKLOADS: dict[str, Callable[..., Workload]] = {
     "queue": QueueWorkload,
     "txn": TxnWorkload,
 }

@@ -19,7 +19,7 @@ import logging
 import random
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
@@ -29,6 +29,10 @@ from core.history import History
 from core.protocols import Cluster
 from workloads.clients import make_consumer, make_producer, to_records
 from workloads.drain import drain_all
+
+if TYPE_CHECKING:
+    from workloads.java_build import JavaProgram
+    from workloads.java_txn import JavaTxnProcess
 
 log = logging.getLogger("kchaos.txn")
 
@@ -56,10 +60,12 @@ def partition_of(key: int, partitions: int) -> int:
 
 
 class TxnWorkload:
-    """Processes 0..P-1 (P = `--producers`) run transactions one at a time; process P drains at the end."""
+    """Processes 0..P-1 (P = `--producers`) run transactions one at a time; process P drains at the end. With
+    `java` (`--client java`), the transactions run on the Kafka Java client (workloads/java_txn.py)."""
 
-    def __init__(self, cfg: TestConfig):
-        self.cfg = cfg
+    def __init__(self, cfg: TestConfig, java: "JavaProgram | None" = None):
+        self.cfg, self.java = cfg, java
+        self._jvm: "JavaTxnProcess | None" = None
         self.topic = cfg.topic.name
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -83,10 +89,16 @@ class TxnWorkload:
         cluster.wait_topic(self.topic, self.cfg.topic.replication_factor)
 
     def start(self, cluster: Cluster, history: History) -> None:
-        """Start one client thread per process."""
+        """Start one client thread per process; with the Java client, its JVM first, shared by every process."""
         self._stop.clear()
+        make: Callable[..., TxnClient] = TxnClient
+        if self.java is not None:
+            from workloads.java_txn import JavaTxnClient, JavaTxnProcess
+            self._jvm = JavaTxnProcess(self.java)
+            self._jvm.features(cluster.bootstrap())
+            make = lambda *a: JavaTxnClient(*a, jvm=self._jvm)  # noqa: E731
         for p in range(self.cfg.workload.producers):
-            client = TxnClient(self.cfg, cluster.bootstrap(), history, p, self.count)
+            client = make(self.cfg, cluster.bootstrap(), history, p, self.count)
             t = threading.Thread(target=self._guard, args=(client,), name=f"txn-{p}", daemon=True)
             t.start()
             self._threads.append(t)
@@ -106,6 +118,9 @@ class TxnWorkload:
         self._threads = [t for t in self._threads if t.is_alive()]
         if self._threads:
             log.warning("client threads still running: %s", [t.name for t in self._threads])
+        if self._jvm is not None:
+            self._jvm.close()
+            self._jvm = None
 
     def final_read(self, cluster: Cluster, history: History) -> dict[int, bool]:
         """Drain every partition, read_committed, from its start to its high watermark; return which completed."""
@@ -114,7 +129,8 @@ class TxnWorkload:
 
 
 class TxnClient:
-    """One process: a transactional producer and a consumer, running transactions until told to stop."""
+    """One process: a transactional producer and a consumer (librdkafka's), running transactions until told to
+    stop. The seeded draw and the history are here; JavaTxnClient runs the same loop on the Java client."""
 
     def __init__(self, cfg: TestConfig, bootstrap: str, history: History, process: int,
                  count: Callable[..., None]):
@@ -127,48 +143,67 @@ class TxnClient:
         self.timeout = cfg.producer.delivery_timeout_ms / 1000
         self.txn_id = f"kchaos-{cfg.seed}-txn-{process}"
         self.producer: Producer | None = None
+        self.consumer: Any = None
 
     def run(self, stopped: Callable[[], bool]) -> None:
         """Run transactions at this process's share of the rate until `stopped()`."""
-        consumer = make_consumer(self.bootstrap, f"txn{self.process}", self.cfg.workload.txn_isolation)
-        consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+        self.open()
         try:
             due = time.monotonic()
             while not stopped():
-                if self.producer is None and not self._init_producer(stopped):
+                if not self.ready() and not self._init_producer(stopped):
                     break
                 due = max(due + self.interval, time.monotonic()) if self.interval else due
                 mops = draw_txn(self.rng, self.partitions, lambda: next(self._values))
                 abort = self.rng.random() < self.cfg.workload.txn_abort_p
                 op = self.history.invoke(self.process, "txn", value=mops)
                 self.count("send")
-                type_, done, error = self.transact(consumer, mops, abort)
+                type_, done, error = self.transact(mops, abort)
                 self.history.complete(op, type_, value=done, **({"error": error} if error else {}))
                 self.count(type_)
                 if self.interval:
                     time.sleep(max(0.0, due - time.monotonic()))
         finally:
-            consumer.close()
+            self.close()
+
+    def open(self) -> None:
+        """This process's consumer, assigned every partition from offset 0."""
+        self.consumer = make_consumer(self.bootstrap, f"txn{self.process}", self.cfg.workload.txn_isolation)
+        self.consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+
+    def close(self) -> None:
+        """Close the consumer; the producer goes with the client."""
+        self.consumer.close()
+
+    def ready(self) -> bool:
+        """Whether a producer can run the next transaction (else `init` makes one)."""
+        return self.producer is not None
 
     def _init_producer(self, stopped: Callable[[], bool]) -> bool:
         """A fresh producer with this process's transactional.id (fencing any earlier one); False if stopped
         before one could be had."""
         while not stopped():
-            producer = make_producer(self.bootstrap, self.cfg.producer, self.txn_id, extra={
-                "transactional.id": self.txn_id,
-                "transaction.timeout.ms": self.cfg.producer.delivery_timeout_ms + 5000})
-            try:
-                producer.init_transactions(self.timeout)
-                self.producer = producer
+            if self.init():
                 return True
-            except KafkaException as e:
-                log.info("process %d: init_transactions failed: %s", self.process, e)
-                time.sleep(1)
+            time.sleep(1)
         return False
 
-    def transact(self, consumer, mops: list[list[Any]], abort: bool) -> tuple[str, list[list[Any]], str | None]:  # noqa: ANN001
+    def init(self) -> bool:
+        """One attempt at a fresh transactional producer; True if `init_transactions` succeeded."""
+        producer = make_producer(self.bootstrap, self.cfg.producer, self.txn_id, extra={
+            "transactional.id": self.txn_id,
+            "transaction.timeout.ms": self.cfg.producer.delivery_timeout_ms + 5000})
+        try:
+            producer.init_transactions(self.timeout)
+            self.producer = producer
+            return True
+        except KafkaException as e:
+            log.info("process %d: init_transactions failed: %s", self.process, e)
+            return False
+
+    def transact(self, mops: list[list[Any]], abort: bool) -> tuple[str, list[list[Any]], str | None]:
         """Run `mops` in one transaction; return the op's type, its completed micro-ops and the error."""
-        producer = self.producer
+        producer, consumer = self.producer, self.consumer
         assert producer is not None
         acks: dict[int, tuple[KafkaError | None, Message]] = {}
         done: list[list[Any]] = [["send", m[1], m[2], partition_of(m[1], self.partitions), None] if m[0] == "send"

@@ -134,7 +134,7 @@ def test_a_completion_must_mirror_its_invocation():
 
 # --- kchaos check on a txn run --------------------------------------------------------------------------------
 
-def test_check_path_judges_a_txn_run_without_spark(tmp_path):
+def test_check_path_judges_a_txn_run_without_parquet(tmp_path):
     run = clean().write(tmp_path / "ok")
     r = check_path(run)
     assert (r["verdict"], r["valid"], exit_code(r["verdict"])) == ("pass", True, 0)
@@ -222,9 +222,9 @@ def test_a_clean_read_committed_history_has_no_anomaly(seed, n, partitions):
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**32), st.integers(1, 60), st.integers(1, 4))
-def test_a_clean_read_uncommitted_history_has_only_aborted_reads(seed, n, partitions):
-    r = simulate(seed, n, partitions, "read_uncommitted").check(RU)
-    assert set(found(r)) <= {"aborted_read"} and r["valid"] is True
+def test_a_clean_read_uncommitted_history_has_only_aborted_and_precommitted_reads(seed, n, partitions):
+    r = simulate(seed, n, partitions, "read_uncommitted").check(RU)  # a read_uncommitted poll sees its own sends
+    assert set(found(r)) <= {"aborted_read", "precommitted_read"} and r["valid"] is True
 
 
 def test_the_example_of_docs_history_md_parses():

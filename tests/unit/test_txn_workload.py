@@ -161,7 +161,7 @@ class FakeConsumer:
 
 def client(producer: FakeProducer) -> TxnClient:
     c = TxnClient(cfg("--workload", "txn"), "x:9092", None, 0, lambda *a: None)
-    c.producer = producer
+    c.producer, c.consumer = producer, FakeConsumer()
     return c
 
 
@@ -170,7 +170,7 @@ MOPS = [["send", 1, 100], ["poll"], ["send", 4, 101]]
 
 def test_a_committed_transaction_records_each_send_s_offset_and_each_poll():
     p = FakeProducer()
-    type_, done, error = client(p).transact(FakeConsumer(), MOPS, abort=False)
+    type_, done, error = client(p).transact(MOPS, abort=False)
     assert (type_, error) == ("ok", None)
     assert done == [["send", 1, 100, 1, 0], ["poll", [[0, 4, 40]]], ["send", 4, 101, 1, 1]]
     assert p.calls == ["begin", "produce", "produce", "send_offsets", "commit"]
@@ -178,7 +178,7 @@ def test_a_committed_transaction_records_each_send_s_offset_and_each_poll():
 
 def test_an_abort_on_purpose_fails_and_never_commits():
     p = FakeProducer()
-    type_, _, error = client(p).transact(FakeConsumer(), MOPS, abort=True)
+    type_, _, error = client(p).transact(MOPS, abort=True)
     assert (type_, error) == ("fail", "aborted on purpose") and "commit" not in p.calls
 
 
@@ -196,7 +196,7 @@ def abortable(code=KafkaError._STATE):
 def test_errors_end_as_fail_only_when_the_transaction_certainly_did_not_commit(fail_at, error, outcome, kept):
     p = FakeProducer(fail_at, error)
     c = client(p)
-    type_, done, text = c.transact(FakeConsumer(), MOPS, abort=False)
+    type_, done, text = c.transact(MOPS, abort=False)
     assert type_ == outcome and text
     assert len(done) == len(MOPS)
     # An error the producer cannot vouch for drops it; the next op's producer fences it (same transactional.id).

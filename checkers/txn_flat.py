@@ -1,0 +1,232 @@
+"""The Spark txn checker's first job: each task parses one stretch of history.jsonl into flat numpy columns.
+
+A task (`parse_task`) reads its byte range of the history with checkers/txn_lines.py, and writes its read
+records and sends twice, bucketed by Kafka partition (`r<range>.p<bucket>.npz`) and by value
+(`r<range>.v<bucket>.npz`), into a work directory beside the history; it returns a small summary (`Stretch`).
+The driver then pairs completions with invocations across stretches (`stitch`): a transaction is named by its
+invocation's line index, and a completion whose invocation lies in an earlier stretch was written under a
+placeholder (-1 - its own index) that later tasks translate through `Stitched.fixup`.
+
+Columns (int64; NULL for none): reads `p o v txn proc line seq role type` (role 0 poll, 1 drain; `line` the
+completion's index, `seq` the record's place in it; `type` the reading transaction's outcome, 0 for a drain),
+sends `p o v txn proc pos type` (sends of completed transactions, `pos` the send's place in the transaction).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+try:  # several times faster than json on these lines; json remains the judge of what is not JSON
+    from orjson import loads as _fast_loads
+except ImportError:  # pragma: no cover - orjson is a dependency; this keeps a bare environment working
+    _fast_loads = json.loads
+
+from checkers.txn_lines import BadLine, Head, LineParser, Txn, complete, cut_off
+
+NULL = np.iinfo(np.int64).min
+TYPES = {"ok": 1, "fail": 2, "info": 3}
+READ_COLS = ("p", "o", "v", "txn", "proc", "line", "seq", "role", "type")
+SEND_COLS = ("p", "o", "v", "txn", "proc", "pos", "type")
+HASH = np.uint64(0x9E3779B97F4A7C15)
+
+
+def value_bucket(v: np.ndarray, buckets: int) -> np.ndarray:
+    """The bucket of each value: a multiplicative hash, so consecutive values spread over every bucket."""
+    return ((v.astype(np.uint64) * HASH) >> np.uint64(40)).astype(np.int64) % buckets
+
+
+@dataclass
+class Stretch:
+    """What one parse task returns besides its files."""
+
+    error: tuple[int, str] | None = None
+    heads: list[Head] = field(default_factory=list)
+    tails: dict[int, tuple[int, list[list[Any]]]] = field(default_factory=dict)  # process -> (index, micro-ops)
+    first: dict[int, str] = field(default_factory=dict)
+    invoked: int = 0
+    types: dict[str, int] = field(default_factory=dict)  # completed in the stretch, by outcome
+    abandoned: int = 0  # invocations a later invocation of the same process replaced within the stretch
+    committed_sends: int = 0
+    drain_ok: int = 0
+    nemesis_ops: int = 0
+    complete: set[int] = field(default_factory=set)
+    partitions: set[int] = field(default_factory=set)
+    rebalances: list[tuple[int, int, frozenset[int]]] = field(default_factory=list)
+    top: dict[int, int] = field(default_factory=dict)  # partition -> highest offset read
+    writers: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))  # (value, txn, type)
+
+
+def parse_task(job: tuple[str, int, int, int, int, bool, str, int, int]) -> Stretch:
+    """Parse bytes [start, end) of the history at `path` (line `n0` first; `last`: the file's final stretch),
+    write its bucket files into `out`, and return its Stretch. Parsing stops at the first bad line."""
+    path, r, start, end, n0, last, out, pbuckets, vbuckets = job
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(end - start)
+    lines = data.split(b"\n")
+    ended = data.endswith(b"\n") or not last
+    parser, st = LineParser(partial=True), Stretch()
+    try:
+        for i, raw in enumerate(lines):
+            if not raw.strip():
+                continue
+            try:
+                op = _loads(raw)
+            except ValueError as e:
+                if i == len(lines) - 1 and not ended:
+                    break
+                raise BadLine(n0 + i, f"not JSON ({getattr(e, 'msg', e)})") from None
+            parser.feed(n0 + i, op)
+    except BadLine as e:
+        st.error = (e.n, e.why)
+        return st
+    parsed = parser.finish()
+    heads = []
+    for h in parser.heads:  # the driver checks them against their invocations; here, only rows if well-formed
+        t = Txn(index=-1 - h.index, process=h.process, type=h.type, done=h.index)
+        try:
+            complete(t, [d[:3] if isinstance(d, list) and d[:1] == ["send"] else ["poll"] for d in h.value],
+                     h.value, ValueError)
+        except (TypeError, ValueError):
+            continue
+        heads.append(t)
+        st.partitions |= {p for _, p, _ in t.sends}
+    pending = {id(t) for t, _ in parser.tails.values()}
+    done = [t for t in parsed.txns if t.done is not None]
+    st.abandoned = sum(1 for t in parsed.txns if t.done is None and id(t) not in pending)
+    st.invoked, st.heads, st.first = len(parsed.txns), parser.heads, parser.first
+    st.tails = {p: (t.index, mops) for p, (t, mops) in parser.tails.items()}
+    for t in done + heads:
+        st.types[t.type] = st.types.get(t.type, 0) + 1
+    st.committed_sends = sum(len(t.sends) for t in done + heads if t.type == "ok")
+    st.drain_ok, st.nemesis_ops, st.complete = parsed.drain_ok, parsed.nemesis_ops, parsed.complete
+    st.partitions |= parsed.partitions
+    st.rebalances = parsed.rebalances
+    reads, sends = _rows(done + heads, parsed.drains)
+    if len(reads):
+        order = np.argsort(reads[:, 0], kind="stable")
+        ps, at = np.unique(reads[order, 0], return_index=True)
+        st.top = dict(zip(ps.tolist(), np.maximum.reduceat(reads[order, 1], at).tolist()))
+    st.writers = sends[:, [2, 3, 6]].copy()
+    _write(out, r, reads, sends, pbuckets, vbuckets)
+    return st
+
+
+def _rows(txns: list[Txn], drains: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    # Records go into numpy in one piece, their transaction's columns repeated beside them: per-record Python
+    # tuples cost more than parsing the JSON did.
+    flat: list[list[int]] = []
+    meta: list[tuple[int, int, int, int]] = []
+    sizes: list[int] = []
+    sends: list[tuple[int, ...]] = []
+    for t in txns:
+        ty = TYPES[t.type]
+        n = 0
+        for records in t.polls:
+            flat += records
+            n += len(records)
+        if n:
+            meta.append((t.index, t.process, t.done, ty))
+            sizes.append(n)
+        sends += [(p, NULL if o is None else o, v, t.index, t.process, i, ty) for i, (v, p, o) in enumerate(t.sends)]
+    polls = np.array(flat, np.int64).reshape(-1, 3)
+    m = np.repeat(np.array(meta, np.int64).reshape(-1, 4), sizes, axis=0)
+    starts = np.repeat(np.cumsum(sizes) - sizes, sizes)
+    seq = np.arange(len(polls)) - starts
+    zero = np.zeros(len(polls), np.int64)
+    reads = np.column_stack([polls, m[:, 0], m[:, 1], m[:, 2], seq, zero, m[:, 3]]) if len(polls) else \
+        np.zeros((0, len(READ_COLS)), np.int64)
+    d = np.array(drains, np.int64).reshape(-1, 3)
+    none = np.full(len(d), NULL)
+    drained = np.column_stack([d, none, none, none, np.arange(len(d)), np.ones(len(d), np.int64),
+                               np.zeros(len(d), np.int64)])
+    return (np.concatenate([reads, drained.reshape(-1, len(READ_COLS))]),
+            np.array(sends, np.int64).reshape(-1, len(SEND_COLS)))
+
+
+def _write(out: str, r: int, reads: np.ndarray, sends: np.ndarray, pbuckets: int, vbuckets: int) -> None:
+    for kind, col, n, bucket in (("p", 0, pbuckets, lambda a: a % pbuckets),
+                                 ("v", 2, vbuckets, lambda a: value_bucket(a, vbuckets))):
+        rb, sb = bucket(reads[:, col]), bucket(sends[:, col])
+        for b in range(n):
+            np.savez(f"{out}/r{r:04d}.{kind}{b}.npz", reads=reads[rb == b], sends=sends[sb == b])
+
+
+def _loads(raw: bytes) -> Any:
+    """The line's JSON as json.loads reads it (and its error when it is not JSON)."""
+    try:
+        return _fast_loads(raw)
+    except ValueError:  # not JSON, or JSON orjson does not take (ints beyond 64 bits, NaN): json decides
+        return json.loads(raw)
+
+
+@dataclass
+class Stitched:
+    """The stretches joined: the first error (line, why), placeholders -> invocation indexes, transaction counts,
+    and the writers of the cut-off transactions' values (value, txn, type info)."""
+
+    error: tuple[int, str] | None
+    fixup: np.ndarray  # (placeholder, invocation index), sorted by placeholder
+    types: dict[str, int]
+    invoked: int
+    cut_writers: np.ndarray
+
+
+def stitch(stretches: list[Stretch]) -> Stitched:
+    """Pair each stretch's heads with the invocations earlier stretches left open, in history order."""
+    errors = [s.error for s in stretches if s.error]
+    open_: dict[int, tuple[int, list[list[Any]]]] = {}
+    fixup, types = [], {"ok": 0, "fail": 0, "info": 0}
+    for s in stretches:
+        for k, n in s.types.items():
+            types[k] += n
+        types["info"] += s.abandoned
+        if s.error:
+            break
+        for h in s.heads:
+            if h.process not in open_:
+                errors.append((h.n, f"{h.type} txn of process {h.process} completes no invocation"))
+                continue
+            index, mops = open_.pop(h.process)
+            try:
+                complete(Txn(index=index, process=h.process), mops, h.value, lambda why, n=h.n: BadLine(n, why))
+            except BadLine as e:
+                errors.append((e.n, e.why))
+            fixup.append((-1 - h.index, index))
+        for proc, kind in s.first.items():
+            if kind == "invoke" and proc in open_:
+                del open_[proc]
+                types["info"] += 1
+        open_.update(s.tails)
+    cut = []
+    for proc, (index, mops) in open_.items():
+        t = Txn(index=index, process=proc)
+        cut_off(t, mops)
+        cut += [(v, index, TYPES["info"]) for v, _, _ in t.sends]
+        types["info"] += 1
+    fix = np.array(sorted(fixup), np.int64).reshape(-1, 2)
+    return Stitched(min(errors) if errors else None, fix, types, sum(s.invoked for s in stretches),
+                    np.array(cut, np.int64).reshape(-1, 3))
+
+
+def split(path: str, parts: int) -> list[tuple[int, int, int]]:
+    """(start byte, end byte, line number of the first line) of `parts` stretches of the file, cut at newlines."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    size = len(data)
+    cuts = [0]
+    for k in range(1, parts):
+        at = data.find(b"\n", max(cuts[-1], size * k // parts))
+        if at < 0 or at + 1 >= size:
+            break
+        cuts.append(at + 1)
+    cuts.append(size)
+    out, line = [], 1
+    for a, b in zip(cuts, cuts[1:]):
+        if b > a:
+            out.append((a, b, line))
+            line += data.count(b"\n", a, b)
+    return out or [(0, 0, 1)]

@@ -1,0 +1,32 @@
+"""One txn run through the command line, checked the same way whichever client ran it."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from core.history import read_history
+
+KCHAOS = [sys.executable, "-m", "harness.cli"]
+
+
+def valid_txn_run(store: Path, name: str, options: list[str], min_committed: int) -> dict[str, Any]:
+    """Run `kchaos run --workload txn --nemesis kill-leader` with `options`; assert it passed with no anomaly,
+    at least `min_committed` committed and some aborted transactions, every partition read to its end, a kill
+    done, and a committed poll that returned records; return the run's test.json."""
+    proc = subprocess.run([*KCHAOS, "run", "--store", str(store), "--name", name, "--workload", "txn",
+                           "--nemesis", "kill-leader", "--interval", "8", "--txn-abort-p", "0.2", "--seed", "23",
+                           *options], capture_output=True, text=True, timeout=900)
+    run = (Path(store) / "latest").resolve()
+    results = json.loads((run / "results.json").read_text())
+    assert proc.returncode == 0, (results.get("failed"), results.get("undecided"), proc.stderr[-3000:])
+    assert results["verdict"] == "pass" and results["allowed"] == {}
+    assert not any(results["counts"].values()), results["counts"]
+    stats = results["stats"]
+    assert stats["txn_ok"] >= min_committed and stats["txn_fail"] > 0, stats
+    assert stats["partitions_incomplete"] == [] and stats["committed_sends"] > 0
+    ops = list(read_history(run / "history.jsonl"))
+    assert any(o["process"] == "nemesis" and o["f"] == "kill" and o["type"] == "ok" for o in ops)
+    polled = [m for o in ops if o["f"] == "txn" and o["type"] == "ok" for m in o["value"] if m[0] == "poll" and m[1]]
+    assert polled, "no poll inside a committed transaction returned a record"
+    return {**json.loads((run / "test.json").read_text()), "_harness_log": (run / "harness.log").read_text()}

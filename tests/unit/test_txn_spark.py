@@ -1,0 +1,86 @@
+"""The Spark txn checker (checkers/txn_spark.py) against the reference (checkers/txn_reference.py) and the labelled
+corpus (checkers/txn_corpus.py): the same result, dict for dict, on random histories with aborts, info outcomes,
+cut-off transactions, duplicates, skips and planted cycles, parsed in one stretch or many; the same error for a
+malformed line; and `kchaos check` on a txn run uses it. Every example is a full Spark check, hence few."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from checkers import WORKLOAD_CHECKERS, CheckInputError, check_path
+from checkers.spark import spark_context
+from checkers.txn_corpus import PLANTS, generate, write
+from checkers.txn_reference import COUNTS, TxnChecker, check_txn_file
+from checkers.txn_spark import TxnSparkChecker, check_txn_spark
+from checkers.verdict import TXN
+from test_txn_corpus import labels, shapes
+
+MASTER = "local[2]"
+
+
+@pytest.fixture(scope="module")
+def sc():
+    """The process-wide SparkContext (test_checker.py's session fixture stops it at the end)."""
+    return spark_context(MASTER)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shapes(), st.sampled_from([1 << 20, 300]))
+def test_spark_equals_the_reference_and_the_labels(sc, tmp_path_factory, shape, stretch):
+    corpus = generate(**shape)
+    history = write(corpus, tmp_path_factory.mktemp("txn"))
+    ref = check_txn_file(history, corpus.test)
+    assert check_txn_spark(sc, history, corpus.test, stretch_bytes=stretch) == ref
+    assert ref["counts"] == labels(corpus)
+
+
+def test_every_kind_at_once_in_many_stretches(sc, tmp_path):
+    plant = dict.fromkeys(PLANTS, 3)
+    corpus = generate(11, txns=80, isolation="read_uncommitted", plant=plant, cut_off=True)
+    history = write(corpus, tmp_path / "all")
+    ref = check_txn_file(history, corpus.test)
+    assert all(ref["counts"][k] >= 3 for k in COUNTS)
+    assert check_txn_spark(sc, history, corpus.test, stretch_bytes=500) == ref
+    assert not (tmp_path / "all" / "history.txn").exists()
+
+
+@pytest.mark.parametrize("line, needle", [
+    ('{"process": 0, "type": "ok", "f": "txn", "value": []}', "ok txn of process 0 completes no invocation"),
+    ('{"process": 1, "type": "invoke", "f": "txn", "value": [["send", "k", 1]]}', "txn invoke value"),
+    ("not json", "not JSON"),
+])
+def test_a_malformed_line_is_the_same_error(sc, tmp_path, line, needle):
+    corpus = generate(3, txns=30)
+    history = write(corpus, tmp_path / "bad")
+    lines = history.read_text().splitlines()
+    at = len(lines) // 2
+    lines.insert(at, line)
+    history.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CheckInputError) as ref:
+        check_txn_file(history, corpus.test)
+    for stretch in (1 << 20, 200):
+        with pytest.raises(CheckInputError) as spark:
+            check_txn_spark(sc, history, corpus.test, stretch_bytes=stretch)
+        assert str(spark.value) == str(ref.value) and f":{at + 1}: " in str(ref.value) and needle in str(ref.value)
+
+
+def test_a_completion_whose_invocation_is_in_an_earlier_stretch_must_mirror_it(sc, tmp_path):
+    ops = [{"process": 0, "type": "invoke", "f": "txn", "value": [["send", 0, 1]]}] + \
+          [{"process": "nemesis", "type": "info", "f": "kill", "pad": "x" * 300}] + \
+          [{"process": 0, "type": "ok", "f": "txn", "value": [["send", 0, 2, 0, 0]]}]
+    history = tmp_path / "history.jsonl"
+    history.write_text("".join(json.dumps(op) + "\n" for op in ops))
+    with pytest.raises(CheckInputError, match=r"history.jsonl:3: completed send"):
+        check_txn_spark(sc, history, {}, stretch_bytes=100)
+
+
+def test_kchaos_check_uses_spark_for_a_txn_run_and_keeps_the_reference(sc, tmp_path):
+    assert WORKLOAD_CHECKERS[TXN] == {TXN: TxnSparkChecker}
+    corpus = generate(5, txns=20, plant={"G1c": 1, "poll_skip": 1})
+    history = write(corpus, tmp_path / "run")
+    r = check_path(history.parent, MASTER)
+    assert (r["verdict"], r["failed"], r["allowed"]) == ("fail", {"poll_skip": 1}, {"G1c": 1})
+    assert r["cycles"]["G1c"]["ops"] == sorted(min(corpus.planted["G1c"]), reverse=True)
+    assert {k: v for k, v in TxnChecker().check(corpus.test, history).items()} == r["checkers"][TXN]

@@ -1,0 +1,297 @@
+// kchaos's txn workload on the Kafka Java client (KIP-890 transactions with kafka-clients 4.x on 4.x brokers).
+//
+// The Python harness drives it (workloads/java_txn.py): it draws every transaction from --seed, records the
+// history, and sends one JSON request per line on stdin; this program executes each and prints one JSON reply per
+// line on stdout. Each logical process ("p") has its own producer, consumer and thread, so processes run
+// concurrently and each runs one request at a time, in order. The outcome rules are workloads/txn.py's.
+//
+// Requests and replies:
+//   {"p":0,"op":"open","producer":{..},"consumer":{..},"topic":"t","partitions":3,"timeout_ms":10000}
+//                                                  -> {"p":0,"ok":true}   the consumer, assigned every partition
+//   {"p":0,"op":"init"}                            -> {"p":0,"ok":true} | {"p":0,"ok":false,"error":".."}
+//   {"p":0,"op":"txn","mops":[["send",4,0],["poll"]],"abort":false}
+//        -> {"p":0,"type":"ok|fail|info","value":[completed micro-ops],"error":..,"polled":n,"producer":bool}
+//   {"p":0,"op":"close"}                           -> {"p":0,"ok":true}
+//   {"p":-1,"op":"features","bootstrap":".."}      -> {"p":-1,"ok":true,"finalized":{"transaction.version":2,..}}
+// End of stdin closes every process's clients and exits. Kafka's own logging goes to stderr.
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.FeatureMetadata;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.AuthorizationException;
+import org.apache.kafka.common.errors.OutOfOrderSequenceException;
+import org.apache.kafka.common.errors.ProducerFencedException;
+import org.apache.kafka.common.errors.RetriableException;
+import org.apache.kafka.common.errors.UnsupportedVersionException;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+public final class KchaosTxnClient {
+    static final ObjectMapper JSON = new ObjectMapper();
+    static final PrintStream OUT = new PrintStream(System.out, false, StandardCharsets.UTF_8);
+    static final long UNDECODABLE = -1;  // workloads/clients.py: a record no kchaos producer could have written
+
+    public static void main(String[] args) throws Exception {
+        System.setOut(System.err);  // nothing but replies may reach the harness's pipe
+        Map<Integer, Proc> procs = new HashMap<>();
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        for (String line; (line = in.readLine()) != null; ) {
+            if (line.isBlank()) continue;
+            JsonNode req;
+            try {
+                req = JSON.readTree(line);
+            } catch (IOException e) {
+                System.err.println("not a request: " + describe(e));
+                continue;
+            }
+            Proc proc = procs.computeIfAbsent(req.get("p").asInt(), Proc::new);
+            proc.thread.submit(() -> reply(proc.handle(req)));
+        }
+        for (Proc proc : procs.values()) proc.thread.submit(proc::close);
+        for (Proc proc : procs.values()) {
+            proc.thread.shutdown();
+            proc.thread.awaitTermination(60, TimeUnit.SECONDS);
+        }
+        OUT.flush();
+        System.exit(0);
+    }
+
+    static void reply(ObjectNode r) {
+        synchronized (OUT) {
+            OUT.println(r.toString());
+            OUT.flush();
+        }
+    }
+
+    static String describe(Throwable e) {
+        return e.getClass().getSimpleName() + (e.getMessage() == null ? "" : ": " + e.getMessage());
+    }
+
+    /** One logical process of the workload: its own producer (transactional.id) and consumer. */
+    static final class Proc {
+        final int p;
+        final ExecutorService thread = Executors.newSingleThreadExecutor();
+        Map<String, Object> producerProps;
+        KafkaProducer<String, String> producer;
+        KafkaConsumer<byte[], byte[]> consumer;
+        String topic;
+        int partitions;
+        long timeoutMs;
+
+        Proc(int p) {
+            this.p = p;
+        }
+
+        ObjectNode handle(JsonNode req) {
+            ObjectNode r = JSON.createObjectNode().put("p", p);
+            try {
+                switch (req.get("op").asText()) {
+                    case "open": open(req); return r.put("ok", true);
+                    case "init": return init(r);
+                    case "txn": return transact(req, r);
+                    case "close": close(); return r.put("ok", true);
+                    case "features": return features(req, r);
+                    default: return r.put("ok", false).put("error", "unknown op " + req.get("op"));
+                }
+            } catch (RuntimeException e) {  // a reply for every request: the harness waits for it
+                return r.put("ok", false).put("error", describe(e));
+            }
+        }
+
+        /** The cluster's finalized feature levels: transaction.version 2 is KIP-890's protocol. */
+        static ObjectNode features(JsonNode req, ObjectNode r) {
+            Map<String, Object> props = new HashMap<>();
+            props.put("bootstrap.servers", req.get("bootstrap").asText());
+            props.put("request.timeout.ms", "5000");
+            try (Admin admin = Admin.create(props)) {
+                FeatureMetadata meta = admin.describeFeatures().featureMetadata().get(30, TimeUnit.SECONDS);
+                ObjectNode finalized = r.putObject("finalized");
+                meta.finalizedFeatures().forEach((name, range) -> finalized.put(name, range.maxVersionLevel()));
+                return r.put("ok", true);
+            } catch (Exception e) {
+                return r.put("ok", false).put("error", describe(e));
+            }
+        }
+
+        static Map<String, Object> props(JsonNode obj) {
+            Map<String, Object> m = new HashMap<>();
+            for (Map.Entry<String, JsonNode> e : obj.properties()) m.put(e.getKey(), e.getValue().asText());
+            return m;
+        }
+
+        void open(JsonNode req) {
+            topic = req.get("topic").asText();
+            partitions = req.get("partitions").asInt();
+            timeoutMs = req.get("timeout_ms").asLong();
+            producerProps = props(req.get("producer"));
+            producerProps.put("key.serializer", StringSerializer.class.getName());
+            producerProps.put("value.serializer", StringSerializer.class.getName());
+            Map<String, Object> cp = props(req.get("consumer"));
+            cp.put("key.deserializer", ByteArrayDeserializer.class.getName());
+            cp.put("value.deserializer", ByteArrayDeserializer.class.getName());
+            consumer = new KafkaConsumer<>(cp);
+            List<TopicPartition> tps = new ArrayList<>();
+            for (int i = 0; i < partitions; i++) tps.add(new TopicPartition(topic, i));
+            consumer.assign(tps);
+            for (TopicPartition tp : tps) consumer.seek(tp, 0);
+        }
+
+        /** A fresh producer with this process's transactional.id; initTransactions fences any earlier one. */
+        ObjectNode init(ObjectNode r) {
+            drop();
+            KafkaProducer<String, String> fresh = new KafkaProducer<>(producerProps);
+            try {
+                fresh.initTransactions();
+                producer = fresh;
+                return r.put("ok", true);
+            } catch (RuntimeException e) {
+                fresh.close(Duration.ZERO);
+                return r.put("ok", false).put("error", describe(e));
+            }
+        }
+
+        void drop() {
+            if (producer != null) {
+                producer.close(Duration.ZERO);
+                producer = null;
+            }
+        }
+
+        @SuppressWarnings("deprecation")  // close(CloseOptions) replaces it only from kafka-clients 4.1
+        void close() {
+            drop();
+            if (consumer != null) {
+                consumer.close(Duration.ofSeconds(5));
+                consumer = null;
+            }
+        }
+
+        /** Run the micro-ops in one transaction: workloads/txn.py's TxnClient.transact, on the Java client. */
+        ObjectNode transact(JsonNode req, ObjectNode r) {
+            JsonNode mops = req.get("mops");
+            boolean abort = req.get("abort").asBoolean();
+            ArrayNode done = JSON.createArrayNode();
+            Map<Integer, Long> offsets = new ConcurrentHashMap<>();  // written by the producer's I/O thread
+            boolean anyPoll = false;
+            for (JsonNode m : mops) {
+                if (m.get(0).asText().equals("send")) {
+                    done.addArray().add("send").add(m.get(1).asLong()).add(m.get(2).asLong())
+                        .add(Math.floorMod(m.get(1).asLong(), (long) partitions)).addNull();
+                } else {
+                    done.addArray().add("poll").addNull();
+                    anyPoll = true;
+                }
+            }
+            int polled = 0;
+            boolean committing = false;
+            r.put("polled", 0);
+            try {
+                if (producer == null) throw new IllegalStateException("no producer");
+                producer.beginTransaction();
+                for (int i = 0; i < mops.size(); i++) {
+                    JsonNode m = mops.get(i);
+                    if (m.get(0).asText().equals("send")) {
+                        final int at = i;
+                        int partition = done.get(i).get(3).asInt();
+                        producer.send(new ProducerRecord<>(topic, partition, m.get(1).asText(), m.get(2).asText()),
+                            (meta, err) -> {
+                                if (err == null && meta != null && meta.hasOffset() && meta.offset() >= 0)
+                                    offsets.put(at, meta.offset());
+                            });
+                    } else {
+                        ArrayNode records = JSON.createArrayNode();
+                        for (ConsumerRecord<byte[], byte[]> rec : consumer.poll(Duration.ofMillis(100))) {
+                            records.addArray().add(rec.partition()).add(rec.offset()).add(decode(rec.value()));
+                        }
+                        ((ArrayNode) done.get(i)).set(1, records);
+                        polled += records.size();
+                        r.put("polled", polled);
+                    }
+                }
+                if (anyPoll) {
+                    Map<TopicPartition, OffsetAndMetadata> positions = new HashMap<>();
+                    for (TopicPartition tp : consumer.assignment()) {
+                        long pos = consumer.position(tp, Duration.ofMillis(timeoutMs));
+                        if (pos >= 0) positions.put(tp, new OffsetAndMetadata(pos));
+                    }
+                    if (!positions.isEmpty()) producer.sendOffsetsToTransaction(positions, consumer.groupMetadata());
+                }
+                if (abort) {
+                    producer.abortTransaction();
+                    return finish(r, "fail", done, offsets, "aborted on purpose");
+                }
+                producer.flush();  // every send's delivery report, hence its offset
+                committing = true;
+                producer.commitTransaction();
+                return finish(r, "ok", done, offsets, null);
+            } catch (RuntimeException e) {
+                boolean aborted = abortAfter(e);
+                // Without a commit request the transaction can never commit: the abort, the coordinator's timeout
+                // or the next producer's fencing ends it.
+                String type = !committing || aborted ? "fail" : "info";
+                return finish(r, type, done, offsets, describe(e));
+            }
+        }
+
+        /** Abort after an error that requires it; true if the abort was confirmed. Otherwise the producer is
+         *  dropped, and the next op's producer (same transactional.id) fences it. */
+        boolean abortAfter(RuntimeException e) {
+            if (producer == null) return false;
+            boolean fatal = e instanceof ProducerFencedException || e instanceof OutOfOrderSequenceException
+                || e instanceof AuthorizationException || e instanceof UnsupportedVersionException;
+            // A timed-out call must be retried before any other (abortTransaction then fails, or waits out its own
+            // timeout against the same unreachable coordinator): as librdkafka's retriable errors, it drops the producer.
+            boolean retriable = e instanceof RetriableException || e instanceof IllegalStateException;
+            if (!fatal && !retriable) {
+                try {
+                    producer.abortTransaction();
+                    return true;
+                } catch (RuntimeException again) {
+                    System.err.println("process " + p + ": abort failed: " + describe(again));
+                }
+            }
+            drop();
+            return false;
+        }
+
+        ObjectNode finish(ObjectNode r, String type, ArrayNode done, Map<Integer, Long> offsets, String error) {
+            for (Map.Entry<Integer, Long> o : offsets.entrySet()) ((ArrayNode) done.get(o.getKey())).set(4, JSON.getNodeFactory().numberNode(o.getValue()));
+            r.put("type", type).set("value", done);
+            if (error != null) r.put("error", error);
+            return r.put("producer", producer != null);
+        }
+
+        static long decode(byte[] raw) {
+            if (raw == null) return UNDECODABLE;
+            try {
+                return Long.parseLong(new String(raw, StandardCharsets.UTF_8).strip());
+            } catch (NumberFormatException e) {
+                return UNDECODABLE;
+            }
+        }
+    }
+}
