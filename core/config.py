@@ -192,11 +192,16 @@ def _build(klass: type, value: Any, where: str) -> Any:
     return klass(**value)
 
 
+def kafka_major(kafka_version: str) -> int:
+    """The major release of a Kafka version like 3.7.2 (4 for 4.1.0); 0 for anything not like that."""
+    m = re.fullmatch(r"(\d+)\.\d+\.\d+", kafka_version)
+    return int(m.group(1)) if m else 0
+
+
 def java_clients_version(kafka_version: str) -> str:
     """The kafka-clients version `--client java` uses with brokers of `kafka_version`: the same release from 4.0 on
     (its jars are already cached with the brokers'), else JAVA_CLIENTS_DEFAULT."""
-    major = re.match(r"(\d+)\.", kafka_version)
-    return kafka_version if major and int(major.group(1)) >= 4 else JAVA_CLIENTS_DEFAULT
+    return kafka_version if kafka_major(kafka_version) >= 4 else JAVA_CLIENTS_DEFAULT
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -263,8 +268,7 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
     if w.consumer_mode == "subscribe":
         _check(w.kind == "queue", f"--consumer-mode subscribe is for --workload queue, not {w.kind}")
         _check(w.consumers >= 1, "--consumer-mode subscribe needs --consumers >= 1")
-        major = int(c.kafka_version.split(".")[0]) if re.fullmatch(r"\d+\.\d+\.\d+", c.kafka_version) else 0
-        _check(w.group_protocol != "consumer" or major >= 4,
+        _check(w.group_protocol != "consumer" or kafka_major(c.kafka_version) >= 4,
                f"--group-protocol consumer (KIP-848) needs Kafka 4.0 or later, not --kafka-version {c.kafka_version}")
     _check(w.client in CLIENTS, f"--client must be one of {', '.join(CLIENTS)}; got {w.client!r}")
     if w.client == "java":

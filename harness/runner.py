@@ -17,7 +17,7 @@ from typing import Any, Callable
 from rich.console import Console
 
 from checkers import check_path, rejudge_loss
-from core.config import TestConfig
+from core.config import TestConfig, kafka_major
 from core.evidence_files import HISTORY_START_KEY, ISR_FILE
 from core.faults import write_faults
 from core.history import History
@@ -59,7 +59,7 @@ def prepare(kafka_version: str, kafka_dist: str | None = None, base_image: str |
     console = console or make_console()
     with console.status(f"resolving Kafka {kafka_version}"):
         dist = resolve(kafka_version, kafka_dist)
-    if int(dist.version.split(".")[0]) >= 4 and jdk_problem() is None:
+    if kafka_major(dist.version) >= 4 and jdk_problem() is None:
         with console.status("compiling the Java txn client"):
             program = java_client(dist.version, kafka_dist)
         console.print(f"[bold cyan]•[/] Java txn client (kafka-clients {program.clients_version}): {program.classes}")

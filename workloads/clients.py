@@ -55,24 +55,30 @@ def make_producer(bootstrap: str, cfg: ProducerConfig, client_id: str, *,
     })
 
 
-def make_consumer(bootstrap: str, client_id: str, isolation: str | None = None) -> Consumer:
-    """A consumer for manual assignment: no group management, no offset commits. `isolation` sets
-    `isolation.level` (read_committed or read_uncommitted); None leaves librdkafka's, read_committed."""
-    extra = {"isolation.level": isolation} if isolation else {}
-    return Consumer({**extra,
+def _consumer_settings(bootstrap: str, client_id: str) -> dict[str, object]:
+    """What every consumer of the harness shares: quick to notice a dead broker, reading from the log start."""
+    return {
         "bootstrap.servers": bootstrap,
         "client.id": client_id,
-        "group.id": f"kchaos-{client_id}",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
         "fetch.wait.max.ms": 200,
         "socket.timeout.ms": 5000,
-        "session.timeout.ms": 6000,
         "reconnect.backoff.max.ms": 1000,
         "socket.connection.setup.timeout.ms": 3000,
         "topic.metadata.refresh.interval.ms": 2000,
         "logger": CLIENT_LOG,
+    }
+
+
+def make_consumer(bootstrap: str, client_id: str, isolation: str | None = None) -> Consumer:
+    """A consumer for manual assignment: no group management, no offset commits. `isolation` sets
+    `isolation.level` (read_committed or read_uncommitted); None leaves librdkafka's, read_committed."""
+    extra = {"isolation.level": isolation} if isolation else {}
+    return Consumer({**extra, **_consumer_settings(bootstrap, client_id),
+        "group.id": f"kchaos-{client_id}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "session.timeout.ms": 6000,
     })
 
 
@@ -91,21 +97,12 @@ def make_group_consumer(bootstrap: str, client_id: str, group: str, *, auto_comm
     timeouts: dict[str, object] = {
         "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "max.poll.interval.ms": MAX_POLL_INTERVAL_MS,
     } if protocol == "classic" else {"max.poll.interval.ms": MAX_POLL_INTERVAL_MS}
-    return Consumer({**timeouts,
-        "bootstrap.servers": bootstrap,
-        "client.id": client_id,
+    return Consumer({**timeouts, **_consumer_settings(bootstrap, client_id),
         "group.id": group,
         "group.protocol": protocol,
         "enable.auto.commit": auto_commit,
         "auto.commit.interval.ms": AUTO_COMMIT_INTERVAL_MS,
         "enable.auto.offset.store": True,
-        "auto.offset.reset": "earliest",
-        "fetch.wait.max.ms": 200,
-        "socket.timeout.ms": 5000,
-        "reconnect.backoff.max.ms": 1000,
-        "socket.connection.setup.timeout.ms": 3000,
-        "topic.metadata.refresh.interval.ms": 2000,
-        "logger": CLIENT_LOG,
     })
 
 
