@@ -50,6 +50,7 @@ class ProducerConfig:
     max_in_flight: int = 5
     delivery_timeout_ms: int = 10000
     request_timeout_ms: int = 3000
+    socket_timeout_ms: int = 60000  # librdkafka's own default
 
 
 @dataclass(frozen=True)
@@ -242,6 +243,8 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
     _check(_int(p.max_in_flight) and p.max_in_flight >= 1, f"--max-in-flight must be >= 1, got {p.max_in_flight}")
     _check(p.request_timeout_ms > 0 and p.delivery_timeout_ms >= p.request_timeout_ms + p.linger_ms,
            "delivery timeout must be >= request timeout + linger")
+    _check(_int(p.socket_timeout_ms) and p.socket_timeout_ms >= 10,
+           f"--socket-timeout-ms must be >= 10, got {p.socket_timeout_ms}")
     if p.idempotence:
         _check(p.acks == "all", f"--idempotence needs --acks all (Kafka refuses it with acks={p.acks})")
         _check(p.max_in_flight <= 5, "--idempotence needs --max-in-flight <= 5")

@@ -100,6 +100,11 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                    help="delivery.timeout.ms: when an unacknowledged send is given up (its outcome is unknown)")
     p.add_argument("--request-timeout-ms", type=int, default=D.producer.request_timeout_ms, metavar="MS",
                    help="request.timeout.ms: how long one produce request may take")
+    p.add_argument("--socket-timeout-ms", type=int, default=D.producer.socket_timeout_ms, metavar="MS",
+                   help="librdkafka's socket.timeout.ms: how long its other requests may take (EndTxn and "
+                        "AddPartitionsToTxn to the transaction coordinator among them); a request that times out "
+                        "closes its connection and is sent again on a new one. The Java client times every "
+                        "request with --request-timeout-ms")
     p.add_argument("--rate", type=full_load.parse_rate, default=D.workload.rate, metavar="{N,max}",
                    help="target sends per second, all producers together; " + full_load.help_text())
     p.add_argument("--producers", type=int, default=None, metavar="N",
@@ -183,7 +188,8 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                           unclean=a.unclean, flush_messages=a.flush_messages),
         producer=ProducerConfig(acks=str(a.acks), idempotence=a.idempotence or a.workload == "txn", retries=a.retries,
                                 linger_ms=load["linger_ms"], max_in_flight=a.max_in_flight,
-                                delivery_timeout_ms=a.delivery_timeout_ms, request_timeout_ms=a.request_timeout_ms),
+                                delivery_timeout_ms=a.delivery_timeout_ms, request_timeout_ms=a.request_timeout_ms,
+                                socket_timeout_ms=a.socket_timeout_ms),
         cluster=ClusterConfig(nodes=a.nodes, controllers=a.controllers, kafka_version=a.kafka_version,
                               kafka_dist=a.kafka_dist, base_image=a.base_image, subnet=a.subnet,
                               replica_lag_time_max_ms=a.replica_lag_time_max_ms,
