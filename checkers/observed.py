@@ -13,10 +13,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from checkers.reference import COUNTS
+from checkers.reference import COUNTS as QUEUE_COUNTS
+from checkers.txn_reference import COUNTS as TXN_COUNTS
 from checkers.verdict import FAIL, PASS, judge
 from core.faults import FaultCatalogue, FaultsError, read_faults
 from core.history import read_history
+
+# Every checker count a prediction may name: the queue checker's, then the txn checker's that the queue lacks.
+COUNTS = QUEUE_COUNTS + tuple(k for k in TXN_COUNTS if k not in QUEUE_COUNTS)
+TXN_OUTCOMES = ("ok", "fail", "info")
 
 # A stretch this long without any acknowledged write counts as unavailability.
 OUTAGE_GAP_S = 1.0
@@ -26,6 +31,8 @@ METRICS: dict[str, str] = {
     "send_ok": "sends acknowledged",
     "send_fail": "sends that definitely failed",
     "send_info": "sends whose outcome is unknown (timeouts)",
+    **{f"txn_{t}": f"transactions that ended {t} (--workload txn: {what})" for t, what in
+       zip(TXN_OUTCOMES, ("committed", "certainly not committed", "outcome unknown"))},
     "not_enough_replicas": "sends refused with NOT_ENOUGH_REPLICAS(_AFTER_APPEND): the ISR was below min.insync",
     "unavailable_s": f"seconds of the workload in stretches of >= {OUTAGE_GAP_S:g} s with no write acknowledged",
     "longest_outage_s": "the longest such stretch, in seconds",
@@ -75,6 +82,7 @@ def _from_history(path: Path, catalogue: FaultCatalogue | None) -> dict[str, flo
     the registry had before faults.json)."""
     starts = (catalogue if catalogue is not None else FaultCatalogue.legacy()).break_ops
     sends = {"ok": 0, "fail": 0, "info": 0}
+    txns = dict.fromkeys(TXN_OUTCOMES, 0)
     refused = faults = 0
     first = last = last_fault = None
     acks: list[int] = []
@@ -84,6 +92,8 @@ def _from_history(path: Path, catalogue: FaultCatalogue | None) -> dict[str, flo
                 faults += 1
                 last_fault = op.get("time")
             continue
+        if op.get("f") == "txn" and op.get("type") in txns:
+            txns[op["type"]] += 1
         if op.get("f") != "send":
             continue
         t = op.get("time")
@@ -103,12 +113,13 @@ def _from_history(path: Path, catalogue: FaultCatalogue | None) -> dict[str, flo
     if isinstance(last_fault, int) and last is not None:
         recovery = (next((t for t in acks if t > last_fault), max(last, last_fault)) - last_fault) / 1e9
     return {"send_ok": sends["ok"], "send_fail": sends["fail"], "send_info": sends["info"],
-            "not_enough_replicas": refused, "faults": faults,
+            **{f"txn_{t}": n for t, n in txns.items()}, "not_enough_replicas": refused, "faults": faults,
             "unavailable_s": round(float(sum(outages)), 1), "longest_outage_s": round(max(outages, default=0.0), 1),
             "recovery_s": round(recovery, 1)}
 
 
 def anomaly_kinds(results: dict[str, Any]) -> list[str]:
-    """The anomaly kinds a results.json found (counts > 0), most severe first; `acked` is not an anomaly."""
-    counts = results.get("counts") or {}
-    return [k for k in COUNTS if k != "acked" and counts.get(k)]
+    """The anomaly kinds a results.json found (counts > 0), most severe first; `acked` is not an anomaly, nor is
+    a kind the configuration allows (results.json's `allowed`: G0 among transactions, say)."""
+    counts, allowed = results.get("counts") or {}, results.get("allowed") or {}
+    return [k for k in COUNTS if k != "acked" and counts.get(k) and k not in allowed]

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checkers.observed import METRICS, observe
+from checkers.observed import anomaly_kinds, METRICS, observe
 from harness.cli import main
 from harness.scenario import Prediction, ScenarioError, find_scenario, load_scenario, scenario_names
 from harness.scenario_run import RESULT_FILE, judge
@@ -240,6 +240,21 @@ def test_observe_handmade_history(tmp_path):
     assert m["faults"] == 2  # the ok kill and the ok start-partition; not start, stop-partition, invokes, infos
     assert (m["acked"], m["lost"], m["duplicate"], m["valid"]) == (8, 1, 0, 0)
 
+
+
+def test_observe_counts_transactions_and_their_anomalies(tmp_path):
+    h = HistoryBuilder()
+    for p, kind in ((0, "ok"), (1, "ok"), (0, "fail"), (1, "info")):
+        h.op(p, "invoke", "txn", value=[["send", 1, p]])
+        h.op(p, kind, "txn", value=[["send", 1, p, 0, None]])
+    run = handmade(tmp_path, h)
+    (run / "results.json").write_text(json.dumps({"valid": False, "counts": {"G1a": 2, "torn_transaction": 1, "G0": 3},
+                                                  "allowed": {"G0": 3}}))
+    m = observe(run)
+    assert set(m) == set(METRICS)
+    assert (m["txn_ok"], m["txn_fail"], m["txn_info"], m["send_ok"]) == (2, 1, 1, 0)
+    assert (m["G1a"], m["torn_transaction"], m["G0"], m["lost_write"]) == (2, 1, 3, 0)
+    assert anomaly_kinds(json.loads((run / "results.json").read_text())) == ["G1a", "torn_transaction"]
 
 # 5. judging a scenario directory
 
