@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from markupsafe import Markup
 
+from checkers import workload_kind
 from checkers.parquet import CheckInputError, convert
 from checkers.timeline import availability as timeline_availability
 from checkers.timeline import fault_windows
@@ -43,13 +44,17 @@ from reports.explain_text import groups_of
 from reports.html import write_page, yes
 from reports.promise import RULE, promise_of
 from reports.severity import level, loss_rate
+from reports import txn_plots
+from reports.txn_cycles import cycle_tables, op_excerpts
+from reports.txn_data import Rebalance, TxnRun, read_txn_run, rebalances
 
 __all__ = ["ReportError", "REPORT_FILE", "RunData", "anomaly_marks", "load_run", "write_report"]
 
 REPORT_FILE = "report.html"
 QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+MAX_REBALANCES = 40  # rows of the rebalance table; the plots draw every one
 _COLUMNS = ["time", "process", "type", "f", "partition", "value", "offset", "latency_ns", "epoch", "index",
-            "nemesis", "detail"]
+            "nemesis", "detail", "generation"]
 
 
 class ReportError(ReportsInputError):
@@ -70,6 +75,8 @@ class RunData:
     isr: list[dict[str, Any]] | None
     notes: list[str] = field(default_factory=list)
     faults: FaultCatalogue = field(default_factory=FaultCatalogue)
+    txn: TxnRun | None = None  # a txn run's transactions (reports/txn_data.py); None for a queue run
+    rebalances: list[Rebalance] = field(default_factory=list)
 
 
 def _json(path: Path, what: str) -> Any:
@@ -85,7 +92,7 @@ def _read_history(history: Path) -> pa.Table:
     except CheckInputError:
         out = convert(history, validate=False)  # malformed: still plot what can be read
     t = pq.read_table(out, columns=_COLUMNS)
-    return t.filter(pc.or_(pc.equal(t["f"], "send"), pc.equal(t["process"], "nemesis")))
+    return t.filter(pc.or_(pc.is_in(t["f"], pa.array(["send", "assign", "revoke"])), pc.equal(t["process"], "nemesis")))
 
 
 def _np(col: pa.ChunkedArray, fill: Any) -> np.ndarray:
@@ -156,10 +163,18 @@ def load_run(run: Path) -> RunData:
             notes.append(str(e))
         if not isinstance(results, dict):
             results = None
+    txn, moves = None, []
     try:
-        t = _read_history(history)
-        sends, per_epoch = _sends(t)
-        events = _events(t)
+        if workload_kind(test, history) == "txn":  # never converted to Parquet: read as JSON lines
+            txn = read_txn_run(history, results)
+            sends, per_epoch, events, moves = plots.Sends.empty(), [], txn.events, txn.rebalances
+        else:
+            t = _read_history(history)
+            sends, per_epoch = _sends(t)
+            events = _events(t)
+            subscribe = (test.get("workload") or {}).get("consumer_mode") == "subscribe"
+            moves = rebalances(t.filter(pc.is_in(t["f"], pa.array(["assign", "revoke"]))).select(
+                ["time", "process", "type", "f", "generation"]).to_pylist(), subscribe)
     except (CheckInputError, OSError, pa.ArrowException) as e:
         notes.append(f"history could not be read: {e}")
         sends, per_epoch, events = plots.Sends.empty(), [], []
@@ -176,7 +191,7 @@ def load_run(run: Path) -> RunData:
     avail = tl.get("availability") or (timeline_availability(windows, per_epoch, []) if per_epoch else None)
     latency = ((results or {}).get("latency_ms") or {}).get("send") or _latency(sends)
     isr = read_isr(run / ISR_FILE) if (run / ISR_FILE).is_file() else None
-    return RunData(run, test, results, sends, windows, avail, latency, isr, notes, faults)
+    return RunData(run, test, results, sends, windows, avail, latency, isr, notes, faults, txn, moves)
 
 
 def anomaly_marks(results: Mapping[str, Any] | None) -> plots.Marks:
@@ -276,14 +291,21 @@ def write_report(run: Path) -> Path:
     lost = counts.get("lost")
     j = judge(d.results, d.test)  # the same word results.json, the console and compare give
     severity = level(j.verdict, lost, counts.get("acked"), bool(j.allowed))
-    w, c = d.windows, d.faults
-    pngs = {"latency": plots.latency_png(d.sends, w, catalogue=c),
-            "throughput": plots.throughput_png(d.sends, w, catalogue=c),
-            "offsets": plots.offsets_png(d.sends, w, anomaly_marks(d.results), catalogue=c)}
+    w, c, rb = d.windows, d.faults, [b.time_s for b in d.rebalances]
+    if d.txn is None:
+        pngs: dict[str, Any] = {
+            "latency": plots.latency_png(d.sends, w, catalogue=c, rebalances=rb),
+            "throughput": plots.throughput_png(d.sends, w, catalogue=c, rebalances=rb),
+            "offsets": plots.offsets_png(d.sends, w, anomaly_marks(d.results), catalogue=c, rebalances=rb)}
+    else:
+        x = d.txn
+        pngs = {"txn": txn_plots.txn_png(x.done_s, x.type, w, marks=x.marks, counts=counts, rebalances=rb, catalogue=c),
+                "txn_latency": txn_plots.txn_latency_png(x.done_s, x.type, x.latency_ms, w, rebalances=rb, catalogue=c)}
     if d.isr is not None:
         errors = sum(1 for s in d.isr if "error" in s)
-        pngs.update(isr=plots.isr_png(d.isr, w, (d.test.get("topic") or {}).get("min_insync"), catalogue=c),
-                    isr_samples=len(d.isr) - errors, isr_errors=errors)
+        pngs.update(isr=plots.isr_png(d.isr, w, (d.test.get("topic") or {}).get("min_insync"), catalogue=c,
+                                      rebalances=rb), isr_samples=len(d.isr) - errors, isr_errors=errors)
+    ops = d.txn.ops if d.txn is not None else {}
     nodes = sorted(p for p in (d.run / "nodes").iterdir() if p.is_dir()) if (d.run / "nodes").is_dir() else []
     explanation = load_explanation(d.run)
     return write_page(
@@ -292,6 +314,8 @@ def write_report(run: Path) -> Path:
         rate=loss_rate(lost, counts.get("acked")), acked=counts.get("acked"),
         inside=None if lost is None else lost_in_promise(d.results or {}, d.test),
         settings=_settings(d.test), anomalies=_anomalies(d, j), availability=_availability(d.availability),
+        cycles=cycle_tables(d.results, ops, {k: _effect(k, j) for k in counts}), op_lines=op_excerpts(ops),
+        rebalances=d.rebalances[:MAX_REBALANCES], txn_stats=(d.results or {}).get("stats") if d.txn else None,
         latency=[{"type": k, **v} for k, v in d.latency.items()], windows=_windows(d), plots=pngs, isr_file=ISR_FILE,
         evidence=Markup("".join(evidence_section(d.run, explanation))), causes=len(groups_of(explanation or {})),
         files=[(quote(f), f) for f in ("history.jsonl", "results.json", "test.json", "schedule.json", FAULTS_FILE,
