@@ -46,7 +46,7 @@ from reports.promise import RULE, promise_of
 from reports.severity import level, loss_rate
 from reports import txn_plots
 from reports.txn_cycles import cycle_tables, op_excerpts
-from reports.txn_data import Rebalance, TxnRun, read_txn_run, rebalances
+from reports.txn_data import Rebalance, TxnRun, read_rebalances, read_txn_run
 
 __all__ = ["ReportError", "REPORT_FILE", "RunData", "anomaly_marks", "load_run", "write_report"]
 
@@ -54,7 +54,7 @@ REPORT_FILE = "report.html"
 QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 MAX_REBALANCES = 40  # rows of the rebalance table; the plots draw every one
 _COLUMNS = ["time", "process", "type", "f", "partition", "value", "offset", "latency_ns", "epoch", "index",
-            "nemesis", "detail", "generation"]
+            "nemesis", "detail"]
 
 
 class ReportError(ReportsInputError):
@@ -92,7 +92,7 @@ def _read_history(history: Path) -> pa.Table:
     except CheckInputError:
         out = convert(history, validate=False)  # malformed: still plot what can be read
     t = pq.read_table(out, columns=_COLUMNS)
-    return t.filter(pc.or_(pc.is_in(t["f"], pa.array(["send", "assign", "revoke"])), pc.equal(t["process"], "nemesis")))
+    return t.filter(pc.or_(pc.equal(t["f"], "send"), pc.equal(t["process"], "nemesis")))
 
 
 def _np(col: pa.ChunkedArray, fill: Any) -> np.ndarray:
@@ -166,15 +166,15 @@ def load_run(run: Path) -> RunData:
     txn, moves = None, []
     try:
         if workload_kind(test, history) == "txn":  # never converted to Parquet: read as JSON lines
-            txn = read_txn_run(history, results)
+            txn = read_txn_run(history, results, str((test.get("workload") or {}).get("txn_isolation")
+                                                     or "read_committed"))
             sends, per_epoch, events, moves = plots.Sends.empty(), [], txn.events, txn.rebalances
         else:
             t = _read_history(history)
             sends, per_epoch = _sends(t)
             events = _events(t)
-            subscribe = (test.get("workload") or {}).get("consumer_mode") == "subscribe"
-            moves = rebalances(t.filter(pc.is_in(t["f"], pa.array(["assign", "revoke"]))).select(
-                ["time", "process", "type", "f", "generation"]).to_pylist(), subscribe)
+            if (test.get("workload") or {}).get("consumer_mode") == "subscribe":
+                moves = read_rebalances(history)
     except (CheckInputError, OSError, pa.ArrowException) as e:
         notes.append(f"history could not be read: {e}")
         sends, per_epoch, events = plots.Sends.empty(), [], []

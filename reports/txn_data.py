@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-__all__ = ["MARKED", "Rebalance", "TxnRun", "linked_ops", "read_txn_run", "rebalances"]
+__all__ = ["MARKED", "Rebalance", "TxnRun", "linked_ops", "read_rebalances", "read_txn_run", "rebalances"]
 
 # The anomaly kinds the transactions plot marks, with where each is placed: at the completion of the
 # transaction (or final read) that read the aborted value, or of the torn transaction itself.
@@ -83,20 +83,39 @@ def rebalances(rows: Iterable[Mapping[str, Any]], subscribe: bool = True) -> lis
     return sorted(out, key=lambda b: b.time_s)
 
 
+def read_rebalances(history: Path) -> list[Rebalance]:
+    """`rebalances` of a subscribe-mode queue run's history.jsonl, reading only the lines that can be one (the
+    Parquet form has no `partitions` column)."""
+    rows = []
+    with open(history, encoding="utf-8") as lines:
+        for line in lines:
+            if '"assign"' in line or '"revoke"' in line or '"rebalance"' in line:
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    continue
+    return rebalances([r for r in rows if isinstance(r, dict)], subscribe=True)
+
+
 def _parts(x: Any) -> tuple[int, ...]:
     return tuple(p for p in x if isinstance(p, int)) if isinstance(x, list) else ()
 
 
-def read_txn_run(history: Path, results: Mapping[str, Any] | None = None) -> TxnRun:
+def read_txn_run(history: Path, results: Mapping[str, Any] | None = None,
+                 isolation: str = "read_committed") -> TxnRun:
     """One pass over a txn history.jsonl (lines that are not JSON objects are skipped: the checker reports
     them); what to mark and which ops to keep come from `results` (results.json: its examples and cycles).
 
-    An example list holds at most 10 keys, so the marks are the checker's examples, not every anomaly: the
-    plot's legend gives both numbers.
+    Each example value of G1a is marked where a read_committed reader (the polls under `isolation`
+    read_committed, the final read always) first returned it, of aborted_read where a poll first did; a torn
+    transaction where it completed. An example list holds at most 10 keys, so the marks are the checker's
+    examples, not every anomaly: the plot's legend gives both numbers.
     """
     r = results or {}
     examples = r.get("examples") or {}
     values = {k: set(examples.get(k) or []) for k in ("G1a", "aborted_read")}
+    polled = dict(values) if isolation == "read_committed" else {"aborted_read": values["aborted_read"]}
+    drained = {"G1a": values["G1a"]}  # the final read is read_committed
     torn, wanted = set(examples.get("torn_transaction") or []), linked_ops(r)
     done, types, latency, events, moves = [], [], [], [], []
     marks: dict[str, list[float]] = {k: [] for k in MARKED}
@@ -131,12 +150,12 @@ def read_txn_run(history: Path, results: Mapping[str, Any] | None = None) -> Txn
                 latency.append((t - start) / 1e6)
                 if index in torn:
                     marks["torn_transaction"].append(t / 1e9)
-                _mark_reads(op.get("value"), values, marks, t)
+                _mark_reads(op.get("value"), polled, marks, t)
                 if index in wanted:
                     ops[index] = {"process": proc, "type": kind, "value": op.get("value"), "error": op.get("error"),
                                   "lines": kept + [(n, line.rstrip("\n"))]}
             elif f == "drain" and kind == "ok":
-                _mark_reads([["poll", op.get("records")]], values, marks, t)
+                _mark_reads([["poll", op.get("records")]], drained, marks, t)
     for proc, (index, start, kept) in opened.items():  # cut off by the end of the run: info
         done.append(last / 1e9)
         types.append("info")
@@ -149,11 +168,13 @@ def read_txn_run(history: Path, results: Mapping[str, Any] | None = None) -> Txn
 
 
 def _mark_reads(mops: Any, values: dict[str, set], marks: dict[str, list[float]], t: int) -> None:
-    """Mark time `t` once per kind whose example values the polls in micro-ops `mops` returned."""
+    """Mark time `t` for each example value of `values` (kind -> values not yet marked) the polls in micro-ops
+    `mops` returned, and take it out: a value is marked where it was first read."""
     if not any(values.values()) or not isinstance(mops, list):
         return
     read = {rec[2] for m in mops if isinstance(m, list) and len(m) == 2 and m[0] == "poll"
             and isinstance(m[1], list) for rec in m[1] if isinstance(rec, list) and len(rec) == 3}
     for kind, vs in values.items():
-        if read & vs:
+        for _ in read & vs:
             marks[kind].append(t / 1e9)
+        vs -= read
