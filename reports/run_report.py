@@ -126,10 +126,11 @@ def _events(t: pa.Table) -> list[dict[str, Any]]:
     return [r for r in rows if r["time"] is not None and r["index"] is not None and r["f"] and r["type"]]
 
 
-def _latency(sends: plots.Sends) -> dict[str, Any]:
+def _latency(latency_ms: np.ndarray, types: np.ndarray) -> dict[str, Any]:
+    """Per completion type, the count, quantiles and max of `latency_ms` (NaN: no latency, left out)."""
     out = {}
     for k in plots.TYPES:
-        lat = np.sort(sends.latency_ms[sends.type == k])
+        lat = np.sort(latency_ms[(types == k) & np.isfinite(latency_ms)])
         if len(lat):
             # Like the checker's: a latency that occurred, the smallest with >= q of them at or below it.
             out[k] = {"count": len(lat), **{name: round(float(lat[max(0, int(np.ceil(q * len(lat))) - 1)]), 3)
@@ -189,7 +190,8 @@ def load_run(run: Path) -> RunData:
     if windows is None:
         windows = fault_windows(events, faults)
     avail = tl.get("availability") or (timeline_availability(windows, per_epoch, []) if per_epoch else None)
-    latency = ((results or {}).get("latency_ms") or {}).get("send") or _latency(sends)
+    latency = ((results or {}).get("latency_ms") or {}).get("send") or (
+        _latency(txn.latency_ms, txn.type) if txn is not None else _latency(sends.latency_ms, sends.type))
     isr = read_isr(run / ISR_FILE) if (run / ISR_FILE).is_file() else None
     return RunData(run, test, results, sends, windows, avail, latency, isr, notes, faults, txn, moves)
 
