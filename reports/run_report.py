@@ -10,7 +10,11 @@ writes were inside the promise; four plots (reports/plots.py) embedded as PNG
 data URIs; the Evidence section when writes were lost (the lost writes
 grouped by cause, reports/evidence_html.py); then configuration, anomaly
 counts with examples, availability, latency, fault windows, and relative
-links to the run's files. docs/reports.md says how to read it.
+links to the run's files. A txn run (never converted to Parquet) has its
+transactions per second and latency instead of the send plots, and its
+example cycles as tables whose ops link to their history lines quoted in the
+page (reports/txn_data.py, txn_plots.py, txn_cycles.py). Rebalances are drawn
+on every plot and listed. docs/reports.md says how to read it.
 """
 from __future__ import annotations
 
