@@ -42,7 +42,7 @@ def txn_png(done_s: np.ndarray, types: np.ndarray, windows: Sequence[Mapping[str
     rebalances drawn; each kind of `marks` (MARK_STYLES: times) a row of markers along the top, its legend entry
     giving the checker's count (`counts`) and how many were marked."""
     fig, (ax,) = figure(height=4.4)
-    ts = _times(done_s) + [float(x) for m in (marks or {}).values() for x in m]
+    ts = _times(done_s) + [float(x) for m in (marks or {}).values() for x in m] + [float(x) for x in rebalances]
     spans = fault_spans(windows, max(ts, default=None), catalogue)
     handles = shade([ax], spans) + mark_rebalances([ax], rebalances)
     edges, series = per_second(done_s, types)
@@ -78,7 +78,8 @@ def txn_latency_png(done_s: np.ndarray, types: np.ndarray, latency_ms: np.ndarra
     """Transaction latency (invocation to completion, ms, log scale) against completion time, one colour per
     outcome, faults shaded, rebalances drawn; transactions cut off by the end of the run have none."""
     fig, (ax,) = figure(height=3.8)
-    spans = fault_spans(windows, max(_times(done_s), default=None), catalogue)
+    ts = _times(done_s) + [float(x) for x in rebalances]
+    spans = fault_spans(windows, max(ts, default=None), catalogue)
     handles = shade([ax], spans) + mark_rebalances([ax], rebalances)
     points = []
     for t, label in OUTCOMES.items():
@@ -93,4 +94,4 @@ def txn_latency_png(done_s: np.ndarray, types: np.ndarray, latency_ms: np.ndarra
     else:
         note(ax, "no completed transactions")
     ax.set_ylabel("transaction latency (ms)")
-    return finish(fig, [ax], spans, _times(done_s), "completion time (s)", points + handles)
+    return finish(fig, [ax], spans, ts, "completion time (s)", points + handles)
