@@ -124,6 +124,19 @@ def test_txn_plot_is_a_png_even_when_empty():
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
 
 
+def rebalance_pixels(data: bytes) -> int:
+    """Pixels of a PNG plot in the colour a rebalance line has over white."""
+    import io
+
+    import matplotlib.colors as mcolors
+    import matplotlib.image as mpimg
+
+    from reports.plot_frame import REBALANCE_COLOR
+    img = mpimg.imread(io.BytesIO(data))[..., :3]
+    want = 1 - 0.6 * (1 - np.array(mcolors.to_rgb(REBALANCE_COLOR)))
+    return int((np.abs(img - want).max(axis=-1) < 0.04).sum())
+
+
 def test_queue_report_draws_rebalances_of_a_subscribe_run(tmp_path):
     from test_report import make_run
 
@@ -134,6 +147,11 @@ def test_queue_report_draws_rebalances_of_a_subscribe_run(tmp_path):
     with open(run / "history.jsonl", "a") as fh:
         fh.write(json.dumps({"index": 99, "time": 4 * S, "process": 5, "type": "ok", "f": "assign",
                              "topic": "kchaos", "partitions": [0, 1], "generation": 2}) + "\n")
-    assert [(b.time_s, b.assigned, b.generation) for b in load_run(run).rebalances] == [(4.0, (0, 1), 2)]
-    assert "rebalance (1)" not in write_report(run).read_text()  # drawn in the plots, listed in the table
-    assert "<h2>Rebalances</h2>" in (run / "report.html").read_text()
+    d = load_run(run)
+    assert [(b.time_s, b.assigned, b.generation) for b in d.rebalances] == [(4.0, (0, 1), 2)]
+    # drawn on every plot: dashed lines in plot_frame.REBALANCE_COLOR (alpha 0.6 over white) only where given
+    from reports import plots
+    for draw in (plots.latency_png, plots.throughput_png, plots.offsets_png):
+        assert rebalance_pixels(draw(d.sends, rebalances=[4.0])) > rebalance_pixels(draw(d.sends)) + 50, \
+            draw.__name__
+    assert "<h2>Rebalances</h2>" in write_report(run).read_text()
