@@ -41,7 +41,7 @@ def txn_png(done_s: np.ndarray, types: np.ndarray, windows: Sequence[Mapping[str
     """Committed, aborted and indefinite transactions per second (by completion time) as steps, faults shaded,
     rebalances drawn; each kind of `marks` (MARK_STYLES: times) a row of markers along the top, its legend entry
     giving the checker's count (`counts`) and how many were marked."""
-    fig, (ax,) = figure(height=4.4)
+    fig, (ax,) = figure(height=4.2)
     ts = _times(done_s) + [float(x) for m in (marks or {}).values() for x in m] + [float(x) for x in rebalances]
     spans = fault_spans(windows, max(ts, default=None), catalogue)
     handles = shade([ax], spans) + mark_rebalances([ax], rebalances)
@@ -66,8 +66,8 @@ def txn_png(done_s: np.ndarray, types: np.ndarray, windows: Sequence[Mapping[str
         note(ax, "no transactions")
     ax.set_ylabel("transactions / s")
     # The legend goes under the plot: the marks run along its top and the steps fill it.
-    fig.subplots_adjust(bottom=1.3 / 4.4)
-    ax.legend(handles=lines + handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4, fontsize=8,
+    fig.subplots_adjust(bottom=1.15 / 4.2)
+    ax.legend(handles=lines + handles, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=4, fontsize=8,
               frameon=False)
     return finish(fig, [ax], spans, ts, "completion time (s)", [])
 
