@@ -107,7 +107,7 @@ def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> 
     results, s = results or {}, Settings.of(dict(test or {}))
     counts = {k: int(v or 0) for k, v in (results.get("counts") or {}).items() if isinstance(v, (int, float))}
     if ((test or {}).get("workload") or {}).get("kind") == TXN:
-        return judge_txn(results, counts)
+        return judge_txn(results, counts, ((test or {}).get("workload") or {}).get("txn_isolation"))
     undecided = [f"checker {name} failed: {c['error']}" for name, c in (results.get("checkers") or {}).items()
                  if isinstance(c, Mapping) and c.get("error")]
     others = [(n, c.get("valid")) for n, c in (results.get("checkers") or {}).items()
@@ -215,11 +215,12 @@ BY_ISOLATION = {
 }
 
 
-def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int]) -> Judgement:
+def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int], isolation: str | None = None) -> Judgement:
     """The verdict of a txn run (docs/verdicts.md, "The txn workload"): every anomaly of TXN_FAILS fails, and
     so do unseen writes whose partition's final read completed, and the kinds of BY_ISOLATION under
     read_committed; the kinds of TXN_ALLOWED (and of BY_ISOLATION under read_uncommitted) are observed, allowed; unseen writes
-    in partitions whose final read did not complete make it unknown."""
+    in partitions whose final read did not complete make it unknown. The isolation level is the checker's, else
+    `isolation` (test.json's: a page reading only `essentials` has no checker's result)."""
     txn = (results.get("checkers") or {}).get(TXN) or {}
     failed = {k: counts[k] for k in TXN_FAILS if counts.get(k)}
     why: dict[str, dict[str, str]] = {"failed": {k: TXN_FAILS[k] for k in failed}, "allowed": {}}
@@ -237,7 +238,7 @@ def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int]) -> Judgemen
     why["allowed"].update({k: TXN_ALLOWED[k] for k in allowed})
     for kind, (ok_why, bad_why) in BY_ISOLATION.items():
         if counts.get(kind):
-            fine = txn.get("isolation") == "read_uncommitted"
+            fine = (txn.get("isolation") or isolation) == "read_uncommitted"
             (allowed if fine else failed)[kind] = counts[kind]
             why["allowed" if fine else "failed"][kind] = ok_why if fine else bad_why
     return Judgement(FAIL if failed else UNKNOWN if undecided else PASS, failed, allowed, why, tuple(undecided))
@@ -246,11 +247,12 @@ def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int]) -> Judgemen
 def essentials(results: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a results.json that `judge` reads and a page shows (counts, the loss section's numbers, stats,
     each checker's `valid` and error, the stored verdict fields): a few hundred bytes of what can be megabytes."""
-    out: dict[str, Any] = {k: results[k] for k in ("valid", *FIELDS, "page_cache", "counts", "stats") if k in results}
+    out: dict[str, Any] = {k: results[k] for k in ("valid", *FIELDS, "page_cache", "counts", "stats",
+                                                    "unseen_undecided") if k in results}
     if isinstance(results.get("loss"), Mapping):
         out["loss"] = {k: v for k, v in results["loss"].items() if not isinstance(v, (list, dict))}
     if isinstance(results.get("checkers"), Mapping):
-        out["checkers"] = {n: {k: c[k] for k in ("valid", "error") if k in c}
+        out["checkers"] = {n: {k: c[k] for k in ("valid", "error", "isolation") if k in c}
                            for n, c in results["checkers"].items() if isinstance(c, Mapping)}
     return out
 

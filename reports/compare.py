@@ -20,6 +20,7 @@ import pandas as pd
 
 from checkers.reference import Settings
 from checkers.table import in_faults
+from checkers.txn_reference import COUNTS as TXN_COUNTS
 from checkers.verdict import judge, lost_in_promise, merge
 from core.page_cache import short as page_cache_short
 from reports import ReportsInputError
@@ -29,8 +30,8 @@ from reports.promise import promise_of
 from reports.run_index import index_for
 from reports.severity import level
 
-__all__ = ["COLUMNS", "CompareError", "Run", "compare_rows", "configuration", "heatmap", "load_runs",
-           "write_compare"]
+__all__ = ["ANOMALY_KINDS", "COLUMNS", "CompareError", "Run", "anomaly_cells", "compare_rows", "configuration",
+           "heatmap", "load_runs", "write_compare"]
 
 # Options that do not change what is being measured; runs differing only in these are repetitions.
 NOT_CONFIGURATION = {"name", "seed", "store", "spark_master", "versions", "argv", "cluster.kafka_dist",
@@ -44,6 +45,10 @@ COLUMNS = ("cell", "verdict", "severity", "prediction", *ALWAYS, "other", "runs"
            "availability_in_faults", "send_p50_ms", "send_p99_ms", "promise", "page_cache", "run_dirs")
 SUMMED = ("runs", "pass", "fail", "unknown", "checked", "acked", "lost", "duplicate", "lost_in_promise",
           "ok_in_faults", "invoked_in_faults")
+# The txn workload's anomaly kinds and the consumer group's: a column each (after COLUMNS) when some run has one.
+# A queue run contributes only the group kinds: its order kinds go with its lost writes and stay in `fails`.
+GROUP_KINDS = ("committed_unconsumed", "double_consumed")
+ANOMALY_KINDS = tuple(k for k in (*TXN_COUNTS, *GROUP_KINDS) if k not in ("duplicate", "acked"))
 SCENARIO_FILE = "scenario.json"
 
 
@@ -104,6 +109,7 @@ def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matche
            ) -> dict[str, Any]:
     """One run's share of its row: its configuration's columns, its verdict and counts (zero when never checked)."""
     res, settings = run.results, Settings.of(run.test)
+    txn = (run.test.get("workload") or {}).get("kind") == "txn"
     j = judge(res, run.test)
     counts = res.get("counts") or {}
     ok, invoked = in_faults((res.get("timeline") or {}).get("availability") or {})
@@ -116,6 +122,7 @@ def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matche
             "runs": 1, **{v: int(j.verdict == v) for v in ("pass", "fail", "unknown")}, "verdict": j.verdict,
             "judgement": j, "matched": matched.get(rel),
             "checked": bool(counts), **{k: counts.get(k) or 0 for k in ("acked", "lost", "duplicate")},
+            **{k: int(counts.get(k) or 0) if txn or k in GROUP_KINDS else 0 for k in ANOMALY_KINDS},
             "lost_in_promise": lost_in_promise(res, run.test) if counts else 0,
             "ok_in_faults": ok, "invoked_in_faults": invoked,
             "send_p50_ms": latency.get("p50"), "send_p99_ms": latency.get("p99"),
@@ -143,9 +150,9 @@ def _prediction(matched: pd.Series) -> str | None:
 
 
 def compare_rows(root: Path, runs: list[Run]) -> pd.DataFrame:
-    """One row per configuration cell of `runs` (columns COLUMNS, missing values None), in the order cells first
-    appear (sorted run paths): counts summed over repetitions, the median of their p50, the largest p99, the
-    verdict merged over repetitions."""
+    """One row per configuration cell of `runs` (columns COLUMNS, then a column per kind of ANOMALY_KINDS some
+    cell has; missing values None), in the order cells first appear (sorted run paths): counts summed over
+    repetitions, the median of their p50, the largest p99, the verdict merged over repetitions."""
     configs = [configuration(r.test) for r in runs]
     keys = [dict(c) for c in dict.fromkeys(configs)]
     varying = sorted(k for k in set().union(*keys) if k not in SHOWN and len({repr(d.get(k)) for d in keys}) > 1)
@@ -153,10 +160,10 @@ def compare_rows(root: Path, runs: list[Run]) -> pd.DataFrame:
     # object columns keep ints and None as they are (rf, min_insync); only the measured columns are numbers
     facts = pd.DataFrame([{"config": c, **_facts(Path(root), r, dict(c), varying, matched)}
                           for r, c in zip(runs, configs)], dtype=object).astype(
-        {**dict.fromkeys(SUMMED, "int64"), "send_p50_ms": float, "send_p99_ms": float})
+        {**dict.fromkeys((*SUMMED, *ANOMALY_KINDS), "int64"), "send_p50_ms": float, "send_p99_ms": float})
     rows = facts.groupby("config", sort=False).agg({
         "cell": lambda names: ",".join(sorted(set(names))), **dict.fromkeys((*ALWAYS, "other", "promise", "page_cache"), "first"),
-        **dict.fromkeys(SUMMED, "sum"), "send_p50_ms": "median", "send_p99_ms": "max", "run_dirs": " ".join,
+        **dict.fromkeys((*SUMMED, *ANOMALY_KINDS), "sum"), "send_p50_ms": "median", "send_p99_ms": "max", "run_dirs": " ".join,
         "verdict": lambda vs: merge(list(vs)), "judgement": list, "matched": list})
     rows["lost_outside_promise"] = rows.lost - rows.lost_in_promise
     acked, invoked = rows.acked, rows.invoked_in_faults
@@ -169,15 +176,28 @@ def compare_rows(root: Path, runs: list[Run]) -> pd.DataFrame:
                         zip(rows.verdict, rows.lost, rows.acked, rows.allowed)]
     rows["prediction"] = rows.matched.map(_prediction)
     rows["promise"] = [p.text for p in rows.promise]
-    out = rows[list(COLUMNS)].astype(object)
-    return out.where(out.notna(), None).reset_index(drop=True)
+    present = [k for k in ANOMALY_KINDS if rows[k].any()]
+    out = rows[[*COLUMNS, *present]].astype(object)
+    out = out.where(out.notna(), None).reset_index(drop=True)
+    out.attrs["failed_kinds"] = [set().union(*(j.failed for j in js)) for js in rows.judgement]
+    return out
+
+
+def anomaly_cells(table: pd.DataFrame) -> list[list[dict[str, Any]]]:
+    """Per row of a compare_rows table, its non-zero ANOMALY_KINDS as `{"kind", "count", "fails"}` (fails: the
+    kind failed one of the cell's runs), for the headline table's one "anomalies" cell."""
+    failed = table.attrs.get("failed_kinds") or [set()] * len(table)
+    kinds = [k for k in ANOMALY_KINDS if k in table.columns]
+    return [[{"kind": k, "count": r[k], "fails": k in f} for k in kinds if r[k]]
+            for r, f in zip(table.to_dict("records"), failed)]
 
 
 def write_compare(root: Path, title: str | None = None) -> list[dict[str, Any]]:
     """Write root/compare.csv and root/compare.html for every run below `root`; return the rows.
 
     compare.html leads with one readable table (cell, verdict, prediction, acked, lost and how much of it inside
-    the promise, loss rate, availability in faults, p50/p99, each run's report), then the heat map, then every
+    the promise, loss rate, availability in faults, p50/p99, when some cell has one the txn and group anomalies
+    (one cell per row, failing kinds in red), each run's report), then the heat map, then every
     column of compare.csv behind a "more columns" toggle. Raises CompareError when no run below `root` has a
     test.json.
     """
@@ -190,10 +210,12 @@ def write_compare(root: Path, title: str | None = None) -> list[dict[str, Any]]:
     table.to_csv(tmp, index=False, lineterminator="\r\n")  # CRLF, as the csv module and checks.csv write it
     os.replace(tmp, root / "compare.csv")
     rows = table.to_dict("records")
+    anomalies = anomaly_cells(table)
     tally = Counter(r["verdict"] for r in rows)
     write_page(root / "compare.html", title or f"kchaos compare {root.name}", template="compare.html.j2",
                heading=title or "Comparison", root=root, runs=len(runs), rows=rows, heatmap=heatmap(rows),
-               columns=[c for c in COLUMNS if c not in ("other", "prediction") or table[c].notna().any()],
+               columns=[c for c in table.columns if c not in ("other", "prediction") or table[c].notna().any()],
+               anomalies=anomalies, any_anomaly=any(anomalies),
                tally=[(v, tally[v]) for v in ("pass", "fail", "unknown") if tally[v]],
                predicted=table.prediction.notna().any(),
                reported={d for dirs in table.run_dirs for d in dirs.split() if (root / d / "report.html").exists()})

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from core.faults import FaultCatalogue
@@ -140,3 +141,19 @@ def xlim(axes: Sequence, spans: Sequence[Span], ts: Iterable[float]) -> None:
         lo, hi = min(ts), max(ts)
         pad = max(0.5, (hi - lo) * 0.01)
         axes[0].set_xlim(lo - pad, hi + pad)
+
+
+REBALANCE_COLOR = "#6b6b6b"
+
+
+def mark_rebalances(axes: Sequence, times: Sequence[float]) -> list[Line2D]:
+    """Draw each rebalance time as a thin dashed vertical line on every axes; the legend entry (none without any).
+
+    Drawn like a fault window's edge, not its span: a rebalance is an instant, and a crash-client run has many.
+    """
+    if not len(times):
+        return []
+    for ax in axes:
+        ax.vlines(list(times), 0, 1, transform=ax.get_xaxis_transform(), colors=REBALANCE_COLOR, linestyles="--",
+                  linewidth=0.8, alpha=0.6, zorder=1)
+    return [Line2D([], [], color=REBALANCE_COLOR, linestyle="--", linewidth=0.8, label=f"rebalance ({len(times)})")]

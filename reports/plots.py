@@ -4,7 +4,8 @@ Every plot function returns PNG bytes and never raises on empty input: no
 sends, no windows or no samples give an empty plot with a note. Times are
 seconds on the history's clock (`time` / 1e9), the clock of
 `results.json`'s timeline and of isr.jsonl. The figure, the shaded fault
-windows and the legend come from reports/plot_frame.py. Fault colours come
+windows and the legend come from reports/plot_frame.py, and so do the
+rebalances every plot draws when given their times (`rebalances`). Fault colours come
 from the run's fault catalogue (core/faults.py), passed as `catalogue`;
 without one, they are what they were before faults.json.
 """
@@ -18,7 +19,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from core.faults import FaultCatalogue
-from reports.plot_frame import PALETTE, WIDTH, Span, fault_spans, figure, finish, nemesis_color, note, shade
+from reports.plot_frame import (PALETTE, WIDTH, Span, fault_spans, figure, finish, mark_rebalances, nemesis_color, note,
+                                shade)
 
 __all__ = ["Sends", "Span", "Marks", "nemesis_color", "fault_spans", "latency_png", "throughput_png",
            "offsets_png", "offset_marks", "IsrSeries", "isr_series", "isr_png", "MAX_POINTS", "TYPE_COLORS",
@@ -92,7 +94,7 @@ def _end(ts: Iterable[float]) -> float | None:
 
 
 def latency_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
-                catalogue: FaultCatalogue | None = None) -> bytes:
+                catalogue: FaultCatalogue | None = None, rebalances: Sequence[float] = ()) -> bytes:
     """Send latency (ms, log scale) against invocation time, one colour per completion type, faults shaded.
 
     At most MAX_POINTS points per type are drawn (evenly spread, plus the
@@ -100,7 +102,7 @@ def latency_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
     """
     fig, (ax,) = figure(height=4.5)
     spans = fault_spans(windows, _end(_times(sends)), catalogue)
-    faults = shade([ax], spans)
+    faults = shade([ax], spans) + mark_rebalances([ax], rebalances)
     handles: list = []
     for t in TYPES:
         sel = np.flatnonzero(sends.type == t)
@@ -122,11 +124,11 @@ def latency_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
 
 
 def throughput_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
-                   catalogue: FaultCatalogue | None = None) -> bytes:
+                   catalogue: FaultCatalogue | None = None, rebalances: Sequence[float] = ()) -> bytes:
     """Completed sends per second (by completion time), one line per completion type, faults shaded."""
     fig, (ax,) = figure(height=3.6)
     spans = fault_spans(windows, _end(_times(sends)), catalogue)
-    handles = shade([ax], spans)
+    handles = shade([ax], spans) + mark_rebalances([ax], rebalances)
     if len(sends):
         lo, hi = np.floor(sends.done_s.min()), np.floor(sends.done_s.max()) + 1
         edges = np.arange(lo, hi + 1)
@@ -186,7 +188,7 @@ def offset_marks(sends: Sends, marks: Marks) -> dict[str, tuple[np.ndarray, np.n
 
 
 def offsets_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), marks: Marks | None = None, *,
-                catalogue: FaultCatalogue | None = None) -> bytes:
+                catalogue: FaultCatalogue | None = None, rebalances: Sequence[float] = ()) -> bytes:
     """Acknowledged offset against acknowledgement time, per partition, faults shaded.
 
     Anomalies are marked where `offset_marks` places them: lost values as red
@@ -202,7 +204,7 @@ def offsets_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), marks: 
     fig, axes, where, panels = _partition_axes(parts, 1.7)
     ts = _times(sends) + placed["inconsistent_offset"][0].tolist()
     spans = fault_spans(windows, _end(ts), catalogue)
-    faults = shade(axes, spans)
+    faults = shade(axes, spans) + mark_rebalances(axes, rebalances)
     scale = 1.0 if sum(len(v[0]) for v in placed.values()) < 300 else 0.6
     for i, p in enumerate(parts):
         ax = where[p]
@@ -267,7 +269,8 @@ def isr_series(samples: Sequence[Mapping[str, Any]]) -> tuple[dict[int, IsrSerie
 
 
 def isr_png(samples: Sequence[Mapping[str, Any]], windows: Sequence[Mapping[str, Any]] = (),
-            min_insync: int | None = None, *, catalogue: FaultCatalogue | None = None) -> bytes:
+            min_insync: int | None = None, *, catalogue: FaultCatalogue | None = None,
+            rebalances: Sequence[float] = ()) -> bytes:
     """ISR size per partition over time from isr.jsonl samples (`isr_series`), as steps, faults shaded.
 
     Failed samples (`error` lines) are gaps in every line, and thin red
@@ -280,7 +283,7 @@ def isr_png(samples: Sequence[Mapping[str, Any]], windows: Sequence[Mapping[str,
     fig, axes, where, panels = _partition_axes(parts, 1.5, sharey=True)
     times = [float(x) for s in series.values() for x in s.time_s[[0, -1]]] + errors
     spans = fault_spans(windows, _end(times), catalogue)
-    faults = shade(axes, spans)
+    faults = shade(axes, spans) + mark_rebalances(axes, rebalances)
     handles, top = [], 0
     for i, p in enumerate(parts):
         ax, s = where[p], series[p]

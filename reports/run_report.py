@@ -10,7 +10,11 @@ writes were inside the promise; four plots (reports/plots.py) embedded as PNG
 data URIs; the Evidence section when writes were lost (the lost writes
 grouped by cause, reports/evidence_html.py); then configuration, anomaly
 counts with examples, availability, latency, fault windows, and relative
-links to the run's files. docs/reports.md says how to read it.
+links to the run's files. A txn run (never converted to Parquet) has its
+transactions per second and latency instead of the send plots, and its
+example cycles as tables whose ops link to their history lines quoted in the
+page (reports/txn_data.py, txn_plots.py, txn_cycles.py). Rebalances are drawn
+on every plot and listed. docs/reports.md says how to read it.
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from markupsafe import Markup
 
+from checkers import workload_kind
 from checkers.parquet import CheckInputError, convert
 from checkers.timeline import availability as timeline_availability
 from checkers.timeline import fault_windows
@@ -43,11 +48,15 @@ from reports.explain_text import groups_of
 from reports.html import write_page, yes
 from reports.promise import RULE, promise_of
 from reports.severity import level, loss_rate
+from reports import txn_plots
+from reports.txn_cycles import cycle_tables, op_excerpts
+from reports.txn_data import Rebalance, TxnRun, read_rebalances, read_txn_run
 
 __all__ = ["ReportError", "REPORT_FILE", "RunData", "anomaly_marks", "load_run", "write_report"]
 
 REPORT_FILE = "report.html"
 QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+MAX_REBALANCES = 40  # rows of the rebalance table; the plots draw every one
 _COLUMNS = ["time", "process", "type", "f", "partition", "value", "offset", "latency_ns", "epoch", "index",
             "nemesis", "detail"]
 
@@ -70,6 +79,8 @@ class RunData:
     isr: list[dict[str, Any]] | None
     notes: list[str] = field(default_factory=list)
     faults: FaultCatalogue = field(default_factory=FaultCatalogue)
+    txn: TxnRun | None = None  # a txn run's transactions (reports/txn_data.py); None for a queue run
+    rebalances: list[Rebalance] = field(default_factory=list)
 
 
 def _json(path: Path, what: str) -> Any:
@@ -119,10 +130,11 @@ def _events(t: pa.Table) -> list[dict[str, Any]]:
     return [r for r in rows if r["time"] is not None and r["index"] is not None and r["f"] and r["type"]]
 
 
-def _latency(sends: plots.Sends) -> dict[str, Any]:
+def _latency(latency_ms: np.ndarray, types: np.ndarray) -> dict[str, Any]:
+    """Per completion type, the count, quantiles and max of `latency_ms` (NaN: no latency, left out)."""
     out = {}
     for k in plots.TYPES:
-        lat = np.sort(sends.latency_ms[sends.type == k])
+        lat = np.sort(latency_ms[(types == k) & np.isfinite(latency_ms)])
         if len(lat):
             # Like the checker's: a latency that occurred, the smallest with >= q of them at or below it.
             out[k] = {"count": len(lat), **{name: round(float(lat[max(0, int(np.ceil(q * len(lat))) - 1)]), 3)
@@ -156,10 +168,18 @@ def load_run(run: Path) -> RunData:
             notes.append(str(e))
         if not isinstance(results, dict):
             results = None
+    txn, moves = None, []
     try:
-        t = _read_history(history)
-        sends, per_epoch = _sends(t)
-        events = _events(t)
+        if workload_kind(test, history) == "txn":  # never converted to Parquet: read as JSON lines
+            txn = read_txn_run(history, results, str((test.get("workload") or {}).get("txn_isolation")
+                                                     or "read_committed"))
+            sends, per_epoch, events, moves = plots.Sends.empty(), [], txn.events, txn.rebalances
+        else:
+            t = _read_history(history)
+            sends, per_epoch = _sends(t)
+            events = _events(t)
+            if (test.get("workload") or {}).get("consumer_mode") == "subscribe":
+                moves = read_rebalances(history)
     except (CheckInputError, OSError, pa.ArrowException) as e:
         notes.append(f"history could not be read: {e}")
         sends, per_epoch, events = plots.Sends.empty(), [], []
@@ -174,9 +194,10 @@ def load_run(run: Path) -> RunData:
     if windows is None:
         windows = fault_windows(events, faults)
     avail = tl.get("availability") or (timeline_availability(windows, per_epoch, []) if per_epoch else None)
-    latency = ((results or {}).get("latency_ms") or {}).get("send") or _latency(sends)
+    latency = ((results or {}).get("latency_ms") or {}).get("send") or (
+        _latency(txn.latency_ms, txn.type) if txn is not None else _latency(sends.latency_ms, sends.type))
     isr = read_isr(run / ISR_FILE) if (run / ISR_FILE).is_file() else None
-    return RunData(run, test, results, sends, windows, avail, latency, isr, notes, faults)
+    return RunData(run, test, results, sends, windows, avail, latency, isr, notes, faults, txn, moves)
 
 
 def anomaly_marks(results: Mapping[str, Any] | None) -> plots.Marks:
@@ -276,14 +297,21 @@ def write_report(run: Path) -> Path:
     lost = counts.get("lost")
     j = judge(d.results, d.test)  # the same word results.json, the console and compare give
     severity = level(j.verdict, lost, counts.get("acked"), bool(j.allowed))
-    w, c = d.windows, d.faults
-    pngs = {"latency": plots.latency_png(d.sends, w, catalogue=c),
-            "throughput": plots.throughput_png(d.sends, w, catalogue=c),
-            "offsets": plots.offsets_png(d.sends, w, anomaly_marks(d.results), catalogue=c)}
+    w, c, rb = d.windows, d.faults, [b.time_s for b in d.rebalances]
+    if d.txn is None:
+        pngs: dict[str, Any] = {
+            "latency": plots.latency_png(d.sends, w, catalogue=c, rebalances=rb),
+            "throughput": plots.throughput_png(d.sends, w, catalogue=c, rebalances=rb),
+            "offsets": plots.offsets_png(d.sends, w, anomaly_marks(d.results), catalogue=c, rebalances=rb)}
+    else:
+        x = d.txn
+        pngs = {"txn": txn_plots.txn_png(x.done_s, x.type, w, marks=x.marks, counts=counts, rebalances=rb, catalogue=c),
+                "txn_latency": txn_plots.txn_latency_png(x.done_s, x.type, x.latency_ms, w, rebalances=rb, catalogue=c)}
     if d.isr is not None:
         errors = sum(1 for s in d.isr if "error" in s)
-        pngs.update(isr=plots.isr_png(d.isr, w, (d.test.get("topic") or {}).get("min_insync"), catalogue=c),
-                    isr_samples=len(d.isr) - errors, isr_errors=errors)
+        pngs.update(isr=plots.isr_png(d.isr, w, (d.test.get("topic") or {}).get("min_insync"), catalogue=c,
+                                      rebalances=rb), isr_samples=len(d.isr) - errors, isr_errors=errors)
+    ops = d.txn.ops if d.txn is not None else {}
     nodes = sorted(p for p in (d.run / "nodes").iterdir() if p.is_dir()) if (d.run / "nodes").is_dir() else []
     explanation = load_explanation(d.run)
     return write_page(
@@ -292,6 +320,8 @@ def write_report(run: Path) -> Path:
         rate=loss_rate(lost, counts.get("acked")), acked=counts.get("acked"),
         inside=None if lost is None else lost_in_promise(d.results or {}, d.test),
         settings=_settings(d.test), anomalies=_anomalies(d, j), availability=_availability(d.availability),
+        cycles=cycle_tables(d.results, ops, {k: _effect(k, j) for k in counts}), op_lines=op_excerpts(ops),
+        rebalances=d.rebalances[:MAX_REBALANCES], txn_stats=(d.results or {}).get("stats") if d.txn else None,
         latency=[{"type": k, **v} for k, v in d.latency.items()], windows=_windows(d), plots=pngs, isr_file=ISR_FILE,
         evidence=Markup("".join(evidence_section(d.run, explanation))), causes=len(groups_of(explanation or {})),
         files=[(quote(f), f) for f in ("history.jsonl", "results.json", "test.json", "schedule.json", FAULTS_FILE,

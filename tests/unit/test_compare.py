@@ -232,3 +232,29 @@ def test_the_page_cache_model_rides_with_each_cell(runs):
     assert case.find("properties/property[@name='page_cache']").get("value") == "kernel 30 s/5 s"
     assert "page cache: kernel 30 s/5 s" in case.find("system-out").text
     assert any(o.row.get("page_cache") for o in outcomes)
+
+
+def test_txn_and_group_anomalies_get_columns_only_when_some_cell_has_them(runs):
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_txn_report import tiny_run
+
+    write_compare(runs)  # queue runs only: no anomaly column, the headline as it was
+    with open(runs / "compare.csv") as fh:
+        assert tuple(next(csv.DictReader(fh))) == COLUMNS
+    assert "txn and group anomalies" not in (runs / "compare.html").read_text()
+    tiny_run(runs / "txn-cell")  # a G0 (allowed), a G1a and a torn transaction (both fail)
+    rows = _by_cell(write_compare(runs))
+    with open(runs / "compare.csv") as fh:
+        header = tuple(next(csv.reader(fh)))
+    assert header == (*COLUMNS, "G1a", "torn_transaction", "G0")  # only the kinds some cell has, in ANOMALY_KINDS order
+    assert (rows["tiny-txn"]["G1a"], rows["tiny-txn"]["torn_transaction"], rows["tiny-txn"]["G0"]) == (1, 1, 1)
+    assert rows["00_acks-1_misr-1"]["G1a"] == 0
+    page = render(runs / "compare.html")
+    page.assert_clean(min_images=1)
+    head = page.text[page.text.index("cell\t"):].splitlines()[0].split("\t")
+    assert head[-2:] == ["txn and group anomalies", "reports"]
+    line = page.text[page.text.index("tiny-txn\t"):].splitlines()[0].split("\t")
+    assert line[1] == "fail" and line[-2] == "G1a\u00a01, torn_transaction\u00a01, G0\u00a01"
+    html = (runs / "compare.html").read_text()
+    assert '<span class="fails" title="fails the verdict">G1a&nbsp;1</span>' in html
+    assert '<span class="allowed" title="observed, allowed">G0&nbsp;1</span>' in html

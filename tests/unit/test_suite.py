@@ -251,3 +251,14 @@ def test_runs_started_in_the_same_millisecond_get_their_own_directories(tmp_path
     first, second = store.new_run_dir(tmp_path, "t"), store.new_run_dir(tmp_path, "t")
     assert (first.name, second.name) == ("20261124T014355.200Z", "20261124T014355.201Z")
     assert (tmp_path / "latest").resolve() == second.resolve()
+
+
+def test_txn_suite_expands_to_the_valid_workload_isolation_consumer_cells(tmp_path):
+    s = load_suite(REPO / "suites/txn.yaml")
+    cells = [dict(c.options) for c in s.cells]
+    assert {(c["workload"], c["txn_isolation"], c["consumer_mode"]) for c in cells} == {
+        ("queue", "read_committed", "assign"), ("queue", "read_committed", "subscribe"),
+        ("txn", "read_committed", "assign"), ("txn", "read_uncommitted", "assign")}
+    for c in s.cells:  # each cell is a configuration kchaos run accepts
+        cfg = s.config(c, 1, tmp_path, "local[1]")
+        assert cfg.workload.kind == dict(c.options)["workload"] and cfg.time_limit <= 60

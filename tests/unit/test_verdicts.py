@@ -216,3 +216,16 @@ def test_a_976_percent_loss_that_passes_is_red_on_every_surface(tmp_path):
                 [CellOutcome(row["cell"], "label", row, short="power-fail-all")])
     line = next(x for x in out.getvalue().splitlines() if "power-fail-all" in x and "97.6%" in x)
     assert "\x1b[1;31mpass" in line and "\x1b[32m" not in line  # bold red, not green
+
+
+def test_a_read_uncommitted_txn_run_is_judged_alike_from_its_essentials():
+    # What compare and serve keep of results.json (essentials) must give the run's own word: precommitted_read and
+    # G1c_wr are allowed under read_uncommitted, and unseen writes in unfinished partitions leave it unknown.
+    test = {"workload": {"kind": "txn", "txn_isolation": "read_uncommitted"}}
+    results = {"counts": {"precommitted_read": 3, "aborted_read": 2, "unseen": 1}, "unseen_undecided": 1,
+               "checkers": {"txn": {"valid": "unknown", "isolation": "read_uncommitted", "counts": {}}}}
+    own = judge(results, test)
+    assert own.verdict == UNKNOWN and set(own.allowed) == {"precommitted_read", "aborted_read"}
+    assert judge(essentials(results), test) == own
+    bare = {"counts": results["counts"], "unseen_undecided": 1}  # no checker result: test.json's isolation decides
+    assert judge(bare, test) == own
