@@ -104,7 +104,7 @@ class _Session:
     def run(self, stopped: Callable[[], bool], crashed: threading.Event) -> None:
         m, h = self.m, self.m.history
         op = h.invoke(m.process, "subscribe", topic=m.topic)
-        subscribe(self.consumer, m.topic, self._rebalance)
+        subscribe(self.consumer, m.topic, self._rebalance, live=lambda: not self.dead)
         h.complete(op, "ok", topic=m.topic)
         try:
             while not stopped():
@@ -186,8 +186,6 @@ class _Session:
 
     # --- rebalance callbacks (run inside poll or close, on this thread) ----------------
     def _rebalance(self, r: Rebalance) -> None:
-        if self.dead:
-            return
         was_open = self.poll_op is not None
         # A lost assignment cannot be committed: its partitions may already be someone else's.
         self._process(commit=not r.lost)

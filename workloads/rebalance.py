@@ -47,12 +47,15 @@ class Rebalance:
     lost: bool = False
 
 
-def subscribe(consumer: Consumer, topic: str, handle: Callable[[Rebalance], None]) -> None:
+def subscribe(consumer: Consumer, topic: str, handle: Callable[[Rebalance], None], live: Callable[[], bool]) -> None:
     """Subscribe `consumer` to `topic`; each rebalance callback (served inside the consumer's poll, consume or
-    close, on the calling thread) becomes one `handle(Rebalance)`."""
+    close, on the calling thread) becomes one `handle(Rebalance)` while `live()`, and nothing after: a crashed
+    client's consumer, closed at the end of the run, records nothing, and its group metadata is not asked for
+    (librdkafka's `consumer_group_metadata` can block for good, holding the GIL, on a consumer its group evicted)."""
     def callback(f: str, lost: bool = False) -> Callable[[Consumer, list[TopicPartition]], None]:
         def run(c: Consumer, partitions: list[TopicPartition]) -> None:
-            handle(Rebalance(f, sorted(tp.partition for tp in partitions), generation_of(c), lost))
+            if live():
+                handle(Rebalance(f, sorted(tp.partition for tp in partitions), generation_of(c), lost))
         return run
     consumer.subscribe([topic], on_assign=callback("assign"), on_revoke=callback("revoke"),
                        on_lost=callback("revoke", lost=True))

@@ -76,7 +76,7 @@ class TxnConsumer:
         consumer = make_group_consumer(self.bootstrap, f"txn{self.process}", self.group, auto_commit=False,
                                        protocol=w.group_protocol, isolation=w.txn_isolation)
         self.consumer, self.member = consumer, True
-        subscribe(consumer, self.topic, lambda r: self._on_rebalance(consumer, r))
+        subscribe(consumer, self.topic, self._on_rebalance, live=lambda: consumer is self.consumer)
 
     def _manual_consumer(self) -> Consumer:
         return make_consumer(self.bootstrap, f"txn{self.process}", self.cfg.workload.txn_isolation,
@@ -117,9 +117,7 @@ class TxnConsumer:
         commit would go over the group's live members."""
         return self.member or not self.subscribe_mode
 
-    def _on_rebalance(self, consumer: Consumer, r: Rebalance) -> None:
-        if consumer is not self.consumer:  # an abandoned consumer's callbacks, served when it is closed
-            return
+    def _on_rebalance(self, r: Rebalance) -> None:
         if r.f == "assign":
             self._line(revoked=[], assigned=r.partitions, generation=r.generation)
         else:
