@@ -16,8 +16,12 @@ from typing import Any
 
 PLANTS = ("lost_write", "unseen", "G1a", "aborted_read", "torn_transaction", "duplicate", "precommitted_read",
           "inconsistent_offsets", "poll_skip", "nonmonotonic_poll", "int_poll_skip", "int_nonmonotonic_poll",
-          "nonmonotonic_send", "int_send_skip", "int_nonmonotonic_send", "G0", "G1c", "G1c_wr", "rebalanced_skip")
-# rebalanced_skip: a jump across a rebalance of the partition, which is no anomaly (it has no label).
+          "nonmonotonic_send", "int_send_skip", "int_nonmonotonic_send", "G0", "G1c", "G1c_wr", "rebalanced_skip",
+          "revoked_skip")
+# rebalanced_skip: a jump across a rebalance of the partition, which is no anomaly (it has no label). revoked_skip:
+# the same as --consumer-mode subscribe records it (docs/history.md): the partition revoked (with a generation) and
+# assigned again later, a crash line and sub-p assign and subscribe ops between, lines no checker counts.
+UNLABELLED = ("rebalanced_skip", "revoked_skip")
 UNSENT = 1 << 40  # values above every sent one
 
 
@@ -161,7 +165,7 @@ def _base(rng: random.Random, b: Builder, n: int, partitions: int, processes: in
 
 
 def plant_block(kind: str, b: Any, ps: list[int], procs: list[int], drainer: int) -> dict[str, Any]:
-    """One block causing exactly the returned {kind: key} (nothing for rebalanced_skip; G1c_wr is a G1c too), on
+    """One block causing exactly the returned {kind: key} (nothing for UNLABELLED; G1c_wr is a G1c too), on
     partitions `ps` and processes `procs` nobody else uses."""
     q, r = ps
     a, c, d = procs
@@ -208,14 +212,21 @@ def plant_block(kind: str, b: Any, ps: list[int], procs: list[int], drainer: int
         b.txn(c, "ok", [["poll", [[q, 0, UNSENT + v[1]]]]])
         reads = {q: [rec(0)]}
         out[kind] = (q, 0)
-    elif kind in ("poll_skip", "nonmonotonic_poll", "rebalanced_skip"):
+    elif kind in ("poll_skip", "nonmonotonic_poll", *UNLABELLED):
         three()
         first, then = ((0, 2) if kind != "nonmonotonic_poll" else (1, 1))
         b.txn(c, "ok", [["poll", [rec(first)]]])
         if kind == "rebalanced_skip":
             b.add(process=c, type="ok", f="rebalance", revoked=[q], assigned=[q, r])
+        elif kind == "revoked_skip":
+            b.add(process=c, type="ok", f="rebalance", revoked=[q, r], assigned=[], generation=3)
+            b.add(process=c, type="info", f="crash", restart_after=2.0, error="crashed (crash-client)")
+            for f, value in (("assign", [r]), ("subscribe", "kchaos")):
+                b.add(process=c, type="invoke", f=f, value=value)
+                b.add(process=c, type="ok", f=f, value=value)
+            b.add(process=c, type="ok", f="rebalance", revoked=[], assigned=[q], generation=5, lost=False)
         b.txn(c, "ok", [["poll", [rec(then)]]])
-        if kind != "rebalanced_skip":
+        if kind not in UNLABELLED:
             out[kind] = (c, q, first, then)
     elif kind in ("int_poll_skip", "int_nonmonotonic_poll"):
         three()

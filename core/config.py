@@ -96,9 +96,10 @@ class WorkloadConfig:
     # With rate "max": what harness/full_load.py picked for the machine and why (cores, picked, explicit, why).
     full_load: dict[str, Any] | None = field(default=None, hash=False)
     # The txn workload (workloads/txn.py): the isolation level of its consumers' polls, and the share of its
-    # transactions it aborts on purpose.
+    # transactions it aborts on purpose; the share of its ops that are an assign or a subscribe (Jepsen's sub-p).
     txn_isolation: str = "read_committed"
     txn_abort_p: float = 0.1
+    txn_sub_p: float = 0.0
     # The queue workload's consumers (workloads/group.py): assigned every partition (assign), or members of one
     # consumer group (subscribe) that commit after processing (sync) or automatically (auto), rebalancing by the
     # classic protocol or KIP-848's consumer protocol.
@@ -155,8 +156,12 @@ class TestConfig:
             del d["workload"]["full_load"]
         if self.workload.kind != "txn":  # a queue run's test.json stays as before
             del d["workload"]["txn_isolation"], d["workload"]["txn_abort_p"]
+        if not self.workload.txn_sub_p:  # as is a txn run's without sub-p ops
+            del d["workload"]["txn_sub_p"]
         if self.workload.consumer_mode == "assign":  # an assign-mode run's test.json stays as before
             del d["workload"]["consumer_mode"], d["workload"]["group_commit"], d["workload"]["group_protocol"]
+        elif self.workload.kind == "txn":  # a txn member's offsets commit with its transactions
+            del d["workload"]["group_commit"]
         if self.workload.client == "python":  # so does a run on librdkafka's
             del d["workload"]["client"], d["workload"]["client_version"]
         return d
@@ -268,9 +273,14 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
            f"--group-commit must be one of {', '.join(GROUP_COMMITS)}; got {w.group_commit!r}")
     _check(w.group_protocol in GROUP_PROTOCOLS,
            f"--group-protocol must be one of {', '.join(GROUP_PROTOCOLS)}; got {w.group_protocol!r}")
+    _check(isinstance(w.txn_sub_p, (int, float)) and not isinstance(w.txn_sub_p, bool)
+           and 0 <= w.txn_sub_p < 1, f"--txn-sub-p must be a fraction in [0, 1), got {w.txn_sub_p!r}")
+    _check(not w.txn_sub_p or (w.kind == "txn" and w.client == "python"),
+           "--txn-sub-p applies to --workload txn on --client python only")
     if w.consumer_mode == "subscribe":
-        _check(w.kind == "queue", f"--consumer-mode subscribe is for --workload queue, not {w.kind}")
-        _check(w.consumers >= 1, "--consumer-mode subscribe needs --consumers >= 1")
+        _check(w.kind == "queue" or w.client == "python",
+               "--consumer-mode subscribe with --workload txn runs on --client python only")
+        _check(w.kind == "txn" or w.consumers >= 1, "--consumer-mode subscribe needs --consumers >= 1")
         _check(w.group_protocol != "consumer" or kafka_major(c.kafka_version) >= 4,
                f"--group-protocol consumer (KIP-848) needs Kafka 4.0 or later, not --kafka-version {c.kafka_version}")
     _check(w.client in CLIENTS, f"--client must be one of {', '.join(CLIENTS)}; got {w.client!r}")

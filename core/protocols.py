@@ -119,7 +119,8 @@ class Workload(Protocol):
 
 
 class CrashableClients(Protocol):
-    """A workload whose clients a nemesis can crash (the queue workload's group members, `crash-client`)."""
+    """A workload whose clients a nemesis can crash (the queue workload's group members, the txn workload's
+    processes; `crash-client`)."""
 
     def crash_client(self, pick: int, restart_after: float) -> dict[str, Any]:
         """Crash one client chosen by `pick` and restart it as the same process `restart_after` seconds

@@ -127,6 +127,9 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                         f"{JAVA_CLIENTS_DEFAULT}; needs a JDK (java, javac) on PATH (default: python)")
     p.add_argument("--txn-abort-p", type=float, default=D.workload.txn_abort_p, metavar="P",
                    help="--workload txn: the share of transactions aborted on purpose")
+    p.add_argument("--txn-sub-p", type=float, default=D.workload.txn_sub_p, metavar="P",
+                   help="--workload txn (python): the share of ops that are, as Jepsen's sub-p, an assign (a random "
+                        "subset of partitions) or a subscribe instead of a transaction (default 0)")
     g["consumer"].add_argument("--txn-isolation", default=D.workload.txn_isolation,
                                metavar="{read_committed,read_uncommitted}",
                                help="--workload txn: the isolation level of the polls inside transactions; under "
@@ -181,6 +184,8 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
     for flag, given in (("--group-commit", a.group_commit), ("--group-protocol", a.group_protocol)):
         if given is not None and a.consumer_mode != "subscribe":
             raise ConfigError(f"{flag} only applies to --consumer-mode subscribe")
+    if a.group_commit is not None and a.workload == "txn":
+        raise ConfigError("--group-commit does not apply to --workload txn: its offsets commit with the transaction")
     load = _load(a)
     return TestConfig(
         name=a.name, seed=seed, time_limit=a.time_limit, store=a.store, spark_master=a.spark_master,
@@ -197,6 +202,7 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                               page_cache=a.page_cache, writeback_age_s=a.writeback_age, hosts=a.hosts),
         workload=WorkloadConfig(kind=a.workload, producers=load["producers"], consumers=a.consumers, rate=a.rate,
                                 txn_isolation=a.txn_isolation, txn_abort_p=a.txn_abort_p, client=a.client,
+                                txn_sub_p=a.txn_sub_p,
                                 client_version=java_clients_version(a.kafka_version) if a.client == "java" else None,
                                 in_flight=load["in_flight"], producer_processes=load["producer_processes"],
                                 full_load=load.get("full_load"), consumer_mode=a.consumer_mode,

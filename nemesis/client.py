@@ -1,9 +1,10 @@
-"""Client faults: `crash-client` crashes one consumer group member and starts a new one in its place.
+"""Client faults: `crash-client` crashes one client process (a consumer group member of the queue workload, a
+transaction process of the txn workload) and starts a new one with the same identity in its place.
 
-The workload does the crashing (`CrashableClients.crash_client`, workloads/group.py): a thread cannot be
-killed, so the member abandons its consumer without closing it (no commit of its own, no LeaveGroup), as
-a crashed process would leave it, and its process starts a new consumer, same client.id, after
-`--restart-delay` seconds. The op is one-shot: nothing to mend.
+The workload does the crashing (`CrashableClients.crash_client`, workloads/group.py, workloads/txn.py): a thread
+cannot be killed, so the process abandons its clients without closing them (no commit of its own, no LeaveGroup,
+no abort), as a crashed process would leave them, and starts new ones, same client.id (and transactional.id),
+after `--restart-delay` seconds. The op is one-shot: nothing to mend.
 """
 from __future__ import annotations
 

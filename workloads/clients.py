@@ -71,12 +71,13 @@ def _consumer_settings(bootstrap: str, client_id: str) -> dict[str, object]:
     }
 
 
-def make_consumer(bootstrap: str, client_id: str, isolation: str | None = None) -> Consumer:
-    """A consumer for manual assignment: no group management, no offset commits. `isolation` sets
-    `isolation.level` (read_committed or read_uncommitted); None leaves librdkafka's, read_committed."""
+def make_consumer(bootstrap: str, client_id: str, isolation: str | None = None, group: str | None = None) -> Consumer:
+    """A consumer for manual assignment: no group management, no offset commits of its own. `isolation` sets
+    `isolation.level` (read_committed or read_uncommitted); None leaves librdkafka's, read_committed. `group`
+    is the group whose committed offsets it resumes from (default `kchaos-<client_id>`)."""
     extra = {"isolation.level": isolation} if isolation else {}
     return Consumer({**extra, **_consumer_settings(bootstrap, client_id),
-        "group.id": f"kchaos-{client_id}",
+        "group.id": group or f"kchaos-{client_id}",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "session.timeout.ms": 6000,
@@ -90,15 +91,16 @@ AUTO_COMMIT_INTERVAL_MS = 1000
 
 
 def make_group_consumer(bootstrap: str, client_id: str, group: str, *, auto_commit: bool,
-                        protocol: str = "classic") -> Consumer:
+                        protocol: str = "classic", isolation: str | None = None) -> Consumer:
     """A consumer for group membership (`subscribe`): group `group`, committing automatically every
     AUTO_COMMIT_INTERVAL_MS (the offsets of what poll returned) if `auto_commit`, else only when told;
     starting from the log start where the group has no committed offset. `protocol` is group.protocol:
-    classic, or consumer (KIP-848), whose timeouts the broker sets."""
+    classic, or consumer (KIP-848), whose timeouts the broker sets. `isolation` as for make_consumer."""
+    extra = {"isolation.level": isolation} if isolation else {}
     timeouts: dict[str, object] = {
         "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000, "max.poll.interval.ms": MAX_POLL_INTERVAL_MS,
     } if protocol == "classic" else {"max.poll.interval.ms": MAX_POLL_INTERVAL_MS}
-    return Consumer({**timeouts, **_consumer_settings(bootstrap, client_id),
+    return Consumer({**extra, **timeouts, **_consumer_settings(bootstrap, client_id),
         "group.id": group,
         "group.protocol": protocol,
         "enable.auto.commit": auto_commit,

@@ -15,9 +15,7 @@ Each member is one process. It records, in this order (docs/history.md):
   records returned before a rebalance and after it are never in one poll op, and an `assign` ends the
   consumer's stream for the checkers as a manual assignment does.
 
-The generation is read from librdkafka's serialized group metadata (`consumer_group_metadata()`, the
-CGMDv2 format: a 7-byte magic, then the generation id as a native int32): the group's generation under
-the classic protocol, the member's epoch under KIP-848's consumer protocol.
+The generation comes from workloads/rebalance.py, which turns the callbacks into events.
 
 `crash()` models a client crash: at its next return from the client, the member records its open poll
 as `info` (the records it held were never processed) and abandons its consumer without closing it (no
@@ -28,7 +26,6 @@ new consumer, same client.id, after `restart_after` seconds.
 from __future__ import annotations
 
 import logging
-import struct
 import threading
 import time
 from typing import Any, Callable
@@ -37,34 +34,16 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from core.history import History
 from workloads.clients import make_group_consumer, to_records
+from workloads.rebalance import Rebalance, group_id, subscribe
 
 log = logging.getLogger("kchaos.group")
 
 BATCH = 500  # records a poll op holds at most
 POLL_S = 1.0  # how long a poll op collects records at most
-_MAGIC = b"CGMDv2:"
 # Commit errors by which the coordinator refused the commit: it certainly did not happen.
 REFUSED = frozenset({KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS,
                      KafkaError.FENCED_INSTANCE_ID, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._ASSIGNMENT_LOST,
                      KafkaError.STALE_MEMBER_EPOCH if hasattr(KafkaError, "STALE_MEMBER_EPOCH") else -1})
-
-
-def group_id(seed: int) -> str:
-    """The group every member of a run joins."""
-    return f"kchaos-{seed}-group"
-
-
-def generation_of(consumer: Consumer) -> int | None:
-    """The consumer's current generation (member epoch under KIP-848), or None if librdkafka's metadata
-    is not in the format this reads."""
-    return parse_generation(consumer.consumer_group_metadata())
-
-
-def parse_generation(meta: object) -> int | None:
-    """The generation id in librdkafka's serialized group metadata (CGMDv2), or None for another format."""
-    if not isinstance(meta, bytes) or not meta.startswith(_MAGIC) or len(meta) < len(_MAGIC) + 4:
-        return None
-    return struct.unpack_from("=i", meta, len(_MAGIC))[0]
 
 
 def commit_outcome(err: KafkaError) -> str:
@@ -125,8 +104,7 @@ class _Session:
     def run(self, stopped: Callable[[], bool], crashed: threading.Event) -> None:
         m, h = self.m, self.m.history
         op = h.invoke(m.process, "subscribe", topic=m.topic)
-        self.consumer.subscribe([m.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                on_lost=self._on_lost)
+        subscribe(self.consumer, m.topic, self._rebalance, live=lambda: not self.dead)
         h.complete(op, "ok", topic=m.topic)
         try:
             while not stopped():
@@ -207,26 +185,14 @@ class _Session:
         self.m.abandoned.append(self.consumer)
 
     # --- rebalance callbacks (run inside poll or close, on this thread) ----------------
-    def _rebalance(self, f: str, partitions: list[TopicPartition], commit: bool, **extra: Any) -> None:
-        if self.dead:
-            return
+    def _rebalance(self, r: Rebalance) -> None:
         was_open = self.poll_op is not None
-        self._process(commit=commit)
-        if f == "assign":
-            self.generation = generation_of(self.consumer)
-        parts = sorted(tp.partition for tp in partitions)
-        gen = {"generation": self.generation if f == "assign" else generation_of(self.consumer)}
-        op = self.m.history.invoke(self.m.process, f, topic=self.m.topic, partitions=parts, **gen, **extra)
-        self.m.history.complete(op, "ok", topic=self.m.topic, partitions=parts, **gen, **extra)
+        # A lost assignment cannot be committed: its partitions may already be someone else's.
+        self._process(commit=not r.lost)
+        if r.f == "assign":
+            self.generation = r.generation
+        extra = {"generation": r.generation, **({"lost": True} if r.lost else {})}
+        op = self.m.history.invoke(self.m.process, r.f, topic=self.m.topic, partitions=r.partitions, **extra)
+        self.m.history.complete(op, "ok", topic=self.m.topic, partitions=r.partitions, **extra)
         if was_open:
             self._open()
-
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._rebalance("assign", partitions, commit=True)
-
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._rebalance("revoke", partitions, commit=True)
-
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # A lost assignment cannot be committed: its partitions may already be someone else's.
-        self._rebalance("revoke", partitions, commit=False, lost=True)

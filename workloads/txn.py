@@ -2,7 +2,10 @@
 
 A micro-op is `["send", key, value]` or `["poll"]`. Every process has a
 transactional producer of its own (its own `transactional.id`) and a consumer
-of its own, assigned every partition from offset 0. An op runs its micro-ops
+of its own (workloads/txn_consumer.py): assigned every partition from offset 0,
+or with `--consumer-mode subscribe` a member of the run's group. With
+`--txn-sub-p`, an op is instead, as Jepsen's `sub-p`, an `assign` (a seeded
+subset of partitions) or a `subscribe`. An op runs its micro-ops
 inside one transaction: begin, the sends and polls in order,
 `send_offsets_to_transaction` for what the polls consumed, then commit, or
 abort for a seeded share of ops. Keys map to partitions (key mod partitions).
@@ -12,6 +15,19 @@ Outcomes: `ok` committed; `fail` certainly not committed (aborted, or an error
 before the commit was asked for); `info` unknown (the commit timed out or
 ended in any other error). After an error the producer cannot vouch for, a
 new one with the same `transactional.id` fences the old one.
+
+`crash-client` (`crash`) kills a process's clients as a killed process would
+lose them: at its next return from the client (between two micro-ops, before
+the commit, or as the commit returns) the process abandons its producer and
+consumer, closing neither. The producer's queued sends are purged and it is
+never polled again, so nothing it still held reaches a broker after the
+crash (requests already on the wire may); it is destroyed at the end of the
+run. The process records a `crash` line and, `restart_after` seconds later,
+starts a new producer with the same `transactional.id`, whose
+init_transactions fences the old one and aborts its open transaction, and a
+new consumer (in subscribe mode a new member: a real rebalance). The
+transaction the crash cut ends `fail` if its commit was never asked for (the
+fencing aborts it), else `info`.
 """
 from __future__ import annotations
 
@@ -21,14 +37,15 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from clusters import admin
 from core.config import TestConfig
-from core.history import History
+from core.history import History, Op
 from core.protocols import Cluster
-from workloads.clients import make_consumer, make_producer, to_records
+from workloads.clients import make_producer
 from workloads.drain import drain_all
+from workloads.txn_consumer import TxnConsumer
 
 if TYPE_CHECKING:
     from workloads.java_build import JavaProgram
@@ -38,7 +55,6 @@ log = logging.getLogger("kchaos.txn")
 
 MAX_MICRO_OPS = 4
 KEYS_PER_PARTITION = 4
-POLL_TIMEOUT_S = 0.1
 FINAL_ISOLATION = "read_committed"  # the final read sees what was committed, whatever the polls' isolation
 
 
@@ -52,6 +68,18 @@ def draw_txn(rng: random.Random, partitions: int, next_value: Callable[[], int])
         else:
             ops.append(["poll"])
     return ops
+
+
+def draw_sub(rng: random.Random, partitions: int) -> tuple[str, list[int]]:
+    """Jepsen's sub-p op: `("assign", a non-empty random subset of the partitions)` or `("subscribe", [])`,
+    with equal odds."""
+    if rng.random() < 0.5:
+        return "subscribe", []
+    return "assign", sorted(rng.sample(range(partitions), rng.randint(1, partitions)))
+
+
+class Crashed(Exception):
+    """The process was crashed (crash-client) at this return from the client."""
 
 
 def partition_of(key: int, partitions: int) -> int:
@@ -69,6 +97,7 @@ class TxnWorkload:
         self.topic = cfg.topic.name
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._clients: dict[int, TxnClient] = {}
         self._counts = {"send": 0, "ok": 0, "fail": 0, "info": 0, "polled": 0}
         self._lock = threading.Lock()
 
@@ -99,9 +128,20 @@ class TxnWorkload:
             make = lambda *a: JavaTxnClient(*a, jvm=self._jvm)  # noqa: E731
         for p in range(self.cfg.workload.producers):
             client = make(self.cfg, cluster.bootstrap(), history, p, self.count)
+            self._clients[p] = client
             t = threading.Thread(target=self._guard, args=(client,), name=f"txn-{p}", daemon=True)
             t.start()
             self._threads.append(t)
+
+    def crash_client(self, pick: int, restart_after: float) -> dict[str, Any]:
+        """Crash one process, chosen by `pick`: at its next return from the client it abandons its producer
+        and consumer and, `restart_after` seconds later, starts new ones with the same identity (the module
+        doc). Returns `{"member": process, "restart_after": ...}`; ValueError with the Java client."""
+        if self.java is not None or not self._clients:
+            raise ValueError("crash-client crashes txn processes of --client python only")
+        process = random.Random(pick).choice(sorted(self._clients))
+        self._clients[process].crash(restart_after)
+        return {"member": process, "restart_after": restart_after}
 
     def _guard(self, client: "TxnClient") -> None:
         try:
@@ -143,7 +183,11 @@ class TxnClient:
         self.timeout = cfg.producer.delivery_timeout_ms / 1000
         self.txn_id = f"kchaos-{cfg.seed}-txn-{process}"
         self.producer: Producer | None = None
-        self.consumer: Any = None
+        self.reader = TxnConsumer(cfg, bootstrap, history, process)
+        self.sub_rng = random.Random(f"{cfg.seed}/txn-sub/{process}")  # apart: --txn-sub-p 0 draws as before
+        self._crash = threading.Event()
+        self.restart_after = 0.0
+        self.abandoned: list[Producer] = []
 
     def run(self, stopped: Callable[[], bool]) -> None:
         """Run transactions at this process's share of the rate until `stopped()`."""
@@ -154,6 +198,9 @@ class TxnClient:
                 if not self.ready() and not self._init_producer(stopped):
                     break
                 due = max(due + self.interval, time.monotonic()) if self.interval else due
+                if self.cfg.workload.txn_sub_p and self.sub_rng.random() < self.cfg.workload.txn_sub_p:
+                    self.resubscribe(*draw_sub(self.sub_rng, self.partitions))
+                    continue
                 mops = draw_txn(self.rng, self.partitions, lambda: next(self._values))
                 abort = self.rng.random() < self.cfg.workload.txn_abort_p
                 op = self.history.invoke(self.process, "txn", value=mops)
@@ -161,19 +208,53 @@ class TxnClient:
                 type_, done, error = self.transact(mops, abort)
                 self.history.complete(op, type_, value=done, **({"error": error} if error else {}))
                 self.count(type_)
+                if self._crash.is_set():
+                    self._die(stopped)
                 if self.interval:
                     time.sleep(max(0.0, due - time.monotonic()))
         finally:
             self.close()
 
     def open(self) -> None:
-        """This process's consumer, assigned every partition from offset 0."""
-        self.consumer = make_consumer(self.bootstrap, f"txn{self.process}", self.cfg.workload.txn_isolation)
-        self.consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+        """This process's consumer (workloads/txn_consumer.py)."""
+        self.reader.start()
 
     def close(self) -> None:
-        """Close the consumer; the producer goes with the client."""
-        self.consumer.close()
+        """Close the consumers; the producers go with the client."""
+        self.reader.close()
+        self.abandoned.clear()
+
+    def resubscribe(self, f: str, partitions: list[int]) -> None:
+        """A sub-p op: `assign` `partitions` by hand, or `subscribe`; recorded with its rebalance lines inside."""
+        op = self.history.invoke(self.process, f, value=partitions if f == "assign" else self.topic)
+        try:
+            self.reader.assign(partitions) if f == "assign" else self.reader.subscribe()
+        except KafkaException as e:
+            self.history.complete(op, "info", error=str(e.args[0] if e.args else e))
+            return
+        self.history.complete(op, "ok")
+
+    def crash(self, restart_after: float) -> None:
+        """Crash this process at its next return from the client (the module doc)."""
+        self.restart_after = restart_after
+        self._crash.set()
+
+    def _die(self, stopped: Callable[[], bool]) -> None:
+        """Abandon the producer and consumer, record the crash, wait `restart_after`, start a new consumer (the
+        next op's producer is new too)."""
+        self._crash.clear()
+        if self.producer is not None:
+            # Nothing queued may leave after the "kill"; a killed process would not send it.
+            self.producer.purge(in_queue=True, in_flight=True, blocking=False)
+            self.abandoned.append(self.producer)
+            self.producer = None
+        self.reader.abandon()
+        self.history.append(Op(self.process, "info", "crash", {"restart_after": self.restart_after,
+                                                               "error": "crashed (crash-client)"}))
+        deadline = time.monotonic() + self.restart_after
+        while not stopped() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.reader.start(again=True)
 
     def ready(self) -> bool:
         """Whether a producer can run the next transaction (else `init` makes one)."""
@@ -203,7 +284,7 @@ class TxnClient:
 
     def transact(self, mops: list[list[Any]], abort: bool) -> tuple[str, list[list[Any]], str | None]:
         """Run `mops` in one transaction; return the op's type, its completed micro-ops and the error."""
-        producer, consumer = self.producer, self.consumer
+        producer, reader = self.producer, self.reader
         assert producer is not None
         acks: dict[int, tuple[KafkaError | None, Message]] = {}
         done: list[list[Any]] = [["send", m[1], m[2], partition_of(m[1], self.partitions), None] if m[0] == "send"
@@ -212,24 +293,32 @@ class TxnClient:
         try:
             producer.begin_transaction()
             for i, (f, *args) in enumerate(mops):
+                self._crash_point()
                 if f == "send":
                     k, v = args
                     producer.produce(self.topic, key=str(k), value=str(v), partition=done[i][3],
                                      on_delivery=lambda err, msg, i=i: acks.__setitem__(i, (err, msg)))
                 else:
-                    records, _ = to_records(consumer.consume(num_messages=100, timeout=POLL_TIMEOUT_S))
+                    records = reader.poll()
                     done[i][1] = records
                     self.count("polled", len(records))
-            positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
+            self._crash_point()
+            positions = reader.positions() if reader.commits_offsets() else []
             if positions and any(m[0] == "poll" for m in mops):
-                producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), self.timeout)
+                producer.send_offsets_to_transaction(positions, reader.group_metadata(), self.timeout)
             if abort:
                 producer.abort_transaction(self.timeout)
                 return "fail", self._offsets(done, acks), "aborted on purpose"
             producer.flush(self.timeout)  # serves the delivery reports: each send's offset
+            self._crash_point()
             committing = True
             producer.commit_transaction(self.timeout)
+            if self._crash.is_set():  # it died as the commit returned, never learning the outcome
+                return "info", self._offsets(done, acks), "crashed (crash-client) during the commit"
             return "ok", self._offsets(done, acks), None
+        except Crashed:
+            # The commit was never asked for: the next producer's init_transactions aborts the transaction.
+            return "fail", self._offsets(done, acks), "crashed (crash-client) before the commit"
         except (KafkaException, BufferError) as e:
             err = e.args[0] if isinstance(e, KafkaException) and e.args else None
             text = str(err if err is not None else e)
@@ -239,6 +328,10 @@ class TxnClient:
             if not committing or aborted:
                 return "fail", self._offsets(done, acks), text
             return "info", self._offsets(done, acks), text
+
+    def _crash_point(self) -> None:
+        if self._crash.is_set():
+            raise Crashed()
 
     def _abort(self, err: KafkaError | None) -> bool:
         """Abort after an error; True if the abort was confirmed. Otherwise the producer is dropped, and the

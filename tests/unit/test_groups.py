@@ -19,7 +19,8 @@ from harness.cli import build_parser, main
 from harness.options import config_from_args
 from histories import HistoryBuilder
 from workloads.clients import make_group_consumer
-from workloads.group import commit_outcome, generation_of, group_id, parse_generation
+from workloads.group import commit_outcome
+from workloads.rebalance import generation_of, group_id, parse_generation
 
 MASTER = "local[2]"
 SUBSCRIBE = ["--consumer-mode", "subscribe"]
@@ -38,7 +39,14 @@ def run_cfg(*argv: str) -> TestConfig:
     ([*SUBSCRIBE, "--group-commit", "later"], "--group-commit must be one of sync, auto"),
     ([*SUBSCRIBE, "--group-protocol", "consumer"],
      "--group-protocol consumer (KIP-848) needs Kafka 4.0 or later, not --kafka-version 3.7.2"),
-    ([*SUBSCRIBE, "--workload", "txn"], "--consumer-mode subscribe is for --workload queue, not txn"),
+    ([*SUBSCRIBE, "--workload", "txn", "--client", "java"],
+     "--consumer-mode subscribe with --workload txn runs on --client python only"),
+    ([*SUBSCRIBE, "--workload", "txn", "--group-commit", "auto"],
+     "--group-commit does not apply to --workload txn: its offsets commit with the transaction"),
+    (["--workload", "txn", "--txn-sub-p", "1"], "--txn-sub-p must be a fraction in [0, 1), got 1.0"),
+    (["--txn-sub-p", "0.1"], "--txn-sub-p applies to --workload txn on --client python only"),
+    (["--workload", "txn", "--client", "java", "--nemesis", "crash-client"],
+     "--nemesis crash-client crashes txn processes of --client python only"),
     ([*SUBSCRIBE, "--consumers", "0"], "--consumer-mode subscribe needs --consumers >= 1"),
     (["--nemesis", "crash-client"], "--nemesis crash-client crashes group members: it needs --consumer-mode subscribe"),
 ])

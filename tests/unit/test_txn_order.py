@@ -159,7 +159,7 @@ def test_the_rebalance_example_of_docs_history_md_parses():
     text = (Path(__file__).resolve().parents[2] / "docs" / "history.md").read_text()
     block = text.split("### Rebalances", 1)[1].split("```json", 1)[1].split("```", 1)[0]
     parsed = parse_ops(enumerate([json.loads(line) for line in block.strip().splitlines()], 1))
-    assert parsed.rebalances == [(7, 1, frozenset({0, 1, 2}))]
+    assert parsed.rebalances == [(7, 1, frozenset({0, 1, 2})), (8, 2, frozenset({0}))]
 
 
 def test_pruning_to_backward_spans_keeps_every_component():

@@ -84,3 +84,29 @@ def test_kchaos_check_uses_spark_for_a_txn_run_and_keeps_the_reference(sc, tmp_p
     assert (r["verdict"], r["failed"], r["allowed"]) == ("fail", {"poll_skip": 1}, {"G1c": 1})
     assert r["cycles"]["G1c"]["ops"] == sorted(min(corpus.planted["G1c"]), reverse=True)
     assert {k: v for k, v in TxnChecker().check(corpus.test, history).items()} == r["checkers"][TXN]
+
+
+def subscribe_mode_history(revoked: bool):
+    """Process 1 polls partition 0 at offset 0, then at 2 (a skip over offset 1), as subscribe mode records it:
+    with `revoked`, partition 0 is revoked (generation 3) and assigned again (generation 5) between the two, with
+    a crash and sub-p ops around; without, only partition 1 moves, so the polls share one generation of 0."""
+    from test_txn_checker import H
+    h = (H().txn(0, "ok", sends=[(0, 10, 0, 0)]).txn(0, "ok", sends=[(0, 11, 0, 1)])
+         .txn(0, "ok", sends=[(0, 12, 0, 2)]).txn(1, "ok", polls=[[[0, 0, 10]]]))
+    moved = [0, 1] if revoked else [1]
+    h.add(process=1, type="ok", f="rebalance", revoked=moved, assigned=[], generation=3)
+    h.add(process=1, type="info", f="crash", restart_after=2.0, error="crashed (crash-client)")
+    for f, value in (("assign", [1]), ("subscribe", "kchaos")):
+        h.add(process=1, type="invoke", f=f, value=value).add(process=1, type="ok", f=f, value=value)
+    h.add(process=1, type="ok", f="rebalance", revoked=[], assigned=moved, generation=5)
+    return h.txn(1, "ok", polls=[[[0, 2, 12]]]).drain(0, [[0, 0, 10], [0, 1, 11], [0, 2, 12]])
+
+
+@pytest.mark.parametrize("revoked, counts", [(True, {}), (False, {"poll_skip": 1})])
+def test_a_poll_skip_across_a_revocation_is_allowed_and_inside_a_generation_is_not(sc, tmp_path, revoked, counts):
+    from test_txn_checker import RC, found
+    run = subscribe_mode_history(revoked).write(tmp_path / "sub", RC)
+    ref = check_txn_file(run / "history.jsonl", RC)
+    assert found(ref) == counts
+    for stretch in (1 << 20, 200):
+        assert check_txn_spark(sc, run / "history.jsonl", RC, stretch_bytes=stretch) == ref

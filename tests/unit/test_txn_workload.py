@@ -161,7 +161,7 @@ class FakeConsumer:
 
 def client(producer: FakeProducer) -> TxnClient:
     c = TxnClient(cfg("--workload", "txn"), "x:9092", None, 0, lambda *a: None)
-    c.producer, c.consumer = producer, FakeConsumer()
+    c.producer, c.reader.consumer = producer, FakeConsumer()
     return c
 
 
@@ -201,3 +201,57 @@ def test_errors_end_as_fail_only_when_the_transaction_certainly_did_not_commit(f
     assert len(done) == len(MOPS)
     # An error the producer cannot vouch for drops it; the next op's producer fences it (same transactional.id).
     assert (c.producer is p) == kept
+
+
+class CrashingProducer(FakeProducer):
+    """A FakeProducer whose client is crashed when the call `at` is made (crash-client's flag set meanwhile)."""
+
+    def __init__(self, at: str):
+        super().__init__()
+        self.at, self.client, self.purged = at, None, False
+
+    def _call(self, name: str) -> None:
+        super()._call(name)
+        if name == self.at:
+            self.client.crash(0.0)
+
+    def purge(self, in_queue, in_flight, blocking):
+        self.purged = True
+
+
+@pytest.mark.parametrize("at, outcome", [
+    ("begin", "fail"),  # crashed before the commit was asked for: the next producer's init aborts it
+    ("send_offsets", "fail"),
+    ("commit", "info"),  # crashed as the commit returned: the process never learnt the outcome
+])
+def test_a_crash_ends_the_transaction_in_flight_fail_only_before_the_commit(at, outcome):
+    p = CrashingProducer(at)
+    c = client(p)
+    p.client = c
+    type_, done, text = c.transact(MOPS, abort=False)
+    assert type_ == outcome and "crash-client" in text and len(done) == len(MOPS)
+    assert ("commit" in p.calls) == (outcome == "info")
+
+
+def test_a_crashed_process_abandons_its_producer_purged_and_records_the_crash(tmp_path):
+    from core.history import History, read_history
+    with History(tmp_path / "h.jsonl") as h:
+        c = TxnClient(cfg("--workload", "txn"), "x:9092", h, 0, lambda *a: None)
+        p = CrashingProducer("none")
+        c.producer, c.reader.consumer = p, FakeConsumer()
+        c.reader.start = lambda again=False: None  # no cluster: the new consumer is not made
+        c.crash(0.0)
+        c._die(lambda: False)
+    assert c.producer is None and c.abandoned == [p] and p.purged
+    assert c.reader.consumer is None and len(c.reader.abandoned) == 1
+    lines = list(read_history(tmp_path / "h.jsonl"))
+    assert [(o["process"], o["type"], o["f"]) for o in lines] == [(0, "info", "crash")]
+
+
+def test_crash_client_picks_a_txn_process_and_refuses_the_java_client():
+    w = TxnWorkload(cfg("--workload", "txn"))
+    with pytest.raises(ValueError):
+        w.crash_client(1, 0.0)  # not started: no process to crash
+    crashed = []
+    w._clients = {0: type("C", (), {"crash": lambda self, t: crashed.append(t)})()}
+    assert w.crash_client(7, 2.0) == {"member": 0, "restart_after": 2.0} and crashed == [2.0]

@@ -1,0 +1,61 @@
+"""A consumer group's rebalance callbacks as events: which partitions were assigned or revoked, under which
+generation. The queue workload's group members (workloads/group.py) and the txn workload's subscribe-mode
+consumers (workloads/txn_consumer.py) subscribe through `subscribe` and record the events each its own way
+(docs/history.md).
+
+The generation is read from librdkafka's serialized group metadata (`consumer_group_metadata()`, the
+CGMDv2 format: a 7-byte magic, then the generation id as a native int32): the group's generation under
+the classic protocol, the member's epoch under KIP-848's consumer protocol.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Callable
+
+from confluent_kafka import Consumer, TopicPartition
+
+_MAGIC = b"CGMDv2:"
+
+
+def group_id(seed: int) -> str:
+    """The group every member of a run joins."""
+    return f"kchaos-{seed}-group"
+
+
+def generation_of(consumer: Consumer) -> int | None:
+    """The consumer's current generation (member epoch under KIP-848), or None if librdkafka's metadata
+    is not in the format this reads."""
+    return parse_generation(consumer.consumer_group_metadata())
+
+
+def parse_generation(meta: object) -> int | None:
+    """The generation id in librdkafka's serialized group metadata (CGMDv2), or None for another format."""
+    if not isinstance(meta, bytes) or not meta.startswith(_MAGIC) or len(meta) < len(_MAGIC) + 4:
+        return None
+    return struct.unpack_from("=i", meta, len(_MAGIC))[0]
+
+
+@dataclass(frozen=True)
+class Rebalance:
+    """One callback: `f` "assign" (partitions added) or "revoke" (partitions taken; `lost` when the assignment
+    was lost, so it cannot be committed), the partitions sorted, and the generation read in the callback."""
+
+    f: str
+    partitions: list[int]
+    generation: int | None
+    lost: bool = False
+
+
+def subscribe(consumer: Consumer, topic: str, handle: Callable[[Rebalance], None], live: Callable[[], bool]) -> None:
+    """Subscribe `consumer` to `topic`; each rebalance callback (served inside the consumer's poll, consume or
+    close, on the calling thread) becomes one `handle(Rebalance)` while `live()`, and nothing after: a crashed
+    client's consumer, closed at the end of the run, records nothing, and its group metadata is not asked for
+    (librdkafka's `consumer_group_metadata` can block for good, holding the GIL, on a consumer its group evicted)."""
+    def callback(f: str, lost: bool = False) -> Callable[[Consumer, list[TopicPartition]], None]:
+        def run(c: Consumer, partitions: list[TopicPartition]) -> None:
+            if live():
+                handle(Rebalance(f, sorted(tp.partition for tp in partitions), generation_of(c), lost))
+        return run
+    consumer.subscribe([topic], on_assign=callback("assign"), on_revoke=callback("revoke"),
+                       on_lost=callback("revoke", lost=True))

@@ -1,0 +1,148 @@
+"""A txn process's consumer (workloads/txn.py), and the lines that record its assignment changing.
+
+Assign mode (`--consumer-mode assign`): the process's first consumer is assigned every partition from offset 0;
+its group, `kchaos-txn<process>`, only stores what the process's transactions commit. Subscribe mode: the
+consumer is a member of the run's group (`kchaos-<seed>-group`, every txn process in it, `--group-protocol`),
+with auto-commit off: the polls' offsets commit with the transaction (`send_offsets_to_transaction`), the
+exactly-once pattern. Either way the polls read at `--txn-isolation`.
+
+Every change of the assignment is one `rebalance` line of the process (docs/history.md, "Rebalances"):
+`revoked` and `assigned` partitions and, from a group, the `generation` (`lost` for an assignment lost). A
+group's callbacks (workloads/rebalance.py) each write one. The `assign` and `subscribe` ops of
+`--txn-sub-p` replace the consumer: the old one is closed (a group member's revocation is its callback's
+line; a manual assignment's, a line), and the new one is assigned the op's partitions by hand (one line:
+assigned), or subscribes. A manual assignment after the first resumes from the offsets the process's group
+committed (else the log start); so does a consumer started again after a crash.
+
+A crashed consumer is abandoned (`abandon`): never polled or closed again until the end of the run, as a
+killed process leaves it (the group evicts it when its session or max.poll.interval.ms runs out), and its
+callbacks, served when it is closed at the end, record nothing.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from core.config import TestConfig
+from core.history import History, Op
+from workloads.clients import make_consumer, make_group_consumer, to_records
+from workloads.rebalance import Rebalance, group_id, subscribe
+
+POLL_TIMEOUT_S = 0.1
+BATCH = 100  # records one poll micro-op returns at most
+
+
+class TxnConsumer:
+    """One consumer of a txn process at a time: made by `start`, read by `poll`, committed through `positions`
+    and `group_metadata`, replaced by `assign` and `subscribe`, left for a new one by `abandon`."""
+
+    def __init__(self, cfg: TestConfig, bootstrap: str, history: History, process: int):
+        self.cfg, self.bootstrap, self.history, self.process = cfg, bootstrap, history, process
+        self.topic, self.partitions = cfg.topic.name, cfg.topic.partitions
+        self.subscribe_mode = cfg.workload.consumer_mode == "subscribe"
+        self.group = group_id(cfg.seed) if self.subscribe_mode else f"kchaos-txn{process}"
+        self.consumer: Consumer | None = None
+        self.manual: list[int] = []  # the partitions assigned by hand; [] while subscribed
+        self.member = False  # subscribed to self.group
+        self.abandoned: list[Consumer] = []
+
+    def start(self, again: bool = False) -> None:
+        """The process's consumer as its mode says: subscribed, or assigned every partition (from offset 0 the
+        first time; `again`, after a crash, from what the process committed, with a rebalance line)."""
+        if self.subscribe_mode:
+            self.subscribe()
+        elif again:
+            self.assign(list(range(self.partitions)))
+        else:
+            self.consumer = self._manual_consumer()
+            self.consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+            self.manual = list(range(self.partitions))
+
+    def assign(self, partitions: list[int]) -> None:
+        """Replace the consumer by one assigned `partitions` by hand, resuming from the group's committed offsets
+        (else the log start); record its rebalance line."""
+        self._leave()
+        self.consumer = self._manual_consumer()
+        self.consumer.assign([TopicPartition(self.topic, p) for p in partitions])
+        self.manual = sorted(partitions)
+        self._line(revoked=[], assigned=self.manual)
+
+    def subscribe(self) -> None:
+        """Replace the consumer by a member of the group (the run's in subscribe mode, else the process's own,
+        where it is alone); its callbacks record the rebalance lines."""
+        self._leave()
+        w = self.cfg.workload
+        consumer = make_group_consumer(self.bootstrap, f"txn{self.process}", self.group, auto_commit=False,
+                                       protocol=w.group_protocol, isolation=w.txn_isolation)
+        self.consumer, self.member = consumer, True
+        subscribe(consumer, self.topic, self._on_rebalance, live=lambda: consumer is self.consumer)
+
+    def _manual_consumer(self) -> Consumer:
+        return make_consumer(self.bootstrap, f"txn{self.process}", self.cfg.workload.txn_isolation,
+                             group=self.group)
+
+    def _leave(self) -> None:
+        """Close the consumer, cleanly: a member's close runs its revoke callback; a manual assignment's end is
+        recorded here."""
+        if self.consumer is None:
+            return
+        if self.manual:
+            self._line(revoked=self.manual, assigned=[])
+        try:
+            self.consumer.close()
+        except (KafkaException, RuntimeError):
+            pass
+        self.consumer, self.member, self.manual = None, False, []
+
+    def poll(self) -> list[list[int]]:
+        """One poll micro-op's records (rebalance callbacks may run inside it and record their lines)."""
+        assert self.consumer is not None
+        records, _ = to_records(self.consumer.consume(num_messages=BATCH, timeout=POLL_TIMEOUT_S))
+        return records
+
+    def positions(self) -> list[TopicPartition]:
+        """The next offset of every assigned partition that has one: what a transaction's polls consumed."""
+        assert self.consumer is not None
+        return [tp for tp in self.consumer.position(self.consumer.assignment()) if tp.offset >= 0]
+
+    def group_metadata(self) -> Any:
+        """The consumer's group metadata, for `send_offsets_to_transaction` (the broker fences a stale one)."""
+        assert self.consumer is not None
+        return self.consumer.consumer_group_metadata()
+
+    def commits_offsets(self) -> bool:
+        """Whether a transaction commits this consumer's positions: always, except when a member of the run's
+        group was assigned partitions by hand (an `assign` op in subscribe mode): with no generation, its
+        commit would go over the group's live members."""
+        return self.member or not self.subscribe_mode
+
+    def _on_rebalance(self, r: Rebalance) -> None:
+        if r.f == "assign":
+            self._line(revoked=[], assigned=r.partitions, generation=r.generation)
+        else:
+            self._line(revoked=r.partitions, assigned=[], generation=r.generation, **({"lost": True} if r.lost else {}))
+
+    def _line(self, revoked: list[int], assigned: list[int], **extra: Any) -> None:
+        self.history.append(Op(self.process, "ok", "rebalance", {"revoked": revoked, "assigned": assigned, **extra}))
+
+    def abandon(self) -> None:
+        """Leave the consumer as a killed process would: no commit, no LeaveGroup, no close until `close`."""
+        if self.consumer is not None:
+            self.abandoned.append(self.consumer)
+        self.consumer, self.member, self.manual = None, False, []
+
+    def close(self) -> None:
+        """Close the consumer (a member's revocation recorded) and every abandoned one (recording nothing)."""
+        for c in self.abandoned:
+            try:
+                c.close()
+            except (KafkaException, RuntimeError):
+                pass
+        self.abandoned = []
+        if self.consumer is not None:
+            try:
+                self.consumer.close()
+            except (KafkaException, RuntimeError):
+                pass
+            self.consumer = None
