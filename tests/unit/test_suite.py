@@ -258,7 +258,8 @@ def test_txn_suite_expands_to_the_valid_workload_isolation_consumer_cells(tmp_pa
     cells = [dict(c.options) for c in s.cells]
     assert {(c["workload"], c["txn_isolation"], c["consumer_mode"]) for c in cells} == {
         ("queue", "read_committed", "assign"), ("queue", "read_committed", "subscribe"),
-        ("txn", "read_committed", "assign"), ("txn", "read_uncommitted", "assign")}
+        ("txn", "read_committed", "assign"), ("txn", "read_uncommitted", "assign"),
+        ("txn", "read_committed", "subscribe"), ("txn", "read_uncommitted", "subscribe")}
     for c in s.cells:  # each cell is a configuration kchaos run accepts
         cfg = s.config(c, 1, tmp_path, "local[1]")
         assert cfg.workload.kind == dict(c.options)["workload"] and cfg.time_limit <= 60
