@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.reference import COUNTS
-from checkers.verdict import FAIL, PASS, judge
+from checkers.verdict import COPY_KINDS, FAIL, PASS, judge
 from core.faults import FaultCatalogue, FaultsError, read_faults
 from core.history import read_history
 
@@ -23,6 +23,7 @@ OUTAGE_GAP_S = 1.0
 
 METRICS: dict[str, str] = {
     **{k: f"checker count: {k}" for k in COUNTS},
+    **{k: f"copy workload: {why}" for k, why in COPY_KINDS.items()},
     "send_ok": "sends acknowledged",
     "send_fail": "sends that definitely failed",
     "send_info": "sends whose outcome is unknown (timeouts)",
@@ -53,7 +54,7 @@ def observe(run: Path) -> dict[str, float]:
     except (OSError, json.JSONDecodeError) as e:
         raise ObserveError(f"{run}: no readable results.json ({e}); check the run first (kchaos check)") from None
     counts = results.get("counts") or {}
-    out: dict[str, float] = {k: int(counts.get(k) or 0) for k in COUNTS}
+    out: dict[str, float] = {k: int(counts.get(k) or 0) for k in (*COUNTS, *COPY_KINDS)}
     try:
         catalogue = read_faults(run)
     except FaultsError as e:

@@ -78,8 +78,9 @@ def preflight(cfg: TestConfig) -> TestConfig:
         raise ConfigError(f"unknown workload {cfg.workload.kind!r}; known: {', '.join(sorted(WORKLOADS))}")
     validate(cfg, lambda spec: _check_nemesis(spec, cfg.topic.partitions))
     clients = [s for s in cfg.nemesis.names if s != "none" and s != "mix" and nemeses.split(s)[0].needs_workload]
-    if clients and cfg.workload.consumer_mode != "subscribe":
-        raise ConfigError(f"--nemesis {clients[0]} crashes group members: it needs --consumer-mode subscribe")
+    if clients and cfg.workload.consumer_mode != "subscribe" and cfg.workload.kind != "copy":
+        raise ConfigError(f"--nemesis {clients[0]} crashes group members: it needs --consumer-mode subscribe "
+                          "or --workload copy")
     if cfg.workload.client == "java" and (problem := jdk_problem()):
         raise ConfigError(problem)
     make_schedule(cfg)  # a replayed schedule is checked entry by entry here
