@@ -294,9 +294,9 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
     else:
         _check(p.idempotence, "--workload copy needs --idempotence: its copiers' producers are transactional")
         _check(w.consumers >= 1, "--workload copy needs --consumers >= 1: the copiers are its consumers")
+        _check(w.copy_records > 0 or w.rate != "max", "--workload copy with --rate max needs --copy-records N")
         _check(w.in_flight == 1 and w.producer_processes == 0,
                "--workload copy runs its copiers in the harness: it takes no --in-flight or --producer-processes")
-        _check(w.copy_records > 0 or w.rate != "max", "--workload copy with --rate max needs --copy-records N")
     if w.kind == "txn":
         _check(p.idempotence, "--workload txn needs --idempotence: a transactional producer is idempotent")
         _check(w.in_flight == 1 and w.producer_processes == 0,

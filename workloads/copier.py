@@ -165,6 +165,7 @@ class _Session:
             return True
         self._check_crash(crashed)
         records, _ = to_records(msgs)
+        self.c.count("polled", len(records))
         if self.rebalanced and records:
             # Some of the batch may come from partitions this copier no longer owns: copy none of it.
             return self._rewind()

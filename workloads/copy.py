@@ -61,12 +61,13 @@ class CopyWorkload:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._copiers: dict[int, Copier] = {}
-        self._counts = {"send": 0, "ok": 0, "fail": 0, "info": 0, "copied": 0, "filled": 0}
+        self._counts = {"send": 0, "ok": 0, "fail": 0, "info": 0, "polled": 0, "copied": 0, "filled": 0}
         self._lock = threading.Lock()
 
     @property
     def counts(self) -> dict[str, int]:
-        """Values filled, copy transactions invoked ("send"), completed ok/fail/info, and values copied (ok)."""
+        """Values filled, copy transactions invoked ("send"), completed ok/fail/info, input records polled, and
+        values copied (ok)."""
         with self._lock:
             return dict(self._counts)
 
