@@ -1,4 +1,5 @@
-"""Client faults: `crash-client` crashes one consumer group member and starts a new one in its place.
+"""Client faults: `crash-client` crashes one consumer group member (or copier, `--workload copy`) and starts a new
+one in its place.
 
 The workload does the crashing (`CrashableClients.crash_client`, workloads/group.py): a thread cannot be
 killed, so the member abandons its consumer without closing it (no commit of its own, no LeaveGroup), as

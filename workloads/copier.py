@@ -163,15 +163,16 @@ class _Session:
         except KafkaException as e:
             log.info("copier %d: consume failed: %s", self.p, e)
             return True
-        self._check_crash(crashed)
         records, _ = to_records(msgs)
         self.c.count("polled", len(records))
-        if self.rebalanced and records:
-            # Some of the batch may come from partitions this copier no longer owns: copy none of it.
-            return self._rewind()
         if not records:
+            self._check_crash(crashed)
             return True
-        return self._copy(records, crashed)
+        if self.rebalanced:
+            # Some of the batch may come from partitions this copier no longer owns: copy none of it.
+            self._check_crash(crashed)
+            return self._rewind()
+        return self._copy(records, crashed)  # a crash now comes mid-transaction, after the batch is produced
 
     def _copy(self, records: list[list[int]], crashed: threading.Event) -> bool:
         producer = self.producer

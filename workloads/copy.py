@@ -5,7 +5,9 @@ Before the faults, `start` creates the input topic `<topic>-in` (one partition w
 i to input partition i mod partitions, each chunk of sends one `fill` op. The output is the test topic itself, so
 the nemeses' targets (a partition's leader), the ISR monitor and the evidence are the output's. Then `--consumers`
 copiers (workloads/copier.py) copy the input to the output inside transactions that commit their input offsets,
-`--txn-size` records at a time, together at `--rate` records per second. The final read drains the output from
+`--txn-size` records at a time, together at `--rate` records per second. After the heal, `stop` lets them finish
+the copy at full speed: until the group's committed offsets reach the end of the input (the `copied` op), at
+most --drain-timeout. The final read drains the output from
 its start to its high watermarks at `--txn-isolation` (read_committed by default). The history shapes are in
 docs/history.md; checkers/copy.py compares the output read with the input.
 
@@ -20,14 +22,15 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import KafkaError, Message
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from clusters import admin
+from clusters.admin import CLIENT_LOG
 from core.config import TestConfig, TopicConfig
 from core.history import History
 from core.protocols import Cluster
 from workloads.clients import make_producer
-from workloads.copier import Copier
+from workloads.copier import Copier, copy_group
 from workloads.drain import drain_all
 
 log = logging.getLogger("kchaos.copy")
@@ -63,6 +66,8 @@ class CopyWorkload:
         self._copiers: dict[int, Copier] = {}
         self._counts = {"send": 0, "ok": 0, "fail": 0, "info": 0, "polled": 0, "copied": 0, "filled": 0}
         self._lock = threading.Lock()
+        self.history: History | None = None
+        self.bootstrap = ""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -86,6 +91,7 @@ class CopyWorkload:
     def start(self, cluster: Cluster, history: History) -> None:
         """Fill the input (before returning, so before the faults start), then start one thread per copier."""
         self._stop.clear()
+        self.history, self.bootstrap = history, cluster.bootstrap()
         fill(cluster.bootstrap(), self.cfg, self.input, history, self.cfg.workload.consumers, self.count)
         w = self.cfg.workload
         interval = 0.0 if w.rate == "max" else w.txn_size * w.consumers / float(w.rate)
@@ -114,7 +120,11 @@ class CopyWorkload:
         return {"member": slot, "restart_after": restart_after}
 
     def stop(self) -> None:
-        """Ask every copier to stop, wait for its transaction in progress, and close what crashes abandoned."""
+        """Let the copiers finish the copy at full speed (until the group's committed offsets reach the end of
+        every input partition, at most --drain-timeout), recorded as one `copied` op; then ask every copier to
+        stop, wait for its transaction in progress, and close what crashes abandoned."""
+        if self._copiers and self.bootstrap:
+            self._finish()
         self._stop.set()
         timeout = 3 * self.cfg.producer.delivery_timeout_ms / 1000 + 10
         for t in self._threads:
@@ -125,12 +135,49 @@ class CopyWorkload:
         for copier in self._copiers.values():
             copier.close_abandoned()
 
+    def _finish(self) -> None:
+        for copier in self._copiers.values():
+            copier.interval = 0.0
+        w = self.cfg.workload
+        op = self.history.invoke(w.consumers + 1, "copied", topic=self.input.name)
+        deadline = time.monotonic() + w.drain_timeout_s
+        lag: list[list[int]] = []
+        while time.monotonic() < deadline:
+            try:
+                lag = copy_lag(self.bootstrap, copy_group(self.cfg.seed), self.input)
+            except KafkaException as e:
+                log.info("reading the copy's progress: %s", e)
+                lag = [[-1, -1, -1]]
+            if not lag:
+                break
+            time.sleep(1)
+        self.history.complete(op, "ok" if not lag else "info", topic=self.input.name, complete=not lag,
+                              **({"behind": lag} if lag else {}))
+
     def final_read(self, cluster: Cluster, history: History) -> dict[int, bool]:
         """Drain every output partition from its start to its high watermark at --txn-isolation; return which
         completed."""
         w = self.cfg.workload
         return drain_all(cluster, history, self.cfg.topic.name, self.cfg.topic.partitions, process=w.consumers + 1,
                          timeout=w.drain_timeout_s, isolation=w.txn_isolation)
+
+
+def copy_lag(bootstrap: str, group: str, topic: TopicConfig) -> list[list[int]]:
+    """`[partition, committed offset, end offset]` of every input partition the group has not yet copied to its
+    end (the input is not transactional: its high watermark is its end)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "logger": CLIENT_LOG})
+    try:
+        tps = [TopicPartition(topic.name, p) for p in range(topic.partitions)]
+        committed = {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=10)}
+        lag = []
+        for p in range(topic.partitions):
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic.name, p), timeout=10, cached=False)
+            if committed.get(p, -1) < high:
+                lag.append([p, committed.get(p, -1), high])
+        return lag
+    finally:
+        consumer.close()
 
 
 def fill(bootstrap: str, cfg: TestConfig, topic: TopicConfig, history: History, process: int,
