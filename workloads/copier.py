@@ -71,8 +71,12 @@ class Copier:
         """Run sessions until `stopped()`; after a crash the next starts `restart_after` seconds later."""
         while not stopped():
             self.sessions += 1
-            session = _Session(self, after_crash=self.sessions > 1)
-            session.run(stopped, self._crash)
+            try:
+                session = _Session(self, after_crash=self.sessions > 1)
+                session.run(stopped, self._crash)
+            except Exception:  # noqa: BLE001 - librdkafka's wrapper can raise anything (SystemError on close): the
+                # slot goes on with a new session, as a restarted process would
+                log.exception("copier %d: session ended by an error", self.slot)
             if self._crash.is_set():
                 self._crash.clear()
                 wait = self.restart_after
@@ -88,7 +92,7 @@ class Copier:
             if isinstance(c, Consumer):
                 try:
                     c.close()
-                except (KafkaException, RuntimeError) as e:
+                except Exception as e:  # noqa: BLE001 - as _Session._close
                     log.info("copier %d: closing an abandoned consumer: %s", self.slot, e)
         self.abandoned.clear()
 
@@ -239,11 +243,11 @@ class _Session:
         return True
 
     def _close(self) -> None:
+        self.dead = True
         try:
             self.consumer.close()
-        except (KafkaException, RuntimeError) as e:
+        except Exception as e:  # noqa: BLE001 - close after a lost group membership can raise SystemError
             log.info("copier %d: closing the consumer: %s", self.p, e)
-        self.dead = True
 
     # --- rebalance callbacks (run inside consume or close, on this thread) --------------
     def _rebalance(self, f: str, partitions: list[TopicPartition], **extra: Any) -> None:
