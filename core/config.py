@@ -160,7 +160,11 @@ class TestConfig:
         if self.workload.full_load is None:  # only --rate max records a pick
             del d["workload"]["full_load"]
         if self.workload.kind != "txn":  # a queue run's test.json stays as before
-            del d["workload"]["txn_isolation"], d["workload"]["txn_abort_p"]
+            del d["workload"]["txn_abort_p"]
+            if self.workload.kind != "copy":  # copy keeps it: the isolation of its final read
+                del d["workload"]["txn_isolation"]
+        if self.workload.kind != "copy":
+            del d["workload"]["copy_records"], d["workload"]["copy_order"], d["workload"]["txn_size"]
         if self.workload.consumer_mode == "assign":  # an assign-mode run's test.json stays as before
             del d["workload"]["consumer_mode"], d["workload"]["group_commit"], d["workload"]["group_protocol"]
         if self.workload.client == "python":  # so does a run on librdkafka's

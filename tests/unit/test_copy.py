@@ -54,6 +54,9 @@ def test_copy_settings_go_in_test_json_and_replay():
     assert (w["kind"], w["copy_order"], w["txn_size"], w["copy_records"]) == ("copy", True, 7, 500)
     assert c.producer.idempotence  # the copiers' producers are transactional
     assert TestConfig.from_dict(c.to_dict()) == c
+    dirty = run_cfg(*COPY, "--txn-isolation", "read_uncommitted").to_dict()["workload"]
+    assert dirty["txn_isolation"] == "read_uncommitted" and "txn_abort_p" not in dirty  # the checker reads it
+    assert "txn_size" not in run_cfg().to_dict()["workload"]  # a queue run's test.json stays as before
     assert input_topic(c).partitions == 1 and input_topic(c).name == f"{c.topic.name}-in"
     assert input_records(c) == 500
     plain = run_cfg(*COPY, "--partitions", "3", "--rate", "50", "--time-limit", "20")
