@@ -69,15 +69,17 @@ class Copier:
 
     def run(self, stopped: Callable[[], bool]) -> None:
         """Run sessions until `stopped()`; after a crash the next starts `restart_after` seconds later."""
+        after_crash = False
         while not stopped():
             self.sessions += 1
             try:
-                session = _Session(self, after_crash=self.sessions > 1)
+                session = _Session(self, after_crash=after_crash)
                 session.run(stopped, self._crash)
             except Exception:  # noqa: BLE001 - librdkafka's wrapper can raise anything (SystemError on close): the
                 # slot goes on with a new session, as a restarted process would
                 log.exception("copier %d: session ended by an error", self.slot)
-            if self._crash.is_set():
+            after_crash = self._crash.is_set()  # else the session ended on an error, or the run is stopping
+            if after_crash:
                 self._crash.clear()
                 wait = self.restart_after
             else:
