@@ -88,15 +88,28 @@ class Copier:
             while not stopped() and time.monotonic() < deadline:
                 time.sleep(0.1)
 
-    def close_abandoned(self) -> None:
-        """Close the consumers crashes abandoned (their callbacks record nothing) and drop their producers."""
-        for c in self.abandoned:
-            if isinstance(c, Consumer):
-                try:
-                    c.close()
-                except Exception as e:  # noqa: BLE001 - as _Session._close
-                    log.info("copier %d: closing an abandoned consumer: %s", self.slot, e)
+    def close_abandoned(self, timeout: float = 15.0) -> None:
+        """Close the consumers crashes abandoned (their callbacks record nothing) and drop their producers. The
+        closes run on a daemon thread given `timeout` seconds: closing a consumer that was never served since its
+        crash was seen to hang for minutes, and the run must go on to its final read."""
+        consumers = [c for c in self.abandoned if isinstance(c, Consumer)]
         self.abandoned.clear()
+        if not consumers:
+            return
+        t = threading.Thread(target=self._close_all, args=(consumers,), name=f"copier-{self.slot}-close",
+                             daemon=True)
+        t.start()
+        t.join(timeout)
+        if t.is_alive():
+            log.warning("copier %d: %d abandoned consumers still closing after %g s; left behind",
+                        self.slot, len(consumers), timeout)
+
+    def _close_all(self, consumers: list[Consumer]) -> None:
+        for c in consumers:
+            try:
+                c.close()
+            except Exception as e:  # noqa: BLE001 - as _Session._close
+                log.info("copier %d: closing an abandoned consumer: %s", self.slot, e)
 
 
 class _Session:
