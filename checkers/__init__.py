@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from checkers.copy import COPY, CopyChecker
 from checkers.compose import exit_code, merge_valid, run_checkers
 from checkers.parquet import CheckInputError, convert, parquet_path
 from checkers.promise import Events, classify
@@ -32,6 +33,7 @@ CHECKERS: dict[str, Callable[..., Checker]] = {
 # definition it is tested against and the baseline it is timed against (REFERENCE_CHECKERS).
 WORKLOAD_CHECKERS: dict[str, dict[str, Callable[..., Checker]]] = {
     TXN: {TXN: TxnSparkChecker},
+    COPY: {COPY: CopyChecker},
 }
 REFERENCE_CHECKERS: dict[str, dict[str, Callable[..., Checker]]] = {
     TXN: {TXN: TxnChecker},
@@ -105,7 +107,7 @@ def run_own(checkers: dict[str, Callable[..., Checker]], test: dict[str, Any], h
 
 
 def _write_result(history: Path, composed: dict[str, Any]) -> dict[str, Any]:
-    source = TXN if TXN in composed else SOURCE
+    source = next((k for k in (TXN, COPY) if k in composed), SOURCE)
     queue = composed.get(source, {})
     result: dict[str, Any] = {"valid": composed["valid"]}
     result.update({k: queue[k] for k in (*SUMMARY_KEYS, "unseen_undecided", "cycles") if k in queue})

@@ -15,7 +15,7 @@ from typing import Any
 
 from checkers.reference import COUNTS as QUEUE_COUNTS
 from checkers.txn_reference import COUNTS as TXN_COUNTS
-from checkers.verdict import FAIL, PASS, judge
+from checkers.verdict import COPY_KINDS, FAIL, PASS, judge
 from core.faults import FaultCatalogue, FaultsError, read_faults
 from core.history import read_history
 
@@ -28,6 +28,7 @@ OUTAGE_GAP_S = 1.0
 
 METRICS: dict[str, str] = {
     **{k: f"checker count: {k}" for k in COUNTS},
+    **{k: f"copy workload: {why}" for k, why in COPY_KINDS.items()},
     "send_ok": "sends acknowledged",
     "send_fail": "sends that definitely failed",
     "send_info": "sends whose outcome is unknown (timeouts)",
@@ -60,7 +61,7 @@ def observe(run: Path) -> dict[str, float]:
     except (OSError, json.JSONDecodeError) as e:
         raise ObserveError(f"{run}: no readable results.json ({e}); check the run first (kchaos check)") from None
     counts = results.get("counts") or {}
-    out: dict[str, float] = {k: int(counts.get(k) or 0) for k in COUNTS}
+    out: dict[str, float] = {k: int(counts.get(k) or 0) for k in (*COUNTS, *COPY_KINDS)}
     try:
         catalogue = read_faults(run)
     except FaultsError as e:
@@ -122,4 +123,4 @@ def anomaly_kinds(results: dict[str, Any]) -> list[str]:
     """The anomaly kinds a results.json found (counts > 0), most severe first; `acked` is not an anomaly, nor is
     a kind the configuration allows (results.json's `allowed`: G0 among transactions, say)."""
     counts, allowed = results.get("counts") or {}, results.get("allowed") or {}
-    return [k for k in COUNTS if k != "acked" and counts.get(k) and k not in allowed]
+    return [k for k in (*COUNTS, *COPY_KINDS) if k != "acked" and counts.get(k) and k not in allowed]

@@ -106,8 +106,11 @@ def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> 
     the harness's defaults, acks=all and idempotence off). docs/verdicts.md has the table this implements."""
     results, s = results or {}, Settings.of(dict(test or {}))
     counts = {k: int(v or 0) for k, v in (results.get("counts") or {}).items() if isinstance(v, (int, float))}
-    if ((test or {}).get("workload") or {}).get("kind") == TXN:
+    kind = ((test or {}).get("workload") or {}).get("kind")
+    if kind == TXN:
         return judge_txn(results, counts, ((test or {}).get("workload") or {}).get("txn_isolation"))
+    if kind == COPY:
+        return judge_copy(results, counts)
     undecided = [f"checker {name} failed: {c['error']}" for name, c in (results.get("checkers") or {}).items()
                  if isinstance(c, Mapping) and c.get("error")]
     others = [(n, c.get("valid")) for n, c in (results.get("checkers") or {}).items()
@@ -241,6 +244,41 @@ def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int], isolation: 
             fine = (txn.get("isolation") or isolation) == "read_uncommitted"
             (allowed if fine else failed)[kind] = counts[kind]
             why["allowed" if fine else "failed"][kind] = ok_why if fine else bad_why
+    return Judgement(FAIL if failed else UNKNOWN if undecided else PASS, failed, allowed, why, tuple(undecided))
+
+
+COPY = "copy"  # the workload checkers/copy.py checks, and these rules judge
+COPY_KINDS = {"copy_missing": "an input value never reached the committed output",
+              "copy_duplicate": "a value is in the output more than once",
+              "copy_invented": "an output value is not in the input",
+              "copy_reordered": "the output does not keep the input's order (--copy-order)"}
+# Kinds a read_uncommitted final read of the output explains: it also sees aborted and unfinished transactions.
+COPY_UNCOMMITTED = {"copy_duplicate": "a read_uncommitted reader also sees aborted and unfinished copies",
+                    "copy_reordered": "a read_uncommitted reader sees aborted copies where they were written"}
+
+
+def judge_copy(results: Mapping[str, Any], counts: Mapping[str, int]) -> Judgement:
+    """The verdict of a copy run (docs/verdicts.md): exactly-once is promised (transactional producers, offsets
+    committed in the transaction, read_committed readers), so every kind of COPY_KINDS fails; under a
+    read_uncommitted final read the kinds of COPY_UNCOMMITTED are observed, allowed. A final read that did not
+    complete makes a run with no other failure unknown."""
+    copy = (results.get("checkers") or {}).get(COPY) or {}
+    uncommitted = copy.get("isolation") == "read_uncommitted"
+    failed: dict[str, int] = {}
+    allowed: dict[str, int] = {}
+    why: dict[str, dict[str, str]] = {"failed": {}, "allowed": {}}
+    for kind, reason in COPY_KINDS.items():
+        if counts.get(kind):
+            fine = uncommitted and kind in COPY_UNCOMMITTED
+            (allowed if fine else failed)[kind] = counts[kind]
+            why["allowed" if fine else "failed"][kind] = COPY_UNCOMMITTED[kind] if fine else reason
+    undecided = [f"checker {COPY} failed: {copy['error']}"] if copy.get("error") else []
+    if not counts:
+        undecided.append("the run was not checked" if not results else "the checker reported no counts")
+    if copy.get("incomplete_partitions"):
+        undecided.append(f"the final read of output partitions {copy['incomplete_partitions']} did not complete")
+        if set(failed) == {"copy_missing"}:
+            failed, why["failed"] = {}, {}  # the missing values may be in what was never read
     return Judgement(FAIL if failed else UNKNOWN if undecided else PASS, failed, allowed, why, tuple(undecided))
 
 

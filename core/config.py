@@ -18,6 +18,8 @@ ISOLATIONS = ("read_committed", "read_uncommitted")
 CONSUMER_MODES = ("assign", "subscribe")
 GROUP_COMMITS = ("sync", "auto")
 GROUP_PROTOCOLS = ("classic", "consumer")
+MAX_TXN_SIZE = 10000  # --txn-size: records one copy transaction holds at most
+MAX_COPY_RECORDS = 10_000_000  # --copy-records: the input the copy workload fills before the faults
 CLIENTS = ("python", "java")  # --client: librdkafka (confluent-kafka-python), or the Kafka Java client
 JAVA_CLIENTS_DEFAULT = "4.1.0"  # kafka-clients of the Java client when the brokers run a Kafka before 4.0
 MAX_RETRIES = 2147483647  # librdkafka's default: retry until delivery.timeout.ms
@@ -110,6 +112,11 @@ class WorkloadConfig:
     # the version of its kafka-clients jar (4.x: KIP-890 transactions).
     client: str = "python"
     client_version: str | None = None
+    # The copy workload (workloads/copy.py): values in its input topic (0: --rate x --time-limit), whether the input
+    # is one partition whose order the output must keep, and records per transaction (also a copier's poll size).
+    copy_records: int = 0
+    copy_order: bool = False
+    txn_size: int = 10
 
 
 @dataclass(frozen=True)
@@ -155,9 +162,13 @@ class TestConfig:
         if self.workload.full_load is None:  # only --rate max records a pick
             del d["workload"]["full_load"]
         if self.workload.kind != "txn":  # a queue run's test.json stays as before
-            del d["workload"]["txn_isolation"], d["workload"]["txn_abort_p"]
+            del d["workload"]["txn_abort_p"]
+            if self.workload.kind != "copy":  # copy keeps it: the isolation of its final read
+                del d["workload"]["txn_isolation"]
         if not self.workload.txn_sub_p:  # as is a txn run's without sub-p ops
             del d["workload"]["txn_sub_p"]
+        if self.workload.kind != "copy":
+            del d["workload"]["copy_records"], d["workload"]["copy_order"], d["workload"]["txn_size"]
         if self.workload.consumer_mode == "assign":  # an assign-mode run's test.json stays as before
             del d["workload"]["consumer_mode"], d["workload"]["group_commit"], d["workload"]["group_protocol"]
         elif self.workload.kind == "txn":  # a txn member's offsets commit with its transactions
@@ -290,6 +301,19 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
                f"the Java client needs kafka-clients 4.0 or later, got {w.client_version!r}")
     else:
         _check(w.client_version is None, "a kafka-clients version applies only to --client java")
+    _check(_int(w.txn_size) and 1 <= w.txn_size <= MAX_TXN_SIZE,
+           f"--txn-size must be 1..{MAX_TXN_SIZE} records, got {w.txn_size!r}")
+    _check(_int(w.copy_records) and 0 <= w.copy_records <= MAX_COPY_RECORDS,
+           f"--copy-records must be 0..{MAX_COPY_RECORDS} (0: --rate x --time-limit), got {w.copy_records!r}")
+    if w.kind != "copy":
+        _check(not w.copy_order and not w.copy_records and w.txn_size == WorkloadConfig.txn_size,
+               "--copy-order, --copy-records and --txn-size apply only to --workload copy")
+    else:
+        _check(p.idempotence, "--workload copy needs --idempotence: its copiers' producers are transactional")
+        _check(w.consumers >= 1, "--workload copy needs --consumers >= 1: the copiers are its consumers")
+        _check(w.copy_records > 0 or w.rate != "max", "--workload copy with --rate max needs --copy-records N")
+        _check(w.in_flight == 1 and w.producer_processes == 0,
+               "--workload copy runs its copiers in the harness: it takes no --in-flight or --producer-processes")
     if w.kind == "txn":
         _check(p.idempotence, "--workload txn needs --idempotence: a transactional producer is idempotent")
         _check(w.in_flight == 1 and w.producer_processes == 0,

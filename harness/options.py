@@ -117,10 +117,11 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                    help="run the producers in K worker processes, each recording its own stream merged "
                         "into history.jsonl after the run (0: threads of the harness) "
                         f"(default: {D.workload.producer_processes}; --rate max picks it)")
-    p.add_argument("--workload", default=D.workload.kind, metavar="{queue,txn}",
+    p.add_argument("--workload", default=D.workload.kind, metavar="{queue,txn,copy}",
                    help="queue: one record per send, consumers poll; txn: transactions of up to 4 sends and polls "
                         "(docs/history.md), one at a time per producer, each producer with a consumer of its own; "
-                        "txn turns --idempotence on")
+                        "copy: --consumers copiers copy a filled input topic to the test topic exactly once "
+                        "(consume-transform-produce, docs/running.md); txn and copy turn --idempotence on")
     p.add_argument("--client", default=D.workload.client, choices=CLIENTS,
                    help="--workload txn: the client library. python: librdkafka (confluent-kafka); java: the Kafka "
                         "Java client (KIP-890 transactions), kafka-clients of --kafka-version from 4.0 on, else "
@@ -130,10 +131,20 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
     p.add_argument("--txn-sub-p", type=float, default=D.workload.txn_sub_p, metavar="P",
                    help="--workload txn (python): the share of ops that are, as Jepsen's sub-p, an assign (a random "
                         "subset of partitions) or a subscribe instead of a transaction (default 0)")
+    p.add_argument("--txn-size", type=int, default=D.workload.txn_size, metavar="N",
+                   help="--workload copy: input records each copy transaction holds at most")
+    p.add_argument("--copy-records", type=int, default=D.workload.copy_records, metavar="N",
+                   help="--workload copy: values filled into the input topic before the faults (default: --rate x "
+                        "--time-limit; the copiers copy at --rate, so the copy lasts the run)")
+    p.add_argument("--copy-order", action=argparse.BooleanOptionalAction, default=D.workload.copy_order,
+                   help="--workload copy: one input partition, copied to output partition 0, whose order the "
+                        "output must keep")
     g["consumer"].add_argument("--txn-isolation", default=D.workload.txn_isolation,
                                metavar="{read_committed,read_uncommitted}",
                                help="--workload txn: the isolation level of the polls inside transactions; under "
-                                    "read_uncommitted aborted reads are expected (the final read is read_committed)")
+                                    "read_uncommitted aborted reads are expected (the final read is read_committed). "
+                                    "--workload copy: the isolation level of the final read of the output (the "
+                                    "copiers always read committed input)")
     g["consumer"].add_argument("--consumer-mode", default=D.workload.consumer_mode, metavar="{assign,subscribe}",
                                help="assign: each consumer is assigned every partition from offset 0; subscribe: the "
                                     "consumers join one group (kchaos-<seed>-group), rebalance and commit "
@@ -191,7 +202,7 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
         name=a.name, seed=seed, time_limit=a.time_limit, store=a.store, spark_master=a.spark_master,
         topic=TopicConfig(partitions=a.partitions, replication_factor=a.rf, min_insync=a.min_insync,
                           unclean=a.unclean, flush_messages=a.flush_messages),
-        producer=ProducerConfig(acks=str(a.acks), idempotence=a.idempotence or a.workload == "txn", retries=a.retries,
+        producer=ProducerConfig(acks=str(a.acks), idempotence=a.idempotence or a.workload in ("txn", "copy"), retries=a.retries,
                                 linger_ms=load["linger_ms"], max_in_flight=a.max_in_flight,
                                 delivery_timeout_ms=a.delivery_timeout_ms, request_timeout_ms=a.request_timeout_ms,
                                 socket_timeout_ms=a.socket_timeout_ms),
@@ -207,7 +218,8 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                                 in_flight=load["in_flight"], producer_processes=load["producer_processes"],
                                 full_load=load.get("full_load"), consumer_mode=a.consumer_mode,
                                 group_commit=a.group_commit or D.workload.group_commit,
-                                group_protocol=a.group_protocol or D.workload.group_protocol),
+                                group_protocol=a.group_protocol or D.workload.group_protocol,
+                                txn_size=a.txn_size, copy_records=a.copy_records, copy_order=a.copy_order),
         nemesis=NemesisConfig(names=a.nemesis or D.nemesis.names, interval=a.interval, jitter=a.jitter,
                               restart_delay=a.restart_delay, schedule_file=a.schedule,
                               mix_families=D.nemesis.mix_families if a.mix_families is None else a.mix_families),

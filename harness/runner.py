@@ -107,7 +107,8 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         say(describe_page_cache(load_test_json(run_dir / "test.json")))
         workload.setup(cluster)
         w = cfg.workload
-        say(f"workload: {w.producers} producer{'s' * (w.producers != 1)} at "
+        clients = _copy_line(cfg) if w.kind == "copy" else (
+            f"workload: {w.producers} producer{'s' * (w.producers != 1)} at "
             + (f"{w.rate:g}/s" if w.rate != "max" else "full load")
             + (f", {w.in_flight} sends in flight each" if w.in_flight > 1 else "")
             + (f", in {w.producer_processes} processes" if w.producer_processes else "")
@@ -115,8 +116,8 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
                + (f" in one group ({w.group_commit} commits, {w.group_protocol} protocol)"
                   if w.consumer_mode == "subscribe" else "") if w.kind != "txn" else
                f", transactions (abort {w.txn_abort_p:g}, polls {w.txn_isolation}"
-               + (f", Java client kafka-clients {w.client_version})" if w.client == "java" else ")"))
-            + f"; nemesis: {','.join(cfg.nemesis.names)}"
+               + (f", Java client kafka-clients {w.client_version})" if w.client == "java" else ")")))
+        say(clients + f"; nemesis: {','.join(cfg.nemesis.names)}"
             + (f" ({w.full_load['why']})" if w.full_load else ""))
         monitor.start()
         workload.start(cluster, history)
@@ -204,6 +205,15 @@ def explain_safely(run: Path, say: Callable[[str], None]) -> dict[str, Any] | No
     finally:
         logging.getLogger().removeHandler(handler)
         handler.close()
+
+
+def _copy_line(cfg: TestConfig) -> str:
+    """The console's line about a copy workload."""
+    w = cfg.workload
+    return (f"workload: {w.consumers} copier{'s' * (w.consumers != 1)} at "
+            + (f"{w.rate:g} records/s" if w.rate != "max" else "full speed") + f", {w.txn_size} per transaction, input "
+            + ("one partition, its order kept" if w.copy_order else f"{cfg.topic.partitions} partitions")
+            + f", final read {w.txn_isolation}")
 
 
 def _progress(console: Console, limit: float, workload: Workload, driver: NemesisDriver, label: str) -> None:

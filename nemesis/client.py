@@ -1,5 +1,6 @@
 """Client faults: `crash-client` crashes one client process (a consumer group member of the queue workload, a
-transaction process of the txn workload) and starts a new one with the same identity in its place.
+transaction process of the txn workload, a copier of the copy workload) and starts a new one with the same
+identity in its place.
 
 The workload does the crashing (`CrashableClients.crash_client`, workloads/group.py, workloads/txn.py): a thread
 cannot be killed, so the process abandons its clients without closing them (no commit of its own, no LeaveGroup,

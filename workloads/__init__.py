@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Callable
 
 from core.protocols import Workload
+from workloads.copy import CopyWorkload
 from workloads.queue import QueueWorkload
 from workloads.txn import TxnWorkload
 
 WORKLOADS: dict[str, Callable[..., Workload]] = {
     "queue": QueueWorkload,
     "txn": TxnWorkload,
+    "copy": CopyWorkload,
 }

@@ -1,0 +1,38 @@
+"""The copy workload against a real cluster: two transactional copiers, one crashed mid-transaction and replaced
+(its producer fenced by the next with the same transactional.id), copy the input exactly once."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.history import read_history
+
+pytestmark = pytest.mark.cluster
+KCHAOS = [sys.executable, "-m", "harness.cli"]
+KINDS = ("copy_missing", "copy_duplicate", "copy_invented", "copy_reordered")
+
+
+def test_copy_under_crash_client_keeps_input_equal_to_output(store):
+    proc = subprocess.run([*KCHAOS, "run", "--store", str(store), "--name", "copy", "--workload", "copy",
+                           "--consumers", "2", "--nemesis", "crash-client", "--interval", "10", "--restart-delay", "2",
+                           "--time-limit", "25", "--rate", "100", "--txn-size", "10", "--seed", "31"],
+                          capture_output=True, text=True, timeout=900)
+    run = (Path(store) / "latest").resolve()
+    results = json.loads((run / "results.json").read_text())
+    assert proc.returncode == 0, (results.get("failed"), results.get("undecided"), proc.stderr[-3000:])
+    assert results["verdict"] == "pass", results
+    counts = results["counts"]
+    assert all(counts[k] == 0 for k in KINDS), counts
+    assert counts["input"] == 2500 and counts["output"] >= counts["input"], counts
+    ops = list(read_history(run / "history.jsonl"))
+    assert any(o["process"] == "nemesis" and o["f"] == "crash" and o["type"] == "ok" for o in ops), \
+        "crash-client never crashed a copier"
+    assert any(o["f"] == "init" and o["type"] == "ok" and o["after_crash"] for o in ops), \
+        "no copier was replaced (a new producer fencing the crashed one)"
+    assert any(o["f"] == "copy" and o["type"] == "fail" and "crashed" in o.get("error", "") for o in ops), \
+        "no copier crashed mid-transaction"
+    assigns = [o for o in ops if o["f"] == "assign" and o["type"] == "ok"]
+    assert len({o["generation"] for o in assigns}) >= 2, "at least one rebalance"
+    assert sum(1 for o in ops if o["f"] == "fill" and o["type"] == "ok") == 3  # 2500 values, 1000 a fill op
