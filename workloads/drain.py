@@ -1,5 +1,10 @@
 """The final read: every partition from its log start to its high watermark, retried until complete.
 
+The high watermark is asked for at read_uncommitted: a read_committed consumer's watermark query answers
+the last stable offset, which an open transaction holds back, and a read that stopped there would call
+itself complete with committed records after it unread. A read_committed read waits instead, until the
+transaction ends (at worst the coordinator aborts it after transaction.timeout.ms) or the deadline.
+
 Each consumed batch is one `drain` op; the op that reaches the high
 watermark carries `"complete": true`. A failed attempt is recorded as `info`
 and the read resumes after the last offset received, with a fresh consumer,
@@ -38,7 +43,9 @@ def drain_partition(bootstrap: str, history: History, topic: str, partition: int
         attempt += 1
         consumer = make_consumer(bootstrap, f"drain{process}-{partition}-{attempt}", isolation)
         try:
-            next_offset, done = _read_to_hw(consumer, history, topic, partition, process, next_offset, deadline)
+            high = high_watermark(bootstrap, TopicPartition(topic, partition), f"drain{process}-{partition}-hw")
+            next_offset, done = _read_to_hw(consumer, history, topic, partition, process, next_offset, deadline,
+                                            high)
             if done:
                 return True
         except KafkaException as e:
@@ -51,10 +58,19 @@ def drain_partition(bootstrap: str, history: History, topic: str, partition: int
     return False
 
 
+def high_watermark(bootstrap: str, tp: TopicPartition, client_id: str) -> int:
+    """`tp`'s high watermark, whatever transactions are open in it (a read_uncommitted watermark query)."""
+    consumer = make_consumer(bootstrap, client_id, "read_uncommitted")
+    try:
+        return consumer.get_watermark_offsets(tp, timeout=5, cached=False)[1]
+    finally:
+        consumer.close()
+
+
 def _read_to_hw(consumer, history: History, topic: str, partition: int, process: int,  # noqa: ANN001
-                start: int | None, deadline: float) -> tuple[int | None, bool]:
+                start: int | None, deadline: float, high: int) -> tuple[int | None, bool]:
     tp = TopicPartition(topic, partition)
-    low, high = consumer.get_watermark_offsets(tp, timeout=5, cached=False)
+    low, _ = consumer.get_watermark_offsets(tp, timeout=5, cached=False)
     pos = low if start is None else max(start, low)
     if pos >= high:
         op = history.invoke(process, "drain", topic=topic, partition=partition)

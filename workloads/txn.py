@@ -319,7 +319,13 @@ class TxnClient:
         except Crashed:
             # The commit was never asked for: the next producer's init_transactions aborts the transaction.
             return "fail", self._offsets(done, acks), "crashed (crash-client) before the commit"
-        except (KafkaException, BufferError) as e:
+        except (KafkaException, BufferError, SystemError) as e:
+            if isinstance(e, SystemError):
+                # A fatal error raised while librdkafka served a delivery report surfaces as a SystemError
+                # caused by the KafkaException; anything else is not the client's error to classify.
+                if not isinstance(e.__cause__, KafkaException):
+                    raise
+                e = e.__cause__
             err = e.args[0] if isinstance(e, KafkaException) and e.args else None
             text = str(err if err is not None else e)
             aborted = self._abort(err)

@@ -203,6 +203,34 @@ def test_errors_end_as_fail_only_when_the_transaction_certainly_did_not_commit(f
     assert (c.producer is p) == kept
 
 
+
+class FatalInDeliveryReport(FakeProducer):
+    """librdkafka raising a fatal error while it serves a delivery report inside flush: confluent-kafka
+    surfaces it as a SystemError caused by the KafkaException."""
+
+    def flush(self, timeout):
+        try:
+            raise KafkaException(KafkaError(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, "sequence desync", fatal=True))
+        except KafkaException as e:
+            raise SystemError("<slot wrapper '__setitem__' of 'dict' objects> returned a result with an "
+                              "exception set") from e
+
+
+def test_a_fatal_error_inside_a_delivery_report_fails_the_op_and_drops_the_producer():
+    p = FatalInDeliveryReport()
+    c = client(p)
+    type_, done, text = c.transact(MOPS, abort=False)
+    assert type_ == "fail" and "sequence desync" in text and len(done) == len(MOPS)
+    assert c.producer is None and "commit" not in p.calls
+
+
+def test_a_system_error_of_another_cause_is_not_taken_for_the_client_s():
+    class Broken(FakeProducer):
+        def flush(self, timeout):
+            raise SystemError("not librdkafka")
+    with pytest.raises(SystemError):
+        client(Broken()).transact(MOPS, abort=False)
+
 class CrashingProducer(FakeProducer):
     """A FakeProducer whose client is crashed when the call `at` is made (crash-client's flag set meanwhile)."""
 
