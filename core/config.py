@@ -52,7 +52,7 @@ class ProducerConfig:
     max_in_flight: int = 5
     delivery_timeout_ms: int = 10000
     request_timeout_ms: int = 3000
-    socket_timeout_ms: int = 60000  # librdkafka's own default
+    socket_timeout_ms: int | None = None  # None: librdkafka's (60 s; a transactional producer's: its transaction timeout)
 
 
 @dataclass(frozen=True)
@@ -157,6 +157,8 @@ class TestConfig:
             d["nemesis"]["mix_families"] = list(self.nemesis.mix_families)
         else:  # only mix reads it: other runs' test.json stays as before, comparable with older runs
             del d["nemesis"]["mix_families"]
+        if self.producer.socket_timeout_ms is None:  # as does a run's that keeps librdkafka's socket timeout
+            del d["producer"]["socket_timeout_ms"]
         if self.cluster.hosts is None:  # a Docker run's test.json stays as before
             del d["cluster"]["hosts"]
         if self.workload.full_load is None:  # only --rate max records a pick
@@ -221,6 +223,11 @@ def java_clients_version(kafka_version: str) -> str:
     return kafka_version if kafka_major(kafka_version) >= 4 else JAVA_CLIENTS_DEFAULT
 
 
+def txn_timeout_ms(p: ProducerConfig) -> int:
+    """transaction.timeout.ms of the transactional producers: the delivery timeout and 5 s more."""
+    return p.delivery_timeout_ms + 5000
+
+
 def _check(cond: bool, msg: str) -> None:
     if not cond:
         raise ConfigError(msg)
@@ -259,8 +266,12 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
     _check(_int(p.max_in_flight) and p.max_in_flight >= 1, f"--max-in-flight must be >= 1, got {p.max_in_flight}")
     _check(p.request_timeout_ms > 0 and p.delivery_timeout_ms >= p.request_timeout_ms + p.linger_ms,
            "delivery timeout must be >= request timeout + linger")
-    _check(_int(p.socket_timeout_ms) and p.socket_timeout_ms >= 10,
+    _check(p.socket_timeout_ms is None or (_int(p.socket_timeout_ms) and p.socket_timeout_ms >= 10),
            f"--socket-timeout-ms must be >= 10, got {p.socket_timeout_ms}")
+    if p.socket_timeout_ms is not None and w.kind in ("txn", "copy"):
+        _check(p.socket_timeout_ms <= txn_timeout_ms(p) + 100,
+               f"--socket-timeout-ms must be <= the transaction timeout + 100 ms ({txn_timeout_ms(p) + 100}: "
+               "--delivery-timeout-ms + 5000 + 100), as librdkafka requires of a transactional producer")
     if p.idempotence:
         _check(p.acks == "all", f"--idempotence needs --acks all (Kafka refuses it with acks={p.acks})")
         _check(p.max_in_flight <= 5, "--idempotence needs --max-in-flight <= 5")

@@ -104,7 +104,8 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                    help="librdkafka's socket.timeout.ms: how long its other requests may take (EndTxn and "
                         "AddPartitionsToTxn to the transaction coordinator among them); a request that times out "
                         "closes its connection and is sent again on a new one. The Java client times every "
-                        "request with --request-timeout-ms")
+                        "request with --request-timeout-ms (default: librdkafka's, 60000; a transactional "
+                        "producer's: its transaction timeout, --delivery-timeout-ms + 5000)")
     p.add_argument("--rate", type=full_load.parse_rate, default=D.workload.rate, metavar="{N,max}",
                    help="target sends per second, all producers together; " + full_load.help_text())
     p.add_argument("--producers", type=int, default=None, metavar="N",

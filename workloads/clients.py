@@ -35,7 +35,9 @@ def make_producer(bootstrap: str, cfg: ProducerConfig, client_id: str, *,
                   extra: dict[str, object] | None = None) -> Producer:
     """A producer configured exactly as the test's producer options say; `on_delivery`, if given,
     receives every delivery report (served by `poll`); `extra` adds settings (a `transactional.id`)."""
-    extra = {**({"on_delivery": on_delivery} if on_delivery else {}), **(extra or {})}
+    extra = {**({"on_delivery": on_delivery} if on_delivery else {}),
+             **({"socket.timeout.ms": cfg.socket_timeout_ms} if cfg.socket_timeout_ms is not None else {}),
+             **(extra or {})}
     return Producer({**extra,
         "bootstrap.servers": bootstrap,
         "client.id": client_id,
@@ -46,7 +48,6 @@ def make_producer(bootstrap: str, cfg: ProducerConfig, client_id: str, *,
         "max.in.flight.requests.per.connection": cfg.max_in_flight,
         "delivery.timeout.ms": cfg.delivery_timeout_ms,
         "request.timeout.ms": cfg.request_timeout_ms,
-        "socket.timeout.ms": cfg.socket_timeout_ms,
         "retry.backoff.ms": 100,
         "retry.backoff.max.ms": 500,
         "reconnect.backoff.max.ms": 1000,

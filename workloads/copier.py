@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from core.config import TestConfig
+from core.config import TestConfig, txn_timeout_ms
 from core.history import History
 from workloads.clients import make_group_consumer, make_producer, to_records
 from workloads.rebalance import generation_of
@@ -158,7 +158,7 @@ class _Session:
         while not stopped():
             self._check_crash(crashed)
             producer = make_producer(self.c.bootstrap, self.c.cfg.producer, txn_id, extra={
-                "transactional.id": txn_id, "transaction.timeout.ms": self.c.cfg.producer.delivery_timeout_ms + 5000})
+                "transactional.id": txn_id, "transaction.timeout.ms": txn_timeout_ms(self.c.cfg.producer)})
             op = self.h.invoke(self.p, "init", transactional_id=txn_id, after_crash=self.after_crash)
             try:
                 producer.init_transactions(self.timeout)

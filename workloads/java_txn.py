@@ -17,7 +17,7 @@ import subprocess
 import threading
 from typing import Any, Callable
 
-from core.config import ProducerConfig, TestConfig
+from core.config import ProducerConfig, TestConfig, txn_timeout_ms
 from core.history import History
 from workloads.java_build import JavaProgram
 from workloads.txn import TxnClient
@@ -36,7 +36,7 @@ def producer_props(bootstrap: str, p: ProducerConfig, txn_id: str) -> dict[str, 
         "bootstrap.servers": bootstrap,
         "client.id": txn_id,
         "transactional.id": txn_id,
-        "transaction.timeout.ms": p.delivery_timeout_ms + 5000,
+        "transaction.timeout.ms": txn_timeout_ms(p),
         "acks": p.acks,
         "enable.idempotence": p.idempotence,
         "retries": p.retries,

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from clusters import admin
-from core.config import TestConfig
+from core.config import TestConfig, txn_timeout_ms
 from core.history import History, Op
 from core.protocols import Cluster
 from workloads.clients import make_producer
@@ -273,7 +273,7 @@ class TxnClient:
         """One attempt at a fresh transactional producer; True if `init_transactions` succeeded."""
         producer = make_producer(self.bootstrap, self.cfg.producer, self.txn_id, extra={
             "transactional.id": self.txn_id,
-            "transaction.timeout.ms": self.cfg.producer.delivery_timeout_ms + 5000})
+            "transaction.timeout.ms": txn_timeout_ms(self.cfg.producer)})
         try:
             producer.init_transactions(self.timeout)
             self.producer = producer

@@ -32,6 +32,7 @@ def test_defaults_are_valid():
     (["--idempotence", "--acks", "1"], "--idempotence needs --acks all"),
     (["--idempotence", "--max-in-flight", "6"], "max-in-flight"),
     (["--socket-timeout-ms", "0"], "socket-timeout-ms"),
+    (["--workload", "txn", "--socket-timeout-ms", "60000"], "transaction timeout"),
     (["--nemesis", "kill-leader,bogus"], "unknown nemesis 'bogus'"),
     (["--subnet", "8.8.8.0/24"], "private"),
     (["--subnet", "nonsense"], "not a network"),

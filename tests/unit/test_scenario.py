@@ -254,7 +254,7 @@ def test_observe_counts_transactions_and_their_anomalies(tmp_path):
     assert set(m) == set(METRICS)
     assert (m["txn_ok"], m["txn_fail"], m["txn_info"], m["send_ok"]) == (2, 1, 1, 0)
     assert (m["G1a"], m["torn_transaction"], m["G0"], m["lost_write"]) == (2, 1, 3, 0)
-    assert anomaly_kinds(json.loads((run / "results.json").read_text())) == ["G1a", "torn_transaction"]
+    assert anomaly_kinds(json.loads((run / "results.json").read_text())) == ["G1a", "torn_transaction", "G0"]
 
 # 5. judging a scenario directory
 
