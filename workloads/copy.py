@@ -32,6 +32,7 @@ from core.protocols import Cluster
 from workloads.clients import make_producer
 from workloads.copier import Copier, copy_group
 from workloads.drain import drain_all
+from workloads.tally import Tally
 
 log = logging.getLogger("kchaos.copy")
 
@@ -64,8 +65,8 @@ class CopyWorkload:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._copiers: dict[int, Copier] = {}
-        self._counts = {"send": 0, "ok": 0, "fail": 0, "info": 0, "polled": 0, "copied": 0, "filled": 0}
-        self._lock = threading.Lock()
+        self._tally = Tally("send", "ok", "fail", "info", "polled", "copied", "filled")
+        self.count = self._tally.add
         self.history: History | None = None
         self.bootstrap = ""
 
@@ -73,13 +74,7 @@ class CopyWorkload:
     def counts(self) -> dict[str, int]:
         """Values filled, copy transactions invoked ("send"), completed ok/fail/info, input records polled, and
         values copied (ok)."""
-        with self._lock:
-            return dict(self._counts)
-
-    def count(self, key: str, n: int = 1) -> None:
-        """Add `n` to the tally `key`."""
-        with self._lock:
-            self._counts[key] += n
+        return self._tally.snapshot()
 
     def setup(self, cluster: Cluster) -> None:
         """Create the output (the test topic) and the input topic; wait until both are fully replicated."""

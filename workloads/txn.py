@@ -45,6 +45,7 @@ from core.history import History, Op
 from core.protocols import Cluster
 from workloads.clients import make_producer
 from workloads.drain import drain_all
+from workloads.tally import Tally
 from workloads.txn_consumer import TxnConsumer
 
 if TYPE_CHECKING:
@@ -98,19 +99,13 @@ class TxnWorkload:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._clients: dict[int, TxnClient] = {}
-        self._counts = {"send": 0, "ok": 0, "fail": 0, "info": 0, "polled": 0}
-        self._lock = threading.Lock()
+        self._tally = Tally("send", "ok", "fail", "info", "polled")
+        self.count = self._tally.add
 
     @property
     def counts(self) -> dict[str, int]:
         """Transactions invoked ("send"), completed ok/fail/info, and records polled so far."""
-        with self._lock:
-            return dict(self._counts)
-
-    def count(self, key: str, n: int = 1) -> None:
-        """Add `n` to the tally `key`."""
-        with self._lock:
-            self._counts[key] += n
+        return self._tally.snapshot()
 
     def setup(self, cluster: Cluster) -> None:
         """Create the test topic and wait until it is fully replicated on every broker."""
