@@ -3,8 +3,9 @@
 `collect(cluster, topic, dest)` copies, from every node's data directory as
 Kafka sees it (through lazyfs), the test topic's partition directories
 (`<topic>-<p>/`: the `.log` segments, `leader-epoch-checkpoint`,
-`partition.metadata`) and the KRaft metadata log (`__cluster_metadata-0/`:
-its `.log` segments and `quorum-state`) into `dest/<node>/...`, and writes
+`partition.metadata`), the transaction coordinators' log (`__transaction_state-<p>/`, the same files:
+each transaction's state changes, with the time the coordinator wrote them) and the KRaft metadata log
+(`__cluster_metadata-0/`: its `.log` segments and `quorum-state`) into `dest/<node>/...`, and writes
 `dest/collect.json` saying what was copied and what was skipped. A node
 whose topic data exceeds `cap_bytes` keeps only its metadata log (the
 skip is recorded). Best effort: a node that cannot be read is recorded with
@@ -26,6 +27,7 @@ __all__ = ["CAP_BYTES", "COLLECT_FILE", "METADATA_DIR", "NodeCopy", "collect", "
 
 log = logging.getLogger("kchaos.evidence")
 CAP_BYTES = 256 * 1024 * 1024  # topic data per node
+TXN_STATE = "__transaction_state"  # the transaction coordinators' log, in partitions like a topic's
 _TOPIC_FILES = re.compile(r"(.*\.log|leader-epoch-checkpoint|partition\.metadata)$")
 _METADATA_FILES = re.compile(r"(.*\.log|quorum-state|leader-epoch-checkpoint|partition\.metadata)$")
 
@@ -62,7 +64,8 @@ def wanted(rel: str, topic: str) -> bool:
     folder, name = parts
     if folder == METADATA_DIR:
         return bool(_METADATA_FILES.fullmatch(name))
-    return bool(re.fullmatch(re.escape(topic) + r"-\d+", folder)) and bool(_TOPIC_FILES.fullmatch(name))
+    return (bool(re.fullmatch(f"({re.escape(topic)}|{TXN_STATE})" + r"-\d+", folder))
+            and bool(_TOPIC_FILES.fullmatch(name)))
 
 
 def _listing(cluster: Copier, node: str) -> list[tuple[str, int]]:

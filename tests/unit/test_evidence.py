@@ -173,6 +173,8 @@ def test_wanted_picks_the_topics_partitions_and_the_metadata_log():
     assert wanted("kchaos-0/00000000000000000000.log", "kchaos")
     assert wanted("kchaos-12/leader-epoch-checkpoint", "kchaos")
     assert wanted("__cluster_metadata-0/quorum-state", "kchaos")
+    assert wanted("__transaction_state-7/00000000000000000000.log", "kchaos")  # the coordinators' log
+    assert not wanted("__transaction_state-7/00000000000000000000.index", "kchaos")
     assert not wanted("kchaos-0/00000000000000000000.index", "kchaos")
     assert not wanted("kchaos-x-0/00000000000000000000.log", "kchaos")
     assert not wanted("__consumer_offsets-3/00000000000000000000.log", "kchaos")
