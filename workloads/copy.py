@@ -32,7 +32,7 @@ from core.protocols import Cluster
 from workloads.clients import make_producer
 from workloads.copier import Copier, copy_group
 from workloads.drain import drain_all
-from workloads.tally import Tally
+from workloads.threads import Tally, join_all
 
 log = logging.getLogger("kchaos.copy")
 
@@ -122,11 +122,7 @@ class CopyWorkload:
             self._finish()
         self._stop.set()
         timeout = 3 * self.cfg.producer.delivery_timeout_ms / 1000 + 10
-        for t in self._threads:
-            t.join(timeout)
-        self._threads = [t for t in self._threads if t.is_alive()]
-        if self._threads:
-            log.warning("copier threads still running: %s", [t.name for t in self._threads])
+        self._threads = join_all(self._threads, timeout, log)
         for copier in self._copiers.values():
             copier.close_abandoned()
 

@@ -26,6 +26,7 @@ from workloads.clients import make_consumer, make_group_consumer, to_records
 from workloads.drain import drain_all
 from workloads.group import Member, group_id
 from workloads.producer_procs import LoopSpec, ProducerProcesses
+from workloads.threads import join_all
 
 log = logging.getLogger("kchaos.workload")
 
@@ -109,11 +110,7 @@ class QueueWorkload:
         timeout = self.cfg.producer.delivery_timeout_ms / 1000 + 10
         if self._procs is not None:
             self._procs.stop(timeout)
-        for t in self._threads:
-            t.join(timeout)
-        self._threads = [t for t in self._threads if t.is_alive()]
-        if self._threads:
-            log.warning("client threads still running: %s", [t.name for t in self._threads])
+        self._threads = join_all(self._threads, timeout, log)
         for m in self._members.values():
             m.close_abandoned()
 

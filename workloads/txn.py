@@ -45,7 +45,7 @@ from core.history import History, Op
 from core.protocols import Cluster
 from workloads.clients import make_producer
 from workloads.drain import drain_all
-from workloads.tally import Tally
+from workloads.threads import Tally, join_all
 from workloads.txn_consumer import TxnConsumer
 
 if TYPE_CHECKING:
@@ -148,11 +148,7 @@ class TxnWorkload:
         """Ask every client to stop and wait for its transaction in progress to end."""
         self._stop.set()
         timeout = 3 * self.cfg.producer.delivery_timeout_ms / 1000 + 10
-        for t in self._threads:
-            t.join(timeout)
-        self._threads = [t for t in self._threads if t.is_alive()]
-        if self._threads:
-            log.warning("client threads still running: %s", [t.name for t in self._threads])
+        self._threads = join_all(self._threads, timeout, log)
         if self._jvm is not None:
             self._jvm.close()
             self._jvm = None

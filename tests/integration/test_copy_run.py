@@ -1,27 +1,18 @@
 """The copy workload against a real cluster: two transactional copiers, one crashed mid-transaction and replaced
 (its producer fenced by the next with the same transactional.id), copy the input exactly once."""
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from core.history import read_history
+from runs import finished_run
 
 pytestmark = pytest.mark.cluster
-KCHAOS = [sys.executable, "-m", "harness.cli"]
 KINDS = ("copy_missing", "copy_duplicate", "copy_invented", "copy_reordered")
 
 
 def test_copy_under_crash_client_keeps_input_equal_to_output(store):
-    proc = subprocess.run([*KCHAOS, "run", "--store", str(store), "--name", "copy", "--workload", "copy",
-                           "--consumers", "2", "--nemesis", "crash-client", "--interval", "10", "--restart-delay", "2",
-                           "--time-limit", "25", "--rate", "100", "--txn-size", "10", "--seed", "31"],
-                          capture_output=True, text=True, timeout=900)
-    run = (Path(store) / "latest").resolve()
-    results = json.loads((run / "results.json").read_text())
-    assert proc.returncode == 0, (results.get("failed"), results.get("undecided"), proc.stderr[-3000:])
+    run, results = finished_run(store, "copy", [
+        "--workload", "copy", "--consumers", "2", "--nemesis", "crash-client", "--interval", "10",
+        "--restart-delay", "2", "--time-limit", "25", "--rate", "100", "--txn-size", "10", "--seed", "31"])
     assert results["verdict"] == "pass", results
     counts = results["counts"]
     assert all(counts[k] == 0 for k in KINDS), counts

@@ -1,25 +1,18 @@
 """Consumer groups against a real cluster: three members, one crashed and replaced, sync commits keep at-least-once."""
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from core.history import read_history
+from runs import finished_run
 
 pytestmark = pytest.mark.cluster
-KCHAOS = [sys.executable, "-m", "harness.cli"]
 
 
 def test_subscribe_with_a_crashed_member_is_valid_with_sync_commits(store):
-    proc = subprocess.run([*KCHAOS, "run", "--store", str(store), "--name", "groups", "--consumer-mode", "subscribe",
-                           "--consumers", "3", "--nemesis", "crash-client", "--interval", "12", "--restart-delay", "2",
-                           "--time-limit", "30", "--rate", "100", "--producers", "2", "--seed", "29"],
-                          capture_output=True, text=True, timeout=900)
-    run = (Path(store) / "latest").resolve()
-    results = json.loads((run / "results.json").read_text())
-    assert proc.returncode == 0, (results.get("failed"), results.get("undecided"), proc.stderr[-3000:])
+    run, results = finished_run(store, "groups", [
+        "--consumer-mode", "subscribe", "--consumers", "3", "--nemesis", "crash-client", "--interval", "12",
+        "--restart-delay", "2", "--time-limit", "30", "--rate", "100", "--producers", "2", "--seed", "29"])
     assert results["verdict"] == "pass", results
     counts = results["counts"]
     assert counts["poll_skip"] == counts["nonmonotonic_poll"] == counts["committed_unconsumed"] == 0, counts

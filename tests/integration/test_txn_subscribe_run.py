@@ -1,29 +1,23 @@
 """The txn workload in subscribe mode under crash-client: one group, rebalances recorded, producers fenced by their
 replacements (same transactional.id), and read_committed still keeps every promise."""
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from checkers.txn_history import parse
 from checkers.txn_order import order_anomalies, version_order
 from core.history import read_history
+from runs import finished_run
 from txn_asserts import ALLOWED_READ_COMMITTED
 
 pytestmark = pytest.mark.cluster
-KCHAOS = [sys.executable, "-m", "harness.cli"]
 
 
 def test_txn_subscribe_under_crash_client_is_valid_and_its_rebalances_excuse_the_jumps(store):
-    proc = subprocess.run([*KCHAOS, "run", "--store", str(store), "--name", "txnsub", "--workload", "txn",
-                           "--consumer-mode", "subscribe", "--nemesis", "crash-client", "--interval", "6",
-                           "--restart-delay", "2", "--time-limit", "30", "--rate", "40", "--txn-sub-p", "0.02",
-                           "--seed", "23"], capture_output=True, text=True, timeout=600)
-    run = (Path(store) / "latest").resolve()
-    results = json.loads((run / "results.json").read_text())
-    assert proc.returncode == 0, (results.get("failed"), results.get("undecided"), proc.stderr[-3000:])
+    run, results = finished_run(store, "txnsub", [
+        "--workload", "txn", "--consumer-mode", "subscribe", "--nemesis", "crash-client", "--interval", "6",
+        "--restart-delay", "2", "--time-limit", "30", "--rate", "40", "--txn-sub-p", "0.02", "--seed", "23"],
+        timeout=600)
     assert results["verdict"] == "pass" and set(results["allowed"]) <= ALLOWED_READ_COMMITTED, results["allowed"]
     assert not any(n for kind, n in results["counts"].items() if kind not in ALLOWED_READ_COMMITTED), results["counts"]
     ops = list(read_history(run / "history.jsonl"))

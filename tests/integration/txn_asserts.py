@@ -1,13 +1,11 @@
 """One txn run through the command line, checked the same way whichever client ran it."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from core.history import read_history
+from runs import finished_run
 
-KCHAOS = [sys.executable, "-m", "harness.cli"]
 ALLOWED_READ_COMMITTED = {"G0", "G1c", "int_send_skip"}
 
 
@@ -15,12 +13,8 @@ def valid_txn_run(store: Path, name: str, options: list[str], min_committed: int
     """Run `kchaos run --workload txn --nemesis kill-leader` with `options`; assert it passed with no anomaly
     but those read_committed allows, at least `min_committed` committed and some aborted transactions, every
     partition read to its end, a kill done, and a committed poll that returned records; return test.json."""
-    proc = subprocess.run([*KCHAOS, "run", "--store", str(store), "--name", name, "--workload", "txn",
-                           "--nemesis", "kill-leader", "--interval", "8", "--txn-abort-p", "0.2", "--seed", "23",
-                           *options], capture_output=True, text=True, timeout=900)
-    run = (Path(store) / "latest").resolve()
-    results = json.loads((run / "results.json").read_text())
-    assert proc.returncode == 0, (results.get("failed"), results.get("undecided"), proc.stderr[-3000:])
+    run, results = finished_run(store, name, ["--workload", "txn", "--nemesis", "kill-leader", "--interval", "8",
+                                              "--txn-abort-p", "0.2", "--seed", "23", *options])
     # Under read_committed Kafka allows only these (docs/verdicts.md): concurrent transactions' sends interleave.
     assert results["verdict"] == "pass" and set(results["allowed"]) <= ALLOWED_READ_COMMITTED, results["allowed"]
     assert not any(n for kind, n in results["counts"].items() if kind not in ALLOWED_READ_COMMITTED), results["counts"]

@@ -1,6 +1,8 @@
-"""Counters that a workload's client threads add to and the progress line reads."""
+"""A workload's client threads: the counters they add to (which the progress line reads), and waiting for them
+to end."""
 from __future__ import annotations
 
+import logging
 import threading
 
 
@@ -20,3 +22,13 @@ class Tally:
         """Every counter, as of now."""
         with self._lock:
             return dict(self._counts)
+
+
+def join_all(threads: list[threading.Thread], timeout: float, log: logging.Logger) -> list[threading.Thread]:
+    """Wait up to `timeout` seconds for each thread; warn of those still running, and return them."""
+    for t in threads:
+        t.join(timeout)
+    alive = [t for t in threads if t.is_alive()]
+    if alive:
+        log.warning("client threads still running: %s", [t.name for t in alive])
+    return alive
