@@ -29,7 +29,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from core.config import TestConfig, txn_timeout_ms
 from core.history import History
 from workloads.clients import make_group_consumer, make_producer, to_records
-from workloads.rebalance import generation_of
+from workloads.rebalance import drop, generation_of, leave
 
 log = logging.getLogger("kchaos.copier")
 
@@ -59,7 +59,7 @@ class Copier:
         self.input_topic, self.interval, self.count = input_topic, interval, count
         self._crash = threading.Event()
         self.restart_after = 0.0
-        self.abandoned: list[Any] = []  # crashed sessions' consumers and producers, closed at the end of the run
+        self.abandoned: list[Any] = []  # crashed sessions' consumers and producers, dropped at the end of the run
         self.sessions = 0
 
     def crash(self, restart_after: float) -> None:
@@ -88,28 +88,9 @@ class Copier:
             while not stopped() and time.monotonic() < deadline:
                 time.sleep(0.1)
 
-    def close_abandoned(self, timeout: float = 15.0) -> None:
-        """Close the consumers crashes abandoned (their callbacks record nothing) and drop their producers. The
-        closes run on a daemon thread given `timeout` seconds: closing a consumer that was never served since its
-        crash was seen to hang for minutes, and the run must go on to its final read."""
-        consumers = [c for c in self.abandoned if isinstance(c, Consumer)]
-        self.abandoned.clear()
-        if not consumers:
-            return
-        t = threading.Thread(target=self._close_all, args=(consumers,), name=f"copier-{self.slot}-close",
-                             daemon=True)
-        t.start()
-        t.join(timeout)
-        if t.is_alive():
-            log.warning("copier %d: %d abandoned consumers still closing after %g s; left behind",
-                        self.slot, len(consumers), timeout)
-
-    def _close_all(self, consumers: list[Consumer]) -> None:
-        for c in consumers:
-            try:
-                c.close()
-            except Exception as e:  # noqa: BLE001 - as _Session._close
-                log.info("copier %d: closing an abandoned consumer: %s", self.slot, e)
+    def close_abandoned(self) -> None:
+        """Let go of what crashes abandoned, unclosed (`drop`): their consumers' callbacks record nothing."""
+        drop(self.abandoned)
 
 
 class _Session:
@@ -259,10 +240,7 @@ class _Session:
 
     def _close(self) -> None:
         self.dead = True
-        try:
-            self.consumer.close()
-        except Exception as e:  # noqa: BLE001 - close after a lost group membership can raise SystemError
-            log.info("copier %d: closing the consumer: %s", self.p, e)
+        leave(self.consumer)
 
     # --- rebalance callbacks (run inside consume or close, on this thread) --------------
     def _rebalance(self, f: str, partitions: list[TopicPartition], **extra: Any) -> None:

@@ -117,7 +117,7 @@ class CopyWorkload:
     def stop(self) -> None:
         """Let the copiers finish the copy at full speed (until the group's committed offsets reach the end of
         every input partition, at most --drain-timeout), recorded as one `copied` op; then ask every copier to
-        stop, wait for its transaction in progress, and close what crashes abandoned."""
+        stop, wait for its transaction in progress, and let go of what crashes abandoned."""
         if self._copiers and self.bootstrap and not self._stop.is_set():  # the runner may stop it twice
             self._finish()
         self._stop.set()

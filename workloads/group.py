@@ -34,7 +34,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from core.history import History
 from workloads.clients import make_group_consumer, to_records
-from workloads.rebalance import Rebalance, group_id, subscribe
+from workloads.rebalance import Rebalance, drop, group_id, leave, subscribe
 
 log = logging.getLogger("kchaos.group")
 
@@ -79,13 +79,8 @@ class Member:
                     time.sleep(0.1)
 
     def close_abandoned(self) -> None:
-        """Close the consumers crashes abandoned (their callbacks record nothing)."""
-        for c in self.abandoned:
-            try:
-                c.close()
-            except (KafkaException, RuntimeError) as e:
-                log.info("process %d: closing an abandoned consumer: %s", self.process, e)
-        self.abandoned.clear()
+        """Let go of the consumers crashes abandoned, unclosed (`drop`): their callbacks record nothing."""
+        drop(self.abandoned)
 
 
 class _Session:
@@ -93,7 +88,7 @@ class _Session:
 
     def __init__(self, member: Member):
         self.m = member
-        self.dead = False  # crashed: its callbacks, served when it is closed at the end, record nothing
+        self.dead = False  # crashed: its callbacks record nothing from then on
         self.poll_op: dict[str, Any] | None = None
         self.batch: list[list[int]] = []
         self.errors: list[str] = []
@@ -129,7 +124,7 @@ class _Session:
         finally:
             if not self.dead:
                 self._process()
-                self.consumer.close()
+                leave(self.consumer)
 
     # --- poll ops ---------------------------------------------------------------------
     def _open(self) -> None:

@@ -9,11 +9,13 @@ the classic protocol, the member's epoch under KIP-848's consumer protocol.
 """
 from __future__ import annotations
 
+import gc
 import struct
+import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 _MAGIC = b"CGMDv2:"
 
@@ -50,8 +52,8 @@ class Rebalance:
 def subscribe(consumer: Consumer, topic: str, handle: Callable[[Rebalance], None], live: Callable[[], bool]) -> None:
     """Subscribe `consumer` to `topic`; each rebalance callback (served inside the consumer's poll, consume or
     close, on the calling thread) becomes one `handle(Rebalance)` while `live()`, and nothing after: a crashed
-    client's consumer, closed at the end of the run, records nothing, and its group metadata is not asked for
-    (librdkafka's `consumer_group_metadata` can block for good, holding the GIL, on a consumer its group evicted)."""
+    client's consumer records nothing, and its group metadata is not asked for (librdkafka's
+    `consumer_group_metadata` can block for good, holding the GIL, on a consumer its group evicted)."""
     def callback(f: str, lost: bool = False) -> Callable[[Consumer, list[TopicPartition]], None]:
         def run(c: Consumer, partitions: list[TopicPartition]) -> None:
             if live():
@@ -59,3 +61,38 @@ def subscribe(consumer: Consumer, topic: str, handle: Callable[[Rebalance], None
         return run
     consumer.subscribe([topic], on_assign=callback("assign"), on_revoke=callback("revoke"),
                        on_lost=callback("revoke", lost=True))
+
+
+def leave(consumer: Consumer, timeout: float = 10.0) -> None:
+    """Close a member that may hold partitions, serving its revocation first: pause what it holds (nothing more is
+    returned, so nothing unrecorded is stored or committed), unsubscribe, and consume until the revocation has
+    been served (at most `timeout` seconds), then close it with nothing left to revoke.
+
+    Closing a member that still holds partitions runs the revoke callback inside `rd_kafka_consumer_close`, where
+    confluent-kafka's fallback asks `rd_kafka_rebalance_protocol` of a group being torn down, which can block for
+    good (librdkafka #4041) holding the GIL: every thread of the harness stops with it. Served by consume, the
+    callback runs while the group is still alive."""
+    try:
+        held = consumer.assignment()
+        if held:
+            consumer.pause(held)
+        consumer.unsubscribe()
+        deadline = time.monotonic() + timeout
+        while consumer.assignment() and time.monotonic() < deadline:
+            consumer.consume(num_messages=1, timeout=0.1)
+        consumer.consume(num_messages=1, timeout=0.1)  # a revocation of nothing may still be queued behind it
+    except (KafkaException, RuntimeError, SystemError):  # SystemError: a lost membership, raised inside librdkafka
+        pass
+    try:
+        consumer.close()
+    except (KafkaException, RuntimeError, SystemError):
+        pass
+
+
+def drop(consumers: list[Any]) -> None:
+    """Let go of crashed clients' consumers as a killed process's are gone: clear the list and collect them now.
+    confluent-kafka destroys a consumer it frees without closing it (no revocation callback, no commit, no
+    LeaveGroup) and releases the GIL while it does; closing one instead serves the revocation its group queued
+    when it was evicted, inside the close, where librdkafka can block for good (see `leave`)."""
+    consumers.clear()
+    gc.collect()

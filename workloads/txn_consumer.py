@@ -14,9 +14,10 @@ line; a manual assignment's, a line), and the new one is assigned the op's parti
 assigned), or subscribes. A manual assignment after the first resumes from the offsets the process's group
 committed (else the log start); so does a consumer started again after a crash.
 
-A crashed consumer is abandoned (`abandon`): never polled or closed again until the end of the run, as a
-killed process leaves it (the group evicts it when its session or max.poll.interval.ms runs out), and its
-callbacks, served when it is closed at the end, record nothing.
+A crashed consumer is abandoned (`abandon`): never polled again, as a killed process leaves it (the group
+evicts it when its session or max.poll.interval.ms runs out), its callbacks record nothing, and at the end of
+the run it is let go of unclosed (workloads/rebalance.py `drop`). A member that leaves (an `assign` or
+`subscribe` op, the end of the run) serves its revocation before it closes (`leave`).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from core.config import TestConfig
 from core.history import History, Op
 from workloads.clients import make_consumer, make_group_consumer, to_records
-from workloads.rebalance import Rebalance, group_id, subscribe
+from workloads.rebalance import Rebalance, drop, group_id, leave, subscribe
 
 POLL_TIMEOUT_S = 0.1
 BATCH = 100  # records one poll micro-op returns at most
@@ -89,11 +90,18 @@ class TxnConsumer:
             return
         if self.manual:
             self._line(revoked=self.manual, assigned=[])
+        self._close()
+        self.consumer, self.member, self.manual = None, False, []
+
+    def _close(self) -> None:
+        assert self.consumer is not None
+        if self.member:
+            leave(self.consumer)
+            return
         try:
             self.consumer.close()
         except (KafkaException, RuntimeError):
             pass
-        self.consumer, self.member, self.manual = None, False, []
 
     def poll(self) -> list[list[int]]:
         """One poll micro-op's records (rebalance callbacks may run inside it and record their lines)."""
@@ -133,16 +141,9 @@ class TxnConsumer:
         self.consumer, self.member, self.manual = None, False, []
 
     def close(self) -> None:
-        """Close the consumer (a member's revocation recorded) and every abandoned one (recording nothing)."""
-        for c in self.abandoned:
-            try:
-                c.close()
-            except (KafkaException, RuntimeError):
-                pass
-        self.abandoned = []
+        """Close the consumer (a member's revocation recorded) and let go of every abandoned one (recording
+        nothing: `drop`)."""
+        drop(self.abandoned)
         if self.consumer is not None:
-            try:
-                self.consumer.close()
-            except (KafkaException, RuntimeError):
-                pass
+            self._close()
             self.consumer = None
