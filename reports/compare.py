@@ -47,9 +47,9 @@ NOT_CONFIGURATION = {"name", "seed", "store", "spark_master", "versions", "argv"
 SHOWN = {"producer.acks", "topic.min_insync", "topic.replication_factor", "topic.unclean", "producer.idempotence",
          "nemesis.names", "workload.kind"}
 ALWAYS = ("acks", "min_insync", "rf", "unclean", "idempotence", "nemesis")
-COLUMNS = ("cell", "verdict", "severity", "prediction", "workload", *ALWAYS, "other", "runs", "pass", "fail", "unknown", "acked",
-           "lost", "lost_in_promise", "lost_outside_promise", "loss_rate", "duplicate", "fails", "allowed",
-           "availability_in_faults", "send_p50_ms", "send_p99_ms", "promise", "page_cache", "run_dirs")
+COLUMNS = ("cell", "verdict", "severity", "prediction", "workload", *ALWAYS, "other", "runs", "pass", "fail",
+           "unknown", "acked", "lost", "lost_in_promise", "lost_outside_promise", "loss_rate", "duplicate", "fails",
+           "allowed", "availability_in_faults", "send_p50_ms", "send_p99_ms", "promise", "page_cache", "run_dirs")
 SUMMED = ("runs", "pass", "fail", "unknown", "checked", "acked", "lost", "duplicate", "lost_in_promise",
           "ok_in_faults", "invoked_in_faults")
 # The txn and copy workloads' anomaly kinds and the consumer group's: a column each (after COLUMNS) when some run
@@ -216,7 +216,8 @@ def compare_rows(root: Path, runs: list[Run]) -> pd.DataFrame:
     rows = facts.groupby("config", sort=False).agg({
         "cell": lambda names: ",".join(sorted(set(names))),
         **dict.fromkeys((*ALWAYS, "workload", "other", "promise", "page_cache"), "first"),
-        **dict.fromkeys((*SUMMED, *WORKLOAD_SUMMED, *ANOMALY_KINDS), "sum"), "send_p50_ms": "median", "send_p99_ms": "max", "run_dirs": " ".join,
+        **dict.fromkeys((*SUMMED, *WORKLOAD_SUMMED, *ANOMALY_KINDS), "sum"), "send_p50_ms": "median",
+        "send_p99_ms": "max", "run_dirs": " ".join,
         "verdict": lambda vs: merge(list(vs)), "judgement": list, "matched": list})
     rows["lost_outside_promise"] = rows.lost - rows.lost_in_promise
     acked, invoked = rows.acked, rows.invoked_in_faults
@@ -258,8 +259,8 @@ def write_compare(root: Path, title: str | None = None) -> list[dict[str, Any]]:
     of it inside the promise, loss rate, availability in faults, p50/p99; for txn cells committed, aborted and
     indefinite transactions; for copy cells input, copied, missing, duplicated; for both the failing anomalies;
     each group of columns only when some cell runs that workload, empty in the others' rows; when some cell has
-    one the anomalies by kind (one cell per row, failing kinds in red); each run's report), then the heat map, then every
-    column of compare.csv behind a "more columns" toggle. Raises CompareError when no run below `root` has a
+    one the anomalies by kind (one cell per row, failing kinds in red); each run's report), then the heat map,
+    then every column of compare.csv behind a "more columns" toggle. Raises CompareError when no run below `root` has a
     test.json.
     """
     root = Path(root)

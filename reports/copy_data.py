@@ -137,7 +137,8 @@ def read_copy_run(history: Path, test: Mapping[str, Any] | None, results: Mappin
                         inputs.append(r[2])
                         where_in.setdefault(r[2], (r[0], r[1]))
                 unacked.update(v for v in op.get("unacked") or [] if isinstance(v, int))
-            elif f == "drain" and kind in ("ok", "info") and (out_topic is None or op.get("topic", out_topic) == out_topic):
+            elif f == "drain" and kind in ("ok", "info") and (out_topic is None
+                                                              or op.get("topic", out_topic) == out_topic):
                 for r in op.get("records") or []:
                     if isinstance(r, list) and len(r) == 3:
                         read[(r[0], r[1])] = r[2]
@@ -147,7 +148,8 @@ def read_copy_run(history: Path, test: Mapping[str, Any] | None, results: Mappin
         latency.append(float("nan"))
         carried.append((index, "info", []))
     output = [v for _, v in sorted(read.items())]
-    found = compare(inputs, output, unacked, order=[v for (p, _), v in sorted(read.items()) if p == 0] if order else None)
+    first = [v for (p, _), v in sorted(read.items()) if p == 0]  # the order --copy-order keeps: output partition 0
+    found = compare(inputs, output, unacked, order=first if order else None)
     counts = (results or {}).get("counts") or {}
     n = {k: int(counts[k]) if isinstance(counts.get(k), int) else len(found[k]) for k in COPY_COUNTS}
     seen = Counter(output)

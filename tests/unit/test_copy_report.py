@@ -42,10 +42,10 @@ def tiny_run(root: Path) -> Path:
         {"process": 1, "type": "ok", "f": "revoke", "topic": "t-in", "partitions": [1], "generation": 2},
         {"process": 4, "type": "invoke", "f": "drain", "topic": "t", "partition": 0},
         {"process": 4, "type": "ok", "f": "drain", "topic": "t", "partition": 0, "complete": True,
-         "records": [[0, 0, 0], [0, 1, 2], [0, 2, 2]]},                                               # 1 missing, 2 twice
+         "records": [[0, 0, 0], [0, 1, 2], [0, 2, 2]]},                                 # 1 missing, 2 twice
         {"process": 4, "type": "invoke", "f": "drain", "topic": "t", "partition": 1},
         {"process": 4, "type": "ok", "f": "drain", "topic": "t", "partition": 1, "complete": True,
-         "records": [[1, 0, 3], [1, 1, 77]]},                                                         # 77 invented
+         "records": [[1, 0, 3], [1, 1, 77]]},                                           # 77 invented
     ]
     run = root / "copy" / "20261126T000000.000Z"
     run.mkdir(parents=True)
@@ -82,7 +82,8 @@ def test_an_unchecked_copy_run_takes_its_counts_from_the_history(tmp_path):
     (run / "results.json").unlink()
     x = read_copy_run(run / "history.jsonl", TEST, None)
     assert (x.tally.missing, x.tally.duplicated, x.tally.invented) == (1, 1, 1)
-    assert {(e.kind, e.value) for e in x.examples} == {("copy_missing", 1), ("copy_duplicate", 2), ("copy_invented", 77)}
+    assert {(e.kind, e.value) for e in x.examples} == {("copy_missing", 1), ("copy_duplicate", 2),
+                                                       ("copy_invented", 77)}
     d = load_run(run)
     assert d.copy is not None and d.txn is None and set(d.latency) == {"ok", "fail"}
 
