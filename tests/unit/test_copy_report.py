@@ -23,7 +23,7 @@ TEST = {"name": "tiny-copy", "topic": {"name": "t", "partitions": 2},
         "workload": {"kind": "copy", "copy_order": False, "txn_isolation": "read_committed"}}
 
 
-def tiny_run(root: Path) -> Path:
+def tiny_run(root: Path, test: dict | None = None) -> Path:
     fill = [[0, 0, 0], [1, 0, 1], [0, 1, 2], [1, 1, 3]]
     lines = [
         {"process": 2, "type": "invoke", "f": "fill", "topic": "t-in", "values": 4},
@@ -51,7 +51,7 @@ def tiny_run(root: Path) -> Path:
     run.mkdir(parents=True)
     ops = [{"index": i, "time": int((1 + i * 0.5) * S), **op} for i, op in enumerate(lines)]
     (run / "history.jsonl").write_text("".join(json.dumps(op) + "\n" for op in ops))
-    (run / "test.json").write_text(json.dumps(TEST))
+    (run / "test.json").write_text(json.dumps(test or TEST))
     check_path(run)
     return run
 
@@ -104,3 +104,11 @@ def test_copy_report_in_a_browser(tmp_path):
     assert re.search(r"^copy_missing\t1\tp1@0\t–\top 3 \(fail\), op 7 \(ok\)$", page.text, re.M), page.text
     assert re.search(r"^copy_duplicate\t2\tp0@1\tp0@1, p0@2\top 11 \(ok\)$", page.text, re.M)
     assert "\ninput\t" not in page.text  # sizes are in the input/output table, not among the anomalies
+
+
+def test_a_kind_the_configuration_allows_is_not_red_and_says_why(tmp_path):
+    uncommitted = {**TEST, "workload": {**TEST["workload"], "txn_isolation": "read_uncommitted"}}
+    html = write_report(tiny_run(tmp_path, uncommitted)).read_text()
+    row = re.search(r"<td>duplicated</td>(.*?)</tr>", html, re.S).group(1)
+    assert "valid-false" not in row and "<em>observed, allowed</em>" in row and "read_uncommitted reader" in row
+    assert 'valid-false">1</strong>' in re.search(r"<td>missing</td>(.*?)</tr>", html, re.S).group(1)
