@@ -17,6 +17,8 @@ A run has three phases, as in workloads/queue.py and workloads/drain.py:
   read completes unless it is *incomplete* (all with drain_complete=False,
   else the one partition hosting read-bound and unseen plants); an incomplete
   drain reads everything but the unseen part of the tail, then ends `info`.
+
+The group phase is checkers/corpus_group.py; the tail and the drain are checkers/corpus_tail.py.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from array import array
 from typing import Any, Iterator
 
 from checkers.corpus_group import GROUP_PLANTS, group_phase
+from checkers.corpus_tail import TAIL_PLANTS, drain_phase, tail_phase
 
 TOPIC = "kchaos"
 ANOMALIES = ("lost", "unseen", "acked_offset_mismatch", "duplicate", "inconsistent_offset",
@@ -32,7 +35,6 @@ ANOMALIES = ("lost", "unseen", "acked_offset_mismatch", "duplicate", "inconsiste
              *GROUP_PLANTS)
 # Plant kinds: the anomalies, plus a loss seen only by the read bound (its final read not complete).
 PLANTS = ANOMALIES + ("lost_read_bound",)
-TAIL_PLANTS = ("lost_read_bound", "unseen")
 NEEDS_CONSUMER = ("inconsistent_offset", "poll_skip", "nonmonotonic_poll")
 NEEDS_OFFSETS = ("acked_offset_mismatch", "nonmonotonic_send", "lost_read_bound")
 POLL_CAP = 50        # records per partition per poll
@@ -139,8 +141,8 @@ class Simulation:
         if any(self.plant[k] for k in GROUP_PLANTS):
             group_phase(self)
             yield from self._flush()
-        yield from self._tail()
-        yield from self._drain()
+        yield from tail_phase(self)
+        yield from drain_phase(self, TOPIC)
 
     def _settle(self, *procs: int) -> None:
         """Complete whatever `procs` have outstanding."""
@@ -360,54 +362,3 @@ class Simulation:
         self._append(p, v2)
         self._append(p, v1)
         self.labels["nonmonotonic_send"].add(v2)
-
-    # --- tail and final read -------------------------------------------------------------
-    def _tail(self) -> Iterator[dict[str, Any]]:
-        """Sends after the consumers stopped: read-bound losses, then (unseen where incomplete) a few more."""
-        rng = self.rng
-        targets = sorted(self.incomplete & set(range(self.active)))
-        plants = {p: [] for p in range(self.active)}
-        for kind in TAIL_PLANTS:
-            for _ in range(self.plant[kind]):
-                plants[rng.choice(targets)].append(kind)
-        for p in range(self.active):
-            for _ in range(plants[p].count("lost_read_bound")):
-                x = self._ready_producer()
-                o = len(self.logs[p])
-                self.labels["lost"].add(self._send_appended(x, p))
-                self._send_appended(x, p)
-                self.omit.add((p, o))
-            self.drain_end[p] = len(self.logs[p])
-            for _ in range(rng.randint(0, 2)):
-                x = self._ready_producer()
-                v = self._invoke_send(x, p)
-                acked = self.pending[x][2] == "ok"
-                self._complete_send(x)
-                if acked and p in self.incomplete:
-                    self.labels["unseen"].add(v)
-            for _ in range(plants[p].count("unseen")):
-                self.labels["unseen"].add(self._send_appended(self._ready_producer(), p))
-            yield from self._flush()
-
-    def _drain(self) -> Iterator[dict[str, Any]]:
-        """The final read of every partition by process producers + consumers."""
-        proc = self.producers + self.consumers
-        for p in range(self.total):
-            log, high = self.logs[p], len(self.logs[p])
-            complete = p not in self.incomplete
-            end = high if complete else self.drain_end.get(p, 0)
-            records = [[p, o, log[o]] for o in range(end) if (p, o) not in self.omit]
-            size = self.rng.randint(100, 1000)
-            batches = [records[i:i + size] for i in range(0, len(records), size)]
-            if complete and not batches:
-                batches = [[]]
-            for i, batch in enumerate(batches):
-                self._emit(proc, "invoke", "drain", topic=TOPIC, partition=p)
-                self._emit(proc, "ok", "drain", topic=TOPIC, partition=p, records=batch,
-                          complete=complete and i == len(batches) - 1, high_watermark=high)
-                yield from self._flush()
-            if not complete:
-                self._emit(proc, "invoke", "drain", topic=TOPIC, partition=p)
-                self._emit(proc, "info", "drain", topic=TOPIC, partition=p, complete=False,
-                          error="no progress before the drain deadline")
-                yield from self._flush()

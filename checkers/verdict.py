@@ -108,7 +108,7 @@ def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> 
     counts = {k: int(v or 0) for k, v in (results.get("counts") or {}).items() if isinstance(v, (int, float))}
     kind = ((test or {}).get("workload") or {}).get("kind")
     if kind == TXN:
-        return judge_txn(results, counts, ((test or {}).get("workload") or {}).get("txn_isolation"))
+        return judge_txn(results, counts, ((test or {}).get("workload") or {}).get("txn_isolation"), s)
     if kind == COPY:
         return judge_copy(results, counts)
     undecided = [f"checker {name} failed: {c['error']}" for name, c in (results.get("checkers") or {}).items()
@@ -209,6 +209,9 @@ TXN_ALLOWED = {"aborted_read": "read_uncommitted polls see transactions that lat
                "G0": "Kafka does not isolate writes: concurrent transactions' sends interleave in each partition",
                "G1c": "its cycles go through ww edges, which only say how concurrent sends interleaved",
                "int_send_skip": "another transaction's sends may land between one transaction's sends"}
+# Kinds a lost or rewritten log shows as: they fail where the configuration promises no loss, and are observed,
+# allowed where it does not (unclean leader election), as the queue workload's `lost` and truncation kinds are.
+TXN_LOSS = ("lost_write", "unseen", "inconsistent_offsets")
 # Kinds that read_uncommitted polls explain, and that fail under read_committed: (why allowed, why failed).
 BY_ISOLATION = {
     "precommitted_read": ("a read_uncommitted poll sees its own transaction's sends",
@@ -218,12 +221,16 @@ BY_ISOLATION = {
 }
 
 
-def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int], isolation: str | None = None) -> Judgement:
+def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int], isolation: str | None = None,
+              settings: Settings | None = None) -> Judgement:
     """The verdict of a txn run (docs/verdicts.md, "The txn workload"): every anomaly of TXN_FAILS fails, and
     so do unseen writes whose partition's final read completed, and the kinds of BY_ISOLATION under
-    read_committed; the kinds of TXN_ALLOWED (and of BY_ISOLATION under read_uncommitted) are observed, allowed; unseen writes
-    in partitions whose final read did not complete make it unknown. The isolation level is the checker's, else
-    `isolation` (test.json's: a page reading only `essentials` has no checker's result)."""
+    read_committed; the kinds of TXN_ALLOWED (and of BY_ISOLATION under read_uncommitted) are observed, allowed;
+    unseen writes in partitions whose final read did not complete make it unknown. Where `settings` (test.json's;
+    None: the defaults, which promise no loss) do not promise no loss, as under unclean leader election, the kinds
+    of TXN_LOSS are observed, allowed instead of failing, as the queue workload's lost writes are. The isolation
+    level is the checker's, else `isolation` (test.json's: a page reading only `essentials` has no checker's
+    result)."""
     txn = (results.get("checkers") or {}).get(TXN) or {}
     failed = {k: counts[k] for k in TXN_FAILS if counts.get(k)}
     why: dict[str, dict[str, str]] = {"failed": {k: TXN_FAILS[k] for k in failed}, "allowed": {}}
@@ -239,6 +246,15 @@ def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int], isolation: 
                          "(the final read of their partitions did not complete)")
     allowed = {k: counts[k] for k in TXN_ALLOWED if counts.get(k)}
     why["allowed"].update({k: TXN_ALLOWED[k] for k in allowed})
+    s = settings or Settings.of({})
+    if not s.promises_no_loss:
+        reason = (f"acks={s.acks} promises no durability" if s.acks not in ("all", "-1")
+                  else "unclean leader election is configured: Kafka's guarantee does not apply")
+        for kind in TXN_LOSS:
+            if kind in failed:
+                allowed[kind] = failed.pop(kind)
+                why["failed"].pop(kind, None)
+                why["allowed"][kind] = reason
     for kind, (ok_why, bad_why) in BY_ISOLATION.items():
         if counts.get(kind):
             fine = (txn.get("isolation") or isolation) == "read_uncommitted"

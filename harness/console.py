@@ -127,6 +127,11 @@ def print_run(console: Console, results: dict[str, Any]) -> None:
         console.print(rest, markup=False, highlight=False)
 
 
+def _or_dash(x: Any) -> str:
+    """A compare row's number as text; "-" where it is missing or does not apply (a txn or copy cell's writes)."""
+    return "-" if x is None else str(x)
+
+
 def runs_summary(results: dict[str, Any]) -> str:
     """One line per run checked by `kchaos check DIR`: verdict, configuration, acked, lost, error. Run paths are
     never cut: the first column is as wide as the longest."""
@@ -218,7 +223,7 @@ def print_suite(console: Console, name: str, sdir: Path, outcomes: Sequence["Cel
         inside = r.get("lost_in_promise") if str(r.get("promise", "")).startswith("no loss") else None
         rows.append([rich_verdict(o.result, "severe" if o.error else o.severity), o.short,
                      f"{r.get('runs', 0)}: {r.get('pass', 0)}/{r.get('fail', 0)}/{r.get('unknown', 0)}",
-                     str(r.get("acked", "-")), f"{r.get('lost', '-')}" + ("" if rate is None else f" ({rate:.1%})"),
+                     _or_dash(r.get("acked")), _or_dash(r.get("lost")) + ("" if rate is None else f" ({rate:.1%})"),
                      "-" if inside is None else str(inside), "-" if avail is None else f"{avail:.0%}",
                      str(r.get("promise", "-"))])
     table, hidden = fit_table(console, SUITE_COLUMNS, rows)

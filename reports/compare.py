@@ -6,6 +6,13 @@ repetitions of one suite cell form one row. A row's verdict is its runs'
 verdicts merged (checkers/verdict.py: fail > unknown > pass), its severity
 the colour it gets (reports/severity.py), and, below a scenario, whether its
 runs matched their prediction (scenario.json).
+
+The headline numbers depend on the workload. A queue row has acknowledged and
+lost writes, the loss inside Kafka's promise, availability and send latency; a
+txn row its committed, aborted and indefinite transactions; a copy row its input,
+the values copied, missing and duplicated; txn and copy rows the count of
+anomalies that fail the verdict. A number that does not apply to a row's
+workload is empty (None), never 0, in compare.csv and compare.html alike.
 """
 from __future__ import annotations
 
@@ -21,7 +28,7 @@ import pandas as pd
 from checkers.reference import Settings
 from checkers.table import in_faults
 from checkers.txn_reference import COUNTS as TXN_COUNTS
-from checkers.verdict import judge, lost_in_promise, merge
+from checkers.verdict import COPY, COPY_KINDS, TXN, judge, lost_in_promise, merge
 from core.page_cache import short as page_cache_short
 from reports import ReportsInputError
 from reports.heatmap import heatmap
@@ -30,25 +37,35 @@ from reports.promise import promise_of
 from reports.run_index import index_for
 from reports.severity import level
 
-__all__ = ["ANOMALY_KINDS", "COLUMNS", "CompareError", "Run", "anomaly_cells", "compare_rows", "configuration",
-           "heatmap", "load_runs", "write_compare"]
+__all__ = ["ANOMALY_KINDS", "COLUMNS", "CompareError", "QUEUE_ONLY", "Run", "WORKLOAD_COLUMNS", "anomaly_cells",
+           "applies", "compare_rows", "configuration", "heatmap", "load_runs", "workload_of", "write_compare"]
 
 # Options that do not change what is being measured; runs differing only in these are repetitions.
 NOT_CONFIGURATION = {"name", "seed", "store", "spark_master", "versions", "argv", "cluster.kafka_dist",
                      "cluster.base_image", "cluster.subnet", "nemesis.schedule_file", "history_start_unix_ms"}
 # Options with a column of their own; any other option that differs between cells goes to `other`.
 SHOWN = {"producer.acks", "topic.min_insync", "topic.replication_factor", "topic.unclean", "producer.idempotence",
-         "nemesis.names"}
+         "nemesis.names", "workload.kind"}
 ALWAYS = ("acks", "min_insync", "rf", "unclean", "idempotence", "nemesis")
-COLUMNS = ("cell", "verdict", "severity", "prediction", *ALWAYS, "other", "runs", "pass", "fail", "unknown", "acked",
-           "lost", "lost_in_promise", "lost_outside_promise", "loss_rate", "duplicate", "fails", "allowed",
-           "availability_in_faults", "send_p50_ms", "send_p99_ms", "promise", "page_cache", "run_dirs")
+COLUMNS = ("cell", "verdict", "severity", "prediction", "workload", *ALWAYS, "other", "runs", "pass", "fail",
+           "unknown", "acked", "lost", "lost_in_promise", "lost_outside_promise", "loss_rate", "duplicate", "fails",
+           "allowed", "availability_in_faults", "send_p50_ms", "send_p99_ms", "promise", "page_cache", "run_dirs")
 SUMMED = ("runs", "pass", "fail", "unknown", "checked", "acked", "lost", "duplicate", "lost_in_promise",
           "ok_in_faults", "invoked_in_faults")
-# The txn workload's anomaly kinds and the consumer group's: a column each (after COLUMNS) when some run has one.
-# A queue run contributes only the group kinds: its order kinds go with its lost writes and stay in `fails`.
+# The txn and copy workloads' anomaly kinds and the consumer group's: a column each (after COLUMNS) when some run
+# has one. A queue run contributes only the group kinds: its order kinds go with its lost writes and stay in `fails`.
 GROUP_KINDS = ("committed_unconsumed", "double_consumed")
-ANOMALY_KINDS = tuple(k for k in (*TXN_COUNTS, *GROUP_KINDS) if k not in ("duplicate", "acked"))
+ANOMALY_KINDS = tuple(k for k in (*TXN_COUNTS, *COPY_KINDS, *GROUP_KINDS) if k not in ("duplicate", "acked"))
+# The headline numbers of the other workloads: columns (after COLUMNS, before the anomaly kinds) only when some row
+# runs that workload. `failing_anomalies` counts the anomalies that failed a run (Judgement.failed, summed).
+WORKLOAD_COLUMNS = {TXN: ("txn_committed", "txn_aborted", "txn_info"), COPY: ("copy_input", "copy_copied")}
+FAILING = "failing_anomalies"
+# Columns that mean something for a queue run only: empty in a txn or copy row.
+QUEUE_ONLY = ("acked", "lost", "lost_in_promise", "lost_outside_promise", "loss_rate", "duplicate",
+              "availability_in_faults", "send_p50_ms", "send_p99_ms")
+# Which workload's checker counts each anomaly kind: a kind is empty in the other workloads' rows.
+_KIND_OF = {**dict.fromkeys(TXN_COUNTS, TXN), **dict.fromkeys(COPY_KINDS, COPY), **dict.fromkeys(GROUP_KINDS, "queue")}
+WORKLOAD_SUMMED = (*WORKLOAD_COLUMNS[TXN], *WORKLOAD_COLUMNS[COPY], FAILING)
 SCENARIO_FILE = "scenario.json"
 
 
@@ -105,11 +122,43 @@ def predictions(root: Path) -> dict[str, bool]:
     return out
 
 
+def applies(workload: str, column: str) -> bool:
+    """Whether `column` of compare.csv means something for a row of `workload` (queue, txn or copy): the queue's
+    numbers only for queue rows, each workload's headline numbers and anomaly kinds only for its own."""
+    if column in QUEUE_ONLY:
+        return workload == "queue"
+    if column == FAILING:
+        return workload in WORKLOAD_COLUMNS
+    mine = next((w for w, cs in WORKLOAD_COLUMNS.items() if column in cs), None) or _KIND_OF.get(column)
+    return mine is None or mine == workload
+
+
+def workload_of(test: dict[str, Any]) -> str:
+    """The workload a run's test.json names (`workload.kind`): queue, txn or copy; queue when it names none."""
+    kind = (test.get("workload") or {}).get("kind")
+    return kind if isinstance(kind, str) and kind else "queue"
+
+
+def _workload_facts(kind: str, res: dict[str, Any], failed: dict[str, int]) -> dict[str, int]:
+    """A txn or copy run's headline numbers (WORKLOAD_SUMMED, 0 where another workload's: blanked per row later)."""
+    counts, stats = res.get("counts") or {}, res.get("stats") or {}
+    out = dict.fromkeys(WORKLOAD_SUMMED, 0)
+    if kind == TXN:
+        out.update(txn_committed=int(stats.get("txn_ok") or 0), txn_aborted=int(stats.get("txn_fail") or 0),
+                   txn_info=int(stats.get("txn_info") or 0))
+    elif kind == COPY:
+        out.update(copy_input=int(counts.get("input") or 0),
+                   copy_copied=int(counts.get("input") or 0) - int(counts.get("copy_missing") or 0))
+    if kind in WORKLOAD_COLUMNS:
+        out[FAILING] = sum(int(n) for n in failed.values())
+    return out
+
+
 def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matched: dict[str, bool]
            ) -> dict[str, Any]:
     """One run's share of its row: its configuration's columns, its verdict and counts (zero when never checked)."""
     res, settings = run.results, Settings.of(run.test)
-    txn = (run.test.get("workload") or {}).get("kind") == "txn"
+    kind = workload_of(run.test)
     j = judge(res, run.test)
     counts = res.get("counts") or {}
     ok, invoked = in_faults((res.get("timeline") or {}).get("availability") or {})
@@ -119,10 +168,12 @@ def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matche
             "rf": cfg.get("topic.replication_factor"), "unclean": settings.unclean,
             "idempotence": settings.idempotence, "nemesis": ",".join(cfg.get("nemesis.names") or ()) or None,
             "other": " ".join(f"{k.split('.')[-1]}={cfg.get(k)}" for k in varying) or None,
+            "workload": kind,
             "runs": 1, **{v: int(j.verdict == v) for v in ("pass", "fail", "unknown")}, "verdict": j.verdict,
             "judgement": j, "matched": matched.get(rel),
             "checked": bool(counts), **{k: counts.get(k) or 0 for k in ("acked", "lost", "duplicate")},
-            **{k: int(counts.get(k) or 0) if txn or k in GROUP_KINDS else 0 for k in ANOMALY_KINDS},
+            **{k: int(counts.get(k) or 0) if kind != "queue" or k in GROUP_KINDS else 0 for k in ANOMALY_KINDS},
+            **_workload_facts(kind, res, dict(j.failed)),
             "lost_in_promise": lost_in_promise(res, run.test) if counts else 0,
             "ok_in_faults": ok, "invoked_in_faults": invoked,
             "send_p50_ms": latency.get("p50"), "send_p99_ms": latency.get("p99"),
@@ -160,10 +211,13 @@ def compare_rows(root: Path, runs: list[Run]) -> pd.DataFrame:
     # object columns keep ints and None as they are (rf, min_insync); only the measured columns are numbers
     facts = pd.DataFrame([{"config": c, **_facts(Path(root), r, dict(c), varying, matched)}
                           for r, c in zip(runs, configs)], dtype=object).astype(
-        {**dict.fromkeys((*SUMMED, *ANOMALY_KINDS), "int64"), "send_p50_ms": float, "send_p99_ms": float})
+        {**dict.fromkeys((*SUMMED, *WORKLOAD_SUMMED, *ANOMALY_KINDS), "int64"), "send_p50_ms": float,
+         "send_p99_ms": float})
     rows = facts.groupby("config", sort=False).agg({
-        "cell": lambda names: ",".join(sorted(set(names))), **dict.fromkeys((*ALWAYS, "other", "promise", "page_cache"), "first"),
-        **dict.fromkeys((*SUMMED, *ANOMALY_KINDS), "sum"), "send_p50_ms": "median", "send_p99_ms": "max", "run_dirs": " ".join,
+        "cell": lambda names: ",".join(sorted(set(names))),
+        **dict.fromkeys((*ALWAYS, "workload", "other", "promise", "page_cache"), "first"),
+        **dict.fromkeys((*SUMMED, *WORKLOAD_SUMMED, *ANOMALY_KINDS), "sum"), "send_p50_ms": "median",
+        "send_p99_ms": "max", "run_dirs": " ".join,
         "verdict": lambda vs: merge(list(vs)), "judgement": list, "matched": list})
     rows["lost_outside_promise"] = rows.lost - rows.lost_in_promise
     acked, invoked = rows.acked, rows.invoked_in_faults
@@ -177,8 +231,14 @@ def compare_rows(root: Path, runs: list[Run]) -> pd.DataFrame:
     rows["prediction"] = rows.matched.map(_prediction)
     rows["promise"] = [p.text for p in rows.promise]
     present = [k for k in ANOMALY_KINDS if rows[k].any()]
-    out = rows[[*COLUMNS, *present]].astype(object)
+    kinds = set(rows.workload)
+    headline = [c for w, cs in WORKLOAD_COLUMNS.items() if w in kinds for c in cs]
+    headline += [FAILING] if kinds & set(WORKLOAD_COLUMNS) else []
+    out = rows[[*COLUMNS, *headline, *present]].astype(object)
     out = out.where(out.notna(), None).reset_index(drop=True)
+    # The workload is part of the configuration, so a row's runs share one: blank what does not apply to it.
+    for c in out.columns:
+        out.loc[[not applies(w, c) for w in out.workload], c] = None
     out.attrs["failed_kinds"] = [set().union(*(j.failed for j in js)) for js in rows.judgement]
     return out
 
@@ -195,10 +255,12 @@ def anomaly_cells(table: pd.DataFrame) -> list[list[dict[str, Any]]]:
 def write_compare(root: Path, title: str | None = None) -> list[dict[str, Any]]:
     """Write root/compare.csv and root/compare.html for every run below `root`; return the rows.
 
-    compare.html leads with one readable table (cell, verdict, prediction, acked, lost and how much of it inside
-    the promise, loss rate, availability in faults, p50/p99, when some cell has one the txn and group anomalies
-    (one cell per row, failing kinds in red), each run's report), then the heat map, then every
-    column of compare.csv behind a "more columns" toggle. Raises CompareError when no run below `root` has a
+    compare.html leads with one readable table (cell, verdict, prediction; for queue cells acked, lost and how much
+    of it inside the promise, loss rate, availability in faults, p50/p99; for txn cells committed, aborted and
+    indefinite transactions; for copy cells input, copied, missing, duplicated; for both the failing anomalies;
+    each group of columns only when some cell runs that workload, empty in the others' rows; when some cell has
+    one the anomalies by kind (one cell per row, failing kinds in red); each run's report), then the heat map,
+    then every column of compare.csv behind a "more columns" toggle. Raises CompareError when no run below `root` has a
     test.json.
     """
     root = Path(root)
@@ -217,6 +279,7 @@ def write_compare(root: Path, title: str | None = None) -> list[dict[str, Any]]:
                columns=[c for c in table.columns if c not in ("other", "prediction") or table[c].notna().any()],
                anomalies=anomalies, any_anomaly=any(anomalies),
                tally=[(v, tally[v]) for v in ("pass", "fail", "unknown") if tally[v]],
+               workloads={r["workload"] for r in rows}, applies=applies,
                predicted=table.prediction.notna().any(),
                reported={d for dirs in table.run_dirs for d in dirs.split() if (root / d / "report.html").exists()})
     return rows

@@ -19,8 +19,10 @@ from checkers.verdict import FAIL, PASS, UNKNOWN
 from reports.severity import level
 
 ERROR = "error"  # a repetition could not be run: no verdict on Kafka, a harness or cluster problem
-SHOWN = ("runs", "pass", "fail", "unknown", "acked", "lost", "lost_in_promise", "lost_outside_promise", "duplicate",
-         "availability_in_faults", "promise", "run_dirs")
+# The compare row's numbers in a case's system-out; those that do not apply to the cell's workload are None: left out.
+SHOWN = ("workload", "runs", "pass", "fail", "unknown", "acked", "lost", "lost_in_promise", "lost_outside_promise",
+         "duplicate", "availability_in_faults", "txn_committed", "txn_aborted", "txn_info", "copy_input", "copy_copied",
+         "failing_anomalies", "promise", "run_dirs")
 
 
 @dataclass
@@ -116,7 +118,7 @@ def write_junit(path: Path, suite: str, outcomes: list[CellOutcome]) -> Path:
             tag, typ, message = kind
             ET.SubElement(case, tag, message=message[:500], type=typ).text = message
         r = o.row or {}
-        out = [o.label, *_verdict_lines(o)] + [f"{k}={r[k]}" for k in SHOWN if k in r]
+        out = [o.label, *_verdict_lines(o)] + [f"{k}={r[k]}" for k in SHOWN if r.get(k) is not None]
         ET.SubElement(case, "system-out").text = "\n".join(out)
     root = ET.Element("testsuites", name=suite, tests=str(len(outcomes)), failures=count["failure"],
                       errors=count["error"], skipped=count["skipped"])

@@ -13,8 +13,11 @@ counts with examples, availability, latency, fault windows, and relative
 links to the run's files. A txn run (never converted to Parquet) has its
 transactions per second and latency instead of the send plots, and its
 example cycles as tables whose ops link to their history lines quoted in the
-page (reports/txn_data.py, txn_plots.py, txn_cycles.py). Rebalances are drawn
-on every plot and listed. docs/reports.md says how to read it.
+page (reports/txn_data.py, txn_plots.py, txn_cycles.py). A copy run (never
+converted either) has its input against its output, its copy transactions per
+second and latency, and its example anomalies linked to the copy ops that
+carried them (reports/copy_data.py). Rebalances are drawn on every plot and
+listed. docs/reports.md says how to read it.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ import pyarrow.parquet as pq
 from markupsafe import Markup
 
 from checkers import workload_kind
+from checkers.copy import COPY
 from checkers.parquet import CheckInputError, convert
 from checkers.timeline import availability as timeline_availability
 from checkers.timeline import fault_windows
@@ -49,6 +53,7 @@ from reports.html import write_page, yes
 from reports.promise import RULE, promise_of
 from reports.severity import level, loss_rate
 from reports import txn_plots
+from reports.copy_data import CopyRun, read_copy_run
 from reports.txn_cycles import cycle_tables, op_excerpts
 from reports.txn_data import Rebalance, TxnRun, read_rebalances, read_txn_run
 
@@ -81,6 +86,7 @@ class RunData:
     faults: FaultCatalogue = field(default_factory=FaultCatalogue)
     txn: TxnRun | None = None  # a txn run's transactions (reports/txn_data.py); None for a queue run
     rebalances: list[Rebalance] = field(default_factory=list)
+    copy: CopyRun | None = None  # a copy run's copy transactions and tallies (reports/copy_data.py)
 
 
 def _json(path: Path, what: str) -> Any:
@@ -168,9 +174,13 @@ def load_run(run: Path) -> RunData:
             notes.append(str(e))
         if not isinstance(results, dict):
             results = None
-    txn, moves = None, []
+    txn, copy, moves = None, None, []
     try:
-        if workload_kind(test, history) == "txn":  # never converted to Parquet: read as JSON lines
+        kind = workload_kind(test, history)
+        if kind == COPY:  # never converted to Parquet either
+            copy = read_copy_run(history, test, results)
+            sends, per_epoch, events, moves = plots.Sends.empty(), [], list(copy.events), list(copy.rebalances)
+        elif kind == "txn":  # never converted to Parquet: read as JSON lines
             txn = read_txn_run(history, results, str((test.get("workload") or {}).get("txn_isolation")
                                                      or "read_committed"))
             sends, per_epoch, events, moves = plots.Sends.empty(), [], txn.events, txn.rebalances
@@ -194,10 +204,11 @@ def load_run(run: Path) -> RunData:
     if windows is None:
         windows = fault_windows(events, faults)
     avail = tl.get("availability") or (timeline_availability(windows, per_epoch, []) if per_epoch else None)
+    x = txn if txn is not None else copy
     latency = ((results or {}).get("latency_ms") or {}).get("send") or (
-        _latency(txn.latency_ms, txn.type) if txn is not None else _latency(sends.latency_ms, sends.type))
+        _latency(x.latency_ms, x.type) if x is not None else _latency(sends.latency_ms, sends.type))
     isr = read_isr(run / ISR_FILE) if (run / ISR_FILE).is_file() else None
-    return RunData(run, test, results, sends, windows, avail, latency, isr, notes, faults, txn, moves)
+    return RunData(run, test, results, sends, windows, avail, latency, isr, notes, faults, txn, moves, copy=copy)
 
 
 def anomaly_marks(results: Mapping[str, Any] | None) -> plots.Marks:
@@ -248,13 +259,18 @@ def _effect(kind: str, j: Judgement) -> str:
     return "; ".join(parts)
 
 
+# Counts of results.json that are sizes, not anomalies: the queue's acknowledged writes, a copy run's input and output.
+_NOT_ANOMALIES = ("acked", "input", "output", "unacked")
+
+
 def _anomalies(d: RunData, j: Judgement) -> list[dict[str, Any]]:
-    """A row per count of results.json but acked: its effect on the verdict (when not zero) and up to 10 examples."""
+    """A row per anomaly count of results.json (not _NOT_ANOMALIES): its effect on the verdict (when not zero)
+    and up to 10 examples."""
     r = d.results or {}
     examples = r.get("examples") or {}
     return [{"kind": kind, "count": n, "effect": _effect(kind, j) if n else "",
              "examples": ", ".join(json.dumps(x) for x in list(examples.get(kind) or [])[:10])}
-            for kind, n in (r.get("counts") or {}).items() if kind != "acked"]
+            for kind, n in (r.get("counts") or {}).items() if kind not in _NOT_ANOMALIES]
 
 
 def _availability(avail: Mapping[str, Any] | None) -> list[dict[str, Any]]:
@@ -298,20 +314,21 @@ def write_report(run: Path) -> Path:
     j = judge(d.results, d.test)  # the same word results.json, the console and compare give
     severity = level(j.verdict, lost, counts.get("acked"), bool(j.allowed))
     w, c, rb = d.windows, d.faults, [b.time_s for b in d.rebalances]
-    if d.txn is None:
+    if d.txn is None and d.copy is None:
         pngs: dict[str, Any] = {
             "latency": plots.latency_png(d.sends, w, catalogue=c, rebalances=rb),
             "throughput": plots.throughput_png(d.sends, w, catalogue=c, rebalances=rb),
             "offsets": plots.offsets_png(d.sends, w, anomaly_marks(d.results), catalogue=c, rebalances=rb)}
     else:
-        x = d.txn
-        pngs = {"txn": txn_plots.txn_png(x.done_s, x.type, w, marks=x.marks, counts=counts, rebalances=rb, catalogue=c),
+        x = d.txn if d.txn is not None else d.copy
+        marks = d.txn.marks if d.txn is not None else None
+        pngs = {"txn": txn_plots.txn_png(x.done_s, x.type, w, marks=marks, counts=counts, rebalances=rb, catalogue=c),
                 "txn_latency": txn_plots.txn_latency_png(x.done_s, x.type, x.latency_ms, w, rebalances=rb, catalogue=c)}
     if d.isr is not None:
         errors = sum(1 for s in d.isr if "error" in s)
         pngs.update(isr=plots.isr_png(d.isr, w, (d.test.get("topic") or {}).get("min_insync"), catalogue=c,
                                       rebalances=rb), isr_samples=len(d.isr) - errors, isr_errors=errors)
-    ops = d.txn.ops if d.txn is not None else {}
+    ops = d.txn.ops if d.txn is not None else dict(d.copy.ops) if d.copy is not None else {}
     nodes = sorted(p for p in (d.run / "nodes").iterdir() if p.is_dir()) if (d.run / "nodes").is_dir() else []
     explanation = load_explanation(d.run)
     return write_page(

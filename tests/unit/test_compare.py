@@ -241,20 +241,64 @@ def test_txn_and_group_anomalies_get_columns_only_when_some_cell_has_them(runs):
     write_compare(runs)  # queue runs only: no anomaly column, the headline as it was
     with open(runs / "compare.csv") as fh:
         assert tuple(next(csv.DictReader(fh))) == COLUMNS
-    assert "txn and group anomalies" not in (runs / "compare.html").read_text()
+    assert "anomalies by kind" not in (runs / "compare.html").read_text()
     tiny_run(runs / "txn-cell")  # a G0 (allowed), a G1a and a torn transaction (both fail)
     rows = _by_cell(write_compare(runs))
     with open(runs / "compare.csv") as fh:
         header = tuple(next(csv.reader(fh)))
-    assert header == (*COLUMNS, "G1a", "torn_transaction", "G0")  # only the kinds some cell has, in ANOMALY_KINDS order
+    # the txn headline numbers, then only the kinds some cell has, in ANOMALY_KINDS order
+    assert header == (*COLUMNS, "txn_committed", "txn_aborted", "txn_info", "failing_anomalies", "G1a",
+                      "torn_transaction", "G0")
     assert (rows["tiny-txn"]["G1a"], rows["tiny-txn"]["torn_transaction"], rows["tiny-txn"]["G0"]) == (1, 1, 1)
-    assert rows["00_acks-1_misr-1"]["G1a"] == 0
+    assert rows["00_acks-1_misr-1"]["G1a"] is None  # a txn kind does not apply to a queue row: empty, not 0
     page = render(runs / "compare.html")
     page.assert_clean(min_images=1)
     head = page.text[page.text.index("cell\t"):].splitlines()[0].split("\t")
-    assert head[-2:] == ["txn and group anomalies", "reports"]
+    assert head[-2:] == ["anomalies by kind", "reports"]
     line = page.text[page.text.index("tiny-txn\t"):].splitlines()[0].split("\t")
     assert line[1] == "fail" and line[-2] == "G1a\u00a01, torn_transaction\u00a01, G0\u00a01"
     html = (runs / "compare.html").read_text()
     assert '<span class="fails" title="fails the verdict">G1a&nbsp;1</span>' in html
     assert '<span class="allowed" title="observed, allowed">G0&nbsp;1</span>' in html
+
+
+def test_txn_and_copy_rows_have_their_own_headline_and_empty_queue_cells(runs):
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_copy_report import tiny_run as tiny_copy
+    from test_txn_report import tiny_run as tiny_txn
+
+    tiny_txn(runs / "txn-cell")  # 3 committed, 1 aborted, 1 indefinite; G1a and a torn transaction fail it
+    tiny_copy(runs / "copy-cell")  # 4 filled, 1 missing, 1 duplicated, 1 invented
+    rows = _by_cell(write_compare(runs))
+    txn, copy, queue = rows["tiny-txn"], rows["tiny-copy"], rows["00_acks-1_misr-1"]
+    assert (txn["workload"], txn["txn_committed"], txn["txn_aborted"], txn["txn_info"], txn["failing_anomalies"]) == \
+        ("txn", 3, 1, 1, 2)
+    assert (copy["copy_input"], copy["copy_copied"], copy["copy_missing"], copy["copy_duplicate"],
+            copy["failing_anomalies"]) == (4, 3, 1, 1, 3)
+    for r in (txn, copy):  # the queue's numbers mean nothing here: empty, not 0
+        assert all(r[k] is None for k in ("acked", "lost", "lost_in_promise", "loss_rate", "duplicate"))
+    assert txn["copy_input"] is None and copy["txn_committed"] is None and copy["G1a"] is None
+    assert queue["acked"] == 1360 and queue["txn_committed"] is None and queue["failing_anomalies"] is None
+    with open(runs / "compare.csv") as fh:
+        csv_rows = {r["cell"]: r for r in csv.DictReader(fh)}
+    assert csv_rows["tiny-txn"]["acked"] == "" and csv_rows["tiny-txn"]["txn_committed"] == "3"
+    assert csv_rows["00_acks-1_misr-1"]["copy_missing"] == ""
+    page = render(runs / "compare.html")
+    page.assert_clean(min_images=1)
+    head = page.text[page.text.index("cell\t"):].splitlines()[0].split("\t")
+    assert head[2:9] == ["acked", "lost", "inside the promise", "loss rate", "availability in faults", "p50 ms",
+                         "p99 ms"]
+    assert head[9:12] == ["transactions (committed / aborted / indefinite)",
+                          "copy (input / copied / missing / duplicated)", "failing anomalies"]
+    line = dict(zip(head, page.text[page.text.index("tiny-txn\t"):].splitlines()[0].split("\t")))
+    assert line["acked"] == "" and line["loss rate"] == "" and line["failing anomalies"] == "2"
+    assert line["transactions (committed / aborted / indefinite)"] == "3 / 1 / 1"
+    assert line["copy (input / copied / missing / duplicated)"] == ""
+    line = dict(zip(head, page.text[page.text.index("tiny-copy\t"):].splitlines()[0].split("\t")))
+    assert line["copy (input / copied / missing / duplicated)"] == "4 / 3 / 1 / 1" and line["lost"] == ""
+    from reports.junit import CellOutcome, write_junit
+    write_junit(runs / "report.xml", "s", [CellOutcome(n, n, rows[n]) for n in ("tiny-txn", "tiny-copy")])
+    out = {c.get("name"): c.find("system-out").text for c in ET.parse(runs / "report.xml").getroot().iter("testcase")}
+    assert "txn_committed=3" in out["tiny-txn"] and "failing_anomalies=2" in out["tiny-txn"]
+    assert "copy_input=4" in out["tiny-copy"] and "None" not in out["tiny-txn"] + out["tiny-copy"]
+    assert "acked=" not in out["tiny-txn"]

@@ -229,3 +229,34 @@ def test_a_read_uncommitted_txn_run_is_judged_alike_from_its_essentials():
     assert judge(essentials(results), test) == own
     bare = {"counts": results["counts"], "unseen_undecided": 1}  # no checker result: test.json's isolation decides
     assert judge(bare, test) == own
+
+
+@pytest.mark.parametrize("unclean", [False, True])
+def test_a_txn_run_follows_the_queue_rule_for_lost_writes_under_unclean_election(unclean):
+    # The queue fails lost writes where the configuration promises no loss and allows them under unclean leader
+    # election; a txn run's lost and unseen committed writes, and the offsets a rewritten log shows, do the same.
+    test = {"topic": {"unclean": unclean}, "workload": {"kind": "txn"}}
+    results = {"counts": {"lost_write": 2, "unseen": 3, "inconsistent_offsets": 1, "G0": 4}, "unseen_undecided": 0,
+               "checkers": {"txn": {"valid": False, "isolation": "read_committed", "counts": {}}}}
+    j = judge(results, test)
+    loss = {"lost_write": 2, "unseen": 3, "inconsistent_offsets": 1}
+    queue = judge({"counts": {"acked": 10, "lost": 2}, "loss": {"lost_in_promise": 2}}, {"topic": {"unclean": unclean}})
+    if unclean:
+        assert j.verdict == PASS and j.failed == {} and j.allowed == {**loss, "G0": 4}
+        assert j.why["allowed"]["lost_write"] == queue.why["allowed"]["lost"]  # the queue's own words
+        assert "unclean leader election" in j.why["allowed"]["unseen"]
+        assert queue.verdict == PASS and queue.allowed == {"lost": 2}
+    else:
+        assert j.verdict == FAIL and j.failed == loss and j.allowed == {"G0": 4}
+        assert "lost_write" not in j.why["allowed"]
+        assert queue.verdict == FAIL and queue.failed == {"lost": 2}
+    assert judge(essentials(results), test) == j  # compare and serve judge the essentials alike
+
+
+def test_a_txn_run_under_unclean_election_still_fails_what_no_lost_log_explains():
+    test = {"topic": {"unclean": True}, "workload": {"kind": "txn"}}
+    j = judge({"counts": {"lost_write": 1, "G1a": 1, "torn_transaction": 2}}, test)
+    assert j.verdict == FAIL and j.failed == {"G1a": 1, "torn_transaction": 2} and j.allowed == {"lost_write": 1}
+    # unseen writes whose final read did not complete still leave the verdict unknown
+    j = judge({"counts": {"unseen": 2}, "unseen_undecided": 2}, test)
+    assert j.verdict == UNKNOWN and not j.failed and not j.allowed
