@@ -29,11 +29,13 @@ demo: setup
 	$(KCHAOS) suite suites/demo.yaml
 	@echo "== reports: results/suites/demo/latest/compare.html and each run's report.html; browse with: $(KCHAOS) serve"
 
+# The unit tests run on two workers (pytest-xdist): most are single-threaded Python, and CI has two cores.
 test: setup
-	$(BIN)/pytest tests -v --durations=25
+	$(BIN)/pytest tests/unit -n 2 -v --durations=10
+	$(BIN)/pytest tests/integration -v --durations=25
 
 unit: install
-	$(BIN)/pytest tests/unit -v
+	$(BIN)/pytest tests/unit -n 2 -v
 
 integration: setup
 	$(BIN)/pytest tests/integration -v
