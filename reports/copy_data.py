@@ -18,7 +18,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from checkers.copy import COPY_COUNTS, compare
-from reports.txn_data import Rebalance, rebalances
+from reports.txn_data import Rebalance, nemesis_event, rebalances, timed_ops
 
 __all__ = ["MAX_LINKED", "CopyExample", "CopyRun", "CopyTally", "read_copy_run"]
 
@@ -104,44 +104,33 @@ def read_copy_run(history: Path, test: Mapping[str, Any] | None, results: Mappin
     unacked: set[int] = set()
     read: dict[tuple[int, int], int] = {}
     carried: list[tuple[int, str, list]] = []  # (invocation index, outcome, input records) of each copy
-    last, nemesis = 0, 0
-    with open(history, encoding="utf-8") as lines:
-        for n, line in enumerate(lines, 1):
-            try:
-                op = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(op, dict) or not isinstance(op.get("time"), (int, float)):
-                continue
-            tm, f, kind, proc = op["time"], op.get("f"), op.get("type"), op.get("process")
-            last = max(last, tm)
-            if proc == "nemesis":
-                events.append({"index": op.get("index", n - 1), "time": tm, "type": kind, "f": f,
-                               "nemesis": op.get("nemesis"), "epoch": nemesis,
-                               "detail": {k: v for k, v in op.items()
-                                          if k not in ("index", "time", "type", "f", "process", "nemesis")}})
-                nemesis += 1
-            elif f in ("assign", "revoke", "rebalance"):
-                moves.append(op)
-            elif f == "copy" and kind == "invoke":
-                opened[proc] = (op.get("index", n - 1), tm)
-            elif f == "copy" and proc in opened:
-                index, start = opened.pop(proc)
-                done.append(tm / 1e9)
-                types.append(kind)
-                latency.append((tm - start) / 1e6)
-                carried.append((index, kind, op.get("value") if isinstance(op.get("value"), list) else []))
-            elif f == "fill" and kind in ("ok", "info"):
-                for r in op.get("records") or []:
-                    if isinstance(r, list) and len(r) == 3:
-                        inputs.append(r[2])
-                        where_in.setdefault(r[2], (r[0], r[1]))
-                unacked.update(v for v in op.get("unacked") or [] if isinstance(v, int))
-            elif f == "drain" and kind in ("ok", "info") and (out_topic is None
-                                                              or op.get("topic", out_topic) == out_topic):
-                for r in op.get("records") or []:
-                    if isinstance(r, list) and len(r) == 3:
-                        read[(r[0], r[1])] = r[2]
+    last = 0
+    for n, line, op in timed_ops(history):
+        tm, f, kind, proc = op["time"], op.get("f"), op.get("type"), op.get("process")
+        last = max(last, tm)
+        if proc == "nemesis":
+            events.append(nemesis_event(op, n, epoch=len(events)))
+        elif f in ("assign", "revoke", "rebalance"):
+            moves.append(op)
+        elif f == "copy" and kind == "invoke":
+            opened[proc] = (op.get("index", n - 1), tm)
+        elif f == "copy" and proc in opened:
+            index, start = opened.pop(proc)
+            done.append(tm / 1e9)
+            types.append(kind)
+            latency.append((tm - start) / 1e6)
+            carried.append((index, kind, op.get("value") if isinstance(op.get("value"), list) else []))
+        elif f == "fill" and kind in ("ok", "info"):
+            for r in op.get("records") or []:
+                if isinstance(r, list) and len(r) == 3:
+                    inputs.append(r[2])
+                    where_in.setdefault(r[2], (r[0], r[1]))
+            unacked.update(v for v in op.get("unacked") or [] if isinstance(v, int))
+        elif f == "drain" and kind in ("ok", "info") and (out_topic is None
+                                                          or op.get("topic", out_topic) == out_topic):
+            for r in op.get("records") or []:
+                if isinstance(r, list) and len(r) == 3:
+                    read[(r[0], r[1])] = r[2]
     for index, start in opened.values():  # cut off by the end of the run: info
         done.append(last / 1e9)
         types.append("info")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -53,6 +53,26 @@ class TxnRun:
     rebalances: list[Rebalance] = field(default_factory=list)
     marks: dict[str, list[float]] = field(default_factory=dict)
     ops: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+def timed_ops(history: Path) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """Every op of a history that parses and has a numeric time, with its line number (from 1) and its line."""
+    with open(history, encoding="utf-8") as lines:
+        for n, line in enumerate(lines, 1):
+            try:
+                op = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(op, dict) and isinstance(op.get("time"), (int, float)):
+                yield n, line, op
+
+
+def nemesis_event(op: dict[str, Any], n: int, epoch: int) -> dict[str, Any]:
+    """A nemesis line (line number `n`) as the plots' fault windows read it; `epoch` counts the nemesis lines
+    before it."""
+    return {"index": op.get("index", n - 1), "time": op["time"], "type": op.get("type"), "f": op.get("f"),
+            "nemesis": op.get("nemesis"), "epoch": epoch,
+            "detail": {k: v for k, v in op.items() if k not in ("index", "time", "type", "f", "process", "nemesis")}}
 
 
 def linked_ops(results: Mapping[str, Any] | None) -> set[int]:
@@ -121,41 +141,30 @@ def read_txn_run(history: Path, results: Mapping[str, Any] | None = None,
     marks: dict[str, list[float]] = {k: [] for k in MARKED}
     opened: dict[Any, tuple[int, int, list[tuple[int, str]]]] = {}  # process -> (index, time, lines kept)
     ops: dict[int, dict[str, Any]] = {}
-    last, nemesis = 0, 0
-    with open(history, encoding="utf-8") as lines:
-        for n, line in enumerate(lines, 1):
-            try:
-                op = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(op, dict) or not isinstance(op.get("time"), (int, float)):
-                continue
-            t, f, kind, proc = op["time"], op.get("f"), op.get("type"), op.get("process")
-            last = max(last, t)
-            if proc == "nemesis":
-                events.append({"index": op.get("index", n - 1), "time": t, "type": kind, "f": f,
-                               "nemesis": op.get("nemesis"), "epoch": nemesis,
-                               "detail": {k: v for k, v in op.items()
-                                          if k not in ("index", "time", "type", "f", "process", "nemesis")}})
-                nemesis += 1
-            elif f == "rebalance":
-                moves.append(op)
-            elif f == "txn" and kind == "invoke":
-                index = op.get("index", n - 1)
-                opened[proc] = (index, t, [(n, line.rstrip("\n"))] if index in wanted else [])
-            elif f == "txn" and proc in opened:
-                index, start, kept = opened.pop(proc)
-                done.append(t / 1e9)
-                types.append(kind)
-                latency.append((t - start) / 1e6)
-                if index in torn:
-                    marks["torn_transaction"].append(t / 1e9)
-                _mark_reads(op.get("value"), polled, marks, t)
-                if index in wanted:
-                    ops[index] = {"process": proc, "type": kind, "value": op.get("value"), "error": op.get("error"),
-                                  "lines": kept + [(n, line.rstrip("\n"))]}
-            elif f == "drain" and kind == "ok":
-                _mark_reads([["poll", op.get("records")]], drained, marks, t)
+    last = 0
+    for n, line, op in timed_ops(history):
+        t, f, kind, proc = op["time"], op.get("f"), op.get("type"), op.get("process")
+        last = max(last, t)
+        if proc == "nemesis":
+            events.append(nemesis_event(op, n, epoch=len(events)))
+        elif f == "rebalance":
+            moves.append(op)
+        elif f == "txn" and kind == "invoke":
+            index = op.get("index", n - 1)
+            opened[proc] = (index, t, [(n, line.rstrip("\n"))] if index in wanted else [])
+        elif f == "txn" and proc in opened:
+            index, start, kept = opened.pop(proc)
+            done.append(t / 1e9)
+            types.append(kind)
+            latency.append((t - start) / 1e6)
+            if index in torn:
+                marks["torn_transaction"].append(t / 1e9)
+            _mark_reads(op.get("value"), polled, marks, t)
+            if index in wanted:
+                ops[index] = {"process": proc, "type": kind, "value": op.get("value"), "error": op.get("error"),
+                              "lines": kept + [(n, line.rstrip("\n"))]}
+        elif f == "drain" and kind == "ok":
+            _mark_reads([["poll", op.get("records")]], drained, marks, t)
     for proc, (index, start, kept) in opened.items():  # cut off by the end of the run: info
         done.append(last / 1e9)
         types.append("info")
