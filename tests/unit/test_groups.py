@@ -224,3 +224,27 @@ def test_older_bucket_layouts_without_generations_still_check(tmp_path):
     r = QueueChecker(master=MASTER).check({}, history)
     assert r["counts"]["double_consumed"] == 0 and r["counts"]["acked"] == 4
     assert json.dumps(r["counts"])
+
+
+def test_drop_destroys_abandoned_members_whose_callbacks_hold_them():
+    """A crashed member's consumer is referenced by its own rebalance callbacks (a cycle); `drop` frees it now,
+    without a close: librdkafka's threads for it are gone when drop returns. No broker is needed (loopback:1)."""
+    import os
+
+    from workloads.clients import make_group_consumer
+    from workloads.rebalance import drop, subscribe
+
+    def threads() -> int:
+        return len(os.listdir("/proc/self/task"))
+
+    before = threads()
+    abandoned = []
+    for i in range(2):
+        c = make_group_consumer("127.0.0.1:1", f"dropped{i}", "kchaos-drop", auto_commit=False)
+        subscribe(c, "t", lambda r: None, live=lambda c=c: c is None)  # the callback holds its consumer
+        c.consume(num_messages=1, timeout=0.05)
+        abandoned.append(c)
+    del c
+    assert threads() > before + 8  # librdkafka's main, broker and internal threads of each
+    drop(abandoned)
+    assert abandoned == [] and threads() <= before + 1  # + 1: a thread of another test's (py4j) may come and go
