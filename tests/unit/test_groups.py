@@ -245,6 +245,6 @@ def test_drop_destroys_abandoned_members_whose_callbacks_hold_them():
         c.consume(num_messages=1, timeout=0.05)
         abandoned.append(c)
     del c
-    assert threads() > before + 8  # librdkafka's main, broker and internal threads of each
+    assert threads() >= before + 6  # librdkafka's main, broker and internal threads of each
     drop(abandoned)
     assert abandoned == [] and threads() <= before + 1  # + 1: a thread of another test's (py4j) may come and go
