@@ -34,7 +34,7 @@ from core.history import HistoryError
 from reports.evidence import Dumper, EvidenceError, FindLibs, check_run, decode
 from reports.explain_txn_facts import KINDS, TxnOp, anomalies, anomalous_ops, client_log, load_txn_ops
 from reports.explain_txn_fates import TxnFates, txn_fates
-from reports.explain_txn_why import cause
+from reports.explain_txn_why import HEADS, cause
 from reports.txn_evidence import TxnEvidence, decode_txn
 
 __all__ = ["TxnExplanation", "TxnStory", "explain_txn", "is_txn_run", "load_txn_explanation"]
@@ -116,8 +116,7 @@ def _groups(stories: list[TxnStory]) -> tuple[dict[str, Any], ...]:
     by: dict[str, list[TxnStory]] = {}
     for s in stories:
         by.setdefault(s.kind or "unexplained", []).append(s)
-    groups = [{"kind": k, "ops": [s.op.index for s in ss],
-               "head": (ss[0].cause or "the files do not say why").split(":")[0]} for k, ss in by.items()]
+    groups = [{"kind": k, "ops": [s.op.index for s in ss], "head": HEADS.get(ss[0].kind, k)} for k, ss in by.items()]
     return tuple(sorted(groups, key=lambda g: (-len(g["ops"]), g["ops"][0])))
 
 

@@ -75,6 +75,7 @@ class TxnFates:
     ends: list[PartitionEnd] = field(default_factory=list)
     states: list[dict[str, Any]] = field(default_factory=list)
     decided: dict[str, Any] | None = None  # the coordinator's PrepareCommit/PrepareAbort that ended it
+    began: dict[str, Any] | None = None  # the coordinator's first Ongoing of it
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form."""
@@ -186,4 +187,4 @@ def txn_fates(op: "TxnOp", te: "TxnEvidence", tid_hint: str | None = None) -> Tx
     last = max([x for x in [end_ms, *marks] if x is not None], default=None)
     states = _coordinator(te, tid, start_ms, last)
     return TxnFates(tid, pid, epoch, source, first_ms, first_value, values, ends, states,
-                    None if end is None else _state(te, end))
+                    None if end is None else _state(te, end), None if begin is None else _state(te, begin))

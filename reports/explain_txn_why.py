@@ -19,6 +19,10 @@
 - `coordinator-abort`: the client saw it commit, the coordinator aborted it
   (with the transaction timeout when it had run that long).
 - `not-written`: a committed value no replica holds.
+- `open`: no marker of its producer and epoch follows a value's record (a
+  hanging transaction).
+- `aborted-read`: an aborted_read value stood in the log until its ABORT
+  marker (what read_uncommitted allows).
 
 Each sentence names its facts: markers with offset and time, coordinator
 states with time, ms after the transaction's first record.
@@ -30,7 +34,14 @@ from typing import Any, TYPE_CHECKING
 if TYPE_CHECKING:
     from reports.explain_txn import TxnStory
 
-__all__ = ["cause", "marker_phrase", "markers_phrase", "values_phrase"]
+__all__ = ["HEADS", "cause", "marker_phrase", "markers_phrase", "values_phrase"]
+
+# Each kind of cause in a few words: the summary line groups transactions by them.
+HEADS = {"late-produce": "committed by a later transaction", "foreign-commit": "committed in part",
+         "split": "markers disagree", "coordinator-commit": "committed though the client saw it fail",
+         "coordinator-abort": "aborted though the client saw it commit",
+         "not-written": "committed without some of its values", "open": "still open",
+         "aborted-read": "read before its ABORT marker", None: "the files do not say why"}
 
 
 def _s(x: float | None) -> str:
@@ -174,7 +185,7 @@ def _coordinator_abort(story: "TxnStory") -> str | None:
            + f" aborted {values_phrase([v.value for v in gone])}")
     if prep:
         out += f", after the coordinator's PrepareAbort at {_s(prep['time_s'])}"
-        began = next((s for s in story.fates.states if s["state"] == "Ongoing"), None)
+        began = story.fates.began
         if began and prep["timeout_ms"] > 0 and prep["last_update_ms"] - began["last_update_ms"] >= prep["timeout_ms"]:
             out += f", {prep['timeout_ms']} ms (its transaction timeout) after it began: the coordinator timed it out"
     return out
@@ -187,11 +198,30 @@ def _not_written(story: "TxnStory") -> str | None:
     return f"the client saw it commit, yet no replica holds {values_phrase(missing)}"
 
 
+def _open(story: "TxnStory") -> str | None:
+    hanging = [v for v in story.fates.values if v.status == "open"]
+    if not hanging:
+        return None
+    where = _and(sorted({f"p{v.record['partition']}" for v in hanging}))
+    return (f"no marker of {_producer(story)} follows {values_phrase([v.value for v in hanging])} on {where}: "
+            "the transaction is still open there (a hanging transaction holds the last stable offset)")
+
+
+def _aborted_read(story: "TxnStory") -> str | None:
+    read = [v for v in story.fates.values if v.status == "aborted" and v.value in story.op.anomalies.get(
+        "aborted_read", [])]
+    if not read:
+        return None
+    return (f"{values_phrase([v.value for v in read])} stood in the log until "
+            + _and([marker_phrase(m) for m in _distinct_markers(read)])
+            + " aborted them: a read_uncommitted reader sees a record before its marker (allowed)")
+
+
 def cause(story: "TxnStory") -> tuple[str, str] | None:
     """(kind, one-line cause) of the transaction by the first rule that fits (module docstring), else None."""
     for kind, rule in (("late-produce", _late), ("foreign-commit", _foreign_commit), ("split", _split),
                        ("coordinator-commit", _coordinator_commit), ("coordinator-abort", _coordinator_abort),
-                       ("not-written", _not_written)):
+                       ("not-written", _not_written), ("open", _open), ("aborted-read", _aborted_read)):
         said = rule(story)
         if said:
             return kind, said
