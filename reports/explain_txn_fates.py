@@ -107,7 +107,7 @@ def _producer(op: "TxnOp", te: "TxnEvidence", tid_hint: str | None
     before = [s for s in states if at is None or s.time_ms <= at] or states[:1]
     if before and before[-1].producer_id >= 0:
         s = before[-1]
-        return tid_hint, s.producer_id, s.producer_epoch, f"{TxnState.__name__} of {tid_hint} when the op began"
+        return tid_hint, s.producer_id, s.producer_epoch, f"the coordinator's state of {tid_hint} when the op began"
     return tid_hint, None, None, "unknown"
 
 
@@ -159,7 +159,7 @@ def txn_fates(op: "TxnOp", te: "TxnEvidence", tid_hint: str | None = None) -> Tx
     times = []
     for s in op.sends:
         rec = te.record(s.value)
-        if rec is not None and (pid is None or (rec.producer_id, rec.producer_epoch) == (pid, epoch)):
+        if rec is not None:  # decided by its own batch's producer and epoch, whichever the others carry
             m = te.marker_after(rec.partition, rec.producer_id, rec.producer_epoch, rec.offset)
             prev = te.marker_before(rec.partition, rec.producer_id, rec.producer_epoch, rec.offset)
             late = _timed(te, prev) if prev is not None and end is not None and prev.time_ms >= end.time_ms else None
