@@ -13,6 +13,7 @@ Times are history seconds.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from reports.evidence import EvidenceError
 
 __all__ = ["KINDS", "Send", "TxnOp", "anomalies", "anomalous_ops", "client_log", "load_txn_ops"]
 
+_PREFIX = re.compile(r"^[A-Z]+ \S+ \[[^\]]*\] ")  # harness.log's "LEVEL logger [thread] " before the text
 # The anomalies explained, keyed by value except torn_transaction (by op); in the order they are said.
 KINDS = ("torn_transaction", "G1a", "lost_write", "aborted_read")
 
@@ -162,7 +164,7 @@ def client_log(run: Path, process: int, tid: str | None, start_unix_ms: float | 
                 continue
             ms = t.timestamp() * 1000
             if t0_ms <= ms <= t1_ms:
-                text = line.rstrip("\n").split("[java-err] ", 1)[-1] if "[java-err] " in line else line[24:].rstrip()
+                text = _PREFIX.sub("", line[24:].rstrip())
                 out.append({"time_s": round((ms - start_unix_ms) / 1000, 3), "text": text[:400]})
                 if len(out) >= limit:
                     break

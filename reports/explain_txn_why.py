@@ -13,7 +13,7 @@
   by a transaction the client did not see commit. A client asks for the commit
   only once every send is acknowledged, so the commit was not this
   transaction's own; with the same producer id and epoch, only an EndTxn of
-  its previous transaction sent again can have asked for it (KAFKA-17754 class).
+  an earlier transaction sent again can have asked for it (KAFKA-17754 class).
 - `split`: its markers disagree: some partitions got COMMIT, some ABORT.
 - `coordinator-commit`: the client saw it fail, the coordinator committed it.
 - `coordinator-abort`: the client saw it commit, the coordinator aborted it
@@ -142,9 +142,9 @@ def _foreign_commit(story: "TxnStory") -> str | None:
     out += (f"; {values_phrase([v.value for v in missing])} {'was' if len(missing) == 1 else 'were'} never written "
             f"(no replica holds {'it' if len(missing) == 1 else 'them'}), so the commit was not this transaction's "
             "own (a client asks for one only once every send is acknowledged): with the same producer epoch, it was "
-            "an EndTxn of the previous transaction"
-            + (f" (op {prev.index}, {prev.outcome} at {_s(prev.complete_s)})" if prev is not None else "")
-            + " sent again (KAFKA-17754 class)")
+            "an EndTxn of an earlier transaction sent again"
+            + (f" (the previous one: op {prev.index}, {prev.outcome} at {_s(prev.complete_s)})" if prev is not None
+               else "") + " (KAFKA-17754 class)")
     return out + _client(story)
 
 

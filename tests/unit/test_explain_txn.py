@@ -129,7 +129,7 @@ def test_a_torn_transaction_and_a_g1a_are_explained_from_the_files(torn_run):
     assert torn.cause.startswith("committed in part: the coordinator moved producer 0 epoch 0 to PrepareCommit at "
                                  "51.860 s, 132 ms after value 213, and its COMMIT markers on p0 (offset 129), p1 "
                                  "(113) and p2 (132) came 136–137 ms after value 213")
-    assert "value 231 was never written" in torn.cause and "(op 401, ok at 51.728 s)" in torn.cause
+    assert "value 231 was never written" in torn.cause and "(the previous one: op 401, ok at 51.728 s)" in torn.cause
     assert "KAFKA-17754" in torn.cause and "abort failed: InvalidTxnStateException" in torn.cause
 
     g1a = by[274]
@@ -216,3 +216,21 @@ def test_split_markers_open_transactions_and_unexplained_ones():
     kind, said = cause(_story("ok", [_value(4, "open")]))
     assert kind == "open" and "value 4 on p0" in said
     assert cause(_story("info", [_value(5, "committed", c)])) is None
+
+
+def test_a_g1a_on_kafka_4_1_is_read_from_the_json_form_of_the_coordinators_log(tmp_path):
+    src = DATA / "txn-g1a-4.1.0"
+    run = tmp_path / "run"
+    shutil.copytree(src, run)
+    exp = explain_txn(run, libs=Path("/x"), dumper=recorded_dumper(src))
+    [story] = exp.stories
+    assert story.op.index == 73 and story.op.anomalies == {"G1a": [40]} and story.kind == "foreign-commit"
+    f = story.fates
+    assert (f.transactional_id, f.producer_id, f.producer_epoch) == ("kchaos-773928837-txn-4", 1001, 0)
+    assert {v.value: v.status for v in f.values} == {34: "not written", 40: "committed"}
+    assert f.decided["state"] == "PrepareCommit" and f.decided["time_s"] == 66.629
+    assert {e.partition: (e.marker["kind"], e.marker["offset"]) for e in f.ends} == {0: ("COMMIT", 22),
+                                                                                      2: ("COMMIT", 15)}
+    assert story.previous.index == 34
+    assert story.client_log[-1]["text"].startswith("process 4: abort failed: KafkaError{FATAL,code=INVALID_TXN_STATE")
+    assert "716 ms after value 40" in story.cause and "value 34 was never written" in story.cause
