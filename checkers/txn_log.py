@@ -96,7 +96,8 @@ def _value(text: str) -> dict[str, Any] | None:
                   or [])
     start = data.get("transactionStartTimestampMs")
     return {"producer_id": int(data.get("producerId", -1)), "producer_epoch": int(data.get("producerEpoch", -1)),
-            "state": state, "partitions": parts, "last_update_ms": int(data.get("transactionLastUpdateTimestampMs", -1)),
+            "state": state, "partitions": parts,
+            "last_update_ms": int(data.get("transactionLastUpdateTimestampMs", -1)),
             "timeout_ms": int(data.get("transactionTimeoutMs", -1)),
             "start_ms": start if isinstance(start, int) and start >= 0 else None}
 

@@ -181,7 +181,7 @@ def _coordinator_abort(story: "TxnStory") -> str | None:
     if story.op.outcome != "ok" or not gone:
         return None
     prep = _first_state(story, ("PrepareAbort",))
-    out = (f"the client saw it commit, yet " + _and([marker_phrase(m) for m in _distinct_markers(gone)])
+    out = ("the client saw it commit, yet " + _and([marker_phrase(m) for m in _distinct_markers(gone)])
            + f" aborted {values_phrase([v.value for v in gone])}")
     if prep:
         out += f", after the coordinator's PrepareAbort at {_s(prep['time_s'])}"
