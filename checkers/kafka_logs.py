@@ -3,12 +3,14 @@
 `dump(libs, files, cwd, metadata=...)` runs the tool once for many segment
 files (one JVM) with `--print-data-log`, adding `--cluster-metadata-decoder`
 for the KRaft metadata log, and `parse_dump(lines)` turns its text into
-`Batch`es. The text format is the same in Kafka 3.7 and 4.1 (checked against
+`Batch`es. With `txn_log=True` it adds `--transaction-log-decoder`, for the
+transaction coordinators' `__transaction_state` log (checkers/txn_log.py reads
+the records it prints). The text format is the same in Kafka 3.7 and 4.1 (checked against
 both): a `Dumping FILE` line per file, one `baseOffset: ...` line per batch
 and one `| offset: ...` line per record, ending in `payload: TEXT` (the
 metadata decoder prints each record as JSON there) or, for control records,
 `controlType: NAME(N)` (3.7), `LeaderChange: {...}` and the like (4.1), or
-`endTxnMarker: ...`. `read_epoch_checkpoint` reads a partition's
+`endTxnMarker: COMMIT coordinatorEpoch: N` (a transaction marker). `read_epoch_checkpoint` reads a partition's
 leader-epoch-checkpoint file. Nothing here needs a cluster.
 """
 from __future__ import annotations
@@ -29,7 +31,8 @@ DUMP_CLASS = "kafka.tools.DumpLogSegments"  # the same class in 3.7 and 4.1
 DUMP_TIMEOUT_S = 600.0
 _PAIR = re.compile(r"(\w+): (\S+)")
 _RECORD = re.compile(r"^\| offset: (\d+) (?:CreateTime|LogAppendTime|NoTimestampType): (-?\d+)")
-_CONTROL = re.compile(r"controlType: (\S+)|endTxnMarker: (\w+)|(\w+): (\{.*\})\s*$")
+_CONTROL = re.compile(r"controlType: (\S+)|endTxnMarker: (\w+)(?: coordinatorEpoch: (-?\d+))?|(\w+): (\{.*\})\s*$")
+_KEY = re.compile(r" key: (.*)$")
 
 
 class DumpError(RuntimeError):
@@ -43,7 +46,9 @@ class Record:
     `payload` is the value as text (the default StringDecoder; JSON for the
     metadata decoder), None for a control record, whose kind is `control`
     (e.g. "LEADER_CHANGE", "LeaderChange", "COMMIT") with its JSON in
-    `control_json` when the tool printed it.
+    `control_json` when the tool printed it, and a transaction marker's
+    `coordinator_epoch`. `key` is the record's key as printed, when it was
+    (the transaction-log decoder prints `transaction_metadata::transactionalId=ID`).
     """
 
     offset: int
@@ -51,6 +56,8 @@ class Record:
     payload: str | None
     control: str | None = None
     control_json: str | None = None
+    coordinator_epoch: int | None = None
+    key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,12 +72,14 @@ class Batch:
     is_control: bool
     producer_id: int
     records: tuple[Record, ...]
+    producer_epoch: int = -1
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able form; records as [offset, payload] pairs (control records as [offset, null])."""
         return {"file": self.file, "base_offset": self.base_offset, "last_offset": self.last_offset,
                 "leader_epoch": self.leader_epoch, "create_time_ms": self.time_ms, "is_control": self.is_control,
-                "producer_id": self.producer_id, "records": [[r.offset, r.payload] for r in self.records]}
+                "producer_id": self.producer_id,
+                "producer_epoch": self.producer_epoch, "records": [[r.offset, r.payload] for r in self.records]}
 
 
 def _java() -> str:
@@ -83,8 +92,11 @@ def _java() -> str:
     return found
 
 
-def dump(libs: Path, files: Sequence[str], cwd: Path, *, metadata: bool = False) -> list[str]:
+def dump(libs: Path, files: Sequence[str], cwd: Path, *, metadata: bool = False, txn_log: bool = False) -> list[str]:
     """Run DumpLogSegments over `files` (paths relative to `cwd`) in one JVM; return its stdout lines.
+
+    `metadata` decodes the KRaft metadata log's records, `txn_log` the
+    transaction coordinators' (`__transaction_state`).
 
     Paths are passed relative so that no comma in a run directory's path can
     split the tool's comma-separated --files. Raises DumpError when java is
@@ -99,6 +111,8 @@ def dump(libs: Path, files: Sequence[str], cwd: Path, *, metadata: bool = False)
            "--print-data-log"]
     if metadata:
         cmd.append("--cluster-metadata-decoder")
+    if txn_log:
+        cmd.append("--transaction-log-decoder")
     try:
         proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=DUMP_TIMEOUT_S,
                               errors="replace")
@@ -124,15 +138,16 @@ def _record(line: str) -> Record | None:
     offset, t = int(m.group(1)), int(m.group(2))
     head, sep, payload = line.partition(" payload: ")
     if sep:
-        return Record(offset, t, payload)
+        k = _KEY.search(head)
+        return Record(offset, t, payload, key=k.group(1) if k else None)
     c = _CONTROL.search(line)
     if c is None:
         return Record(offset, t, None, "unknown")
     if c.group(1):
         return Record(offset, t, None, c.group(1).split("(")[0])
     if c.group(2):
-        return Record(offset, t, None, c.group(2))
-    return Record(offset, t, None, c.group(3), c.group(4))
+        return Record(offset, t, None, c.group(2), coordinator_epoch=int(c.group(3)) if c.group(3) else None)
+    return Record(offset, t, None, c.group(4), c.group(5))
 
 
 def parse_dump(lines: Iterable[str], notes: list[str] | None = None) -> Iterator[Batch]:
@@ -151,7 +166,7 @@ def parse_dump(lines: Iterable[str], notes: list[str] | None = None) -> Iterator
             return None
         return Batch(file, _int(head, "baseOffset"), _int(head, "lastOffset"), _int(head, "partitionLeaderEpoch"),
                      _int(head, "CreateTime", _int(head, "LogAppendTime")), head.get("isControl") == "true",
-                     _int(head, "producerId"), tuple(records))
+                     _int(head, "producerId"), tuple(records), _int(head, "producerEpoch"))
 
     for raw in lines:
         line = raw.rstrip("\n")

@@ -21,13 +21,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from core.evidence_files import COLLECT_FILE, METADATA_DIR
+from core.evidence_files import COLLECT_FILE, METADATA_DIR, TXN_STATE_DIR
 
 __all__ = ["CAP_BYTES", "COLLECT_FILE", "METADATA_DIR", "NodeCopy", "collect", "wanted"]
 
 log = logging.getLogger("kchaos.evidence")
 CAP_BYTES = 256 * 1024 * 1024  # topic data per node
-TXN_STATE = "__transaction_state"  # the transaction coordinators' log, in partitions like a topic's
+TXN_STATE = TXN_STATE_DIR  # the transaction coordinators' log, in partitions like a topic's
 _TOPIC_FILES = re.compile(r"(.*\.log|leader-epoch-checkpoint|partition\.metadata)$")
 _METADATA_FILES = re.compile(r"(.*\.log|quorum-state|leader-epoch-checkpoint|partition\.metadata)$")
 

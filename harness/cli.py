@@ -21,7 +21,7 @@ from core.exit_codes import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_ENV, EXIT_INTERRU
 from harness import cli_experiments
 from harness.cli_parser import build_parser, unrecognized
 from harness.console import (print_explanation, print_lines, print_regressions, print_run, print_suite,
-                             run_headline, runs_summary, suite_plan)
+                             print_txn_explanation, run_headline, runs_summary, suite_plan)
 from harness.options import config_from_args
 from harness.terminal import make_console
 
@@ -138,13 +138,19 @@ def _check(args: argparse.Namespace, console: Console, out: Console) -> int:
 
 def _explain(run: Path, console: Console, all_ranges: bool = False) -> int:
     """`kchaos explain RUN`: rebuild evidence/explanation.json and report.html; print one sentence per group of lost
-    ranges with one cause (with `all_ranges`, one per range)."""
+    ranges with one cause (with `all_ranges`, one per range). For a txn run: rebuild evidence/txn_explanation.json
+    and print each anomalous transaction's facts and cause."""
     from checkers import rejudge_loss
     from clusters.distribution import run_libs
     from harness.runner import write_report_safely
     from reports.explain import explain
+    from reports.explain_txn import explain_txn, is_txn_run
     if not run.is_dir():
         raise ConfigError(f"{run}: not a run directory")
+    if is_txn_run(run):
+        print_txn_explanation(console, explain_txn(run, find_libs=run_libs).to_dict())
+        write_report_safely(run, console.print)
+        return 0
     exp = explain(run, find_libs=run_libs)
     if exp.ranges:
         rejudge_loss(run)

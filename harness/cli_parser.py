@@ -57,11 +57,13 @@ COMMANDS = {
               "whose files changed, add the new ones, drop the gone. serve, compare and the trend pages query it; "
               "suites update it as they run. The run directories stay the source of truth: --rebuild reads every "
               "one again, and a missing index, or one of another version, is rebuilt by itself."),
-    "explain": ("say why each lost write was lost, from Kafka's own files",
+    "explain": ("say why each lost write was lost, or each transaction torn, from Kafka's own files",
                 "(Re)build RUN/evidence/explanation.json from the Kafka files the run collected "
                 "(RUN/evidence/raw), judge the loss again against Kafka's guarantee, rewrite report.html, and "
                 "print why the writes were lost: one sentence per group of lost ranges with one cause, largest "
-                "first, or with --all one per range (docs/evidence.md)."),
+                "first, or with --all one per range. For a txn run, (re)build RUN/evidence/txn_explanation.json "
+                "and print each torn transaction (and G1a, lost_write, aborted_read) with its producer, markers, "
+                "coordinator states and cause (docs/evidence.md)."),
     "cleanup": ("remove the containers and networks kchaos made (with --hosts: what it made on those hosts)",
                 "Remove every container and network kchaos made, and every fault with them, also after a harness "
                 "that was killed. With --hosts, undo kchaos's faults, processes and mounts on those hosts and "

@@ -25,6 +25,7 @@ from checkers.verdict import Judgement, of_valid
 from harness.spec_files import show
 from harness.terminal import interactive
 from reports.explain_text import groups_of
+from reports.explain_txn_text import txn_lines
 from reports.severity import RICH, level, rich_verdict
 
 if TYPE_CHECKING:
@@ -185,6 +186,26 @@ def print_explanation(console: Console, explanation: Mapping[str, Any], all_rang
         console.print(f"note: {note}", markup=False, highlight=False)
     if not explanation.get("ranges"):
         console.print("no lost writes to explain")
+
+
+def print_txn_explanation(console: Console, explanation: Mapping[str, Any]) -> None:
+    """A txn run's explanation (reports/explain_txn_text.py's lines) on stdout, never wrapped; then its notes, or
+    that no transaction was anomalous, on `console`."""
+    for line in txn_lines(explanation):
+        print(line)
+    for note in explanation.get("notes") or []:
+        console.print(f"note: {note}", markup=False, highlight=False)
+    if not explanation.get("transactions"):
+        console.print("no torn transactions, G1a, lost_write or aborted_read to explain")
+
+
+def txn_console_lines(explanation: Mapping[str, Any], limit: int = MAX_CONSOLE_GROUPS) -> list[str]:
+    """What a txn run's console says about its anomalous transactions: the summary line, then "why: op N: cause"
+    for the first `limit` transactions."""
+    lines = txn_lines(explanation)[:1]
+    for t in (explanation.get("transactions") or [])[:limit]:
+        lines.append(f"why: op {t['index']}: {t.get('cause') or 'not read off the files (kchaos explain RUN)'}")
+    return lines
 
 
 # --- a suite ---

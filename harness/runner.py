@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rich.console import Console
+from rich.markup import escape
 
 from checkers import check_path, rejudge_loss
 from core.config import TestConfig, kafka_major
@@ -31,8 +32,11 @@ from harness.terminal import make_console, track
 from nemesis.driver import NemesisDriver
 from nemesis.schedule import save_schedule
 
+# The txn anomalies a run's end explains from Kafka's files (reports/explain_txn.py).
+TXN_EXPLAINED = ("torn_transaction", "G1a", "lost_write")
+
 __all__ = ["preflight", "prepare", "run_test", "run", "write_report_safely", "collect_evidence_safely",
-           "explain_safely"]
+           "explain_safely", "explain_txn_safely"]
 log = logging.getLogger("kchaos.runner")
 RECOVERY_TIMEOUT_S = 60.0
 
@@ -151,6 +155,8 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
     results = check_path(run_dir, cfg.spark_master)
     if (results.get("counts") or {}).get("lost"):
         results = explain_safely(run_dir, say) or results
+    elif any((results.get("counts") or {}).get(k) for k in TXN_EXPLAINED):
+        explain_txn_safely(run_dir, say)
     write_report_safely(run_dir, say)
     return run_dir, results
 
@@ -202,6 +208,24 @@ def explain_safely(run: Path, say: Callable[[str], None]) -> dict[str, Any] | No
         log.exception("explanation failed")
         say(f"[yellow]lost writes not explained: {type(e).__name__}: {e}[/]")
         return None
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+
+
+def explain_txn_safely(run: Path, say: Callable[[str], None]) -> None:
+    """Write run/evidence/txn_explanation.json and say each anomalous transaction's cause (a few); never fatal."""
+    handler = _log_to(run)
+    try:
+        from clusters.distribution import run_libs
+        from harness.console import txn_console_lines
+        from reports.explain_txn import explain_txn
+
+        for line in txn_console_lines(explain_txn(run, find_libs=run_libs).to_dict()):
+            say(escape(line))  # client log lines carry [brackets] that are not markup
+    except Exception as e:  # noqa: BLE001 - the verdict stands without the explanation
+        log.exception("txn explanation failed")
+        say(f"[yellow]transactions not explained: {type(e).__name__}: {e}[/]")
     finally:
         logging.getLogger().removeHandler(handler)
         handler.close()

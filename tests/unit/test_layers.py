@@ -13,7 +13,8 @@ LOWER = ("checkers.timeline", "checkers.observed", "checkers.verdict", "reports.
          "reports.evidence_html", "reports.severity", "reports.heatmap", "reports.compare", "reports.junit",
          "reports.serve", "reports.run_index", "reports.trends", "reports.regressions", "reports.serve_trend",
          "reports.sparkline", "reports.txn_data", "reports.txn_plots", "reports.txn_cycles", "reports.copy_data",
-         "reports.run_report")
+         "reports.run_report", "reports.explain_txn", "reports.explain_txn_text", "reports.txn_evidence",
+         "checkers.txn_log")
 FORBIDDEN = ("nemesis", "clusters", "confluent_kafka")
 
 
