@@ -110,7 +110,7 @@ def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> 
     if kind == TXN:
         return judge_txn(results, counts, ((test or {}).get("workload") or {}).get("txn_isolation"), s)
     if kind == COPY:
-        return judge_copy(results, counts)
+        return judge_copy(results, counts, s)
     undecided = [f"checker {name} failed: {c['error']}" for name, c in (results.get("checkers") or {}).items()
                  if isinstance(c, Mapping) and c.get("error")]
     others = [(n, c.get("valid")) for n, c in (results.get("checkers") or {}).items()
@@ -273,21 +273,28 @@ COPY_UNCOMMITTED = {"copy_duplicate": "a read_uncommitted reader also sees abort
                     "copy_reordered": "a read_uncommitted reader sees aborted copies where they were written"}
 
 
-def judge_copy(results: Mapping[str, Any], counts: Mapping[str, int]) -> Judgement:
+def judge_copy(results: Mapping[str, Any], counts: Mapping[str, int], settings: Settings | None = None) -> Judgement:
     """The verdict of a copy run (docs/verdicts.md): exactly-once is promised (transactional producers, offsets
     committed in the transaction, read_committed readers), so every kind of COPY_KINDS fails; under a
-    read_uncommitted final read the kinds of COPY_UNCOMMITTED are observed, allowed. A final read that did not
-    complete makes a run with no other failure unknown."""
+    read_uncommitted final read the kinds of COPY_UNCOMMITTED are observed, allowed. Where `settings` (test.json's;
+    None: the defaults) do not promise no loss, as under unclean leader election, every kind is observed, allowed:
+    a rewritten input, output or offsets log can show as any of them. A final read that did not complete makes a
+    run with no other failure unknown."""
     copy = (results.get("checkers") or {}).get(COPY) or {}
     uncommitted = copy.get("isolation") == "read_uncommitted"
+    s = settings or Settings.of({})
+    unpromised = None if s.promises_no_loss else (
+        f"acks={s.acks} promises no durability, so no exactly-once" if s.acks not in ("all", "-1")
+        else "unclean leader election is configured: Kafka's guarantee, and exactly-once with it, does not apply")
     failed: dict[str, int] = {}
     allowed: dict[str, int] = {}
     why: dict[str, dict[str, str]] = {"failed": {}, "allowed": {}}
     for kind, reason in COPY_KINDS.items():
         if counts.get(kind):
             fine = uncommitted and kind in COPY_UNCOMMITTED
-            (allowed if fine else failed)[kind] = counts[kind]
-            why["allowed" if fine else "failed"][kind] = COPY_UNCOMMITTED[kind] if fine else reason
+            (allowed if fine or unpromised else failed)[kind] = counts[kind]
+            why["allowed" if fine or unpromised else "failed"][kind] = (
+                COPY_UNCOMMITTED[kind] if fine else unpromised or reason)
     undecided = [f"checker {COPY} failed: {copy['error']}"] if copy.get("error") else []
     if not counts:
         undecided.append("the run was not checked" if not results else "the checker reported no counts")

@@ -253,6 +253,22 @@ def test_a_txn_run_follows_the_queue_rule_for_lost_writes_under_unclean_election
     assert judge(essentials(results), test) == j  # compare and serve judge the essentials alike
 
 
+@pytest.mark.parametrize("unclean", [False, True])
+def test_a_copy_run_promises_exactly_once_only_where_kafka_promises_no_loss(unclean):
+    # Exactly-once rests on the logs (input, output, the committed offsets) surviving: under unclean leader
+    # election a rewritten log can show as any copy kind, so each is observed, allowed; otherwise each fails.
+    test = {"topic": {"unclean": unclean}, "workload": {"kind": "copy"}}
+    kinds = {"copy_missing": 2, "copy_duplicate": 3, "copy_invented": 1}
+    results = {"counts": kinds, "checkers": {"copy": {"valid": False, "isolation": "read_committed"}}}
+    j = judge(results, test)
+    if unclean:
+        assert j.verdict == PASS and j.failed == {} and j.allowed == kinds
+        assert all("unclean leader election" in j.why["allowed"][k] for k in kinds)
+    else:
+        assert j.verdict == FAIL and j.failed == kinds and j.allowed == {}
+    assert judge(essentials(results), test) == j
+
+
 def test_a_txn_run_under_unclean_election_still_fails_what_no_lost_log_explains():
     test = {"topic": {"unclean": True}, "workload": {"kind": "txn"}}
     j = judge({"counts": {"lost_write": 1, "G1a": 1, "torn_transaction": 2}}, test)
