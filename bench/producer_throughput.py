@@ -48,6 +48,7 @@ from clusters.docker import DockerCluster  # noqa: E402
 from harness import full_load  # noqa: E402
 from core.config import ClusterConfig, ProducerConfig, TestConfig, TopicConfig, WorkloadConfig  # noqa: E402
 from core.history import History  # noqa: E402
+from core.kafka_versions import DEFAULT as KAFKA, perf_command  # noqa: E402
 from core.send_stream import merge_streams  # noqa: E402
 from harness.runner import prepare  # noqa: E402
 from workloads.queue import QueueWorkload  # noqa: E402
@@ -103,10 +104,7 @@ def topic_for(acks: str) -> TopicConfig:
 
 def producer_performance(cluster, topic: str, acks: str, records: int) -> float:  # noqa: ANN001
     """ProducerPerformance's records/s for `records` 8-byte records, run inside node n1."""
-    _, out = cluster.exec("n1", TOOL + ["org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
-                                        "--num-records", str(records), "--record-size", "8", "--throughput", "-1",
-                                        "--producer-props", f"bootstrap.servers={cluster.address('n1')}:9092",
-                                        f"acks={acks}"])
+    _, out = cluster.exec("n1", TOOL + perf_command(KAFKA, topic, records, f"{cluster.address('n1')}:9092", acks))
     m = re.search(r"records sent, ([\d.]+) records/sec", out)
     if not m:
         raise RuntimeError(f"ProducerPerformance printed no summary: {out[-500:]}")
@@ -221,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def compare(a: argparse.Namespace) -> None:
     """The rounds of the three producers on one cluster, then the long run (see the module docstring)."""
-    image = prepare("3.7.2")  # no `cleanup()`: it would remove any kchaos cluster on the machine, not only ours
+    image = prepare(KAFKA)  # no `cleanup()`: it would remove any kchaos cluster on the machine, not only ours
     base = TestConfig(seed=1, workload=WorkloadConfig(producers=a.producers, consumers=0, rate="max",
                                                       in_flight=a.in_flight, producer_processes=a.processes))
     print(f"3 nodes, 3 partitions, RF 3, min.insync 2, 8-byte values; kchaos: {a.producers} producers in "

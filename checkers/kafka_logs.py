@@ -24,10 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-__all__ = ["DUMP_CLASS", "Batch", "DumpError", "Record", "dump", "metadata_records", "parse_dump",
+from core.kafka_versions import OLD_DUMP_CLASS, dump_class
+
+__all__ = ["DUMP_CLASS", "Batch", "DumpError", "Record", "dump", "dump_class_of", "metadata_records", "parse_dump",
            "read_epoch_checkpoint"]
 
-DUMP_CLASS = "kafka.tools.DumpLogSegments"  # the same class in 3.7 and 4.1
+DUMP_CLASS = OLD_DUMP_CLASS  # 3.7 to 4.2; org.apache.kafka.tools from 4.3 (core.kafka_versions)
 DUMP_TIMEOUT_S = 600.0
 _PAIR = re.compile(r"(\w+): (\S+)")
 _RECORD = re.compile(r"^\| offset: (\d+) (?:CreateTime|LogAppendTime|NoTimestampType): (-?\d+)")
@@ -92,6 +94,15 @@ def _java() -> str:
     return found
 
 
+def dump_class_of(libs: Path) -> str:
+    """The DumpLogSegments class of the Kafka jars in `libs`, by the release its kafka_2.13 jar names (the 3.7
+    class when none does)."""
+    for jar in Path(libs).glob("kafka_2.13-*.jar"):
+        if m := re.fullmatch(r"kafka_2\.13-(\d+\.\d+\.\d+)\.jar", jar.name):
+            return dump_class(m.group(1))
+    return DUMP_CLASS
+
+
 def dump(libs: Path, files: Sequence[str], cwd: Path, *, metadata: bool = False, txn_log: bool = False) -> list[str]:
     """Run DumpLogSegments over `files` (paths relative to `cwd`) in one JVM; return its stdout lines.
 
@@ -107,7 +118,7 @@ def dump(libs: Path, files: Sequence[str], cwd: Path, *, metadata: bool = False,
     bad = [f for f in files if "," in f]
     if bad:
         raise DumpError(f"file names with a comma cannot be passed to DumpLogSegments: {bad[:3]}")
-    cmd = [_java(), "-Xmx512m", "-cp", f"{Path(libs).resolve()}/*", DUMP_CLASS, "--files", ",".join(files),
+    cmd = [_java(), "-Xmx512m", "-cp", f"{Path(libs).resolve()}/*", dump_class_of(libs), "--files", ",".join(files),
            "--print-data-log"]
     if metadata:
         cmd.append("--cluster-metadata-decoder")

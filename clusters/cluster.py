@@ -20,6 +20,7 @@ from clusters import admin
 from clusters.distribution import KafkaDist
 from clusters.kafka_node import KafkaNode, NodeError
 from clusters.kraft import NodeSpec, server_properties
+from core.kafka_versions import UnsupportedVersion, node_env
 from core import page_cache
 from core.config import ClusterConfig
 
@@ -158,7 +159,7 @@ class KafkaCluster:
         props = server_properties(spec, self.specs, self.cfg, data_dir=node.data_dir,
                                   bind=self.provisioner.bind)
         self.node_dir(name).mkdir(parents=True, exist_ok=True)
-        env = self.provisioner.node_env(name)
+        env = {**self.provisioner.node_env(name), **_line_env(self.cfg.kafka_version)}
         if self.cfg.storage == "lazyfs":
             self.writeback[name] = wb = page_cache.plan(self.cfg.page_cache, self.cfg.writeback_age_s,
                                                         self._vm_writeback(node))
@@ -313,3 +314,12 @@ class KafkaCluster:
             return fn()
         except NodeError as e:
             raise ClusterError(str(e)) from None
+
+
+def _line_env(version: str) -> dict[str, str]:
+    """The node scripts' settings for Kafka `version`'s line; a user's distribution of a line kchaos does not list
+    gets the 3.7 line's (the scripts' defaults)."""
+    try:
+        return node_env(version)
+    except UnsupportedVersion:
+        return {}

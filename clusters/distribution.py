@@ -56,6 +56,13 @@ def resolve(version: str, kafka_dist: str | None = None) -> KafkaDist:
     return _from_maven(version)
 
 
+def cached_versions() -> set[str]:
+    """The Kafka releases whose jars from Maven Central are complete in the cache."""
+    root = cache_dir()
+    return {d.name.removeprefix("kafka-") for d in root.glob("kafka-*") if (d / COMPLETE).exists()} if root.is_dir() \
+        else set()
+
+
 def run_libs(test: dict) -> Path:
     """The Kafka jars of a finished run, from its test.json: the Kafka version it recorded (3.7.2 when it
     recorded none) and its --kafka-dist, resolved as `resolve` does."""

@@ -22,7 +22,8 @@ from clusters.remote import Command, Remote, RemoteError, Result
 
 log = logging.getLogger("kchaos.node")
 NODE_DIR = Path(__file__).with_name("node")
-SCRIPTS = ("kafka-ctl", "fault-ctl", "log4j.properties", "log4j-tools.properties")
+SCRIPTS = ("kafka-ctl", "fault-ctl", "log4j.properties", "log4j-tools.properties", "log4j2.properties",
+           "log4j2-tools.properties")
 CTL_TIMEOUT_S = 150.0  # kafka-ctl stop waits up to 60 s, format runs a JVM
 
 

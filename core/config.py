@@ -10,6 +10,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable
 
+from core.kafka_versions import DEFAULT as KAFKA_DEFAULT, UnsupportedVersion, resolve_version
 from core.page_cache import MODELS as PAGE_CACHE_MODELS, NEVER as NEVER_WRITTEN_BACK
 
 ACKS = ("0", "1", "all")
@@ -61,7 +62,7 @@ class ClusterConfig:
 
     nodes: int = 3
     controllers: int = 0  # 0: every node is broker+controller (combined mode)
-    kafka_version: str = "3.7.2"
+    kafka_version: str = KAFKA_DEFAULT  # an exact release of core.kafka_versions.LINES
     kafka_dist: str | None = None  # extracted kafka_2.13-3.7.x directory or .tgz
     base_image: str | None = None  # a registry image to use instead of debootstrap
     subnet: str = "172.30.77.0/24"
@@ -217,6 +218,15 @@ def kafka_major(kafka_version: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+def exact_kafka_version(text: str) -> str:
+    """The exact release `text` names (a line like 4.2 gives its latest patch); `text` itself when kchaos cannot
+    run it, for `validate` to reject with its one-line reason."""
+    try:
+        return resolve_version(text)
+    except UnsupportedVersion:
+        return text
+
+
 def java_clients_version(kafka_version: str) -> str:
     """The kafka-clients version `--client java` uses with brokers of `kafka_version`: the same release from 4.0 on
     (its jars are already cached with the brokers'), else JAVA_CLIENTS_DEFAULT."""
@@ -347,7 +357,12 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
         raise ConfigError(f"--subnet {c.subnet!r} is not a network like 172.30.77.0/24") from None
     _check(net.version == 4 and net.is_private and net.num_addresses >= 32,
            f"--subnet {c.subnet} must be a private IPv4 network of /27 or larger")
-    _check(bool(re.fullmatch(r"\d+\.\d+\.\d+", c.kafka_version)), f"--kafka-version {c.kafka_version!r} is not like 3.7.2")
+    if not c.kafka_dist:  # a user's distribution brings its own version
+        try:
+            _check(resolve_version(c.kafka_version) == c.kafka_version,
+                   f"--kafka-version {c.kafka_version} names a line: give its release {resolve_version(c.kafka_version)}")
+        except UnsupportedVersion as e:
+            raise ConfigError(str(e)) from None
     _check(c.storage in STORAGES, f"--storage must be one of {', '.join(STORAGES)}; got {c.storage!r}")
     _check(c.page_cache in PAGE_CACHE_MODELS,
            f"--page-cache must be one of {', '.join(PAGE_CACHE_MODELS)}; got {c.page_cache!r}")

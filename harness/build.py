@@ -17,6 +17,7 @@ from clusters.distribution import DistributionError, KafkaDist, cache_dir, check
 from core.config import ConfigError, TestConfig, validate
 from core.faults import FaultKind
 from core.hosts import HostsFile, load_hosts
+from core.kafka_versions import UnsupportedVersion, tools_record
 from core.protocols import Cluster, Nemesis, Workload
 from core.suggest import did_you_mean
 import nemesis as nemeses
@@ -54,8 +55,14 @@ class Test:
 
     def record(self) -> dict[str, Any]:
         """What test.json adds for this test beyond its configuration: the hosts file as read (with
-        every default written out), when the nodes are hosts."""
-        return {"hosts_file": self.hosts.to_dict()} if self.hosts else {}
+        every default written out), when the nodes are hosts; the Kafka line's tools and logging (`kafka_tools`:
+        which release's tools ran, the classes kchaos calls), when kchaos lists the line."""
+        out: dict[str, Any] = {"hosts_file": self.hosts.to_dict()} if self.hosts else {}
+        try:
+            out["kafka_tools"] = tools_record(self.dist.version)
+        except UnsupportedVersion:
+            pass
+        return out
 
 
 def preflight(cfg: TestConfig) -> TestConfig:

@@ -159,6 +159,21 @@ def _explain(run: Path, console: Console, all_ranges: bool = False) -> int:
     return 0
 
 
+def _versions(out: Console) -> int:
+    """Print `kchaos versions`: each line kchaos runs, its latest patch, and what of it is cached."""
+    from clusters.distribution import cached_versions
+    from core.kafka_versions import DEFAULT, LINES
+
+    cached = cached_versions()
+    for x in LINES:
+        others = [v for v in x.patches if v in cached and v != x.latest]
+        state = "cached" if x.latest in cached else "not cached"
+        extra = f" (also cached: {', '.join(others)})" if others else ""
+        default = " [default]" if DEFAULT in x.patches else ""
+        out.print(f"{x.line}  {x.latest}  {state}{extra}{default}", markup=False, highlight=False)
+    return 0
+
+
 def _sigterm(signum: int, frame: object) -> NoReturn:
     raise KeyboardInterrupt
 
@@ -208,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
             removed = cleanup()
             out.print(f"removed {len(removed['containers'])} containers, {len(removed['networks'])} networks")
             return 0
+        if args.cmd == "versions":
+            return _versions(out)
         if args.cmd == "prepare":
             from harness.runner import prepare
             image = prepare(args.kafka_version, args.kafka_dist, args.base_image, console)

@@ -68,6 +68,10 @@ COMMANDS = {
                 "Remove every container and network kchaos made, and every fault with them, also after a harness "
                 "that was killed. With --hosts, undo kchaos's faults, processes and mounts on those hosts and "
                 "remove its directory there instead."),
+    "versions": ("list the Kafka versions kchaos can run and which are cached",
+                 "Print one line per Kafka release line kchaos runs: the line, its latest patch release (what "
+                 "--kafka-version LINE runs), and whether its jars are in ~/.cache/kchaos, with any other cached "
+                 "release of the line (docs/versions.md)."),
     "prepare": ("fetch the Kafka jars and build the node image ahead of a run",
                 "Resolve the Kafka jars (cached in ~/.cache/kchaos) and build the node image, so that the first "
                 "run does not wait for them."),
@@ -216,8 +220,10 @@ def build_parser() -> Parser:
     cl = command("cleanup")
     cl.add_argument("--hosts", default=None, metavar="FILE",
                     help="a hosts file: clean up those hosts instead of this machine's Docker (default: Docker)")
+    command("versions")
     pr = command("prepare")
-    pr.add_argument("--kafka-version", default=D.cluster.kafka_version, help="the Kafka release to fetch")
+    pr.add_argument("--kafka-version", default=D.cluster.kafka_version, help="the Kafka release to fetch: a line "
+                    "(its latest patch) or an exact release")
     pr.add_argument("--kafka-dist", default=None, metavar="PATH", help="an extracted Kafka directory or .tgz to "
                     "use instead (default: KAFKA_HOME if set, else the jars fetched with Maven)")
     pr.add_argument("--base-image", default=None, metavar="IMAGE", help="an existing image to build the node image "

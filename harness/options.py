@@ -9,7 +9,7 @@ import argparse
 import secrets
 
 from core.config import (CLIENTS, JAVA_CLIENTS_DEFAULT, ClusterConfig, ConfigError, NemesisConfig, ProducerConfig,
-                         TestConfig, TopicConfig, WorkloadConfig, java_clients_version)
+                         TestConfig, TopicConfig, WorkloadConfig, exact_kafka_version, java_clients_version)
 from harness import full_load
 
 D = TestConfig()  # every option's default
@@ -48,7 +48,9 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
     c.add_argument("--nodes", type=int, default=D.cluster.nodes, help="brokers, n1..nN")
     c.add_argument("--controllers", type=int, default=D.cluster.controllers,
                    help="dedicated KRaft controllers c1..cK (0, 1, 3 or 5); 0: every node is broker and controller")
-    c.add_argument("--kafka-version", default=D.cluster.kafka_version, help="the Kafka release the nodes run")
+    c.add_argument("--kafka-version", default=D.cluster.kafka_version,
+                   help="the Kafka release the nodes run: a line (3.7 ... 4.4: its latest patch) or an exact release; "
+                        "`kchaos versions` lists them")
     c.add_argument("--kafka-dist", default=None, metavar="PATH",
                    help="an extracted kafka_2.13-3.7.x directory or its .tgz (default: KAFKA_HOME if set, else the "
                         "jars of --kafka-version, fetched with Maven into ~/.cache/kchaos)")
@@ -207,7 +209,7 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                                 linger_ms=load["linger_ms"], max_in_flight=a.max_in_flight,
                                 delivery_timeout_ms=a.delivery_timeout_ms, request_timeout_ms=a.request_timeout_ms,
                                 socket_timeout_ms=a.socket_timeout_ms),
-        cluster=ClusterConfig(nodes=a.nodes, controllers=a.controllers, kafka_version=a.kafka_version,
+        cluster=ClusterConfig(nodes=a.nodes, controllers=a.controllers, kafka_version=exact_kafka_version(a.kafka_version),
                               kafka_dist=a.kafka_dist, base_image=a.base_image, subnet=a.subnet,
                               replica_lag_time_max_ms=a.replica_lag_time_max_ms,
                               broker_session_timeout_ms=a.broker_session_timeout_ms, storage=a.storage,
@@ -215,7 +217,7 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
         workload=WorkloadConfig(kind=a.workload, producers=load["producers"], consumers=a.consumers, rate=a.rate,
                                 txn_isolation=a.txn_isolation, txn_abort_p=a.txn_abort_p, client=a.client,
                                 txn_sub_p=a.txn_sub_p,
-                                client_version=java_clients_version(a.kafka_version) if a.client == "java" else None,
+                                client_version=java_clients_version(exact_kafka_version(a.kafka_version)) if a.client == "java" else None,
                                 in_flight=load["in_flight"], producer_processes=load["producer_processes"],
                                 full_load=load.get("full_load"), consumer_mode=a.consumer_mode,
                                 group_commit=a.group_commit or D.workload.group_commit,

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from checkers import check_path, rejudge_loss
-from core.config import TestConfig, kafka_major
+from core.config import TestConfig, exact_kafka_version, kafka_major
 from core.evidence_files import HISTORY_START_KEY, ISR_FILE
 from core.faults import write_faults
 from core.history import History
@@ -61,6 +61,7 @@ def prepare(kafka_version: str, kafka_dist: str | None = None, base_image: str |
     from workloads.java_build import jdk_problem
 
     console = console or make_console()
+    kafka_version = exact_kafka_version(kafka_version)
     with console.status(f"resolving Kafka {kafka_version}"):
         dist = resolve(kafka_version, kafka_dist)
     if kafka_major(dist.version) >= 4 and jdk_problem() is None:
