@@ -15,6 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.kafka_versions import UnsupportedVersion, line_of
+
 POM = Path(__file__).with_name("kafka-pom.xml")
 COMPLETE = ".complete"
 
@@ -54,6 +56,15 @@ def resolve(version: str, kafka_dist: str | None = None) -> KafkaDist:
     if user:
         return _from_user(Path(user).expanduser())
     return _from_maven(version)
+
+
+def tools_version(version: str) -> str:
+    """The release whose kafka-tools goes beside Kafka `version`: its own, unless its line's entry in
+    core.kafka_versions names the nearest release that works."""
+    try:
+        return line_of(version).tools_version or version
+    except UnsupportedVersion:
+        return version
 
 
 def cached_versions() -> set[str]:
@@ -121,7 +132,7 @@ def _from_maven(version: str) -> KafkaDist:
     with tempfile.TemporaryDirectory() as tmp:
         pom = Path(tmp) / "pom.xml"
         shutil.copy(POM, pom)
-        cmd = ["mvn", "-q", "-B", "-f", str(pom), f"-Dkafka.version={version}",
+        cmd = ["mvn", "-q", "-B", "-f", str(pom), f"-Dkafka.version={version}", f"-Dtools.version={tools_version(version)}",
                "dependency:copy-dependencies", f"-DoutputDirectory={libs}", "-DincludeScope=runtime"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0 or not (libs / f"kafka_2.13-{version}.jar").exists():

@@ -157,3 +157,29 @@ def test_the_node_scripts_carry_both_logging_configurations():
         assert name in SCRIPTS and (NODE_DIR / name).is_file()
         assert name in (NODE_DIR / "Dockerfile").read_text()
     assert "${sys:kafka.logs.dir}" in (NODE_DIR / "log4j2.properties").read_text()
+
+
+def test_maven_fetches_the_tools_the_line_names(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from clusters import distribution
+    from core import kafka_versions
+
+    seen = []
+
+    def mvn(cmd, **kw):
+        seen.append(cmd)
+        return subprocess.CompletedProcess(cmd, 1, "", "no network in a unit test")
+
+    monkeypatch.setenv("KCHAOS_CACHE", str(tmp_path))
+    monkeypatch.setattr(distribution.shutil, "which", lambda name: "/usr/bin/mvn")
+    monkeypatch.setattr(distribution.subprocess, "run", mvn)
+    with pytest.raises(distribution.DistributionError):
+        distribution.resolve("4.3.1")
+    assert "-Dkafka.version=4.3.1" in seen[-1] and "-Dtools.version=4.3.1" in seen[-1]
+    lines = tuple(replace(x, tools_version="4.2.2") if x.line == "4.3" else x for x in LINES)
+    monkeypatch.setattr(kafka_versions, "LINES", lines)
+    with pytest.raises(distribution.DistributionError):
+        distribution.resolve("4.3.1")
+    assert "-Dtools.version=4.2.2" in seen[-1]
+    assert tools_record("4.3.1")["tools_version"] == "4.2.2"
