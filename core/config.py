@@ -108,8 +108,8 @@ class WorkloadConfig:
     consumer_mode: str = "assign"
     group_commit: str = "sync"
     group_protocol: str = "classic"
-    # The client library of the txn workload: "python" (librdkafka) or "java" (workloads/java_txn.py), and for java
-    # the version of its kafka-clients jar (4.x: KIP-890 transactions).
+    # The client library of the txn and copy workloads: "python" (librdkafka) or "java" (workloads/java_txn.py,
+    # workloads/java_copier.py), and for java the version of its kafka-clients jar (4.x: KIP-890 transactions).
     client: str = "python"
     client_version: str | None = None
     # The copy workload (workloads/copy.py): values in its input topic (0: --rate x --time-limit), whether the input

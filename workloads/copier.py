@@ -10,7 +10,8 @@ one `copy` op (docs/history.md): `ok` committed, `fail` certainly not committed 
 commit), `info` unknown (the commit ended in an error). After an abortable error the copier aborts and seeks
 back to the group's committed offsets; after any other error, or a failed abort, the session ends and a new
 one (new consumer, new producer, same transactional.id) takes over. Rebalances are recorded as `assign` and
-`revoke` ops; a batch polled across a rebalance is dropped and the copier seeks back to the committed offsets.
+`revoke` ops (the callbacks a poll ran, in order, when it returns); a batch polled across a rebalance is dropped
+and the copier seeks back to the committed offsets.
 
 The session's steps run on a CopierClient: librdkafka's (workloads/copier_rdkafka.py) or, with `--client java`,
 the Kafka Java client's in the JVM (workloads/java_copier.py). The session here records the history and applies

@@ -43,7 +43,7 @@ class JavaProgram:
     clients_version: str
 
     def command(self) -> list[str]:
-        """The command line that starts the client; it then reads requests on stdin (workloads/java_txn.py)."""
+        """The command line that starts the client; it then reads requests on stdin (workloads/java_client.py)."""
         return [self.java, "-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                 "-cp", f"{self.classes}:{self.libs}/*", MAIN_CLASS]
 
