@@ -102,7 +102,7 @@ def preflight(cfg: TestConfig) -> TestConfig:
 
 
 def java_client(version: str, kafka_dist: str | None = None) -> JavaProgram:
-    """The Java txn client compiled against kafka-clients `version` (the distribution cache's jars of that Kafka
+    """The Java client (txn, copy) compiled against kafka-clients `version` (the distribution cache's jars of that Kafka
     release; `kafka_dist` when it is that release), cached; DistributionError when it cannot be had."""
     dist = resolve(version, kafka_dist) if kafka_dist else None
     libs = dist.libs if dist is not None and dist.version == version else resolve(version).libs

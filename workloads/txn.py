@@ -50,7 +50,7 @@ from workloads.txn_consumer import TxnConsumer
 
 if TYPE_CHECKING:
     from workloads.java_build import JavaProgram
-    from workloads.java_txn import JavaTxnProcess
+    from workloads.java_client import JavaProcess
 
 log = logging.getLogger("kchaos.txn")
 
@@ -94,7 +94,7 @@ class TxnWorkload:
 
     def __init__(self, cfg: TestConfig, java: "JavaProgram | None" = None):
         self.cfg, self.java = cfg, java
-        self._jvm: "JavaTxnProcess | None" = None
+        self._jvm: "JavaProcess | None" = None
         self.topic = cfg.topic.name
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -117,8 +117,9 @@ class TxnWorkload:
         self._stop.clear()
         make: Callable[..., TxnClient] = TxnClient
         if self.java is not None:
-            from workloads.java_txn import JavaTxnClient, JavaTxnProcess
-            self._jvm = JavaTxnProcess(self.java)
+            from workloads.java_client import JavaProcess
+            from workloads.java_txn import JavaTxnClient
+            self._jvm = JavaProcess(self.java)
             self._jvm.features(cluster.bootstrap())
             make = lambda *a: JavaTxnClient(*a, jvm=self._jvm)  # noqa: E731
         for p in range(self.cfg.workload.producers):

@@ -13,7 +13,9 @@
 //        -> {"p":0,"type":"ok|fail|info","value":[completed micro-ops],"error":..,"polled":n,"producer":bool}
 //   {"p":0,"op":"close"}                           -> {"p":0,"ok":true}
 //   {"p":-1,"op":"features","bootstrap":".."}      -> {"p":-1,"ok":true,"finalized":{"transaction.version":2,..}}
-// End of stdin closes every process's clients and exits. Kafka's own logging goes to stderr.
+//   {"p":0,"op":"copier.<step>",..}                -> the copy workload's copier steps: KchaosCopier.java
+// End of stdin closes every process's clients (and the copiers' abandoned ones) and exits. Kafka's own logging
+// goes to stderr.
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -91,6 +93,73 @@ public final class KchaosTxnClient {
         return e.getClass().getSimpleName() + (e.getMessage() == null ? "" : ": " + e.getMessage());
     }
 
+    /** A transactional producer with `props` (its transactional.id) after initTransactions, which fences every
+     *  earlier producer of that id; the exception of a failed init, the producer closed. */
+    static KafkaProducer<String, String> initialized(Map<String, Object> props) {
+        KafkaProducer<String, String> fresh = new KafkaProducer<>(props);
+        try {
+            fresh.initTransactions();
+            return fresh;
+        } catch (RuntimeException e) {
+            fresh.close(Duration.ZERO);
+            throw e;
+        }
+    }
+
+    /** Abort the transaction of `producer` after `e` when `e` allows it; true if the abort was confirmed. False
+     *  means the caller must drop the producer: the next one with its transactional.id fences it. */
+    static boolean abort(KafkaProducer<String, String> producer, RuntimeException e, String who) {
+        if (producer == null) return false;
+        boolean fatal = e instanceof ProducerFencedException || e instanceof OutOfOrderSequenceException
+            || e instanceof AuthorizationException || e instanceof UnsupportedVersionException;
+        // A timed-out call must be retried before any other (abortTransaction then fails, or waits out its own
+        // timeout against the same unreachable coordinator): as librdkafka's retriable errors, it drops the producer.
+        boolean retriable = e instanceof RetriableException || e instanceof IllegalStateException;
+        if (!fatal && !retriable) {
+            try {
+                producer.abortTransaction();
+                return true;
+            } catch (RuntimeException again) {
+                System.err.println(who + ": abort failed: " + describe(again));
+            }
+        }
+        return false;
+    }
+
+    /** Close `consumer` (null: nothing) within `timeout`, its errors only logged. */
+    @SuppressWarnings("deprecation")  // close(CloseOptions) replaces it only from kafka-clients 4.1
+    static void closeConsumer(KafkaConsumer<byte[], byte[]> consumer, Duration timeout) {
+        if (consumer == null) return;
+        try {
+            consumer.close(timeout);
+        } catch (RuntimeException e) {
+            System.err.println("closing a consumer: " + describe(e));
+        }
+    }
+
+    /** The Java client's settings from a request's JSON object of strings. */
+    static Map<String, Object> props(JsonNode obj) {
+        Map<String, Object> m = new HashMap<>();
+        for (Map.Entry<String, JsonNode> e : obj.properties()) m.put(e.getKey(), e.getValue().asText());
+        return m;
+    }
+
+    /** A producer's settings from a request's JSON object, with the serializers of the values kchaos writes. */
+    static Map<String, Object> producerProps(JsonNode obj) {
+        Map<String, Object> m = props(obj);
+        m.put("key.serializer", StringSerializer.class.getName());
+        m.put("value.serializer", StringSerializer.class.getName());
+        return m;
+    }
+
+    /** A consumer with the settings of a request's JSON object, reading raw bytes (decode makes them values). */
+    static KafkaConsumer<byte[], byte[]> consumer(JsonNode obj) {
+        Map<String, Object> m = props(obj);
+        m.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        m.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        return new KafkaConsumer<>(m);
+    }
+
     /** One logical process of the workload: its own producer (transactional.id) and consumer. */
     static final class Proc {
         final int p;
@@ -98,6 +167,7 @@ public final class KchaosTxnClient {
         Map<String, Object> producerProps;
         KafkaProducer<String, String> producer;
         KafkaConsumer<byte[], byte[]> consumer;
+        KchaosCopier copier;  // the copy workload's copier slot p, made by its first copier.* request
         String topic;
         int partitions;
         long timeoutMs;
@@ -109,7 +179,12 @@ public final class KchaosTxnClient {
         ObjectNode handle(JsonNode req) {
             ObjectNode r = JSON.createObjectNode().put("p", p);
             try {
-                switch (req.get("op").asText()) {
+                String op = req.get("op").asText();
+                if (op.startsWith("copier.")) {
+                    if (copier == null) copier = new KchaosCopier(p);
+                    return copier.handle(op.substring("copier.".length()), req, r);
+                }
+                switch (op) {
                     case "open": open(req); return r.put("ok", true);
                     case "init": return init(r);
                     case "txn": return transact(req, r);
@@ -137,23 +212,12 @@ public final class KchaosTxnClient {
             }
         }
 
-        static Map<String, Object> props(JsonNode obj) {
-            Map<String, Object> m = new HashMap<>();
-            for (Map.Entry<String, JsonNode> e : obj.properties()) m.put(e.getKey(), e.getValue().asText());
-            return m;
-        }
-
         void open(JsonNode req) {
             topic = req.get("topic").asText();
             partitions = req.get("partitions").asInt();
             timeoutMs = req.get("timeout_ms").asLong();
-            producerProps = props(req.get("producer"));
-            producerProps.put("key.serializer", StringSerializer.class.getName());
-            producerProps.put("value.serializer", StringSerializer.class.getName());
-            Map<String, Object> cp = props(req.get("consumer"));
-            cp.put("key.deserializer", ByteArrayDeserializer.class.getName());
-            cp.put("value.deserializer", ByteArrayDeserializer.class.getName());
-            consumer = new KafkaConsumer<>(cp);
+            producerProps = producerProps(req.get("producer"));
+            consumer = consumer(req.get("consumer"));
             List<TopicPartition> tps = new ArrayList<>();
             for (int i = 0; i < partitions; i++) tps.add(new TopicPartition(topic, i));
             consumer.assign(tps);
@@ -163,13 +227,10 @@ public final class KchaosTxnClient {
         /** A fresh producer with this process's transactional.id; initTransactions fences any earlier one. */
         ObjectNode init(ObjectNode r) {
             drop();
-            KafkaProducer<String, String> fresh = new KafkaProducer<>(producerProps);
             try {
-                fresh.initTransactions();
-                producer = fresh;
+                producer = initialized(producerProps);
                 return r.put("ok", true);
             } catch (RuntimeException e) {
-                fresh.close(Duration.ZERO);
                 return r.put("ok", false).put("error", describe(e));
             }
         }
@@ -181,13 +242,11 @@ public final class KchaosTxnClient {
             }
         }
 
-        @SuppressWarnings("deprecation")  // close(CloseOptions) replaces it only from kafka-clients 4.1
         void close() {
             drop();
-            if (consumer != null) {
-                consumer.close(Duration.ofSeconds(5));
-                consumer = null;
-            }
+            closeConsumer(consumer, Duration.ofSeconds(5));
+            consumer = null;
+            if (copier != null) copier.closeAll();
         }
 
         /** Run the micro-ops in one transaction: workloads/txn.py's TxnClient.transact, on the Java client. */
@@ -257,23 +316,10 @@ public final class KchaosTxnClient {
             }
         }
 
-        /** Abort after an error that requires it; true if the abort was confirmed. Otherwise the producer is
-         *  dropped, and the next op's producer (same transactional.id) fences it. */
+        /** Abort after an error that requires it (KchaosTxnClient.abort); true if the abort was confirmed.
+         *  Otherwise the producer is dropped, and the next op's producer (same transactional.id) fences it. */
         boolean abortAfter(RuntimeException e) {
-            if (producer == null) return false;
-            boolean fatal = e instanceof ProducerFencedException || e instanceof OutOfOrderSequenceException
-                || e instanceof AuthorizationException || e instanceof UnsupportedVersionException;
-            // A timed-out call must be retried before any other (abortTransaction then fails, or waits out its own
-            // timeout against the same unreachable coordinator): as librdkafka's retriable errors, it drops the producer.
-            boolean retriable = e instanceof RetriableException || e instanceof IllegalStateException;
-            if (!fatal && !retriable) {
-                try {
-                    producer.abortTransaction();
-                    return true;
-                } catch (RuntimeException again) {
-                    System.err.println("process " + p + ": abort failed: " + describe(again));
-                }
-            }
+            if (abort(producer, e, "process " + p)) return true;
             drop();
             return false;
         }
@@ -284,14 +330,15 @@ public final class KchaosTxnClient {
             if (error != null) r.put("error", error);
             return r.put("producer", producer != null);
         }
+    }
 
-        static long decode(byte[] raw) {
-            if (raw == null) return UNDECODABLE;
-            try {
-                return Long.parseLong(new String(raw, StandardCharsets.UTF_8).strip());
-            } catch (NumberFormatException e) {
-                return UNDECODABLE;
-            }
+    /** The integer value a kchaos producer wrote, or UNDECODABLE. */
+    static long decode(byte[] raw) {
+        if (raw == null) return UNDECODABLE;
+        try {
+            return Long.parseLong(new String(raw, StandardCharsets.UTF_8).strip());
+        } catch (NumberFormatException e) {
+            return UNDECODABLE;
         }
     }
 }
