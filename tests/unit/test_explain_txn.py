@@ -234,3 +234,15 @@ def test_a_g1a_on_kafka_4_1_is_read_from_the_json_form_of_the_coordinators_log(t
     assert story.previous.index == 34
     assert story.client_log[-1]["text"].startswith("process 4: abort failed: KafkaError{FATAL,code=INVALID_TXN_STATE")
     assert "716 ms after value 40" in story.cause and "value 34 was never written" in story.cause
+
+
+def test_report_html_shows_why_each_transaction_broke(torn_run):
+    from reports.run_report import write_report
+
+    explain_txn(torn_run, libs=Path("/x"), dumper=recorded_dumper(TORN))
+    html = write_report(torn_run).read_text()
+    why = html[html.index("<h2>Why, from Kafka's files</h2>"):html.index("<h2>Example cycles</h2>")]
+    assert "2 anomalous transactions (torn_transaction 1, G1a 1)" in why
+    assert "committed in part" in why and "committed by a later transaction" in why
+    assert 'href="#op-407"' in why  # the torn transaction's lines are quoted in the page: linked
+    assert "value 231: never written" in why  # the facts, behind a details element
