@@ -3,6 +3,7 @@ explained end to end from a real run's files (tests/unit/data/evidence/txn-torn-
 3.7.2 in txn-delayed-endtxn, its DumpLogSegments output reduced; see the README there)."""
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,19 +14,12 @@ from harness.console import txn_console_lines
 from reports.explain_txn import explain_txn, is_txn_run, load_txn_explanation
 from reports.explain_txn_text import txn_lines
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_evidence import _sections  # noqa: E402 - one reader of recorded DumpLogSegments output
+
 DATA = Path(__file__).parent / "data" / "evidence"
 TORN = DATA / "txn-torn-3.7.2"
 TID = "kchaos-2019905031-txn-3"
-
-
-def _sections(text: str, files) -> list[str]:
-    out, on = [], False
-    for line in text.splitlines():
-        if line.startswith("Dumping "):
-            on = line[len("Dumping "):] in files
-        if on:
-            out.append(line)
-    return out
 
 
 def recorded_dumper(fixture: Path, calls: list | None = None):
