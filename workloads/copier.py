@@ -27,11 +27,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 
 from core.config import TestConfig
 from core.history import History
+from workloads.rebalance import Rebalance
 
 log = logging.getLogger("kchaos.copier")
 
@@ -63,17 +63,6 @@ class TxnFailed(Exception):
     def __init__(self, error: str, committing: bool, aborted: bool):
         super().__init__(error)
         self.committing, self.aborted = committing, aborted
-
-
-@dataclass(frozen=True)
-class Rebalance:
-    """A rebalance callback seen during a poll: `f` assign or revoke, the input partitions, the generation
-    (the member's epoch under KIP-848), and `lost` for a lost assignment."""
-
-    f: str
-    partitions: list[int]
-    generation: int | None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class CopierClient(Protocol):
@@ -281,6 +270,7 @@ class _Session:
     def _rebalance(self, ev: Rebalance) -> None:
         if ev.f == "assign":
             self.generation = ev.generation
-        fields = {"topic": self.c.input_topic, "partitions": ev.partitions, "generation": ev.generation, **ev.extra}
+        fields = {"topic": self.c.input_topic, "partitions": ev.partitions, "generation": ev.generation,
+                  **({"lost": True} if ev.lost else {})}
         op = self.h.invoke(self.p, ev.f, **fields)
         self.h.complete(op, "ok", **fields)

@@ -5,14 +5,12 @@ callbacks, which run inside `consume`, are kept and handed to the session with t
 """
 from __future__ import annotations
 
-from typing import Any
-
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Producer, TopicPartition
 
 from core.config import TestConfig, txn_timeout_ms
 from workloads.clients import make_group_consumer, make_producer, to_records
-from workloads.copier import ClientError, Rebalance, TxnFailed, copy_group
-from workloads.rebalance import drop, generation_of, leave
+from workloads.copier import ClientError, TxnFailed, copy_group
+from workloads.rebalance import Rebalance, drop, leave, subscribe
 
 
 def _text(e: Exception) -> str:
@@ -40,9 +38,9 @@ class RdkafkaCopierClient:
         self.producer = producer
 
     def subscribe(self, topic: str) -> None:
-        """Subscribe to `topic` with the rebalance callbacks."""
-        self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                on_lost=self._on_lost)
+        """Subscribe to `topic`; the rebalance callbacks a consume serves are kept for its poll (workloads/rebalance.py
+        `subscribe`), those its close serves are not."""
+        subscribe(self.consumer, topic, self._seen, live=lambda: self._events is not None)
 
     def poll(self, max_records: int, timeout: float) -> tuple[list[list[int]], list[Rebalance]]:
         """One consume of up to `max_records` within `timeout` seconds, and its rebalances."""
@@ -121,17 +119,6 @@ class RdkafkaCopierClient:
         del self.consumer  # the client is never used again: leave the list the only reference
         drop(consumers)
 
-    # --- rebalance callbacks (run inside consume or close, on the copier's thread) ------------------------------
-    def _rebalance(self, f: str, partitions: list[TopicPartition], **extra: Any) -> None:
+    def _seen(self, r: Rebalance) -> None:
         if self._events is not None:
-            self._events.append(Rebalance(f, sorted(tp.partition for tp in partitions),
-                                          generation_of(self.consumer), extra))
-
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._rebalance("assign", partitions)
-
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._rebalance("revoke", partitions)
-
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._rebalance("revoke", partitions, lost=True)
+            self._events.append(r)

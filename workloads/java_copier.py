@@ -11,7 +11,8 @@ import logging
 from typing import Any
 
 from core.config import TestConfig
-from workloads.copier import ClientError, Rebalance, TxnFailed, copy_group
+from workloads.copier import ClientError, TxnFailed, copy_group
+from workloads.rebalance import Rebalance
 from workloads.java_client import JavaClientError, JavaProcess, group_consumer_props, producer_props
 
 log = logging.getLogger("kchaos.copier.java")
@@ -19,8 +20,7 @@ log = logging.getLogger("kchaos.copier.java")
 
 def rebalances(events: list[dict[str, Any]]) -> list[Rebalance]:
     """The poll reply's rebalance events as the session's Rebalance values, in order."""
-    return [Rebalance(e["f"], sorted(e["partitions"]), e.get("generation"),
-                      {"lost": True} if e.get("lost") else {}) for e in events]
+    return [Rebalance(e["f"], sorted(e["partitions"]), e.get("generation"), bool(e.get("lost"))) for e in events]
 
 
 class JavaCopierClient:

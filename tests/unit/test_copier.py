@@ -13,7 +13,8 @@ from core.config import TestConfig
 from core.history import History, read_history
 from harness.cli import build_parser
 from harness.options import config_from_args
-from workloads.copier import ClientError, Copier, Rebalance, TxnFailed, _Session
+from workloads.copier import ClientError, Copier, TxnFailed, _Session
+from workloads.rebalance import Rebalance
 from workloads.java_client import MAX_POLL_INTERVAL_MS, JavaProcess, group_consumer_props
 from workloads.java_copier import JavaCopierClient, rebalances
 
@@ -102,7 +103,7 @@ def test_a_copy_commits_its_batch_with_its_offsets_and_generation(tmp_path):
 
 
 def test_a_batch_polled_across_a_rebalance_is_not_copied_but_rewound(tmp_path):
-    lost = Rebalance("revoke", [1], 3, {"lost": True})
+    lost = Rebalance("revoke", [1], 3, lost=True)
     ops = session(tmp_path, Script([([[1, 5, 7]], [lost])]))
     assert [(o["f"], o["type"]) for o in ops][2:] == [("revoke", "ok"), ("rewind", "ok")]
     assert ops[2]["lost"] is True and ops[3]["offsets"] == [[0, -2]]
@@ -160,7 +161,7 @@ def test_the_java_copier_is_a_classic_group_member_that_polls_a_transaction_at_a
 def test_the_jvm_s_rebalance_events_become_the_session_s():
     assert rebalances([{"f": "assign", "partitions": [2, 0], "generation": 4},
                        {"f": "revoke", "partitions": [], "generation": 4, "lost": True}]) == [
-        Rebalance("assign", [0, 2], 4), Rebalance("revoke", [], 4, {"lost": True})]
+        Rebalance("assign", [0, 2], 4), Rebalance("revoke", [], 4, lost=True)]
 
 
 def test_the_jvm_answers_every_copier_step_on_its_pipe(program):
