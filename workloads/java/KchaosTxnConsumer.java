@@ -82,7 +82,12 @@ final class KchaosTxnConsumer {
             ObjectNode ev = events.addObject().put("f", f);
             ArrayNode ps = ev.putArray("partitions");
             parts.stream().map(TopicPartition::partition).sorted().forEach(ps::add);
-            ev.put("generation", member.groupMetadata().generationId());
+            try {
+                ev.put("generation", member.groupMetadata().generationId());
+            } catch (RuntimeException e) {  // thrown here, it would fail the poll the callback runs in
+                System.err.println("a rebalance's generation: " + KchaosTxnClient.describe(e));
+                ev.putNull("generation");
+            }
             if (lost) ev.put("lost", true);
         }
 
