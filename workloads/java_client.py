@@ -146,7 +146,7 @@ class JavaProcess:
         return reply
 
     def notify(self, process: int, request: dict[str, Any]) -> None:
-        """Send `request` for `process` without waiting: the JVM answers it not (a "crash"); JavaClientError when
+        """Send `request` for `process` without waiting, for one the JVM does not answer (a "crash"); JavaClientError when
         the JVM is gone."""
         self._send({"p": process, **request})
 
