@@ -146,8 +146,8 @@ class JavaProcess:
         return reply
 
     def notify(self, process: int, request: dict[str, Any]) -> None:
-        """Send `request` for `process` without waiting, for one the JVM does not answer (a "crash"); JavaClientError when
-        the JVM is gone."""
+        """Send `request` for `process` without waiting, for one the JVM does not answer (a "crash");
+        JavaClientError when the JVM is gone."""
         self._send({"p": process, **request})
 
     def _send(self, request: dict[str, Any]) -> None:
