@@ -297,11 +297,8 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
            f"--group-protocol must be one of {', '.join(GROUP_PROTOCOLS)}; got {w.group_protocol!r}")
     _check(isinstance(w.txn_sub_p, (int, float)) and not isinstance(w.txn_sub_p, bool)
            and 0 <= w.txn_sub_p < 1, f"--txn-sub-p must be a fraction in [0, 1), got {w.txn_sub_p!r}")
-    _check(not w.txn_sub_p or (w.kind == "txn" and w.client == "python"),
-           "--txn-sub-p applies to --workload txn on --client python only")
+    _check(not w.txn_sub_p or w.kind == "txn", "--txn-sub-p applies to --workload txn only")
     if w.consumer_mode == "subscribe":
-        _check(w.kind == "queue" or w.client == "python",
-               "--consumer-mode subscribe with --workload txn runs on --client python only")
         _check(w.kind == "txn" or w.consumers >= 1, "--consumer-mode subscribe needs --consumers >= 1")
         _check(w.group_protocol != "consumer" or kafka_major(c.kafka_version) >= 4,
                f"--group-protocol consumer (KIP-848) needs Kafka 4.0 or later, not --kafka-version {c.kafka_version}")

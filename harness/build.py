@@ -78,8 +78,6 @@ def preflight(cfg: TestConfig) -> TestConfig:
         raise ConfigError(f"unknown workload {cfg.workload.kind!r}; known: {', '.join(sorted(WORKLOADS))}")
     validate(cfg, lambda spec: _check_nemesis(spec, cfg.topic.partitions))
     clients = [s for s in cfg.nemesis.names if s != "none" and s != "mix" and nemeses.split(s)[0].needs_workload]
-    if clients and cfg.workload.kind == "txn" and cfg.workload.client != "python":
-        raise ConfigError(f"--nemesis {clients[0]} crashes txn processes of --client python only")
     if clients and cfg.workload.kind not in ("txn", "copy") and cfg.workload.consumer_mode != "subscribe":
         raise ConfigError(f"--nemesis {clients[0]} crashes group members: it needs --consumer-mode subscribe "
                           "(or --workload txn or copy)")

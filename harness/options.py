@@ -131,7 +131,7 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
     p.add_argument("--txn-abort-p", type=float, default=D.workload.txn_abort_p, metavar="P",
                    help="--workload txn: the share of transactions aborted on purpose")
     p.add_argument("--txn-sub-p", type=float, default=D.workload.txn_sub_p, metavar="P",
-                   help="--workload txn (python): the share of ops that are, as Jepsen's sub-p, an assign (a random "
+                   help="--workload txn: the share of ops that are, as Jepsen's sub-p, an assign (a random "
                         "subset of partitions) or a subscribe instead of a transaction (default 0)")
     p.add_argument("--txn-size", type=int, default=D.workload.txn_size, metavar="N",
                    help="--workload copy: input records each copy transaction holds at most")

@@ -73,18 +73,22 @@ def consumer_props(bootstrap: str, client_id: str, isolation: str, timeout_ms: i
     }.items()}
 
 
-def group_consumer_props(bootstrap: str, client_id: str, group: str, max_records: int,
-                         timeout_ms: int) -> dict[str, str]:
-    """The settings of a Java group member: workloads/clients.py's make_group_consumer for the classic protocol
-    without auto-commit, at read_committed, each poll returning at most `max_records` records."""
-    return {**consumer_props(bootstrap, client_id, "read_committed", timeout_ms), **{k: str(v) for k, v in {
+def group_consumer_props(bootstrap: str, client_id: str, group: str, max_records: int, timeout_ms: int, *,
+                         protocol: str = "classic", isolation: str = "read_committed") -> dict[str, str]:
+    """The settings of a Java group member: workloads/clients.py's make_group_consumer without auto-commit, at
+    `isolation`, each poll returning at most `max_records` records. `protocol` is group.protocol: classic, or
+    consumer (KIP-848), whose timeouts the broker sets (the Java client refuses them set)."""
+    props = {**consumer_props(bootstrap, client_id, isolation, timeout_ms), **{k: str(v) for k, v in {
         "group.id": group,
-        "group.protocol": "classic",
+        "group.protocol": protocol,
         "max.poll.records": max_records,
         "heartbeat.interval.ms": 1000,
-        # A member that stops polling (a crashed copier) leaves the group within seconds, as librdkafka's does.
+        # A member that stops polling (a crashed client) leaves the group within seconds, as librdkafka's does.
         "max.poll.interval.ms": MAX_POLL_INTERVAL_MS,
     }.items()}}
+    if protocol != "classic":
+        del props["heartbeat.interval.ms"], props["session.timeout.ms"]
+    return props
 
 
 class JavaProcess:
@@ -131,14 +135,7 @@ class JavaProcess:
         """Send `request` for `process` and wait for its reply; JavaClientError when the JVM is gone or silent for
         `timeout` seconds."""
         q = self._queue(process)
-        line = json.dumps({"p": process, **request}, separators=(",", ":")) + "\n"
-        try:
-            with self._write:
-                assert self.proc.stdin is not None
-                self.proc.stdin.write(line)
-                self.proc.stdin.flush()
-        except (BrokenPipeError, ValueError, OSError) as e:
-            raise JavaClientError(f"the Java client is gone (exit {self.proc.poll()}): {e}") from None
+        self._send({"p": process, **request})
         try:
             reply = q.get(timeout=timeout)
         except queue.Empty:
@@ -147,6 +144,21 @@ class JavaProcess:
             q.put(CLOSED)  # every later call of this process sees it too
             raise JavaClientError(f"the Java client exited ({self.proc.poll()})")
         return reply
+
+    def notify(self, process: int, request: dict[str, Any]) -> None:
+        """Send `request` for `process` without waiting, for one the JVM does not answer (a "crash");
+        JavaClientError when the JVM is gone."""
+        self._send({"p": process, **request})
+
+    def _send(self, request: dict[str, Any]) -> None:
+        line = json.dumps(request, separators=(",", ":")) + "\n"
+        try:
+            with self._write:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write(line)
+                self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError) as e:
+            raise JavaClientError(f"the Java client is gone (exit {self.proc.poll()}): {e}") from None
 
     def features(self, bootstrap: str) -> dict[str, int] | None:
         """The cluster's finalized feature levels (transaction.version 2: KIP-890's transactions), None if the

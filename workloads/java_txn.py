@@ -1,19 +1,36 @@
 """The txn workload on the Kafka Java client (`--client java`): one JVM runs every process's transactions.
 
-Each process's thread (TxnClient's loop) draws its transactions from --seed
-and records invoke and completion in the history as it does on librdkafka;
-only the transaction itself runs in the JVM (workloads/java_client.py's
-pipe). The JVM applies TxnClient.transact's rules for ok, fail and info, so a
-history does not say which client ran.
+Each process's thread (TxnClient's loop) draws its transactions and sub-p ops
+from --seed and records invoke and completion in the history as it does on
+librdkafka; only the client calls run in the JVM (workloads/java_client.py's
+pipe). The JVM applies TxnClient.transact's rules for ok, fail and info, and
+the consumer's rebalances come back as events the harness records as the same
+`rebalance` lines (workloads/java_txn_consumer.py), so a history does not say
+which client ran.
+
+crash-client: `crash` tells the JVM at once (a request it reads as it
+arrives, not queued behind the transaction in progress), and the JVM cuts the
+transaction at its next return from the client (between two micro-ops, before
+the commit, or as the commit returns) with TxnClient's outcomes. The process
+then has the JVM abandon its producer and consumer: kept unclosed until the
+JVM exits, no abort, no LeaveGroup. Unlike librdkafka's, the Java producer
+cannot purge what it holds: it is simply never used again, so sends of the
+cut transaction still queued in it may reach a broker after the crash, inside
+a transaction that never commits (the next producer's initTransactions fences
+its epoch and aborts it). After `restart_after` seconds a new consumer and,
+at the next op, a new producer with the same transactional.id start in the
+JVM.
 """
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Callable
 
 from core.config import TestConfig
 from core.history import History
-from workloads.java_client import JavaClientError, JavaProcess, consumer_props, producer_props
+from workloads.java_client import JavaClientError, JavaProcess, producer_props
+from workloads.java_txn_consumer import JavaTxnConsumer
 from workloads.txn import TxnClient
 
 log = logging.getLogger("kchaos.txn.java")
@@ -29,26 +46,45 @@ class JavaTxnClient(TxnClient):
         self.has_producer = False
         # A reply is due within the client's own timeouts (init, flush, commit, abort: each the delivery timeout).
         self.deadline = 5 * self.timeout + 30
+        self.reader = JavaTxnConsumer(cfg, bootstrap, history, process, call=self._call)
+        self._crashing = threading.Lock()  # a crash's notice to the JVM and its event, as one
 
     def _call(self, op: str, **request: Any) -> dict[str, Any]:
         return self.jvm.call(self.process, {"op": op, **request}, self.deadline)
 
     def open(self) -> None:
-        """Open this process in the JVM: its consumer, assigned every partition from offset 0."""
-        timeout_ms = self.cfg.producer.delivery_timeout_ms
-        reply = self._call("open", topic=self.topic, partitions=self.partitions, timeout_ms=timeout_ms,
-                           producer=producer_props(self.bootstrap, self.cfg.producer, self.txn_id),
-                           consumer=consumer_props(self.bootstrap, f"txn{self.process}",
-                                                   self.cfg.workload.txn_isolation, timeout_ms))
+        """Open this process in the JVM, then its consumer (assigned every partition from offset 0, or a member
+        of the run's group)."""
+        reply = self._call("open", topic=self.topic, partitions=self.partitions,
+                           timeout_ms=self.cfg.producer.delivery_timeout_ms,
+                           producer=producer_props(self.bootstrap, self.cfg.producer, self.txn_id))
         if not reply.get("ok"):
             raise JavaClientError(f"process {self.process}: open failed: {reply.get('error')}")
+        self.reader.start()
 
     def close(self) -> None:
-        """Close this process's producer and consumer in the JVM (if it still runs)."""
+        """Close this process's producer and consumer in the JVM (if it still runs), recording a member's
+        revocation."""
         try:
-            self._call("close")
+            self.reader.close()
         except JavaClientError as e:
             log.info("process %d: close: %s", self.process, e)
+
+    def crash(self, restart_after: float) -> None:
+        """Crash this process at its next return from the client (the module doc)."""
+        # The JVM first: once the loop sees the crash, its `abandon` must reach the JVM after this.
+        with self._crashing:
+            try:
+                self.jvm.notify(self.process, {"op": "crash"})
+            except JavaClientError as e:
+                log.info("process %d: crash: %s", self.process, e)
+            super().crash(restart_after)
+
+    def abandon(self) -> None:
+        """Have the JVM keep the producer and consumer unclosed until it exits (no purge: the module doc)."""
+        self._call("abandon")
+        self.has_producer = False
+        self.reader.abandon()
 
     def ready(self) -> bool:
         """Whether the JVM holds a producer for the next transaction."""
@@ -63,11 +99,16 @@ class JavaTxnClient(TxnClient):
         return self.has_producer
 
     def transact(self, mops: list[list[Any]], abort: bool) -> tuple[str, list[list[Any]], str | None]:
-        """Run `mops` in one transaction in the JVM; return the op's type, its completed micro-ops and the error."""
-        reply = self._call("txn", mops=mops, abort=abort)
+        """Run `mops` in one transaction in the JVM, its rebalances recorded; return the op's type, its completed
+        micro-ops and the error."""
+        reply = self._call("txn", mops=mops, abort=abort, offsets=self.reader.commits_offsets())
+        self.reader.record(reply.get("events") or [])
         if "type" not in reply:
             raise JavaClientError(f"process {self.process}: txn failed: {reply.get('error')}")
         self.has_producer = bool(reply.get("producer"))
         if reply.get("polled"):
             self.count("polled", int(reply["polled"]))
+        if reply.get("crashed"):
+            with self._crashing:  # the JVM may reply before `crash` has set the event: wait for it (a no-op then)
+                self._crash.set()
         return reply["type"], reply["value"], reply.get("error")

@@ -176,15 +176,9 @@ final class KchaosCopier implements ConsumerRebalanceListener {
     }
 
     /** At exit: the session, then what crashes abandoned, each given little time (the run is over). */
-    @SuppressWarnings("unchecked")
     void closeAll() {
         close();
-        for (AutoCloseable c : abandoned) {
-            if (c instanceof KafkaConsumer) KchaosTxnClient.closeConsumer((KafkaConsumer<byte[], byte[]>) c,
-                                                                         Duration.ofSeconds(1));
-            else ((KafkaProducer<String, String>) c).close(Duration.ZERO);
-        }
-        abandoned.clear();
+        KchaosTxnClient.closeAbandoned(abandoned);
     }
 
     static List<TopicPartition> sorted(Collection<TopicPartition> tps) {

@@ -6,12 +6,21 @@
 // concurrently and each runs one request at a time, in order. The outcome rules are workloads/txn.py's.
 //
 // Requests and replies:
-//   {"p":0,"op":"open","producer":{..},"consumer":{..},"topic":"t","partitions":3,"timeout_ms":10000}
-//                                                  -> {"p":0,"ok":true}   the consumer, assigned every partition
+//   {"p":0,"op":"open","producer":{..},"topic":"t","partitions":3,"timeout_ms":10000}
+//                                                  -> {"p":0,"ok":true}   the process's settings; no client yet
+//   {"p":0,"op":"assign","consumer":{..},"partitions":[0,2],"from_start":false}
+//   {"p":0,"op":"subscribe","consumer":{..}}       -> {"p":0,"ok":true,"events":[..]}   the consumer replaced
+//                                                     (KchaosTxnConsumer.java: the events are its rebalances)
 //   {"p":0,"op":"init"}                            -> {"p":0,"ok":true} | {"p":0,"ok":false,"error":".."}
-//   {"p":0,"op":"txn","mops":[["send",4,0],["poll"]],"abort":false}
-//        -> {"p":0,"type":"ok|fail|info","value":[completed micro-ops],"error":..,"polled":n,"producer":bool}
-//   {"p":0,"op":"close"}                           -> {"p":0,"ok":true}
+//   {"p":0,"op":"txn","mops":[["send",4,0],["poll"]],"abort":false,"offsets":true}
+//        -> {"p":0,"type":"ok|fail|info","value":[completed micro-ops],"error":..,"polled":n,"producer":bool,
+//            "events":[..],"crashed":true?}   ("offsets": send the consumer's positions to the transaction)
+//   {"p":0,"op":"crash"}                           -> no reply: read at once, not queued behind the process's
+//                                                     request in progress; its transaction is cut at the next
+//                                                     return from the client ("crashed")
+//   {"p":0,"op":"abandon"}                         -> {"p":0,"ok":true}   the producer and consumer left unclosed
+//                                                     until exit (no abort, no LeaveGroup), the crash cleared
+//   {"p":0,"op":"close"}                           -> {"p":0,"ok":true,"events":[..]}
 //   {"p":-1,"op":"features","bootstrap":".."}      -> {"p":-1,"ok":true,"finalized":{"transaction.version":2,..}}
 //   {"p":0,"op":"copier.<step>",..}                -> the copy workload's copier steps: KchaosCopier.java
 // End of stdin closes every process's clients (and the copiers' abandoned ones) and exits. Kafka's own logging
@@ -71,9 +80,10 @@ public final class KchaosTxnClient {
                 continue;
             }
             Proc proc = procs.computeIfAbsent(req.get("p").asInt(), Proc::new);
-            proc.thread.submit(() -> reply(proc.handle(req)));
+            if ("crash".equals(req.path("op").asText())) proc.crashed = true;
+            else proc.thread.submit(() -> reply(proc.handle(req)));
         }
-        for (Proc proc : procs.values()) proc.thread.submit(proc::close);
+        for (Proc proc : procs.values()) proc.thread.submit(proc::closeAll);
         for (Proc proc : procs.values()) {
             proc.thread.shutdown();
             proc.thread.awaitTermination(60, TimeUnit.SECONDS);
@@ -126,6 +136,16 @@ public final class KchaosTxnClient {
         return false;
     }
 
+    /** At exit: close what crashes abandoned, each given little time (the run is over). */
+    @SuppressWarnings("unchecked")
+    static void closeAbandoned(List<AutoCloseable> abandoned) {
+        for (AutoCloseable c : abandoned) {
+            if (c instanceof KafkaConsumer) closeConsumer((KafkaConsumer<byte[], byte[]>) c, Duration.ofSeconds(1));
+            else ((KafkaProducer<String, String>) c).close(Duration.ZERO);
+        }
+        abandoned.clear();
+    }
+
     /** Close `consumer` (null: nothing) within `timeout`, its errors only logged. */
     @SuppressWarnings("deprecation")  // close(CloseOptions) replaces it only from kafka-clients 4.1
     static void closeConsumer(KafkaConsumer<byte[], byte[]> consumer, Duration timeout) {
@@ -160,13 +180,22 @@ public final class KchaosTxnClient {
         return new KafkaConsumer<>(m);
     }
 
+    /** Thrown at a crash point of a transaction the process's crash cut. */
+    static final class Crashed extends RuntimeException {
+        Crashed() {
+            super("crashed (crash-client)", null, false, false);
+        }
+    }
+
     /** One logical process of the workload: its own producer (transactional.id) and consumer. */
     static final class Proc {
         final int p;
         final ExecutorService thread = Executors.newSingleThreadExecutor();
+        final List<AutoCloseable> abandoned = new ArrayList<>();  // what crashes left, closed at exit
+        volatile boolean crashed;  // set by a "crash" request as it is read, cleared by "abandon"
         Map<String, Object> producerProps;
         KafkaProducer<String, String> producer;
-        KafkaConsumer<byte[], byte[]> consumer;
+        KchaosTxnConsumer reader;
         KchaosCopier copier;  // the copy workload's copier slot p, made by its first copier.* request
         String topic;
         int partitions;
@@ -186,9 +215,14 @@ public final class KchaosTxnClient {
                 }
                 switch (op) {
                     case "open": open(req); return r.put("ok", true);
+                    case "assign":
+                        reader.assign(req.get("consumer"), req.get("partitions"), req.path("from_start").asBoolean());
+                        return reader.reply(r.put("ok", true));
+                    case "subscribe": reader.subscribe(req.get("consumer")); return reader.reply(r.put("ok", true));
                     case "init": return init(r);
-                    case "txn": return transact(req, r);
-                    case "close": close(); return r.put("ok", true);
+                    case "txn": return reader.reply(transact(req, r));
+                    case "abandon": abandon(); return r.put("ok", true);
+                    case "close": close(); return (reader != null ? reader.reply(r) : r).put("ok", true);
                     case "features": return features(req, r);
                     default: return r.put("ok", false).put("error", "unknown op " + req.get("op"));
                 }
@@ -217,11 +251,7 @@ public final class KchaosTxnClient {
             partitions = req.get("partitions").asInt();
             timeoutMs = req.get("timeout_ms").asLong();
             producerProps = producerProps(req.get("producer"));
-            consumer = consumer(req.get("consumer"));
-            List<TopicPartition> tps = new ArrayList<>();
-            for (int i = 0; i < partitions; i++) tps.add(new TopicPartition(topic, i));
-            consumer.assign(tps);
-            for (TopicPartition tp : tps) consumer.seek(tp, 0);
+            reader = new KchaosTxnConsumer(topic);
         }
 
         /** A fresh producer with this process's transactional.id; initTransactions fences any earlier one. */
@@ -242,17 +272,37 @@ public final class KchaosTxnClient {
             }
         }
 
+        /** A crash: the producer and consumer left as they are (no abort, no LeaveGroup; the producer never used
+         *  again, fenced by the next one's initTransactions) until the JVM exits. */
+        void abandon() {
+            if (producer != null) abandoned.add(producer);
+            producer = null;
+            if (reader != null && reader.consumer != null) abandoned.add(reader.abandon());
+            crashed = false;
+        }
+
         void close() {
             drop();
-            closeConsumer(consumer, Duration.ofSeconds(5));
-            consumer = null;
+            if (reader != null) reader.close();
+        }
+
+        /** At exit: the process's clients, what its crashes abandoned, and its copier's. */
+        void closeAll() {
+            close();
+            closeAbandoned(abandoned);
             if (copier != null) copier.closeAll();
+        }
+
+        void crashPoint() {
+            if (crashed) throw new Crashed();
         }
 
         /** Run the micro-ops in one transaction: workloads/txn.py's TxnClient.transact, on the Java client. */
         ObjectNode transact(JsonNode req, ObjectNode r) {
             JsonNode mops = req.get("mops");
             boolean abort = req.get("abort").asBoolean();
+            boolean sendOffsets = req.path("offsets").asBoolean(true);
+            KafkaConsumer<byte[], byte[]> consumer = reader.consumer;
             ArrayNode done = JSON.createArrayNode();
             Map<Integer, Long> offsets = new ConcurrentHashMap<>();  // written by the producer's I/O thread
             boolean anyPoll = false;
@@ -272,6 +322,7 @@ public final class KchaosTxnClient {
                 if (producer == null) throw new IllegalStateException("no producer");
                 producer.beginTransaction();
                 for (int i = 0; i < mops.size(); i++) {
+                    crashPoint();
                     JsonNode m = mops.get(i);
                     if (m.get(0).asText().equals("send")) {
                         final int at = i;
@@ -291,7 +342,8 @@ public final class KchaosTxnClient {
                         r.put("polled", polled);
                     }
                 }
-                if (anyPoll) {
+                crashPoint();
+                if (anyPoll && sendOffsets) {
                     Map<TopicPartition, OffsetAndMetadata> positions = new HashMap<>();
                     for (TopicPartition tp : consumer.assignment()) {
                         long pos = consumer.position(tp, Duration.ofMillis(timeoutMs));
@@ -304,9 +356,16 @@ public final class KchaosTxnClient {
                     return finish(r, "fail", done, offsets, "aborted on purpose");
                 }
                 producer.flush();  // every send's delivery report, hence its offset
+                crashPoint();
                 committing = true;
                 producer.commitTransaction();
+                if (crashed)  // it died as the commit returned, never learning the outcome
+                    return finish(r.put("crashed", true), "info", done, offsets,
+                                  "crashed (crash-client) during the commit");
                 return finish(r, "ok", done, offsets, null);
+            } catch (Crashed c) {
+                // The commit was never asked for: the next producer's initTransactions aborts the transaction.
+                return finish(r.put("crashed", true), "fail", done, offsets, "crashed (crash-client) before the commit");
             } catch (RuntimeException e) {
                 boolean aborted = abortAfter(e);
                 // Without a commit request the transaction can never commit: the abort, the coordinator's timeout
