@@ -11,7 +11,7 @@ repetitions into ledger entries, adds those already in the ledger
 (bench/data/scenario-rates.jsonl: one JSON line per repetition, committed,
 so a campaign spanning sessions whose run directories are gone accumulates)
 and prints, per scenario, variant and prediction: matched k of n with its
-95% Wilson interval, lost and acked (median and range), the Kafka versions,
+95% Wilson interval, the metrics the prediction names and acked (median and range), the Kafka versions,
 the dates and the repetitions' total wall time. `--record` appends the
 repetitions the ledger does not hold yet. A repetition that errored is a
 ledger line with matched null: it is counted apart, not in k or n.
@@ -245,12 +245,18 @@ def _dates(reps: list[Rep]) -> str:
     return "-" if not days else days[0] if len(days) == 1 else f"{days[0]} – {days[-1]}"
 
 
+def predicted_names(predict: str) -> list[str]:
+    """The metrics a prediction names, in its order (`G1a + torn_transaction > 0` -> G1a, torn_transaction)."""
+    words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", predict)
+    return list(dict.fromkeys(w for w in words if w not in ("and", "or", "not", "True", "False")))
+
+
 def table(groups: dict[tuple, list[Rep]]) -> str:
     """The Markdown table: a row per (scenario, variant, prediction, config), and a total line under it."""
     split = {}
     for k in groups:
         split[k[:2]] = split.get(k[:2], 0) + 1
-    lines = ["| scenario · variant | prediction | Kafka | matched | rate (95% CI) | lost, median (range) "
+    lines = ["| scenario · variant | prediction | Kafka | matched | rate (95% CI) | predicted, median (range) "
              "| acked, median (range) | dates | wall |",
              "|---|---|---|---:|---|---:|---:|---|---:|"]
     total = 0.0
@@ -259,13 +265,17 @@ def table(groups: dict[tuple, list[Rep]]) -> str:
         name = scenario if variant == scenario else f"{scenario} · {variant}"
         if split[k[:2]] > 1:
             name += f" (config {config})"
-        sp = spreads([r.metrics for r in reps if r.matched is not None], ("lost", "acked"))
+        names = predicted_names(predict)
+        sp = spreads([r.metrics for r in reps if r.matched is not None], (*names, "acked"))
+        shown = [n for n in names if n in sp]
+        observed = (sp[shown[0]].text() if len(shown) == 1
+                    else " · ".join(f"{n} {sp[n].text()}" for n in shown) or "-")
         wall = sum(r.seconds or 0.0 for r in reps)
         total += wall
         rate = rate_of(reps)
         kafka = ", ".join(sorted({r.kafka for r in reps if r.kafka})) or "-"
         lines.append(f"| {name} | `{predict}` | {kafka} | {rate.fraction()} | {rate.interval()} | "
-                     f"{sp['lost'].text() if 'lost' in sp else '-'} | {sp['acked'].text() if 'acked' in sp else '-'}"
+                     f"{observed} | {sp['acked'].text() if 'acked' in sp else '-'}"
                      f" | {_dates(reps)} | {_hours(wall)} |")
     n = sum(len(v) for v in groups.values())
     lines.append("")

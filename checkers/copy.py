@@ -18,13 +18,13 @@ allowed (checkers/verdict.py `judge_copy`).
 """
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
 from checkers.parquet import CheckInputError
 from checkers.verdict import COPY, COPY_KINDS
+from core.history import HistoryError, read_history
 
 __all__ = ["COPY", "COPY_COUNTS", "CopyChecker", "check_copy_ops", "compare", "out_of_order", "read_ops"]
 
@@ -129,22 +129,12 @@ def _bisect(ranks: list[int], tails: list[int], r: int) -> int:
 
 
 def read_ops(history: Path) -> Iterable[dict[str, Any]]:
-    """The ops of a history.jsonl; CheckInputError `path:line: why` for a line that is not a JSON object. A
-    truncated last line without a newline (a killed run's tail) is skipped."""
-    with open(history, encoding="utf-8") as fh:
-        lines = fh.readlines()
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            op = json.loads(line)
-        except json.JSONDecodeError as e:
-            if n == len(lines) and not line.endswith("\n"):
-                return
-            raise CheckInputError(f"{history}:{n}: not JSON ({e.msg})") from None
-        if not isinstance(op, dict):
-            raise CheckInputError(f"{history}:{n}: not a JSON object")
-        yield op
+    """The ops of a history.jsonl (core.history.read_history: a killed run's truncated last line is skipped);
+    CheckInputError `path:line: why` for a line that is not an op."""
+    try:
+        yield from read_history(history)
+    except HistoryError as e:
+        raise CheckInputError(str(e)) from None
 
 
 class CopyChecker:

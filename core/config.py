@@ -109,8 +109,8 @@ class WorkloadConfig:
     consumer_mode: str = "assign"
     group_commit: str = "sync"
     group_protocol: str = "classic"
-    # The client library of the txn workload: "python" (librdkafka) or "java" (workloads/java_txn.py), and for java
-    # the version of its kafka-clients jar (4.x: KIP-890 transactions).
+    # The client library of the txn and copy workloads: "python" (librdkafka) or "java" (workloads/java_txn.py,
+    # workloads/java_copier.py), and for java the version of its kafka-clients jar (4.x: KIP-890 transactions).
     client: str = "python"
     client_version: str | None = None
     # The copy workload (workloads/copy.py): values in its input topic (0: --rate x --time-limit), whether the input
@@ -307,17 +307,14 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
            f"--group-protocol must be one of {', '.join(GROUP_PROTOCOLS)}; got {w.group_protocol!r}")
     _check(isinstance(w.txn_sub_p, (int, float)) and not isinstance(w.txn_sub_p, bool)
            and 0 <= w.txn_sub_p < 1, f"--txn-sub-p must be a fraction in [0, 1), got {w.txn_sub_p!r}")
-    _check(not w.txn_sub_p or (w.kind == "txn" and w.client == "python"),
-           "--txn-sub-p applies to --workload txn on --client python only")
+    _check(not w.txn_sub_p or w.kind == "txn", "--txn-sub-p applies to --workload txn only")
     if w.consumer_mode == "subscribe":
-        _check(w.kind == "queue" or w.client == "python",
-               "--consumer-mode subscribe with --workload txn runs on --client python only")
         _check(w.kind == "txn" or w.consumers >= 1, "--consumer-mode subscribe needs --consumers >= 1")
         _check(w.group_protocol != "consumer" or kafka_major(c.kafka_version) >= 4,
                f"--group-protocol consumer (KIP-848) needs Kafka 4.0 or later, not --kafka-version {c.kafka_version}")
     _check(w.client in CLIENTS, f"--client must be one of {', '.join(CLIENTS)}; got {w.client!r}")
     if w.client == "java":
-        _check(w.kind == "txn", f"--client java runs only --workload txn, not {w.kind}")
+        _check(w.kind in ("txn", "copy"), f"--client java runs only --workload txn or copy, not {w.kind}")
         _check(isinstance(w.client_version, str) and bool(re.fullmatch(r"([4-9]|\d\d+)\.\d+\.\d+", w.client_version)),
                f"the Java client needs kafka-clients 4.0 or later, got {w.client_version!r}")
     else:

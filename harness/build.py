@@ -85,8 +85,6 @@ def preflight(cfg: TestConfig) -> TestConfig:
         raise ConfigError(f"unknown workload {cfg.workload.kind!r}; known: {', '.join(sorted(WORKLOADS))}")
     validate(cfg, lambda spec: _check_nemesis(spec, cfg.topic.partitions))
     clients = [s for s in cfg.nemesis.names if s != "none" and s != "mix" and nemeses.split(s)[0].needs_workload]
-    if clients and cfg.workload.kind == "txn" and cfg.workload.client != "python":
-        raise ConfigError(f"--nemesis {clients[0]} crashes txn processes of --client python only")
     if clients and cfg.workload.kind not in ("txn", "copy") and cfg.workload.consumer_mode != "subscribe":
         raise ConfigError(f"--nemesis {clients[0]} crashes group members: it needs --consumer-mode subscribe "
                           "(or --workload txn or copy)")
@@ -109,7 +107,7 @@ def preflight(cfg: TestConfig) -> TestConfig:
 
 
 def java_client(version: str, kafka_dist: str | None = None) -> JavaProgram:
-    """The Java txn client compiled against kafka-clients `version` (the distribution cache's jars of that Kafka
+    """The Java client (txn, copy) compiled against kafka-clients `version` (the distribution cache's jars of that Kafka
     release; `kafka_dist` when it is that release), cached; DistributionError when it cannot be had."""
     dist = resolve(version, kafka_dist) if kafka_dist else None
     libs = dist.libs if dist is not None and dist.version == version else resolve(version).libs

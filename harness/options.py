@@ -126,13 +126,14 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                         "copy: --consumers copiers copy a filled input topic to the test topic exactly once "
                         "(consume-transform-produce, docs/running.md); txn and copy turn --idempotence on")
     p.add_argument("--client", default=D.workload.client, choices=CLIENTS,
-                   help="--workload txn: the client library. python: librdkafka (confluent-kafka); java: the Kafka "
-                        "Java client (KIP-890 transactions), kafka-clients of --kafka-version from 4.0 on, else "
+                   help="--workload txn and copy: the client library of the transactions. python: librdkafka "
+                        "(confluent-kafka); java: the Kafka Java client (KIP-890 transactions), kafka-clients of "
+                        "--kafka-version from 4.0 on, else "
                         f"{JAVA_CLIENTS_DEFAULT}; needs a JDK (java, javac) on PATH (default: python)")
     p.add_argument("--txn-abort-p", type=float, default=D.workload.txn_abort_p, metavar="P",
                    help="--workload txn: the share of transactions aborted on purpose")
     p.add_argument("--txn-sub-p", type=float, default=D.workload.txn_sub_p, metavar="P",
-                   help="--workload txn (python): the share of ops that are, as Jepsen's sub-p, an assign (a random "
+                   help="--workload txn: the share of ops that are, as Jepsen's sub-p, an assign (a random "
                         "subset of partitions) or a subscribe instead of a transaction (default 0)")
     p.add_argument("--txn-size", type=int, default=D.workload.txn_size, metavar="N",
                    help="--workload copy: input records each copy transaction holds at most")

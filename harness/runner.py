@@ -53,7 +53,7 @@ def _log_to(run: Path) -> logging.Handler:
 def prepare(kafka_version: str, kafka_dist: str | None = None, base_image: str | None = None,
             console: Console | None = None) -> str:
     """Resolve the Kafka jars and build the node image (both cached); return the image tag. With a JDK on PATH and
-    Kafka 4.0 or later, compile the Java txn client against its jars too (cached; `--client java`)."""
+    Kafka 4.0 or later, compile the Java client (txn, copy) against its jars too (cached; `--client java`)."""
     from clusters.distribution import resolve
     from clusters.engine import docker_client
     from clusters.image import ensure_node_image
@@ -65,9 +65,9 @@ def prepare(kafka_version: str, kafka_dist: str | None = None, base_image: str |
     with console.status(f"resolving Kafka {kafka_version}"):
         dist = resolve(kafka_version, kafka_dist)
     if kafka_major(dist.version) >= 4 and jdk_problem() is None:
-        with console.status("compiling the Java txn client"):
+        with console.status("compiling the Java client"):
             program = java_client(dist.version, kafka_dist)
-        console.print(f"[bold cyan]•[/] Java txn client (kafka-clients {program.clients_version}): {program.classes}")
+        console.print(f"[bold cyan]•[/] Java client (kafka-clients {program.clients_version}): {program.classes}")
     return ensure_node_image(docker_client(), dist, base_image, lambda m: console.print(f"[bold cyan]•[/] {m}"))
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-__all__ = ["INDENT", "txn_lines"]
+__all__ = ["INDENT", "txn_lines", "txn_story", "txn_summary"]
 
 INDENT = "    "
 
@@ -73,7 +73,8 @@ def _states(t: Mapping[str, Any]) -> str:
     return f"{where}: " + "; ".join(said)
 
 
-def _story(t: Mapping[str, Any]) -> list[str]:
+def txn_story(t: Mapping[str, Any]) -> list[str]:
+    """One transaction's lines: its head line (the op), then the indented facts and the cause."""
     lines = [_head(t), f"{INDENT}history: {t['line']}"]
     if t.get("producer_id") is None:
         lines.append(f"{INDENT}producer: unknown (no record of it in the segments, no state of its transactional id)")
@@ -94,10 +95,16 @@ def txn_lines(explanation: Mapping[str, Any]) -> list[str]:
     ts = explanation.get("transactions") or []
     if not ts:
         return []
+    lines = [txn_summary(explanation)]
+    for t in ts:
+        lines += txn_story(t)
+    return lines
+
+
+def txn_summary(explanation: Mapping[str, Any]) -> str:
+    """The summary line: how many anomalous transactions, of which kinds, grouped by cause with their ops."""
+    ts = explanation.get("transactions") or []
     counts = ", ".join(f"{k} {n}" for k, n in (explanation.get("counts") or {}).items() if n)
     groups = "; ".join(f"{len(g['ops'])} {g['head']} (op{'s' if len(g['ops']) > 1 else ''} "
                        f"{', '.join(map(str, g['ops']))})" for g in explanation.get("groups") or [])
-    lines = [f"{len(ts)} anomalous transaction{'s' if len(ts) != 1 else ''} ({counts}): {groups}"]
-    for t in ts:
-        lines += _story(t)
-    return lines
+    return f"{len(ts)} anomalous transaction{'s' if len(ts) != 1 else ''} ({counts}): {groups}"

@@ -60,8 +60,13 @@ def _wrapped(label: str, width: int = 34) -> str:
     return "\n".join(line for part in label.split("\n") for line in textwrap.wrap(part, width) or [""])
 
 
-def _label(rate: float | None, verdict: str, prediction: str | None) -> str:
-    text = "no writes acked" if rate is None else f"{_percent(rate)} lost"
+def _label(rate: float | None, verdict: str, prediction: str | None, failing: int | None = None) -> str:
+    """A square's text: its loss rate (a txn or copy square, `failing` given: its failing anomalies, as it acks no
+    single writes), the verdict word and how the prediction fared."""
+    if failing is not None:
+        text = "no failing anomaly" if not failing else f"{failing} failing anomal{'y' if failing == 1 else 'ies'}"
+    else:
+        text = "no writes acked" if rate is None else f"{_percent(rate)} lost"
     return "\n".join([text, verdict] + ([f"prediction {prediction}"] if prediction else []))
 
 
@@ -84,7 +89,10 @@ def heatmap(rows: Sequence[dict[str, Any]]) -> bytes | None:
     squares: dict[tuple[int, int], dict[str, Any]] = {}
     for r in rows:
         x, y = xs.index(_place(r, across, "all runs")), ys.index(_place(r, down, "all"))
-        s = squares.setdefault((x, y), {"lost": 0, "acked": 0, "verdicts": [], "allowed": False, "predictions": []})
+        s = squares.setdefault((x, y), {"lost": 0, "acked": 0, "verdicts": [], "allowed": False, "predictions": [],
+                                        "failing": 0, "writes": False})
+        s["writes"] |= r.get("workload") not in ("txn", "copy")  # a queue run's acked writes: a loss rate
+        s["failing"] += r.get("failing_anomalies") or 0
         s["lost"] += r.get("lost") or 0
         s["acked"] += r.get("acked") or 0
         s["verdicts"].append(r.get("verdict") or "unknown")
@@ -107,7 +115,7 @@ def heatmap(rows: Sequence[dict[str, Any]]) -> bytes | None:
         ax.add_patch(Rectangle((x, y), 1, 1, facecolor=FILL[sev], edgecolor="#222222" if verdict == FAIL else "white",
                                linewidth=2.5 if verdict == FAIL else 1))
         rate = s["lost"] / s["acked"] if s["acked"] else None
-        lines = _label(rate, verdict, prediction).split("\n")
+        lines = _label(rate, verdict, prediction, None if s["writes"] else s["failing"]).split("\n")
         for i, line in enumerate(lines):  # the verdict word in bold, between the loss rate and the prediction
             ax.text(x + 0.5, y + 0.5 + (i - (len(lines) - 1) / 2) * 0.24, line, ha="center", va="center",
                     fontsize=9 if i != 1 else 10, fontweight="bold" if i == 1 else "normal", color=INK[sev])
@@ -129,7 +137,9 @@ def heatmap(rows: Sequence[dict[str, Any]]) -> bytes | None:
                ncols=len(present), fontsize=8, frameon=False,
                title="colour: severity (failed, or share of acknowledged writes lost: ≥10% severe, ≥1% serious)",
                title_fontsize=8)
-    fig.suptitle("Lost acknowledged writes and verdict per cell" + (", faults across" if across == ["nemesis"] else ""),
+    what = ("Lost acknowledged writes" if any(q["writes"] for q in squares.values())
+            else "Failing anomalies")  # txn and copy cells only: transactions, not single acknowledged writes
+    fig.suptitle(f"{what} and verdict per cell" + (", faults across" if across == ["nemesis"] else ""),
                  fontsize=11)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", pad_inches=0.15)

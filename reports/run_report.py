@@ -48,13 +48,15 @@ from reports import plots
 from reports import ReportsInputError
 from reports.evidence_html import evidence_section
 from reports.explain import load_explanation
+from reports.explain_txn import load_txn_explanation
+from reports.explain_txn_text import txn_story, txn_summary
 from reports.explain_text import groups_of
 from reports.html import write_page, yes
 from reports.promise import RULE, promise_of
 from reports.severity import level, loss_rate
 from reports import txn_plots
 from reports.copy_data import CopyRun, read_copy_run
-from reports.txn_cycles import cycle_tables, op_excerpts
+from reports.txn_cycles import anchor, cycle_tables, op_excerpts
 from reports.txn_data import Rebalance, TxnRun, read_rebalances, read_txn_run
 
 __all__ = ["ReportError", "REPORT_FILE", "RunData", "anomaly_marks", "load_run", "write_report"]
@@ -300,6 +302,19 @@ def _windows(d: RunData) -> list[dict[str, Any]]:
     return rows
 
 
+def _txn_why(run: Path, ops: dict[int, Any]) -> dict[str, Any] | None:
+    """A txn run's explanation (evidence/txn_explanation.json, written by the run's end or `kchaos explain`) as the
+    page shows it: the summary line, then per transaction its op (linked where its lines are quoted), kinds, cause
+    and the facts' lines; None when the run has none."""
+    exp = load_txn_explanation(run)
+    if not exp or not exp.get("transactions"):
+        return None
+    return {"summary": txn_summary(exp), "rows": [
+        {"op": t["index"], "anchor": anchor(t["index"]) if t["index"] in ops else None,
+         "kinds": ", ".join(t.get("anomalies") or {}), "cause": t.get("cause") or "not read off the files",
+         "facts": "\n".join(txn_story(t))} for t in exp["transactions"]]}
+
+
 def write_report(run: Path) -> Path:
     """Write `run/report.html` (self-contained: plots embedded, links relative) and return its path.
 
@@ -339,6 +354,7 @@ def write_report(run: Path) -> Path:
         settings=_settings(d.test), anomalies=_anomalies(d, j), availability=_availability(d.availability),
         cycles=cycle_tables(d.results, ops, {k: _effect(k, j) for k in counts}), op_lines=op_excerpts(ops),
         rebalances=d.rebalances[:MAX_REBALANCES], txn_stats=(d.results or {}).get("stats") if d.txn else None,
+        txn_why=_txn_why(d.run, ops) if d.txn is not None else None,
         latency=[{"type": k, **v} for k, v in d.latency.items()], windows=_windows(d), plots=pngs, isr_file=ISR_FILE,
         evidence=Markup("".join(evidence_section(d.run, explanation))), causes=len(groups_of(explanation or {})),
         files=[(quote(f), f) for f in ("history.jsonl", "results.json", "test.json", "schedule.json", FAULTS_FILE,

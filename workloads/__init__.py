@@ -1,5 +1,5 @@
 """Workload registry: one line per workload. `WorkloadConfig.kind` names an entry; a workload is a
-class implementing core.protocols.Workload, built from the test's configuration (and, for txn with
+class implementing core.protocols.Workload, built from the test's configuration (and, for txn and copy with
 `--client java`, the compiled Java client: harness/build.py passes it as `java=`)."""
 from __future__ import annotations
 

@@ -10,7 +10,12 @@ one `copy` op (docs/history.md): `ok` committed, `fail` certainly not committed 
 commit), `info` unknown (the commit ended in an error). After an abortable error the copier aborts and seeks
 back to the group's committed offsets; after any other error, or a failed abort, the session ends and a new
 one (new consumer, new producer, same transactional.id) takes over. Rebalances are recorded as `assign` and
-`revoke` ops; a batch polled across a rebalance is dropped and the copier seeks back to the committed offsets.
+`revoke` ops (the callbacks a poll ran, in order, when it returns); a batch polled across a rebalance is dropped
+and the copier seeks back to the committed offsets.
+
+The session's steps run on a CopierClient: librdkafka's (workloads/copier_rdkafka.py) or, with `--client java`,
+the Kafka Java client's in the JVM (workloads/java_copier.py). The session here records the history and applies
+the rules, so a history does not say which client ran.
 
 `crash()` models a crashed copier process: at its next return from the client, mid-transaction if it holds a
 batch (after producing it, before the commit), the session records its open copy op as `fail` and abandons its
@@ -22,14 +27,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Callable, Protocol
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-
-from core.config import TestConfig, txn_timeout_ms
+from core.config import TestConfig
 from core.history import History
-from workloads.clients import make_group_consumer, make_producer, to_records
-from workloads.rebalance import drop, generation_of, leave
+from workloads.rebalance import Rebalance
 
 log = logging.getLogger("kchaos.copier")
 
@@ -50,16 +52,65 @@ class Crashed(Exception):
     """The session was crashed (crash-client) at a return from the client."""
 
 
+class ClientError(Exception):
+    """A client call that failed outright (init, poll, rewind); its text is the error recorded."""
+
+
+class TxnFailed(Exception):
+    """A transaction's step that failed: `committing` if the commit had been asked for, `aborted` if the
+    transaction's abort was confirmed (the copier then rewinds; otherwise its session ends)."""
+
+    def __init__(self, error: str, committing: bool, aborted: bool):
+        super().__init__(error)
+        self.committing, self.aborted = committing, aborted
+
+
+class CopierClient(Protocol):
+    """One session's consumer (a member of the copy group) and transactional producer. Each call returns when
+    the client does; none records history."""
+
+    def init(self, txn_id: str) -> None:
+        """A fresh producer with `txn_id` after init_transactions (fencing earlier ones); ClientError if not."""
+
+    def subscribe(self, topic: str) -> None:
+        """Join the group, subscribed to `topic`; rebalances then show in `poll`."""
+
+    def poll(self, max_records: int, timeout: float) -> tuple[list[list[int]], list[Rebalance]]:
+        """Up to `max_records` input records `[partition, offset, value]` and the rebalances seen meanwhile, in
+        order; ClientError if the poll failed."""
+
+    def produce(self, topic: str, sent: list[list[int]]) -> None:
+        """Begin a transaction, produce each `[partition, value]` of `sent` to `topic`, flush; TxnFailed."""
+
+    def commit(self) -> list[list[int]]:
+        """Send the consumer's positions to the transaction and commit it; the `[partition, offset]` committed, or
+        TxnFailed."""
+
+    def rewind(self) -> list[list[int]]:
+        """Seek every assigned partition to the group's committed offset (-2: the log start); the
+        `[partition, offset]` sought to, or ClientError."""
+
+    def close(self) -> None:
+        """End the session: close the consumer (leaving the group) and drop the producer."""
+
+    def abandon(self) -> None:
+        """A crash: leave the consumer and producer as they are, unclosed, with no abort and no LeaveGroup."""
+
+    def close_abandoned(self) -> None:
+        """At the end of the run, close what `abandon` left (a consumer's close may hang: the caller bounds it)."""
+
+
 class Copier:
     """One copier slot: sessions started in turn (a new one after a crash or a fatal error) until stopped."""
 
-    def __init__(self, cfg: TestConfig, bootstrap: str, history: History, slot: int, input_topic: str,
-                 interval: float, count: Callable[..., None]):
-        self.cfg, self.bootstrap, self.history, self.slot = cfg, bootstrap, history, slot
+    def __init__(self, cfg: TestConfig, history: History, slot: int, input_topic: str, interval: float,
+                 count: Callable[..., None], make_client: Callable[[int], CopierClient]):
+        self.cfg, self.history, self.slot = cfg, history, slot
         self.input_topic, self.interval, self.count = input_topic, interval, count
+        self.make_client = make_client  # a new session's client, given the slot
         self._crash = threading.Event()
         self.restart_after = 0.0
-        self.abandoned: list[Any] = []  # crashed sessions' consumers and producers, dropped at the end of the run
+        self.abandoned: list[CopierClient] = []  # crashed sessions' clients, let go of at the end of the run
         self.sessions = 0
 
     def crash(self, restart_after: float) -> None:
@@ -75,8 +126,8 @@ class Copier:
             try:
                 session = _Session(self, after_crash=after_crash)
                 session.run(stopped, self._crash)
-            except Exception:  # noqa: BLE001 - librdkafka's wrapper can raise anything (SystemError on close): the
-                # slot goes on with a new session, as a restarted process would
+            except Exception:  # noqa: BLE001 - librdkafka's wrapper can raise anything (SystemError on close), the
+                # Java client's pipe can fail: the slot goes on with a new session, as a restarted process would
                 log.exception("copier %d: session ended by an error", self.slot)
             after_crash = self._crash.is_set()  # else the session ended on an error, or the run is stopping
             if after_crash:
@@ -89,12 +140,17 @@ class Copier:
                 time.sleep(0.1)
 
     def close_abandoned(self) -> None:
-        """Let go of what crashes abandoned, unclosed (`drop`): their consumers' callbacks record nothing."""
-        drop(self.abandoned)
+        """Let go of what crashes abandoned (each client's `close_abandoned`: their callbacks record nothing)."""
+        clients, self.abandoned = self.abandoned, []
+        for c in clients:
+            try:
+                c.close_abandoned()
+            except Exception as e:  # noqa: BLE001 - as _Session._close
+                log.info("copier %d: letting go of an abandoned client: %s", self.slot, e)
 
 
 class _Session:
-    """One consumer and one producer of a copier slot, from init to close, error or crash."""
+    """One client (consumer and producer) of a copier slot, from init to close, error or crash."""
 
     def __init__(self, copier: Copier, after_crash: bool):
         c, cfg = copier, copier.cfg
@@ -102,20 +158,16 @@ class _Session:
         self.after_crash = after_crash
         self.out_topic, self.out_parts = cfg.topic.name, cfg.topic.partitions
         self.size = cfg.workload.txn_size
-        self.timeout = cfg.producer.delivery_timeout_ms / 1000
         self.dead = False
-        self.rebalanced = False
         self.generation: int | None = None
-        self.consumer = make_group_consumer(c.bootstrap, f"copy{c.slot}", copy_group(cfg.seed), auto_commit=False)
-        self.producer: Producer | None = None
+        self.client = c.make_client(c.slot)
 
     def run(self, stopped: Callable[[], bool], crashed: threading.Event) -> None:
         try:
             if not self._init(stopped, crashed):
                 return
             op = self.h.invoke(self.p, "subscribe", topic=self.c.input_topic)
-            self.consumer.subscribe([self.c.input_topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                    on_lost=self._on_lost)
+            self.client.subscribe(self.c.input_topic)
             self.h.complete(op, "ok", topic=self.c.input_topic)
             due = time.monotonic()
             while not stopped():
@@ -127,7 +179,8 @@ class _Session:
                         time.sleep(min(0.05, due - time.monotonic()))
         except Crashed:
             self.dead = True
-            self.c.abandoned += [self.consumer, self.producer]
+            self.client.abandon()
+            self.c.abandoned.append(self.client)
         finally:
             if not self.dead:
                 self._close()
@@ -138,17 +191,15 @@ class _Session:
         txn_id = copy_txn_id(self.c.cfg.seed, self.p)
         while not stopped():
             self._check_crash(crashed)
-            producer = make_producer(self.c.bootstrap, self.c.cfg.producer, txn_id, extra={
-                "transactional.id": txn_id, "transaction.timeout.ms": txn_timeout_ms(self.c.cfg.producer)})
             op = self.h.invoke(self.p, "init", transactional_id=txn_id, after_crash=self.after_crash)
             try:
-                producer.init_transactions(self.timeout)
-                self.h.complete(op, "ok", transactional_id=txn_id, after_crash=self.after_crash)
-                self.producer = producer
-                return True
-            except KafkaException as e:
-                self.h.complete(op, "fail", transactional_id=txn_id, error=str(e.args[0] if e.args else e))
+                self.client.init(txn_id)
+            except ClientError as e:
+                self.h.complete(op, "fail", transactional_id=txn_id, error=str(e))
                 time.sleep(1)
+                continue
+            self.h.complete(op, "ok", transactional_id=txn_id, after_crash=self.after_crash)
+            return True
         return False
 
     def _check_crash(self, crashed: threading.Event) -> None:
@@ -157,108 +208,69 @@ class _Session:
 
     def _step(self, crashed: threading.Event) -> bool:
         """Poll a batch and copy it in one transaction; False when the session must end."""
-        self.rebalanced = False
         try:
-            msgs = self.consumer.consume(num_messages=self.size, timeout=POLL_S)
-        except KafkaException as e:
+            records, events = self.client.poll(self.size, POLL_S)
+        except ClientError as e:
             log.info("copier %d: consume failed: %s", self.p, e)
             return True
-        records, _ = to_records(msgs)
+        for ev in events:
+            self._rebalance(ev)
         self.c.count("polled", len(records))
         if not records:
             self._check_crash(crashed)
             return True
-        if self.rebalanced:
+        if events:
             # Some of the batch may come from partitions this copier no longer owns: copy none of it.
             self._check_crash(crashed)
             return self._rewind()
         return self._copy(records, crashed)  # a crash now comes mid-transaction, after the batch is produced
 
     def _copy(self, records: list[list[int]], crashed: threading.Event) -> bool:
-        producer = self.producer
-        assert producer is not None
         op = self.h.invoke(self.p, "copy", value=records)
         self.c.count("send")
         sent = [[p % self.out_parts, v] for p, _, v in records]
-        committing = False
         try:
-            producer.begin_transaction()
-            for out, v in sent:
-                producer.produce(self.out_topic, value=str(v), partition=out)
-            producer.flush(self.timeout)
+            self.client.produce(self.out_topic, sent)
             if crashed.is_set():
                 self.h.complete(op, "fail", value=records, sent=sent,
                                 error="crashed (crash-client) before the commit: the transaction stays open")
                 self.c.count("fail")
                 raise Crashed()
-            positions = [tp for tp in self.consumer.position(self.consumer.assignment()) if tp.offset >= 0]
-            producer.send_offsets_to_transaction(positions, self.consumer.consumer_group_metadata(), self.timeout)
-            committing = True
-            producer.commit_transaction(self.timeout)
-        except (KafkaException, BufferError) as e:
-            err = e.args[0] if isinstance(e, KafkaException) and e.args else None
-            text = str(err if err is not None else e)
-            aborted = self._abort(err)
-            type_ = "fail" if not committing or aborted else "info"
-            self.h.complete(op, type_, value=records, sent=sent, error=text)
+            offsets = self.client.commit()
+        except TxnFailed as e:
+            type_ = "fail" if not e.committing or e.aborted else "info"
+            self.h.complete(op, type_, value=records, sent=sent, error=str(e))
             self.c.count(type_)
-            return self._rewind() if aborted else False
-        self.h.complete(op, "ok", value=records, sent=sent, offsets=[[tp.partition, tp.offset] for tp in positions],
+            return self._rewind() if e.aborted else False
+        self.h.complete(op, "ok", value=records, sent=sent, offsets=offsets,
                         **({"generation": self.generation} if self.generation is not None else {}))
         self.c.count("ok")
         self.c.count("copied", len(records))
         return True
-
-    def _abort(self, err: KafkaError | None) -> bool:
-        """Abort after an abortable error; True if the abort was confirmed."""
-        if err is None or not err.txn_requires_abort():
-            return False
-        try:
-            assert self.producer is not None
-            self.producer.abort_transaction(self.timeout)
-            return True
-        except KafkaException as e:
-            log.info("copier %d: abort failed: %s", self.p, e)
-            return False
 
     def _rewind(self) -> bool:
         """Seek every assigned partition back to the group's committed offset; False (end the session) if that
         cannot be done."""
         op = self.h.invoke(self.p, "rewind", topic=self.c.input_topic)
         try:
-            committed = self.consumer.committed(self.consumer.assignment(), timeout=self.timeout)
-            to = []
-            for tp in committed:
-                tp = TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
-                self.consumer.seek(tp)
-                to.append([tp.partition, tp.offset])
-        except KafkaException as e:
-            self.h.complete(op, "fail", topic=self.c.input_topic, error=str(e.args[0] if e.args else e))
+            to = self.client.rewind()
+        except ClientError as e:
+            self.h.complete(op, "fail", topic=self.c.input_topic, error=str(e))
             return False
         self.h.complete(op, "ok", topic=self.c.input_topic, offsets=to)
         return True
 
     def _close(self) -> None:
         self.dead = True
-        leave(self.consumer)
+        try:
+            self.client.close()
+        except Exception as e:  # noqa: BLE001 - close after a lost group membership can raise SystemError
+            log.info("copier %d: closing the consumer: %s", self.p, e)
 
-    # --- rebalance callbacks (run inside consume or close, on this thread) --------------
-    def _rebalance(self, f: str, partitions: list[TopicPartition], **extra: Any) -> None:
-        if self.dead:
-            return
-        self.rebalanced = True
-        if f == "assign":
-            self.generation = generation_of(self.consumer)
-        parts = sorted(tp.partition for tp in partitions)
-        gen = {"generation": self.generation if f == "assign" else generation_of(self.consumer)}
-        op = self.h.invoke(self.p, f, topic=self.c.input_topic, partitions=parts, **gen, **extra)
-        self.h.complete(op, "ok", topic=self.c.input_topic, partitions=parts, **gen, **extra)
-
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._rebalance("assign", partitions)
-
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._rebalance("revoke", partitions)
-
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._rebalance("revoke", partitions, lost=True)
+    def _rebalance(self, ev: Rebalance) -> None:
+        if ev.f == "assign":
+            self.generation = ev.generation
+        fields = {"topic": self.c.input_topic, "partitions": ev.partitions, "generation": ev.generation,
+                  **({"lost": True} if ev.lost else {})}
+        op = self.h.invoke(self.p, ev.f, **fields)
+        self.h.complete(op, "ok", **fields)

@@ -9,7 +9,9 @@ copiers (workloads/copier.py) copy the input to the output inside transactions t
 the copy at full speed: until the group's committed offsets reach the end of the input (the `copied` op), at
 most --drain-timeout. The final read drains the output from
 its start to its high watermarks at `--txn-isolation` (read_committed by default). The history shapes are in
-docs/history.md; checkers/copy.py compares the output read with the input.
+docs/history.md; checkers/copy.py compares the output read with the input. With `--client java` the copiers'
+consumers and producers are the Kafka Java client's, in one JVM (workloads/java_copier.py); the fill, the
+progress reads and the final read stay on librdkafka.
 
 Processes: copiers 0..C-1 (C = `--consumers`), the fill C, the final read C+1.
 """
@@ -20,7 +22,7 @@ import logging
 import random
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -30,9 +32,14 @@ from core.config import TestConfig, TopicConfig
 from core.history import History
 from core.protocols import Cluster
 from workloads.clients import make_producer
-from workloads.copier import Copier, copy_group
+from workloads.copier import Copier, CopierClient, copy_group
+from workloads.copier_rdkafka import RdkafkaCopierClient
 from workloads.drain import drain_all
 from workloads.threads import Tally, join_all
+
+if TYPE_CHECKING:
+    from workloads.java_build import JavaProgram
+    from workloads.java_client import JavaProcess
 
 log = logging.getLogger("kchaos.copy")
 
@@ -57,10 +64,12 @@ def input_records(cfg: TestConfig) -> int:
 
 class CopyWorkload:
     """The copy workload: fill, then copiers, then the output's final read (see the module doc). Its copiers can
-    be crashed (CrashableClients, `crash-client`)."""
+    be crashed (CrashableClients, `crash-client`). With `java` (`--client java`) they run on the Kafka Java
+    client."""
 
-    def __init__(self, cfg: TestConfig):
-        self.cfg = cfg
+    def __init__(self, cfg: TestConfig, java: "JavaProgram | None" = None):
+        self.cfg, self.java = cfg, java
+        self._jvm: "JavaProcess | None" = None
         self.input = input_topic(cfg)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -84,18 +93,29 @@ class CopyWorkload:
         cluster.wait_topic(self.input.name, self.input.replication_factor)
 
     def start(self, cluster: Cluster, history: History) -> None:
-        """Fill the input (before returning, so before the faults start), then start one thread per copier."""
+        """Fill the input (before returning, so before the faults start), then start one thread per copier; with
+        the Java client, its JVM first, shared by every copier."""
         self._stop.clear()
         self.history, self.bootstrap = history, cluster.bootstrap()
         fill(cluster.bootstrap(), self.cfg, self.input, history, self.cfg.workload.consumers, self.count)
         w = self.cfg.workload
         interval = 0.0 if w.rate == "max" else w.txn_size * w.consumers / float(w.rate)
+        make = self._client_maker(cluster.bootstrap())
         for slot in range(w.consumers):
-            copier = Copier(self.cfg, cluster.bootstrap(), history, slot, self.input.name, interval, self.count)
+            copier = Copier(self.cfg, history, slot, self.input.name, interval, self.count, make)
             self._copiers[slot] = copier
             t = threading.Thread(target=self._guard, args=(copier,), name=f"copier-{slot}", daemon=True)
             t.start()
             self._threads.append(t)
+
+    def _client_maker(self, bootstrap: str) -> Callable[[int], CopierClient]:
+        if self.java is None:
+            return lambda slot: RdkafkaCopierClient(self.cfg, bootstrap, slot)
+        from workloads.java_client import JavaProcess
+        from workloads.java_copier import JavaCopierClient
+        jvm = self._jvm = JavaProcess(self.java)
+        jvm.features(bootstrap)
+        return lambda slot: JavaCopierClient(self.cfg, bootstrap, slot, self.input.name, jvm=jvm)
 
     def _guard(self, copier: Copier) -> None:
         try:
@@ -117,7 +137,7 @@ class CopyWorkload:
     def stop(self) -> None:
         """Let the copiers finish the copy at full speed (until the group's committed offsets reach the end of
         every input partition, at most --drain-timeout), recorded as one `copied` op; then ask every copier to
-        stop, wait for its transaction in progress, and let go of what crashes abandoned."""
+        stop, wait for its transaction in progress, and let go of what crashes abandoned (and the Java client's JVM)."""
         if self._copiers and self.bootstrap and not self._stop.is_set():  # the runner may stop it twice
             self._finish()
         self._stop.set()
@@ -125,6 +145,9 @@ class CopyWorkload:
         self._threads = join_all(self._threads, timeout, log)
         for copier in self._copiers.values():
             copier.close_abandoned()
+        if self._jvm is not None:
+            self._jvm.close()
+            self._jvm = None
 
     def _finish(self) -> None:
         for copier in self._copiers.values():

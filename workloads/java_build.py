@@ -1,4 +1,5 @@
-"""The Java txn client (workloads/java/KchaosTxnClient.java): is there a JDK, and compiling it, cached.
+"""The Java client (workloads/java/: KchaosTxnClient.java, its main, and KchaosCopier.java): is there a JDK, and
+compiling it, cached.
 
 It is compiled with `javac` against a Kafka distribution's jars and cached by
 the digest of its source and of those jars, so a run compiles it at most once
@@ -15,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-SOURCE = Path(__file__).with_name("java") / "KchaosTxnClient.java"
+SOURCES = tuple(sorted((Path(__file__).with_name("java")).glob("*.java")))
 MAIN_CLASS = "KchaosTxnClient"
 RELEASE = "17"  # the JDK `make setup` installs; class files for it run on every later JVM too
 COMPLETE = ".complete"
@@ -42,7 +43,7 @@ class JavaProgram:
     clients_version: str
 
     def command(self) -> list[str]:
-        """The command line that starts the client; it then reads requests on stdin (workloads/java_txn.py)."""
+        """The command line that starts the client; it then reads requests on stdin (workloads/java_client.py)."""
         return [self.java, "-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                 "-cp", f"{self.classes}:{self.libs}/*", MAIN_CLASS]
 
@@ -66,7 +67,9 @@ def clients_version(libs: Path) -> str:
 
 
 def _digest(libs: Path) -> str:
-    h = hashlib.sha256(SOURCE.read_bytes())
+    h = hashlib.sha256()
+    for source in SOURCES:
+        h.update(source.name.encode() + b"\0" + source.read_bytes())
     h.update(f"--release {RELEASE}\n{LOG4J}".encode())
     for jar in sorted(libs.glob("*.jar")):
         h.update(f"{jar.name}:{jar.stat().st_size}\n".encode())
@@ -87,11 +90,12 @@ def compile_client(libs: Path, cache: Path) -> JavaProgram:
         with tempfile.TemporaryDirectory(dir=cache) as tmp:
             classes = Path(tmp) / "classes"
             proc = subprocess.run(["javac", "--release", RELEASE, "-nowarn", "-encoding", "UTF-8",
-                                   "-cp", f"{libs}/*", "-d", str(classes), str(SOURCE)],
+                                   "-cp", f"{libs}/*", "-d", str(classes), *map(str, SOURCES)],
                                   capture_output=True, text=True)
             if proc.returncode != 0:
                 tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
-                raise JavaBuildError(f"javac could not compile {SOURCE.name} against {libs}: {tail}")
+                names = ", ".join(s.name for s in SOURCES)
+                raise JavaBuildError(f"javac could not compile {names} against {libs}: {tail}")
             (classes / "log4j.properties").write_text(LOG4J)
             (classes / COMPLETE).touch()
             try:

@@ -1,196 +1,90 @@
 """The txn workload on the Kafka Java client (`--client java`): one JVM runs every process's transactions.
 
-The harness stays the driver. Each process's thread (TxnClient's loop) draws
-its transactions from --seed and records invoke and completion in the history
-as it does on librdkafka; only the transaction itself runs in the JVM
-(workloads/java/KchaosTxnClient.java): a JSON request per line on its stdin,
-a JSON reply per line on its stdout. The JVM applies TxnClient.transact's
-rules for ok, fail and info, so a history does not say which client ran. The
-clients' settings are made here, from the same options as librdkafka's.
+Each process's thread (TxnClient's loop) draws its transactions and sub-p ops
+from --seed and records invoke and completion in the history as it does on
+librdkafka; only the client calls run in the JVM (workloads/java_client.py's
+pipe). The JVM applies TxnClient.transact's rules for ok, fail and info, and
+the consumer's rebalances come back as events the harness records as the same
+`rebalance` lines (workloads/java_txn_consumer.py), so a history does not say
+which client ran.
+
+crash-client: `crash` tells the JVM at once (a request it reads as it
+arrives, not queued behind the transaction in progress), and the JVM cuts the
+transaction at its next return from the client (between two micro-ops, before
+the commit, or as the commit returns) with TxnClient's outcomes. The process
+then has the JVM abandon its producer and consumer: kept unclosed until the
+JVM exits, no abort, no LeaveGroup. Unlike librdkafka's, the Java producer
+cannot purge what it holds: it is simply never used again, so sends of the
+cut transaction still queued in it may reach a broker after the crash, inside
+a transaction that never commits (the next producer's initTransactions fences
+its epoch and aborts it). After `restart_after` seconds a new consumer and,
+at the next op, a new producer with the same transactional.id start in the
+JVM.
 """
 from __future__ import annotations
 
-import json
 import logging
-import queue
-import subprocess
 import threading
 from typing import Any, Callable
 
-from core.config import ProducerConfig, TestConfig, txn_timeout_ms
+from core.config import TestConfig
 from core.history import History
-from workloads.java_build import JavaProgram
+from workloads.java_client import JavaClientError, JavaProcess, producer_props
+from workloads.java_txn_consumer import JavaTxnConsumer
 from workloads.txn import TxnClient
 
 log = logging.getLogger("kchaos.txn.java")
-CLOSED = None  # what a process's queue gets when the JVM's stdout ends
-
-
-class JavaClientError(RuntimeError):
-    """The Java client's JVM died, or did not answer a request in time."""
-
-
-def producer_props(bootstrap: str, p: ProducerConfig, txn_id: str) -> dict[str, str]:
-    """The Java producer's settings: workloads/clients.py's make_producer, in the Java client's names."""
-    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in {
-        "bootstrap.servers": bootstrap,
-        "client.id": txn_id,
-        "transactional.id": txn_id,
-        "transaction.timeout.ms": txn_timeout_ms(p),
-        "acks": p.acks,
-        "enable.idempotence": p.idempotence,
-        "retries": p.retries,
-        "linger.ms": p.linger_ms,
-        "max.in.flight.requests.per.connection": p.max_in_flight,
-        "delivery.timeout.ms": p.delivery_timeout_ms,
-        "request.timeout.ms": p.request_timeout_ms,
-        # librdkafka's calls take a timeout (the delivery timeout); the Java client's blocking calls take this.
-        "max.block.ms": p.delivery_timeout_ms,
-        "retry.backoff.ms": 100,
-        "retry.backoff.max.ms": 500,
-        "reconnect.backoff.max.ms": 1000,
-        "socket.connection.setup.timeout.ms": 3000,
-        "metadata.max.age.ms": 2000,
-    }.items()}
-
-
-def consumer_props(bootstrap: str, client_id: str, isolation: str, timeout_ms: int) -> dict[str, str]:
-    """The Java consumer's settings: workloads/clients.py's make_consumer, in the Java client's names."""
-    return {k: str(v) for k, v in {
-        "bootstrap.servers": bootstrap,
-        "client.id": client_id,
-        "group.id": f"kchaos-{client_id}",
-        "enable.auto.commit": "false",
-        "auto.offset.reset": "earliest",
-        "isolation.level": isolation,  # the Java client's default is read_uncommitted, librdkafka's read_committed
-        "max.poll.records": 100,  # librdkafka's consume(num_messages=100)
-        "fetch.max.wait.ms": 200,
-        "request.timeout.ms": 5000,
-        "session.timeout.ms": 6000,
-        "default.api.timeout.ms": timeout_ms,
-        "reconnect.backoff.max.ms": 1000,
-        "socket.connection.setup.timeout.ms": 3000,
-        "metadata.max.age.ms": 2000,
-    }.items()}
-
-
-class JavaTxnProcess:
-    """The JVM of the Java client: requests go in on stdin, replies come back per process; its stderr (Kafka's
-    warnings) goes into harness.log."""
-
-    def __init__(self, program: JavaProgram):
-        self.program = program
-        self.proc = subprocess.Popen(program.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, bufsize=1)
-        self._replies: dict[int, queue.Queue[dict[str, Any] | None]] = {}
-        self._lock = threading.Lock()  # the table of queues
-        self._write = threading.Lock()  # stdin, one request line at a time
-        self._readers = [threading.Thread(target=f, name=f"java-{n}", daemon=True)
-                         for f, n in ((self._read_replies, "out"), (self._read_log, "err"))]
-        for t in self._readers:
-            t.start()
-        log.info("Java client started (pid %d, kafka-clients %s): %s", self.proc.pid, program.clients_version,
-                 " ".join(program.command()))
-
-    def _queue(self, process: int) -> queue.Queue[dict[str, Any] | None]:
-        with self._lock:
-            return self._replies.setdefault(process, queue.Queue())
-
-    def _read_replies(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                reply = json.loads(line)
-                self._queue(int(reply["p"])).put(reply)
-            except (ValueError, KeyError, TypeError):
-                log.warning("Java client: not a reply: %r", line[:500])
-        with self._lock:
-            queues = list(self._replies.values())
-        for q in queues:
-            q.put(CLOSED)
-
-    def _read_log(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            log.info("%s", line.rstrip())
-
-    def call(self, process: int, request: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """Send `request` for `process` and wait for its reply; JavaClientError when the JVM is gone or silent for
-        `timeout` seconds."""
-        q = self._queue(process)
-        line = json.dumps({"p": process, **request}, separators=(",", ":")) + "\n"
-        try:
-            with self._write:
-                assert self.proc.stdin is not None
-                self.proc.stdin.write(line)
-                self.proc.stdin.flush()
-        except (BrokenPipeError, ValueError, OSError) as e:
-            raise JavaClientError(f"the Java client is gone (exit {self.proc.poll()}): {e}") from None
-        try:
-            reply = q.get(timeout=timeout)
-        except queue.Empty:
-            raise JavaClientError(f"no reply from the Java client in {timeout:g} s to {request['op']}") from None
-        if reply is CLOSED:
-            q.put(CLOSED)  # every later call of this process sees it too
-            raise JavaClientError(f"the Java client exited ({self.proc.poll()})")
-        return reply
-
-    def features(self, bootstrap: str) -> dict[str, int] | None:
-        """The cluster's finalized feature levels (transaction.version 2: KIP-890's transactions), None if the
-        Admin call failed; logged either way."""
-        reply = self.call(-1, {"op": "features", "bootstrap": bootstrap}, 60)
-        log.info("cluster features for the Java client: %s", reply.get("finalized") or reply.get("error"))
-        return reply.get("finalized") if reply.get("ok") else None
-
-    def close(self, timeout: float = 60) -> None:
-        """End stdin (the JVM closes every client and exits); kill it if it has not exited within `timeout`."""
-        try:
-            with self._write:
-                if self.proc.stdin is not None:
-                    self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            log.warning("Java client did not exit in %g s; killing it", timeout)
-            self.proc.kill()
-            self.proc.wait()
-        for t in self._readers:
-            t.join(5)
-        log.info("Java client exited with %s", self.proc.returncode)
 
 
 class JavaTxnClient(TxnClient):
     """TxnClient's process with its producer and consumer in the JVM: the same seeded ops, the same history."""
 
     def __init__(self, cfg: TestConfig, bootstrap: str, history: History, process: int,
-                 count: Callable[..., None], *, jvm: JavaTxnProcess):
+                 count: Callable[..., None], *, jvm: JavaProcess):
         super().__init__(cfg, bootstrap, history, process, count)
         self.jvm = jvm
         self.has_producer = False
         # A reply is due within the client's own timeouts (init, flush, commit, abort: each the delivery timeout).
         self.deadline = 5 * self.timeout + 30
+        self.reader = JavaTxnConsumer(cfg, bootstrap, history, process, call=self._call)
+        self._crashing = threading.Lock()  # a crash's notice to the JVM and its event, as one
 
     def _call(self, op: str, **request: Any) -> dict[str, Any]:
         return self.jvm.call(self.process, {"op": op, **request}, self.deadline)
 
     def open(self) -> None:
-        """Open this process in the JVM: its consumer, assigned every partition from offset 0."""
-        timeout_ms = self.cfg.producer.delivery_timeout_ms
-        reply = self._call("open", topic=self.topic, partitions=self.partitions, timeout_ms=timeout_ms,
-                           producer=producer_props(self.bootstrap, self.cfg.producer, self.txn_id),
-                           consumer=consumer_props(self.bootstrap, f"txn{self.process}",
-                                                   self.cfg.workload.txn_isolation, timeout_ms))
+        """Open this process in the JVM, then its consumer (assigned every partition from offset 0, or a member
+        of the run's group)."""
+        reply = self._call("open", topic=self.topic, partitions=self.partitions,
+                           timeout_ms=self.cfg.producer.delivery_timeout_ms,
+                           producer=producer_props(self.bootstrap, self.cfg.producer, self.txn_id))
         if not reply.get("ok"):
             raise JavaClientError(f"process {self.process}: open failed: {reply.get('error')}")
+        self.reader.start()
 
     def close(self) -> None:
-        """Close this process's producer and consumer in the JVM (if it still runs)."""
+        """Close this process's producer and consumer in the JVM (if it still runs), recording a member's
+        revocation."""
         try:
-            self._call("close")
+            self.reader.close()
         except JavaClientError as e:
             log.info("process %d: close: %s", self.process, e)
+
+    def crash(self, restart_after: float) -> None:
+        """Crash this process at its next return from the client (the module doc)."""
+        # The JVM first: once the loop sees the crash, its `abandon` must reach the JVM after this.
+        with self._crashing:
+            try:
+                self.jvm.notify(self.process, {"op": "crash"})
+            except JavaClientError as e:
+                log.info("process %d: crash: %s", self.process, e)
+            super().crash(restart_after)
+
+    def abandon(self) -> None:
+        """Have the JVM keep the producer and consumer unclosed until it exits (no purge: the module doc)."""
+        self._call("abandon")
+        self.has_producer = False
+        self.reader.abandon()
 
     def ready(self) -> bool:
         """Whether the JVM holds a producer for the next transaction."""
@@ -205,11 +99,16 @@ class JavaTxnClient(TxnClient):
         return self.has_producer
 
     def transact(self, mops: list[list[Any]], abort: bool) -> tuple[str, list[list[Any]], str | None]:
-        """Run `mops` in one transaction in the JVM; return the op's type, its completed micro-ops and the error."""
-        reply = self._call("txn", mops=mops, abort=abort)
+        """Run `mops` in one transaction in the JVM, its rebalances recorded; return the op's type, its completed
+        micro-ops and the error."""
+        reply = self._call("txn", mops=mops, abort=abort, offsets=self.reader.commits_offsets())
+        self.reader.record(reply.get("events") or [])
         if "type" not in reply:
             raise JavaClientError(f"process {self.process}: txn failed: {reply.get('error')}")
         self.has_producer = bool(reply.get("producer"))
         if reply.get("polled"):
             self.count("polled", int(reply["polled"]))
+        if reply.get("crashed"):
+            with self._crashing:  # the JVM may reply before `crash` has set the event: wait for it (a no-op then)
+                self._crash.set()
         return reply["type"], reply["value"], reply.get("error")

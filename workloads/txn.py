@@ -50,7 +50,7 @@ from workloads.txn_consumer import TxnConsumer
 
 if TYPE_CHECKING:
     from workloads.java_build import JavaProgram
-    from workloads.java_txn import JavaTxnProcess
+    from workloads.java_client import JavaProcess
 
 log = logging.getLogger("kchaos.txn")
 
@@ -94,7 +94,7 @@ class TxnWorkload:
 
     def __init__(self, cfg: TestConfig, java: "JavaProgram | None" = None):
         self.cfg, self.java = cfg, java
-        self._jvm: "JavaTxnProcess | None" = None
+        self._jvm: "JavaProcess | None" = None
         self.topic = cfg.topic.name
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -117,8 +117,9 @@ class TxnWorkload:
         self._stop.clear()
         make: Callable[..., TxnClient] = TxnClient
         if self.java is not None:
-            from workloads.java_txn import JavaTxnClient, JavaTxnProcess
-            self._jvm = JavaTxnProcess(self.java)
+            from workloads.java_client import JavaProcess
+            from workloads.java_txn import JavaTxnClient
+            self._jvm = JavaProcess(self.java)
             self._jvm.features(cluster.bootstrap())
             make = lambda *a: JavaTxnClient(*a, jvm=self._jvm)  # noqa: E731
         for p in range(self.cfg.workload.producers):
@@ -131,9 +132,10 @@ class TxnWorkload:
     def crash_client(self, pick: int, restart_after: float) -> dict[str, Any]:
         """Crash one process, chosen by `pick`: at its next return from the client it abandons its producer
         and consumer and, `restart_after` seconds later, starts new ones with the same identity (the module
-        doc). Returns `{"member": process, "restart_after": ...}`; ValueError with the Java client."""
-        if self.java is not None or not self._clients:
-            raise ValueError("crash-client crashes txn processes of --client python only")
+        doc; on the Java client, workloads/java_txn.py). Returns `{"member": process, "restart_after": ...}`;
+        ValueError before the processes started."""
+        if not self._clients:
+            raise ValueError("crash-client has no txn process to crash yet")
         process = random.Random(pick).choice(sorted(self._clients))
         self._clients[process].crash(restart_after)
         return {"member": process, "restart_after": restart_after}
@@ -220,7 +222,7 @@ class TxnClient:
         op = self.history.invoke(self.process, f, value=partitions if f == "assign" else self.topic)
         try:
             self.reader.assign(partitions) if f == "assign" else self.reader.subscribe()
-        except KafkaException as e:
+        except self.reader.ERRORS as e:
             self.history.complete(op, "info", error=str(e.args[0] if e.args else e))
             return
         self.history.complete(op, "ok")
@@ -234,18 +236,22 @@ class TxnClient:
         """Abandon the producer and consumer, record the crash, wait `restart_after`, start a new consumer (the
         next op's producer is new too)."""
         self._crash.clear()
-        if self.producer is not None:
-            # Nothing queued may leave after the "kill"; a killed process would not send it.
-            self.producer.purge(in_queue=True, in_flight=True, blocking=False)
-            self.abandoned.append(self.producer)
-            self.producer = None
-        self.reader.abandon()
+        self.abandon()
         self.history.append(Op(self.process, "info", "crash", {"restart_after": self.restart_after,
                                                                "error": "crashed (crash-client)"}))
         deadline = time.monotonic() + self.restart_after
         while not stopped() and time.monotonic() < deadline:
             time.sleep(0.1)
         self.reader.start(again=True)
+
+    def abandon(self) -> None:
+        """Leave the producer and consumer as a crash does: unclosed, the producer's queued sends purged."""
+        if self.producer is not None:
+            # Nothing queued may leave after the "kill"; a killed process would not send it.
+            self.producer.purge(in_queue=True, in_flight=True, blocking=False)
+            self.abandoned.append(self.producer)
+            self.producer = None
+        self.reader.abandon()
 
     def ready(self) -> bool:
         """Whether a producer can run the next transaction (else `init` makes one)."""

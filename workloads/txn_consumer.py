@@ -36,7 +36,10 @@ BATCH = 100  # records one poll micro-op returns at most
 
 class TxnConsumer:
     """One consumer of a txn process at a time: made by `start`, read by `poll`, committed through `positions`
-    and `group_metadata`, replaced by `assign` and `subscribe`, left for a new one by `abandon`."""
+    and `group_metadata`, replaced by `assign` and `subscribe`, left for a new one by `abandon`. `assign` and
+    `subscribe` raise only ERRORS."""
+
+    ERRORS: tuple[type[Exception], ...] = (KafkaException,)
 
     def __init__(self, cfg: TestConfig, bootstrap: str, history: History, process: int):
         self.cfg, self.bootstrap, self.history, self.process = cfg, bootstrap, history, process

@@ -3,7 +3,7 @@
 import pytest
 
 from core.history import read_history
-from runs import finished_run
+from runs import assert_a_copier_crashed_and_was_replaced, finished_run
 
 pytestmark = pytest.mark.cluster
 KINDS = ("copy_missing", "copy_duplicate", "copy_invented", "copy_reordered")
@@ -12,18 +12,13 @@ KINDS = ("copy_missing", "copy_duplicate", "copy_invented", "copy_reordered")
 def test_copy_under_crash_client_keeps_input_equal_to_output(store):
     run, results = finished_run(store, "copy", [
         "--workload", "copy", "--consumers", "2", "--nemesis", "crash-client", "--interval", "10",
-        "--restart-delay", "2", "--time-limit", "25", "--rate", "100", "--txn-size", "10", "--seed", "31"])
+        "--restart-delay", "2", "--time-limit", "25", "--rate", "100", "--copy-records", "1500", "--txn-size", "10", "--seed", "31"])
     assert results["verdict"] == "pass", results
     counts = results["counts"]
     assert all(counts[k] == 0 for k in KINDS), counts
-    assert counts["input"] == 2500 and counts["output"] >= counts["input"], counts
+    assert counts["input"] == 1500 and counts["output"] >= counts["input"], counts
     ops = list(read_history(run / "history.jsonl"))
-    assert any(o["process"] == "nemesis" and o["f"] == "crash" and o["type"] == "ok" for o in ops), \
-        "crash-client never crashed a copier"
-    assert any(o["f"] == "init" and o["type"] == "ok" and o["after_crash"] for o in ops), \
-        "no copier was replaced (a new producer fencing the crashed one)"
-    assert any(o["f"] == "copy" and o["type"] == "fail" and "crashed" in o.get("error", "") for o in ops), \
-        "no copier crashed mid-transaction"
+    assert_a_copier_crashed_and_was_replaced(ops)
     assigns = [o for o in ops if o["f"] == "assign" and o["type"] == "ok"]
     assert len({o["generation"] for o in assigns}) >= 2, "at least one rebalance"
-    assert sum(1 for o in ops if o["f"] == "fill" and o["type"] == "ok") == 3  # 2500 values, 1000 a fill op
+    assert sum(1 for o in ops if o["f"] == "fill" and o["type"] == "ok") == 2  # 1500 values, 1000 a fill op

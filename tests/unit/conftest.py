@@ -2,6 +2,9 @@
 
 They need /dev/fuse and root, and skip otherwise. A missing compiler or libfuse3-dev is a
 failure (LazyfsBuildError says to run `make setup`), not a skip.
+
+And for the Java client's tests: `program`, the client compiled with the real javac against cached Kafka jars
+(skipped where there is no JDK or no jars).
 """
 from __future__ import annotations
 
@@ -10,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from clusters.distribution import COMPLETE, cache_dir
 from clusters.lazyfs import build
 from lazyfs_mount import Mount
+from workloads.java_build import compile_client, jdk_problem
 
 @pytest.fixture(scope="session")
 def binary() -> Path:
@@ -55,3 +60,21 @@ def shared_fs(binary, tmp_path_factory):
         yield m
     finally:
         m.kill()
+
+
+def cached_libs() -> Path | None:
+    """The jars of a Kafka release `make setup` (or an earlier run) cached, 4.x first; None when there is none."""
+    found = [d for d in cache_dir().glob("kafka-*") if (d / COMPLETE).exists() and any((d / "libs").glob(
+        "kafka-clients-*.jar"))]
+    found.sort(key=lambda d: [int(x) for x in d.name.removeprefix("kafka-").split(".") if x.isdigit()], reverse=True)
+    return found[0] / "libs" if found else None
+
+
+@pytest.fixture(scope="session")
+def program(tmp_path_factory):
+    if jdk_problem() is not None:
+        pytest.skip("no JDK (java, javac) on PATH")
+    libs = cached_libs()
+    if libs is None:
+        pytest.skip("no Kafka jars in the cache (make setup)")
+    return compile_client(libs, tmp_path_factory.mktemp("java-client"))

@@ -302,3 +302,13 @@ def test_txn_and_copy_rows_have_their_own_headline_and_empty_queue_cells(runs):
     assert "txn_committed=3" in out["tiny-txn"] and "failing_anomalies=2" in out["tiny-txn"]
     assert "copy_input=4" in out["tiny-copy"] and "None" not in out["tiny-txn"] + out["tiny-copy"]
     assert "acked=" not in out["tiny-txn"]
+
+
+def test_a_txn_or_copy_square_says_its_failing_anomalies_not_a_loss_rate():
+    from reports.heatmap import _label
+
+    assert _label(None, "pass", None, failing=0).split("\n")[0] == "no failing anomaly"
+    assert _label(None, "fail", "matches", failing=3).split("\n") == ["3 failing anomalies", "fail",
+                                                                       "prediction matches"]
+    assert _label(None, "pass", None).split("\n")[0] == "no writes acked"  # a queue square with nothing acked
+    assert _label(0.5, "fail", None).split("\n")[0] == "50% lost"

@@ -32,7 +32,6 @@ def run_cfg(*argv: str) -> TestConfig:
     ([*COPY, "--txn-size", "10001"], "--txn-size must be 1..10000 records, got 10001"),
     ([*COPY, "--copy-records", "-1"], "--copy-records must be 0..10000000"),
     ([*COPY, "--consumers", "0"], "--workload copy needs --consumers >= 1"),
-    ([*COPY, "--client", "java"], "--client java runs only --workload txn, not copy"),
     ([*COPY, "--txn-isolation", "dirty"], "--txn-isolation must be one of read_committed, read_uncommitted"),
     ([*COPY, "--rate", "max"], "--workload copy with --rate max needs --copy-records N"),
     ([*COPY, "--in-flight", "2"], "--workload copy runs its copiers in the harness"),
@@ -61,6 +60,13 @@ def test_copy_settings_go_in_test_json_and_replay():
     assert input_records(c) == 500
     plain = run_cfg(*COPY, "--partitions", "3", "--rate", "50", "--time-limit", "20")
     assert input_topic(plain).partitions == 3 and input_records(plain) == 1000
+
+
+def test_copy_runs_on_the_java_client_too_and_test_json_says_so():
+    c = run_cfg(*COPY, "--client", "java", "--kafka-version", "4.1.0", "--nemesis", "crash-client")
+    w = c.to_dict()["workload"]
+    assert (w["kind"], w["client"], w["client_version"]) == ("copy", "java", "4.1.0")
+    assert TestConfig.from_dict(c.to_dict()) == c
 
 
 def test_copy_metrics_can_be_predicted():

@@ -3,6 +3,7 @@ explained end to end from a real run's files (tests/unit/data/evidence/txn-torn-
 3.7.2 in txn-delayed-endtxn, its DumpLogSegments output reduced; see the README there)."""
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,19 +14,12 @@ from harness.console import txn_console_lines
 from reports.explain_txn import explain_txn, is_txn_run, load_txn_explanation
 from reports.explain_txn_text import txn_lines
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_evidence import _sections  # noqa: E402 - one reader of recorded DumpLogSegments output
+
 DATA = Path(__file__).parent / "data" / "evidence"
 TORN = DATA / "txn-torn-3.7.2"
 TID = "kchaos-2019905031-txn-3"
-
-
-def _sections(text: str, files) -> list[str]:
-    out, on = [], False
-    for line in text.splitlines():
-        if line.startswith("Dumping "):
-            on = line[len("Dumping "):] in files
-        if on:
-            out.append(line)
-    return out
 
 
 def recorded_dumper(fixture: Path, calls: list | None = None):
@@ -234,3 +228,15 @@ def test_a_g1a_on_kafka_4_1_is_read_from_the_json_form_of_the_coordinators_log(t
     assert story.previous.index == 34
     assert story.client_log[-1]["text"].startswith("process 4: abort failed: KafkaError{FATAL,code=INVALID_TXN_STATE")
     assert "716 ms after value 40" in story.cause and "value 34 was never written" in story.cause
+
+
+def test_report_html_shows_why_each_transaction_broke(torn_run):
+    from reports.run_report import write_report
+
+    explain_txn(torn_run, libs=Path("/x"), dumper=recorded_dumper(TORN))
+    html = write_report(torn_run).read_text()
+    why = html[html.index("<h2>Why, from Kafka's files</h2>"):html.index("<h2>Example cycles</h2>")]
+    assert "2 anomalous transactions (torn_transaction 1, G1a 1)" in why
+    assert "committed in part" in why and "committed by a later transaction" in why
+    assert 'href="#op-407"' in why  # the torn transaction's lines are quoted in the page: linked
+    assert "value 231: never written" in why  # the facts, behind a details element

@@ -379,7 +379,7 @@ def test_powerfail_during_writeback_lists_exactly_the_lost_pages(mount):
     n = 256
     model = bytearray(random.Random(1).randbytes(n * PAGE))
     put(fs / "f", bytes(model), sync=True)
-    stop = threading.Event()
+    stop, wrote = threading.Event(), threading.Event()
 
     def writer() -> None:
         rng = random.Random(2)
@@ -393,6 +393,7 @@ def test_powerfail_during_writeback_lists_exactly_the_lost_pages(mount):
                     assert e.errno == errno.EIO  # frozen
                     return
                 model[off:off + len(data)] = data
+                wrote.set()
                 time.sleep(0.005)  # slow enough that a writeback leaves pages clean till the next
         finally:
             os.close(fd)
@@ -401,6 +402,10 @@ def test_powerfail_during_writeback_lists_exactly_the_lost_pages(mount):
     t.start()
     try:
         time.sleep(1.0)  # several writebacks meanwhile
+        # Power fails right after a write, well inside the 0.2 s writeback age: on a loaded machine the writer
+        # can be starved long enough for every page to be written back, and the test would check nothing.
+        wrote.clear()
+        assert wrote.wait(10)
         s = report(fs, "powerfail")
     finally:
         stop.set()

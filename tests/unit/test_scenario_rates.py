@@ -155,3 +155,13 @@ def test_bad_input_is_one_line_and_exit_3(tmp_path, capsys, make, args, message)
     assert rates.main([a.format(tmp=tmp_path) for a in args]) == 3
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("scenario_rates: error: ") and message in err[0]
+
+
+def test_the_table_shows_the_metrics_its_prediction_names():
+    assert rates.predicted_names("G1a + lost_write + torn_transaction == 0 and valid == 1") == [
+        "G1a", "lost_write", "torn_transaction", "valid"]
+    reps = [rates.Rep(id=str(i), date="2026-11-26T10:00:00Z", scenario="t", variant="v", predict="G1a + torn > 0",
+                      seed=i, kafka="3.7.2", matched=torn > 0, seconds=60.0, config="c",
+                      metrics={"G1a": 0, "torn": torn, "acked": 0}) for i, torn in enumerate((0, 1, 2))]
+    row = rates.table(rates.group(reps)).splitlines()[2]
+    assert "| G1a 0 · torn 1 (0–2) |" in row

@@ -11,17 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from clusters.distribution import COMPLETE, cache_dir
 from core.config import JAVA_CLIENTS_DEFAULT, ConfigError, TestConfig, validate
 from harness.cli import build_parser, main
 from harness.options import config_from_args
 from harness.repro import recorded_config
 from nemesis import check_spec
 from workloads.java_build import JavaBuildError, clients_version, compile_client, jdk_problem
-from workloads.java_txn import JavaTxnClient, JavaTxnProcess
-
-HAVE_JDK = jdk_problem() is None
-
+from workloads.java_client import JavaProcess
+from workloads.java_txn import JavaTxnClient
 
 def cfg(*argv: str) -> TestConfig:
     return validate(config_from_args(build_parser().parse_args(["run", "--seed", "7", *argv])), check_spec)
@@ -69,7 +66,7 @@ def test_a_test_json_with_a_bad_client_is_refused(change, needle):
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--client", "java"], "--client java runs only --workload txn, not queue"),
+    (["--client", "java"], "--client java runs only --workload txn or copy, not queue"),
     (["--workload", "txn", "--client", "jvm"], "argument --client: invalid choice: 'jvm'"),
 ])
 def test_bad_client_options_exit_3_in_one_line_before_creating_anything(tmp_path, argv, needle):
@@ -97,26 +94,8 @@ def test_compiling_without_a_jdk_or_without_kafka_clients_is_an_error(tmp_path, 
 
 # --- the compiled client --------------------------------------------------------------------------------------
 
-def cached_libs() -> Path | None:
-    """The jars of a Kafka release `make setup` (or an earlier run) cached, 4.x first; None when there is none."""
-    found = [d for d in cache_dir().glob("kafka-*") if (d / COMPLETE).exists() and any((d / "libs").glob(
-        "kafka-clients-*.jar"))]
-    found.sort(key=lambda d: [int(x) for x in d.name.removeprefix("kafka-").split(".") if x.isdigit()], reverse=True)
-    return found[0] / "libs" if found else None
-
-
-@pytest.fixture(scope="module")
-def program(tmp_path_factory):
-    if not HAVE_JDK:
-        pytest.skip("no JDK (java, javac) on PATH")
-    libs = cached_libs()
-    if libs is None:
-        pytest.skip("no Kafka jars in the cache (make setup)")
-    return compile_client(libs, tmp_path_factory.mktemp("java-client"))
-
-
 def test_the_client_compiles_with_javac_once_per_source_and_jars(program):
-    assert (program.classes / "KchaosTxnClient.class").is_file()
+    assert (program.classes / "KchaosTxnClient.class").is_file() and (program.classes / "KchaosCopier.class").is_file()
     assert (program.classes / "log4j.properties").is_file()
     assert program.clients_version == clients_version(program.libs)
     start = time.monotonic()
@@ -129,7 +108,7 @@ def test_the_client_answers_every_request_on_its_pipe(program):
     """Against a loopback port nothing listens on: open succeeds, initTransactions times out and says so, and
     the JVM closes and exits 0 when its stdin ends."""
     c = cfg("--workload", "txn", "--client", "java", "--delivery-timeout-ms", "1500", "--request-timeout-ms", "1000")
-    jvm = JavaTxnProcess(program)
+    jvm = JavaProcess(program)
     try:
         client = JavaTxnClient(c, "127.0.0.1:1", None, 0, lambda *a: None, jvm=jvm)
         client.open()

@@ -276,7 +276,7 @@ def test_a_crashed_process_abandons_its_producer_purged_and_records_the_crash(tm
     assert [(o["process"], o["type"], o["f"]) for o in lines] == [(0, "info", "crash")]
 
 
-def test_crash_client_picks_a_txn_process_and_refuses_the_java_client():
+def test_crash_client_picks_a_txn_process():
     w = TxnWorkload(cfg("--workload", "txn"))
     with pytest.raises(ValueError):
         w.crash_client(1, 0.0)  # not started: no process to crash

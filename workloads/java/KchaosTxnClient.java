@@ -6,14 +6,25 @@
 // concurrently and each runs one request at a time, in order. The outcome rules are workloads/txn.py's.
 //
 // Requests and replies:
-//   {"p":0,"op":"open","producer":{..},"consumer":{..},"topic":"t","partitions":3,"timeout_ms":10000}
-//                                                  -> {"p":0,"ok":true}   the consumer, assigned every partition
+//   {"p":0,"op":"open","producer":{..},"topic":"t","partitions":3,"timeout_ms":10000}
+//                                                  -> {"p":0,"ok":true}   the process's settings; no client yet
+//   {"p":0,"op":"assign","consumer":{..},"partitions":[0,2],"from_start":false}
+//   {"p":0,"op":"subscribe","consumer":{..}}       -> {"p":0,"ok":true,"events":[..]}   the consumer replaced
+//                                                     (KchaosTxnConsumer.java: the events are its rebalances)
 //   {"p":0,"op":"init"}                            -> {"p":0,"ok":true} | {"p":0,"ok":false,"error":".."}
-//   {"p":0,"op":"txn","mops":[["send",4,0],["poll"]],"abort":false}
-//        -> {"p":0,"type":"ok|fail|info","value":[completed micro-ops],"error":..,"polled":n,"producer":bool}
-//   {"p":0,"op":"close"}                           -> {"p":0,"ok":true}
+//   {"p":0,"op":"txn","mops":[["send",4,0],["poll"]],"abort":false,"offsets":true}
+//        -> {"p":0,"type":"ok|fail|info","value":[completed micro-ops],"error":..,"polled":n,"producer":bool,
+//            "events":[..],"crashed":true?}   ("offsets": send the consumer's positions to the transaction)
+//   {"p":0,"op":"crash"}                           -> no reply: read at once, not queued behind the process's
+//                                                     request in progress; its transaction is cut at the next
+//                                                     return from the client ("crashed")
+//   {"p":0,"op":"abandon"}                         -> {"p":0,"ok":true}   the producer and consumer left unclosed
+//                                                     until exit (no abort, no LeaveGroup), the crash cleared
+//   {"p":0,"op":"close"}                           -> {"p":0,"ok":true,"events":[..]}
 //   {"p":-1,"op":"features","bootstrap":".."}      -> {"p":-1,"ok":true,"finalized":{"transaction.version":2,..}}
-// End of stdin closes every process's clients and exits. Kafka's own logging goes to stderr.
+//   {"p":0,"op":"copier.<step>",..}                -> the copy workload's copier steps: KchaosCopier.java
+// End of stdin closes every process's clients (and the copiers' abandoned ones) and exits. Kafka's own logging
+// goes to stderr.
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -69,9 +80,10 @@ public final class KchaosTxnClient {
                 continue;
             }
             Proc proc = procs.computeIfAbsent(req.get("p").asInt(), Proc::new);
-            proc.thread.submit(() -> reply(proc.handle(req)));
+            if ("crash".equals(req.path("op").asText())) proc.crashed = true;
+            else proc.thread.submit(() -> reply(proc.handle(req)));
         }
-        for (Proc proc : procs.values()) proc.thread.submit(proc::close);
+        for (Proc proc : procs.values()) proc.thread.submit(proc::closeAll);
         for (Proc proc : procs.values()) {
             proc.thread.shutdown();
             proc.thread.awaitTermination(60, TimeUnit.SECONDS);
@@ -91,13 +103,100 @@ public final class KchaosTxnClient {
         return e.getClass().getSimpleName() + (e.getMessage() == null ? "" : ": " + e.getMessage());
     }
 
+    /** A transactional producer with `props` (its transactional.id) after initTransactions, which fences every
+     *  earlier producer of that id; the exception of a failed init, the producer closed. */
+    static KafkaProducer<String, String> initialized(Map<String, Object> props) {
+        KafkaProducer<String, String> fresh = new KafkaProducer<>(props);
+        try {
+            fresh.initTransactions();
+            return fresh;
+        } catch (RuntimeException e) {
+            fresh.close(Duration.ZERO);
+            throw e;
+        }
+    }
+
+    /** Abort the transaction of `producer` after `e` when `e` allows it; true if the abort was confirmed. False
+     *  means the caller must drop the producer: the next one with its transactional.id fences it. */
+    static boolean abort(KafkaProducer<String, String> producer, RuntimeException e, String who) {
+        if (producer == null) return false;
+        boolean fatal = e instanceof ProducerFencedException || e instanceof OutOfOrderSequenceException
+            || e instanceof AuthorizationException || e instanceof UnsupportedVersionException;
+        // A timed-out call must be retried before any other (abortTransaction then fails, or waits out its own
+        // timeout against the same unreachable coordinator): as librdkafka's retriable errors, it drops the producer.
+        boolean retriable = e instanceof RetriableException || e instanceof IllegalStateException;
+        if (!fatal && !retriable) {
+            try {
+                producer.abortTransaction();
+                return true;
+            } catch (RuntimeException again) {
+                System.err.println(who + ": abort failed: " + describe(again));
+            }
+        }
+        return false;
+    }
+
+    /** At exit: close what crashes abandoned, each given little time (the run is over). */
+    @SuppressWarnings("unchecked")
+    static void closeAbandoned(List<AutoCloseable> abandoned) {
+        for (AutoCloseable c : abandoned) {
+            if (c instanceof KafkaConsumer) closeConsumer((KafkaConsumer<byte[], byte[]>) c, Duration.ofSeconds(1));
+            else ((KafkaProducer<String, String>) c).close(Duration.ZERO);
+        }
+        abandoned.clear();
+    }
+
+    /** Close `consumer` (null: nothing) within `timeout`, its errors only logged. */
+    @SuppressWarnings("deprecation")  // close(CloseOptions) replaces it only from kafka-clients 4.1
+    static void closeConsumer(KafkaConsumer<byte[], byte[]> consumer, Duration timeout) {
+        if (consumer == null) return;
+        try {
+            consumer.close(timeout);
+        } catch (RuntimeException e) {
+            System.err.println("closing a consumer: " + describe(e));
+        }
+    }
+
+    /** The Java client's settings from a request's JSON object of strings. */
+    static Map<String, Object> props(JsonNode obj) {
+        Map<String, Object> m = new HashMap<>();
+        for (Map.Entry<String, JsonNode> e : obj.properties()) m.put(e.getKey(), e.getValue().asText());
+        return m;
+    }
+
+    /** A producer's settings from a request's JSON object, with the serializers of the values kchaos writes. */
+    static Map<String, Object> producerProps(JsonNode obj) {
+        Map<String, Object> m = props(obj);
+        m.put("key.serializer", StringSerializer.class.getName());
+        m.put("value.serializer", StringSerializer.class.getName());
+        return m;
+    }
+
+    /** A consumer with the settings of a request's JSON object, reading raw bytes (decode makes them values). */
+    static KafkaConsumer<byte[], byte[]> consumer(JsonNode obj) {
+        Map<String, Object> m = props(obj);
+        m.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        m.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        return new KafkaConsumer<>(m);
+    }
+
+    /** Thrown at a crash point of a transaction the process's crash cut. */
+    static final class Crashed extends RuntimeException {
+        Crashed() {
+            super("crashed (crash-client)", null, false, false);
+        }
+    }
+
     /** One logical process of the workload: its own producer (transactional.id) and consumer. */
     static final class Proc {
         final int p;
         final ExecutorService thread = Executors.newSingleThreadExecutor();
+        final List<AutoCloseable> abandoned = new ArrayList<>();  // what crashes left, closed at exit
+        volatile boolean crashed;  // set by a "crash" request as it is read, cleared by "abandon"
         Map<String, Object> producerProps;
         KafkaProducer<String, String> producer;
-        KafkaConsumer<byte[], byte[]> consumer;
+        KchaosTxnConsumer reader;
+        KchaosCopier copier;  // the copy workload's copier slot p, made by its first copier.* request
         String topic;
         int partitions;
         long timeoutMs;
@@ -109,11 +208,21 @@ public final class KchaosTxnClient {
         ObjectNode handle(JsonNode req) {
             ObjectNode r = JSON.createObjectNode().put("p", p);
             try {
-                switch (req.get("op").asText()) {
+                String op = req.get("op").asText();
+                if (op.startsWith("copier.")) {
+                    if (copier == null) copier = new KchaosCopier(p);
+                    return copier.handle(op.substring("copier.".length()), req, r);
+                }
+                switch (op) {
                     case "open": open(req); return r.put("ok", true);
+                    case "assign":
+                        reader.assign(req.get("consumer"), req.get("partitions"), req.path("from_start").asBoolean());
+                        return reader.reply(r.put("ok", true));
+                    case "subscribe": reader.subscribe(req.get("consumer")); return reader.reply(r.put("ok", true));
                     case "init": return init(r);
-                    case "txn": return transact(req, r);
-                    case "close": close(); return r.put("ok", true);
+                    case "txn": return reader.reply(transact(req, r));
+                    case "abandon": abandon(); return r.put("ok", true);
+                    case "close": close(); return (reader != null ? reader.reply(r) : r).put("ok", true);
                     case "features": return features(req, r);
                     default: return r.put("ok", false).put("error", "unknown op " + req.get("op"));
                 }
@@ -137,39 +246,21 @@ public final class KchaosTxnClient {
             }
         }
 
-        static Map<String, Object> props(JsonNode obj) {
-            Map<String, Object> m = new HashMap<>();
-            for (Map.Entry<String, JsonNode> e : obj.properties()) m.put(e.getKey(), e.getValue().asText());
-            return m;
-        }
-
         void open(JsonNode req) {
             topic = req.get("topic").asText();
             partitions = req.get("partitions").asInt();
             timeoutMs = req.get("timeout_ms").asLong();
-            producerProps = props(req.get("producer"));
-            producerProps.put("key.serializer", StringSerializer.class.getName());
-            producerProps.put("value.serializer", StringSerializer.class.getName());
-            Map<String, Object> cp = props(req.get("consumer"));
-            cp.put("key.deserializer", ByteArrayDeserializer.class.getName());
-            cp.put("value.deserializer", ByteArrayDeserializer.class.getName());
-            consumer = new KafkaConsumer<>(cp);
-            List<TopicPartition> tps = new ArrayList<>();
-            for (int i = 0; i < partitions; i++) tps.add(new TopicPartition(topic, i));
-            consumer.assign(tps);
-            for (TopicPartition tp : tps) consumer.seek(tp, 0);
+            producerProps = producerProps(req.get("producer"));
+            reader = new KchaosTxnConsumer(topic);
         }
 
         /** A fresh producer with this process's transactional.id; initTransactions fences any earlier one. */
         ObjectNode init(ObjectNode r) {
             drop();
-            KafkaProducer<String, String> fresh = new KafkaProducer<>(producerProps);
             try {
-                fresh.initTransactions();
-                producer = fresh;
+                producer = initialized(producerProps);
                 return r.put("ok", true);
             } catch (RuntimeException e) {
-                fresh.close(Duration.ZERO);
                 return r.put("ok", false).put("error", describe(e));
             }
         }
@@ -181,19 +272,37 @@ public final class KchaosTxnClient {
             }
         }
 
-        @SuppressWarnings("deprecation")  // close(CloseOptions) replaces it only from kafka-clients 4.1
+        /** A crash: the producer and consumer left as they are (no abort, no LeaveGroup; the producer never used
+         *  again, fenced by the next one's initTransactions) until the JVM exits. */
+        void abandon() {
+            if (producer != null) abandoned.add(producer);
+            producer = null;
+            if (reader != null && reader.consumer != null) abandoned.add(reader.abandon());
+            crashed = false;
+        }
+
         void close() {
             drop();
-            if (consumer != null) {
-                consumer.close(Duration.ofSeconds(5));
-                consumer = null;
-            }
+            if (reader != null) reader.close();
+        }
+
+        /** At exit: the process's clients, what its crashes abandoned, and its copier's. */
+        void closeAll() {
+            close();
+            closeAbandoned(abandoned);
+            if (copier != null) copier.closeAll();
+        }
+
+        void crashPoint() {
+            if (crashed) throw new Crashed();
         }
 
         /** Run the micro-ops in one transaction: workloads/txn.py's TxnClient.transact, on the Java client. */
         ObjectNode transact(JsonNode req, ObjectNode r) {
             JsonNode mops = req.get("mops");
             boolean abort = req.get("abort").asBoolean();
+            boolean sendOffsets = req.path("offsets").asBoolean(true);
+            KafkaConsumer<byte[], byte[]> consumer = reader.consumer;
             ArrayNode done = JSON.createArrayNode();
             Map<Integer, Long> offsets = new ConcurrentHashMap<>();  // written by the producer's I/O thread
             boolean anyPoll = false;
@@ -213,6 +322,7 @@ public final class KchaosTxnClient {
                 if (producer == null) throw new IllegalStateException("no producer");
                 producer.beginTransaction();
                 for (int i = 0; i < mops.size(); i++) {
+                    crashPoint();
                     JsonNode m = mops.get(i);
                     if (m.get(0).asText().equals("send")) {
                         final int at = i;
@@ -232,7 +342,8 @@ public final class KchaosTxnClient {
                         r.put("polled", polled);
                     }
                 }
-                if (anyPoll) {
+                crashPoint();
+                if (anyPoll && sendOffsets) {
                     Map<TopicPartition, OffsetAndMetadata> positions = new HashMap<>();
                     for (TopicPartition tp : consumer.assignment()) {
                         long pos = consumer.position(tp, Duration.ofMillis(timeoutMs));
@@ -245,9 +356,16 @@ public final class KchaosTxnClient {
                     return finish(r, "fail", done, offsets, "aborted on purpose");
                 }
                 producer.flush();  // every send's delivery report, hence its offset
+                crashPoint();
                 committing = true;
                 producer.commitTransaction();
+                if (crashed)  // it died as the commit returned, never learning the outcome
+                    return finish(r.put("crashed", true), "info", done, offsets,
+                                  "crashed (crash-client) during the commit");
                 return finish(r, "ok", done, offsets, null);
+            } catch (Crashed c) {
+                // The commit was never asked for: the next producer's initTransactions aborts the transaction.
+                return finish(r.put("crashed", true), "fail", done, offsets, "crashed (crash-client) before the commit");
             } catch (RuntimeException e) {
                 boolean aborted = abortAfter(e);
                 // Without a commit request the transaction can never commit: the abort, the coordinator's timeout
@@ -257,23 +375,10 @@ public final class KchaosTxnClient {
             }
         }
 
-        /** Abort after an error that requires it; true if the abort was confirmed. Otherwise the producer is
-         *  dropped, and the next op's producer (same transactional.id) fences it. */
+        /** Abort after an error that requires it (KchaosTxnClient.abort); true if the abort was confirmed.
+         *  Otherwise the producer is dropped, and the next op's producer (same transactional.id) fences it. */
         boolean abortAfter(RuntimeException e) {
-            if (producer == null) return false;
-            boolean fatal = e instanceof ProducerFencedException || e instanceof OutOfOrderSequenceException
-                || e instanceof AuthorizationException || e instanceof UnsupportedVersionException;
-            // A timed-out call must be retried before any other (abortTransaction then fails, or waits out its own
-            // timeout against the same unreachable coordinator): as librdkafka's retriable errors, it drops the producer.
-            boolean retriable = e instanceof RetriableException || e instanceof IllegalStateException;
-            if (!fatal && !retriable) {
-                try {
-                    producer.abortTransaction();
-                    return true;
-                } catch (RuntimeException again) {
-                    System.err.println("process " + p + ": abort failed: " + describe(again));
-                }
-            }
+            if (abort(producer, e, "process " + p)) return true;
             drop();
             return false;
         }
@@ -284,14 +389,15 @@ public final class KchaosTxnClient {
             if (error != null) r.put("error", error);
             return r.put("producer", producer != null);
         }
+    }
 
-        static long decode(byte[] raw) {
-            if (raw == null) return UNDECODABLE;
-            try {
-                return Long.parseLong(new String(raw, StandardCharsets.UTF_8).strip());
-            } catch (NumberFormatException e) {
-                return UNDECODABLE;
-            }
+    /** The integer value a kchaos producer wrote, or UNDECODABLE. */
+    static long decode(byte[] raw) {
+        if (raw == null) return UNDECODABLE;
+        try {
+            return Long.parseLong(new String(raw, StandardCharsets.UTF_8).strip());
+        } catch (NumberFormatException e) {
+            return UNDECODABLE;
         }
     }
 }

@@ -1,0 +1,124 @@
+"""A copier session's clients on librdkafka (confluent-kafka), the copy workload's default (`--client python`).
+
+The consumer joins the copy group (auto-commit off, read_committed, librdkafka's classic protocol); its rebalance
+callbacks, which run inside `consume`, are kept and handed to the session with the poll's records.
+"""
+from __future__ import annotations
+
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Producer, TopicPartition
+
+from core.config import TestConfig, txn_timeout_ms
+from workloads.clients import make_group_consumer, make_producer, to_records
+from workloads.copier import ClientError, TxnFailed, copy_group
+from workloads.rebalance import Rebalance, drop, leave, subscribe
+
+
+def _text(e: Exception) -> str:
+    return str(e.args[0] if isinstance(e, KafkaException) and e.args else e)
+
+
+class RdkafkaCopierClient:
+    """workloads/copier.py's CopierClient on librdkafka: one consumer, and a producer per successful init."""
+
+    def __init__(self, cfg: TestConfig, bootstrap: str, slot: int):
+        self.cfg, self.bootstrap, self.slot = cfg, bootstrap, slot
+        self.timeout = cfg.producer.delivery_timeout_ms / 1000
+        self.consumer = make_group_consumer(bootstrap, f"copy{slot}", copy_group(cfg.seed), auto_commit=False)
+        self.producer: Producer | None = None
+        self._events: list[Rebalance] | None = None  # the callbacks of the consume in progress; close's are none
+
+    def init(self, txn_id: str) -> None:
+        """A fresh producer with `txn_id` after init_transactions; ClientError if that failed."""
+        producer = make_producer(self.bootstrap, self.cfg.producer, txn_id, extra={
+            "transactional.id": txn_id, "transaction.timeout.ms": txn_timeout_ms(self.cfg.producer)})
+        try:
+            producer.init_transactions(self.timeout)
+        except KafkaException as e:
+            raise ClientError(_text(e)) from None
+        self.producer = producer
+
+    def subscribe(self, topic: str) -> None:
+        """Subscribe to `topic`; the rebalance callbacks a consume serves are kept for its poll (workloads/rebalance.py
+        `subscribe`), those its close serves are not."""
+        subscribe(self.consumer, topic, self._seen, live=lambda: self._events is not None)
+
+    def poll(self, max_records: int, timeout: float) -> tuple[list[list[int]], list[Rebalance]]:
+        """One consume of up to `max_records` within `timeout` seconds, and its rebalances."""
+        self._events = events = []
+        try:
+            msgs = self.consumer.consume(num_messages=max_records, timeout=timeout)
+        except KafkaException as e:
+            raise ClientError(_text(e)) from None
+        finally:
+            self._events = None
+        return to_records(msgs)[0], events
+
+    def produce(self, topic: str, sent: list[list[int]]) -> None:
+        """Begin, produce every value to its partition, flush; TxnFailed (aborted if it could be)."""
+        assert self.producer is not None
+        try:
+            self.producer.begin_transaction()
+            for out, v in sent:
+                self.producer.produce(topic, value=str(v), partition=out)
+            self.producer.flush(self.timeout)
+        except (KafkaException, BufferError) as e:
+            raise self._failed(e, committing=False) from None
+
+    def commit(self) -> list[list[int]]:
+        """Send the consumer's positions with its group metadata, then commit; TxnFailed."""
+        assert self.producer is not None
+        committing = False
+        try:
+            positions = [tp for tp in self.consumer.position(self.consumer.assignment()) if tp.offset >= 0]
+            self.producer.send_offsets_to_transaction(positions, self.consumer.consumer_group_metadata(),
+                                                      self.timeout)
+            committing = True
+            self.producer.commit_transaction(self.timeout)
+        except KafkaException as e:
+            raise self._failed(e, committing) from None
+        return [[tp.partition, tp.offset] for tp in positions]
+
+    def _failed(self, e: Exception, committing: bool) -> TxnFailed:
+        err: KafkaError | None = e.args[0] if isinstance(e, KafkaException) and e.args else None
+        return TxnFailed(_text(e), committing, self._abort(err))
+
+    def _abort(self, err: KafkaError | None) -> bool:
+        """Abort after an abortable error; True if the abort was confirmed."""
+        if err is None or not err.txn_requires_abort() or self.producer is None:
+            return False
+        try:
+            self.producer.abort_transaction(self.timeout)
+            return True
+        except KafkaException:
+            return False
+
+    def rewind(self) -> list[list[int]]:
+        """Seek every assigned partition to its committed offset, or the log start; ClientError."""
+        try:
+            to = []
+            for tp in self.consumer.committed(self.consumer.assignment(), timeout=self.timeout):
+                tp = TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
+                self.consumer.seek(tp)
+                to.append([tp.partition, tp.offset])
+            return to
+        except KafkaException as e:
+            raise ClientError(_text(e)) from None
+
+    def close(self) -> None:
+        """Close the consumer, its revocation served first (`leave`; its callbacks record nothing); the producer
+        goes with this object."""
+        leave(self.consumer)
+
+    def abandon(self) -> None:
+        """Nothing to do: the consumer and producer stay referenced by this client, unclosed."""
+
+    def close_abandoned(self) -> None:
+        """Let go of the abandoned consumer and producer unclosed (`drop`), as a killed process's are gone."""
+        self.producer = None
+        consumers = [self.consumer]
+        del self.consumer  # the client is never used again: leave the list the only reference
+        drop(consumers)
+
+    def _seen(self, r: Rebalance) -> None:
+        if self._events is not None:
+            self._events.append(r)
