@@ -1,0 +1,24 @@
+"""The spine on the oldest and the newest Kafka line kchaos runs: kill-leader with acks=all and min.insync=2 keeps
+every acknowledged write, on Kafka's own configuration, tools and logging for that line."""
+import json
+
+import pytest
+
+from core.history import read_history
+from core.kafka_versions import LINES
+from runs import finished_run
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.mark.parametrize("line", [LINES[0], LINES[-1]], ids=lambda x: x.line)
+def test_kill_leader_with_acks_all_and_min_insync_2_loses_nothing(store, line):
+    run, results = finished_run(store, f"spine-{line.line}", [
+        "--kafka-version", line.line, "--acks", "all", "--min-insync", "2", "--nemesis", "kill-leader",
+        "--interval", "7", "--time-limit", "22", "--rate", "100", "--seed", "24"])
+    assert results["verdict"] == "pass" and results["valid"] is True, results.get("failed")
+    assert results["counts"]["acked"] >= 1000 and results["counts"]["lost"] == 0, results["counts"]
+    test = json.loads((run / "test.json").read_text())
+    assert test["versions"]["kafka"] == line.latest and test["kafka_tools"]["line"] == line.line
+    ops = read_history(run / "history.jsonl")
+    assert any(o["process"] == "nemesis" and o["f"] == "kill" and o["type"] == "ok" for o in ops)
