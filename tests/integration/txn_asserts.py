@@ -9,11 +9,13 @@ from runs import finished_run
 ALLOWED_READ_COMMITTED = {"G0", "G1c", "int_send_skip"}
 
 
-def valid_txn_run(store: Path, name: str, options: list[str], min_committed: int) -> dict[str, Any]:
-    """Run `kchaos run --workload txn --nemesis kill-leader` with `options`; assert it passed with no anomaly
-    but those read_committed allows, at least `min_committed` committed and some aborted transactions, every
-    partition read to its end, a kill done, and a committed poll that returned records; return test.json."""
-    run, results = finished_run(store, name, ["--workload", "txn", "--nemesis", "kill-leader", "--interval", "8",
+def valid_txn_run(store: Path, name: str, options: list[str], min_committed: int,
+                  nemesis: str = "kill-leader") -> dict[str, Any]:
+    """Run `kchaos run --workload txn --nemesis NEMESIS` (kill-leader among them) with `options`; assert it passed
+    with no anomaly but those read_committed allows, at least `min_committed` committed and some aborted
+    transactions, every partition read to its end, a kill done, and a committed poll that returned records;
+    return test.json with the history's ops under "_ops"."""
+    run, results = finished_run(store, name, ["--workload", "txn", "--nemesis", nemesis, "--interval", "8",
                                               "--txn-abort-p", "0.2", "--seed", "23", *options])
     # Under read_committed Kafka allows only these (docs/verdicts.md): concurrent transactions' sends interleave.
     assert results["verdict"] == "pass" and set(results["allowed"]) <= ALLOWED_READ_COMMITTED, results["allowed"]
@@ -25,4 +27,5 @@ def valid_txn_run(store: Path, name: str, options: list[str], min_committed: int
     assert any(o["process"] == "nemesis" and o["f"] == "kill" and o["type"] == "ok" for o in ops)
     polled = [m for o in ops if o["f"] == "txn" and o["type"] == "ok" for m in o["value"] if m[0] == "poll" and m[1]]
     assert polled, "no poll inside a committed transaction returned a record"
-    return {**json.loads((run / "test.json").read_text()), "_harness_log": (run / "harness.log").read_text()}
+    return {**json.loads((run / "test.json").read_text()), "_harness_log": (run / "harness.log").read_text(),
+            "_ops": ops}
