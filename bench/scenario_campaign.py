@@ -28,12 +28,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scenario_rates import LEDGER, REPO, file_order, read_ledger  # noqa: E402
 
 
-def needed(target: int, only: set[str] | None = None) -> list[tuple[str, str, int]]:
+def on_versions() -> dict[str, list[str]]:
+    """Each shipped scenario's variants on each Kafka line it lists (`kchaos scenario NAME --versions listed`)."""
+    from harness.scenario import find_scenario, load_scenario
+
+    out = {}
+    for name in file_order():
+        sc, _ = load_scenario(find_scenario(name)).select((), ("listed",))
+        out[name] = [v.name for v in sc.variants]
+    return out
+
+
+def needed(target: int, only: set[str] | None = None, versions: bool = False) -> list[tuple[str, str, int]]:
     """(scenario, variant, repetitions already held) for each variant short of `target`, fewest first; only the
-    scenarios named in `only`, when given."""
+    scenarios named in `only`, when given; with `versions`, each variant on each line its scenario lists."""
     reps = [r for r in read_ledger(LEDGER) if r.matched is not None]
     out = []
-    for scenario, variants in file_order().items():
+    for scenario, variants in (on_versions() if versions else file_order()).items():
         if only and scenario not in only:
             continue
         for v in variants:
@@ -53,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kchaos", help="a kchaos executable (default: this checkout's, run by this Python)")
     ap.add_argument("--dry-run", action="store_true", help="print what is still needed and stop")
     ap.add_argument("--scenarios", help="only these scenarios, comma-separated (default: every one)")
+    ap.add_argument("--versions", action="store_true", help="each variant on each Kafka line its scenario's "
+                    "`versions` lists (NAME-kafka-LINE off its own line); default: each variant on its own")
     a = ap.parse_args(argv)
     store = str(Path(a.store).resolve())
     kchaos = [a.kchaos] if a.kchaos else [sys.executable, "-m", "harness.cli"]
@@ -60,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     if not a.kchaos:
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     only = set(a.scenarios.split(",")) if a.scenarios else None
-    while todo := needed(a.target, only):
+    while todo := needed(a.target, only, a.versions):
         if a.dry_run:
             for scenario, v, have in todo:
                 print(f"{scenario} {v}: {have}/{a.target}")

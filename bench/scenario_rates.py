@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from core.exit_codes import EXIT_BAD_INPUT
+from core.kafka_versions import DEFAULT as DEFAULT_KAFKA
 from harness.scenario_stats import Rate, spreads
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,10 +79,13 @@ def _json(path: Path) -> Any:
 def _config(options: dict[str, Any] | None, test: dict[str, Any] | None = None) -> str | None:
     """A hash of the variant's run options. A run whose page cache was written back as the node's kernel does
     (the default since 2026-11-25; test.json's `page_cache`) hashes that too: before, the default never wrote
-    back, so the same options made another experiment."""
+    back, so the same options made another experiment. `kafka_version` set to the default release is the same
+    experiment as not set (a scenario pins it so that `--versions` does not run it on other lines)."""
     if options is None:
         return None
     opts = dict(options)
+    if opts.get("kafka_version") == DEFAULT_KAFKA:
+        del opts["kafka_version"]
     if ((test or {}).get("page_cache") or {}).get("model") not in (None, "never-written-back", "writeback-age"):
         opts["page_cache_model"] = test["page_cache"]["model"]
     if isinstance(opts.get("schedule"), str):  # a content-addressed cache file: its name is its content

@@ -74,6 +74,7 @@ LINES: tuple[KafkaLine, ...] = (
               durability="ELR on by default"),
 )
 DEFAULT = "3.7.2"
+ON_LINE = "-kafka-"  # a scenario variant run on another line than its own is NAME-kafka-LINE
 
 
 def _supported() -> str:
@@ -101,6 +102,17 @@ def line_of(version: str) -> KafkaLine:
         if m and m.group(1) == x.line:
             return x
     raise UnsupportedVersion(f"Kafka {version}: kchaos cannot run it; it runs {_supported()}")
+
+
+def on_line_name(variant: str, line: str) -> str:
+    """The name of scenario variant `variant` run on Kafka `line` other than its own: NAME-kafka-LINE."""
+    return f"{variant}{ON_LINE}{line}"
+
+
+def split_on_line(name: str) -> tuple[str, str | None]:
+    """(variant, line) of a NAME-kafka-LINE name; (name, None) for any other name."""
+    base, sep, line = name.rpartition(ON_LINE)
+    return (base, line) if sep and base and any(x.line == line for x in LINES) else (name, None)
 
 
 def dump_class(version: str) -> str:
@@ -135,4 +147,4 @@ def tools_record(version: str) -> dict[str, str]:
 
 
 __all__ = ["KafkaLine", "LINES", "DEFAULT", "UnsupportedVersion", "resolve_version", "line_of", "dump_class",
-           "node_env", "perf_command", "tools_record"]
+           "node_env", "perf_command", "tools_record", "on_line_name", "split_on_line"]

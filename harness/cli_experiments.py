@@ -10,7 +10,6 @@ from rich.console import Console
 
 from core.config import ConfigError
 from core.exit_codes import EXIT_INTERRUPTED
-from core.suggest import did_you_mean
 from harness.options import D, spark_options
 
 if TYPE_CHECKING:
@@ -47,7 +46,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     sc.add_argument("--dry-run", action="store_true", help="check the scenario and print the variants it would "
                     "run, with their seeds; start nothing, create no run")
     sc.add_argument("--repeat", type=int, default=None, help="repetitions of each variant (default: the file's)")
-    sc.add_argument("--variant", default=None, metavar="NAME[,NAME]", help="run only these variants (default: all)")
+    sc.add_argument("--variant", default=None, metavar="NAME[,NAME]", help="run only these variants (default: all); "
+                    "NAME-kafka-LINE is the variant on that Kafka line")
+    sc.add_argument("--versions", default=None, metavar="LINE[,LINE]|listed",
+                    help="run each variant on each of these Kafka lines (3.7 ... 4.4, or releases); `listed`: the "
+                    "scenario's own versions list (default: the version each variant sets, else the default)")
     sc.add_argument("--seed", type=int, default=None, help="scenario seed (default: the file's)")
     sc.add_argument("--resume", action="store_true", help="continue the newest interrupted run of this scenario")
     sc.add_argument("--store", default=D.store, help="results root (runs go in STORE/scenarios/NAME/)")
@@ -121,13 +124,8 @@ def _scenario(args: argparse.Namespace, console: Console, out: Console, command:
         raise ConfigError("--resume continues with the scenario's own seed; drop --seed")
     if args.repeat is not None:
         _positive(args.repeat, "--repeat", 100)
-    sc = load_scenario(find_scenario(args.name))
-    only = tuple(x for x in (args.variant or "").split(",") if x)
-    unknown = [x for x in only if x not in {v.name for v in sc.variants}]
-    if unknown:
-        names = [v.name for v in sc.variants]
-        raise ConfigError(f"--variant {','.join(unknown)}{did_you_mean(unknown[0], names)}: scenario {sc.name} has "
-                          f"{', '.join(names)}")
+    sc, only = load_scenario(find_scenario(args.name)).select(
+        tuple(x for x in (args.variant or "").split(",") if x), tuple(x for x in (args.versions or "").split(",") if x))
     if args.dry_run:
         return _dry_run(sc, args, only, out)
     try:

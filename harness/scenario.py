@@ -10,14 +10,24 @@
     schedule:                       # a fault schedule (schedule.json entries), replayed as given
       - {at: 3, nemesis: slow-follower, op: {f: start-slow, target: followers, partition: 0}}
     predict: lost > 0               # decided on the run's observed metrics (checkers/observed.py)
+    versions: ["3.7", "3.9", "4.4"] # the Kafka lines it is measured on (kchaos scenario --versions listed)
     variants:                       # optional: the same experiment under other settings
       - {name: clean, options: {unclean: false}, predict: lost == 0 and unavailable_s > 5}
+      - {name: config-only, predict: lost == 0, predict_since: {"3.9": lost > 0}}
 
 A variant may override `options` (over base), `schedule` and `predict`;
 without variants the scenario is one variant named after itself. A
 prediction is a Python-like expression over the metric names (comparisons,
 `and`, `or`, `not`, arithmetic, numbers) and is checked when the file loads,
 as is every variant's configuration and schedule (as `kchaos run` would).
+
+Versions: `Scenario.on_versions` runs each variant on each Kafka line given.
+On the version it runs anyway (its options' or the default) a variant keeps
+its name and configuration, so its repetitions count with those already
+made; on another line it is `NAME-kafka-LINE`, with `kafka_version` set to
+the line's latest release. `predict_since` gives the prediction from a line
+on, where Kafka's behaviour changed (KRaft honours unclean election from
+3.9). A variant whose own options set `kafka_version` runs there only.
 """
 from __future__ import annotations
 
@@ -33,15 +43,17 @@ from typing import Any
 from checkers.observed import METRICS
 from clusters.distribution import cache_dir
 from core.config import ConfigError
+from core.kafka_versions import (DEFAULT as KAFKA_DEFAULT, LINES, UnsupportedVersion, line_of, on_line_name,
+                                 resolve_version, split_on_line)
 from core.suggest import did_you_mean
 from core.yaml_doc import SpecDoc
-from harness.spec_files import Cell, head, preflight, run_options
+from harness.spec_files import Cell, check_cell, head, preflight, run_options
 from harness.suite import Suite, SuiteError
 
 SCENARIO_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 TOP_KEYS = ("name", "description", "mechanism", "prevents", "seed", "repeat", "base", "schedule", "predict",
-            "variants")
-VARIANT_KEYS = ("name", "description", "options", "schedule", "predict")
+            "versions", "variants")
+VARIANT_KEYS = ("name", "description", "options", "schedule", "predict", "predict_since")
 
 
 class ScenarioError(SuiteError):
@@ -137,13 +149,53 @@ def _eval(node: ast.AST, m: dict[str, float]) -> Any:
 
 @dataclass(frozen=True)
 class Variant:
-    """One experiment of a scenario: its suite cell, the schedule it replays (or none) and its prediction."""
+    """One experiment of a scenario: its suite cell, the schedule it replays (or none) and its prediction;
+    `since` the predictions from a Kafka line on (oldest line first), `pinned` when its own options choose the
+    Kafka version, `base` the name of the variant it was made from by `Scenario.on_versions` (else its own)."""
 
     name: str
     description: str
     cell: Cell
     schedule: tuple[dict[str, Any], ...] | None
     predict: Prediction
+    since: tuple[tuple[str, Prediction], ...] = ()
+    pinned: bool = False
+    base: str = ""
+
+    @property
+    def version(self) -> str:
+        """The Kafka release the variant runs."""
+        return str(dict(self.cell.options).get("kafka_version") or KAFKA_DEFAULT)
+
+    def prediction_on(self, line: str) -> Prediction:
+        """The prediction for Kafka `line`: the newest `since` entry at or before it, else `predict`."""
+        order = [x.line for x in LINES]
+        out = self.predict
+        for since, pred in self.since:
+            if order.index(since) <= order.index(line):
+                out = pred
+        return out
+
+    def on_line(self, line: str, index: int) -> "Variant":
+        """This variant on Kafka `line` (its latest release): itself when it runs that line anyway, else
+        NAME-kafka-LINE with that release and the line's prediction; ScenarioError when the options do not hold
+        on that line."""
+        own = line_of(self.version).line
+        if line == own:
+            return replace(self, cell=replace(self.cell, index=index), predict=self.prediction_on(line),
+                           base=self.base or self.name)
+        name = on_line_name(self.name, line)
+        release = resolve_version(line)
+        options = {**dict(self.cell.options), "kafka_version": release}
+        params = ((("variant", name),) + tuple((k, v) for k, v in self.cell.params if k not in ("variant",
+                                                                                                "kafka_version"))
+                  + (("kafka_version", release),))
+        cell = Cell(index, name, params, tuple(options.items()))
+        try:
+            check_cell(cell)
+        except ConfigError as e:
+            raise ScenarioError(f"variant {self.name} on Kafka {line}: {e}") from None
+        return replace(self, name=name, cell=cell, predict=self.prediction_on(line), base=self.base or self.name)
 
 
 @dataclass(frozen=True)
@@ -159,6 +211,48 @@ class Scenario:
     seed: int
     repeat: int
     variants: tuple[Variant, ...]
+    versions: tuple[str, ...] = ()
+
+    def on_versions(self, versions: tuple[str, ...]) -> "Scenario":
+        """The scenario with every variant run on each Kafka line of `versions` (line names or releases, as
+        --kafka-version takes them; a release stands for its line), in that order; a pinned variant only on its
+        own line, if listed. ScenarioError for a version kchaos cannot run or a variant that cannot run on it."""
+        lines = []
+        for text in versions:
+            try:
+                lines.append(line_of(resolve_version(text)).line)
+            except UnsupportedVersion as e:
+                raise ScenarioError(str(e).replace("--kafka-version", "--versions", 1)) from None
+        out: list[Variant] = []
+        for v in self.variants:
+            for line in dict.fromkeys(lines):
+                if v.pinned and line != line_of(v.version).line:
+                    continue
+                out.append(v.on_line(line, len(out)))
+        if not out:
+            raise ScenarioError(f"scenario {self.name}: no variant runs on {', '.join(lines)} (each variant here "
+                                "sets its own kafka_version)")
+        return replace(self, variants=tuple(out))
+
+    def select(self, names: tuple[str, ...], versions: tuple[str, ...] = ()) -> tuple["Scenario", tuple[str, ...]]:
+        """The scenario on `versions` ("listed": the file's `versions`) and the variant names of it that `names`
+        asks for: a variant's own name (each of its lines), or NAME-kafka-LINE, which also runs LINE. ScenarioError
+        naming an unknown variant or version."""
+        if versions == ("listed",):
+            versions = self.versions or (line_of(self.variants[0].version).line,)
+        wanted = list(versions)
+        for n in names:
+            line = split_on_line(n)[1]
+            if line and n not in {v.name for v in self.variants} and line not in wanted:
+                wanted.append(line)
+        sc = self.on_versions(tuple(wanted)) if wanted else self
+        known = {v.name for v in sc.variants} | {v.base for v in sc.variants}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            shown = [v.name for v in sc.variants]
+            raise ScenarioError(f"--variant {','.join(unknown)}{did_you_mean(unknown[0], shown)}: scenario "
+                                f"{self.name} has {', '.join(shown)}")
+        return sc, tuple(v.name for v in sc.variants if v.name in names or v.base in names) if names else ()
 
     def suite(self, repeat: int | None = None, only: tuple[str, ...] = ()) -> Suite:
         """The scenario as a suite (one cell per variant, `only` those named), run `repeat` times each."""
@@ -215,6 +309,7 @@ def _load(doc: SpecDoc, path: Path, text: str) -> Scenario:
         if not isinstance(d.get(key), str) or not d[key].strip():
             doc.fail((key,), "is required: a non-empty text")
     seed, repeat = d.get("seed", 0), d.get("repeat", 1)
+    versions = _versions(doc, d.get("versions"))
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         doc.fail(("seed",), f"must be a non-negative integer, got {seed!r}")
     if not isinstance(repeat, int) or isinstance(repeat, bool) or not 1 <= repeat <= 100:
@@ -252,6 +347,7 @@ def _load(doc: SpecDoc, path: Path, text: str) -> Scenario:
             pred = Prediction.parse(v.get("predict", d.get("predict")))
         except ValueError as e:
             doc.fail(pwhere, str(e))
+        since = _since(doc, where + ("predict_since",), v.get("predict_since"))
         params = dict(opts)
         cached = None
         if sched is not None:
@@ -271,9 +367,47 @@ def _load(doc: SpecDoc, path: Path, text: str) -> Scenario:
         # labelled by its name in progress lines and reports; the options stay what they were
         cell = replace(cell, params=(("variant", vname), *cell.params))
         variants.append(Variant(vname, str(v.get("description") or ""), cell,
-                                tuple(sched) if sched is not None else None, pred))
+                                tuple(sched) if sched is not None else None, pred, since,
+                                pinned="kafka_version" in opts, base=vname))
     return Scenario(name, d["description"].strip(), d["mechanism"].strip(), d["prevents"].strip(), path.resolve(),
-                    text, seed, repeat, tuple(variants))
+                    text, seed, repeat, tuple(variants), versions)
+
+
+def _line_name(value: Any) -> str:
+    """A version as YAML gives it: `4.4` may arrive as a number."""
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _versions(doc: SpecDoc, raw: Any) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw:
+        doc.fail(("versions",), "must be a non-empty list of Kafka lines, such as [\"3.7\", \"4.4\"]")
+    out = []
+    for i, x in enumerate(raw):
+        try:
+            out.append(line_of(resolve_version(_line_name(x))).line)
+        except UnsupportedVersion as e:
+            doc.fail(("versions", i), str(e).replace("--kafka-version ", "", 1))
+    return tuple(dict.fromkeys(out))
+
+
+def _since(doc: SpecDoc, where: tuple, raw: Any) -> tuple[tuple[str, Prediction], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict) or not raw:
+        doc.fail(where, "must map a Kafka line to the prediction from that line on, such as {\"3.9\": lost > 0}")
+    lines = [x.line for x in LINES]
+    out = []
+    for key, text in raw.items():
+        line = _line_name(key)
+        if line not in lines:
+            doc.fail(where + (key,), f"{line!r} is not a Kafka line kchaos runs ({', '.join(lines)})")
+        try:
+            out.append((line, Prediction.parse(text)))
+        except ValueError as e:
+            doc.fail(where + (key,), str(e))
+    return tuple(sorted(out, key=lambda x: lines.index(x[0])))
 
 
 __all__ = ["Scenario", "Variant", "Prediction", "ScenarioError", "load_scenario", "find_scenario", "scenario_names",

@@ -195,6 +195,11 @@ def _raise(msg: str) -> NoReturn:
     raise ConfigError(msg)
 
 
+def check_cell(cell: Cell) -> None:
+    """Raise ConfigError, as `kchaos run` would, when `cell`'s options cannot run."""
+    _check(cell)
+
+
 def _check(cell: Cell) -> None:
     # Imported when a file is checked, not when it is imported: the runner pulls in Docker and the Kafka client.
     from harness.runner import preflight as run_preflight

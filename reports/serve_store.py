@@ -21,6 +21,7 @@ from reports.html import render
 from reports.run_index import INDEX_FILE, RunIndex, open_store_index
 from reports.regressions import Regression, of_night
 from reports.serve_trend import trend_page
+from reports.serve_versions import version_table
 from reports.severity import level
 from reports.trends import trend, when
 
@@ -159,6 +160,7 @@ class Store:
         elif len(rel) == 2 and rel[0] in ("suites", "scenarios") and nights:
             with self._lock:
                 page["trend"] = trend_page(self._index, nights[-1]["suite"], rel[0], self.root)
+
         elif (real / "history.jsonl").is_file():
             r = page["run"] = self.run_info(real)
             test, res = r["row"]["test"] or {}, r["row"]["results"]
@@ -183,6 +185,9 @@ class Store:
                                                for n in self._nights(refresh=False)), key=lambda x: (x["stamp"], x["rel"]),
                                               reverse=True),
                              "runs": sorted(map(self._info, runs), key=lambda x: (x["stamp"], x["rel"]), reverse=True)}
+        if rel[:1] == ("scenarios",) and len(rel) <= 2:  # every scenario's variants by Kafka line, or one's
+            page["versions"] = version_table(self.root / "scenarios", self.root, href,
+                                             only=rel[1] if len(rel) == 2 else None)
         return render("serve.html.j2", **page)
 
     def _listing(self, d: Path, rel: tuple[str, ...]) -> list[dict[str, Any]]:

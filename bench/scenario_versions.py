@@ -1,0 +1,98 @@
+"""Benchmark: each scenario variant's prediction and rate on each Kafka line, as docs/versions.md's table.
+
+    python bench/scenario_versions.py [--ledger FILE] [--scenarios NAME,...]
+
+Reads the rates ledger (bench/data/scenario-rates.jsonl, which
+bench/scenario_campaign.py fills; `--versions listed` runs each variant on
+the lines its scenario lists). A row is a scenario's variant, a column a
+Kafka line (core/kafka_versions.py), a cell `k/n` repetitions that bore the
+prediction out: `NAME-kafka-LINE` is the variant NAME on LINE. Only a
+variant's current configuration counts (its newest ledger line's options and
+prediction, as in bench/scenario_rates.py), of the variants the scenario files
+name today. Where a line's prediction
+differs from the row's first (a scenario's `predict_since`), the cell says it.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scenario_rates import LEDGER, RatesError, Rep, file_order, rate_of, read_ledger  # noqa: E402
+
+from core.exit_codes import EXIT_BAD_INPUT  # noqa: E402
+from core.kafka_versions import LINES, UnsupportedVersion, line_of, split_on_line  # noqa: E402
+
+ORDER = [x.line for x in LINES]
+
+
+def current(reps: list[Rep]) -> list[Rep]:
+    """The checked repetitions of each (scenario, variant) that share its newest one's options and prediction."""
+    newest: dict[tuple[str, str], Rep] = {}
+    for r in sorted(reps, key=lambda r: (r.date, r.id)):
+        newest[(r.scenario, r.variant)] = r
+    return [r for r in reps if r.matched is not None
+            and (r.config, r.predict) == (newest[(r.scenario, r.variant)].config,
+                                          newest[(r.scenario, r.variant)].predict)]
+
+
+def matrix(reps: list[Rep], order: dict[str, list[str]]) -> dict[tuple[str, str], dict[str, list[Rep]]]:
+    """(scenario, variant) -> Kafka line -> the current repetitions there, for the variants `order` names (a
+    scenario's, in file order), rows in that order."""
+    out: dict[tuple[str, str], dict[str, list[Rep]]] = {(s, v): {} for s, vs in sorted(order.items()) for v in vs}
+    for r in sorted(current(reps), key=lambda r: r.date):
+        try:
+            line = line_of(r.kafka or "").line
+        except UnsupportedVersion:
+            continue
+        row = out.get((r.scenario, split_on_line(r.variant)[0]))
+        if row is not None:
+            row.setdefault(line, []).append(r)
+    return {k: row for k, row in out.items() if row}
+
+
+def table(m: dict[tuple[str, str], dict[str, list[Rep]]]) -> str:
+    """The Markdown table: a row per scenario variant, a column per Kafka line with any repetition."""
+    lines = [x for x in ORDER if any(x in row for row in m.values())]
+    out = ["| scenario · variant | prediction | " + " | ".join(lines) + " |",
+           "|---|---|" + "---:|" * len(lines)]
+    for (scenario, variant), row in m.items():
+        first = row[min(row, key=ORDER.index)][-1].predict
+        cells = []
+        for line in lines:
+            reps = row.get(line)
+            if not reps:
+                cells.append("")
+                continue
+            predict = reps[-1].predict
+            cells.append(rate_of(reps).fraction() + (f" (`{predict}`)" if predict != first else ""))
+        name = scenario if variant == scenario else f"{scenario} · {variant}"
+        out.append(f"| {name} | `{first}` | " + " | ".join(cells) + " |")
+    out += ["", "A cell is k/n: the repetitions on that line whose observation bore the prediction out, of those "
+                "checked (errored ones are counted apart, +N errored)."]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the table; exit 3 when the ledger cannot be read, 1 when it holds nothing to show."""
+    ap = argparse.ArgumentParser(prog="bench/scenario_versions.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ledger", type=Path, default=LEDGER)
+    ap.add_argument("--scenarios", help="only these scenarios, comma-separated")
+    a = ap.parse_args(argv)
+    try:
+        reps = read_ledger(a.ledger)
+    except RatesError as e:
+        print(f"scenario_versions: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    only = set(a.scenarios.split(",")) if a.scenarios else None
+    m = matrix(reps, {s: vs for s, vs in file_order().items() if not only or s in only})
+    if not m:
+        print("scenario_versions: no checked repetitions in the ledger", file=sys.stderr)
+        return 1
+    print(table(m))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""Scenarios across Kafka lines: the files' `versions` and `predict_since`, Scenario.on_versions and select, and
+`kchaos scenario --versions`."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.kafka_versions import LINES, resolve_version
+from harness.cli import main
+from harness.scenario import ScenarioError, find_scenario, load_scenario, scenario_names
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from scenario_rates import _config  # noqa: E402
+
+ALL_LINES = [x.line for x in LINES]
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KCHAOS_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_every_shipped_scenario_lists_lines_it_can_run_on_each():
+    for name in scenario_names():
+        sc = load_scenario(find_scenario(name))
+        assert sc.versions and set(sc.versions) <= set(ALL_LINES), name
+        crossed, only = sc.select((), ("listed",))  # every cell preflighted on its line
+        assert only == () and crossed.variants
+        for v in crossed.variants:
+            assert v.base in {x.name for x in sc.variants}
+            line = next(x.line for x in LINES if v.version in x.patches)
+            assert line in sc.versions and (v.name == v.base or v.name == f"{v.base}-kafka-{line}"), (name, v.name)
+
+
+def test_a_variant_on_its_own_line_is_itself_and_on_another_is_named_and_set_for_that_line():
+    sc = load_scenario(find_scenario("unclean-election"))
+    crossed = sc.on_versions(("3.7", "4.4"))
+    assert [v.name for v in crossed.variants] == ["operator-elects", "operator-elects-kafka-4.4", "config-only",
+                                                  "config-only-kafka-4.4", "clean", "clean-kafka-4.4"]
+    own, other = crossed.variant_of_name("clean"), crossed.variant_of_name("clean-kafka-4.4")
+    # the same cell options as without --versions: its repetitions count with the ledger's
+    assert own.cell.options == sc.variant_of_name("clean").cell.options
+    assert dict(other.cell.options) == {**dict(own.cell.options), "kafka_version": resolve_version("4.4")}
+    assert dict(other.cell.params)["variant"] == "clean-kafka-4.4" and other.version == "4.4.0"
+    assert [c.index for c in crossed.suite().cells] == list(range(6))
+
+
+def test_predict_since_gives_the_prediction_from_a_line_on():
+    sc = load_scenario(find_scenario("unclean-election"))
+    crossed = sc.on_versions(("3.7", "3.8", "3.9", "4.4"))
+    config_only = [crossed.variant_of_name(n).predict.text
+                   for n in ("config-only", "config-only-kafka-3.8", "config-only-kafka-3.9", "config-only-kafka-4.4")]
+    assert config_only[:2] == ["lost == 0 and recovery_s > 20"] * 2
+    assert config_only[2:] == ["lost > 0 and lost_in_promise == 0"] * 2
+    assert {crossed.variant_of_name(f"clean-kafka-{x}").predict.text for x in ("3.9", "4.4")} == {
+        "lost == 0 and recovery_s > 20"}
+
+
+def test_a_variant_that_sets_its_kafka_runs_only_there():
+    sc = load_scenario(find_scenario("txn-delayed-endtxn"))
+    assert [v.name for v in sc.on_versions(("4.1",)).variants] == ["kafka-4.1-librdkafka", "kafka-4.1-java-kip890"]
+    assert [v.name for v in sc.on_versions(("3.7", "4.1")).variants] == [v.name for v in sc.variants]
+    with pytest.raises(ScenarioError, match="no variant runs on 4.4"):
+        sc.on_versions(("4.4",))
+
+
+def test_select_names_a_variant_on_a_line_or_every_line_of_it():
+    sc = load_scenario(find_scenario("unclean-election"))
+    crossed, only = sc.select(("config-only-kafka-3.9",))
+    assert only == ("config-only-kafka-3.9",) and "clean-kafka-3.9" in {v.name for v in crossed.variants}
+    crossed, only = sc.select(("clean",), ("3.7", "4.0"))
+    assert only == ("clean", "clean-kafka-4.0")
+    assert [c.name for c in crossed.suite(1, only).cells] == ["clean", "clean-kafka-4.0"]
+    crossed, only = sc.select(("clean",), ("listed",))
+    assert only == ("clean", *(f"clean-kafka-{x}" for x in sc.versions[1:]))
+    with pytest.raises(ScenarioError, match=r"--variant nope-kafka-4\.0 \(did you mean .*\): scenario unclean-election has "):
+        sc.select(("nope-kafka-4.0",))
+    with pytest.raises(ScenarioError, match=r"--versions 5\.0: kchaos cannot run it; it runs 3\.7 \(3\.7\.2\)"):
+        sc.select((), ("5.0",))
+
+
+def test_a_variant_that_cannot_run_on_a_line_is_named_with_the_line(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("description: d\nmechanism: m\nprevents: p\nversions: [\"4.1\", \"3.7\"]\n"
+                    "base: {workload: queue, consumer_mode: subscribe, group_protocol: consumer, kafka_version: 4.1.0,"
+                    " time_limit: 20, nemesis: kill-leader}\npredict: lost == 0\n")
+    sc = load_scenario(path)
+    assert sc.versions == ("4.1", "3.7")
+    with pytest.raises(ScenarioError, match=r"variant s on Kafka 3\.7: --group-protocol consumer \(KIP-848\) needs"):
+        sc.on_versions(sc.versions)
+
+
+@pytest.mark.parametrize("extra, where, message", [
+    ("versions: [\"5.0\"]\n", "6: versions[0]", "5.0: kchaos cannot run it"),
+    ("versions: []\n", "6: versions", "must be a non-empty list of Kafka lines"),
+    ("variants:\n  - name: a\n    predict_since: {\"3.10\": lost > 0}\n", "8: variants[0].predict_since.3.10",
+     "'3.10' is not a Kafka line kchaos runs"),
+    ("variants:\n  - name: a\n    predict_since: {\"4.0\": lost >}\n", "8: variants[0].predict_since.4.0",
+     "not an expression"),
+])
+def test_bad_versions_and_predict_since_name_file_line_and_key(tmp_path, extra, where, message):
+    path = tmp_path / "s.yaml"
+    path.write_text("description: d\nmechanism: m\nprevents: p\nbase: {time_limit: 20, nemesis: kill-leader}\n"
+                    "predict: lost == 0\n" + extra)
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(path)
+    assert str(e.value).startswith("s.yaml:" + where + ": ") and message in str(e.value), str(e.value)
+
+
+def test_yaml_numbers_are_lines_too(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("description: d\nmechanism: m\nprevents: p\nbase: {time_limit: 20, nemesis: kill-leader}\n"
+                    "predict: lost == 0\nversions: [3.7, 4.4]\n")
+    assert load_scenario(path).versions == ("3.7", "4.4")
+
+
+def test_the_default_release_set_or_not_is_the_same_experiment_in_the_ledger():
+    assert _config({"acks": "all"}) == _config({"acks": "all", "kafka_version": resolve_version("3.7")})
+    assert _config({"acks": "all"}) != _config({"acks": "all", "kafka_version": "4.4.0"})
+
+
+def test_cli_versions_dry_run_and_bad_versions(capsys, tmp_path):
+    store = str(tmp_path / "store")
+    assert main(["scenario", "unclean-election", "--versions", "3.7,4.4", "--variant", "clean", "--dry-run",
+                 "--store", store]) == 0
+    out = capsys.readouterr().out
+    assert "clean-kafka-4.4" in out and "config-only" not in out
+    assert main(["scenario", "unclean-election", "--versions", "9.9", "--store", store]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "--versions 9.9: kchaos cannot run it" in err[0]
+    assert not Path(store).exists()
+
+
+def test_the_versions_table_puts_a_variant_on_each_line_in_its_row():
+    from scenario_rates import Rep
+    from scenario_versions import matrix, table
+
+    def rep(i: int, variant: str, kafka: str, matched: bool, predict: str = "lost == 0", config: str = "c") -> Rep:
+        return Rep(f"unclean-election/x/{variant}/{i}", f"2026-11-26T1{i}:00:00Z", "unclean-election", variant,
+                   predict, 7000 + i, kafka, matched, 60.0, {"lost": 0}, config)
+
+    reps = [rep(0, "config-only", "3.7.2", True, config="old"), rep(1, "config-only", "3.7.2", False),
+            rep(2, "config-only", "3.7.2", True), rep(3, "config-only-kafka-3.9", "3.9.2", True, "lost > 0", "d"),
+            rep(4, "clean-kafka-4.4", "4.4.0", True, config="e"), rep(5, "retired", "3.7.2", True)]
+    m = matrix(reps, {"unclean-election": ["config-only", "clean"]})
+    assert list(m) == [("unclean-election", "config-only"), ("unclean-election", "clean")]
+    assert {line: len(r) for line, r in m[("unclean-election", "config-only")].items()} == {"3.7": 2, "3.9": 1}
+    text = table(m).splitlines()
+    assert text[0] == "| scenario · variant | prediction | 3.7 | 3.9 | 4.4 |"
+    assert text[2] == "| unclean-election · config-only | `lost == 0` | 1/2 | 1/1 (`lost > 0`) |  |"
+    assert text[3] == "| unclean-election · clean | `lost == 0` |  |  | 1/1 |"
