@@ -15,7 +15,7 @@ pytestmark = pytest.mark.cluster
 def test_kill_leader_with_acks_all_and_min_insync_2_loses_nothing(store, line):
     run, results = finished_run(store, f"spine-{line.line}", [
         "--kafka-version", line.line, "--acks", "all", "--min-insync", "2", "--nemesis", "kill-leader",
-        "--interval", "7", "--time-limit", "22", "--rate", "100", "--seed", "24"])
+        "--interval", "7", "--time-limit", "24", "--rate", "200", "--seed", "24"])
     assert results["verdict"] == "pass" and results["valid"] is True, results.get("failed")
     assert results["counts"]["acked"] >= 1000 and results["counts"]["lost"] == 0, results["counts"]
     test = json.loads((run / "test.json").read_text())
