@@ -17,10 +17,10 @@ from typing import Any, Callable, Protocol
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from clusters import admin
-from clusters.distribution import KafkaDist
+from clusters.distribution import KafkaDist, resolve
 from clusters.kafka_node import KafkaNode, NodeError
 from clusters.kraft import NodeSpec, server_properties
-from core.kafka_versions import UnsupportedVersion, node_env
+from core.kafka_versions import UnsupportedVersion, finalize_commands, node_env
 from core import page_cache
 from core.config import ClusterConfig
 
@@ -101,6 +101,9 @@ class KafkaCluster:
         self.cluster_id = new_cluster_id()
         self._nodes: dict[str, KafkaNode] = {}
         self.writeback: dict[str, page_cache.Writeback] = {}
+        self._env: dict[str, dict[str, str]] = {}  # each node's node.env settings besides its layout
+        self.release: dict[str, str] = {s.name: cfg.kafka_version for s in self.specs}  # what each node runs
+        self._staged: dict[str, dict[str, str]] = {}  # release -> node -> the folder of its jars there
 
     # --- addresses -----------------------------------------------------------------
     def bootstrap(self) -> str:
@@ -164,7 +167,9 @@ class KafkaCluster:
             self.writeback[name] = wb = page_cache.plan(self.cfg.page_cache, self.cfg.writeback_age_s,
                                                         self._vm_writeback(node))
             env = {**env, **wb.env()}
+        self._env[name] = env
         node.configure(props, env)
+        self._staged.setdefault(self.cfg.kafka_version, {})[name] = node.layout.libs
 
     @staticmethod
     def _vm_writeback(node: KafkaNode) -> tuple[int, int] | None:
@@ -257,6 +262,50 @@ class KafkaCluster:
             return self.node(node).log_tail(lines)
         except (NodeError, ClusterError) as e:
             return f"(log not readable: {e})"
+
+    # --- releases (a rolling upgrade) ------------------------------------------------
+    def stage_release(self, version: str) -> None:
+        """Put Kafka `version`'s jars on every node beside those it runs (resolved as the run's own: cached,
+        else from Maven Central), so that switching a node to it is a restart."""
+        if version in self._staged:
+            return
+        dist = resolve(version)
+        folders: dict[str, str] = {}
+        self._each(lambda n: folders.__setitem__(n, self._guard(lambda: self.node(n).install_libs(dist))))
+        self._staged[version] = folders
+
+    def use_release(self, node: str, version: str) -> None:
+        """Have `node`'s next start run Kafka `version` (staged): its jars and its line's node settings."""
+        env = {**self._env[node], **_line_env(version)}
+        self._guard(lambda: self.node(node).use_libs(self._staged[version][node], env))
+        self.release[node] = version
+
+    def finalize_release(self, version: str, retry_s: float = 20.0) -> dict[str, str]:
+        """Finalize a roll to Kafka `version` (kafka-features upgrade, run on a broker with that release's tool;
+        core.kafka_versions.finalize_commands): metadata.version (ClusterError quoting the tool when that
+        fails), then from 4.0 the release's other features, retried for up to `retry_s`. Return the last line
+        of each step's output as `metadata` and `features`, or `features_error` when the second step still
+        fails (docs/nemeses.md: brokers that registered under the old metadata.version do not offer them)."""
+        node = next((n for n in self.nodes if self.release[n] == version and self.is_running(n)), None)
+        if node is None:
+            raise ClusterError(f"no running broker runs Kafka {version} to finalize from")
+        ctl = f"{self.node(node).layout.bin}/kafka-ctl"
+
+        def step(cmd: list[str]) -> str:
+            code, out = self.exec(node, [ctl, "tool", *cmd])
+            if code != 0:
+                raise ClusterError(f"{node}: kafka-features {' '.join(cmd[3:])} failed ({code}): "
+                                   f"{out.strip()[-300:]}")
+            return out.strip().splitlines()[-1] if out.strip() else ""
+        metadata, *rest = finalize_commands(version, self._listener(node))
+        out = {"metadata": step(metadata)}
+        for cmd in rest:
+            try:
+                out["features"] = Retrying(stop=stop_after_delay(retry_s), wait=wait_fixed(3), reraise=True,
+                                           retry=retry_if_exception_type(ClusterError))(step, cmd)
+            except ClusterError as e:
+                out["features_error"] = str(e)
+        return out
 
     # --- node control --------------------------------------------------------------
     def exec(self, node: str, cmd: list[str]) -> tuple[int, str]:

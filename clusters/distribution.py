@@ -76,8 +76,12 @@ def cached_versions() -> set[str]:
 
 def run_libs(test: dict) -> Path:
     """The Kafka jars of a finished run, from its test.json: the Kafka version it recorded (3.7.2 when it
-    recorded none) and its --kafka-dist, resolved as `resolve` does."""
+    recorded none) and its --kafka-dist, resolved as `resolve` does; after a rolling upgrade that was not
+    rolled back, the release it rolled to (whose files an older tool may not read)."""
     v = (test.get("versions") or {}).get("kafka") or (test.get("cluster") or {}).get("kafka_version") or "3.7.2"
+    n = test.get("nemesis") or {}
+    if n.get("upgrade_to") and n.get("upgrade_then") != "downgrade":
+        v = n["upgrade_to"]
     return resolve(v, (test.get("cluster") or {}).get("kafka_dist")).libs
 
 

@@ -13,7 +13,7 @@ import shlex
 import tarfile
 import tempfile
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from clusters.distribution import KafkaDist
@@ -56,6 +56,11 @@ class NodeLayout:
     def data_dir(self) -> str:
         """Kafka's log.dirs."""
         return f"{self.data}/data"
+
+    def libs_for(self, dist: KafkaDist) -> str:
+        """Where another release's jars go beside the ones Kafka starts with (a rolling upgrade): a folder
+        per distribution, below the directory kchaos owns, or the node image's /opt/kafka/dist."""
+        return f"{self.root or '/opt/kafka'}/dist/{dist.version}-{dist.fingerprint()[:12]}/libs"
 
     def env(self, extra: dict[str, str]) -> str:
         """The node.env the scripts source: this layout plus `extra` (storage, heap, ...)."""
@@ -119,6 +124,20 @@ class KafkaNode:
             return False
         self._untar(_tar({p.name: p for p in sorted(dist.libs.iterdir()) if p.is_file()}), self.layout.libs)
         return True
+
+    def install_libs(self, dist: KafkaDist) -> str:
+        """Put `dist`'s jars in their own folder on the node, unless they are there; return the folder."""
+        libs = self.layout.libs_for(dist)
+        if not self.run(["test", "-f", f"{libs}/kafka_2.13-{dist.version}.jar"]).ok:
+            self.run(["mkdir", "-p", libs], check=True)
+            self._untar(_tar({p.name: p for p in sorted(dist.libs.iterdir()) if p.is_file()}), libs)
+        return libs
+
+    def use_libs(self, libs: str, env: dict[str, str]) -> None:
+        """Have the node scripts run the jars in `libs`, with `env` (the node.env settings besides the layout),
+        from the next start of Kafka or of a tool."""
+        self.layout = replace(self.layout, libs=libs)
+        self.write(f"{self.layout.bin}/node.env", self.layout.env(env))
 
     def _install_scripts(self, lazyfs_bin: Path | None) -> None:
         files = {name: NODE_DIR / name for name in SCRIPTS}

@@ -10,7 +10,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable
 
-from core.kafka_versions import DEFAULT as KAFKA_DEFAULT, UnsupportedVersion, resolve_version
+from core.kafka_versions import DEFAULT as KAFKA_DEFAULT, UnsupportedVersion, release_key, resolve_version
 from core.page_cache import MODELS as PAGE_CACHE_MODELS, NEVER as NEVER_WRITTEN_BACK
 
 ACKS = ("0", "1", "all")
@@ -131,6 +131,8 @@ class NemesisConfig:
     schedule_file: str | None = None  # replay this schedule.json instead of drawing one from the seed
     # what `--nemesis mix` draws from (nemesis/mix.py); not "operator": an unclean election voids the promise
     mix_families: tuple[str, ...] = ("process", "network", "page-cache", "slow")
+    upgrade_to: str | None = None  # --nemesis upgrade: the release every node is rolled to
+    upgrade_then: str = "finalize"  # after the roll: finalize (bump the features), stay, or downgrade (roll back)
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,8 @@ class TestConfig:
             d["nemesis"]["mix_families"] = list(self.nemesis.mix_families)
         else:  # only mix reads it: other runs' test.json stays as before, comparable with older runs
             del d["nemesis"]["mix_families"]
+        if "upgrade" not in self.nemesis.names:  # as mix_families: only the upgrade nemesis reads them
+            del d["nemesis"]["upgrade_to"], d["nemesis"]["upgrade_then"]
         if self.producer.socket_timeout_ms is None:  # as does a run's that keeps librdkafka's socket timeout
             del d["producer"]["socket_timeout_ms"]
         if self.cluster.hosts is None:  # a Docker run's test.json stays as before
@@ -210,6 +214,30 @@ def _build(klass: type, value: Any, where: str) -> Any:
     if klass is NemesisConfig:
         value = {**value, **{k: tuple(value[k]) for k in ("names", "mix_families") if k in value}}
     return klass(**value)
+
+
+UPGRADE_THEN = ("finalize", "stay", "downgrade")
+
+
+def _check_upgrade(n: NemesisConfig, c: ClusterConfig) -> None:
+    """--upgrade-to and --upgrade-then: only with --nemesis upgrade, which needs them; a release kchaos runs,
+    newer than --kafka-version (Kafka rolls back only a roll whose features were not finalized: --upgrade-then
+    downgrade)."""
+    if "upgrade" not in n.names:
+        _check(n.upgrade_to is None, "--upgrade-to applies to --nemesis upgrade only")
+        return
+    _check(n.upgrade_then in UPGRADE_THEN,
+           f"--upgrade-then must be one of {', '.join(UPGRADE_THEN)}; got {n.upgrade_then!r}")
+    _check(n.upgrade_to is not None, "--nemesis upgrade needs --upgrade-to VERSION, the release to roll every node to")
+    _check(not c.kafka_dist, "--nemesis upgrade rolls between releases from Maven Central; it takes no --kafka-dist")
+    try:
+        to = resolve_version(str(n.upgrade_to))
+    except UnsupportedVersion as e:
+        raise ConfigError(str(e).replace("--kafka-version", "--upgrade-to", 1)) from None
+    _check(to == n.upgrade_to, f"--upgrade-to {n.upgrade_to} names a line: give its release {to}")
+    _check(release_key(to) > release_key(c.kafka_version),
+           f"--upgrade-to {to} is not newer than --kafka-version {c.kafka_version}: a rolling downgrade is "
+           "--upgrade-then downgrade, after the roll up")
 
 
 def kafka_major(kafka_version: str) -> int:
@@ -342,6 +370,7 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
     _check(n.restart_delay >= 0, f"--restart-delay must be >= 0, got {n.restart_delay}")
     twice = sorted({x for x in n.names if n.names.count(x) > 1})
     _check(not twice, f"--nemesis names {', '.join(twice)} more than once")
+    _check_upgrade(n, c)
     if check_nemesis is not None:
         for name in n.names:
             try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any, Iterable
 
 STORAGE_TOOL = "kafka.tools.StorageTool"
 PERF_CLASS = "org.apache.kafka.tools.ProducerPerformance"
@@ -104,6 +105,42 @@ def line_of(version: str) -> KafkaLine:
     raise UnsupportedVersion(f"Kafka {version}: kchaos cannot run it; it runs {_supported()}")
 
 
+def release_key(version: str) -> tuple[int, ...]:
+    """A release as numbers, for ordering (3.9.2 < 4.0.0)."""
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+
+
+def finalize_commands(version: str, bootstrap: str) -> list[list[str]]:
+    """The FeatureCommand runs that finalize an upgrade to Kafka `version` (class and arguments, run with that
+    release's jars), in order. First `--metadata LINE`: metadata.version only, the one option 3.7 to 3.9 have.
+    From 4.0 then `--release-version LINE`, for the release's other features (ELR, transaction.version,
+    group.version): brokers registered under the old metadata.version advertise no other feature, so asking for
+    them all at once fails ("Broker 2 does not support this feature", seen rolling 3.7.2 to 4.4.0); the
+    caller retries it while the brokers register again."""
+    x = line_of(version)
+    tool = ["org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", bootstrap, "upgrade"]
+    return [tool + ["--metadata", x.line]] + ([tool + ["--release-version", x.line]] if x.major >= 4 else [])
+
+
+def release_timeline(ops: Iterable[dict[str, Any]], first: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+    """Which release each node ran when, from a history's ops: node -> its releases in order, each
+    `{"release", "from_s"}` (history seconds), and for a change by an `upgrade` op `down_s`, when that op
+    stopped the node. `first` is each node's release at the start."""
+    out = {n: [{"release": v, "from_s": 0.0}] for n, v in sorted(first.items())}
+    started: dict[Any, float] = {}
+    for o in ops:
+        if o.get("process") != "nemesis" or o.get("f") != "upgrade":
+            continue
+        if o.get("type") == "invoke":
+            started[o.get("index")] = o["time"] / 1e9
+        elif o.get("type") == "ok" and o.get("node") in out:
+            down = max((t for t in started.values() if t <= o["time"] / 1e9), default=None)
+            out[o["node"]].append({"release": o["to"], "from_s": round(o["time"] / 1e9, 3),
+                                   **({"down_s": round(down, 3)} if down is not None else {})})
+            started.clear()
+    return out
+
+
 def on_line_name(variant: str, line: str) -> str:
     """The name of scenario variant `variant` run on Kafka `line` other than its own: NAME-kafka-LINE."""
     return f"{variant}{ON_LINE}{line}"
@@ -147,4 +184,5 @@ def tools_record(version: str) -> dict[str, str]:
 
 
 __all__ = ["KafkaLine", "LINES", "DEFAULT", "UnsupportedVersion", "resolve_version", "line_of", "dump_class",
-           "node_env", "perf_command", "tools_record", "on_line_name", "split_on_line"]
+           "node_env", "perf_command", "tools_record", "on_line_name", "split_on_line", "release_key",
+           "finalize_commands", "release_timeline"]

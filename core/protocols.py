@@ -94,6 +94,18 @@ class Cluster(Protocol):
     def log_files(self, node: str, dest: Path) -> list[Path]:
         """Copy `node`'s logs and config into `dest`; return the files written."""
 
+    # Releases, for a rolling upgrade: `release` is the Kafka release each node runs, or runs at its next start.
+    release: dict[str, str]
+
+    def stage_release(self, version: str) -> None:
+        """Put Kafka `version`'s jars on every node beside those it runs."""
+
+    def use_release(self, node: str, version: str) -> None:
+        """Have `node`'s next start run Kafka `version` (staged first)."""
+
+    def finalize_release(self, version: str) -> dict[str, str]:
+        """Finalize a roll to `version` (kafka-features upgrade); return what the tool said of each step."""
+
 
 class FaultSkipped(RuntimeError):
     """A nemesis cannot apply a fault now (no leader, node down); recorded as `info`, the run goes on."""

@@ -43,6 +43,7 @@ class Test:
     make_nemesis: Callable[[str, Cluster, TestConfig], Nemesis]
     faults: tuple[FaultKind, ...]
     dist: KafkaDist
+    upgrade_dist: KafkaDist | None = None  # the release --nemesis upgrade rolls to, resolved before anything runs
     hosts: HostsFile | None = None
 
     def cluster(self, run_dir: Path, say: Callable[[str], None]) -> Cluster:
@@ -153,11 +154,12 @@ def _from_hosts(cfg: TestConfig, hosts: HostsFile) -> TestConfig:
 
 def _external_faults(cfg: TestConfig, hosts: HostsFile) -> None:
     """ConfigError for a fault an operator's own Kafka cannot take: kchaos cannot put its log directory
-    on lazyfs (power and disk faults), cannot name its process for a duty cycle (cpu-starve), and
-    pauses it only with the file's pause and resume commands."""
+    on lazyfs (power and disk faults), cannot name its process for a duty cycle (cpu-starve), does not own
+    its jars (upgrade), and pauses it only with the file's pause and resume commands."""
     n = cfg.nemesis
     specs = [s for s in n.names if s not in ("none", "mix")]
-    bad = [s for s in specs if nemeses.split(s)[0].needs_lazyfs or nemeses.split(s)[0].name == "cpu-starve"]
+    bad = [s for s in specs if nemeses.split(s)[0].needs_lazyfs or nemeses.split(s)[0].name in ("cpu-starve",
+                                                                                                "upgrade")]
     if "mix" in n.names and nemeses.needs_lazyfs(("mix",), n.mix_families):
         bad.append("mix (its page-cache family)")
     if not hosts.can_pause:
@@ -187,5 +189,6 @@ def build_test(cfg: TestConfig) -> Test:
         make_nemesis=make_nemesis,
         faults=tuple(nemeses.fault_kind(s) for s in specs),
         dist=resolve(c.kafka_version, c.kafka_dist),
+        upgrade_dist=resolve(cfg.nemesis.upgrade_to) if "upgrade" in specs and cfg.nemesis.upgrade_to else None,
         hosts=load_hosts(c.hosts) if c.hosts else None,
     )

@@ -171,6 +171,12 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
     f.add_argument("--schedule", default=None, metavar="FILE",
                    help="replay this schedule.json (from a run directory or written by hand); the nemeses are the "
                         "ones it names (default: draw the faults from the seed)")
+    f.add_argument("--upgrade-to", default=None, metavar="VERSION",
+                   help="--nemesis upgrade: the Kafka release (or line) every node is rolled to, one at a time")
+    f.add_argument("--upgrade-then", default=D.nemesis.upgrade_then, choices=("finalize", "stay", "downgrade"),
+                   help="--nemesis upgrade: after the roll, finalize it (kafka-features upgrade: metadata.version "
+                        "and the release's features), stay unfinalized, or roll back to --kafka-version "
+                        "(default finalize)")
     f.add_argument("--interval", type=float, default=D.nemesis.interval, metavar="SECONDS",
                    help="seconds between faults")
     f.add_argument("--jitter", type=float, default=D.nemesis.jitter,
@@ -226,7 +232,9 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                                 txn_size=a.txn_size, copy_records=a.copy_records, copy_order=a.copy_order),
         nemesis=NemesisConfig(names=a.nemesis or D.nemesis.names, interval=a.interval, jitter=a.jitter,
                               restart_delay=a.restart_delay, schedule_file=a.schedule,
-                              mix_families=D.nemesis.mix_families if a.mix_families is None else a.mix_families),
+                              mix_families=D.nemesis.mix_families if a.mix_families is None else a.mix_families,
+                              upgrade_to=a.upgrade_to and exact_kafka_version(a.upgrade_to),
+                              upgrade_then=a.upgrade_then),
     )
 
 

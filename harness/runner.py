@@ -21,7 +21,8 @@ from checkers import check_path, rejudge_loss
 from core.config import TestConfig, exact_kafka_version, kafka_major
 from core.evidence_files import HISTORY_START_KEY, ISR_FILE
 from core.faults import write_faults
-from core.history import History
+from core.history import History, read_history
+from core.kafka_versions import release_timeline
 from core.protocols import Cluster, Workload
 from core.send_stream import merge_streams
 from core.page_cache import describe as describe_page_cache
@@ -148,6 +149,8 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         monitor.stop()
         history.close()
         merge_streams(run_dir)
+        if "upgrade" in test.specs:
+            _record_releases(run_dir, cfg, cluster)
         if not keep:
             cluster.teardown()
         logging.getLogger().removeHandler(handler)
@@ -160,6 +163,16 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         explain_txn_safely(run_dir, say)
     write_report_safely(run_dir, say)
     return run_dir, results
+
+
+def _record_releases(run_dir: Path, cfg: TestConfig, cluster: Cluster) -> None:
+    """test.json's `releases`: which Kafka release each node ran when (a rolling upgrade)."""
+    try:
+        ops = read_history(run_dir / "history.jsonl")
+        first = {n: cfg.cluster.kafka_version for n in cluster.release}
+        add_to_test_json(run_dir, releases=release_timeline(ops, first))
+    except Exception:  # noqa: BLE001 - the history holds the same, op by op
+        log.exception("test.json: releases not recorded")
 
 
 def write_report_safely(run: Path, say: Callable[[str], None]) -> Path | None:

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from core.faults import FaultKind
-from nemesis import client, election, mix, network, powerfail, process, slow
+from nemesis import client, election, mix, network, powerfail, process, slow, upgrade
 from nemesis.base import FaultSkipped, Package, ScheduledOp
 from nemesis.targets import Target
 
@@ -16,6 +16,7 @@ PACKAGES: dict[str, Package] = {p.name: p for p in (
     *slow.PACKAGES,
     *election.PACKAGES,
     *client.PACKAGES,
+    *upgrade.PACKAGES,
 )}
 
 # "none" runs the workload without faults; "mix" draws faults from families of packages.
@@ -55,7 +56,7 @@ def fault_kind(spec: str) -> FaultKind:
     """What the run's faults.json says of nemesis `spec`: its package's break op, mend op (None for a one-shot
     package) and colours. ValueError as `split` for an unknown name."""
     pkg, _ = split(spec)
-    return FaultKind(spec, pkg.fs[0], pkg.fs[1] if len(pkg.fs) > 1 else None, pkg.colors)
+    return FaultKind(spec, pkg.fs[0], pkg.fs[1] if len(pkg.fs) > 1 and pkg.mends else None, pkg.colors)
 
 
 def needs_lazyfs(specs: tuple[str, ...], mix_families: tuple[str, ...] = ()) -> bool:

@@ -51,6 +51,8 @@ class Package:
     needs_lazyfs: bool = False
     # `make` takes the workload as a third argument (a nemesis acting on the clients, nemesis/client.py).
     needs_workload: bool = False
+    # fs[1] mends what fs[0] breaks; False when the later ops are more steps of the same change (upgrade).
+    mends: bool = True
 
 
 def periodic(rng: random.Random, cfg: TestConfig, name: str,

@@ -315,6 +315,15 @@ def _txn_why(run: Path, ops: dict[int, Any]) -> dict[str, Any] | None:
          "facts": "\n".join(txn_story(t))} for t in exp["transactions"]]}
 
 
+def _releases(test: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """test.json's `releases` (a rolling upgrade) as table rows: node, release, runs from, stopped."""
+    rel = test.get("releases")
+    if not isinstance(rel, dict):
+        return []
+    return [{"node": node, "release": e.get("release"), "from_s": e.get("from_s"), "down_s": e.get("down_s", "–")}
+            for node, entries in rel.items() if isinstance(entries, list) for e in entries if isinstance(e, dict)]
+
+
 def write_report(run: Path) -> Path:
     """Write `run/report.html` (self-contained: plots embedded, links relative) and return its path.
 
@@ -353,7 +362,7 @@ def write_report(run: Path) -> Path:
         inside=None if lost is None else lost_in_promise(d.results or {}, d.test),
         settings=_settings(d.test), anomalies=_anomalies(d, j), availability=_availability(d.availability),
         cycles=cycle_tables(d.results, ops, {k: _effect(k, j) for k in counts}), op_lines=op_excerpts(ops),
-        rebalances=d.rebalances[:MAX_REBALANCES], txn_stats=(d.results or {}).get("stats") if d.txn else None,
+        rebalances=d.rebalances[:MAX_REBALANCES], releases=_releases(d.test), txn_stats=(d.results or {}).get("stats") if d.txn else None,
         txn_why=_txn_why(d.run, ops) if d.txn is not None else None,
         latency=[{"type": k, **v} for k, v in d.latency.items()], windows=_windows(d), plots=pngs, isr_file=ISR_FILE,
         evidence=Markup("".join(evidence_section(d.run, explanation))), causes=len(groups_of(explanation or {})),

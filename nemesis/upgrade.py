@@ -1,0 +1,104 @@
+"""A rolling upgrade between Kafka releases under load, as an operator does one: `upgrade`.
+
+Each `upgrade` op takes one node not yet on the op's release (controllers
+first, then brokers, the order drawn from the seed): it stops Kafka cleanly
+(SIGTERM, as `rolling-restart`), points the node at the release's jars (staged
+on every node before the workload starts) and its line's node settings, starts
+it, and waits until every broker is registered and the topic's ISR is full
+again. One node per op, so other nemeses' faults can fall between two nodes.
+After the roll, by --upgrade-then:
+
+- `finalize`: kafka-features upgrade, run with the new release's tool:
+  metadata.version first (`--metadata LINE`), then from 4.0 the release's
+  other features (`--release-version LINE`: ELR, transaction.version,
+  group.version), whose failure is recorded, not raised (docs/nemeses.md).
+- `stay`: the features stay the old release's, as Kafka's upgrade notes
+  advise until the new release is known good.
+- `downgrade`: a second roll back to --kafka-version, which Kafka allows only
+  while the features are not finalized.
+
+Healing starts any node an op left down, on whatever release it was given;
+an upgrade is a change of state, not a fault to undo.
+"""
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+from core.config import TestConfig
+from core.history import History
+from core.protocols import Cluster
+from nemesis.base import FaultSkipped, Package, ScheduledOp
+from nemesis.process import Signal
+
+COLORS = {"upgrade": "#4e79a7", "finalize": "#76b7b2"}
+START = 0.15  # the roll starts after this share of the time limit: the workload has run a while
+
+
+class Upgrade:
+    """Rolls the cluster's nodes to a release, one node per `upgrade` op; `finalize` bumps the features."""
+
+    name = "upgrade"
+
+    def __init__(self, cluster: Cluster, cfg: TestConfig):
+        self.cluster, self.cfg = cluster, cfg
+
+    def setup(self, cluster: Cluster, history: History) -> None:
+        """Stage the new release's jars on every node."""
+        cluster.stage_release(str(self.cfg.nemesis.upgrade_to))
+
+    def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        """`{"f": "upgrade", "version": V, "pick": K}`: restart the next node (drawn by K) on release V, and
+        record which, from which release, and how long it was out; `{"f": "finalize", "version": V}`: finalize
+        the roll to V. FaultSkipped when every node already runs V."""
+        version = op["version"]
+        if op["f"] == "finalize":
+            return {"version": version, **self.cluster.finalize_release(version)}
+        if op["f"] != "upgrade":
+            raise ValueError(f"upgrade cannot {op['f']!r}")
+        c = self.cluster
+        controllers = sorted(n for n in c.controllers if n not in c.nodes)
+        todo = [n for n in controllers if c.release[n] != version] or \
+               [n for n in sorted(c.nodes) if c.release[n] != version]
+        if not todo:
+            raise FaultSkipped(f"every node runs Kafka {version} already")
+        node = random.Random(op.get("pick", 0)).choice(todo)
+        was = c.release[node]
+        t0 = time.monotonic()
+        c.stop(node)
+        c.use_release(node, version)
+        c.start(node)
+        c.wait_brokers(90)
+        c.wait_topic(self.cfg.topic.name, self.cfg.topic.replication_factor, 90)
+        return {"node": node, "from": was, "to": version, "seconds": round(time.monotonic() - t0, 1),
+                "releases": dict(sorted(c.release.items()))}
+
+    def teardown(self) -> None:
+        """Start any node a failed op left down (on the release it was given)."""
+        Signal(self.cluster, "stop").heal()
+
+
+def plan(cfg: TestConfig, rng: random.Random, spec: str, at: float, step: float) -> list[ScheduledOp]:
+    """The roll's ops from `at`, `step` seconds apart: an `upgrade` per node to --upgrade-to, then the finalize,
+    or an `upgrade` per node back to --kafka-version (downgrade), or nothing more (stay)."""
+    n = cfg.nemesis
+    nodes = cfg.cluster.nodes + cfg.cluster.controllers
+    versions = [str(n.upgrade_to)] * nodes + ([cfg.cluster.kafka_version] * nodes if n.upgrade_then == "downgrade"
+                                              else [])
+    ops = [ScheduledOp(at + i * step, spec, {"f": "upgrade", "version": v, "pick": rng.randrange(2**31)})
+           for i, v in enumerate(versions)]
+    if n.upgrade_then == "finalize":
+        ops.append(ScheduledOp(at + len(versions) * step, spec, {"f": "finalize", "version": str(n.upgrade_to)}))
+    return ops
+
+
+def _schedule(rng: random.Random, cfg: TestConfig, spec: str, target: str | None) -> list[ScheduledOp]:
+    """The roll from START of the time limit, a node every --interval (closer when they would not all fit: an
+    op whose time has come waits for the one before it to finish)."""
+    steps = (cfg.cluster.nodes + cfg.cluster.controllers) * (2 if cfg.nemesis.upgrade_then == "downgrade" else 1) + 1
+    at = cfg.time_limit * START
+    return plan(cfg, rng, spec, at, min(cfg.nemesis.interval, (cfg.time_limit * 0.9 - at) / steps))
+
+
+PACKAGES = (Package("upgrade", Upgrade, _schedule, COLORS, (), ("upgrade", "finalize"), mends=False),)

@@ -1,0 +1,137 @@
+"""The upgrade nemesis without a cluster: its options, its schedule, one node per op (controllers first), the
+finalize command per line, and which release each node ran when."""
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+import nemesis
+from clusters.distribution import run_libs
+from core.config import ClusterConfig, ConfigError, NemesisConfig, TestConfig, validate
+from core.kafka_versions import finalize_commands, release_key, release_timeline
+from harness.cli import main
+from nemesis.base import FaultSkipped
+from nemesis.upgrade import Upgrade, plan
+from reports.run_report import _releases
+
+
+def cfg(then: str = "finalize", to: str | None = "4.4.0", names: tuple[str, ...] = ("upgrade",),
+        **cluster) -> TestConfig:
+    return TestConfig(time_limit=120, cluster=ClusterConfig(**cluster),
+                      nemesis=NemesisConfig(names=names, interval=10, upgrade_to=to, upgrade_then=then))
+
+
+@pytest.mark.parametrize("c, message", [
+    (cfg(to=None), "--nemesis upgrade needs --upgrade-to VERSION"),
+    (cfg(to="3.7.2", kafka_version="4.1.0"), "--upgrade-to 3.7.2 is not newer than --kafka-version 4.1.0"),
+    (cfg(to="3.7.2"), "is not newer"),
+    (cfg(to="5.0.0"), "--upgrade-to 5.0.0: kchaos cannot run it"),
+    (cfg(to="4.4"), "--upgrade-to 4.4 names a line: give its release 4.4.0"),
+    (cfg(then="later"), "--upgrade-then must be one of finalize, stay, downgrade"),
+    (cfg(names=("kill",)), "--upgrade-to applies to --nemesis upgrade only"),
+])
+def test_bad_upgrade_options_are_one_line(c, message):
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):
+        validate(c)
+
+
+def test_good_options_and_test_json_carries_them_only_for_upgrade():
+    assert validate(cfg()).nemesis.upgrade_to == "4.4.0"
+    assert cfg().to_dict()["nemesis"]["upgrade_then"] == "finalize"
+    plain = TestConfig().to_dict()["nemesis"]
+    assert "upgrade_to" not in plain and "upgrade_then" not in plain
+
+
+def test_the_command_line_refuses_before_anything_is_made(tmp_path, capsys):
+    store = tmp_path / "store"
+    assert main(["run", "--nemesis", "upgrade", "--upgrade-to", "3.6", "--store", str(store)]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "--upgrade-to 3.6: kchaos cannot run it" in err[0] and not store.exists()
+
+
+@pytest.mark.parametrize("then, fs", [
+    ("finalize", ["upgrade"] * 3 + ["finalize"]),
+    ("stay", ["upgrade"] * 3),
+    ("downgrade", ["upgrade"] * 6),
+])
+def test_the_schedule_is_one_op_per_node_then_what_follows(then, fs):
+    c = cfg(then)
+    ops = nemesis.PACKAGES["upgrade"].schedule(random.Random(1), c, "upgrade", None)
+    assert [o.op["f"] for o in ops] == fs
+    assert [o.op["version"] for o in ops][:3] == ["4.4.0"] * 3
+    if then == "downgrade":
+        assert [o.op["version"] for o in ops][3:] == ["3.7.2"] * 3
+    assert ops[0].at == pytest.approx(18) and all(0 < b.at - a.at <= 10 for a, b in zip(ops, ops[1:]))
+    assert ops[-1].at < c.time_limit
+    assert nemesis.fault_kind("upgrade").mends is None  # later ops are more of the change, not its undoing
+
+
+def test_a_roll_that_would_not_fit_comes_closer_together():
+    ops = plan(cfg("downgrade"), random.Random(0), "upgrade", 10, 2)
+    assert [round(o.at) for o in ops] == [10, 12, 14, 16, 18, 20]
+    short = nemesis.PACKAGES["upgrade"].schedule(random.Random(0), replace(cfg("downgrade"), time_limit=40),
+                                                 "upgrade", None)
+    assert len(short) == 6 and short[-1].at < 40 * 0.9
+
+
+class FakeCluster:
+    """The cluster calls Upgrade makes, recorded."""
+
+    def __init__(self, nodes, controllers):
+        self.nodes, self.controllers = nodes, controllers
+        self.release = {n: "3.7.2" for n in {*nodes, *controllers}}
+        self.calls: list[tuple] = []
+
+    def __getattr__(self, name):
+        def call(*args, **kw):
+            self.calls.append((name, *args))
+            if name == "use_release":
+                self.release[args[0]] = args[1]
+            return {"metadata": "metadata.version was upgraded to 33."} if name == "finalize_release" else None
+        return call
+
+
+def test_each_op_restarts_one_node_on_the_release_controllers_first():
+    c = FakeCluster(["n1", "n2", "n3"], ["c1", "n1"])
+    up = Upgrade(c, cfg(controllers=0))
+    done = [up.invoke({"f": "upgrade", "version": "4.4.0", "pick": k})["node"] for k in range(4)]
+    assert done[0] == "c1" and sorted(done[1:]) == ["n1", "n2", "n3"]
+    assert [x[0] for x in c.calls[:6]] == ["stop", "use_release", "start", "wait_brokers", "wait_topic", "stop"]
+    with pytest.raises(FaultSkipped, match="every node runs Kafka 4.4.0 already"):
+        up.invoke({"f": "upgrade", "version": "4.4.0", "pick": 9})
+    out = up.invoke({"f": "finalize", "version": "4.4.0"})
+    assert out == {"version": "4.4.0", "metadata": "metadata.version was upgraded to 33."}
+
+
+@pytest.mark.parametrize("version, flags", [("3.9.2", ["--metadata"]), ("4.0.2", ["--metadata", "--release-version"]),
+                                            ("4.4.0", ["--metadata", "--release-version"])])
+def test_finalize_moves_metadata_version_first_then_from_4_0_the_other_features(version, flags):
+    cmds = finalize_commands(version, "n1:9092")
+    assert all(c[:4] == ["org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", "n1:9092", "upgrade"]
+               for c in cmds)
+    assert [c[4:] for c in cmds] == [[f, version[:3]] for f in flags]
+
+
+def test_release_order_and_which_release_each_node_ran_when():
+    assert release_key("3.9.2") < release_key("4.0.0") < release_key("4.10.0")
+    ops = [{"index": 5, "time": 20e9, "process": "nemesis", "type": "invoke", "f": "upgrade"},
+           {"index": 6, "time": 21e9, "process": 0, "type": "invoke", "f": "send"},
+           {"index": 7, "time": 31e9, "process": "nemesis", "type": "ok", "f": "upgrade", "node": "n2",
+            "to": "4.4.0"},
+           {"index": 8, "time": 40e9, "process": "nemesis", "type": "invoke", "f": "upgrade"},
+           {"index": 9, "time": 41e9, "process": "nemesis", "type": "info", "f": "upgrade"}]
+    tl = release_timeline(ops, {"n1": "3.7.2", "n2": "3.7.2"})
+    assert tl == {"n1": [{"release": "3.7.2", "from_s": 0.0}],
+                  "n2": [{"release": "3.7.2", "from_s": 0.0}, {"release": "4.4.0", "from_s": 31.0, "down_s": 20.0}]}
+    rows = _releases({"releases": tl})
+    assert rows[-1] == {"node": "n2", "release": "4.4.0", "from_s": 31.0, "down_s": 20.0}
+
+
+def test_a_rolled_run_is_decoded_with_the_release_it_rolled_to(monkeypatch):
+    seen = []
+    monkeypatch.setattr("clusters.distribution.resolve", lambda v, d=None: seen.append(v) or type("D", (), {"libs": v}))
+    test = {"versions": {"kafka": "3.7.2"}, "nemesis": {"upgrade_to": "4.4.0", "upgrade_then": "finalize"}}
+    assert run_libs(test) == "4.4.0"
+    assert run_libs({**test, "nemesis": {"upgrade_to": "4.4.0", "upgrade_then": "downgrade"}}) == "3.7.2"
