@@ -280,32 +280,18 @@ class KafkaCluster:
         self._guard(lambda: self.node(node).use_libs(self._staged[version][node], env))
         self.release[node] = version
 
-    def finalize_release(self, version: str, retry_s: float = 20.0) -> dict[str, str]:
-        """Finalize a roll to Kafka `version` (kafka-features upgrade, run on a broker with that release's tool;
-        core.kafka_versions.finalize_commands): metadata.version (ClusterError quoting the tool when that
-        fails), then from 4.0 the release's other features, retried for up to `retry_s`. Return the last line
-        of each step's output as `metadata` and `features`, or `features_error` when the second step still
-        fails (docs/nemeses.md: brokers that registered under the old metadata.version do not offer them)."""
+    def upgrade_features(self, version: str, step: int) -> str:
+        """Run step `step` of finalizing a roll to Kafka `version` (core.kafka_versions.finalize_commands: 0
+        metadata.version, 1 from 4.0 the release's other features) with that release's tool on a broker that
+        runs it; return the tool's last line, ClusterError quoting it when it fails."""
         node = next((n for n in self.nodes if self.release[n] == version and self.is_running(n)), None)
         if node is None:
             raise ClusterError(f"no running broker runs Kafka {version} to finalize from")
-        ctl = f"{self.node(node).layout.bin}/kafka-ctl"
-
-        def step(cmd: list[str]) -> str:
-            code, out = self.exec(node, [ctl, "tool", *cmd])
-            if code != 0:
-                raise ClusterError(f"{node}: kafka-features {' '.join(cmd[3:])} failed ({code}): "
-                                   f"{out.strip()[-300:]}")
-            return out.strip().splitlines()[-1] if out.strip() else ""
-        metadata, *rest = finalize_commands(version, self._listener(node))
-        out = {"metadata": step(metadata)}
-        for cmd in rest:
-            try:
-                out["features"] = Retrying(stop=stop_after_delay(retry_s), wait=wait_fixed(3), reraise=True,
-                                           retry=retry_if_exception_type(ClusterError))(step, cmd)
-            except ClusterError as e:
-                out["features_error"] = str(e)
-        return out
+        cmd = finalize_commands(version, self._listener(node))[step]
+        code, out = self.exec(node, [f"{self.node(node).layout.bin}/kafka-ctl", "tool", *cmd])
+        if code != 0:
+            raise ClusterError(f"{node}: kafka-features {' '.join(cmd[3:])} failed ({code}): {out.strip()[-300:]}")
+        return out.strip().splitlines()[-1] if out.strip() else ""
 
     # --- node control --------------------------------------------------------------
     def exec(self, node: str, cmd: list[str]) -> tuple[int, str]:

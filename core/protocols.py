@@ -103,8 +103,8 @@ class Cluster(Protocol):
     def use_release(self, node: str, version: str) -> None:
         """Have `node`'s next start run Kafka `version` (staged first)."""
 
-    def finalize_release(self, version: str) -> dict[str, str]:
-        """Finalize a roll to `version` (kafka-features upgrade); return what the tool said of each step."""
+    def upgrade_features(self, version: str, step: int) -> str:
+        """Step `step` of finalizing a roll to `version` (kafka-features upgrade); return the tool's last line."""
 
 
 class FaultSkipped(RuntimeError):

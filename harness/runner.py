@@ -144,7 +144,7 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         log.exception("run stopped by an exception; healing and tearing down")
         raise
     finally:
-        driver.stop_and_heal()
+        driver.stop_and_heal(finish=False)  # a no-op after the heal above; at once when interrupted
         workload.stop()
         monitor.stop()
         history.close()

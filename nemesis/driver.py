@@ -31,6 +31,7 @@ class NemesisDriver:
         self._thread: threading.Thread | None = None
         self.applied = 0
         self._healed = False
+        self._next = 0  # the schedule's first op not yet played
 
     def start(self) -> None:
         """Set up every nemesis and start playing the schedule from now."""
@@ -41,9 +42,10 @@ class NemesisDriver:
         self._thread.start()
 
     def _run(self, t0: float) -> None:
-        for sop in self.schedule:
+        for i, sop in enumerate(self.schedule):
             if self._stop.wait(max(0.0, t0 + sop.at - time.monotonic())):
                 return
+            self._next = i + 1
             self.apply(sop.nemesis, sop.op)
 
     def apply(self, name: str, op: dict[str, Any]) -> dict[str, Any] | None:
@@ -65,14 +67,21 @@ class NemesisDriver:
         self.history.complete(inv, "ok", nemesis=name, **result)
         return result
 
-    def stop_and_heal(self) -> None:
-        """Stop the schedule, then heal every nemesis (recorded as a `heal` op). Later calls do nothing."""
+    def stop_and_heal(self, finish: bool = True) -> None:
+        """Stop the schedule; with `finish`, play the rest of the ops of a nemesis that finishes its schedule
+        (a rolling upgrade: `finish_schedule`); then heal every nemesis (recorded as a `heal` op). Later calls do
+        nothing. An interrupted run passes finish=False: it heals at once."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         if self._healed:
             return
         self._healed = True
+        # A nemesis whose ops are one change in steps (a rolling upgrade) plays them to the end before healing.
+        for sop in self.schedule[self._next:] if finish else ():
+            if getattr(self.nemeses.get(sop.nemesis), "finish_schedule", False):
+                self.apply(sop.nemesis, sop.op)
+        self._next = len(self.schedule)
         for name, n in self.nemeses.items():
             inv = self.history.invoke("nemesis", "heal", nemesis=name)
             try:

@@ -11,14 +11,20 @@ After the roll, by --upgrade-then:
 - `finalize`: kafka-features upgrade, run with the new release's tool:
   metadata.version first (`--metadata LINE`), then from 4.0 the release's
   other features (`--release-version LINE`: ELR, transaction.version,
-  group.version), whose failure is recorded, not raised (docs/nemeses.md).
+  group.version). Brokers that registered under the old metadata.version
+  do not offer those features until they register again (rolling 3.7.2 to
+  4.4.0: "Broker 2 does not support this feature"), so when the second step
+  is refused every node is restarted once more, one at a time, and the step
+  is run again.
 - `stay`: the features stay the old release's, as Kafka's upgrade notes
   advise until the new release is known good.
 - `downgrade`: a second roll back to --kafka-version, which Kafka allows only
   while the features are not finalized.
 
-Healing starts any node an op left down, on whatever release it was given;
-an upgrade is a change of state, not a fault to undo.
+A roll begun is finished: ops the time limit cuts off are played before the
+heal (NemesisDriver, `finish_schedule`), with the workload still running.
+Healing then starts any node an op left down, on whatever release it was
+given; an upgrade is a change of state, not a fault to undo.
 """
 from __future__ import annotations
 
@@ -28,6 +34,7 @@ from typing import Any
 
 from core.config import TestConfig
 from core.history import History
+from core.kafka_versions import line_of
 from core.protocols import Cluster
 from nemesis.base import FaultSkipped, Package, ScheduledOp
 from nemesis.process import Signal
@@ -40,6 +47,7 @@ class Upgrade:
     """Rolls the cluster's nodes to a release, one node per `upgrade` op; `finalize` bumps the features."""
 
     name = "upgrade"
+    finish_schedule = True  # the driver plays a roll to its end after the time limit, before healing
 
     def __init__(self, cluster: Cluster, cfg: TestConfig):
         self.cluster, self.cfg = cluster, cfg
@@ -54,25 +62,50 @@ class Upgrade:
         the roll to V. FaultSkipped when every node already runs V."""
         version = op["version"]
         if op["f"] == "finalize":
-            return {"version": version, **self.cluster.finalize_release(version)}
+            return {"version": version, **self._finalize(version)}
         if op["f"] != "upgrade":
             raise ValueError(f"upgrade cannot {op['f']!r}")
         c = self.cluster
-        controllers = sorted(n for n in c.controllers if n not in c.nodes)
-        todo = [n for n in controllers if c.release[n] != version] or \
-               [n for n in sorted(c.nodes) if c.release[n] != version]
+        todo = [n for n in self._order() if c.release[n] != version]
         if not todo:
             raise FaultSkipped(f"every node runs Kafka {version} already")
-        node = random.Random(op.get("pick", 0)).choice(todo)
+        controllers = [n for n in todo if n not in c.nodes]
+        node = random.Random(op.get("pick", 0)).choice(controllers or todo)
         was = c.release[node]
-        t0 = time.monotonic()
+        return {"node": node, "from": was, "to": version, "seconds": self._restart(node, version),
+                "releases": dict(sorted(c.release.items()))}
+
+    def _order(self) -> list[str]:
+        """Dedicated controllers, then brokers."""
+        c = self.cluster
+        return sorted(n for n in c.controllers if n not in c.nodes) + sorted(c.nodes)
+
+    def _restart(self, node: str, version: str) -> float:
+        """Stop `node` cleanly, have it run `version`, start it, wait for brokers and a full ISR; the seconds."""
+        c, t0 = self.cluster, time.monotonic()
         c.stop(node)
         c.use_release(node, version)
         c.start(node)
         c.wait_brokers(90)
         c.wait_topic(self.cfg.topic.name, self.cfg.topic.replication_factor, 90)
-        return {"node": node, "from": was, "to": version, "seconds": round(time.monotonic() - t0, 1),
-                "releases": dict(sorted(c.release.items()))}
+        return round(time.monotonic() - t0, 1)
+
+    def _finalize(self, version: str) -> dict[str, Any]:
+        """metadata.version, then (from 4.0) the other features, with a rolling restart between when the brokers
+        do not offer them yet (the module doc)."""
+        c = self.cluster
+        out: dict[str, Any] = {"metadata": c.upgrade_features(version, 0)}
+        if line_of(version).major < 4:
+            return out
+        try:
+            out["features"] = c.upgrade_features(version, 1)
+        except RuntimeError as e:  # the cluster's error quoting the tool
+            if "does not support" not in str(e):
+                raise
+            out["refused"] = str(e).split(": ", 1)[-1][-300:]
+            out["restarted"] = {n: self._restart(n, version) for n in self._order()}
+            out["features"] = c.upgrade_features(version, 1)
+        return out
 
     def teardown(self) -> None:
         """Start any node a failed op left down (on the release it was given)."""

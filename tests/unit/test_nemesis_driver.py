@@ -89,3 +89,28 @@ def test_stop_and_heal_cuts_an_await_isr_wait_short(tmp_path, monkeypatch):
     assert recs[:2] == [("invoke", "kill", None),
                         ("info", "kill", "the run stopped while the fault waited for the ISR of partition 0")]
     assert rec.calls == [] and rec.healed == 1  # the fault never fired, and the heal still ran
+
+
+class Roll(Recorder):
+    """A nemesis whose ops are steps of one change: the driver plays them to the end."""
+
+    name = "roll"
+    finish_schedule = True
+
+
+def _played(tmp_path, finish: bool) -> list[tuple[str, str]]:
+    h = History(tmp_path / f"h{finish}.jsonl")
+    sched = [ScheduledOp(0.0, "roll", {"f": "upgrade"}), ScheduledOp(30, "rec", {"f": "kill"}),
+             ScheduledOp(31, "roll", {"f": "upgrade"}), ScheduledOp(32, "roll", {"f": "finalize"})]
+    d = NemesisDriver({"rec": Recorder(None, TestConfig()), "roll": Roll(None, TestConfig())}, None, h, sched, "t")
+    d.start()
+    time.sleep(0.2)  # the first op played; the rest lie past the "time limit"
+    d.stop_and_heal(finish=finish)
+    h.close()
+    return [(r["nemesis"], r["f"]) for r in read_history(h.path) if r["type"] == "ok"]
+
+
+def test_a_roll_cut_by_the_time_limit_is_finished_before_the_heal_but_not_when_interrupted(tmp_path):
+    assert _played(tmp_path, True) == [("roll", "upgrade"), ("roll", "upgrade"), ("roll", "finalize"),
+                                       ("rec", "heal"), ("roll", "heal")]
+    assert _played(tmp_path, False) == [("roll", "upgrade"), ("rec", "heal"), ("roll", "heal")]

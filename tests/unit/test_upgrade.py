@@ -83,13 +83,19 @@ class FakeCluster:
         self.nodes, self.controllers = nodes, controllers
         self.release = {n: "3.7.2" for n in {*nodes, *controllers}}
         self.calls: list[tuple] = []
+        self.feature_calls = 0
 
     def __getattr__(self, name):
         def call(*args, **kw):
             self.calls.append((name, *args))
             if name == "use_release":
                 self.release[args[0]] = args[1]
-            return {"metadata": "metadata.version was upgraded to 33."} if name == "finalize_release" else None
+            if name == "upgrade_features":
+                self.feature_calls += 1
+                if args[1] == 1 and self.feature_calls == 2:
+                    raise RuntimeError("n1: kafka-features upgrade failed (1): Broker 2 does not support this feature.")
+                return ["metadata.version was upgraded to 33.", "transaction.version was upgraded to 2."][args[1]]
+            return None
         return call
 
 
@@ -101,8 +107,14 @@ def test_each_op_restarts_one_node_on_the_release_controllers_first():
     assert [x[0] for x in c.calls[:6]] == ["stop", "use_release", "start", "wait_brokers", "wait_topic", "stop"]
     with pytest.raises(FaultSkipped, match="every node runs Kafka 4.4.0 already"):
         up.invoke({"f": "upgrade", "version": "4.4.0", "pick": 9})
+    c.calls.clear()
     out = up.invoke({"f": "finalize", "version": "4.4.0"})
-    assert out == {"version": "4.4.0", "metadata": "metadata.version was upgraded to 33."}
+    # the other features are refused until every node has registered again under the new metadata.version
+    assert out["metadata"] == "metadata.version was upgraded to 33." and "does not support" in out["refused"]
+    assert list(out["restarted"]) == ["c1", "n1", "n2", "n3"]
+    assert out["features"] == "transaction.version was upgraded to 2."
+    assert [x[0] for x in c.calls if x[0] in ("upgrade_features", "stop")] == [
+        "upgrade_features", "upgrade_features", "stop", "stop", "stop", "stop", "upgrade_features"]
 
 
 @pytest.mark.parametrize("version, flags", [("3.9.2", ["--metadata"]), ("4.0.2", ["--metadata", "--release-version"]),
