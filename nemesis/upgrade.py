@@ -4,8 +4,10 @@ Each `upgrade` op takes one node not yet on the op's release (controllers
 first, then brokers, the order drawn from the seed): it stops Kafka cleanly
 (SIGTERM, as `rolling-restart`), points the node at the release's jars (staged
 on every node before the workload starts) and its line's node settings, starts
-it, and waits until every broker is registered and the topic's ISR is full
-again. One node per op, so other nemeses' faults can fall between two nodes.
+it, and waits until it is back in the ISR of every partition it holds. One
+node per op, so other nemeses' faults can fall between two nodes; the wait
+looks at this node only, since a node another nemesis holds down comes back
+only after this op.
 After the roll, by --upgrade-then:
 
 - `finalize`: kafka-features upgrade, run with the new release's tool:
@@ -32,6 +34,9 @@ import random
 import time
 from typing import Any
 
+from tenacity import Retrying, stop_after_delay, wait_fixed
+
+from clusters import admin
 from core.config import TestConfig
 from core.history import History
 from core.kafka_versions import line_of
@@ -41,6 +46,7 @@ from nemesis.process import Signal
 
 COLORS = {"upgrade": "#4e79a7", "finalize": "#76b7b2"}
 START = 0.15  # the roll starts after this share of the time limit: the workload has run a while
+REJOIN_S = 120.0  # how long a restarted node may take to be back in the ISR
 
 
 class Upgrade:
@@ -81,14 +87,31 @@ class Upgrade:
         return sorted(n for n in c.controllers if n not in c.nodes) + sorted(c.nodes)
 
     def _restart(self, node: str, version: str) -> float:
-        """Stop `node` cleanly, have it run `version`, start it, wait for brokers and a full ISR; the seconds."""
+        """Stop `node` cleanly, have it run `version`, start it, and wait until it is back in the ISR of every
+        partition it holds (the operator's test before the next node); the seconds it took."""
         c, t0 = self.cluster, time.monotonic()
         c.stop(node)
         c.use_release(node, version)
         c.start(node)
-        c.wait_brokers(90)
-        c.wait_topic(self.cfg.topic.name, self.cfg.topic.replication_factor, 90)
+        self._rejoined(node, REJOIN_S)
         return round(time.monotonic() - t0, 1)
+
+    def _rejoined(self, node: str, timeout: float) -> None:
+        """Wait until `node` runs and is in the ISR of every partition of the topic it is a replica of. Only
+        this node: another nemesis may hold another node down, and its mend waits behind this op."""
+        topic = self.cfg.topic.name
+
+        def check() -> None:
+            if not self.cluster.is_running(node):
+                raise RuntimeError(f"{node}: Kafka is not running")
+            if node not in self.cluster.nodes:  # a dedicated controller holds no partition
+                return
+            parts = admin.partitions(self.cluster.bootstrap(), topic)
+            out = [p for p, s in parts.items() if any(self.cluster.node_of(r) == node for r in s.replicas)
+                   and node not in {self.cluster.node_of(i) for i in s.isr}]
+            if not parts or out:
+                raise RuntimeError(f"{node} not back in the ISR of {topic} partitions {out} after {timeout:.0f}s")
+        Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(1), reraise=True)(check)
 
     def _finalize(self, version: str) -> dict[str, Any]:
         """metadata.version, then (from 4.0) the other features, with a rolling restart between when the brokers

@@ -83,10 +83,18 @@ class Run:
 
 
 def configuration(test: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    """The options of `test` that define its configuration cell, as sorted (dotted key, value) pairs."""
+    """The options of `test` that define its configuration cell, as sorted (dotted key, value) pairs. What a run
+    recorded about itself (its page cache, the releases a rolling upgrade ran) is not configuration."""
     flat = (pd.json_normalize(test).to_dict("records") or [{}])[0]
-    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in flat.items()
-                        if k not in NOT_CONFIGURATION and not k.startswith("page_cache.")))
+    return tuple(sorted((k, _hashable(v)) for k, v in flat.items()
+                        if k not in NOT_CONFIGURATION and not k.startswith(("page_cache.", "releases."))))
+
+
+def _hashable(v: Any) -> Any:
+    """A list as a tuple; a list of mappings (or anything else unhashable) as its JSON text."""
+    if isinstance(v, list) and not any(isinstance(x, (dict, list)) for x in v):
+        return tuple(v)
+    return json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else v
 
 
 def load_runs(root: Path) -> list[Run]:

@@ -1,4 +1,5 @@
-"""The Java client (workloads/java/: KchaosTxnClient.java, its main, and KchaosCopier.java): is there a JDK, and
+"""The Java client (workloads/java/: KchaosTxnClient.java, its main; KchaosTxnConsumer.java, KchaosCopier.java and
+the rebalance listener they share, KchaosRebalances.java): is there a JDK, and
 compiling it, cached.
 
 It is compiled with `javac` against a Kafka distribution's jars and cached by

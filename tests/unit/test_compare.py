@@ -312,3 +312,15 @@ def test_a_txn_or_copy_square_says_its_failing_anomalies_not_a_loss_rate():
                                                                        "prediction matches"]
     assert _label(None, "pass", None).split("\n")[0] == "no writes acked"  # a queue square with nothing acked
     assert _label(0.5, "fail", None).split("\n")[0] == "50% lost"
+
+
+def test_what_a_run_recorded_about_itself_is_not_its_configuration():
+    """A rolling upgrade's `releases` (lists of mappings) neither splits cells nor breaks the grouping."""
+    from reports.compare import configuration
+
+    base = {"producer": {"acks": "all"}, "nemesis": {"names": ["upgrade"], "upgrade_to": "4.4.0"}}
+    a = {**base, "releases": {"n1": [{"release": "3.7.2", "from_s": 0.0}, {"release": "4.4.0", "from_s": 31.0}]}}
+    b = {**base, "releases": {"n1": [{"release": "3.7.2", "from_s": 0.0}, {"release": "4.4.0", "from_s": 44.5}]}}
+    assert configuration(a) == configuration(b) == configuration(base)
+    assert dict(configuration(base))["nemesis.names"] == ("upgrade",)
+    assert dict(configuration({"hosts_file": {"nodes": [{"host": "h1"}]}}))["hosts_file.nodes"] == '[{"host": "h1"}]'

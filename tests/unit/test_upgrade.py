@@ -99,12 +99,13 @@ class FakeCluster:
         return call
 
 
-def test_each_op_restarts_one_node_on_the_release_controllers_first():
+def test_each_op_restarts_one_node_on_the_release_controllers_first(monkeypatch):
     c = FakeCluster(["n1", "n2", "n3"], ["c1", "n1"])
     up = Upgrade(c, cfg(controllers=0))
+    monkeypatch.setattr(up, "_rejoined", lambda node, timeout: c.calls.append(("rejoined", node)))
     done = [up.invoke({"f": "upgrade", "version": "4.4.0", "pick": k})["node"] for k in range(4)]
     assert done[0] == "c1" and sorted(done[1:]) == ["n1", "n2", "n3"]
-    assert [x[0] for x in c.calls[:6]] == ["stop", "use_release", "start", "wait_brokers", "wait_topic", "stop"]
+    assert c.calls[:4] == [("stop", "c1"), ("use_release", "c1", "4.4.0"), ("start", "c1"), ("rejoined", "c1")]
     with pytest.raises(FaultSkipped, match="every node runs Kafka 4.4.0 already"):
         up.invoke({"f": "upgrade", "version": "4.4.0", "pick": 9})
     c.calls.clear()
@@ -147,3 +148,35 @@ def test_a_rolled_run_is_decoded_with_the_release_it_rolled_to(monkeypatch):
     test = {"versions": {"kafka": "3.7.2"}, "nemesis": {"upgrade_to": "4.4.0", "upgrade_then": "finalize"}}
     assert run_libs(test) == "4.4.0"
     assert run_libs({**test, "nemesis": {"upgrade_to": "4.4.0", "upgrade_then": "downgrade"}}) == "3.7.2"
+
+
+class Isr:
+    """A cluster whose partition 0 (replicas n1, n2) has ISR `isr`; n3 is down (another nemesis's kill)."""
+
+    nodes, controllers = ["n1", "n2", "n3"], ["n1", "n2", "n3"]
+
+    def __init__(self, isr):
+        self.isr = isr
+
+    def is_running(self, node):
+        return node != "n3"
+
+    def bootstrap(self):
+        return "b"
+
+    def node_of(self, i):
+        return f"n{i}"
+
+
+def test_a_restarted_node_is_waited_for_until_it_is_back_in_its_isr_whoever_else_is_down(monkeypatch):
+    from clusters.admin import PartitionState
+
+    c = Isr((1,))
+    monkeypatch.setattr("clusters.admin.partitions", lambda b, t: {0: PartitionState(0, 1, (1, 2), c.isr)})
+    up = Upgrade(c, cfg())
+    with pytest.raises(RuntimeError, match=r"n2 not back in the ISR of kchaos partitions \[0\]"):
+        up._rejoined("n2", 0.5)
+    c.isr = (1, 2)
+    up._rejoined("n2", 0.5)  # n3 is down, and it does not matter: it is not n2
+    with pytest.raises(RuntimeError, match="n3: Kafka is not running"):
+        up._rejoined("n3", 0.1)

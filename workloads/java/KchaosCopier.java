@@ -29,7 +29,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.HashSet;
 
-import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -38,7 +37,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 
 /** A copier slot's session (its consumer and producer) and the sessions crashes abandoned, closed only at exit. */
-final class KchaosCopier implements ConsumerRebalanceListener {
+final class KchaosCopier {
     static final long FROM_START = -2;  // librdkafka's OFFSET_BEGINNING, what workloads/copier.py records
     final int p;
     final List<AutoCloseable> abandoned = new ArrayList<>();
@@ -47,6 +46,18 @@ final class KchaosCopier implements ConsumerRebalanceListener {
     String input;
     long timeoutMs;
     ArrayNode events;  // the rebalances of the poll in progress; null outside a poll (close's revoke is not one)
+    // Runs inside poll (and close), on this slot's thread.
+    final KchaosRebalances listener = new KchaosRebalances() {
+        @Override
+        ArrayNode sink() {
+            return events;
+        }
+
+        @Override
+        KafkaConsumer<byte[], byte[]> member() {
+            return consumer;
+        }
+    };
 
     KchaosCopier(int p) {
         this.p = p;
@@ -57,7 +68,7 @@ final class KchaosCopier implements ConsumerRebalanceListener {
         switch (step) {
             case "open": open(req); return r.put("ok", true);
             case "init": return init(req, r);
-            case "subscribe": consumer.subscribe(List.of(input), this); return r.put("ok", true);
+            case "subscribe": consumer.subscribe(List.of(input), listener); return r.put("ok", true);
             case "poll": return poll(req, r);
             case "produce": return produce(req, r);
             case "commit": return commit(r);
@@ -186,30 +197,5 @@ final class KchaosCopier implements ConsumerRebalanceListener {
         l.sort((a, b) -> a.topic().equals(b.topic()) ? Integer.compare(a.partition(), b.partition())
                                                      : a.topic().compareTo(b.topic()));
         return l;
-    }
-
-    // --- the rebalance listener: runs inside poll (and close), on this slot's thread ----------------------------
-    void event(String f, Collection<TopicPartition> parts, boolean lost) {
-        if (events == null) return;
-        ObjectNode ev = events.addObject().put("f", f);
-        ArrayNode ps = ev.putArray("partitions");
-        parts.stream().map(TopicPartition::partition).sorted().forEach(ps::add);
-        ev.put("generation", consumer.groupMetadata().generationId());
-        if (lost) ev.put("lost", true);
-    }
-
-    @Override
-    public void onPartitionsAssigned(Collection<TopicPartition> parts) {
-        event("assign", parts, false);
-    }
-
-    @Override
-    public void onPartitionsRevoked(Collection<TopicPartition> parts) {
-        event("revoke", parts, false);
-    }
-
-    @Override
-    public void onPartitionsLost(Collection<TopicPartition> parts) {
-        event("revoke", parts, true);
     }
 }

@@ -13,10 +13,8 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Collection;
 import java.util.List;
 
-import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
 
@@ -70,40 +68,21 @@ final class KchaosTxnConsumer {
     }
 
     /** The rebalance callbacks of one member: events while it is the process's consumer, nothing after. */
-    private final class Listener implements ConsumerRebalanceListener {
+    private final class Listener extends KchaosRebalances {
         final KafkaConsumer<byte[], byte[]> member;
 
         Listener(KafkaConsumer<byte[], byte[]> member) {
             this.member = member;
         }
 
-        void event(String f, Collection<TopicPartition> parts, boolean lost) {
-            if (member != consumer) return;
-            ObjectNode ev = events.addObject().put("f", f);
-            ArrayNode ps = ev.putArray("partitions");
-            parts.stream().map(TopicPartition::partition).sorted().forEach(ps::add);
-            try {
-                ev.put("generation", member.groupMetadata().generationId());
-            } catch (RuntimeException e) {  // thrown here, it would fail the poll the callback runs in
-                System.err.println("a rebalance's generation: " + KchaosTxnClient.describe(e));
-                ev.putNull("generation");
-            }
-            if (lost) ev.put("lost", true);
+        @Override
+        ArrayNode sink() {
+            return member == consumer ? events : null;
         }
 
         @Override
-        public void onPartitionsAssigned(Collection<TopicPartition> parts) {
-            event("assign", parts, false);
-        }
-
-        @Override
-        public void onPartitionsRevoked(Collection<TopicPartition> parts) {
-            event("revoke", parts, false);
-        }
-
-        @Override
-        public void onPartitionsLost(Collection<TopicPartition> parts) {
-            event("revoke", parts, true);
+        KafkaConsumer<byte[], byte[]> member() {
+            return member;
         }
     }
 }
