@@ -31,6 +31,7 @@ given; an upgrade is a change of state, not a fault to undo.
 from __future__ import annotations
 
 import random
+import re
 import time
 from typing import Any
 
@@ -125,7 +126,8 @@ class Upgrade:
         except RuntimeError as e:  # the cluster's error quoting the tool
             if "does not support" not in str(e):
                 raise
-            out["refused"] = str(e).split(": ", 1)[-1][-300:]
+            why = re.findall(r"[^:\n]*does not support this feature\.?", str(e))  # the tool's last reason
+            out["refused"] = (why[-1] if why else str(e)[-300:]).strip()
             out["restarted"] = {n: self._restart(n, version) for n in self._order()}
             out["features"] = c.upgrade_features(version, 1)
         return out

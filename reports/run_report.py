@@ -246,6 +246,8 @@ def _settings(test: Mapping[str, Any]) -> list[dict[str, Any]]:
             ("nodes / dedicated controllers", f"{c.get('nodes')} / {c.get('controllers')}"),
             ("storage", c.get("storage")), ("seed", test.get("seed")),
             ("kafka version", v.get("kafka") or c.get("kafka_version")),
+            *([("rolling upgrade to, then", f"{n['upgrade_to']}, {n.get('upgrade_then')}")] if n.get("upgrade_to")
+              else []),
             ("command line", shlex.join(map(str, argv)) if argv else None)]
     # Text, not numbers: one left-aligned column reads better than a ragged one.
     return [{"k": k, "v": None if val is None else str(val)} for k, val in rows]

@@ -93,7 +93,11 @@ class FakeCluster:
             if name == "upgrade_features":
                 self.feature_calls += 1
                 if args[1] == 1 and self.feature_calls == 2:
-                    raise RuntimeError("n1: kafka-features upgrade failed (1): Broker 2 does not support this feature.")
+                    raise RuntimeError("n1: kafka-features upgrade failed (1):  group.version. Broker 2 does not "
+                                       "support this feature.\nCould not upgrade transaction.version to 2. The update "
+                                       "failed for all features since the following feature had an error: Invalid "
+                                       "update version 1 for feature group.version. Broker 2 does not support this "
+                                       "feature.\n7 out of 7 operation(s) failed.")
                 return ["metadata.version was upgraded to 33.", "transaction.version was upgraded to 2."][args[1]]
             return None
         return call
@@ -111,7 +115,8 @@ def test_each_op_restarts_one_node_on_the_release_controllers_first(monkeypatch)
     c.calls.clear()
     out = up.invoke({"f": "finalize", "version": "4.4.0"})
     # the other features are refused until every node has registered again under the new metadata.version
-    assert out["metadata"] == "metadata.version was upgraded to 33." and "does not support" in out["refused"]
+    assert out["metadata"] == "metadata.version was upgraded to 33."
+    assert out["refused"] == "Invalid update version 1 for feature group.version. Broker 2 does not support this feature."
     assert list(out["restarted"]) == ["c1", "n1", "n2", "n3"]
     assert out["features"] == "transaction.version was upgraded to 2."
     assert [x[0] for x in c.calls if x[0] in ("upgrade_features", "stop")] == [
@@ -180,3 +185,12 @@ def test_a_restarted_node_is_waited_for_until_it_is_back_in_its_isr_whoever_else
     up._rejoined("n2", 0.5)  # n3 is down, and it does not matter: it is not n2
     with pytest.raises(RuntimeError, match="n3: Kafka is not running"):
         up._rejoined("n3", 0.1)
+
+
+def test_the_report_configuration_says_where_the_roll_went():
+    from reports.run_report import _settings
+
+    rows = {r["k"]: r["v"] for r in _settings({"nemesis": {"names": ["upgrade"], "upgrade_to": "4.4.0",
+                                                           "upgrade_then": "downgrade"}})}
+    assert rows["rolling upgrade to, then"] == "4.4.0, downgrade"
+    assert "rolling upgrade to, then" not in {r["k"] for r in _settings({"nemesis": {"names": ["kill"]}})}
