@@ -167,7 +167,10 @@ class Isr:
         return node != "n3"
 
     def bootstrap(self):
-        return "b"
+        return "10.0.0.1:9092,10.0.0.2:9092,10.0.0.3:9092"
+
+    def address(self, node):
+        return f"10.0.0.{node[1:]}"
 
     def node_of(self, i):
         return f"n{i}"
@@ -177,12 +180,15 @@ def test_a_restarted_node_is_waited_for_until_it_is_back_in_its_isr_whoever_else
     from clusters.admin import PartitionState
 
     c = Isr((1,))
-    monkeypatch.setattr("clusters.admin.partitions", lambda b, t: {0: PartitionState(0, 1, (1, 2), c.isr)})
+    asked = []
+    monkeypatch.setattr("clusters.admin.partitions",
+                        lambda b, t: asked.append(b) or {0: PartitionState(0, 1, (1, 2), c.isr)})
     up = Upgrade(c, cfg())
     with pytest.raises(RuntimeError, match=r"n2 not back in the ISR of kchaos partitions \[0\]"):
         up._rejoined("n2", 0.5)
     c.isr = (1, 2)
     up._rejoined("n2", 0.5)  # n3 is down, and it does not matter: it is not n2
+    assert set(asked) == {"10.0.0.2:9092"}  # the restarted node itself
     with pytest.raises(RuntimeError, match="n3: Kafka is not running"):
         up._rejoined("n3", 0.1)
 
