@@ -89,6 +89,12 @@ def preflight(cfg: TestConfig) -> TestConfig:
     if clients and cfg.workload.kind not in ("txn", "copy") and cfg.workload.consumer_mode != "subscribe":
         raise ConfigError(f"--nemesis {clients[0]} crashes group members: it needs --consumer-mode subscribe "
                           "(or --workload txn or copy)")
+    quorum = [s for s in cfg.nemesis.names if s not in ("none", "mix")
+              and nemeses.split(s)[0].needs_controllers > cfg.cluster.controllers]
+    if quorum:
+        need = nemeses.split(quorum[0])[0].needs_controllers
+        raise ConfigError(f"--nemesis {quorum[0]} cuts the controller quorum apart from the brokers: it needs "
+                          f"--controllers {need} or more (dedicated controllers), not {cfg.cluster.controllers}")
     if cfg.workload.client == "java" and (problem := jdk_problem()):
         raise ConfigError(problem)
     make_schedule(cfg)  # a replayed schedule is checked entry by entry here

@@ -53,6 +53,8 @@ class Package:
     needs_workload: bool = False
     # fs[1] mends what fs[0] breaks; False when the later ops are more steps of the same change (upgrade).
     mends: bool = True
+    # dedicated KRaft controllers the fault needs (--controllers): cutting the quorum apart from the brokers.
+    needs_controllers: int = 0
 
 
 def periodic(rng: random.Random, cfg: TestConfig, name: str,

@@ -122,7 +122,8 @@ def schedule(cfg: TestConfig) -> list[ScheduledOp]:
     n, limit, parts = cfg.nemesis, cfg.time_limit, cfg.topic.partitions
     shortest = max(1.0, n.restart_delay)
     longest = max(shortest, HOLD_SPAN * max(outlive_lag(cfg), outlive_session(cfg)))
-    pool = choices(n.mix_families)
+    # Faults this cluster's shape cannot take are not drawn (the quorum cuts without dedicated controllers).
+    pool = tuple(c for c in choices(n.mix_families) if c.package.needs_controllers <= cfg.cluster.controllers)
     free_at: dict[str, float] = {}  # package or exclusive family -> when it may start again
     ops: list[ScheduledOp] = []
     t = n.interval * rng.uniform(0.5, 1 + n.jitter)

@@ -10,6 +10,7 @@ flushes that chain, and removing the container removes it too.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any, Callable
 
 from core.protocols import Cluster
@@ -58,6 +59,11 @@ def lossy(targets: list[str], everyone: list[str], rng: random.Random) -> Grudge
     return {n: set(everyone) - {n} for n in targets if len(everyone) > 1}
 
 
+def apart(targets: list[str], everyone: list[str], rng: random.Random) -> Grudge:
+    """No two nodes reach each other."""
+    return {n: set(everyone) - {n} for n in everyone if len(everyone) > 1}
+
+
 def oneway(targets: list[str], everyone: list[str], rng: random.Random) -> Grudge:
     """Packets from the targets to every other node are dropped; the other way passes."""
     return {n: set(targets) for n in everyone if n not in targets}
@@ -70,10 +76,13 @@ class NetFault:
     """
 
     def __init__(self, cluster: Cluster, tag: str, grudge: GrudgeFn | None, *, clients: bool = False,
-                 loss: float | None = None):
+                 loss: float | None = None, quorum: bool = False):
         self.cluster, self.tag, self.grudge, self.clients, self.loss = cluster, tag, grudge, clients, loss
+        self.quorum = quorum  # the grudge is among the dedicated controllers only: brokers reach every node
 
     def _everyone(self) -> list[str]:
+        if self.quorum:
+            return sorted(set(self.cluster.controllers) - set(self.cluster.nodes))
         return sorted(set(self.cluster.nodes) | set(self.cluster.controllers))
 
     def begin(self, nodes: list[str], op: dict[str, Any]) -> dict[str, Any]:
@@ -107,11 +116,13 @@ class NetFault:
 def _net(name: str, targets: tuple[str, ...], grudge: GrudgeFn | None = None, **kw: Any) -> Package:
     start, stop = ("start-flaky", "stop-flaky") if "loss" in kw else ("start-partition", "stop-partition")
     colors = {start: COLORS["start-partition"], stop: COLORS["stop-partition"]}
-    return targeted(name, lambda c, cfg: NetFault(c, name, grudge, **kw), start_f=start, stop_f=stop,
-                    targets=targets, colors=colors, duration=lambda cfg: max(outlive_lag(cfg), outlive_session(cfg)))
+    pkg = targeted(name, lambda c, cfg: NetFault(c, name, grudge, **kw), start_f=start, stop_f=stop,
+                   targets=targets, colors=colors, duration=lambda cfg: max(outlive_lag(cfg), outlive_session(cfg)))
+    return replace(pkg, needs_controllers=QUORUM) if kw.get("quorum") else pkg
 
 
 ONE = ("one", "leader", "follower", "followers", "controller", "minority", "majority")
+QUORUM = 3  # dedicated controllers a quorum cut needs: with fewer, controllers and brokers share addresses
 PACKAGES = (
     _net("partition-one", ONE),
     _net("partition-leader", ("leader",)),
@@ -122,4 +133,8 @@ PACKAGES = (
     _net("partition-oneway", ONE, oneway),
     _net("partition-client", ONE + ("all",), clients=True),
     _net("flaky", ("all",) + ONE, lossy, loss=FLAKY_LOSS),
+    # Among dedicated controllers only: the active one cut off from the other controllers, or no two
+    # controllers in touch (no quorum). Brokers still reach every controller and every broker.
+    _net("partition-quorum", ("controller",), quorum=True),
+    _net("partition-quorum-all", ("all",), apart, quorum=True),
 )

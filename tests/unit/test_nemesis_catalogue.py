@@ -1,6 +1,7 @@
 """The nemesis catalogue without a cluster: specs, grudges, schedules drawn from the seed, replay files."""
 import json
 import random
+from dataclasses import replace
 from itertools import combinations
 
 import pytest
@@ -237,3 +238,47 @@ def test_storage_auto_follows_the_nemeses(tmp_path):
     with pytest.raises(ConfigError, match="need --storage lazyfs"):
         preflight(base.with_(nemesis=NemesisConfig(names=("slow-disk",)),
                              cluster=replace(base.cluster, storage="plain")))
+
+
+class Quorum:
+    """Three brokers and three dedicated controllers; c2 leads the quorum."""
+
+    nodes, controllers = ["n1", "n2", "n3"], ["c1", "c2", "c3"]
+
+    def __init__(self):
+        self.calls = []
+
+    def address(self, node):
+        return f"10.0.0.{node}"
+
+    def fault_ctl(self, node, *args):
+        self.calls.append((node, *args))
+
+
+def test_quorum_cuts_touch_only_the_dedicated_controllers():
+    from nemesis.network import NetFault, apart
+
+    c = Quorum()
+    out = NetFault(c, "partition-quorum", None, quorum=True).begin(["c2"], {"pick": 1})
+    assert out["grudge"] == {"c1": ["c2"], "c2": ["c1", "c3"], "c3": ["c2"]}  # brokers reach every controller
+    assert {call[0] for call in c.calls} == {"c1", "c2", "c3"}
+    assert ("c2", "drop", "partition-quorum", "10.0.0.c1", "10.0.0.c3") in c.calls
+    c.calls.clear()
+    out = NetFault(c, "partition-quorum-all", apart, quorum=True).begin(["c1", "c2", "c3"], {"pick": 1})
+    assert out["grudge"] == {"c1": ["c2", "c3"], "c2": ["c1", "c3"], "c3": ["c1", "c2"]}  # no quorum
+
+
+def test_quorum_cuts_need_dedicated_controllers_and_the_mix_draws_them_only_then(tmp_path):
+    from harness.build import preflight
+
+    with pytest.raises(ConfigError, match="partition-quorum cuts the controller quorum apart from the brokers: it "
+                                          "needs --controllers 3 or more"):
+        preflight(TestConfig(store=str(tmp_path), nemesis=NemesisConfig(names=("partition-quorum",))))
+    assert nemesis.PACKAGES["partition-quorum-all"].needs_controllers == 3
+
+    def drawn(controllers):
+        c = TestConfig(seed=4, time_limit=3000, cluster=replace(TestConfig().cluster, controllers=controllers),
+                       nemesis=NemesisConfig(names=("mix",), mix_families=("network",)))
+        return {o.nemesis.split(":")[0] for o in make_schedule(c)}
+    assert not {"partition-quorum", "partition-quorum-all"} & drawn(0)
+    assert {"partition-quorum", "partition-quorum-all"} <= drawn(3)
