@@ -4,7 +4,10 @@ The input is every value a `fill` op recorded as written (`records`); values who
 may or may not be in it. The output is what the final read (`drain` ops of the output topic) returned, each
 (partition, offset) once, in partition and offset order. The kinds (docs/checkers.md):
 
-- `copy_missing`: an input value never in the output (unacked fill values are not looked for);
+- `copy_missing`: an input value never in the output (unacked fill values are not looked for), among those the
+  group's committed offsets had passed by the end: a value at or past its partition's committed offset when the
+  copy stopped short (the `copied` op's `behind`) was never copied, and counts as `uncopied` (not a kind: the
+  run is unknown, not failed, since exactly-once says nothing of what was not consumed yet);
 - `copy_duplicate`: every occurrence of a value in the output beyond its first;
 - `copy_invented`: every output record whose value is not in the input (nor among the unacked fill values);
 - `copy_reordered` (with `--copy-order` only): the fewest output values that must move for the output's order
@@ -35,42 +38,50 @@ MAX_EXAMPLES = 10
 def check_copy_ops(ops: Iterable[dict[str, Any]], test: dict[str, Any] | None) -> dict[str, Any]:
     """The copy checker's result for a history's ops (dicts as history.jsonl holds them) and test.json: `valid`
     (False if any kind was found, "unknown" if a final read of the output did not complete and values are
-    missing, else True), `counts` (COPY_COUNTS plus `input`, `output`, `unacked`), `examples` (up to
-    MAX_EXAMPLES values of each kind) and `isolation`."""
+    missing, or if the copy stopped short of the input's end, else True), `counts` (COPY_COUNTS plus `input`,
+    `output`, `unacked`, `uncopied`), `examples` (up to MAX_EXAMPLES values of each kind), `isolation`, and
+    `uncopied`: where the copy stopped short, input partition -> the group's committed offset."""
     t = test or {}
     w = t.get("workload") or {}
     out_topic = (t.get("topic") or {}).get("name")
     partitions = int((t.get("topic") or {}).get("partitions") or 1)
     order = bool(w.get("copy_order"))
-    inputs: list[int] = []
+    filled: list[tuple[int, int, int]] = []
     unacked: set[int] = set()
     read: dict[tuple[int, int], int] = {}
     complete: set[int] = set()
+    behind: dict[int, int] = {}  # input partition -> the group's committed offset, where the copy stopped short
     for op in ops:
         if op.get("type") not in ("ok", "info"):
             continue
         f = op.get("f")
         if f == "fill":
-            inputs += [int(r[2]) for r in op.get("records") or []]
+            filled += [(int(r[0]), int(r[1]), int(r[2])) for r in op.get("records") or []]
             unacked.update(int(v) for v in op.get("unacked") or [])
+        elif f == "copied":
+            behind = {int(b[0]): int(b[1]) for b in op.get("behind") or []}
         elif f == "drain" and (out_topic is None or op.get("topic", out_topic) == out_topic):
             for p, o, v in op.get("records") or []:
                 read[(int(p), int(o))] = int(v)
             if op.get("complete"):
                 complete.add(int(op.get("partition", 0)))
+    inputs = [v for _, _, v in filled]
     found = compare(inputs, [v for _, v in sorted(read.items())], unacked,
                     order=[v for (p, _), v in sorted(read.items()) if p == 0] if order else None)
+    never = {v for p, o, v in filled if p in behind and o >= behind[p]}
+    uncopied = [v for v in found["copy_missing"] if v in never]
+    found["copy_missing"] = [v for v in found["copy_missing"] if v not in never]
     counts = {k: len(found[k]) for k in COPY_COUNTS}
-    counts.update(input=len(inputs), output=len(read), unacked=len(unacked))
+    counts.update(input=len(inputs), output=len(read), unacked=len(unacked), uncopied=len(uncopied))
     incomplete = sorted(set(range(partitions)) - complete)
     valid: bool | str = not any(counts[k] for k in COPY_COUNTS)
-    if valid and incomplete:
+    if valid and (incomplete or uncopied):
         valid = "unknown"
     elif counts["copy_missing"] and incomplete and not any(counts[k] for k in COPY_COUNTS if k != "copy_missing"):
         valid = "unknown"  # the missing values may be in the part of the output never read
     return {"valid": valid, "counts": counts, "examples": {k: sorted(found[k])[:MAX_EXAMPLES] for k in COPY_COUNTS},
             "isolation": str(w.get("txn_isolation") or "read_committed"), "incomplete_partitions": incomplete,
-            "copy_order": order}
+            "copy_order": order, "uncopied": {str(p): o for p, o in sorted(behind.items())} if uncopied else {}}
 
 
 def compare(inputs: list[int], output: list[int], unacked: Iterable[int] = (),

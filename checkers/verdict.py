@@ -278,8 +278,8 @@ def judge_copy(results: Mapping[str, Any], counts: Mapping[str, int], settings: 
     committed in the transaction, read_committed readers), so every kind of COPY_KINDS fails; under a
     read_uncommitted final read the kinds of COPY_UNCOMMITTED are observed, allowed. Where `settings` (test.json's;
     None: the defaults) do not promise no loss, as under unclean leader election, every kind is observed, allowed:
-    a rewritten input, output or offsets log can show as any of them. A final read that did not complete makes a
-    run with no other failure unknown."""
+    a rewritten input, output or offsets log can show as any of them. A final read that did not complete, or a
+    copy that stopped short of the input's end, makes a run with no other failure unknown."""
     copy = (results.get("checkers") or {}).get(COPY) or {}
     uncommitted = copy.get("isolation") == "read_uncommitted"
     s = settings or Settings.of({})
@@ -300,6 +300,10 @@ def judge_copy(results: Mapping[str, Any], counts: Mapping[str, int], settings: 
         undecided.append("the run was not checked" if not results else "the checker reported no counts")
     if copy.get("incomplete_partitions"):
         undecided.append(f"the final read of output partitions {copy['incomplete_partitions']} did not complete")
+    if counts.get("uncopied"):
+        at = ", ".join(f"partition {p} at offset {o}" for p, o in (copy.get("uncopied") or {}).items())
+        undecided.append(f"the copy stopped short of the input's end{f' ({at})' if at else ''}: {counts['uncopied']} "
+                         "values were never copied, which says nothing of exactly-once")
         if set(failed) == {"copy_missing"}:
             failed, why["failed"] = {}, {}  # the missing values may be in what was never read
     return Judgement(FAIL if failed else UNKNOWN if undecided else PASS, failed, allowed, why, tuple(undecided))
@@ -313,7 +317,8 @@ def essentials(results: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(results.get("loss"), Mapping):
         out["loss"] = {k: v for k, v in results["loss"].items() if not isinstance(v, (list, dict))}
     if isinstance(results.get("checkers"), Mapping):
-        out["checkers"] = {n: {k: c[k] for k in ("valid", "error", "isolation") if k in c}
+        out["checkers"] = {n: {k: c[k] for k in ("valid", "error", "isolation", "incomplete_partitions", "uncopied")
+                               if k in c}
                            for n, c in results["checkers"].items() if isinstance(c, Mapping)}
     return out
 

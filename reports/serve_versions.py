@@ -50,10 +50,10 @@ def version_table(scenarios: Path, root: Path, href: Any, only: str | None = Non
                 cell["checked"] += 1
                 cell["matched"] += bool(r.get("matched"))
                 cell["predict"] = v.get("predict")  # the newest run's
+                word = "matched" if r.get("matched") else "missed"
                 cell["squares"].append({"href": href(parts, True) if parts else None, "matched": bool(r.get("matched")),
-                                        "title": f"{run.parent.parent.name} rep {r.get('rep', 0) + 1}: "
-                                                 f"{'matched' if r.get('matched') else 'missed'}, Kafka {r.get('kafka')}"
-                                                 f", verdict {r.get('verdict', 'unknown')}"})
+                                        "title": f"{run.parent.parent.name} rep {r.get('rep', 0) + 1}: {word}, "
+                                                 f"Kafka {r.get('kafka')}, verdict {r.get('verdict', 'unknown')}"})
     if not rows:
         return None
     lines = [x for x in ORDER if any(x in row for row in rows.values())]

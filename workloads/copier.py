@@ -94,7 +94,8 @@ class CopierClient(Protocol):
         """End the session: close the consumer (leaving the group) and drop the producer."""
 
     def abandon(self) -> None:
-        """A crash: leave the consumer and producer as they are, unclosed, with no abort and no LeaveGroup."""
+        """A crash: let the consumer and producer go unclosed, with no abort and no LeaveGroup (librdkafka's consumer is
+        destroyed at once, as a killed process's; the JVM keeps the Java client's until it exits)."""
 
     def close_abandoned(self) -> None:
         """At the end of the run, close what `abandon` left (a consumer's close may hang: the caller bounds it)."""

@@ -110,14 +110,19 @@ class RdkafkaCopierClient:
         leave(self.consumer)
 
     def abandon(self) -> None:
-        """Nothing to do: the consumer and producer stay referenced by this client, unclosed."""
+        """Let go of the consumer now, unclosed (`drop`), as a killed process's is gone: it stops heartbeating and
+        its group evicts it after session.timeout.ms. Kept alive instead, a consumer abandoned before its first
+        poll of a new assignment was never evicted (librdkafka enforces max.poll.interval.ms only from a poll), and
+        held an input partition for good (exactly-once-copy, 2026-11-26: partition 1 never copied after 110 of
+        1667). The producer stays referenced, unclosed, until the end of the run: the replacement fences it."""
+        consumers = [self.consumer]
+        self.consumer = None  # the client is never used again: leave the list the only reference
+        drop(consumers)
 
     def close_abandoned(self) -> None:
-        """Let go of the abandoned consumer and producer unclosed (`drop`), as a killed process's are gone."""
+        """Let go of the abandoned producer unclosed, as a killed process's is gone (the consumer went at the
+        crash)."""
         self.producer = None
-        consumers = [self.consumer]
-        del self.consumer  # the client is never used again: leave the list the only reference
-        drop(consumers)
 
     def _seen(self, r: Rebalance) -> None:
         if self._events is not None:

@@ -135,6 +135,22 @@ def test_an_incomplete_final_read_leaves_missing_values_unknown():
     assert r["valid"] == "unknown" and r["incomplete_partitions"] == [0]
 
 
+def test_input_the_copy_never_reached_is_uncopied_not_missing_and_leaves_the_run_unknown():
+    """A copy that stopped short (the `copied` op's `behind`: partition 0 committed at offset 2 of 5) is no evidence
+    against exactly-once for the values at or past offset 2; a value before it absent from the output is."""
+    copied = [{"type": "invoke", "f": "copied", "process": 3, "topic": "t-in"},
+              {"type": "info", "f": "copied", "process": 3, "topic": "t-in", "complete": False, "behind": [[0, 2, 5]]}]
+    r = check_copy_ops(history([5, 6, 7, 8, 9], [5, 6]) + copied, copy_test())
+    assert r["valid"] == "unknown" and r["counts"]["copy_missing"] == 0 and r["counts"]["uncopied"] == 3
+    assert r["uncopied"] == {"0": 2}
+    j = judge({"valid": r["valid"], "counts": r["counts"], "checkers": {"copy": r}}, copy_test())
+    assert j.verdict == "unknown" and not j.failed
+    assert j.undecided == ("the copy stopped short of the input's end (partition 0 at offset 2): 3 values were never "
+                           "copied, which says nothing of exactly-once",)
+    r = check_copy_ops(history([5, 6, 7, 8, 9], [5]) + copied, copy_test())  # 6 sat below the committed offset
+    assert r["valid"] is False and r["examples"]["copy_missing"] == [6] and r["counts"]["uncopied"] == 3
+
+
 def judged(inputs, outputs, isolation="read_committed"):
     r = check_copy_ops(history(inputs, outputs), copy_test(isolation=isolation))
     return judge({"valid": r["valid"], "counts": r["counts"], "checkers": {"copy": r}},

@@ -76,7 +76,8 @@ def test_select_names_a_variant_on_a_line_or_every_line_of_it():
     assert [c.name for c in crossed.suite(1, only).cells] == ["clean", "clean-kafka-4.0"]
     crossed, only = sc.select(("clean",), ("listed",))
     assert only == ("clean", *(f"clean-kafka-{x}" for x in sc.versions[1:]))
-    with pytest.raises(ScenarioError, match=r"--variant nope-kafka-4\.0 \(did you mean .*\): scenario unclean-election has "):
+    with pytest.raises(ScenarioError,
+                       match=r"--variant nope-kafka-4\.0 \(did you mean .*\): scenario unclean-election has "):
         sc.select(("nope-kafka-4.0",))
     with pytest.raises(ScenarioError, match=r"--versions 5\.0: kchaos cannot run it; it runs 3\.7 \(3\.7\.2\)"):
         sc.select((), ("5.0",))

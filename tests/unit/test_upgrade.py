@@ -116,7 +116,8 @@ def test_each_op_restarts_one_node_on_the_release_controllers_first(monkeypatch)
     out = up.invoke({"f": "finalize", "version": "4.4.0"})
     # the other features are refused until every node has registered again under the new metadata.version
     assert out["metadata"] == "metadata.version was upgraded to 33."
-    assert out["refused"] == "Invalid update version 1 for feature group.version. Broker 2 does not support this feature."
+    assert out["refused"] == ("Invalid update version 1 for feature group.version. "
+                              "Broker 2 does not support this feature.")
     assert list(out["restarted"]) == ["c1", "n1", "n2", "n3"]
     assert out["features"] == "transaction.version was upgraded to 2."
     assert [x[0] for x in c.calls if x[0] in ("upgrade_features", "stop")] == [
