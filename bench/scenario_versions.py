@@ -28,11 +28,13 @@ ORDER = [x.line for x in LINES]
 
 
 def current(reps: list[Rep]) -> list[Rep]:
-    """The checked repetitions of each (scenario, variant) that share its newest one's options and prediction."""
+    """The repetitions of each (scenario, variant) that share its newest checked one's options and prediction
+    (errored ones included: a cell counts them apart)."""
     newest: dict[tuple[str, str], Rep] = {}
     for r in sorted(reps, key=lambda r: (r.date, r.id)):
-        newest[(r.scenario, r.variant)] = r
-    return [r for r in reps if r.matched is not None
+        if r.matched is not None:
+            newest[(r.scenario, r.variant)] = r
+    return [r for r in reps if (r.scenario, r.variant) in newest
             and (r.config, r.predict) == (newest[(r.scenario, r.variant)].config,
                                           newest[(r.scenario, r.variant)].predict)]
 

@@ -269,6 +269,18 @@ def test_bad_input_exits_3_before_creating_anything(run, tmp_path, capsys, make_
 # 8. repro
 
 
+def test_repro_replays_a_run_that_recorded_its_tools_and_releases(run, tmp_path):
+    """What a run records about itself since the Kafka lines and the upgrade nemesis (kafka_tools, releases) is not
+    configuration: a replay must not refuse it (the CI's repro of a fresh scenario run did, exit 3)."""
+    test = json.loads((run / "test.json").read_text())
+    test["kafka_tools"] = {"line": "3.7", "tools_version": "3.7.2", "dump_class": "kafka.tools.DumpLogSegments"}
+    test["releases"] = {"n1": [{"release": "3.7.2", "from_s": 0.0}]}
+    (run / "test.json").write_text(json.dumps(test))
+    fake = FakeRunner(outcome=lambda s, n: True, results=json.loads((run / "results.json").read_text()))
+    repro(run, tmp_path / "store", attempts=1, runner=fake, console=quiet())
+    assert [c["cfg"].seed for c in fake.calls] == [test["seed"]]
+
+
 def test_repro_replays_seed_and_schedule(run, tmp_path):
     original = json.loads((run / "results.json").read_text())
     fake = FakeRunner(outcome=lambda s, n: True, results=original)
