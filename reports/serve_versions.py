@@ -29,8 +29,8 @@ def version_table(scenarios: Path, root: Path, href: Any, only: str | None = Non
     sorted by scenario then first appearance; a cell holds matched, checked, the prediction and the squares."""
     rows: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for state_file in sorted(scenarios.glob("*/*/scenario.json")):
-        if only and state_file.parent.parent.name != only:
-            continue
+        if state_file.parent.is_symlink() or (only and state_file.parent.parent.name != only):
+            continue  # `latest` points at a scenario run counted under its own stamp
         try:
             state = json.loads(state_file.read_text(encoding="utf-8"))
             variants = [v for v in state["variants"] if isinstance(v, dict)]
