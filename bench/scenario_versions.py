@@ -22,10 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scenario_rates import LEDGER, RatesError, Rep, file_order, rate_of, read_ledger  # noqa: E402
 
 from core.exit_codes import EXIT_BAD_INPUT  # noqa: E402
-from core.kafka_versions import LINES, UnsupportedVersion, line_of, split_on_line  # noqa: E402
-
-ORDER = [x.line for x in LINES]
-
+from core.kafka_versions import LINE_NAMES, UnsupportedVersion, line_of, split_on_line  # noqa: E402
 
 def current(reps: list[Rep]) -> list[Rep]:
     """The repetitions of each (scenario, variant) that share its newest checked one's options and prediction
@@ -56,11 +53,11 @@ def matrix(reps: list[Rep], order: dict[str, list[str]]) -> dict[tuple[str, str]
 
 def table(m: dict[tuple[str, str], dict[str, list[Rep]]]) -> str:
     """The Markdown table: a row per scenario variant, a column per Kafka line with any repetition."""
-    lines = [x for x in ORDER if any(x in row for row in m.values())]
+    lines = [x for x in LINE_NAMES if any(x in row for row in m.values())]
     out = ["| scenario · variant | prediction | " + " | ".join(lines) + " |",
            "|---|---|" + "---:|" * len(lines)]
     for (scenario, variant), row in m.items():
-        first = row[min(row, key=ORDER.index)][-1].predict
+        first = row[min(row, key=LINE_NAMES.index)][-1].predict
         cells = []
         for line in lines:
             reps = row.get(line)

@@ -108,7 +108,7 @@ class KafkaCluster:
     # --- addresses -----------------------------------------------------------------
     def bootstrap(self) -> str:
         """`bootstrap.servers` for clients: every broker's PLAINTEXT listener."""
-        return ",".join(self._listener(n) for n in self.nodes)
+        return ",".join(self.listener(n) for n in self.nodes)
 
     def node_of(self, broker_id: int) -> str | None:
         """Node name of a broker/controller id, or None when the id is unknown (e.g. -1, no leader)."""
@@ -122,7 +122,8 @@ class KafkaCluster:
         """`node`'s address, as peers and clients reach it."""
         return self.by_name[node].address
 
-    def _listener(self, node: str) -> str:
+    def listener(self, node: str) -> str:
+        """`node`'s Kafka listener, `address:port`, as clients reach that broker alone."""
         spec = self.by_name[node]
         return f"{spec.address}:{spec.port}"
 
@@ -230,7 +231,7 @@ class KafkaCluster:
             missing = set()
             for node in self.nodes:
                 try:
-                    missing |= want - admin.registered_brokers(self._listener(node))
+                    missing |= want - admin.registered_brokers(self.listener(node))
                 except Exception:  # noqa: BLE001 - any client error just means "not yet"
                     missing.add(self.id_of(node))
             if missing:
@@ -251,7 +252,7 @@ class KafkaCluster:
         for a in Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(1), reraise=True):
             with a:
                 for node in self.nodes:
-                    parts = admin.partitions(self._listener(node), topic)
+                    parts = admin.partitions(self.listener(node), topic)
                     short = {p: s.isr for p, s in parts.items() if s.leader < 0 or len(s.isr) < rf}
                     if not parts or short:
                         raise ClusterError(f"topic {topic} not fully in sync on {node} after {timeout:.0f}s: {short}")
@@ -287,7 +288,7 @@ class KafkaCluster:
         node = next((n for n in self.nodes if self.release[n] == version and self.is_running(n)), None)
         if node is None:
             raise ClusterError(f"no running broker runs Kafka {version} to finalize from")
-        cmd = finalize_commands(version, self._listener(node))[step]
+        cmd = finalize_commands(version, self.listener(node))[step]
         code, out = self.exec(node, [f"{self.node(node).layout.bin}/kafka-ctl", "tool", *cmd])
         if code != 0:
             raise ClusterError(f"{node}: kafka-features {' '.join(cmd[3:])} failed ({code}): {out.strip()[-300:]}")

@@ -122,7 +122,7 @@ class KafkaNode:
         self._install_scripts(lazyfs_bin)
         if self.run(["test", "-f", jar]).ok:
             return False
-        self._untar(_tar({p.name: p for p in sorted(dist.libs.iterdir()) if p.is_file()}), self.layout.libs)
+        self._put_libs(dist, self.layout.libs)
         return True
 
     def install_libs(self, dist: KafkaDist) -> str:
@@ -130,7 +130,7 @@ class KafkaNode:
         libs = self.layout.libs_for(dist)
         if not self.run(["test", "-f", f"{libs}/kafka_2.13-{dist.version}.jar"]).ok:
             self.run(["mkdir", "-p", libs], check=True)
-            self._untar(_tar({p.name: p for p in sorted(dist.libs.iterdir()) if p.is_file()}), libs)
+            self._put_libs(dist, libs)
         return libs
 
     def use_libs(self, libs: str, env: dict[str, str]) -> None:
@@ -138,6 +138,9 @@ class KafkaNode:
         from the next start of Kafka or of a tool."""
         self.layout = replace(self.layout, libs=libs)
         self.write(f"{self.layout.bin}/node.env", self.layout.env(env))
+
+    def _put_libs(self, dist: KafkaDist, dest: str) -> None:
+        self._untar(_tar({p.name: p for p in sorted(dist.libs.iterdir()) if p.is_file()}), dest)
 
     def _install_scripts(self, lazyfs_bin: Path | None) -> None:
         files = {name: NODE_DIR / name for name in SCRIPTS}

@@ -75,6 +75,7 @@ LINES: tuple[KafkaLine, ...] = (
               durability="ELR on by default"),
 )
 DEFAULT = "3.7.2"
+LINE_NAMES = tuple(x.line for x in LINES)  # oldest first
 ON_LINE = "-kafka-"  # a scenario variant run on another line than its own is NAME-kafka-LINE
 
 
@@ -149,7 +150,7 @@ def on_line_name(variant: str, line: str) -> str:
 def split_on_line(name: str) -> tuple[str, str | None]:
     """(variant, line) of a NAME-kafka-LINE name; (name, None) for any other name."""
     base, sep, line = name.rpartition(ON_LINE)
-    return (base, line) if sep and base and any(x.line == line for x in LINES) else (name, None)
+    return (base, line) if sep and base and line in LINE_NAMES else (name, None)
 
 
 def dump_class(version: str) -> str:
@@ -185,4 +186,5 @@ def tools_record(version: str) -> dict[str, str]:
 
 __all__ = ["KafkaLine", "LINES", "DEFAULT", "UnsupportedVersion", "resolve_version", "line_of", "dump_class",
            "node_env", "perf_command", "tools_record", "on_line_name", "split_on_line", "release_key",
-           "finalize_commands", "release_timeline"]
+           "finalize_commands", "release_timeline",
+           "LINE_NAMES"]

@@ -72,6 +72,9 @@ class Cluster(Protocol):
     def address(self, node: str) -> str:
         """`node`'s address on the cluster network."""
 
+    def listener(self, node: str) -> str:
+        """`node`'s Kafka listener, `address:port`, as clients reach that broker alone."""
+
     def client_address(self) -> str:
         """The address clients reach the nodes from."""
 

@@ -40,7 +40,7 @@ from typing import Any
 
 from clusters.distribution import cache_dir
 from core.config import ConfigError
-from core.kafka_versions import (DEFAULT as KAFKA_DEFAULT, LINES, UnsupportedVersion, line_of, on_line_name,
+from core.kafka_versions import (DEFAULT as KAFKA_DEFAULT, LINE_NAMES, UnsupportedVersion, line_of, on_line_name,
                                  resolve_version, split_on_line)
 from core.suggest import did_you_mean
 from core.yaml_doc import SpecDoc
@@ -80,10 +80,9 @@ class Variant:
 
     def prediction_on(self, line: str) -> Prediction:
         """The prediction for Kafka `line`: the newest `since` entry at or before it, else `predict`."""
-        order = [x.line for x in LINES]
         out = self.predict
         for since, pred in self.since:
-            if order.index(since) <= order.index(line):
+            if LINE_NAMES.index(since) <= LINE_NAMES.index(line):
                 out = pred
         return out
 
@@ -308,17 +307,16 @@ def _since(doc: SpecDoc, where: tuple, raw: Any) -> tuple[tuple[str, Prediction]
         return ()
     if not isinstance(raw, dict) or not raw:
         doc.fail(where, "must map a Kafka line to the prediction from that line on, such as {\"3.9\": lost > 0}")
-    lines = [x.line for x in LINES]
     out = []
     for key, text in raw.items():
         line = _line_name(key)
-        if line not in lines:
-            doc.fail(where + (key,), f"{line!r} is not a Kafka line kchaos runs ({', '.join(lines)})")
+        if line not in LINE_NAMES:
+            doc.fail(where + (key,), f"{line!r} is not a Kafka line kchaos runs ({', '.join(LINE_NAMES)})")
         try:
             out.append((line, Prediction.parse(text)))
         except ValueError as e:
             doc.fail(where + (key,), str(e))
-    return tuple(sorted(out, key=lambda x: lines.index(x[0])))
+    return tuple(sorted(out, key=lambda x: LINE_NAMES.index(x[0])))
 
 
 __all__ = ["Scenario", "Variant", "Prediction", "ScenarioError", "load_scenario", "find_scenario", "scenario_names",

@@ -109,8 +109,7 @@ class Upgrade:
                 return
             # Asked of the node itself: a broker answers only once it has caught up with the metadata log, so what
             # it says is no older than its own shutdown (another broker's metadata may still list it in sync).
-            own = [b for b in self.cluster.bootstrap().split(",") if b.rsplit(":", 1)[0] == self.cluster.address(node)]
-            parts = admin.partitions(own[0] if own else self.cluster.bootstrap(), topic)
+            parts = admin.partitions(self.cluster.listener(node), topic)
             out = [p for p, s in parts.items() if any(self.cluster.node_of(r) == node for r in s.replicas)
                    and node not in {self.cluster.node_of(i) for i in s.isr}]
             if not parts or out:

@@ -11,10 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.kafka_versions import LINES, UnsupportedVersion, line_of, split_on_line
-
-ORDER = [x.line for x in LINES]
-
+from core.kafka_versions import LINE_NAMES, UnsupportedVersion, line_of, split_on_line
 
 def _line(version: Any) -> str | None:
     try:
@@ -56,10 +53,10 @@ def version_table(scenarios: Path, root: Path, href: Any, only: str | None = Non
                                                  f"Kafka {r.get('kafka')}, verdict {r.get('verdict', 'unknown')}"})
     if not rows:
         return None
-    lines = [x for x in ORDER if any(x in row for row in rows.values())]
+    lines = [x for x in LINE_NAMES if any(x in row for row in rows.values())]
     out = []
     for (scenario, variant), row in sorted(rows.items(), key=lambda kv: kv[0][0]):
-        first = row[min(row, key=ORDER.index)]["predict"]
+        first = row[min(row, key=LINE_NAMES.index)]["predict"]
         out.append({"scenario": scenario, "variant": variant,
                     "label": scenario if variant == scenario else f"{scenario} · {variant}", "predict": first,
                     "cells": [dict(row[x], other=row[x]["predict"] != first) if x in row else None for x in lines]})

@@ -167,11 +167,8 @@ class Isr:
     def is_running(self, node):
         return node != "n3"
 
-    def bootstrap(self):
-        return "10.0.0.1:9092,10.0.0.2:9092,10.0.0.3:9092"
-
-    def address(self, node):
-        return f"10.0.0.{node[1:]}"
+    def listener(self, node):
+        return f"10.0.0.{node[1:]}:9092"
 
     def node_of(self, i):
         return f"n{i}"
