@@ -142,7 +142,8 @@ class CopyWorkload:
             self._finish()
         self._stop.set()
         timeout = 3 * self.cfg.producer.delivery_timeout_ms / 1000 + 10
-        self._threads = join_all(self._threads, timeout, log)
+        join_all(self._threads, timeout, log)
+        self._threads = []  # those still running are stuck: never waited for again
         for copier in self._copiers.values():
             copier.close_abandoned()
         if self._jvm is not None:

@@ -110,7 +110,8 @@ class QueueWorkload:
         timeout = self.cfg.producer.delivery_timeout_ms / 1000 + 10
         if self._procs is not None:
             self._procs.stop(timeout)
-        self._threads = join_all(self._threads, timeout, log)
+        join_all(self._threads, timeout, log)
+        self._threads = []  # those still running are stuck: never waited for again
         for m in self._members.values():
             m.close_abandoned()
 

@@ -150,7 +150,8 @@ class TxnWorkload:
         """Ask every client to stop and wait for its transaction in progress to end."""
         self._stop.set()
         timeout = 3 * self.cfg.producer.delivery_timeout_ms / 1000 + 10
-        self._threads = join_all(self._threads, timeout, log)
+        join_all(self._threads, timeout, log)
+        self._threads = []  # those still running are stuck: never waited for again
         if self._jvm is not None:
             self._jvm.close()
             self._jvm = None
