@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from checkers.copy import COPY, CopyChecker
+from checkers.kafka_faults import kafka_faults
 from checkers.compose import exit_code, merge_valid, run_checkers
 from checkers.parquet import CheckInputError, convert, parquet_path
 from checkers.promise import Events, classify
@@ -116,6 +117,8 @@ def _write_result(history: Path, composed: dict[str, Any]) -> dict[str, Any]:
     result["checkers"] = {k: v for k, v in composed.items() if k != "valid"}
     # The checkers' merged `valid` counts every anomaly; the run's word also weighs what the configuration allows.
     result = judged(result, _load_test(history.parent / TEST_FILE))
+    if (faults := kafka_faults(history.parent)) is not None:
+        result["kafka_faults"] = faults
     _write_json(history.parent / RESULTS_FILE, result)
     return result
 

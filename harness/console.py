@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from checkers.kafka_faults import fault_line
 from checkers.verdict import Judgement, of_valid
 from harness.spec_files import show
 from harness.terminal import interactive
@@ -106,10 +107,13 @@ def run_headline(cfg: "TestConfig", run: Path) -> str:
 
 def run_summary(results: dict[str, Any]) -> str:
     """One screen of a run's results: the verdict with what failed, what was observed and allowed, and why it is
-    unknown (docs/verdicts.md), the page-cache model, then the counts and up to five examples of each anomaly."""
+    unknown (docs/verdicts.md), the page-cache model, the faults Kafka reported about itself (one line), then the
+    counts and up to five examples of each anomaly."""
     lines = Judgement.from_results(results).lines()
     if results.get("page_cache"):
         lines.append(results["page_cache"])
+    if results.get("kafka_faults"):
+        lines.append(fault_line(results["kafka_faults"]))
     lines += [f"  {k:<22} {v}" for k, v in results.get("counts", {}).items()]
     for k, ex in results.get("examples", {}).items():
         if k != "acked":

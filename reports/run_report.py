@@ -360,6 +360,7 @@ def write_report(run: Path) -> Path:
     return write_page(
         d.run / REPORT_FILE, f"kchaos: {name} {d.run.name}", template="report.html.j2", d=d, name=name, rule=RULE,
         promise=promise_of(d.test), lost=lost, judgement=j, severity=severity, page_cache=describe_page_cache(d.test),
+        kafka_faults=(d.results or {}).get("kafka_faults"),
         rate=loss_rate(lost, counts.get("acked")), acked=counts.get("acked"),
         inside=None if lost is None else lost_in_promise(d.results or {}, d.test),
         settings=_settings(d.test), anomalies=_anomalies(d, j), availability=_availability(d.availability),

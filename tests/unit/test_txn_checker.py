@@ -141,6 +141,19 @@ def test_check_path_judges_a_txn_run_without_parquet(tmp_path):
     assert set(r["counts"]) == set(COUNTS) and "txn" in r["checkers"]
     assert json.loads((run / "results.json").read_text())["verdict"] == "pass"
     assert not (run / "history.parquet").exists()
+    assert "kafka_faults" not in r  # no node logs
+
+
+def test_check_path_names_the_faults_kafka_logged_and_keeps_the_verdict(tmp_path):
+    run = clean().write(tmp_path / "ok")
+    (run / "nodes" / "n2").mkdir(parents=True)
+    (run / "nodes" / "n2" / "server.log").write_text(
+        "[2026-11-26 16:57:32,983] ERROR Encountered metadata publishing fault: Error applying topics delta in "
+        "MetadataDelta up to 301 (org.apache.kafka.server.fault.LoggingFaultHandler)\n"
+        "java.lang.IllegalStateException: failed transition\n")
+    r = check_path(run)
+    assert r["verdict"] == "pass" and r["kafka_faults"]["count"] == 1
+    assert json.loads((run / "results.json").read_text())["kafka_faults"]["faults"][0]["node"] == "n2"
 
 
 def test_check_path_fails_a_G1a_and_allows_an_aborted_read(tmp_path):
