@@ -153,7 +153,7 @@ class KafkaCluster:
         self._nodes = self.provisioner.create(self.run_dir)
         self._each(self._configure)
         self.say(f"formatting storage on {len(self.specs)} nodes (cluster id {self.cluster_id})")
-        self._each(lambda n: self.node(n).format(self.cluster_id))
+        self._each(lambda n: self.node(n).format(self.cluster_id, self.cfg.kafka_features))
         self.say("starting Kafka")
         self._each(self.start)
         self.wait_brokers()

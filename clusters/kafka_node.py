@@ -168,9 +168,10 @@ class KafkaNode:
         self.write(f"{self.layout.conf}/server.properties", properties)
         self.write(f"{self.layout.bin}/node.env", self.layout.env(env))
 
-    def format(self, cluster_id: str) -> None:
-        """Format the node's storage with `cluster_id` (mounting lazyfs first when the storage is lazyfs)."""
-        self.script("kafka-ctl", "format", cluster_id)
+    def format(self, cluster_id: str, features: tuple[str, ...] = ()) -> None:
+        """Format the node's storage with `cluster_id` (mounting lazyfs first when the storage is lazyfs), and
+        with each of `features` ("NAME=LEVEL") instead of the release's default level."""
+        self.script("kafka-ctl", "format", cluster_id, *(a for f in features for a in ("--feature", f)))
 
     # --- the Kafka process ----------------------------------------------------------------
     def start(self) -> None:

@@ -78,6 +78,9 @@ class ClusterConfig:
     writeback_age_s: float | None = None  # set the writeback age by hand; 0 = never; None: the model's
     # A hosts file (core/hosts.py): run on those machines over SSH instead of in Docker containers.
     hosts: str | None = None
+    # Feature levels the storage is formatted with, "NAME=LEVEL" (`kafka-storage format --feature`, Kafka 3.9+),
+    # e.g. eligible.leader.replicas.version=1 to turn Eligible Leader Replicas on in a new 4.0 cluster.
+    kafka_features: tuple[str, ...] = ()
 
     @property
     def backend(self) -> str:
@@ -166,6 +169,10 @@ class TestConfig:
             del d["producer"]["socket_timeout_ms"]
         if self.cluster.hosts is None:  # a Docker run's test.json stays as before
             del d["cluster"]["hosts"]
+        if self.cluster.kafka_features:
+            d["cluster"]["kafka_features"] = list(self.cluster.kafka_features)
+        else:  # as a run's on the release's default features
+            del d["cluster"]["kafka_features"]
         if self.workload.full_load is None:  # only --rate max records a pick
             del d["workload"]["full_load"]
         if self.workload.kind != "txn":  # a queue run's test.json stays as before
@@ -213,6 +220,8 @@ def _build(klass: type, value: Any, where: str) -> Any:
             raise ConfigError(f"unknown option {where}.{key}")
     if klass is NemesisConfig:
         value = {**value, **{k: tuple(value[k]) for k in ("names", "mix_families") if k in value}}
+    if klass is ClusterConfig and "kafka_features" in value:
+        value = {**value, "kafka_features": tuple(value["kafka_features"])}
     return klass(**value)
 
 
@@ -238,6 +247,12 @@ def _check_upgrade(n: NemesisConfig, c: ClusterConfig) -> None:
     _check(release_key(to) > release_key(c.kafka_version),
            f"--upgrade-to {to} is not newer than --kafka-version {c.kafka_version}: a rolling downgrade is "
            "--upgrade-then downgrade, after the roll up")
+
+
+def feature_flags_at_format(kafka_version: str) -> bool:
+    """Whether the storage tool of Kafka `kafka_version` takes `--feature NAME=LEVEL` (3.9 and later)."""
+    m = re.match(r"(\d+)\.(\d+)\.", kafka_version)
+    return m is not None and (int(m[1]), int(m[2])) >= (3, 9)
 
 
 def kafka_major(kafka_version: str) -> int:
@@ -291,6 +306,12 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
            f"--controllers must be 0 (combined mode), 1, 3 or 5, got {c.controllers}")
     _check(_int(t.partitions) and t.partitions >= 1, f"--partitions must be >= 1, got {t.partitions}")
     _check(_int(t.replication_factor) and t.replication_factor >= 1, f"--rf must be >= 1, got {t.replication_factor}")
+    for f in c.kafka_features:
+        _check(bool(re.fullmatch(r"[a-z][a-z0-9._]*=\d+", f)),
+               f"--kafka-feature must be NAME=LEVEL (like eligible.leader.replicas.version=1), got {f!r}")
+    _check(not c.kafka_features or feature_flags_at_format(c.kafka_version),
+           f"--kafka-feature needs Kafka 3.9 or later (its storage tool's --feature), not --kafka-version "
+           f"{c.kafka_version}")
     _check(t.replication_factor <= c.nodes,
            f"--rf {t.replication_factor} is larger than --nodes {c.nodes}: a partition needs one broker per replica")
     _check(_int(t.min_insync) and t.min_insync >= 1, f"--min-insync must be >= 1, got {t.min_insync}")

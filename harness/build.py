@@ -153,6 +153,9 @@ def _from_hosts(cfg: TestConfig, hosts: HostsFile) -> TestConfig:
         elif cfg.cluster.storage != "plain":
             raise ConfigError(f"{hosts.path}: an external Kafka keeps its own storage: --storage "
                               f"{cfg.cluster.storage} cannot apply (use plain or auto)")
+        if cfg.cluster.kafka_features:
+            raise ConfigError(f"{hosts.path}: an external Kafka's storage is formatted already: --kafka-feature "
+                              "cannot apply (upgrade its features with kafka-features)")
     dedicated = sum(1 for h in hosts.nodes if h.is_controller and not h.is_broker)
     return cfg.with_(cluster=replace(cfg.cluster, hosts=str(hosts.path), nodes=len(hosts.brokers),
                                      controllers=dedicated))

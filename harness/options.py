@@ -58,6 +58,10 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                    help="an existing image to build the node image on (default: a Debian 12 base made with "
                         "debootstrap)")
     c.add_argument("--subnet", default=D.cluster.subnet, help="the Docker network of the nodes")
+    c.add_argument("--kafka-feature", action="append", default=[], metavar="NAME=LEVEL",
+                   help="format the storage with this feature level (repeatable; Kafka 3.9+), e.g. "
+                        "eligible.leader.replicas.version=1 turns Eligible Leader Replicas on in a new 4.0 cluster "
+                        "(default: the release's own levels)")
     c.add_argument("--hosts", default=None, metavar="FILE",
                    help="run on the machines of this hosts file over SSH (docs/hosts.md); --nodes and "
                         "--controllers then come from the file (default: Docker containers on this machine)")
@@ -220,7 +224,8 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                               kafka_dist=a.kafka_dist, base_image=a.base_image, subnet=a.subnet,
                               replica_lag_time_max_ms=a.replica_lag_time_max_ms,
                               broker_session_timeout_ms=a.broker_session_timeout_ms, storage=a.storage,
-                              page_cache=a.page_cache, writeback_age_s=a.writeback_age, hosts=a.hosts),
+                              page_cache=a.page_cache, writeback_age_s=a.writeback_age, hosts=a.hosts,
+                              kafka_features=tuple(a.kafka_feature)),
         workload=WorkloadConfig(kind=a.workload, producers=load["producers"], consumers=a.consumers, rate=a.rate,
                                 txn_isolation=a.txn_isolation, txn_abort_p=a.txn_abort_p, client=a.client,
                                 txn_sub_p=a.txn_sub_p,

@@ -127,6 +127,11 @@ def _argv(options: dict[str, Any]) -> list[str]:
             argv.append(flag if value else "--no-" + flag[2:])
         elif isinstance(value, (dict, bool)) or value is None:
             raise ConfigError(f"must be a number or a string, got {value!r}")
+        elif isinstance(act, argparse._AppendAction):  # a repeatable option: one value or a list of them
+            values = value if isinstance(value, list) else [value]
+            if not values or not all(isinstance(x, str) for x in values):
+                raise ConfigError(f"must be a string or a list of strings, got {value!r}")
+            argv += [f"{flag}={x}" for x in values]
         elif isinstance(value, list):
             if key != "nemesis" or not value or not all(isinstance(x, str) for x in value):
                 raise ConfigError(f"must be one value, got the list {value!r}")

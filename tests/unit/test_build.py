@@ -52,3 +52,11 @@ def test_an_external_kafka_refuses_what_kchaos_cannot_do_to_it(tmp_path, names, 
     else:
         with pytest.raises(ConfigError, match=refused):
             preflight(c)
+
+
+def test_an_external_kafka_refuses_format_time_features(tmp_path):
+    f = hosts_file(tmp_path, external=True)
+    c = TestConfig(store=str(tmp_path / "results"), cluster=ClusterConfig(
+        hosts=str(f), kafka_version="4.0.2", kafka_features=("eligible.leader.replicas.version=1",)))
+    with pytest.raises(ConfigError, match="formatted already: --kafka-feature cannot apply"):
+        preflight(c)

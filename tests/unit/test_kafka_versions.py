@@ -183,3 +183,39 @@ def test_maven_fetches_the_tools_the_line_names(tmp_path, monkeypatch):
         distribution.resolve("4.3.1")
     assert "-Dtools.version=4.2.2" in seen[-1]
     assert tools_record("4.3.1")["tools_version"] == "4.2.2"
+
+
+def test_kafka_ctl_formats_with_the_features_it_is_given(tmp_path):
+    args = _kafka_ctl(tmp_path, node_env(LATEST["4.0"]), "format", "CID", "--feature",
+                      "eligible.leader.replicas.version=1").splitlines()
+    assert args[-3:] == ["--ignore-formatted", "--feature", "eligible.leader.replicas.version=1"]
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--kafka-version", "4.0", "--kafka-feature", "elr"],
+     "--kafka-feature must be NAME=LEVEL (like eligible.leader.replicas.version=1), got 'elr'"),
+    (["--kafka-feature", "eligible.leader.replicas.version=1"],
+     "--kafka-feature needs Kafka 3.9 or later (its storage tool's --feature), not --kafka-version 3.7.2"),
+])
+def test_a_bad_kafka_feature_is_a_one_line_error_exiting_3(tmp_path, capsys, argv, needle):
+    store = tmp_path / "store"
+    assert main(["run", "--store", str(store), *argv]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+    assert not store.exists()
+
+
+def test_kafka_features_go_in_test_json_only_when_set():
+    def cluster(*argv):
+        return config_from_args(build_parser().parse_args(["run", "--seed", "1", *argv])).to_dict()["cluster"]
+    assert "kafka_features" not in cluster("--kafka-version", "4.0")
+    c = cluster("--kafka-version", "4.0", "--kafka-feature", "eligible.leader.replicas.version=1")
+    assert c["kafka_features"] == ["eligible.leader.replicas.version=1"]
+    assert validate_cluster_features(c)
+
+
+def validate_cluster_features(c):
+    """What a run replays from test.json: the same features, still valid."""
+    from core.config import TestConfig
+    cfg = TestConfig.from_dict({"seed": 1, "cluster": c})
+    return validate(cfg).cluster.kafka_features == ("eligible.leader.replicas.version=1",)
