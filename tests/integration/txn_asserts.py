@@ -14,7 +14,7 @@ def valid_txn_run(store: Path, name: str, options: list[str], min_committed: int
     """Run `kchaos run --workload txn --nemesis NEMESIS` (kill-leader among them) with `options`; assert it passed
     with no anomaly but those read_committed allows, at least `min_committed` committed and some aborted
     transactions, every partition read to its end, a kill done, and a committed poll that returned records;
-    return test.json with the history's ops under "_ops"."""
+    return test.json with the history's ops under "_ops" and the run directory under "_run"."""
     run, results = finished_run(store, name, ["--workload", "txn", "--nemesis", nemesis, "--interval", "8",
                                               "--txn-abort-p", "0.2", "--seed", "23", *options])
     # Under read_committed Kafka allows only these (docs/verdicts.md): concurrent transactions' sends interleave.
@@ -28,4 +28,4 @@ def valid_txn_run(store: Path, name: str, options: list[str], min_committed: int
     polled = [m for o in ops if o["f"] == "txn" and o["type"] == "ok" for m in o["value"] if m[0] == "poll" and m[1]]
     assert polled, "no poll inside a committed transaction returned a record"
     return {**json.loads((run / "test.json").read_text()), "_harness_log": (run / "harness.log").read_text(),
-            "_ops": ops}
+            "_ops": ops, "_run": run}
