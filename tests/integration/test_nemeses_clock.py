@@ -88,7 +88,7 @@ def settled(cluster, want, within=1.5, timeout=10.0):
 
 def test_every_kafka_runs_under_libfaketime_with_a_zero_offset(healthy):
     for n in healthy.nodes:
-        code, out = healthy.exec(n, ["sh", "-c", "grep -l libfaketime /proc/$(pgrep -f kafka.Kafka)/maps"])
+        code, out = healthy.exec(n, ["sh", "-c", "grep -l libfaketime /proc/$(pgrep -x java)/maps"])
         assert code == 0, f"{n}: Kafka runs without libfaketime: {out}"
     assert all(abs(s) < 1.0 for s in skews(healthy, 5))
 
