@@ -26,9 +26,10 @@ def cluster(node_image, tmp_path_factory):
     c = DockerCluster(CFG.cluster, node_image, tmp_path_factory.mktemp("clock"))
     c.setup()
     admin.create_topic(c.bootstrap(), TOPIC)
-    futs = admin.admin_client(c.bootstrap()).create_topics(
-        [NewTopic(STAMPED, num_partitions=1, replication_factor=3,
-                  config={"message.timestamp.type": "LogAppendTime", "min.insync.replicas": "2"})])
+    client = admin.admin_client(c.bootstrap())  # kept: the futures die with their client
+    futs = client.create_topics([NewTopic(STAMPED, num_partitions=1, replication_factor=3,
+                                          config={"message.timestamp.type": "LogAppendTime",
+                                                  "min.insync.replicas": "2"})])
     futs[STAMPED].result(30)
     c.wait_topic(TOPIC.name, 3)
     c.wait_topic(STAMPED, 3)
@@ -124,7 +125,7 @@ def test_clock_strobe_makes_the_leaders_clock_jump_and_the_heal_stops_it(healthy
     done = nem.invoke({"f": "start-clock-strobe", "nodes": [node], "offset_s": -20})
     applied = time.monotonic() - t0
     assert done["strobe"] == {node: {"offsets_s": [0, -20], "period_s": 1}}
-    seen = skews(healthy, 30, 0.15)  # about 6 s: each offset held for a second, three times over
+    seen = skews(healthy, 40, 0.15)  # 8 s or more: each offset held for a second
     near_zero = [s for s in seen if abs(s) < 1.5]
     behind = [s for s in seen if abs(s + 20) < 1.5]
     assert len(near_zero) >= 5 and len(behind) >= 5 and len(near_zero) + len(behind) == len(seen), seen
