@@ -8,19 +8,21 @@ from clusters.cluster import Provisioner
 from core.config import TestConfig
 
 
-def _docker(cfg: TestConfig) -> Provisioner:
+def _docker(cfg: TestConfig, faketime: bool = False) -> Provisioner:
     from clusters.docker import DockerProvisioner
     return DockerProvisioner(cfg.cluster)
 
 
-def _ssh(cfg: TestConfig) -> Provisioner:
+def _ssh(cfg: TestConfig, faketime: bool = False) -> Provisioner:
     from clusters.ssh import SshProvisioner
     from core.hosts import load_hosts
-    return SshProvisioner(cfg.cluster, load_hosts(cfg.cluster.hosts or ""))
+    return SshProvisioner(cfg.cluster, load_hosts(cfg.cluster.hosts or ""), faketime=faketime)
 
 
 # Imported lazily by each entry: a Docker run needs no paramiko, an SSH run no Docker Engine.
-BACKENDS: dict[str, Callable[[TestConfig], Provisioner]] = {
+# `faketime`: a clock fault may run, so every node needs libfaketime (a Docker node always has it; a host's
+# check refuses one without it, before anything starts).
+BACKENDS: dict[str, Callable[[TestConfig, bool], Provisioner]] = {
     "docker": _docker,
     "ssh": _ssh,
 }

@@ -24,9 +24,10 @@ from clusters.distribution import KafkaDist, cache_dir
 NODE_DIR = Path(__file__).with_name("node")
 SUITE = "bookworm"
 # openssh-server and sudo are for the SSH backend's test hosts (containers of this base running sshd);
-# a Docker node never starts sshd, so in a node they are inert files.
+# a Docker node never starts sshd, so in a node they are inert files. faketime brings libfaketime, which
+# kafka-ctl preloads into every Kafka JVM so the clock faults can move that process's wall clock.
 PACKAGES = ("openjdk-17-jre-headless", "iproute2", "iptables", "procps", "python3", "fuse3",
-            "openssh-server", "sudo")
+            "openssh-server", "sudo", "faketime")
 MIRROR = os.environ.get("KCHAOS_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 # Images carry io.kchaos.image, not io.kchaos: a container inherits its image's labels, and io.kchaos
 # marks a run's own containers (`kchaos cleanup` removes them, a new cluster refuses to start beside
@@ -108,7 +109,7 @@ def ensure_node_image(client: docker.DockerClient, dist: KafkaDist, base_image: 
     """Return the node image tag for `dist`, building it (and its base) if missing.
 
     `base_image` names an existing image to build on (a Debian 12 with java,
-    iproute2, iptables, procps, python3 and fuse3) instead of the debootstrapped base.
+    iproute2, iptables, procps, python3, fuse3 and faketime for the clock faults) instead of the debootstrapped base.
     """
     base = base_image or ensure_base(client, say)
     if base_image and not _exists(client, base_image):

@@ -69,6 +69,11 @@ fi
 echo "missing:$missing"
 """
 
+# Where kafka-ctl looks for libfaketime (faketime_lib there): the same places.
+_FAKETIME = ("for f in /usr/lib/*/faketime/libfaketime.so.1 /usr/lib64/faketime/libfaketime.so.1 "
+             "/usr/lib/faketime/libfaketime.so.1 /usr/local/lib/faketime/libfaketime.so.1; "
+             "do [ -f \"$f\" ] && exit 0; done; exit 1")
+
 
 def prerequisite_args(storage: str, host: Host, lazyfs_bin: Path | None) -> list[str]:
     """The arguments of the prerequisite check (`_PREREQUISITES`) for `host`: storage, managed or
@@ -98,8 +103,9 @@ class SshProvisioner:
 
     kind = "ssh"
 
-    def __init__(self, cfg: ClusterConfig, hosts: HostsFile, *, connect_timeout: float = 10.0):
-        self.cfg, self.hosts = cfg, hosts
+    def __init__(self, cfg: ClusterConfig, hosts: HostsFile, *, connect_timeout: float = 10.0,
+                 faketime: bool = False):
+        self.cfg, self.hosts, self.faketime = cfg, hosts, faketime
         self.specs = specs_of(hosts)
         # Kafka's address is another than the host's own (client_address, behind a NAT): listen everywhere.
         self.bind = "0.0.0.0" if any(h.client_address for h in hosts.nodes) else None
@@ -123,7 +129,8 @@ class SshProvisioner:
     # --- before the run directory ----------------------------------------------------------
     def prepare(self, dist: KafkaDist, say: Callable[[str], None]) -> None:
         """Build lazyfs (cached), reach every host, and check each: root or sudo, Java 17+, iptables, tc,
-        FUSE when the storage is lazyfs, and no other run's files in the owned directory."""
+        FUSE when the storage is lazyfs, libfaketime when a clock fault may run, and no other run's files
+        in the owned directory."""
         self._dist = dist
         try:
             self._lazyfs = lazyfs.build()
@@ -161,6 +168,8 @@ class SshProvisioner:
             raise HostCheckError(f"{who}: the prerequisite check did not run ({r.exit_code}): "
                                  f"{(r.stderr or r.stdout).strip()[-200:]}")
         missing = r.stdout.rpartition("missing:")[2].split()
+        if self.faketime and not h.external and not node.run(["sh", "-c", _FAKETIME], timeout=20).ok:
+            missing.append("libfaketime (Debian's faketime package; the clock faults run Kafka under it)")
         if missing:
             raise HostCheckError(f"{who}: missing {', '.join(missing)}")
         m = read_manifest(node, self.hosts.dir)

@@ -164,13 +164,16 @@ def _from_hosts(cfg: TestConfig, hosts: HostsFile) -> TestConfig:
 def _external_faults(cfg: TestConfig, hosts: HostsFile) -> None:
     """ConfigError for a fault an operator's own Kafka cannot take: kchaos cannot put its log directory
     on lazyfs (power and disk faults), cannot name its process for a duty cycle (cpu-starve), does not own
-    its jars (upgrade), and pauses it only with the file's pause and resume commands."""
+    its jars (upgrade), does not start it under libfaketime (clock faults), and pauses it only with the
+    file's pause and resume commands."""
     n = cfg.nemesis
     specs = [s for s in n.names if s not in ("none", "mix")]
-    bad = [s for s in specs if nemeses.split(s)[0].needs_lazyfs or nemeses.split(s)[0].name in ("cpu-starve",
-                                                                                                "upgrade")]
+    bad = [s for s in specs if nemeses.split(s)[0].needs_lazyfs or nemeses.split(s)[0].needs_faketime
+           or nemeses.split(s)[0].name in ("cpu-starve", "upgrade")]
     if "mix" in n.names and nemeses.needs_lazyfs(("mix",), n.mix_families):
         bad.append("mix (its page-cache family)")
+    if "mix" in n.names and nemeses.needs_faketime(("mix",), n.mix_families):
+        bad.append("mix (its clock family)")
     if not hosts.can_pause:
         bad += [s for s in specs if "pause" in nemeses.split(s)[0].fs]
     if bad:
@@ -191,7 +194,7 @@ def build_test(cfg: TestConfig) -> Test:
 
     return Test(
         cfg=cfg,
-        provisioner=BACKENDS[c.backend](cfg),
+        provisioner=BACKENDS[c.backend](cfg, nemeses.needs_faketime(cfg.nemesis.names, cfg.nemesis.mix_families)),
         workload=workload,
         schedule=schedule,
         specs=specs,

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from core.faults import FaultKind
-from nemesis import client, election, mix, network, powerfail, process, slow, upgrade
+from nemesis import client, clock, election, mix, network, powerfail, process, slow, upgrade
 from nemesis.base import FaultSkipped, Package, ScheduledOp
 from nemesis.targets import Target
 
@@ -14,6 +14,7 @@ PACKAGES: dict[str, Package] = {p.name: p for p in (
     *network.PACKAGES,
     *powerfail.PACKAGES,
     *slow.PACKAGES,
+    *clock.PACKAGES,
     *election.PACKAGES,
     *client.PACKAGES,
     *upgrade.PACKAGES,
@@ -68,5 +69,14 @@ def needs_lazyfs(specs: tuple[str, ...], mix_families: tuple[str, ...] = ()) -> 
                for s in specs if s != "none")
 
 
+def needs_faketime(specs: tuple[str, ...], mix_families: tuple[str, ...] = ()) -> bool:
+    """Whether any of these nemeses moves the clock of the nodes' Kafka, which then must run under libfaketime.
+
+    For `mix`: whether it may draw such a fault from `mix_families`.
+    """
+    return any(mix.needs_faketime(mix_families) if s == mix.NAME else split(s)[0].needs_faketime
+               for s in specs if s != "none")
+
+
 __all__ = ["PACKAGES", "NAMES", "Package", "ScheduledOp", "FaultSkipped", "split", "check_spec", "fault_kind",
-           "needs_lazyfs"]
+           "needs_lazyfs", "needs_faketime"]

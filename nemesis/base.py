@@ -55,6 +55,8 @@ class Package:
     mends: bool = True
     # dedicated KRaft controllers the fault needs (--controllers): cutting the quorum apart from the brokers.
     needs_controllers: int = 0
+    # the nodes' Kafka must run under libfaketime (a Docker node always does; a host needs Debian's faketime).
+    needs_faketime: bool = False
 
 
 def periodic(rng: random.Random, cfg: TestConfig, name: str,
@@ -147,7 +149,8 @@ class TargetedNemesis:
 
 def targeted(name: str, make_fault: Callable[[Cluster, TestConfig], NodeFault], *, start_f: str, stop_f: str,
              targets: tuple[str, ...], colors: dict[str, str],
-             duration: Callable[[TestConfig], float] | None = None, needs_lazyfs: bool = False) -> Package:
+             duration: Callable[[TestConfig], float] | None = None, needs_lazyfs: bool = False,
+             needs_faketime: bool = False) -> Package:
     """A package of a NodeFault applied periodically to a target, mended after `duration(cfg)` seconds."""
     def make(cluster: Cluster, cfg: TestConfig) -> Nemesis:
         return TargetedNemesis(name, make_fault(cluster, cfg), cluster, cfg, start_f, stop_f, targets[0])
@@ -157,4 +160,5 @@ def targeted(name: str, make_fault: Callable[[Cluster, TestConfig], NodeFault], 
         return periodic(rng, cfg, spec, lambda r: fault_op(start_f, t, r, cfg.topic.partitions),
                         {"f": stop_f}, duration(cfg) if duration else None)
 
-    return Package(name, make, schedule, colors, targets, (start_f, stop_f), needs_lazyfs)
+    return Package(name, make, schedule, colors, targets, (start_f, stop_f), needs_lazyfs,
+                   needs_faketime=needs_faketime)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from core.config import ConfigError, TestConfig
-from nemesis import election, network, powerfail, process, slow
+from nemesis import clock, election, network, powerfail, process, slow
 from nemesis.base import Package, ScheduledOp, outlive_lag, outlive_session
 from nemesis.targets import PARTITIONED, Target, fault_op
 
@@ -35,6 +35,7 @@ FAMILIES: dict[str, tuple[Package, ...]] = {
     "network": network.PACKAGES,
     "page-cache": powerfail.PACKAGES,
     "slow": slow.PACKAGES,
+    "clock": clock.PACKAGES,
     "operator": election.PACKAGES,
 }
 # Families whose faults must not overlap each other: two power failures at once are a correlated loss.
@@ -108,6 +109,11 @@ def check(cfg: TestConfig) -> None:
 def needs_lazyfs(families: tuple[str, ...]) -> bool:
     """Whether the mix of `families` may draw a fault that needs lazyfs (unknown families are ignored)."""
     return any(c.package.needs_lazyfs for c in choices(tuple(f for f in families if f in FAMILIES)))
+
+
+def needs_faketime(families: tuple[str, ...]) -> bool:
+    """Whether the mix of `families` may draw a clock fault (unknown families are ignored)."""
+    return any(c.package.needs_faketime for c in choices(tuple(f for f in families if f in FAMILIES)))
 
 
 def spec_of(pkg: Package, target: Target | None) -> str:

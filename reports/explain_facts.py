@@ -37,7 +37,9 @@ _VERBS = {"kill": "was killed", "stop": "was stopped", "pause": "was paused", "p
           "stop-partition": "was reconnected", "stop-slow": "was unslowed", "stop-flaky": "got its network back",
           "stop-slow-disk": "got its disk back", "stop-starve": "got its CPU back",
           "start-stall": "stopped hearing from the other brokers' port 9092 (stalled)",
-          "stop-stall": "could fetch again"}
+          "stop-stall": "could fetch again", "start-clock-skew": "had its clock skewed",
+          "stop-clock-skew": "got its real clock back", "start-clock-strobe": "had its clock strobed",
+          "stop-clock-strobe": "got its real clock back"}
 
 
 @dataclass(frozen=True)

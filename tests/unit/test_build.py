@@ -41,6 +41,8 @@ def test_the_hosts_file_gives_the_cluster_its_brokers(tmp_path):
     (("power-fail",), True, "auto", "power-fail"),
     (("slow-disk",), True, "auto", "slow-disk"),
     (("cpu-starve",), True, "auto", "cpu-starve"),
+    (("clock-skew",), True, "auto", "clock-skew"),
+    (("clock-strobe:leader",), True, "auto", "clock-strobe:leader"),
     (("pause",), False, "auto", "pause"),
     (("pause",), True, "auto", None),
     (("kill",), True, "lazyfs", "--storage lazyfs"),
