@@ -8,21 +8,19 @@ from clusters.cluster import Provisioner
 from core.config import TestConfig
 
 
-def _docker(cfg: TestConfig, faketime: bool = False) -> Provisioner:
+def _docker(cfg: TestConfig) -> Provisioner:
     from clusters.docker import DockerProvisioner
     return DockerProvisioner(cfg.cluster)
 
 
-def _ssh(cfg: TestConfig, faketime: bool = False) -> Provisioner:
+def _ssh(cfg: TestConfig) -> Provisioner:
     from clusters.ssh import SshProvisioner
     from core.hosts import load_hosts
-    return SshProvisioner(cfg.cluster, load_hosts(cfg.cluster.hosts or ""), faketime=faketime)
+    return SshProvisioner(cfg.cluster, load_hosts(cfg.cluster.hosts or ""))
 
 
 # Imported lazily by each entry: a Docker run needs no paramiko, an SSH run no Docker Engine.
-# `faketime`: a clock fault may run, so every node needs libfaketime (a Docker node always has it; a host's
-# check refuses one without it, before anything starts).
-BACKENDS: dict[str, Callable[[TestConfig, bool], Provisioner]] = {
+BACKENDS: dict[str, Callable[[TestConfig], Provisioner]] = {
     "docker": _docker,
     "ssh": _ssh,
 }

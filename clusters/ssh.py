@@ -103,9 +103,8 @@ class SshProvisioner:
 
     kind = "ssh"
 
-    def __init__(self, cfg: ClusterConfig, hosts: HostsFile, *, connect_timeout: float = 10.0,
-                 faketime: bool = False):
-        self.cfg, self.hosts, self.faketime = cfg, hosts, faketime
+    def __init__(self, cfg: ClusterConfig, hosts: HostsFile, *, connect_timeout: float = 10.0):
+        self.cfg, self.hosts = cfg, hosts
         self.specs = specs_of(hosts)
         # Kafka's address is another than the host's own (client_address, behind a NAT): listen everywhere.
         self.bind = "0.0.0.0" if any(h.client_address for h in hosts.nodes) else None
@@ -168,7 +167,7 @@ class SshProvisioner:
             raise HostCheckError(f"{who}: the prerequisite check did not run ({r.exit_code}): "
                                  f"{(r.stderr or r.stdout).strip()[-200:]}")
         missing = r.stdout.rpartition("missing:")[2].split()
-        if self.faketime and not h.external and not node.run(["sh", "-c", _FAKETIME], timeout=20).ok:
+        if self.cfg.faketime and not h.external and not node.run(["sh", "-c", _FAKETIME], timeout=20).ok:
             missing.append("libfaketime (Debian's faketime package; the clock faults run Kafka under it)")
         if missing:
             raise HostCheckError(f"{who}: missing {', '.join(missing)}")

@@ -81,6 +81,9 @@ class ClusterConfig:
     # Feature levels the storage is formatted with, "NAME=LEVEL" (`kafka-storage format --feature`, Kafka 3.9+),
     # e.g. eligible.leader.replicas.version=1 to turn Eligible Leader Replicas on in a new 4.0 cluster.
     kafka_features: tuple[str, ...] = ()
+    # Kafka runs under libfaketime (the clock faults move its wall clock): set by the run's preflight when a
+    # clock fault may run, so that no other run's Kafka has a preloaded library in its clock calls.
+    faketime: bool = False
 
     @property
     def backend(self) -> str:
@@ -169,6 +172,8 @@ class TestConfig:
             del d["producer"]["socket_timeout_ms"]
         if self.cluster.hosts is None:  # a Docker run's test.json stays as before
             del d["cluster"]["hosts"]
+        if not self.cluster.faketime:  # a run without clock faults: its Kafka's clock is the host's
+            del d["cluster"]["faketime"]
         if self.cluster.kafka_features:
             d["cluster"]["kafka_features"] = list(self.cluster.kafka_features)
         else:  # as a run's on the release's default features

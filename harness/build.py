@@ -104,6 +104,8 @@ def preflight(cfg: TestConfig) -> TestConfig:
     elif lazy and cfg.cluster.storage != "lazyfs":
         raise ConfigError(f"nemeses {', '.join(cfg.nemesis.names)} need --storage lazyfs (or auto), "
                           f"not {cfg.cluster.storage}")
+    if nemeses.needs_faketime(cfg.nemesis.names, cfg.nemesis.mix_families):
+        cfg = cfg.with_(cluster=replace(cfg.cluster, faketime=True))
     check_store(cfg.store)
     if cfg.cluster.kafka_dist:
         try:
@@ -194,7 +196,7 @@ def build_test(cfg: TestConfig) -> Test:
 
     return Test(
         cfg=cfg,
-        provisioner=BACKENDS[c.backend](cfg, nemeses.needs_faketime(cfg.nemesis.names, cfg.nemesis.mix_families)),
+        provisioner=BACKENDS[c.backend](cfg),
         workload=workload,
         schedule=schedule,
         specs=specs,

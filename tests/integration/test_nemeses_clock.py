@@ -18,7 +18,7 @@ import nemesis
 
 TOPIC = TopicConfig()
 STAMPED = "stamped"  # LogAppendTime: the leader's clock stamps every record
-CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="plain"))
+CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="plain", faketime=True))
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,7 @@ def test_only_the_clock_faults_need_libfaketime_and_the_mix_draws_them_from_its_
 
 
 def test_an_external_kafka_refuses_a_mix_with_clock_faults(tmp_path):
-    from tests.unit.test_build import cfg, hosts_file
+    from test_build import cfg, hosts_file
     c = cfg(tmp_path, hosts_file(tmp_path, external=True), ("mix",))
     c = c.with_(nemesis=NemesisConfig(names=("mix",), mix_families=("process", "clock")))
     with pytest.raises(ConfigError, match="clock family"):
@@ -86,3 +86,42 @@ def test_fault_ctl_sets_the_offset_strobes_it_and_unclock_stops_both(node):
     assert "clock-loop" not in run("status")[1] and clock.read_text() == "+0\n"
     time.sleep(1.5)
     assert clock.read_text() == "+0\n"  # the loop is gone for good
+
+
+@pytest.mark.parametrize("names, families, faketime", [
+    (("clock-skew",), (), True),
+    (("kill", "clock-strobe"), (), True),
+    (("mix",), ("process", "clock"), True),
+    (("kill-leader",), (), False),
+    (("mix",), ("process", "network"), False),
+])
+def test_only_a_run_that_may_take_a_clock_fault_runs_kafka_under_libfaketime(tmp_path, names, families, faketime):
+    cfg = preflight(TestConfig(store=str(tmp_path / "results"),
+                               nemesis=NemesisConfig(names=names, mix_families=families or ("process",))))
+    assert cfg.cluster.faketime is faketime
+    assert ("faketime" in cfg.to_dict()["cluster"]) is faketime  # other runs' test.json stays as before
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_kafka_ctl_preloads_libfaketime_only_when_told(tmp_path, on):
+    node = tmp_path / "bin"
+    node.mkdir()
+    shutil.copy(FAULT_CTL.with_name("kafka-ctl"), node / "kafka-ctl")
+    lib = tmp_path / "libfaketime.so.1"
+    lib.write_bytes(b"")
+    java = tmp_path / "java"
+    java.write_text('#!/bin/sh\necho "LD_PRELOAD=${LD_PRELOAD:-}"\n')
+    java.chmod(0o755)
+    env = {"KCHAOS_CONF": tmp_path / "conf", "KCHAOS_DATA": tmp_path / "data", "KCHAOS_RUN": tmp_path / "run",
+           "KCHAOS_LIBS": tmp_path / "libs", "JAVA": java, "KCHAOS_FAKETIME": lib,
+           **({"KCHAOS_CLOCK_FAULTS": "1"} if on else {})}
+    (tmp_path / "conf").mkdir()
+    (node / "node.env").write_text("".join(f"export {k}={v}\n" for k, v in env.items()))
+    out = subprocess.run([str(node / "kafka-ctl"), "start"], capture_output=True, text=True, timeout=30).stdout
+    assert ("libfaketime" in out) is on, out
+    for _ in range(50):  # the fake java runs detached; its line lands in stdout.log
+        log = (tmp_path / "conf" / "stdout.log").read_text()
+        if "LD_PRELOAD=" in log:
+            break
+        time.sleep(0.1)
+    assert (f"LD_PRELOAD={lib}" in log) is on, log
