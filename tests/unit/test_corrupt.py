@@ -260,3 +260,56 @@ def test_the_corrupt_nemesis_is_registered_with_its_targets_and_schedule():
     ops = pkg.schedule(random.Random(1), cfg, "corrupt:follower:1", "follower:1")
     assert [o.op["f"] for o in ops[:2]] == ["corrupt", "restore"]
     assert ops[0].op["partition"] == 1 and isinstance(ops[0].op["pick"], int)
+
+
+def _flipped_run(tmp_path: Path, read_at_1: int) -> Path:
+    """Three acknowledged sends at offsets 0..2; a corrupt op flips offset 1's value; a poll during the fault
+    reads `read_at_1` there; after the restore the final read gets every value right."""
+    from histories import HistoryBuilder
+
+    h = HistoryBuilder()
+    for i, v in enumerate((500000, 500001, 500002)):
+        h.send(i, v, offset=i)
+    h.op("nemesis", "invoke", "corrupt", nemesis="corrupt", target="leader", partition=0, pick=1)
+    h.op("nemesis", "ok", "corrupt", nemesis="corrupt", nodes=["n1"], partition=0, corrupted={"n1": {
+        "partition": 0, "segment": "00000000000000000000.log", "flips": [
+            {"position": 145, "bit": 0, "was": 49, "now": 48, "in": "value", "offset": 1, "batch_position": 74,
+             "batch_base_offset": 1, "batch_last_offset": 1}]}})
+    h.poll(9, [(0, 0, 500000), (0, 1, read_at_1), (0, 2, 500002)])
+    h.op("nemesis", "invoke", "restore", nemesis="corrupt")
+    h.op("nemesis", "ok", "restore", nemesis="corrupt", nodes=["n1"])
+    h.drain(10, 0, [(0, 0, 500000), (0, 1, 500001), (0, 2, 500002)])
+    return h.write(tmp_path / "run")
+
+
+def test_a_flipped_value_that_another_send_wrote_would_pass_under_acks_1_unless_labelled(tmp_path):
+    """The checker on a flipped digit that reads as another producer's number (500001 -> 500000): the queue
+    kinds it shows as are all allowed under acks=1, so only `corrupt_read` keeps the run from passing."""
+    from checkers.corrupt_reads import corrupt_reads
+    from checkers.verdict import judge
+    from histories import model
+
+    run = _flipped_run(tmp_path, 500000)
+    ops = [json.loads(x) for x in (run / "history.jsonl").read_text().splitlines()]
+    _, counts = model([o for o in ops if o["process"] != "nemesis"], idempotent=False)
+    assert counts["unexpected"] == 0 and counts["duplicate"] == 1 and counts["inconsistent_offset"] == 1
+    test = {"producer": {"acks": "1", "idempotence": False}, "topic": {"min_insync": 1}}
+    assert judge({"counts": counts}, test).verdict == "pass"  # a flipped read passing as a rewritten log
+    found = corrupt_reads(run / "history.jsonl")
+    assert found == {"count": 1, "examples": [{"partition": 0, "offset": 1, "acked": 500001, "read": 500000,
+                                                "process": 9, "f": "poll"}]}
+    j = judge({"counts": {**counts, "corrupt_read": found["count"]}}, test)
+    assert j.verdict == "fail" and j.failed["corrupt_read"] == 1
+
+
+def test_an_undecodable_flipped_value_is_unexpected_and_a_right_read_is_no_corrupt_read(tmp_path):
+    from checkers.corrupt_reads import corrupt_reads
+    from histories import model
+    from workloads.clients import UNDECODABLE, decode_value
+
+    assert decode_value(b"5000 0") == UNDECODABLE  # what librdkafka served in the real run (docs/nemeses.md)
+    run = _flipped_run(tmp_path, UNDECODABLE)
+    ops = [json.loads(x) for x in (run / "history.jsonl").read_text().splitlines()]
+    assert model([o for o in ops if o["process"] != "nemesis"], idempotent=False)[1]["unexpected"] == 1
+    assert corrupt_reads(run / "history.jsonl")["count"] == 1
+    assert corrupt_reads(_flipped_run(tmp_path / "ok", 500001) / "history.jsonl")["count"] == 0
