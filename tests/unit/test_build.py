@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from core.config import ClusterConfig, ConfigError, NemesisConfig, TestConfig
+from core.config import ClusterConfig, ConfigError, NemesisConfig, TestConfig, TopicConfig
 from harness.build import preflight
 
 
@@ -41,6 +41,7 @@ def test_the_hosts_file_gives_the_cluster_its_brokers(tmp_path):
     (("power-fail",), True, "auto", "power-fail"),
     (("slow-disk",), True, "auto", "slow-disk"),
     (("cpu-starve",), True, "auto", "cpu-starve"),
+    (("corrupt:follower",), True, "auto", "cannot take corrupt:follower"),
     (("pause",), False, "auto", "pause"),
     (("pause",), True, "auto", None),
     (("kill",), True, "lazyfs", "--storage lazyfs"),
@@ -52,3 +53,11 @@ def test_an_external_kafka_refuses_what_kchaos_cannot_do_to_it(tmp_path, names, 
     else:
         with pytest.raises(ConfigError, match=refused):
             preflight(c)
+
+
+def test_corrupt_needs_a_topic_that_rolls_its_segments(tmp_path):
+    c = TestConfig(store=str(tmp_path / "results"), nemesis=NemesisConfig(names=("corrupt",)))
+    with pytest.raises(ConfigError, match="--segment-ms"):
+        preflight(c)
+    ok = preflight(c.with_(topic=TopicConfig(segment_ms=5000)))
+    assert ok.cluster.storage == "plain" and ok.to_dict()["topic"]["segment_ms"] == 5000
