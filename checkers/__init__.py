@@ -11,9 +11,10 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from checkers.copy import COPY, CopyChecker
-from checkers.kafka_faults import kafka_faults
 from checkers.compose import exit_code, merge_valid, run_checkers
+from checkers.copy import COPY, CopyChecker
+from checkers.corrupt_reads import KIND as CORRUPT_READ, corrupt_reads
+from checkers.kafka_faults import kafka_faults
 from checkers.parquet import CheckInputError, convert, parquet_path
 from checkers.promise import Events, classify
 from checkers.promise_run import loss_section, rules_of
@@ -114,6 +115,9 @@ def _write_result(history: Path, composed: dict[str, Any]) -> dict[str, Any]:
     result.update({k: queue[k] for k in (*SUMMARY_KEYS, "unseen_undecided", "cycles") if k in queue})
     if "loss" in result:
         result["loss"] = {**result["loss"], **judge_loss(history, result)}
+    if source == SOURCE and "counts" in result and (flipped := corrupt_reads(history)) is not None:
+        result["counts"] = {**result["counts"], CORRUPT_READ: flipped["count"]}
+        result["examples"] = {**(result.get("examples") or {}), CORRUPT_READ: flipped["examples"]}
     result["checkers"] = {k: v for k, v in composed.items() if k != "valid"}
     # The checkers' merged `valid` counts every anomaly; the run's word also weighs what the configuration allows.
     result = judged(result, _load_test(history.parent / TEST_FILE))

@@ -75,7 +75,8 @@ def create_topic(bootstrap: str, topic: TopicConfig, timeout: float = 30.0, atte
     new = NewTopic(topic.name, num_partitions=topic.partitions, replication_factor=topic.replication_factor,
                    config={"min.insync.replicas": str(topic.min_insync),
                            "unclean.leader.election.enable": str(topic.unclean).lower(),
-                           **({"flush.messages": str(topic.flush_messages)} if topic.flush_messages else {})})
+                           **({"flush.messages": str(topic.flush_messages)} if topic.flush_messages else {}),
+                           **({"segment.ms": str(topic.segment_ms)} if topic.segment_ms else {})})
     for attempt in Retrying(stop=stop_after_attempt(attempts), wait=wait_fixed(2),
                             retry=retry_if_exception(_transient), reraise=True):
         with attempt:

@@ -40,6 +40,7 @@ class TopicConfig:
     min_insync: int = 2
     unclean: bool = False
     flush_messages: int = 0  # flush.messages: fsync the log every N records; 0 = Kafka's default (never)
+    segment_ms: int = 0  # segment.ms: roll a segment this old; 0 = Kafka's default (7 days)
 
 
 @dataclass(frozen=True)
@@ -324,6 +325,8 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
            f"--min-insync {t.min_insync} is larger than --rf {t.replication_factor}: acks=all writes could never succeed")
     _check(_int(t.flush_messages) and t.flush_messages >= 0,
            f"--flush-messages must be >= 0 (0: Kafka's default, never), got {t.flush_messages}")
+    _check(_int(t.segment_ms) and t.segment_ms >= 0,
+           f"--segment-ms must be >= 0 (0: Kafka's default, 7 days), got {t.segment_ms}")
     _check(p.acks in ACKS, f"--acks must be one of 0, 1, all; got {p.acks!r}")
     _check(_int(p.retries) and 0 <= p.retries <= MAX_RETRIES, f"--retries must be 0..{MAX_RETRIES}, got {p.retries}")
     _check(_int(p.linger_ms) and p.linger_ms >= 0, f"--linger-ms must be >= 0, got {p.linger_ms}")

@@ -95,6 +95,9 @@ def preflight(cfg: TestConfig) -> TestConfig:
         need = nemeses.split(quorum[0])[0].needs_controllers
         raise ConfigError(f"--nemesis {quorum[0]} cuts the controller quorum apart from the brokers: it needs "
                           f"--controllers {need} or more (dedicated controllers), not {cfg.cluster.controllers}")
+    if any(s.partition(":")[0] == "corrupt" for s in cfg.nemesis.names) and not cfg.topic.segment_ms:
+        raise ConfigError("--nemesis corrupt flips bits in closed segments: give --segment-ms (e.g. 10000) so "
+                          "the topic rolls its segments during the run")
     if cfg.workload.client == "java" and (problem := jdk_problem()):
         raise ConfigError(problem)
     make_schedule(cfg)  # a replayed schedule is checked entry by entry here
@@ -166,12 +169,12 @@ def _from_hosts(cfg: TestConfig, hosts: HostsFile) -> TestConfig:
 def _external_faults(cfg: TestConfig, hosts: HostsFile) -> None:
     """ConfigError for a fault an operator's own Kafka cannot take: kchaos cannot put its log directory
     on lazyfs (power and disk faults), cannot name its process for a duty cycle (cpu-starve), does not own
-    its jars (upgrade), does not start it under libfaketime (clock faults), and pauses it only with the
-    file's pause and resume commands."""
+    its jars (upgrade), does not start it under libfaketime (clock faults), only reads its data_dir (corrupt
+    would write into its segments), and pauses it only with the file's pause and resume commands."""
     n = cfg.nemesis
     specs = [s for s in n.names if s not in ("none", "mix")]
     bad = [s for s in specs if nemeses.split(s)[0].needs_lazyfs or nemeses.split(s)[0].needs_faketime
-           or nemeses.split(s)[0].name in ("cpu-starve", "upgrade")]
+           or nemeses.split(s)[0].name in ("cpu-starve", "upgrade", "corrupt")]
     if "mix" in n.names and nemeses.needs_lazyfs(("mix",), n.mix_families):
         bad.append("mix (its page-cache family)")
     if "mix" in n.names and nemeses.needs_faketime(("mix",), n.mix_families):

@@ -90,6 +90,9 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                    help="unclean.leader.election.enable")
     t.add_argument("--flush-messages", type=int, default=D.topic.flush_messages, metavar="N",
                    help="flush.messages: fsync the log every N records; 0 leaves it to Kafka, which never does")
+    t.add_argument("--segment-ms", type=int, default=D.topic.segment_ms, metavar="MS",
+                   help="segment.ms: roll the topic's log segments this often, so closed segments exist for "
+                        "--nemesis corrupt; 0 leaves Kafka's 7 days")
     p = g["producer"]
     p.add_argument("--acks", default=D.producer.acks, metavar="{0,1,all}",
                    help="how many replicas must have a write before it is acknowledged")
@@ -215,7 +218,8 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
     return TestConfig(
         name=a.name, seed=seed, time_limit=a.time_limit, store=a.store, spark_master=a.spark_master,
         topic=TopicConfig(partitions=a.partitions, replication_factor=a.rf, min_insync=a.min_insync,
-                          unclean=a.unclean, flush_messages=a.flush_messages),
+                          unclean=a.unclean, flush_messages=a.flush_messages,
+                          segment_ms=a.segment_ms),
         producer=ProducerConfig(acks=str(a.acks), idempotence=a.idempotence or a.workload in ("txn", "copy"), retries=a.retries,
                                 linger_ms=load["linger_ms"], max_in_flight=a.max_in_flight,
                                 delivery_timeout_ms=a.delivery_timeout_ms, request_timeout_ms=a.request_timeout_ms,

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from core.faults import FaultKind
-from nemesis import client, clock, election, mix, network, powerfail, process, slow, upgrade
+from nemesis import client, clock, corrupt, election, mix, network, powerfail, process, slow, upgrade
 from nemesis.base import FaultSkipped, Package, ScheduledOp
 from nemesis.targets import Target
 
@@ -18,6 +18,7 @@ PACKAGES: dict[str, Package] = {p.name: p for p in (
     *election.PACKAGES,
     *client.PACKAGES,
     *upgrade.PACKAGES,
+    *corrupt.PACKAGES,
 )}
 
 # "none" runs the workload without faults; "mix" draws faults from families of packages.

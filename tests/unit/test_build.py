@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from core.config import ClusterConfig, ConfigError, NemesisConfig, TestConfig
+from core.config import ClusterConfig, ConfigError, NemesisConfig, TestConfig, TopicConfig
 from harness.build import preflight
 
 
@@ -43,6 +43,7 @@ def test_the_hosts_file_gives_the_cluster_its_brokers(tmp_path):
     (("cpu-starve",), True, "auto", "cpu-starve"),
     (("clock-skew",), True, "auto", "clock-skew"),
     (("clock-strobe:leader",), True, "auto", "clock-strobe:leader"),
+    (("corrupt:follower",), True, "auto", "cannot take corrupt:follower"),
     (("pause",), False, "auto", "pause"),
     (("pause",), True, "auto", None),
     (("kill",), True, "lazyfs", "--storage lazyfs"),
@@ -62,3 +63,11 @@ def test_an_external_kafka_refuses_format_time_features(tmp_path):
         hosts=str(f), kafka_version="4.0.2", kafka_features=("eligible.leader.replicas.version=1",)))
     with pytest.raises(ConfigError, match="formatted already: --kafka-feature cannot apply"):
         preflight(c)
+
+
+def test_corrupt_needs_a_topic_that_rolls_its_segments(tmp_path):
+    c = TestConfig(store=str(tmp_path / "results"), nemesis=NemesisConfig(names=("corrupt",)))
+    with pytest.raises(ConfigError, match="--segment-ms"):
+        preflight(c)
+    ok = preflight(c.with_(topic=TopicConfig(segment_ms=5000)))
+    assert ok.cluster.storage == "plain" and ok.to_dict()["topic"]["segment_ms"] == 5000
