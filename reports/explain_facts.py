@@ -37,7 +37,8 @@ _VERBS = {"kill": "was killed", "stop": "was stopped", "pause": "was paused", "p
           "stop-partition": "was reconnected", "stop-slow": "was unslowed", "stop-flaky": "got its network back",
           "stop-slow-disk": "got its disk back", "stop-starve": "got its CPU back",
           "start-stall": "stopped hearing from the other brokers' port 9092 (stalled)",
-          "stop-stall": "could fetch again"}
+          "stop-stall": "could fetch again", "disk-full": "had its disk filled",
+          "disk-free": "got its disk space back and was restarted"}
 
 
 @dataclass(frozen=True)
