@@ -22,11 +22,29 @@
  *                if it has none), dirty_bytes (whole pages), the age and wall time of its
  *                oldest dirty page, its size, and the dirty byte ranges (at most 64, then
  *                ranges_cut)
- *   powerfail PATH
+ *   powerfail PATH [torn SEED]
  *                freeze, then write the stats as `stats PATH` does. Frozen, nothing more
  *                reaches the backing files: writeback, `flush` and unmount write nothing,
  *                and every write and fsync fails with EIO. So the stats list exactly what
- *                a SIGKILL then loses.
+ *                a SIGKILL then loses. With `torn SEED`, a power failure in the middle of
+ *                writing back: every dirty file whose last write is still unsynced is first
+ *                written back whole except for that last write, of which only a prefix
+ *                reaches the backing file (its length drawn from SEED and the file's path,
+ *                0 to length-1 bytes); the torn-away bytes keep what the backing file had
+ *                (nothing, past its old end: an append ends at the prefix). Such a file is
+ *                listed with exactly the torn range and a `torn` object {offset, length,
+ *                kept}. Dirty files without a known last write lose everything unsynced.
+ *   limit BYTES  a disk of BYTES: a write, truncate or fallocate that would make the files'
+ *                data (used_bytes) larger fails with ENOSPC; a write that fits in part is
+ *                cut short to what fits. `limit off`: no limit (the default).
+ *   full HEADROOM
+ *                limit = used_bytes + HEADROOM, taken at once (no write slips in between)
+ *
+ * used_bytes is the sum of the apparent sizes of the regular files (each inode once, as
+ * `du --apparent-size`): a sparse file counts in full, a file's space is freed when its last
+ * name and last handle are gone. It is counted at start and kept up to date by every write,
+ * truncate, fallocate, unlink and rename. statfs shows the limit as the disk's size. The
+ * stats carry used_bytes, limit_bytes (null: none) and enospc (ENOSPC answers so far).
  *
  * State per file lives in a `struct lfile` keyed by the backing inode (dev, ino), so it
  * follows renames and hard links. An lfile holds an fd on its inode, which pins the inode
@@ -46,6 +64,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -99,6 +118,16 @@ struct lfile {
 	_Atomic int64_t dirtied;  /* the oldest first_ms of its pages (while ndirty > 0) */
 	_Atomic int64_t mtime_ns; /* wall time of the last write, reported while dirty */
 	_Atomic unsigned clears_seen; /* `clears` when a handle was last opened */
+	bool dead;                /* its last name is gone: its size leaves used_bytes when freed (map_lock) */
+	/* The last write, while unsynced (lw_len > 0): where, how long, the size before it, the
+	 * gen it made, and when (monotonic ms). A flush that wrote it, a truncate, a fallocate that
+	 * grew the file or `clear` forget it. */
+	int64_t lw_off, lw_len, lw_prev, lw_ms;
+	uint64_t lw_gen;
+	/* `powerfail ... torn`: the bytes [torn_from, torn_to) of the last write did not reach the
+	 * backing file; torn_kept of them did. Set only once frozen. */
+	bool torn;
+	int64_t torn_from, torn_to, torn_kept;
 };
 
 static int rootfd = -1;
@@ -116,6 +145,9 @@ static _Atomic uint64_t dirty_pages, synced_bytes, dropped_bytes, nwrites, nfsyn
 static _Atomic int write_delay_ms, fsync_delay_ms;
 static _Atomic unsigned clears; /* `clear` commands so far */
 static _Atomic bool frozen;     /* `powerfail` came: no data may reach the backing files */
+static _Atomic int64_t used_bytes;       /* apparent size of every regular file, each inode once */
+static _Atomic int64_t limit_bytes = -1; /* `limit`: the disk's size; -1: none */
+static _Atomic uint64_t nenospc;         /* ENOSPC answers */
 static pthread_rwlock_t flush_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 
 /* ---- helpers ---- */
@@ -194,6 +226,28 @@ static void page_free(struct page *p) {
 	free(p);
 }
 
+/* ---- disk space (`limit`, `full`) ---- */
+
+/* Take up to `want` bytes of room for a file to grow by; returns how many it got (all of
+ * `want` when no limit is set). The caller gives back what it does not use (unreserve). */
+static int64_t reserve(int64_t want) {
+	int64_t cur = used_bytes;
+	for (;;) {
+		int64_t lim = limit_bytes, got = lim < 0 ? want : MIN(want, MAX(0, lim - cur));
+		if (got <= 0)
+			return 0;
+		if (atomic_compare_exchange_weak(&used_bytes, &cur, cur + got))
+			return got;
+	}
+}
+
+static void unreserve(int64_t n) { used_bytes -= n; }
+
+static int enospc(void) {
+	nenospc++;
+	return -ENOSPC;
+}
+
 /* ---- the inode map ---- */
 
 static struct lfile **bucket(dev_t dev, ino_t ino) {
@@ -250,6 +304,8 @@ static void drop_pages(struct lfile *l, size_t first, uint64_t maxgen, int64_t c
 }
 
 static void lfree(struct lfile *l) {
+	if (l->dead) /* the last name went earlier, the last handle now: the space is free */
+		unreserve(l->size);
 	drop_pages(l, 0, UINT64_MAX, 0, false);
 	close(l->fd);
 	pthread_rwlock_destroy(&l->lock);
@@ -333,14 +389,19 @@ out:
 
 /* After a name went away (unlink, rename over it): if that was the inode's last link,
  * forget its unsynced data as the kernel would. Open handles keep the lfile (detached)
- * until released. */
-static void forget_if_gone(dev_t dev, ino_t ino) {
+ * until released; its space is freed with it. `was` is the inode as stat'ed before: with
+ * no lfile, its size leaves used_bytes if that was its last link. */
+static void forget_if_gone(const struct stat *was) {
 	struct stat st;
 	pthread_mutex_lock(&map_lock);
-	struct lfile *l = find(dev, ino);
+	struct lfile *l = find(was->st_dev, was->st_ino);
 	bool gone = l && fstat(l->fd, &st) == 0 && st.st_nlink == 0;
-	if (gone)
+	if (gone) {
 		unhash(l);
+		l->dead = true;
+	} else if (!l && was->st_nlink == 1) {
+		unreserve(was->st_size);
+	}
 	gone = gone && l->refs == 0;
 	pthread_mutex_unlock(&map_lock);
 	if (gone)
@@ -393,6 +454,16 @@ static int lwrite(struct lfile *l, const char *buf, size_t n, off_t off) {
 		UNLOCK(l);
 		return -EIO;
 	}
+	int64_t size0 = l->size, grow = MAX(0, off + (int64_t)n - size0), got = grow ? reserve(grow) : 0;
+	if (got < grow) { /* the disk is full: write what fits, if anything */
+		int64_t fit = size0 + got - off;
+		if (fit <= 0) {
+			unreserve(got);
+			UNLOCK(l);
+			return enospc();
+		}
+		n = (size_t)fit;
+	}
 	l->gen++;
 	while (done < n) {
 		off_t pos = off + (off_t)done;
@@ -406,6 +477,11 @@ static int lwrite(struct lfile *l, const char *buf, size_t n, off_t off) {
 	}
 	if (off + (off_t)done > l->size)
 		l->size = off + (off_t)done;
+	unreserve(got - (l->size - size0)); /* what a failed page allocation left unused */
+	if (done) {
+		l->lw_off = off, l->lw_len = (int64_t)done, l->lw_prev = size0;
+		l->lw_gen = l->gen, l->lw_ms = now_ms();
+	}
 	l->mtime_ns = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 	UNLOCK(l);
 	return done ? (int)done : err;
@@ -438,8 +514,19 @@ static int lread(struct lfile *l, char *buf, size_t n, off_t off) {
 /* truncate is metadata: the backing file changes now; dirty pages past the cut go. */
 static int ltruncate(struct lfile *l, off_t size) {
 	WRLOCK(l);
+	int64_t grow = MAX(0, (int64_t)size - l->size), got = grow ? reserve(grow) : 0;
+	if (got < grow) {
+		unreserve(got);
+		UNLOCK(l);
+		return enospc();
+	}
 	int err = ret(ftruncate(l->fd, size));
+	if (err)
+		unreserve(got);
 	if (!err) {
+		if (!grow)
+			unreserve(l->size - size);
+		l->lw_len = 0;
 		size_t keep = (size + PAGE - 1) / PAGE;
 		drop_pages(l, keep, UINT64_MAX, 0, false);
 		l->gen++;
@@ -502,6 +589,8 @@ static int lflush(struct lfile *l, int sync) {
 		if (!err) {
 			WRLOCK(l);
 			drop_pages(l, 0, g0, written, false);
+			if (l->lw_gen <= g0)
+				l->lw_len = 0;
 			UNLOCK(l);
 			synced_bytes += bytes;
 		}
@@ -518,9 +607,107 @@ static void lclear(struct lfile *l) {
 	WRLOCK(l);
 	drop_pages(l, 0, UINT64_MAX, 0, true);
 	l->gen++;
-	if (fstat(l->fd, &st) == 0)
+	l->lw_len = 0;
+	if (fstat(l->fd, &st) == 0) {
+		unreserve(l->size - st.st_size);
 		l->size = st.st_size;
+	}
 	UNLOCK(l);
+}
+
+/* ---- torn writes (`powerfail PATH torn SEED`) ---- */
+
+static uint64_t mix64(uint64_t x) { /* splitmix64 */
+	x += 0x9E3779B97F4A7C15ULL;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+	return x ^ (x >> 31);
+}
+
+static uint64_t fnv1a(const char *s) {
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+	return h;
+}
+
+static char *relpath(int fd);
+
+/* The power fails while l is being written back, in the middle of its last write: every
+ * dirty byte reaches the backing file except the tail of that write, of which `kept` bytes
+ * (drawn from the seed and the path) do. Bytes of the tail below the file's size before the
+ * write keep what the backing file holds; past it there is nothing, so an append ends at the
+ * prefix. Left dirty, to be listed and lost, are only the pages of the torn range. Write lock
+ * held, frozen, flushes waited out. Returns the bytes written or -errno. */
+static int64_t tear(struct lfile *l, uint64_t seed) {
+	char *path = relpath(l->fd);
+	uint64_t h = mix64(seed ^ (path ? fnv1a(path) : mix64((uint64_t)l->ino)));
+	free(path);
+	int64_t off = l->lw_off, len = l->lw_len, prev = l->lw_prev, written = 0;
+	int64_t keep = (int64_t)(h % (uint64_t)len), t0 = off + keep, t1 = off + len;
+	int64_t cut = t1 > prev ? MAX(prev, t0) : l->size; /* the write grew the file: it ends at the prefix */
+	struct stat st;
+	for (size_t i = 0; i < l->cap; i++) {
+		if (!l->pg[i])
+			continue;
+		int64_t from = (int64_t)i * PAGE, to = MIN(from + PAGE, cut);
+		int64_t seg[2][2] = { { from, MIN(to, t0) }, { MAX(from, t1), to } };
+		for (int k = 0; k < 2; k++) {
+			if (seg[k][0] >= seg[k][1])
+				continue;
+			struct iovec v = { l->pg[i]->data + (seg[k][0] - from), (size_t)(seg[k][1] - seg[k][0]) };
+			int r = write_iov(l->fd, &v, 1, seg[k][0]);
+			if (r < 0)
+				return r;
+			written += seg[k][1] - seg[k][0];
+		}
+	}
+	if (fstat(l->fd, &st) < 0 || (st.st_size < cut && ftruncate(l->fd, cut) < 0))
+		return -errno;
+	/* Unsynced writes older than the last one into the bytes it overwrote are lost with it. */
+	int64_t oldest = l->lw_ms;
+	long freed = 0;
+	for (size_t i = 0; i < l->cap; i++) {
+		int64_t from = (int64_t)i * PAGE;
+		if (!l->pg[i])
+			continue;
+		if (from + PAGE <= t0 || from >= t1) {
+			page_free(l->pg[i]);
+			l->pg[i] = NULL;
+			freed++;
+		} else if (from < MIN(t1, prev)) {
+			oldest = MIN(oldest, l->pg[i]->first_ms);
+		}
+	}
+	l->ndirty -= freed;
+	dirty_pages -= freed;
+	l->dirtied = oldest;
+	l->torn = true, l->torn_from = t0, l->torn_to = t1, l->torn_kept = keep;
+	synced_bytes += (uint64_t)written;
+	return written;
+}
+
+/* `powerfail ... torn SEED`: tear every dirty file whose last write is unsynced. */
+static void tear_all(uint64_t seed) {
+	size_t n, torn = 0;
+	struct lfile **v = pin_all(&n, true);
+	for (size_t i = 0; i < n; i++) {
+		struct lfile *l = v[i];
+		WRLOCK(l);
+		if (l->lw_len > 0 && l->ndirty > 0) {
+			int64_t r = tear(l, seed);
+			if (r < 0)
+				logmsg("ctl powerfail: tearing inode %lu failed: %s", (unsigned long)l->ino, strerror((int)-r));
+			else
+				torn++, logmsg("ctl powerfail: inode %lu torn at %lld: kept %lld of a %lld-byte write",
+					       (unsigned long)l->ino, (long long)l->lw_off, (long long)l->torn_kept,
+					       (long long)l->lw_len);
+		}
+		UNLOCK(l);
+		put(l);
+	}
+	free(v);
+	logmsg("ctl powerfail: torn (seed %llu): %zu files", (unsigned long long)seed, torn);
 }
 
 /* ---- FUSE operations (paths are relative to rootfd; handle ops ignore the path) ---- */
@@ -594,17 +781,22 @@ static int fs_unlink(const char *path) {
 	if (unlinkat(rootfd, REL(path), 0) < 0)
 		return -errno;
 	if (reg)
-		forget_if_gone(st.st_dev, st.st_ino);
+		forget_if_gone(&st);
 	return 0;
 }
 
 static int fs_rename(const char *from, const char *to, unsigned int flags) {
-	struct stat st; /* the inode `to` names now may lose its last link */
-	bool reg = fstatat(rootfd, REL(to), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+	struct stat st; /* the inode `to` names now may lose its last link (not in an exchange) */
+	bool reg = !(flags & RENAME_EXCHANGE) && fstatat(rootfd, REL(to), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		   S_ISREG(st.st_mode);
+	struct stat src; /* renamed onto itself (two links of one inode): nothing goes */
+	if (reg && fstatat(rootfd, REL(from), &src, AT_SYMLINK_NOFOLLOW) == 0 && src.st_ino == st.st_ino &&
+	    src.st_dev == st.st_dev)
+		reg = false;
 	if (renameat2(rootfd, REL(from), rootfd, REL(to), flags) < 0)
 		return -errno;
 	if (reg)
-		forget_if_gone(st.st_dev, st.st_ino);
+		forget_if_gone(&st);
 	return 0;
 }
 
@@ -697,7 +889,14 @@ static int fs_write(const char *path, const char *buf, size_t size, off_t off, s
 
 static int fs_statfs(const char *path, struct statvfs *sv) {
 	(void)path;
-	return ret(fstatvfs(rootfd, sv));
+	if (fstatvfs(rootfd, sv) < 0)
+		return -errno;
+	int64_t lim = limit_bytes, bs = sv->f_frsize ? (int64_t)sv->f_frsize : PAGE;
+	if (lim >= 0) { /* the limit is the disk: what is left of it is free */
+		sv->f_blocks = (fsblkcnt_t)(lim / bs);
+		sv->f_bfree = sv->f_bavail = (fsblkcnt_t)(MAX(0, lim - (int64_t)used_bytes) / bs);
+	}
+	return 0;
 }
 
 static int fs_release(const char *path, struct fuse_file_info *fi) {
@@ -719,9 +918,19 @@ static int fs_fallocate(const char *path, int mode, off_t off, off_t len, struct
 	if (mode & ~FALLOC_FL_KEEP_SIZE)
 		return -EOPNOTSUPP; /* punch/zero/collapse would have to edit dirty pages too */
 	WRLOCK(l);
+	int64_t grow = mode & FALLOC_FL_KEEP_SIZE ? 0 : MAX(0, off + len - l->size), got = grow ? reserve(grow) : 0;
+	if (got < grow) {
+		unreserve(got);
+		UNLOCK(l);
+		return enospc();
+	}
 	int r = ret(fallocate(l->fd, mode, off, len));
-	if (!r && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > l->size)
+	if (r) {
+		unreserve(got);
+	} else if (grow) {
 		l->size = off + len;
+		l->lw_len = 0;
+	}
 	UNLOCK(l);
 	return r;
 }
@@ -826,6 +1035,8 @@ struct report { /* one dirty file in the stats */
 	int64_t dirtied, size;
 	int nr;         /* ranges found; more than MAXRANGES: cut */
 	int64_t r[MAXRANGES][2];
+	bool torn;      /* its last write was torn: r[0] is the torn range */
+	int64_t t_off, t_len, t_kept;
 };
 
 /* Where fd's file is now, relative to BACKING_DIR (malloc'd), or NULL. */
@@ -845,7 +1056,12 @@ static char *relpath(int fd) {
 
 /* The dirty byte ranges, whole pages merged when contiguous, cut at the size. Read lock held. */
 static void describe(struct lfile *l, struct report *f) {
-	f->ndirty = l->ndirty, f->dirtied = l->dirtied, f->size = l->size, f->nr = 0;
+	f->ndirty = l->ndirty, f->dirtied = l->dirtied, f->size = l->size, f->nr = 0, f->torn = l->torn;
+	if (l->torn) { /* exactly the bytes that did not reach the backing file */
+		f->t_off = l->lw_off, f->t_len = l->lw_len, f->t_kept = l->torn_kept, f->nr = 1;
+		f->r[0][0] = l->torn_from, f->r[0][1] = MIN(l->torn_to, f->size);
+		return;
+	}
 	for (size_t i = 0; i < l->cap && f->nr <= MAXRANGES; i++) {
 		int64_t from = (int64_t)i * PAGE, to = MIN(from + PAGE, f->size);
 		if (!l->pg[i] || from >= to)
@@ -929,10 +1145,17 @@ static void write_stats(const char *path) {
 	if (f) {
 		fprintf(f, "{\"dirty_bytes\": %llu, \"dirty_files\": %zu, \"synced_bytes\": %llu, "
 			   "\"dropped_bytes\": %llu, \"writes\": %llu, \"fsyncs\": %llu, "
-			   "\"write_delay_ms\": %d, \"fsync_delay_ms\": %d, \"pid\": %d, \"at_unix_ms\": %lld, ",
+			   "\"write_delay_ms\": %d, \"fsync_delay_ms\": %d, \"pid\": %d, \"at_unix_ms\": %lld, "
+			   "\"used_bytes\": %lld, \"enospc\": %llu, ",
 			(unsigned long long)dirty_pages * PAGE, dirty, (unsigned long long)synced_bytes,
 			(unsigned long long)dropped_bytes, (unsigned long long)nwrites,
-			(unsigned long long)nfsyncs, write_delay_ms, fsync_delay_ms, (int)getpid(), (long long)at);
+			(unsigned long long)nfsyncs, write_delay_ms, fsync_delay_ms, (int)getpid(), (long long)at,
+			(long long)used_bytes, (unsigned long long)nenospc);
+		int64_t lim = limit_bytes;
+		if (lim >= 0)
+			fprintf(f, "\"limit_bytes\": %lld, ", (long long)lim);
+		else
+			fputs("\"limit_bytes\": null, ", f);
 		if (dirty)
 			fprintf(f, "\"oldest_age_ms\": %lld, \"files\": [", (long long)(now - oldest));
 		else
@@ -947,7 +1170,11 @@ static void write_stats(const char *path) {
 				(long long)(at - (now - r->dirtied)), (long long)r->size);
 			for (int k = 0; k < MIN(r->nr, MAXRANGES); k++)
 				fprintf(f, "%s[%lld, %lld]", k ? ", " : "", (long long)r->r[k][0], (long long)r->r[k][1]);
-			fputs(r->nr > MAXRANGES ? "], \"ranges_cut\": true}" : "]}", f);
+			fputs(r->nr > MAXRANGES ? "], \"ranges_cut\": true" : "]", f);
+			if (r->torn)
+				fprintf(f, ", \"torn\": {\"offset\": %lld, \"length\": %lld, \"kept\": %lld}",
+					(long long)r->t_off, (long long)r->t_len, (long long)r->t_kept);
+			fputc('}', f);
 		}
 		fputs("]}\n", f);
 	}
@@ -958,10 +1185,27 @@ static void write_stats(const char *path) {
 		logmsg("ctl stats: cannot write %s: %s", path, strerror(errno));
 }
 
+/* "... torn SEED" at the end of a powerfail argument: cut it off and return the seed. */
+static bool torn_suffix(char *arg, uint64_t *seed) {
+	char *t = NULL, *p = arg, *end;
+	while ((p = strstr(p, " torn ")))
+		t = p++;
+	if (!t || !t[6] || t[6] == '-')
+		return false;
+	errno = 0;
+	*seed = strtoull(t + 6, &end, 10);
+	if (*end || errno)
+		return false;
+	*t = 0;
+	return true;
+}
+
 static void command(char *line) {
 	char arg[PATH_MAX];
 	int w, s;
 	size_t n;
+	long long bytes;
+	uint64_t seed;
 	line[strcspn(line, "\r\n")] = 0;
 	if (sscanf(line, "delay %d %d", &w, &s) == 2 && w >= 0 && s >= 0) {
 		write_delay_ms = w;
@@ -980,11 +1224,25 @@ static void command(char *line) {
 	} else if (sscanf(line, "stats %4095[^\n]", arg) == 1) {
 		write_stats(arg);
 	} else if (sscanf(line, "powerfail %4095[^\n]", arg) == 1) {
+		bool torn = torn_suffix(arg, &seed);
 		frozen = true;
 		pthread_rwlock_wrlock(&flush_lock); /* the flushes under way end before the report */
+		if (torn)
+			tear_all(seed);
 		pthread_rwlock_unlock(&flush_lock);
 		write_stats(arg);
 		logmsg("ctl powerfail: frozen with %llu bytes unsynced", (unsigned long long)dirty_pages * PAGE);
+	} else if (strcmp(line, "limit off") == 0) {
+		limit_bytes = -1;
+		logmsg("ctl limit: off (%lld bytes used)", (long long)used_bytes);
+	} else if (sscanf(line, "limit %lld%n", &bytes, &w) == 1 && !line[w] && bytes >= 0) {
+		limit_bytes = bytes;
+		logmsg("ctl limit: %lld bytes (%lld used)", bytes, (long long)used_bytes);
+	} else if (sscanf(line, "full %lld%n", &bytes, &w) == 1 && !line[w] && bytes >= 0) {
+		int64_t used = used_bytes; /* writes that reserve meanwhile only make the limit stricter */
+		limit_bytes = used + bytes;
+		logmsg("ctl full: limit %lld bytes (%lld used + %lld headroom)", (long long)(used + bytes),
+		       (long long)used, bytes);
 	} else if (line[0]) {
 		logmsg("ctl: unknown command ignored: %s", line);
 	}
@@ -1030,6 +1288,50 @@ static void *writeback_thread(void *arg) {
 }
 
 /* ---- main ---- */
+
+struct ino_key {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+};
+static struct ino_key *links; /* regular files with several names, met by the walk */
+static size_t nlinks, caplinks;
+
+static int count_file(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+	(void)path, (void)ftw;
+	if (type != FTW_F || !S_ISREG(st->st_mode))
+		return 0;
+	if (st->st_nlink == 1) {
+		used_bytes += st->st_size;
+		return 0;
+	}
+	if (nlinks == caplinks) { /* each inode once: counted after the walk */
+		struct ino_key *k = realloc(links, (caplinks ? 2 * caplinks : 64) * sizeof *links);
+		if (!k)
+			return -1;
+		links = k, caplinks = caplinks ? 2 * caplinks : 64;
+	}
+	links[nlinks++] = (struct ino_key){ st->st_dev, st->st_ino, st->st_size };
+	return 0;
+}
+
+static int by_ino(const void *a, const void *b) {
+	const struct ino_key *x = a, *y = b;
+	return x->dev != y->dev ? (x->dev < y->dev ? -1 : 1) : x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/* used_bytes at start: the apparent size of every regular file under the backing directory. */
+static void count_used(const char *root) {
+	if (nftw(root, count_file, 64, FTW_PHYS | FTW_MOUNT) != 0)
+		logmsg("start: counting the used bytes of %s failed: %s", root, strerror(errno));
+	if (nlinks)
+		qsort(links, nlinks, sizeof *links, by_ino);
+	for (size_t i = 0; i < nlinks; i++)
+		if (!i || by_ino(&links[i - 1], &links[i]))
+			used_bytes += links[i].size;
+	free(links);
+	links = NULL, nlinks = caplinks = 0;
+}
 
 static void die(const char *fmt, ...) {
 	char msg[1024];
@@ -1109,8 +1411,10 @@ int main(int argc, char **argv) {
 	}
 	if (ctl_path && ((unlink(ctl_path) < 0 && errno != ENOENT) || mkfifo(ctl_path, 0600) < 0))
 		die("control fifo %s: %s", ctl_path, strerror(errno));
-	logmsg("start: backing=%s mountpoint=%s ctl=%s writeback-age=%gs writeback-interval=%gs options=%s",
-	       pos[0], pos[1], ctl_path ? ctl_path : "-", writeback_age, writeback_interval, opts);
+	count_used(root_path);
+	logmsg("start: backing=%s mountpoint=%s ctl=%s writeback-age=%gs writeback-interval=%gs options=%s used=%lld",
+	       pos[0], pos[1], ctl_path ? ctl_path : "-", writeback_age, writeback_interval, opts,
+	       (long long)used_bytes);
 
 	fuse_set_log_func(fuse_logger);
 	char *fargv[] = { argv[0], "-o", opts, "-d", NULL };

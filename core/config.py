@@ -137,9 +137,16 @@ class NemesisConfig:
     restart_delay: float = 5.0  # seconds a killed node stays down (and the shortest any fault lasts)
     schedule_file: str | None = None  # replay this schedule.json instead of drawing one from the seed
     # what `--nemesis mix` draws from (nemesis/mix.py); not "operator": an unclean election voids the promise
-    mix_families: tuple[str, ...] = ("process", "network", "page-cache", "slow")
+    mix_families: tuple[str, ...] = ("process", "network", "page-cache", "slow", "disk")
     upgrade_to: str | None = None  # --nemesis upgrade: the release every node is rolled to
     upgrade_then: str = "finalize"  # after the roll: finalize (bump the features), stay, or downgrade (roll back)
+    # --nemesis disk-full (nemesis/disk.py): the bytes its log directory may still grow by once the disk is full
+    disk_full_headroom: int = 4096
+
+
+def uses_disk_full(n: NemesisConfig) -> bool:
+    """Whether the run may fill a disk: `disk-full` named, or a mix that may draw it (its `disk` family)."""
+    return any(s.partition(":")[0] == "disk-full" for s in n.names) or ("mix" in n.names and "disk" in n.mix_families)
 
 
 @dataclass(frozen=True)
@@ -169,6 +176,8 @@ class TestConfig:
             del d["nemesis"]["mix_families"]
         if "upgrade" not in self.nemesis.names:  # as mix_families: only the upgrade nemesis reads them
             del d["nemesis"]["upgrade_to"], d["nemesis"]["upgrade_then"]
+        if not uses_disk_full(self.nemesis):  # as mix_families: only the disk-full nemesis reads it
+            del d["nemesis"]["disk_full_headroom"]
         if self.producer.socket_timeout_ms is None:  # as does a run's that keeps librdkafka's socket timeout
             del d["producer"]["socket_timeout_ms"]
         if self.cluster.hosts is None:  # a Docker run's test.json stays as before
@@ -397,6 +406,8 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
     _check(n.interval > 0, f"--interval must be positive, got {n.interval}")
     _check(0 <= n.jitter < 1, f"--jitter must be in [0, 1), got {n.jitter}")
     _check(n.restart_delay >= 0, f"--restart-delay must be >= 0, got {n.restart_delay}")
+    _check(_int(n.disk_full_headroom) and n.disk_full_headroom >= 0,
+           f"--disk-full-headroom must be a number of bytes >= 0, got {n.disk_full_headroom!r}")
     twice = sorted({x for x in n.names if n.names.count(x) > 1})
     _check(not twice, f"--nemesis names {', '.join(twice)} more than once")
     _check_upgrade(n, c)

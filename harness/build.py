@@ -22,6 +22,7 @@ from core.protocols import Cluster, Nemesis, Workload
 from core.suggest import did_you_mean
 import nemesis as nemeses
 from nemesis.base import ScheduledOp
+from nemesis.mix import lazy_families
 from nemesis.schedule import make_schedule, schedule_names, specs_in
 from nemesis.targets import KINDS
 from workloads import WORKLOADS
@@ -176,7 +177,8 @@ def _external_faults(cfg: TestConfig, hosts: HostsFile) -> None:
     bad = [s for s in specs if nemeses.split(s)[0].needs_lazyfs or nemeses.split(s)[0].needs_faketime
            or nemeses.split(s)[0].name in ("cpu-starve", "upgrade", "corrupt")]
     if "mix" in n.names and nemeses.needs_lazyfs(("mix",), n.mix_families):
-        bad.append("mix (its page-cache family)")
+        fams = lazy_families(n.mix_families)
+        bad.append(f"mix (its {', '.join(fams)} famil{'y' if len(fams) == 1 else 'ies'})")
     if "mix" in n.names and nemeses.needs_faketime(("mix",), n.mix_families):
         bad.append("mix (its clock family)")
     if not hosts.can_pause:

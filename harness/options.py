@@ -9,7 +9,8 @@ import argparse
 import secrets
 
 from core.config import (CLIENTS, JAVA_CLIENTS_DEFAULT, ClusterConfig, ConfigError, NemesisConfig, ProducerConfig,
-                         TestConfig, TopicConfig, WorkloadConfig, exact_kafka_version, java_clients_version)
+                         TestConfig, TopicConfig, WorkloadConfig, exact_kafka_version, java_clients_version,
+                         uses_disk_full)
 from harness import full_load
 
 D = TestConfig()  # every option's default
@@ -174,7 +175,7 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                         "see docs/nemeses.md (default: kill-leader)")
     f.add_argument("--mix-families", type=_csv, default=None, metavar="FAMILIES",
                    help="with --nemesis mix: comma-separated fault families it draws from: process, network, "
-                        "page-cache, slow, operator (default: all but operator)")
+                        "page-cache, slow, disk, operator (default: all but operator)")
     f.add_argument("--schedule", default=None, metavar="FILE",
                    help="replay this schedule.json (from a run directory or written by hand); the nemeses are the "
                         "ones it names (default: draw the faults from the seed)")
@@ -184,6 +185,10 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                    help="--nemesis upgrade: after the roll, finalize it (kafka-features upgrade: metadata.version "
                         "and the release's features), stay unfinalized, or roll back to --kafka-version "
                         "(default finalize)")
+    f.add_argument("--disk-full-headroom", type=int, default=None, metavar="BYTES",
+                   help="--nemesis disk-full: how many bytes the node's log directory may still grow by once the "
+                        "fault fills its disk (default 4096: filled within a second by the default workload; the "
+                        "write that crosses it is cut short)")
     f.add_argument("--interval", type=float, default=D.nemesis.interval, metavar="SECONDS",
                    help="seconds between faults")
     f.add_argument("--jitter", type=float, default=D.nemesis.jitter,
@@ -209,6 +214,10 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
         raise ConfigError("--schedule names its own nemeses; drop --nemesis")
     if a.mix_families is not None and "mix" not in (a.nemesis or ()):
         raise ConfigError("--mix-families only applies to --nemesis mix")
+    if a.disk_full_headroom is not None and not a.schedule and not uses_disk_full(
+            NemesisConfig(names=tuple(a.nemesis or D.nemesis.names),
+                          mix_families=D.nemesis.mix_families if a.mix_families is None else a.mix_families)):
+        raise ConfigError("--disk-full-headroom only applies to --nemesis disk-full (or a mix with its disk family)")
     for flag, given in (("--group-commit", a.group_commit), ("--group-protocol", a.group_protocol)):
         if given is not None and a.consumer_mode != "subscribe":
             raise ConfigError(f"{flag} only applies to --consumer-mode subscribe")
@@ -243,7 +252,9 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                               restart_delay=a.restart_delay, schedule_file=a.schedule,
                               mix_families=D.nemesis.mix_families if a.mix_families is None else a.mix_families,
                               upgrade_to=a.upgrade_to and exact_kafka_version(a.upgrade_to),
-                              upgrade_then=a.upgrade_then),
+                              upgrade_then=a.upgrade_then,
+                              disk_full_headroom=D.nemesis.disk_full_headroom if a.disk_full_headroom is None
+                              else a.disk_full_headroom),
     )
 
 

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from core.faults import FaultKind
-from nemesis import client, clock, corrupt, election, mix, network, powerfail, process, slow, upgrade
+from nemesis import client, clock, corrupt, disk, election, mix, network, powerfail, process, slow, upgrade
 from nemesis.base import FaultSkipped, Package, ScheduledOp
 from nemesis.targets import Target
 
@@ -13,6 +13,7 @@ PACKAGES: dict[str, Package] = {p.name: p for p in (
     *process.PACKAGES,
     *network.PACKAGES,
     *powerfail.PACKAGES,
+    *disk.PACKAGES,
     *slow.PACKAGES,
     *clock.PACKAGES,
     *election.PACKAGES,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from core.config import ConfigError, TestConfig
-from nemesis import clock, election, network, powerfail, process, slow
+from nemesis import clock, disk, election, network, powerfail, process, slow
 from nemesis.base import Package, ScheduledOp, outlive_lag, outlive_session
 from nemesis.targets import PARTITIONED, Target, fault_op
 
@@ -35,6 +35,7 @@ FAMILIES: dict[str, tuple[Package, ...]] = {
     "network": network.PACKAGES,
     "page-cache": powerfail.PACKAGES,
     "slow": slow.PACKAGES,
+    "disk": disk.PACKAGES,
     "clock": clock.PACKAGES,
     "operator": election.PACKAGES,
 }
@@ -103,7 +104,12 @@ def check(cfg: TestConfig) -> None:
     lazy = [c.package.name for c in choices(fams) if c.package.needs_lazyfs]
     if lazy and cfg.cluster.storage == "plain":
         raise ConfigError(f"--mix-families {','.join(fams)} may draw {', '.join(lazy)}, which need --storage lazyfs "
-                          "(or auto), not plain; or leave page-cache and slow out")
+                          f"(or auto), not plain; or leave {', '.join(lazy_families(fams))} out")
+
+
+def lazy_families(families: tuple[str, ...]) -> list[str]:
+    """The families of `families` that may draw a fault that needs lazyfs."""
+    return [f for f in families if f in FAMILIES and any(c.package.needs_lazyfs for c in choices((f,)))]
 
 
 def needs_lazyfs(families: tuple[str, ...]) -> bool:

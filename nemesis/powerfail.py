@@ -5,6 +5,12 @@ written data in memory until it is fsynced. `fault-ctl power-fail` freezes
 Kafka, freezes lazyfs and takes its report (`powerfail`), SIGKILLs both, and
 remounts: what comes back is what was synced or written back. Several nodes fail
 in parallel, as in a shared power loss.
+
+`torn-write` is the power failure in the middle of a writeback: `fault-ctl
+power-fail torn SEED` has lazyfs write every file's unsynced data back except
+the tail of its last write, of which only a prefix reaches the disk (its length
+drawn from SEED, the op's `pick`, and the file's path). Its op is `power-fail`
+too, so the checkers and reports treat it as the power loss it is.
 """
 from __future__ import annotations
 
@@ -16,23 +22,42 @@ from core.protocols import Cluster
 from nemesis.base import targeted
 
 COLORS = {"power-fail": "#000000", "start": "#59a14f"}
+TORN_COLORS = {"power-fail": "#6b2e8f", "start": "#59a14f"}
 ANY = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller")
 
 
+def last_json(out: str) -> dict[str, Any]:
+    """The JSON object on the last line of a fault-ctl answer ({} when there is none)."""
+    try:
+        stats = json.loads(out.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        return {}
+    return stats if isinstance(stats, dict) else {}
+
+
+def torn_files(loss: dict[str, Any]) -> list[dict[str, Any]]:
+    """From one node's `lost` report: each file whose last write was torn, as {"path", "offset", "length",
+    "kept", "torn"}: the write's offset and length, the bytes of it that reached the disk and those that did not."""
+    out = []
+    for f in loss.get("files") or []:
+        t = f.get("torn") if isinstance(f, dict) else None
+        if isinstance(t, dict) and all(isinstance(t.get(k), int) for k in ("offset", "length", "kept")):
+            out.append({"path": f.get("path"), "offset": t["offset"], "length": t["length"], "kept": t["kept"],
+                        "torn": t["length"] - t["kept"]})
+    return out
+
+
 class PowerFail:
-    """Power-fails nodes at once; mending (and healing) starts Kafka on what survived."""
+    """Power-fails nodes at once; mending (and healing) starts Kafka on what survived.
 
-    def __init__(self, cluster: Cluster):
-        self.cluster = cluster
+    `torn`: a power failure in the middle of a writeback (`fault-ctl power-fail torn SEED`), SEED being the
+    op's `pick`: every file keeps its unsynced data but the tail of its last write."""
 
-    def _fail(self, node: str) -> dict[str, Any]:
-        out = self.cluster.fault_ctl(node, "power-fail")
-        try:
-            stats = json.loads(out.strip().splitlines()[-1])
-        except (json.JSONDecodeError, IndexError):
-            stats = {}
-        if not isinstance(stats, dict):
-            stats = {}
+    def __init__(self, cluster: Cluster, torn: bool = False):
+        self.cluster, self.torn = cluster, torn
+
+    def _fail(self, node: str, seed: int | None = None) -> dict[str, Any]:
+        stats = last_json(self.cluster.fault_ctl(node, "power-fail", *(() if seed is None else ("torn", str(seed)))))
         return {"unsynced_bytes": stats.get("dirty_bytes"), "unsynced_files": stats.get("dirty_files"),
                 "at_unix_ms": stats.get("at_unix_ms"), "oldest_age_ms": stats.get("oldest_age_ms"),
                 "files": stats.get("files")}
@@ -50,10 +75,19 @@ class PowerFail:
         `"ranges_cut": true`). A write that reached a file before its `oldest_unix_ms` survived
         (fsynced or written back); one at or after it, into a listed range, is gone. A file not
         listed lost nothing. Every key is None when lazyfs did not answer: then nothing says what survived.
+
+        Torn (`torn-write`): `seed` is the op's `pick` (0 without one), and `lost` lists, for each file whose
+        last write was torn, exactly the torn-away bytes as its one range, from the time of that write
+        (`oldest_unix_ms`), with `torn: {offset, length, kept}`; files with no unsynced last write lose all their
+        unsynced data as in a plain power failure. `torn[node]` repeats those files as
+        {"path", "offset", "length", "kept", "torn"} (torn = length - kept bytes that did not reach the disk).
         """
+        seed = int(op.get("pick") or 0) if self.torn else None
         with ThreadPoolExecutor(len(nodes)) as pool:
-            lost = dict(zip(nodes, pool.map(self._fail, nodes)))
-        return {"lost": lost}
+            lost = dict(zip(nodes, pool.map(lambda n: self._fail(n, seed), nodes)))
+        if seed is None:
+            return {"lost": lost}
+        return {"seed": seed, "lost": lost, "torn": {n: torn_files(lost[n]) for n in nodes}}
 
     def end(self, nodes: list[str]) -> dict[str, Any]:
         """Power the nodes back on: start Kafka."""
@@ -66,9 +100,10 @@ class PowerFail:
         self.end(sorted(set(self.cluster.nodes) | set(self.cluster.controllers)))
 
 
-def _power(name: str, targets: tuple[str, ...]):  # noqa: ANN202
-    return targeted(name, lambda c, cfg: PowerFail(c), start_f="power-fail", stop_f="start", targets=targets,
-                    colors=COLORS, needs_lazyfs=True)
+def _power(name: str, targets: tuple[str, ...], torn: bool = False):  # noqa: ANN202
+    return targeted(name, lambda c, cfg: PowerFail(c, torn), start_f="power-fail", stop_f="start", targets=targets,
+                    colors=TORN_COLORS if torn else COLORS, needs_lazyfs=True)
 
 
-PACKAGES = (_power("power-fail", ANY), _power("power-fail-leader", ("leader",)), _power("power-fail-all", ("all",)))
+PACKAGES = (_power("power-fail", ANY), _power("power-fail-leader", ("leader",)), _power("power-fail-all", ("all",)),
+            _power("torn-write", ANY, torn=True))

@@ -39,7 +39,8 @@ _VERBS = {"kill": "was killed", "stop": "was stopped", "pause": "was paused", "p
           "start-stall": "stopped hearing from the other brokers' port 9092 (stalled)",
           "stop-stall": "could fetch again", "start-clock-skew": "had its clock skewed",
           "stop-clock-skew": "got its real clock back", "start-clock-strobe": "had its clock strobed",
-          "stop-clock-strobe": "got its real clock back"}
+          "stop-clock-strobe": "got its real clock back", "disk-full": "had its disk filled",
+          "disk-free": "got its disk space back and was restarted"}
 
 
 @dataclass(frozen=True)

@@ -465,3 +465,184 @@ def test_pages_kept_by_a_flush_are_dirty_from_the_flush_on(fs):
         stop.set()
         t.join()
         os.close(fd)
+
+
+# ---- a full disk: `limit`, `full` ----
+
+def write_all(fd: int, data: bytes) -> int:
+    """os.write until ENOSPC or done; how many bytes went in."""
+    done = 0
+    while done < len(data):
+        try:
+            done += os.write(fd, data[done:])
+        except OSError as e:
+            assert e.errno == errno.ENOSPC, e
+            break
+    return done
+
+
+def test_a_full_disk_refuses_growth_with_enospc_until_the_limit_is_lifted(fs):
+    put(fs / "old", b"o" * 1000, sync=True)
+    put(fs / "spare", b"s" * 2000, sync=True)
+    assert fs.stats()["used_bytes"] == 3000 and fs.stats()["limit_bytes"] is None
+    fs.command("full 5000")  # 5000 bytes more, then the disk is full
+    s = fs.stats()  # (also a barrier)
+    assert (s["used_bytes"], s["limit_bytes"], s["enospc"]) == (3000, 8000, 0)
+    fd = os.open(fs / "log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)  # creating a file takes no room
+    try:
+        assert os.write(fd, b"a" * 4000) == 4000
+        assert os.write(fd, b"b" * 3000) == 1000  # cut short at the limit, as a real disk does
+        with pytest.raises(OSError) as e:
+            os.write(fd, b"c")
+        assert e.value.errno == errno.ENOSPC
+        with pytest.raises(OSError) as e:  # growing by truncate or fallocate is refused too
+            os.ftruncate(fd, 10 * PAGE)
+        assert e.value.errno == errno.ENOSPC
+        with pytest.raises(OSError) as e:
+            os.posix_fallocate(fd, 0, 5001)
+        assert e.value.errno == errno.ENOSPC
+        put(fs / "old", b"rewrite")  # overwriting in place needs no room
+        v = os.statvfs(fs.mnt)
+        assert v.f_bavail == 0 and v.f_blocks * v.f_frsize <= 8000  # df says full too
+        s = fs.stats()
+        assert (s["used_bytes"], s["enospc"]) == (8000, 3)
+        os.unlink(fs / "spare")  # frees its 2000 bytes
+        assert write_all(fd, b"d" * 3000) == 2000
+        fs.command("limit off")
+        fs.stats()  # (a barrier: the command is done)
+        assert os.write(fd, b"e" * 100_000) == 100_000
+    finally:
+        os.close(fd)
+    assert (fs / "log").read_bytes() == b"a" * 4000 + b"b" * 1000 + b"d" * 2000 + b"e" * 100_000
+    s = fs.stats()
+    assert (s["used_bytes"], s["limit_bytes"]) == (1000 + 107_000, None)
+    fs.command("limit 0")  # an absolute limit below the usage: nothing may grow
+    fs.stats()
+    with pytest.raises(OSError) as e:
+        put(fs / "new", b"x")
+    assert e.value.errno == errno.ENOSPC
+
+
+def apparent_size(root: Path) -> int:
+    """`du --apparent-size --bytes` of the regular files, each inode once."""
+    seen, total = set(), 0
+    for d, _, names in os.walk(root):
+        for n in names:
+            st = os.lstat(os.path.join(d, n))
+            if os.path.isfile(os.path.join(d, n)) and (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_size
+    return total
+
+
+def test_used_bytes_follow_every_size_change_and_survive_a_restart(fs):
+    def check(extra: int = 0) -> None:
+        assert fs.stats()["used_bytes"] == apparent_size(fs.mnt) + extra
+
+    os.mkdir(fs / "d")
+    put(fs / "d" / "a", b"a" * 10_000)
+    put(fs / "b", b"b" * 100, off=3 * PAGE, sync=True)  # a hole counts: apparent size
+    check()
+    os.truncate(fs / "b", 1 << 20)  # sparse, as Kafka's index files
+    os.truncate(fs / "d" / "a", 10)
+    check()
+    os.link(fs / "b", fs / "b2")  # one inode, counted once
+    os.unlink(fs / "b")
+    check()
+    put(fs / "tmp", b"t" * 5000)
+    os.rename(fs / "tmp", fs / "d" / "a")  # the old file goes
+    check()
+    fd = os.open(fs / "d" / "a", os.O_RDWR)
+    try:
+        os.unlink(fs / "d" / "a")  # open: its space is held until the last handle goes
+        check(extra=5000)
+        os.write(fd, b"more" * 100)
+        check(extra=5000)
+    finally:
+        os.close(fd)
+    check()
+    put(fs / "dirty", b"x" * 3 * PAGE)
+    fs.command("clear")  # unsynced growth is gone: the file is as long as its synced part
+    check()
+    before = fs.stats()["used_bytes"]
+    fs.power_failure()
+    assert fs.stats()["used_bytes"] == before == apparent_size(fs.mnt)
+
+
+# ---- a torn last write: `powerfail PATH torn SEED` ----
+
+M64 = (1 << 64) - 1
+
+
+def kept(seed: int, path: str, length: int) -> int:
+    """The prefix lazyfs keeps of a `length`-byte write to `path` (clusters/lazyfs.c: tear)."""
+    h = 0xCBF29CE484222325
+    for b in path.encode():
+        h = ((h ^ b) * 0x100000001B3) & M64
+    x = (seed ^ h) & M64
+    x = (x + 0x9E3779B97F4A7C15) & M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+    return (x ^ (x >> 31)) % length
+
+
+def powerfail_torn(fs, seed: int) -> dict:
+    out = fs.ctl.parent / f"torn-{seed}-{next(_reports)}.json"
+    fs.command(f"powerfail {out} torn {seed}")
+    deadline = time.monotonic() + 5
+    while not out.exists():
+        assert time.monotonic() < deadline, "no torn powerfail report from lazyfs"
+        time.sleep(0.01)
+    return json.loads(out.read_text())
+
+
+def test_a_torn_power_failure_keeps_exactly_the_seeded_prefix_of_each_last_write(fs):
+    """Everything unsynced reaches the disk but the tail of each file's last write. (A write that starts
+    inside a page the kernel has not cached reaches lazyfs as two, split at the page's end: the last
+    write is the last one lazyfs got, so these writes start on page boundaries.)"""
+    rng = random.Random(5)
+    synced, w1, w2 = rng.randbytes(5000), rng.randbytes(2 * PAGE - 5000), rng.randbytes(6000)
+    put(fs / "log", synced, sync=True)
+    put(fs / "log", w1, off=5000)  # unsynced, not the last write: it reaches the disk
+    put(fs / "log", w2, off=2 * PAGE)  # the last write: torn
+    base, early, over = rng.randbytes(20_000), rng.randbytes(100), rng.randbytes(3000)
+    os.mkdir(fs / "d")
+    put(fs / "d" / "idx", base, sync=True)
+    put(fs / "d" / "idx", early, off=9000)
+    put(fs / "d" / "idx", over, off=PAGE)  # the last write overwrites synced bytes: the torn ones stay old
+    put(fs / "gone", b"g" * 100, sync=True)
+    put(fs / "gone", b"h" * 100, off=100)
+    os.truncate(fs / "gone", 150)  # no last write left to tear: it loses its unsynced data, as in a plain failure
+    assert sorted(files(report(fs))) == ["d/idx", "gone", "log"]
+
+    s = powerfail_torn(fs, 1234)
+    k_log, k_idx = kept(1234, "log", 6000), kept(1234, "d/idx", 3000)
+    by = files(s)
+    assert by["log"]["torn"] == {"offset": 2 * PAGE, "length": 6000, "kept": k_log}
+    assert by["log"]["ranges"] == [[2 * PAGE + k_log, 2 * PAGE + 6000]]
+    assert by["d/idx"]["torn"] == {"offset": PAGE, "length": 3000, "kept": k_idx}
+    assert by["d/idx"]["ranges"] == [[PAGE + k_idx, PAGE + 3000]]
+    assert "torn" not in by["gone"] and by["gone"]["ranges"] == [[0, 150]]
+    assert s["dirty_bytes"] == sum(f["dirty_bytes"] for f in s["files"])  # only what is lost is listed
+    fs.power_failure()
+    assert (fs / "log").read_bytes() == synced + w1 + w2[:k_log]
+    idx = bytearray(base)
+    idx[9000:9100] = early
+    idx[PAGE:PAGE + k_idx] = over[:k_idx]
+    assert (fs / "d" / "idx").read_bytes() == bytes(idx)
+    assert (fs / "gone").read_bytes() == b"g" * 100 + bytes(50)
+
+
+def test_the_torn_prefix_comes_from_the_seed(mount):
+    def torn(seed: int) -> int:
+        fs = mount()
+        put(fs / "seg.log", b"s" * 100, sync=True)
+        put(fs / "seg.log", b"w" * 4000, off=PAGE)
+        k = files(powerfail_torn(fs, seed))["seg.log"]["torn"]["kept"]
+        fs.power_failure()
+        assert (fs / "seg.log").read_bytes() == b"s" * 100 + bytes(PAGE - 100) + b"w" * k
+        fs.kill()
+        return k
+
+    assert torn(7) == torn(7) == kept(7, "seg.log", 4000)
+    assert len({torn(seed) for seed in (1, 2, 3)}) > 1

@@ -70,7 +70,7 @@ def test_a_package_never_overlaps_itself_nor_two_power_failures_each_other():
                 power_end = end
 
 
-@pytest.mark.parametrize("families", [("network",), ("process", "slow"), ("page-cache",), ("operator",)])
+@pytest.mark.parametrize("families", [("network",), ("process", "slow"), ("page-cache",), ("disk",), ("operator",)])
 def test_only_the_named_families_appear(families):
     seen = set()
     for seed in range(10):
@@ -94,7 +94,7 @@ def test_default_families_leave_out_the_operator_and_faults_outside_the_promise(
             assert kind != "all" or pkg.targets[0] == "all", s.nemesis  # splits and flaky only
             if FAMILY_OF[pkg.name] == "page-cache":
                 assert kind in ("one", "leader", "follower", "controller"), s.nemesis
-    assert families == {"process", "network", "page-cache", "slow"}
+    assert families == {"process", "network", "page-cache", "slow", "disk"}
     assert ("flaky", "all") in kinds and ("partition-halves", "all") in kinds
 
 
@@ -151,7 +151,7 @@ def test_test_json_keeps_the_families_of_a_mix_run_only():
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--nemesis", "mix", "--mix-families", "process,disk"], "unknown --mix-families 'disk'"),
+    (["--nemesis", "mix", "--mix-families", "process,disks"], "unknown --mix-families 'disks'"),
     (["--nemesis", "mix", "--mix-families", ","], "names no family"),
     (["--nemesis", "mix", "--mix-families", "slow,slow"], "slow more than once"),
     (["--nemesis", "mix,kill-leader"], "drop the other names"),
@@ -168,6 +168,6 @@ def test_bad_mix_input_is_one_line_and_exit_3_before_anything_is_created(tmp_pat
 
 
 def test_a_family_name_is_checked_against_the_registry():
-    with pytest.raises(ConfigError, match="families: process, network, page-cache, slow, clock, operator"):
+    with pytest.raises(ConfigError, match="families: process, network, page-cache, slow, disk, clock, operator"):
         make_schedule(cfg(["pagecache"]))
-    assert mix.check(cfg(["process", "network", "page-cache", "slow", "operator"])) is None
+    assert mix.check(cfg(["process", "network", "page-cache", "slow", "disk", "operator"])) is None

@@ -282,3 +282,83 @@ def test_quorum_cuts_need_dedicated_controllers_and_the_mix_draws_them_only_then
         return {o.nemesis.split(":")[0] for o in make_schedule(c)}
     assert not {"partition-quorum", "partition-quorum-all"} & drawn(0)
     assert {"partition-quorum", "partition-quorum-all"} <= drawn(3)
+
+
+class Disks:
+    """Three nodes whose fault-ctl answers as lazyfs would: a stats line per disk command, a torn report per
+    torn power failure."""
+
+    nodes, controllers = ["n1", "n2", "n3"], []
+
+    def __init__(self):
+        self.calls, self.started, self.enospc = [], [], 0
+
+    def fault_ctl(self, node, *args):
+        self.calls.append((node, *args))
+        if args[0] == "disk-full":
+            return json.dumps({"used_bytes": 1050, "limit_bytes": 1000 + int(args[1]), "enospc": self.enospc})
+        if args[0] == "disk-free":
+            self.enospc += 7
+            return json.dumps({"used_bytes": 5096, "limit_bytes": 5096, "enospc": self.enospc})
+        if args[0] == "power-fail":
+            f = {"path": "kchaos-0/00000000000000000000.log", "dirty_bytes": 4096, "oldest_age_ms": 3,
+                 "oldest_unix_ms": 10, "size": 9000, "ranges": [[8100, 9000]],
+                 "torn": {"offset": 8000, "length": 1000, "kept": 100}}
+            return "detached\n" + json.dumps({"dirty_bytes": 4096, "dirty_files": 1, "at_unix_ms": 13,
+                                              "oldest_age_ms": 3, "files": [f]})
+        return ""
+
+    def start(self, node):
+        self.started.append(node)
+
+
+def test_disk_full_records_the_limit_and_what_was_refused_and_its_mend_starts_kafka():
+    c = Disks()
+    nem = nemesis.PACKAGES["disk-full"].make(c, TestConfig(nemesis=NemesisConfig(disk_full_headroom=4096)))
+    out = nem.invoke({"f": "disk-full", "nodes": ["n2"]})
+    assert c.calls == [("n2", "disk-full", "4096")]
+    assert out["disk"] == {"n2": {"headroom_bytes": 4096, "used_bytes": 1000, "limit_bytes": 5096}}
+    out = nem.invoke({"f": "disk-free"})
+    assert c.calls[-1] == ("n2", "disk-free") and c.started == ["n2"]
+    assert out["disk"] == {"n2": {"used_bytes": 5096, "limit_bytes": 5096, "refused": 7}}
+    nem.teardown()  # every node freed and started, whatever the state
+    assert {n for n, *a in c.calls[-3:]} == {"n1", "n2", "n3"} and c.started[-3:] == ["n1", "n2", "n3"]
+
+
+def test_torn_write_is_a_power_failure_seeded_by_the_pick_that_records_what_it_tore():
+    c = Disks()
+    nem = nemesis.PACKAGES["torn-write"].make(c, TestConfig())
+    out = nem.invoke({"f": "power-fail", "nodes": ["n1"], "pick": 99})
+    assert c.calls == [("n1", "power-fail", "torn", "99")]
+    assert out["seed"] == 99 and out["lost"]["n1"]["unsynced_bytes"] == 4096
+    assert out["torn"] == {"n1": [{"path": "kchaos-0/00000000000000000000.log", "offset": 8000, "length": 1000,
+                                   "kept": 100, "torn": 900}]}
+    assert nemesis.fault_kind("torn-write").breaks == "power-fail"  # the checkers' power loss
+    plain = nemesis.PACKAGES["power-fail"].make(Disks(), TestConfig()).invoke({"f": "power-fail", "nodes": ["n1"]})
+    assert "torn" not in plain and "seed" not in plain
+
+
+def test_disk_faults_need_lazyfs_and_disk_full_aims_at_one_node():
+    assert nemesis.needs_lazyfs(("disk-full",)) and nemesis.needs_lazyfs(("torn-write",))
+    nemesis.check_spec("disk-full:leader:1")
+    nemesis.check_spec("torn-write:follower")
+    with pytest.raises(ValueError, match="cannot aim at 'majority'"):
+        nemesis.check_spec("disk-full:majority")
+
+
+def test_the_headroom_is_an_option_of_disk_full_runs_only(tmp_path):
+    from harness.cli import build_parser
+    from harness.options import config_from_args
+
+    def parse(*argv):
+        return config_from_args(build_parser().parse_args(["run", "--seed", "1", *argv]))
+    c = parse("--nemesis", "disk-full:follower", "--disk-full-headroom", "0")
+    assert c.nemesis.disk_full_headroom == 0 and c.to_dict()["nemesis"]["disk_full_headroom"] == 0
+    assert TestConfig.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+    assert parse("--nemesis", "mix").to_dict()["nemesis"]["disk_full_headroom"] == 4096  # the mix may draw it
+    assert "disk_full_headroom" not in parse("--nemesis", "kill").to_dict()["nemesis"]
+    with pytest.raises(ConfigError, match="only applies to --nemesis disk-full"):
+        parse("--nemesis", "kill", "--disk-full-headroom", "10")
+    with pytest.raises(ConfigError, match="--disk-full-headroom must be a number of bytes >= 0"):
+        from core.config import validate
+        validate(c.with_(nemesis=NemesisConfig(names=("disk-full",), disk_full_headroom=-1)))

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from core.config import JAVA_CLIENTS_DEFAULT, ConfigError, TestConfig, validate
-from harness.cli import build_parser, main
+from harness.cli import build_parser
 from harness.options import config_from_args
 from harness.repro import recorded_config
 from nemesis import check_spec
-from workloads.java_build import JavaBuildError, clients_version, compile_client, jdk_problem
+from workloads.java_build import JavaBuildError, clients_version, compile_client
 from workloads.java_client import JavaProcess
 from workloads.java_txn import JavaTxnClient
 

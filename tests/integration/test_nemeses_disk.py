@@ -1,0 +1,255 @@
+"""The disk faults against one real cluster on lazyfs: a full disk (disk-full) and a power failure that tears
+each file's last write (torn-write). Each test observes the effect in Kafka's own logs and metadata, then the
+heal, and checks that every acknowledged record is still there and nothing else is.
+
+The cluster is shared by the tests of this module, as in test_nemeses.py; each test heals what it broke and
+waits for a fully in-sync topic again before the next one starts. The wall clock of each fault's apply and
+heal ops is printed (`pytest -s`): docs/nemeses.md quotes them.
+"""
+import re
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from clusters import admin
+from clusters.docker import DockerCluster, cleanup
+from core.config import ClusterConfig, TestConfig, TopicConfig
+import nemesis
+
+TOPIC = TopicConfig()
+CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="lazyfs"))
+# Kafka 3.7's own words (kafka.log.LogManager, LogDirFailureChannel)
+ALL_DIRS_FAILED = "ERROR Shutdown broker because all log dirs in /var/lib/kafka/data have failed (kafka.log.LogManager)"
+APPEND_FAILED = "ERROR Error while appending records to "
+NO_SPACE = "java.io.IOException: No space left on device"
+
+
+@pytest.fixture(scope="module")
+def cluster(node_image, tmp_path_factory):
+    c = DockerCluster(CFG.cluster, node_image, tmp_path_factory.mktemp("nemeses-disk"))
+    c.setup()
+    admin.create_topic(c.bootstrap(), TOPIC)
+    c.wait_topic(TOPIC.name, 3)
+    yield c
+    c.teardown()
+    cleanup()
+
+
+@pytest.fixture
+def healthy(cluster):
+    """The cluster, with every fault healed and the topic in sync again after the test."""
+    yield cluster
+    for name in ("disk-full", "torn-write"):
+        nemesis.PACKAGES[name].make(cluster, CFG).teardown()
+    cluster.restore()
+    cluster.wait_brokers(90)
+    cluster.wait_topic(TOPIC.name, 3, 90)
+    for n in cluster.nodes:
+        assert '"limit_bytes": null' in cluster.fault_ctl(n, "status"), f"{n}: its disk is still limited"
+
+
+def until(check, timeout, what):
+    """Call `check` every half second until it returns something true; fail naming `what` and the last error."""
+    last = None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+            last = "false"
+        except Exception as e:  # noqa: BLE001 - a broker may be unreachable mid-fault
+            last = repr(e)
+        time.sleep(0.5)
+    pytest.fail(f"{what} not within {timeout}s (last: {last})")
+
+
+def state(cluster, partition, via=None):
+    """Partition state as the metadata of broker `via` (default: any node that answers) has it."""
+    for n in [via] if via else cluster.nodes:
+        try:
+            return admin.partitions(f"{cluster.address(n)}:9092", TOPIC.name)[partition]
+        except Exception:  # noqa: BLE001 - try the next node
+            if via:
+                raise
+    raise AssertionError("no broker answers")
+
+
+class Sender:
+    """A producer thread sending unique values (acks=all) to one partition until stopped; `acked` holds the
+    values Kafka acknowledged, `sent` every value handed to the client."""
+
+    def __init__(self, cluster, partition, tag, pause=0.005):
+        self.p = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all", "linger.ms": 5,
+                           "message.timeout.ms": 20000, "logger": admin.CLIENT_LOG})
+        self.partition, self.tag, self.pause = partition, tag, pause
+        self.sent: list[str] = []
+        self.acked: set[str] = set()
+        self.stop = threading.Event()
+        self.t = threading.Thread(target=self._run, daemon=True)
+
+    def _done(self, err, msg):
+        if err is None:
+            self.acked.add(msg.value().decode())
+
+    def _run(self):
+        i = 0
+        while not self.stop.is_set():
+            v = f"{self.tag}-{i}"
+            try:
+                self.p.produce(TOPIC.name, v.encode(), partition=self.partition, on_delivery=self._done)
+                self.sent.append(v)
+                i += 1
+            except BufferError:
+                pass
+            self.p.poll(0)
+            time.sleep(self.pause)
+
+    def __enter__(self):
+        self.t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.t.join()
+        self.p.flush(30)
+
+
+def read_partition(cluster, partition):
+    """Every value of `partition` from offset 0 to its high watermark, in offset order."""
+    c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": f"disk-check-{time.monotonic_ns()}",
+                  "enable.auto.commit": False, "logger": admin.CLIENT_LOG})
+    try:
+        _, high = c.get_watermark_offsets(TopicPartition(TOPIC.name, partition), timeout=10)
+        c.assign([TopicPartition(TOPIC.name, partition, 0)])
+        out, offset, deadline = [], 0, time.monotonic() + 60
+        while offset < high:
+            assert time.monotonic() < deadline, f"read {offset} of {high} records of partition {partition}"
+            m = c.poll(1)
+            if m is None or m.error():
+                continue
+            out.append(m.value().decode())
+            offset = m.offset() + 1
+        return out
+    finally:
+        c.close()
+
+
+def server_log(cluster, node, since=0):
+    """`node`'s server.log from byte `since` on."""
+    with open(cluster.node_dir(node) / "server.log", "rb") as f:
+        f.seek(since)
+        return f.read().decode(errors="replace")
+
+
+def log_size(cluster, node):
+    return (cluster.node_dir(node) / "server.log").stat().st_size
+
+
+def dump(cluster, node, partition, deep=True):
+    """kafka.tools.DumpLogSegments over `node`'s local log of `partition` (Kafka may be down)."""
+    d = f"{cluster.data_dir(node)}/{TOPIC.name}-{partition}"
+    code, out = cluster.exec(node, ["sh", "-c", f"ls {d}/*.log | paste -sd,"])
+    assert code == 0, out
+    args = ["--deep-iteration"] if deep else []
+    code, out = cluster.exec(node, ["kafka-ctl", "tool", "kafka.tools.DumpLogSegments", *args, "--files",
+                                    out.strip()])
+    assert code == 0, out
+    return out
+
+
+def records(dump_out):
+    return sum(int(m) for m in re.findall(r"\bcount: (\d+)", dump_out))
+
+
+def test_disk_full_halts_the_broker_moves_its_leaderships_and_the_heal_brings_it_back(healthy):
+    leader = healthy.node_of(state(healthy, 0).leader)
+    other = next(n for n in healthy.nodes if n != leader)
+    since = log_size(healthy, leader)
+    nem = nemesis.PACKAGES["disk-full"].make(healthy, CFG)
+    with Sender(healthy, 0, "full") as s:
+        time.sleep(1)
+        t0 = time.monotonic()
+        done = nem.invoke({"f": "disk-full", "target": "leader", "partition": 0, "pick": 1})
+        apply_s = time.monotonic() - t0
+        assert done["nodes"] == [leader]
+        disk = done["disk"][leader]
+        assert disk["headroom_bytes"] == CFG.nemesis.disk_full_headroom == 4096
+        assert disk["used_bytes"] > 0 and disk["limit_bytes"] == disk["used_bytes"] + 4096
+        # Kafka halts: the only log directory failed (ENOSPC), and it is the metadata log's too.
+        until(lambda: ALL_DIRS_FAILED in server_log(healthy, leader, since), 60, "the log dir failing")
+        failed_s = time.monotonic() - t0
+        until(lambda: not healthy.is_running(leader), 20, "the broker exiting")
+        log = server_log(healthy, leader, since)
+        assert NO_SPACE in log and APPEND_FAILED in log, log[-3000:]
+        # The controller fences it and moves partition 0's leadership to an in-sync follower.
+        until(lambda: state(healthy, 0, other).leader not in (-1, healthy.id_of(leader)), 30, "a new leader")
+        moved_s = time.monotonic() - t0
+        time.sleep(2)  # acks=all writes go on against the new leader, ISR of two
+        assert "limit_bytes" in healthy.fault_ctl(leader, "status")
+        t0 = time.monotonic()
+        mended = nem.invoke({"f": "disk-free"})
+        heal_s = time.monotonic() - t0
+        assert mended["nodes"] == [leader]
+        assert mended["disk"][leader]["refused"] > 0
+        assert mended["disk"][leader]["used_bytes"] <= disk["limit_bytes"]
+        assert '"limit_bytes": null' in healthy.fault_ctl(leader, "status")
+        healthy.wait_topic(TOPIC.name, 3, 90)  # back, caught up, in every ISR
+        synced_s = time.monotonic() - t0
+        time.sleep(1)
+    print(f"\ntiming disk-full: apply {apply_s:.2f} s, log dir failed after {failed_s:.1f} s, leader moved after "
+          f"{moved_s:.1f} s; heal op {heal_s:.2f} s, topic in sync {synced_s:.1f} s after the heal began")
+    assert healthy.id_of(leader) in admin.registered_brokers(f"{healthy.address(other)}:9092")
+    values = read_partition(healthy, 0)
+    assert s.acked and s.acked <= set(values), f"{len(s.acked - set(values))} acknowledged writes lost"
+    produced = set(s.sent)
+    assert not [v for v in values if v.startswith("full-") and v not in produced], "a value nobody produced"
+
+
+def test_torn_write_power_failure_is_truncated_by_log_recovery_and_nothing_acked_is_lost(healthy):
+    victim = healthy.node_of(state(healthy, 1).leader)
+    since = log_size(healthy, victim)
+    nem = nemesis.PACKAGES["torn-write"].make(healthy, CFG)
+    with Sender(healthy, 1, "torn", pause=0.002) as s:
+        until(lambda: len(s.acked) >= 500, 30, "500 acknowledged writes")
+        t0 = time.monotonic()
+        done = nem.invoke({"f": "power-fail", "target": "leader", "partition": 1, "pick": 77})
+        apply_s = time.monotonic() - t0
+        assert done["nodes"] == [victim] and done["seed"] == 77
+        assert not healthy.is_running(victim)
+        torn = {t["path"]: t for t in done["torn"][victim]}
+        seg = next(p for p in torn if re.fullmatch(rf"{TOPIC.name}-1/\d+\.log", p or ""))
+        t = torn[seg]
+        assert 0 <= t["kept"] < t["length"] and t["torn"] == t["length"] - t["kept"]
+        lost = {f["path"]: f for f in done["lost"][victim]["files"]}
+        assert lost[seg]["ranges"] == [[t["offset"] + t["kept"], t["offset"] + t["length"]]]
+        # On its disk now: every batch before the torn write, then the prefix kept of it. A prefix that is not a
+        # whole number of batches ends in a partial one, which Kafka's own dump reports as invalid bytes.
+        before = dump(healthy, victim, 1)
+        assert "isvalid: false" not in before
+        trailing = [int(n) for n in re.findall(r"Found (\d+) invalid bytes at the end of", before)]
+        assert all(0 < n <= t["kept"] for n in trailing), (trailing, t)
+        # Power back on: log recovery (an unclean shutdown) drops what follows the last whole batch.
+        t0 = time.monotonic()
+        nem.invoke({"f": "start"})
+        heal_s = time.monotonic() - t0
+        until(lambda: healthy.id_of(victim) in state(healthy, 1, victim).isr, 90, "the victim back in the ISR")
+        synced_s = time.monotonic() - t0
+    log = server_log(healthy, victim, since)
+    assert "unclean shutdown" in log.lower() or "Recovering unflushed segment" in log, log[-3000:]
+    truncated = re.search(rf"WARN \[LogLoader partition={TOPIC.name}-1, [^]]*\] Corruption found in segment \d+, "
+                          rf"truncating to offset (\d+)", log)
+    assert bool(truncated) == bool(trailing), log[-5000:]  # Kafka's recovery cut the torn batch off, if any
+    print(f"\ntiming torn-write: apply {apply_s:.2f} s (tore {len(torn)} files; {seg}: kept {t['kept']} of a "
+          f"{t['length']}-byte write, {trailing[0] if trailing else 0} invalid bytes left on disk, recovery "
+          f"truncated to offset {truncated.group(1) if truncated else '-'}), heal op {heal_s:.2f} s, back in the "
+          f"ISR {synced_s:.1f} s after the heal began")
+    healthy.wait_topic(TOPIC.name, 3, 90)
+    after = dump(healthy, victim, 1)
+    assert "isvalid: false" not in after and "invalid bytes" not in after
+    values = read_partition(healthy, 1)
+    produced = set(s.sent)
+    assert not [v for v in values if v.startswith("torn-") and v not in produced], "a value nobody produced"
+    assert s.acked <= set(values), f"{len(s.acked - set(values))} acknowledged writes lost"
+    assert records(after) >= len([v for v in values if v.startswith("torn-")])
