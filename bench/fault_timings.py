@@ -5,7 +5,7 @@
 
 One `kchaos run` per backend (same options, same seed) plays a schedule that applies every fault in
 turn, once: the break op at t, its mend op `--hold` seconds later, the next fault `--settle` seconds
-after that, under a light acks=all load on lazyfs. The SSH run uses three SSH test hosts
+after that, under a light acks=all load on lazyfs (segments rolled every 10 s, so `corrupt` finds a closed one). The SSH run uses three SSH test hosts
 (tests/integration/ssh_hosts.py: containers of the project's base image reached only over SSH).
 
 Apply time is the break op's invoke to its completion in the history (the fault is in place on every
@@ -80,7 +80,7 @@ def kchaos_run(store: Path, sched: Path, time_limit: float, seed: int, extra: li
     """One run playing `sched`; its run directory."""
     cmd = [sys.executable, "-m", "harness.cli", "run", "--store", str(store), "--schedule", str(sched),
            "--time-limit", str(time_limit), "--seed", str(seed), "--acks", "all", "--rate", "50",
-           "--storage", "lazyfs", *extra]
+           "--storage", "lazyfs", "--segment-ms", "10000", *extra]
     subprocess.run(cmd, cwd=REPO, check=False, stdout=subprocess.DEVNULL)
     return (store / "latest").resolve()
 

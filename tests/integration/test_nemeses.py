@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Producer
 
 from clusters import admin
-from clusters.docker import DockerCluster, cleanup
+from shared_cluster import heal, topic_cluster, until
 from core.config import ClusterConfig, NemesisConfig, ProducerConfig, TestConfig, TopicConfig
 from core.history import History, read_history
 import nemesis
@@ -25,25 +25,16 @@ CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="lazyfs"))
 
 @pytest.fixture(scope="module")
 def cluster(node_image, tmp_path_factory):
-    c = DockerCluster(CFG.cluster, node_image, tmp_path_factory.mktemp("nemeses"))
-    c.setup()
-    admin.create_topic(c.bootstrap(), TOPIC)
-    c.wait_topic(TOPIC.name, 3)
-    yield c
-    c.teardown()
-    cleanup()
+    with topic_cluster(node_image, tmp_path_factory.mktemp("nemeses"), CFG) as c:
+        yield c
 
 
 @pytest.fixture
 def healthy(cluster):
     """The cluster, with every fault healed and the topic in sync again after the test."""
     yield cluster
-    for pkg in nemesis.PACKAGES.values():  # each nemesis owns its undo; the cluster knows no fault
-        if not pkg.needs_workload:  # a client nemesis leaves nothing on the cluster to undo
-            pkg.make(cluster, CFG).teardown()
-    cluster.restore()
-    cluster.wait_brokers(90)
-    cluster.wait_topic(TOPIC.name, 3, 90)
+    # a client nemesis leaves nothing on the cluster to undo
+    heal(cluster, CFG, [name for name, pkg in nemesis.PACKAGES.items() if not pkg.needs_workload])
     for n in cluster.nodes:
         status = cluster.fault_ctl(n, "status")
         assert "DROP" not in status and "htb" not in status, f"{n} not healed: {status}"
@@ -53,21 +44,6 @@ def play(cluster, spec, op):
     """Apply one op of nemesis `spec` now; return its completion."""
     nem = nemesis.split(spec)[0].make(cluster, CFG)
     return nem, nem.invoke(op)
-
-
-def until(check, timeout, what):
-    """Call `check` every second until it returns something true; fail naming `what` and the last error."""
-    last = None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-            last = "false"
-        except Exception as e:  # noqa: BLE001 - a broker may be unreachable mid-fault
-            last = repr(e)
-        time.sleep(1)
-    pytest.fail(f"{what} not within {timeout}s (last: {last})")
 
 
 def isr(cluster, via, partition):

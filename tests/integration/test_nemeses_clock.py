@@ -12,7 +12,7 @@ from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Producer
 from confluent_kafka.admin import NewTopic
 
 from clusters import admin
-from clusters.docker import DockerCluster, cleanup
+from shared_cluster import heal, topic_cluster
 from core.config import ClusterConfig, TestConfig, TopicConfig
 import nemesis
 
@@ -23,31 +23,21 @@ CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="plain", faketime=Tr
 
 @pytest.fixture(scope="module")
 def cluster(node_image, tmp_path_factory):
-    c = DockerCluster(CFG.cluster, node_image, tmp_path_factory.mktemp("clock"))
-    c.setup()
-    admin.create_topic(c.bootstrap(), TOPIC)
-    client = admin.admin_client(c.bootstrap())  # kept: the futures die with their client
-    futs = client.create_topics([NewTopic(STAMPED, num_partitions=1, replication_factor=3,
-                                          config={"message.timestamp.type": "LogAppendTime",
-                                                  "min.insync.replicas": "2"})])
-    futs[STAMPED].result(30)
-    c.wait_topic(TOPIC.name, 3)
-    c.wait_topic(STAMPED, 3)
-    yield c
-    c.teardown()
-    cleanup()
+    with topic_cluster(node_image, tmp_path_factory.mktemp("clock"), CFG) as c:
+        client = admin.admin_client(c.bootstrap())  # kept: the futures die with their client
+        futs = client.create_topics([NewTopic(STAMPED, num_partitions=1, replication_factor=3,
+                                              config={"message.timestamp.type": "LogAppendTime",
+                                                      "min.insync.replicas": "2"})])
+        futs[STAMPED].result(30)
+        c.wait_topic(STAMPED, 3)
+        yield c
 
 
 @pytest.fixture
 def healthy(cluster):
     """The cluster, with every clock real again and both topics in sync after the test."""
     yield cluster
-    for name in ("clock-skew", "clock-strobe"):
-        nemesis.split(name)[0].make(cluster, CFG).teardown()
-    cluster.restore()
-    cluster.wait_brokers(90)
-    cluster.wait_topic(TOPIC.name, 3, 90)
-    cluster.wait_topic(STAMPED, 3, 90)
+    heal(cluster, CFG, ("clock-skew", "clock-strobe"), (STAMPED,))
     for n in cluster.nodes:
         status = cluster.fault_ctl(n, "status")
         assert "clock-loop" not in status and "clock offset +0" in status, f"{n} not healed: {status}"

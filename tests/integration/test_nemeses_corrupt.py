@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from clusters import admin
-from clusters.docker import DockerCluster, cleanup
+from shared_cluster import heal, topic_cluster
 from core.config import ClusterConfig, NemesisConfig, TestConfig, TopicConfig
 import nemesis
 
@@ -24,13 +24,8 @@ BASE = 500000  # values are BASE + i, six ASCII digits
 
 @pytest.fixture(scope="module")
 def cluster(node_image, tmp_path_factory):
-    c = DockerCluster(CFG.cluster, node_image, tmp_path_factory.mktemp("corrupt"))
-    c.setup()
-    admin.create_topic(c.bootstrap(), TOPIC)
-    c.wait_topic(TOPIC.name, 3)
-    yield c
-    c.teardown()
-    cleanup()
+    with topic_cluster(node_image, tmp_path_factory.mktemp("corrupt"), CFG) as c:
+        yield c
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +54,7 @@ def sent(cluster):
 def healthy(cluster):
     """The cluster, healed and the topic in sync again after the test."""
     yield cluster
-    nemesis.split("corrupt")[0].make(cluster, CFG).teardown()
-    cluster.restore()
-    cluster.wait_brokers(90)
-    cluster.wait_topic(TOPIC.name, 3, 90)
+    heal(cluster, CFG, ("corrupt",))
     for n in cluster.nodes:
         assert "corrupt" not in cluster.fault_ctl(n, "status")
 

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from clusters import admin
-from clusters.docker import DockerCluster, cleanup
+from shared_cluster import heal, topic_cluster, until
 from core.config import ClusterConfig, TestConfig, TopicConfig
 import nemesis
 
@@ -28,41 +28,17 @@ NO_SPACE = "java.io.IOException: No space left on device"
 
 @pytest.fixture(scope="module")
 def cluster(node_image, tmp_path_factory):
-    c = DockerCluster(CFG.cluster, node_image, tmp_path_factory.mktemp("nemeses-disk"))
-    c.setup()
-    admin.create_topic(c.bootstrap(), TOPIC)
-    c.wait_topic(TOPIC.name, 3)
-    yield c
-    c.teardown()
-    cleanup()
+    with topic_cluster(node_image, tmp_path_factory.mktemp("nemeses-disk"), CFG) as c:
+        yield c
 
 
 @pytest.fixture
 def healthy(cluster):
     """The cluster, with every fault healed and the topic in sync again after the test."""
     yield cluster
-    for name in ("disk-full", "torn-write"):
-        nemesis.PACKAGES[name].make(cluster, CFG).teardown()
-    cluster.restore()
-    cluster.wait_brokers(90)
-    cluster.wait_topic(TOPIC.name, 3, 90)
+    heal(cluster, CFG, ("disk-full", "torn-write"))
     for n in cluster.nodes:
         assert '"limit_bytes": null' in cluster.fault_ctl(n, "status"), f"{n}: its disk is still limited"
-
-
-def until(check, timeout, what):
-    """Call `check` every half second until it returns something true; fail naming `what` and the last error."""
-    last = None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-            last = "false"
-        except Exception as e:  # noqa: BLE001 - a broker may be unreachable mid-fault
-            last = repr(e)
-        time.sleep(0.5)
-    pytest.fail(f"{what} not within {timeout}s (last: {last})")
 
 
 def state(cluster, partition, via=None):
@@ -178,13 +154,13 @@ def test_disk_full_halts_the_broker_moves_its_leaderships_and_the_heal_brings_it
         assert disk["headroom_bytes"] == CFG.nemesis.disk_full_headroom == 4096
         assert disk["used_bytes"] > 0 and disk["limit_bytes"] == disk["used_bytes"] + 4096
         # Kafka halts: the only log directory failed (ENOSPC), and it is the metadata log's too.
-        until(lambda: ALL_DIRS_FAILED in server_log(healthy, leader, since), 60, "the log dir failing")
+        until(lambda: ALL_DIRS_FAILED in server_log(healthy, leader, since), 60, "the log dir failing", every=0.5)
         failed_s = time.monotonic() - t0
-        until(lambda: not healthy.is_running(leader), 20, "the broker exiting")
+        until(lambda: not healthy.is_running(leader), 20, "the broker exiting", every=0.5)
         log = server_log(healthy, leader, since)
         assert NO_SPACE in log and APPEND_FAILED in log, log[-3000:]
         # The controller fences it and moves partition 0's leadership to an in-sync follower.
-        until(lambda: state(healthy, 0, other).leader not in (-1, healthy.id_of(leader)), 30, "a new leader")
+        until(lambda: state(healthy, 0, other).leader not in (-1, healthy.id_of(leader)), 30, "a new leader", every=0.5)
         moved_s = time.monotonic() - t0
         time.sleep(2)  # acks=all writes go on against the new leader, ISR of two
         assert "limit_bytes" in healthy.fault_ctl(leader, "status")
@@ -212,7 +188,7 @@ def test_torn_write_power_failure_is_truncated_by_log_recovery_and_nothing_acked
     since = log_size(healthy, victim)
     nem = nemesis.PACKAGES["torn-write"].make(healthy, CFG)
     with Sender(healthy, 1, "torn", pause=0.002) as s:
-        until(lambda: len(s.acked) >= 500, 30, "500 acknowledged writes")
+        until(lambda: len(s.acked) >= 500, 30, "500 acknowledged writes", every=0.5)
         t0 = time.monotonic()
         done = nem.invoke({"f": "power-fail", "target": "leader", "partition": 1, "pick": 77})
         apply_s = time.monotonic() - t0
@@ -234,7 +210,8 @@ def test_torn_write_power_failure_is_truncated_by_log_recovery_and_nothing_acked
         t0 = time.monotonic()
         nem.invoke({"f": "start"})
         heal_s = time.monotonic() - t0
-        until(lambda: healthy.id_of(victim) in state(healthy, 1, victim).isr, 90, "the victim back in the ISR")
+        until(lambda: healthy.id_of(victim) in state(healthy, 1, victim).isr, 90, "the victim back in the ISR",
+              every=0.5)
         synced_s = time.monotonic() - t0
     log = server_log(healthy, victim, since)
     assert "unclean shutdown" in log.lower() or "Recovering unflushed segment" in log, log[-3000:]

@@ -260,10 +260,11 @@ def test_writeback_waits_for_the_flusher_as_the_kernel_does(mount):
 _reports = itertools.count()
 
 
-def report(fs, command: str = "stats") -> dict:
-    """`stats` or `powerfail` into a file of its own; the JSON it wrote."""
+def report(fs, command: str = "stats", *args: str) -> dict:
+    """`stats` or `powerfail` (with `args` after the file, as `torn SEED`) into a file of its own; the JSON it
+    wrote."""
     out = fs.ctl.parent / f"{command}-{next(_reports)}.json"
-    fs.command(f"{command} {out}")
+    fs.command(" ".join((command, str(out), *args)))
     deadline = time.monotonic() + 5
     while not out.exists():
         assert time.monotonic() < deadline, f"no {command} report from lazyfs"
@@ -587,13 +588,7 @@ def kept(seed: int, path: str, length: int) -> int:
 
 
 def powerfail_torn(fs, seed: int) -> dict:
-    out = fs.ctl.parent / f"torn-{seed}-{next(_reports)}.json"
-    fs.command(f"powerfail {out} torn {seed}")
-    deadline = time.monotonic() + 5
-    while not out.exists():
-        assert time.monotonic() < deadline, "no torn powerfail report from lazyfs"
-        time.sleep(0.01)
-    return json.loads(out.read_text())
+    return report(fs, "powerfail", "torn", str(seed))
 
 
 def test_a_torn_power_failure_keeps_exactly_the_seeded_prefix_of_each_last_write(fs):

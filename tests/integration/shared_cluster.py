@@ -1,0 +1,56 @@
+"""One real cluster shared by the tests of a module (the fault modules), and the heal that runs after each test."""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import pytest
+
+from clusters import admin
+from clusters.docker import DockerCluster, cleanup
+from core.config import TestConfig
+import nemesis
+
+
+@contextmanager
+def topic_cluster(node_image: str, where: Path, cfg: TestConfig) -> Iterator[DockerCluster]:
+    """A Docker cluster of `cfg.cluster` with `cfg.topic` created and in sync; torn down (and every kchaos
+    container removed) when the block ends."""
+    c = DockerCluster(cfg.cluster, node_image, where)
+    c.setup()
+    try:
+        admin.create_topic(c.bootstrap(), cfg.topic)
+        c.wait_topic(cfg.topic.name, 3)
+        yield c
+    finally:
+        c.teardown()
+        cleanup()
+
+
+def heal(cluster: DockerCluster, cfg: TestConfig, names: Iterable[str], topics: Iterable[str] = ()) -> None:
+    """Undo every fault of the nemeses `names` (each owns its undo), restore the nodes, and wait until every
+    broker is back and `cfg.topic` and `topics` are fully in sync again."""
+    for name in names:
+        nemesis.split(name)[0].make(cluster, cfg).teardown()
+    cluster.restore()
+    cluster.wait_brokers(90)
+    for t in (cfg.topic.name, *topics):
+        cluster.wait_topic(t, 3, 90)
+
+
+def until(check: Callable[[], object], timeout: float, what: str, every: float = 1.0) -> None:
+    """Call `check` every `every` seconds until it returns something true; fail naming `what` and the last
+    error after `timeout` seconds."""
+    last = None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+            last = "false"
+        except Exception as e:  # noqa: BLE001 - a broker may be unreachable mid-fault
+            last = repr(e)
+        time.sleep(every)
+    pytest.fail(f"{what} not within {timeout}s (last: {last})")
