@@ -21,7 +21,10 @@ import nemesis
 TOPIC = TopicConfig()
 CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="lazyfs"))
 # Kafka 3.7's own words (kafka.log.LogManager, LogDirFailureChannel)
-ALL_DIRS_FAILED = "ERROR Shutdown broker because all log dirs in /var/lib/kafka/data have failed (kafka.log.LogManager)"
+# Kafka halts on a full disk by whichever write fails first: a partition's append takes the log directory offline
+# (all of them: the broker shuts down), or the metadata log's append fails in the Raft IO thread (a fatal fault).
+HALTED = ("ERROR Shutdown broker because all log dirs in /var/lib/kafka/data have failed (kafka.log.LogManager)",
+          "ERROR Encountered fatal fault: Unexpected error in raft IO thread")
 APPEND_FAILED = "ERROR Error while appending records to "
 NO_SPACE = "java.io.IOException: No space left on device"
 
@@ -154,7 +157,8 @@ def test_disk_full_halts_the_broker_moves_its_leaderships_and_the_heal_brings_it
         assert disk["headroom_bytes"] == CFG.nemesis.disk_full_headroom == 4096
         assert disk["used_bytes"] > 0 and disk["limit_bytes"] == disk["used_bytes"] + 4096
         # Kafka halts: the only log directory failed (ENOSPC), and it is the metadata log's too.
-        until(lambda: ALL_DIRS_FAILED in server_log(healthy, leader, since), 60, "the log dir failing", every=0.5)
+        until(lambda: any(h in server_log(healthy, leader, since) for h in HALTED), 60, "the log dir failing",
+              every=0.5)
         failed_s = time.monotonic() - t0
         until(lambda: not healthy.is_running(leader), 20, "the broker exiting", every=0.5)
         log = server_log(healthy, leader, since)
