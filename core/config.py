@@ -182,6 +182,8 @@ class TestConfig:
             del d["producer"]["socket_timeout_ms"]
         if self.cluster.hosts is None:  # a Docker run's test.json stays as before
             del d["cluster"]["hosts"]
+        if not self.topic.segment_ms:  # a run on Kafka's segment.ms: its test.json stays as before
+            del d["topic"]["segment_ms"]
         if not self.cluster.faketime:  # a run without clock faults: its Kafka's clock is the host's
             del d["cluster"]["faketime"]
         if self.cluster.kafka_features:
