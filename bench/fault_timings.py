@@ -5,8 +5,9 @@
 
 One `kchaos run` per backend (same options, same seed) plays a schedule that applies every fault in
 turn, once: the break op at t, its mend op `--hold` seconds later, the next fault `--settle` seconds
-after that, under a light acks=all load on lazyfs (segments rolled every 10 s, so `corrupt` finds a closed one). The SSH run uses three SSH test hosts
-(tests/integration/ssh_hosts.py: containers of the project's base image reached only over SSH).
+after that, under a light acks=all load on lazyfs (segments rolled every 10 s, so `corrupt` finds a
+closed one). The SSH run uses three SSH test hosts (tests/integration/ssh_hosts.py: containers of the
+project's base image reached only over SSH).
 
 Apply time is the break op's invoke to its completion in the history (the fault is in place on every
 target: command sent, run on the node, answered); heal time is the mend op's. For faults that
@@ -59,20 +60,29 @@ def schedule(faults: list[str], hold: float, settle: float, seed: int) -> tuple[
     return out, t
 
 
-def timings(run: Path) -> dict[str, dict[str, float]]:
-    """Per nemesis: seconds from its break op's invoke to completion ("apply") and its mend op's ("heal")."""
-    out: dict[str, dict[str, float]] = {}
+def fault_ops(run: Path) -> list[tuple[dict[str, Any], float]]:
+    """Each nemesis op of a run that completed ok (the final heal aside): its invocation and the seconds from
+    it to the completion."""
+    out: list[tuple[dict[str, Any], float]] = []
     pending: dict[str, Any] | None = None
     for o in read_history(run / "history.jsonl"):  # one nemesis process: each invoke, then its completion
         if o["process"] != "nemesis" or o["f"] == "heal":
             continue
         if o["type"] == "invoke":
             pending = o
-        elif pending is not None and o["type"] == "ok":
-            pkg = nemesis.PACKAGES[pending["nemesis"]]
-            key = "apply" if pending["f"] == pkg.fs[0] else "heal"
-            out.setdefault(pending["nemesis"], {})[key] = (o["time"] - pending["time"]) / 1e9
+        elif pending is not None:
+            if o["type"] == "ok":
+                out.append((pending, (o["time"] - pending["time"]) / 1e9))
             pending = None
+    return out
+
+
+def timings(run: Path) -> dict[str, dict[str, float]]:
+    """Per nemesis: seconds from its break op's invoke to completion ("apply") and its mend op's ("heal")."""
+    out: dict[str, dict[str, float]] = {}
+    for op, seconds in fault_ops(run):
+        key = "apply" if op["f"] == nemesis.PACKAGES[op["nemesis"]].fs[0] else "heal"
+        out.setdefault(op["nemesis"], {})[key] = seconds
     return out
 
 

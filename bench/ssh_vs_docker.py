@@ -23,23 +23,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 
 from core.history import read_history  # noqa: E402
+from fault_timings import fault_ops  # noqa: E402
 from ssh_hosts import ssh_hosts  # noqa: E402
 
 
 def measure(run: Path, time_limit: float) -> dict[str, float]:
     """ok sends per second, faults applied, and fault invoke-to-completion seconds of one run directory."""
-    ops = list(read_history(run / "history.jsonl"))
-    oks = sum(1 for o in ops if o["f"] == "send" and o["type"] == "ok")
-    lat, pending = [], None
-    for o in ops:  # the nemesis is one process: each invoke is followed by its own completion
-        if o["process"] != "nemesis" or o["f"] == "heal":
-            continue
-        if o["type"] == "invoke":
-            pending = o
-        elif pending is not None:
-            if o["type"] == "ok":
-                lat.append((o["time"] - pending["time"]) / 1e9)
-            pending = None
+    oks = sum(1 for o in read_history(run / "history.jsonl") if o["f"] == "send" and o["type"] == "ok")
+    lat = [seconds for _, seconds in fault_ops(run)]
     return {"ok_per_s": oks / time_limit, "faults": len(lat),
             "fault_median_s": statistics.median(lat) if lat else float("nan"),
             "fault_max_s": max(lat) if lat else float("nan")}

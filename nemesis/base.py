@@ -2,6 +2,7 @@
 and the generic targeted nemesis that most faults are made of."""
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
@@ -12,7 +13,7 @@ from core.protocols import Cluster, FaultSkipped, Nemesis
 from nemesis.targets import Target, fault_op, resolve
 
 __all__ = ["FaultSkipped", "ScheduledOp", "Package", "periodic", "targeted", "TargetedNemesis", "NodeFault",
-           "outlive_lag", "outlive_session"]
+           "outlive_lag", "outlive_session", "last_json"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,15 @@ def periodic(rng: random.Random, cfg: TestConfig, name: str,
             ops.append(ScheduledOp(healed, name, dict(heal)))
         t = max(t + n.interval * (1 + rng.uniform(-n.jitter, n.jitter)), healed + 1.0)
     return ops
+
+
+def last_json(out: str) -> dict[str, Any]:
+    """The JSON object on the last line of a fault-ctl answer ({} when there is none)."""
+    try:
+        stats = json.loads(out.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        return {}
+    return stats if isinstance(stats, dict) else {}
 
 
 def outlive_lag(cfg: TestConfig) -> float:

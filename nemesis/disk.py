@@ -14,8 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.protocols import Cluster
-from nemesis.base import outlive_lag, targeted
-from nemesis.powerfail import last_json
+from nemesis.base import last_json, outlive_lag, targeted
 
 COLORS = {"disk-full": "#8c564b", "disk-free": "#59a14f"}
 SINGLE = ("one", "leader", "follower", "controller")

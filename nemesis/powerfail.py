@@ -14,25 +14,15 @@ too, so the checkers and reports treat it as the power loss it is.
 """
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from core.protocols import Cluster
-from nemesis.base import targeted
+from nemesis.base import last_json, targeted
 
 COLORS = {"power-fail": "#000000", "start": "#59a14f"}
 TORN_COLORS = {"power-fail": "#6b2e8f", "start": "#59a14f"}
 ANY = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller")
-
-
-def last_json(out: str) -> dict[str, Any]:
-    """The JSON object on the last line of a fault-ctl answer ({} when there is none)."""
-    try:
-        stats = json.loads(out.strip().splitlines()[-1])
-    except (json.JSONDecodeError, IndexError):
-        return {}
-    return stats if isinstance(stats, dict) else {}
 
 
 def torn_files(loss: dict[str, Any]) -> list[dict[str, Any]]:
