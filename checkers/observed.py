@@ -16,6 +16,7 @@ from typing import Any
 from checkers.reference import COUNTS as QUEUE_COUNTS
 from checkers.txn_reference import COUNTS as TXN_COUNTS
 from checkers.verdict import COPY_KINDS, FAIL, PASS, judge
+from core.evidence_files import ISR_FILE, read_isr
 from core.faults import FaultCatalogue, FaultsError, read_faults
 from core.history import read_history
 
@@ -40,6 +41,9 @@ METRICS: dict[str, str] = {
     "faults": "faults the nemesis applied (recorded ok)",
     "recovery_s": "seconds from the last fault applied to the next acknowledged write (to the end of the workload "
                   "if none came)",
+    "leader_changes": "times a partition's leader, as the ISR monitor sampled it each second, was another broker "
+                      "than at the previous sample with a leader (a change and back within a second is missed)",
+    "isr_shrinks": "times a partition's sampled ISR lacked a member it had at the previous sample",
     "valid": "1 when the run's verdict is pass, 0 when it is fail, -1 when unknown (docs/verdicts.md)",
     "lost_in_promise": "lost writes that Kafka's guarantee covered: an in-sync replica held them throughout "
                        "(checkers/promise.py); with acks=1 or unclean election configured, 0",
@@ -67,6 +71,7 @@ def observe(run: Path) -> dict[str, float]:
     except FaultsError as e:
         raise ObserveError(str(e)) from None
     out.update(_from_history(run / "history.jsonl", catalogue))
+    out.update(_from_isr(read_isr(run / ISR_FILE)))
     try:
         test = json.loads((run / "test.json").read_text())
     except (OSError, json.JSONDecodeError):
@@ -117,6 +122,25 @@ def _from_history(path: Path, catalogue: FaultCatalogue | None) -> dict[str, flo
             **{f"txn_{t}": n for t, n in txns.items()}, "not_enough_replicas": refused, "faults": faults,
             "unavailable_s": round(float(sum(outages)), 1), "longest_outage_s": round(max(outages, default=0.0), 1),
             "recovery_s": round(recovery, 1)}
+
+
+def _from_isr(samples: list[dict[str, Any]]) -> dict[str, int]:
+    """leader_changes and isr_shrinks from the ISR monitor's samples (failed samples and leaderless ones skipped)."""
+    leader: dict[int, int] = {}
+    isr: dict[int, set[int]] = {}
+    changes = shrinks = 0
+    for x in samples:
+        p = x.get("partition")
+        if "error" in x or not isinstance(p, int):
+            continue
+        if isinstance(x.get("leader"), int) and x["leader"] >= 0:
+            changes += p in leader and leader[p] != x["leader"]
+            leader[p] = x["leader"]
+        if isinstance(x.get("isr"), list):
+            now = set(x["isr"])
+            shrinks += p in isr and not isr[p] <= now
+            isr[p] = now
+    return {"leader_changes": changes, "isr_shrinks": shrinks}
 
 
 def anomaly_kinds(results: dict[str, Any]) -> list[str]:

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from checkers import check_path, rejudge_loss
+from checkers.spark import prestart
 from core.config import TestConfig, exact_kafka_version, kafka_major
 from core.evidence_files import HISTORY_START_KEY, ISR_FILE
 from core.faults import write_faults
@@ -135,6 +136,9 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         _wait_recovered(cluster, cfg, say)
         workload.stop()
         monitor.stop()
+        # The faults are over: Spark's JVM and Python workers start (seconds) while the final read, the evidence
+        # and the teardown wait on the cluster, rather than after them.
+        prestart(cfg.spark_master)
         say("final read: draining every partition to its high watermark")
         complete = workload.final_read(cluster, history)
         if not all(complete.values()):

@@ -11,8 +11,8 @@ pytestmark = pytest.mark.cluster
 
 def test_subscribe_with_a_crashed_member_is_valid_with_sync_commits(store):
     run, results = finished_run(store, "groups", [
-        "--consumer-mode", "subscribe", "--consumers", "3", "--nemesis", "crash-client", "--interval", "12",
-        "--restart-delay", "2", "--time-limit", "30", "--rate", "100", "--producers", "2", "--seed", "29"])
+        "--consumer-mode", "subscribe", "--consumers", "3", "--nemesis", "crash-client", "--interval", "8",
+        "--restart-delay", "2", "--time-limit", "22", "--rate", "100", "--producers", "2", "--seed", "29"])
     assert results["verdict"] == "pass", results
     counts = results["counts"]
     assert counts["poll_skip"] == counts["nonmonotonic_poll"] == counts["committed_unconsumed"] == 0, counts

@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import yaml
 
 from checkers.observed import observe
 from core.history import read_history
@@ -21,6 +22,7 @@ from harness.repro import fault_trace
 from evidence_asserts import assert_followers_truncated_to_the_powerless_leader, assert_old_leader_truncated
 
 pytestmark = pytest.mark.cluster
+REPO = Path(__file__).resolve().parents[2]
 KCHAOS = [sys.executable, "-m", "harness.cli"]
 
 
@@ -66,9 +68,11 @@ def test_acks1_leader_failover_loses_acked_writes_and_a_replay_loses_them_again(
 
 
 def test_last_isr_power_loss_loses_writes_outside_the_guarantee_and_names_the_truncating_followers(store):
-    """acks=all, min.insync=2: the followers are slowed out of the ISR and the lone leader loses power (the
+    """acks=all, min.insync=2: the followers are stalled out of the ISR and the lone leader loses power (the
     KIP-966 case). Acknowledged writes are lost on Kafka 3.7; Kafka's guarantee did not cover them (the one
-    in-sync replica lost its data), and Kafka's own files show the followers truncating to the empty leader."""
+    in-sync replica lost its data), and Kafka's own files show the followers truncating to the empty leader.
+    Also the composed schedule itself: one fault inside the other, replayed at its times, on the storage it
+    needs."""
     sdir, state = _scenario(store, "last-isr-power-loss", "--variant", "kafka-3.7")
     [variant] = state["variants"]
     assert variant["predict"] == "lost > 0 and lost_in_promise == 0" and variant["matched"] == 1
@@ -78,10 +82,21 @@ def test_last_isr_power_loss_loses_writes_outside_the_guarantee_and_names_the_tr
     assert m["lost"] > 10 and m["lost_outside_promise"] == m["lost"] and m["lost_in_promise"] == 0
     test = json.loads((run_dir / "test.json").read_text())
     assert (test["producer"]["acks"], test["topic"]["min_insync"]) == ("all", 2)
-    loss = json.loads((run_dir / "results.json").read_text())["loss"]
-    [power] = [o for o in read_history(run_dir / "history.jsonl")
-               if o["process"] == "nemesis" and o["f"] == "power-fail" and o["type"] == "ok"]
+    assert test["cluster"]["storage"] == "lazyfs"  # power-fail needs it: "auto" chose it
+    assert test["nemesis"]["names"] == ["stall-follower", "power-fail"]
+    planned = yaml.safe_load((REPO / "scenarios" / "last-isr-power-loss.yaml").read_text())["schedule"]
+    saved = json.loads((run_dir / "schedule.json").read_text())
+    assert [(s["at"], s["nemesis"], s["op"]) for s in saved] == [(s["at"], s["nemesis"], s["op"]) for s in planned]
+    ops = [o for o in read_history(run_dir / "history.jsonl") if o["process"] == "nemesis"]
+    done = {o["f"]: o for o in ops if o["type"] == "ok"}
+    assert set(done) == {"start-stall", "power-fail", "start", "stop-stall", "heal"}, ops
+    power, stalled = done["power-fail"], done["start-stall"]["nodes"]
     leader = power["nodes"][0]
+    assert len(stalled) == 2 and leader not in stalled and power["lost"][leader]["unsynced_bytes"] > 0
+    inv = {o["f"]: o["time"] for o in ops if o["type"] == "invoke"}
+    assert inv["start-stall"] < inv["power-fail"] < inv["stop-stall"]  # one fault inside the other
+    assert abs((inv["power-fail"] - inv["start-stall"]) / 1e9 - 11) < 3  # times kept, relative to the start
+    loss = json.loads((run_dir / "results.json").read_text())["loss"]
     assert power["awaited_isr"] == [leader]  # the fault waited until the leader was the ISR's last member
     assert loss["promised"] and not loss["broken"]
     assert all(f"{{{leader}}} lost power" in o["reason"] and f"ISR then {{{leader}}}" in o["reason"]

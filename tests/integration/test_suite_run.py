@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from core.kafka_versions import LINES
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from browser import render  # noqa: E402
 from signals import sigint_default  # noqa: E402
@@ -95,8 +97,9 @@ def test_quick_suite_interrupted_resumed_compared(store):
 
 
 def _every_acked_value_was_read_and_the_run_is_complete(run: Path) -> None:
-    """acks=all, min.insync=2 under leader kills and partitions: the raw history, not only the checker, says
-    every acknowledged value was read; and the run directory holds what is needed to understand and rerun it."""
+    """acks=all, min.insync=2 under leader kills and partitions, on the oldest Kafka line (the spine there; the
+    newest is test_versions_spine.py): at least 1,000 acknowledged, and the raw history, not only the checker,
+    says every one was read; and the run directory holds what is needed to understand and rerun it."""
     from core.history import read_history
 
     hist = list(read_history(run / "history.jsonl"))
@@ -104,11 +107,12 @@ def _every_acked_value_was_read_and_the_run_is_complete(run: Path) -> None:
     assert kills and all(k["nodes"][0] in ("n1", "n2", "n3") and k["targets"] == k["nodes"] for k in kills)
     acked = {r["value"] for r in hist if r["f"] == "send" and r["type"] == "ok"}
     read = {v for r in hist if r["type"] == "ok" and r["f"] in ("poll", "drain") for _, _, v in r["records"]}
-    assert len(acked) > 100 and acked <= read  # kills stall the synchronous producers ~9 s each: one CI run acked 211
+    assert len(acked) >= 1000 and acked <= read
     res = json.loads((run / "results.json").read_text())
     assert res["valid"] is True and res["counts"]["acked"] == len(acked) and res["counts"]["lost"] == 0
     test = json.loads((run / "test.json").read_text())
-    assert test["versions"]["kafka"] == "3.7.2" and test["argv"][:2] == ["kchaos", "suite"]
+    assert test["versions"]["kafka"] == LINES[0].latest and test["kafka_tools"]["line"] == LINES[0].line
+    assert test["argv"][:2] == ["kchaos", "suite"]
     assert test["seed"] in {json.loads(line)["seed"] for line in (run.parents[1] / "progress.jsonl").open()}
     for node in ("n1", "n2", "n3"):
         assert "process.roles=broker,controller" in (run / "nodes" / node / "server.properties").read_text()

@@ -242,6 +242,27 @@ def test_observe_handmade_history(tmp_path):
 
 
 
+def test_observe_counts_leader_changes_and_isr_shrinks_from_the_isr_samples(tmp_path):
+    h = HistoryBuilder()
+    h.op(0, "invoke", "send", partition=0, value=0)
+    h.op(0, "ok", "send", after_ms=1, partition=0, value=0, offset=0)
+    run = handmade(tmp_path, h)
+    samples = [  # (time s, partition, leader, isr); a failed sample and a leaderless one in between
+        (1, 0, 1, [1, 2, 3]), (1, 1, 2, [2, 3, 1]),
+        (2, 0, 1, [1, 2]), (2, 1, 2, [2, 3, 1]),      # p0 shrinks
+        (3, 0, -1, [2]), (3, 1, 2, [2, 3]),           # p0 leaderless (skipped for the leader), p1 shrinks
+        (4, 0, 2, [2]), (4, 1, 2, [2, 3, 1]),         # p0 moved from 1 to 2; p1 grows back: not a shrink
+        (5, 0, 2, [2, 3]), (5, 1, 3, [3, 1]),         # p1 moved and shrank (2 left)
+        (6, 0, 1, [1, 2, 3])]                          # p0 moved back to 1
+    lines = [json.dumps({"time": int(t * 1e9), "partition": p, "leader": ld, "replicas": [1, 2, 3], "isr": i})
+             for t, p, ld, i in samples]
+    lines.insert(3, json.dumps({"time": int(2.5e9), "error": "timed out"}))
+    (run / "isr.jsonl").write_text("\n".join(lines) + "\n")
+    m = observe(run)
+    assert (m["leader_changes"], m["isr_shrinks"]) == (3, 4)
+    (run / "isr.jsonl").unlink()
+    assert (observe(run)["leader_changes"], observe(run)["isr_shrinks"]) == (0, 0)  # a run without samples
+
 def test_observe_counts_transactions_and_their_anomalies(tmp_path):
     h = HistoryBuilder()
     for p, kind in ((0, "ok"), (1, "ok"), (0, "fail"), (1, "info")):
