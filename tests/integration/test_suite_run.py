@@ -97,7 +97,7 @@ def test_quick_suite_interrupted_resumed_compared(store):
 
 
 def _every_acked_value_was_read_and_the_run_is_complete(run: Path) -> None:
-    """acks=all, min.insync=2 under leader kills and partitions, on the oldest Kafka line (the spine there; the
+    """acks=all, min.insync=2 under leader kills, on the oldest Kafka line (the spine there; the
     newest is test_versions_spine.py): at least 1,000 acknowledged, and the raw history, not only the checker,
     says every one was read; and the run directory holds what is needed to understand and rerun it."""
     from core.history import read_history

@@ -1,6 +1,6 @@
 """The spine on the newest Kafka line kchaos runs: kill-leader with acks=all and min.insync=2 keeps every
 acknowledged write, on Kafka's own configuration, tools and logging for that line. On the oldest line the spine
-is the quick suite's acks=all cell (test_suite_run.py), with partitions cut as well as leaders killed."""
+is the quick suite's acks=all cell (suites/quick.yaml, run by test_suite_run.py)."""
 import json
 
 import pytest
