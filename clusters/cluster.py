@@ -25,6 +25,9 @@ from core import page_cache
 from core.config import ClusterConfig
 
 log = logging.getLogger("kchaos.cluster")
+# How often the readiness waits ask the brokers again: each run waits four times (brokers and topic, at setup
+# and after the heal), and a whole second between asks added about half a second to each wait.
+READY_POLL_S = 0.25
 
 
 def new_cluster_id() -> str:
@@ -239,7 +242,7 @@ class KafkaCluster:
                 raise _NotReady(f"not registered everywhere: {sorted(missing)}")
 
         try:
-            for a in Retrying(stop=stop_after_delay(deadline), wait=wait_fixed(1),
+            for a in Retrying(stop=stop_after_delay(deadline), wait=wait_fixed(READY_POLL_S),
                               retry=retry_if_exception_type(_NotReady), reraise=True):
                 with a:
                     attempt()
@@ -250,7 +253,7 @@ class KafkaCluster:
 
     def wait_topic(self, topic: str, rf: int, timeout: float = 120.0) -> None:
         """Wait until every broker's metadata shows each partition of `topic` with a leader and `rf` in-sync replicas."""
-        for a in Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(1), reraise=True):
+        for a in Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(READY_POLL_S), reraise=True):
             with a:
                 for node in self.nodes:
                     parts = admin.partitions(self.listener(node), topic)
