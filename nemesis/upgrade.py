@@ -17,7 +17,10 @@ After the roll, by --upgrade-then:
   do not offer those features until they register again (rolling 3.7.2 to
   4.4.0: "Broker 2 does not support this feature"), so when the second step
   is refused every node is restarted once more, one at a time, and the step
-  is run again.
+  is run again. (From 3.9 and 4.0 the brokers offer the features at once.)
+  A controller restarted just before (another nemesis's kill) makes Kafka
+  refuse kraft.version's upgrade until it has told the quorum what it
+  supports; the step is then tried again for up to 30 s.
 - `stay`: the features stay the old release's, as Kafka's upgrade notes
   advise until the new release is known good.
 - `downgrade`: a second roll back to --kafka-version, which Kafka allows only
@@ -35,7 +38,7 @@ import re
 import time
 from typing import Any
 
-from tenacity import Retrying, stop_after_delay, wait_fixed
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
 from clusters import admin
 from core.config import TestConfig
@@ -48,6 +51,11 @@ from nemesis.process import Signal
 COLORS = {"upgrade": "#4e79a7", "finalize": "#76b7b2"}
 START = 0.15  # the roll starts after this share of the time limit: the workload has run a while
 REJOIN_S = 120.0  # how long a restarted node may take to be back in the ISR
+# kraft.version's upgrade needs every controller to have told the quorum what it supports: a controller that has
+# just been restarted (by another nemesis, between the roll's last node and the finalize) has not yet. Kafka's
+# refusal then quotes this; the step is tried again, as an operator would, for up to VOTERS_WAIT_S.
+VOTERS_NOT_READY = "not all of the voters support it"
+VOTERS_WAIT_S = 30.0
 
 
 class Upgrade:
@@ -124,15 +132,22 @@ class Upgrade:
         if line_of(version).major < 4:
             return out
         try:
-            out["features"] = c.upgrade_features(version, 1)
+            out["features"] = self._release_features(version)
         except RuntimeError as e:  # the cluster's error quoting the tool
             if "does not support" not in str(e):
                 raise
             why = re.findall(r"[^:\n]*does not support this feature\.?", str(e))  # the tool's last reason
             out["refused"] = (why[-1] if why else str(e)[-300:]).strip()
             out["restarted"] = {n: self._restart(n, version) for n in self._order()}
-            out["features"] = c.upgrade_features(version, 1)
+            out["features"] = self._release_features(version)
         return out
+
+    def _release_features(self, version: str) -> str:
+        """The finalize's second step, tried again every 2 s for up to VOTERS_WAIT_S while Kafka says a voter has
+        not yet told the quorum what it supports; any other refusal at once."""
+        retry = Retrying(stop=stop_after_delay(VOTERS_WAIT_S), wait=wait_fixed(2), reraise=True,
+                         retry=retry_if_exception(lambda e: VOTERS_NOT_READY in str(e)))
+        return retry(self.cluster.upgrade_features, version, 1)
 
     def teardown(self) -> None:
         """Start any node a failed op left down (on the release it was given)."""

@@ -198,3 +198,30 @@ def test_the_report_configuration_says_where_the_roll_went():
                                                            "upgrade_then": "downgrade"}})}
     assert rows["rolling upgrade to, then"] == "4.4.0, downgrade"
     assert "rolling upgrade to, then" not in {r["k"] for r in _settings({"nemesis": {"names": ["kill"]}})}
+
+
+def test_finalize_tries_again_while_a_just_restarted_voter_has_not_said_what_it_supports(monkeypatch):
+    c = FakeCluster(["n1", "n2", "n3"], ["n1", "n2", "n3"])
+    refusals = iter([RuntimeError("n1: kafka-features upgrade --release-version 4.4 failed (1): Invalid upgrade of "
+                                  "kraft.version to KRAFT_VERSION_1 because not all of the voters support it")] * 2)
+
+    def upgrade_features(version, step):
+        if step == 1 and (e := next(refusals, None)) is not None:
+            raise e
+        return ["metadata.version was upgraded to 27.", "kraft.version was upgraded to 1."][step]
+    c.upgrade_features = upgrade_features
+    monkeypatch.setattr("nemesis.upgrade.wait_fixed", lambda s: __import__("tenacity").wait_none())
+    out = Upgrade(c, cfg(controllers=0)).invoke({"f": "finalize", "version": "4.4.0"})
+    assert out["features"] == "kraft.version was upgraded to 1." and "restarted" not in out
+    # any other refusal of the second step is raised at once, not waited out
+    steps = []
+
+    def refused(version, step):
+        steps.append(step)
+        if step == 1:
+            raise RuntimeError("Invalid update version 9 for feature share.version")
+        return "metadata.version was upgraded to 27."
+    c.upgrade_features = refused
+    with pytest.raises(RuntimeError, match="Invalid update version 9"):
+        Upgrade(c, cfg(controllers=0)).invoke({"f": "finalize", "version": "4.4.0"})
+    assert steps == [0, 1]
