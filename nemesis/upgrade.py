@@ -20,7 +20,8 @@ After the roll, by --upgrade-then:
   is run again. (From 3.9 and 4.0 the brokers offer the features at once.)
   A controller restarted just before (another nemesis's kill) makes Kafka
   refuse kraft.version's upgrade until it has told the quorum what it
-  supports; the step is then tried again for up to 30 s.
+  supports; the step is then tried again for up to 30 s, while every
+  controller runs (a controller held down comes back only after this op).
 - `stay`: the features stay the old release's, as Kafka's upgrade notes
   advise until the new release is known good.
 - `downgrade`: a second roll back to --kafka-version, which Kafka allows only
@@ -53,7 +54,9 @@ START = 0.15  # the roll starts after this share of the time limit: the workload
 REJOIN_S = 120.0  # how long a restarted node may take to be back in the ISR
 # kraft.version's upgrade needs every controller to have told the quorum what it supports: a controller that has
 # just been restarted (by another nemesis, between the roll's last node and the finalize) has not yet. Kafka's
-# refusal then quotes this; the step is tried again, as an operator would, for up to VOTERS_WAIT_S.
+# refusal then quotes this; the step is tried again, as an operator would, for up to VOTERS_WAIT_S, but only while
+# every controller runs: one another nemesis holds down comes back only after this op (ops are played one at a
+# time), so waiting for it would only hold its restart back (measured: 30 s longer outage, same refusal).
 VOTERS_NOT_READY = "not all of the voters support it"
 VOTERS_WAIT_S = 30.0
 
@@ -144,9 +147,11 @@ class Upgrade:
 
     def _release_features(self, version: str) -> str:
         """The finalize's second step, tried again every 2 s for up to VOTERS_WAIT_S while Kafka says a voter has
-        not yet told the quorum what it supports; any other refusal at once."""
+        not yet told the quorum what it supports and every controller runs; any other refusal at once."""
+        def starting(e: BaseException) -> bool:
+            return VOTERS_NOT_READY in str(e) and all(self.cluster.is_running(n) for n in self.cluster.controllers)
         retry = Retrying(stop=stop_after_delay(VOTERS_WAIT_S), wait=wait_fixed(2), reraise=True,
-                         retry=retry_if_exception(lambda e: VOTERS_NOT_READY in str(e)))
+                         retry=retry_if_exception(starting))
         return retry(self.cluster.upgrade_features, version, 1)
 
     def teardown(self) -> None:

@@ -210,9 +210,17 @@ def test_finalize_tries_again_while_a_just_restarted_voter_has_not_said_what_it_
             raise e
         return ["metadata.version was upgraded to 27.", "kraft.version was upgraded to 1."][step]
     c.upgrade_features = upgrade_features
+    down: set[str] = set()
+    c.is_running = lambda node: node not in down
     monkeypatch.setattr("nemesis.upgrade.wait_fixed", lambda s: __import__("tenacity").wait_none())
     out = Upgrade(c, cfg(controllers=0)).invoke({"f": "finalize", "version": "4.4.0"})
     assert out["features"] == "kraft.version was upgraded to 1." and "restarted" not in out
+    # a controller another nemesis holds down comes back only after this op: refused at once, not waited for
+    refusals = iter([RuntimeError("Invalid upgrade of kraft.version to KRAFT_VERSION_1 because not all of the "
+                                  "voters support it")])
+    down.add("n3")
+    with pytest.raises(RuntimeError, match="not all of the voters"):
+        Upgrade(c, cfg(controllers=0)).invoke({"f": "finalize", "version": "4.4.0"})
     # any other refusal of the second step is raised at once, not waited out
     steps = []
 
