@@ -11,21 +11,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+
+from core.history import read_history
 
 KIND = "corrupt_read"
 EXAMPLES = 10
-
-
-def _ops(history: Path) -> Iterator[dict[str, Any]]:
-    with open(history, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            try:
-                op = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(op, dict):
-                yield op
 
 
 def flipped_offsets(history: Path) -> set[tuple[int, int]]:
@@ -60,7 +51,7 @@ def corrupt_reads(history: Path) -> dict[str, Any] | None:
         return None
     acked: dict[tuple[int, int], int] = {}
     reads: list[tuple[int, int, Any, Any, str]] = []
-    for op in _ops(history):
+    for op in read_history(history):
         if op.get("type") != "ok":
             continue
         if op.get("f") == "send" and (op.get("partition"), op.get("offset")) in hit:

@@ -268,8 +268,7 @@ def _check_upgrade(n: NemesisConfig, c: ClusterConfig) -> None:
 
 def feature_flags_at_format(kafka_version: str) -> bool:
     """Whether the storage tool of Kafka `kafka_version` takes `--feature NAME=LEVEL` (3.9 and later)."""
-    m = re.match(r"(\d+)\.(\d+)\.", kafka_version)
-    return m is not None and (int(m[1]), int(m[2])) >= (3, 9)
+    return release_key(kafka_version)[:2] >= (3, 9)
 
 
 def kafka_major(kafka_version: str) -> int:

@@ -56,7 +56,8 @@ class Package:
     mends: bool = True
     # dedicated KRaft controllers the fault needs (--controllers): cutting the quorum apart from the brokers.
     needs_controllers: int = 0
-    # the nodes' Kafka must run under libfaketime (a Docker node always does; a host needs Debian's faketime).
+    # the nodes' Kafka must run under libfaketime (preflight then sets cluster.faketime; a host needs Debian's
+    # faketime package).
     needs_faketime: bool = False
 
 

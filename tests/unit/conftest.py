@@ -5,6 +5,8 @@ failure (LazyfsBuildError says to run `make setup`), not a skip.
 
 And for the Java client's tests: `program`, the client compiled with the real javac against cached Kafka jars
 (skipped where there is no JDK or no jars).
+
+And for the option tests: `refused_run`, a `kchaos run` that bad input must stop before anything is created.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import pytest
 
 from clusters.distribution import COMPLETE, cache_dir
 from clusters.lazyfs import build
+from harness.cli import main
 from lazyfs_mount import Mount
 from workloads.java_build import compile_client, jdk_problem
 
@@ -78,3 +81,16 @@ def program(tmp_path_factory):
     if libs is None:
         pytest.skip("no Kafka jars in the cache (make setup)")
     return compile_client(libs, tmp_path_factory.mktemp("java-client"))
+
+
+@pytest.fixture
+def refused_run(tmp_path, capsys):
+    """refused_run(argv, needle): `kchaos run ARGV --store S` exits 3 with one line on stderr holding `needle`,
+    and S was never created."""
+    def check(argv: list[str], needle: str) -> None:
+        store = tmp_path / "store"
+        assert main(["run", *argv, "--store", str(store)]) == 3
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and needle in err[0], err
+        assert not store.exists()
+    return check

@@ -79,12 +79,8 @@ def test_the_pick_is_recorded_and_read_back_unchanged_on_another_machine(cores):
                                           ("-5", "--rate must be a positive number or max"),
                                           ("0", "--rate must be a positive number or max"),
                                           ("inf", "--rate must be a positive number or max")])
-def test_bad_rates_are_one_line_and_exit_3(tmp_path, capsys, rate, needle):
-    store = tmp_path / "store"
-    assert main(["run", f"--rate={rate}", "--store", str(store)]) == 3
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and needle in err[0], err
-    assert not store.exists()
+def test_bad_rates_are_one_line_and_exit_3(rate, needle, refused_run):
+    refused_run([f"--rate={rate}"], needle)
 
 
 def test_a_bad_rate_in_test_json_is_refused():

@@ -15,7 +15,7 @@ from checkers.reference import check_reference
 from checkers.spark import spark_session
 from checkers.verdict import judge
 from core.config import TestConfig
-from harness.cli import build_parser, main
+from harness.cli import build_parser
 from harness.options import config_from_args
 from histories import HistoryBuilder
 from workloads.clients import make_group_consumer
@@ -46,12 +46,8 @@ def run_cfg(*argv: str) -> TestConfig:
     ([*SUBSCRIBE, "--consumers", "0"], "--consumer-mode subscribe needs --consumers >= 1"),
     (["--nemesis", "crash-client"], "--nemesis crash-client crashes group members: it needs --consumer-mode subscribe"),
 ])
-def test_bad_group_options_are_one_line_errors_exiting_3(argv, needle, tmp_path, capsys):
-    store = tmp_path / "store"
-    assert main(["run", "--store", str(store), *argv]) == 3
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and needle in err[0], err
-    assert not store.exists()
+def test_bad_group_options_are_one_line_errors_exiting_3(argv, needle, refused_run):
+    refused_run(argv, needle)
 
 
 def test_group_settings_go_in_test_json_and_replay():
