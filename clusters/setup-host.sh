@@ -66,6 +66,11 @@ if ! docker info >/dev/null 2>&1; then
     systemctl start docker
   else
     say "starting dockerd (log: /var/log/kchaos-dockerd.log)"
+    # A machine whose /run survived a session keeps dockerd's and containerd's pid files; when that pid now
+    # belongs to another process, dockerd waits for a containerd that is not there and never answers.
+    if ! pgrep -x dockerd >/dev/null && ! pgrep -x containerd >/dev/null; then
+      rm -f /var/run/docker.pid /var/run/docker/containerd/containerd.pid
+    fi
     nohup dockerd >/var/log/kchaos-dockerd.log 2>&1 &
   fi
   for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
