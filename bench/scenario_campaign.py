@@ -1,6 +1,7 @@
 """Campaign: run every scenario variant until the ledger holds N repetitions of its current configuration.
 
-    python bench/scenario_campaign.py [--target 10] [--scenarios NAME,...] [--lock FILE] [--store DIR] [--dry-run]
+    python bench/scenario_campaign.py [--target 10] [--scenarios NAME,...] [--variants V,...] [--versions]
+                                      [--lock FILE] [--store DIR] [--dry-run]
 
 One repetition is one `kchaos scenario NAME --variant V --seed S` (S = 7000 + its index), run
 while holding an exclusive lock on FILE (default /tmp/kchaos-cluster.lock), so other work that
@@ -39,15 +40,19 @@ def on_versions() -> dict[str, list[str]]:
     return out
 
 
-def needed(target: int, only: set[str] | None = None, versions: bool = False) -> list[tuple[str, str, int]]:
+def needed(target: int, only: set[str] | None = None, versions: bool = False,
+           variants: set[str] | None = None) -> list[tuple[str, str, int]]:
     """(scenario, variant, repetitions already held) for each variant short of `target`, fewest first; only the
-    scenarios named in `only`, when given; with `versions`, each variant on each line its scenario lists."""
+    scenarios named in `only` and the variants named in `variants`, when given; with `versions`, each variant
+    on each line its scenario lists."""
     reps = [r for r in read_ledger(LEDGER) if r.matched is not None]
     out = []
-    for scenario, variants in (on_versions() if versions else file_order()).items():
+    for scenario, variants_of in (on_versions() if versions else file_order()).items():
         if only and scenario not in only:
             continue
-        for v in variants:
+        for v in variants_of:
+            if variants and v not in variants:
+                continue
             mine = sorted((r for r in reps if (r.scenario, r.variant) == (scenario, v)), key=lambda r: r.date)
             have = sum((r.config, r.predict) == (mine[-1].config, mine[-1].predict) for r in mine) if mine else 0
             if have < target:
@@ -64,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kchaos", help="a kchaos executable (default: this checkout's, run by this Python)")
     ap.add_argument("--dry-run", action="store_true", help="print what is still needed and stop")
     ap.add_argument("--scenarios", help="only these scenarios, comma-separated (default: every one)")
+    ap.add_argument("--variants", help="only these variants of those scenarios, comma-separated, e.g. "
+                    "kafka-4.0-elr,config-only-kafka-3.9 (default: every one)")
     ap.add_argument("--versions", action="store_true", help="each variant on each Kafka line its scenario's "
                     "`versions` lists (NAME-kafka-LINE off its own line); default: each variant on its own")
     a = ap.parse_args(argv)
@@ -73,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     if not a.kchaos:
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     only = set(a.scenarios.split(",")) if a.scenarios else None
-    while todo := needed(a.target, only, a.versions):
+    variants = set(a.variants.split(",")) if a.variants else None
+    while todo := needed(a.target, only, a.versions, variants):
         if a.dry_run:
             for scenario, v, have in todo:
                 print(f"{scenario} {v}: {have}/{a.target}")
