@@ -32,7 +32,7 @@ from harness.build import Test, build_test, preflight
 from harness.monitor import IsrMonitor
 from harness.terminal import make_console, track
 from nemesis.driver import NemesisDriver
-from nemesis.schedule import save_schedule
+from nemesis.schedule import kills_closer_than, save_schedule
 
 # The txn anomalies a run's end explains from Kafka's files (reports/explain_txn.py).
 TXN_EXPLAINED = ("torn_transaction", "G1a", "lost_write")
@@ -100,6 +100,11 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
     if not test.schedule and cfg.nemesis.names != ("none",):
         say(f"[yellow]no fault fits in --time-limit {cfg.time_limit:g}s with --interval {cfg.nemesis.interval:g}s "
             f"for {','.join(cfg.nemesis.names)}: this run has no faults[/]")
+    session_s = cfg.cluster.broker_session_timeout_ms / 1000
+    if (gap := kills_closer_than(test.schedule, session_s)) is not None:
+        say(f"[yellow]kills {gap:.1f} s apart, under broker.session.timeout.ms ({session_s:g} s): a killed broker "
+            f"keeps its partitions, and its restart is refused, until its session expires; writes may stop from the "
+            f"first kill to the heal (docs/nemeses.md, \"Availability under repeated kills\")[/]")
     history = History(run_dir / "history.jsonl")
     add_to_test_json(run_dir, **{HISTORY_START_KEY: round(time.time() * 1000 - history.now() / 1e6, 3)})
     cluster = test.cluster(run_dir, say)

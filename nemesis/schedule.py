@@ -41,6 +41,16 @@ def specs_in(names: tuple[str, ...], schedule: list[ScheduledOp]) -> tuple[str, 
     return tuple(dict.fromkeys([*named, *(op.nemesis for op in schedule)]))
 
 
+def kills_closer_than(ops: list[ScheduledOp], seconds: float) -> float | None:
+    """The shortest gap between two SIGKILLs of `ops` when it is under `seconds`, else None. A SIGKILLed broker
+    keeps its partitions, and the controller refuses its restart's registration, until its session expires:
+    kills closer than broker.session.timeout.ms can leave partitions leaderless from the first kill to the heal
+    (docs/nemeses.md, "Availability under repeated kills")."""
+    kills = sorted(o.at for o in ops if o.op.get("f") == "kill")
+    gap = min((b - a for a, b in zip(kills, kills[1:])), default=None)
+    return gap if gap is not None and gap < seconds else None
+
+
 def save_schedule(ops: list[ScheduledOp], path: Path) -> None:
     """Write `ops` as schedule.json (one op per line, so diffs and hand edits stay readable)."""
     path.write_text("[\n" + ",\n".join(json.dumps(s.to_dict()) for s in ops) + "\n]\n")

@@ -24,3 +24,17 @@ def test_kill_then_start_within_the_time_limit():
 
 def test_no_faults_for_none():
     assert make_schedule(TestConfig(nemesis=NemesisConfig(names=("none",)))) == []
+
+
+def test_kills_closer_than_the_session_are_found_and_spaced_ones_are_not():
+    from nemesis.schedule import kills_closer_than
+
+    def kills_every(interval):
+        c = TestConfig(seed=3, time_limit=40, nemesis=NemesisConfig(interval=interval, jitter=0, restart_delay=3))
+        return make_schedule(c)
+
+    gap = kills_closer_than(kills_every(7), 9.0)
+    assert gap is not None and 6.9 < gap < 7.1
+    assert kills_closer_than(kills_every(12), 9.0) is None
+    assert kills_closer_than(kills_every(7), 3.0) is None  # --broker-session-timeout-ms 3000
+    assert kills_closer_than(make_schedule(TestConfig(nemesis=NemesisConfig(names=("none",)))), 9.0) is None
