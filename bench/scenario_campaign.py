@@ -3,7 +3,8 @@
     python bench/scenario_campaign.py [--target 10] [--scenarios NAME,...] [--variants V,...] [--versions]
                                       [--lock FILE] [--store DIR] [--dry-run]
 
-One repetition is one `kchaos scenario NAME --variant V --seed S` (S = 7000 + its index), run
+One repetition is one `kchaos scenario NAME --variant V --seed S` (S = 7000 + the repetitions the ledger
+holds of V in any configuration, so no seed repeats when a prediction changes and the options do not), run
 while holding an exclusive lock on FILE (default /tmp/kchaos-cluster.lock), so other work that
 needs the one Docker cluster (`flock FILE pytest tests/integration`) can take turns with it.
 Variants are visited round-robin, the least repeated first, so a campaign cut short leaves the
@@ -41,8 +42,9 @@ def on_versions() -> dict[str, list[str]]:
 
 
 def needed(target: int, only: set[str] | None = None, versions: bool = False,
-           variants: set[str] | None = None) -> list[tuple[str, str, int]]:
-    """(scenario, variant, repetitions already held) for each variant short of `target`, fewest first; only the
+           variants: set[str] | None = None) -> list[tuple[str, str, int, int]]:
+    """(scenario, variant, repetitions of its current configuration, repetitions in all) for each variant short of
+    `target`, fewest first; only the
     scenarios named in `only` and the variants named in `variants`, when given; with `versions`, each variant
     on each line its scenario lists."""
     reps = [r for r in read_ledger(LEDGER) if r.matched is not None]
@@ -56,7 +58,7 @@ def needed(target: int, only: set[str] | None = None, versions: bool = False,
             mine = sorted((r for r in reps if (r.scenario, r.variant) == (scenario, v)), key=lambda r: r.date)
             have = sum((r.config, r.predict) == (mine[-1].config, mine[-1].predict) for r in mine) if mine else 0
             if have < target:
-                out.append((scenario, v, have))
+                out.append((scenario, v, have, len(mine)))
     return sorted(out, key=lambda x: x[2])
 
 
@@ -83,11 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     variants = set(a.variants.split(",")) if a.variants else None
     while todo := needed(a.target, only, a.versions, variants):
         if a.dry_run:
-            for scenario, v, have in todo:
+            for scenario, v, have, _ in todo:
                 print(f"{scenario} {v}: {have}/{a.target}")
             return 0
-        scenario, v, have = todo[0]
-        args = ["scenario", scenario, "--variant", v, "--seed", str(7000 + have), "--store", store]
+        scenario, v, _, held = todo[0]
+        args = ["scenario", scenario, "--variant", v, "--seed", str(7000 + held), "--store", store]
         with open(a.lock, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             print(f"{time.strftime('%H:%M:%S')} {' '.join(args)}", flush=True)
