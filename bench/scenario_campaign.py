@@ -44,9 +44,8 @@ def on_versions() -> dict[str, list[str]]:
 def needed(target: int, only: set[str] | None = None, versions: bool = False,
            variants: set[str] | None = None) -> list[tuple[str, str, int, int]]:
     """(scenario, variant, repetitions of its current configuration, repetitions in all) for each variant short of
-    `target`, fewest first; only the
-    scenarios named in `only` and the variants named in `variants`, when given; with `versions`, each variant
-    on each line its scenario lists."""
+    `target`, fewest first; only the scenarios named in `only` and the variants named in `variants`, when given;
+    with `versions`, each variant on each line its scenario lists."""
     reps = [r for r in read_ledger(LEDGER) if r.matched is not None]
     out = []
     for scenario, variants_of in (on_versions() if versions else file_order()).items():

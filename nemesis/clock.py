@@ -3,9 +3,10 @@
 Containers share their host's kernel clock, so no fault may set a node's clock. Instead, in a run that
 may take a clock fault (preflight sets `cluster.faketime`), every Kafka JVM runs under libfaketime
 (`kafka-ctl start` preloads it, with a zero offset until a fault says otherwise), which adds an offset to
-the wall clock the process reads: `fault-ctl clock S` changes that offset while Kafka runs. Monotonic clocks stay real (System.nanoTime), so only what Kafka times
-with System.currentTimeMillis moves: record timestamps under LogAppendTime, time-based retention,
-transaction timeouts, the replica lag check, the KRaft election and fetch timers (docs/nemeses.md).
+the wall clock the process reads: `fault-ctl clock S` changes that offset while Kafka runs. Monotonic
+clocks stay real (System.nanoTime), so only what Kafka times with System.currentTimeMillis moves: record
+timestamps under LogAppendTime, time-based retention, transaction timeouts, the replica lag check, the
+KRaft election and fetch timers (docs/nemeses.md).
 """
 from __future__ import annotations
 

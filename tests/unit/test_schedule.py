@@ -1,6 +1,6 @@
 """The fault schedule is drawn up front from the seed: same seed, same schedule."""
 from core.config import NemesisConfig, TestConfig
-from nemesis.schedule import make_schedule
+from nemesis.schedule import kills_closer_than, make_schedule
 
 
 def test_same_seed_same_schedule_different_seed_different():
@@ -27,8 +27,6 @@ def test_no_faults_for_none():
 
 
 def test_kills_closer_than_the_session_are_found_and_spaced_ones_are_not():
-    from nemesis.schedule import kills_closer_than
-
     def kills_every(interval):
         c = TestConfig(seed=3, time_limit=40, nemesis=NemesisConfig(interval=interval, jitter=0, restart_delay=3))
         return make_schedule(c)
