@@ -29,6 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scenario_rates import LEDGER, REPO, file_order, read_ledger  # noqa: E402
 
+from core.exit_codes import EXIT_BAD_INPUT  # noqa: E402
+
 
 def on_versions() -> dict[str, list[str]]:
     """Each shipped scenario's variants on each Kafka line it lists (`kchaos scenario NAME --versions listed`)."""
@@ -82,6 +84,12 @@ def main(argv: list[str] | None = None) -> int:
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     only = set(a.scenarios.split(",")) if a.scenarios else None
     variants = set(a.variants.split(",")) if a.variants else None
+    known = {s: vs for s, vs in (on_versions() if a.versions else file_order()).items() if not only or s in only}
+    names = {v for vs in known.values() for v in vs}
+    for kind, asked, have in (("scenario", only, set(known)), ("variant", variants, names)):
+        if unknown := sorted((asked or set()) - have):  # a typo would otherwise run nothing and exit 0
+            print(f"scenario_campaign: error: no such {kind}: {', '.join(unknown)}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     while todo := needed(a.target, only, a.versions, variants):
         if a.dry_run:
             for scenario, v, have, _ in todo:
