@@ -73,7 +73,7 @@ def test_shipped_scenarios_say_what_they_promise():
 
 def test_suite_repeat_and_only():
     sc = load_scenario(find_scenario("acksall-minisr2-faults"))
-    assert len(sc.suite().cells) == len(sc.variants) == 5 and sc.suite().repeat == sc.repeat == 1
+    assert len(sc.suite().cells) == len(sc.variants) == 6 and sc.suite().repeat == sc.repeat == 1
     part = sc.suite(3, ("isr-below-2", "kill-leader"))
     assert [c.name for c in part.cells] == ["kill-leader", "isr-below-2"] and part.repeat == 3
 
