@@ -11,6 +11,9 @@ variant's current configuration counts (its newest ledger line's options and
 prediction, as in bench/scenario_rates.py), of the variants the scenario files
 name today. Where a line's prediction
 differs from the row's first (a scenario's `predict_since`), the cell says it.
+Under the table, what changed from the oldest line on each later one: a row
+whose prediction differs by line, or that held on every repetition on one
+line and missed on the other.
 """
 from __future__ import annotations
 
@@ -73,6 +76,34 @@ def table(m: dict[tuple[str, str], dict[str, list[Rep]]]) -> str:
     return "\n".join(out)
 
 
+def against(m: dict[tuple[str, str], dict[str, list[Rep]]], base: str = LINE_NAMES[0]) -> str:
+    """What changed from the `base` line on each later one, for the rows measured on both: a prediction that
+    differs by line (a scenario's `predict_since`), or one that held on every repetition on one line and missed on
+    the other; then how many rows held alike on each line. Errored repetitions count on neither side."""
+    changes, alike = [], {}
+    for (scenario, variant), row in m.items():
+        if base not in row:
+            continue
+        name = scenario if variant == scenario else f"{scenario} · {variant}"
+        was, was_predict = rate_of(row[base]), row[base][-1].predict
+        for line in sorted(set(row) - {base}, key=LINE_NAMES.index):
+            now, predict = rate_of(row[line]), row[line][-1].predict
+            if predict != was_predict:
+                changes.append(f"- {name}, {line}: predicted to differ; `{predict}` held {now.fraction()} "
+                               f"({base}: `{was_predict}` held {was.fraction()})")
+            elif was.runs and now.runs and (was.matched == was.runs) != (now.matched == now.runs):
+                held, missed = (base, line) if was.matched == was.runs else (line, base)
+                changes.append(f"- {name}, {line}: **held on {held}, missed on {missed}**; `{predict}` held "
+                               f"{was.fraction()} on {base} and {now.fraction()} on {line}")
+            else:
+                alike[line] = alike.get(line, 0) + 1
+    out = [f"Against {base}:", *(changes or ["- no row changed"])]
+    if alike:
+        out.append("- held alike: " + ", ".join(f"{n} on {line}" for line, n in
+                                                 sorted(alike.items(), key=lambda x: LINE_NAMES.index(x[0]))))
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the table; exit 3 when the ledger cannot be read, 1 when it holds nothing to show."""
     ap = argparse.ArgumentParser(prog="bench/scenario_versions.py", description=__doc__.split("\n\n")[0])
@@ -90,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         print("scenario_versions: no checked repetitions in the ledger", file=sys.stderr)
         return 1
     print(table(m))
+    print()
+    print(against(m))
     return 0
 
 

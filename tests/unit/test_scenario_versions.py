@@ -153,3 +153,22 @@ def test_the_versions_table_puts_a_variant_on_each_line_in_its_row():
     assert text[0] == "| scenario · variant | prediction | 3.7 | 3.9 | 4.4 |"
     assert text[2] == "| unclean-election · config-only | `lost == 0` | 1/2 | 1/1 (`lost > 0`) |  |"
     assert text[3] == "| unclean-election · clean | `lost == 0` |  |  | 1/1 |"
+
+
+def test_against_the_oldest_line_names_what_changed_and_counts_what_held_alike():
+    from scenario_rates import Rep
+    from scenario_versions import against, matrix
+
+    def rep(i: int, variant: str, kafka: str, matched: bool, predict: str = "lost == 0") -> Rep:
+        return Rep(f"s/x/{variant}/{i}", f"2026-11-26T1{i}:00:00Z", "s", variant, predict, 7000 + i, kafka, matched,
+                   60.0, {}, "c")
+
+    reps = [rep(0, "a", "3.7.2", True), rep(1, "a-kafka-4.4", "4.4.0", False), rep(2, "a-kafka-4.4", "4.4.0", True),
+            rep(3, "b", "3.7.2", True), rep(4, "b-kafka-4.4", "4.4.0", True, "lost > 0"),
+            rep(5, "c", "3.7.2", True), rep(6, "c-kafka-4.0", "4.0.2", True), rep(7, "d-kafka-4.4", "4.4.0", False)]
+    text = against(matrix(reps, {"s": ["a", "b", "c", "d"]})).splitlines()
+    assert text == ["Against 3.7:",
+                    "- s · a, 4.4: **held on 3.7, missed on 4.4**; `lost == 0` held 1/1 on 3.7 and 1/2 on 4.4",
+                    "- s · b, 4.4: predicted to differ; `lost > 0` held 1/1 (3.7: `lost == 0` held 1/1)",
+                    "- held alike: 1 on 4.0"]
+    assert against(matrix(reps[5:7], {"s": ["c"]})).splitlines()[1] == "- no row changed"
