@@ -10,7 +10,9 @@ the classic protocol, the member's epoch under KIP-848's consumer protocol.
 from __future__ import annotations
 
 import gc
+import logging
 import struct
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -18,6 +20,7 @@ from typing import Any, Callable
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 _MAGIC = b"CGMDv2:"
+log = logging.getLogger("kchaos.group")
 
 
 def group_id(seed: int) -> str:
@@ -89,10 +92,26 @@ def leave(consumer: Consumer, timeout: float = 10.0) -> None:
         pass
 
 
-def drop(consumers: list[Any]) -> None:
-    """Let go of crashed clients' consumers as a killed process's are gone: clear the list and collect them now.
-    confluent-kafka destroys a consumer it frees without closing it (no revocation callback, no commit, no
-    LeaveGroup) and releases the GIL while it does; closing one instead serves the revocation its group queued
-    when it was evicted, inside the close, where librdkafka can block for good (see `leave`)."""
+def drop(consumers: list[Any], timeout: float = 10.0) -> bool:
+    """Let go of crashed clients' consumers as a killed process's are gone: clear the list and collect them, on a
+    thread of their own; True when that finished within `timeout` seconds. confluent-kafka destroys a consumer it
+    frees without closing it (no revocation callback, no commit, no LeaveGroup) and releases the GIL while it
+    does; closing one instead serves the revocation its group queued when it was evicted, inside the close, where
+    librdkafka can block for good (see `leave`). Destroying one of KIP-848's consumer protocol can block for good
+    as well (librdkafka 2.16, seen in rebalance-loss on 4.4.0): the thread is then left blocked, the run goes on."""
+    doomed, count = consumers[:], len(consumers)
     consumers.clear()
-    gc.collect()
+    done = threading.Event()
+
+    def collect() -> None:
+        doomed.clear()
+        gc.collect()
+        done.set()
+    if not doomed:
+        return True
+    threading.Thread(target=collect, name="drop-consumers", daemon=True).start()
+    if done.wait(timeout):
+        return True
+    log.warning("librdkafka did not destroy %d crashed consumer(s) within %g s; left blocked, the run goes on",
+                count, timeout)
+    return False
