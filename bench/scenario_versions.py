@@ -11,9 +11,10 @@ variant's current configuration counts (its newest ledger line's options and
 prediction, as in bench/scenario_rates.py), of the variants the scenario files
 name today. Where a line's prediction
 differs from the row's first (a scenario's `predict_since`), the cell says it.
-Under the table, what changed from the oldest line on each later one: a row
-whose prediction differs by line, or that held on every repetition on one
-line and missed on the other.
+Under the table, a line per Kafka line (cells, repetitions, predictions held,
+the cells with a miss), then what changed from the oldest line on each later
+one: a row whose prediction differs by line, or that held on every
+repetition on one line and missed on the other.
 """
 from __future__ import annotations
 
@@ -104,6 +105,20 @@ def against(m: dict[tuple[str, str], dict[str, list[Rep]]], base: str = LINE_NAM
     return "\n".join(out)
 
 
+def per_line(m: dict[tuple[str, str], dict[str, list[Rep]]]) -> str:
+    """A Markdown table with a row per Kafka line: the cells measured there, their repetitions, how many bore their
+    prediction out, and the cells where one did not."""
+    out = ["| line | cells | repetitions | prediction held | cells with a miss |", "|---|---:|---:|---:|---|"]
+    for line in LINE_NAMES:
+        cells = {(s if v == s else f"{s} · {v}"): rate_of(row[line]) for (s, v), row in m.items() if line in row}
+        if not cells:
+            continue
+        runs, held = sum(r.runs for r in cells.values()), sum(r.matched for r in cells.values())
+        missed = ", ".join(f"{name} ({r.fraction()})" for name, r in cells.items() if r.matched < r.runs)
+        out.append(f"| {line} | {len(cells)} | {runs} | {held}/{runs} | {missed or '-'} |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the table; exit 3 when the ledger cannot be read, 1 when it holds nothing to show."""
     ap = argparse.ArgumentParser(prog="bench/scenario_versions.py", description=__doc__.split("\n\n")[0])
@@ -121,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         print("scenario_versions: no checked repetitions in the ledger", file=sys.stderr)
         return 1
     print(table(m))
+    print()
+    print(per_line(m))
     print()
     print(against(m))
     return 0

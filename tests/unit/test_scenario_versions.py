@@ -172,3 +172,17 @@ def test_against_the_oldest_line_names_what_changed_and_counts_what_held_alike()
                     "- s · b, 4.4: predicted to differ; `lost > 0` held 1/1 (3.7: `lost == 0` held 1/1)",
                     "- held alike: 1 on 4.0"]
     assert against(matrix(reps[5:7], {"s": ["c"]})).splitlines()[1] == "- no row changed"
+
+
+def test_per_line_counts_cells_and_names_the_ones_with_a_miss():
+    from scenario_rates import Rep
+    from scenario_versions import matrix, per_line
+
+    def rep(i: int, variant: str, kafka: str, matched: bool) -> Rep:
+        return Rep(f"s/x/{variant}/{i}", f"2026-11-26T1{i}:00:00Z", "s", variant, "lost == 0", 7000 + i, kafka,
+                   matched, 60.0, {}, "c")
+
+    reps = [rep(0, "a", "3.7.2", True), rep(1, "a", "3.7.2", False), rep(2, "b", "3.7.2", True),
+            rep(3, "a-kafka-4.4", "4.4.0", True)]
+    assert per_line(matrix(reps, {"s": ["a", "b"]})).splitlines()[2:] == [
+        "| 3.7 | 2 | 3 | 2/3 | s · a (1/2) |", "| 4.4 | 1 | 1 | 1/1 | - |"]
