@@ -61,6 +61,7 @@ class Member:
         self._crash = threading.Event()
         self.restart_after = 0.0
         self.abandoned: list[Consumer] = []  # crashed consumers, closed only at the end of the run
+        self.held: set[int] = set()  # the partitions its live consumer was last assigned
 
     def crash(self, restart_after: float) -> None:
         """Crash this member's consumer at its next return from the client (see the module doc)."""
@@ -70,6 +71,7 @@ class Member:
     def run(self, stopped: Callable[[], bool]) -> None:
         """Run consumers until `stopped()`: each until it crashes, the next after `restart_after` seconds."""
         while not stopped():
+            self.held = set()
             session = _Session(self)
             session.run(stopped, self._crash)
             if self._crash.is_set():
@@ -175,6 +177,7 @@ class _Session:
 
     def _crash_now(self) -> None:
         self.dead = True
+        self.m.held = set()
         lost = len(self.batch)
         self._close("info", error=f"crashed (crash-client): {lost} records returned but never processed")
         self.m.abandoned.append(self.consumer)
@@ -186,6 +189,9 @@ class _Session:
         self._process(commit=not r.lost)
         if r.f == "assign":
             self.generation = r.generation
+            self.m.held |= set(r.partitions)
+        else:
+            self.m.held -= set(r.partitions)
         extra = {"generation": r.generation, **({"lost": True} if r.lost else {})}
         op = self.m.history.invoke(self.m.process, r.f, topic=self.m.topic, partitions=r.partitions, **extra)
         self.m.history.complete(op, "ok", topic=self.m.topic, partitions=r.partitions, **extra)

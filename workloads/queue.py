@@ -84,12 +84,14 @@ class QueueWorkload:
                 self._spawn(f"consumer-{c}", self._consume, cluster.bootstrap(), history, first + c)
 
     def crash_client(self, pick: int, restart_after: float) -> dict[str, object]:
-        """Crash one group member, chosen by `pick`: it abandons its consumer at its next return from the
+        """Crash one group member, chosen by `pick` among those holding partitions (among all when none does: a
+        member with nothing assigned has nothing to lose): it abandons its consumer at its next return from the
         client and starts a new one, as the same process, `restart_after` seconds later (workloads/group.py).
         Returns `{"member": process, "restart_after": ...}`; ValueError when no consumer is a group member."""
         if not self._members:
             raise ValueError("crash-client needs --consumer-mode subscribe: no consumer is a group member")
-        process = random.Random(pick).choice(sorted(self._members))
+        holders = [p for p, m in sorted(self._members.items()) if m.held]
+        process = random.Random(pick).choice(holders or sorted(self._members))
         self._members[process].crash(restart_after)
         return {"member": process, "restart_after": restart_after}
 

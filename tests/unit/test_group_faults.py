@@ -1,4 +1,4 @@
-"""workloads/rebalance.py `drop`: crashed consumers are let go of on a thread of their own, which may block."""
+"""crash-client in consumer groups: which member it crashes, and how the crashed consumers are let go of."""
 from __future__ import annotations
 
 import threading
@@ -35,3 +35,22 @@ def test_a_destroy_that_blocks_leaves_its_thread_and_the_caller_goes_on(caplog):
     assert "did not destroy 1 crashed consumer(s) within 0.3 s" in caplog.text
     release.set()
     assert freed.wait(5)
+
+
+class _Member:
+    def __init__(self, held: set[int]):
+        self.held, self.crashed = held, []
+
+    def crash(self, restart_after: float) -> None:
+        self.crashed.append(restart_after)
+
+
+def test_crash_client_picks_among_the_members_holding_partitions():
+    from core.config import TestConfig
+    from workloads.queue import QueueWorkload
+
+    w = QueueWorkload(TestConfig())
+    w._members = {2: _Member(set()), 3: _Member({0, 1, 2}), 4: _Member(set())}
+    assert {w.crash_client(pick, 1.0)["member"] for pick in range(20)} == {3}
+    w._members[3].held = set()  # nobody holds anything: any member
+    assert {w.crash_client(pick, 1.0)["member"] for pick in range(20)} == {2, 3, 4}
