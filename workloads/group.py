@@ -181,6 +181,9 @@ class _Session:
         lost = len(self.batch)
         self._close("info", error=f"crashed (crash-client): {lost} records returned but never processed")
         self.m.abandoned.append(self.consumer)
+        # The consumer's rebalance callbacks hold this session; without this reference back, dropping the
+        # abandoned consumer frees it at once, outside a garbage collection that its destroy could block for good.
+        self.consumer = None  # type: ignore[assignment]
 
     # --- rebalance callbacks (run inside poll or close, on this thread) ----------------
     def _rebalance(self, r: Rebalance) -> None:

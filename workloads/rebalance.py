@@ -104,7 +104,7 @@ def drop(consumers: list[Any], timeout: float = 10.0) -> bool:
     done = threading.Event()
 
     def collect() -> None:
-        doomed.clear()
+        doomed.clear()  # frees them here, unless a reference cycle holds them (then the collection below does)
         gc.collect()
         done.set()
     if not doomed:
