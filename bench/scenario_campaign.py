@@ -32,14 +32,18 @@ from scenario_rates import LEDGER, REPO, file_order, read_ledger  # noqa: E402
 from core.exit_codes import EXIT_BAD_INPUT  # noqa: E402
 
 
-def on_versions() -> dict[str, list[str]]:
-    """Each shipped scenario's variants on each Kafka line it lists (`kchaos scenario NAME --versions listed`)."""
+def predictions(versions: bool = False) -> dict[str, dict[str, str]]:
+    """Each shipped scenario's variants, with the prediction its file makes today: each on its own line, or with
+    `versions` on each line the scenario lists (`kchaos scenario NAME --versions listed`)."""
+    from core.kafka_versions import line_of
     from harness.scenario import find_scenario, load_scenario
 
     out = {}
     for name in file_order():
-        sc, _ = load_scenario(find_scenario(name)).select((), ("listed",))
-        out[name] = [v.name for v in sc.variants]
+        sc = load_scenario(find_scenario(name))
+        if versions:
+            sc, _ = sc.select((), ("listed",))
+        out[name] = {v.name: v.prediction_on(line_of(v.version).line).text for v in sc.variants}
     return out
 
 
@@ -47,17 +51,18 @@ def needed(target: int, only: set[str] | None = None, versions: bool = False,
            variants: set[str] | None = None) -> list[tuple[str, str, int, int]]:
     """(scenario, variant, repetitions of its current configuration, repetitions in all) for each variant short of
     `target`, fewest first; only the scenarios named in `only` and the variants named in `variants`, when given;
-    with `versions`, each variant on each line its scenario lists."""
+    with `versions`, each variant on each line its scenario lists. The current configuration is the newest
+    repetition's options with the prediction the scenario file makes today: a changed prediction starts again."""
     reps = [r for r in read_ledger(LEDGER) if r.matched is not None]
     out = []
-    for scenario, variants_of in (on_versions() if versions else file_order()).items():
+    for scenario, variants_of in predictions(versions).items():
         if only and scenario not in only:
             continue
-        for v in variants_of:
+        for v, predict in variants_of.items():
             if variants and v not in variants:
                 continue
             mine = sorted((r for r in reps if (r.scenario, r.variant) == (scenario, v)), key=lambda r: r.date)
-            have = sum((r.config, r.predict) == (mine[-1].config, mine[-1].predict) for r in mine) if mine else 0
+            have = sum((r.config, r.predict) == (mine[-1].config, predict) for r in mine) if mine else 0
             if have < target:
                 out.append((scenario, v, have, len(mine)))
     return sorted(out, key=lambda x: x[2])
@@ -84,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     only = set(a.scenarios.split(",")) if a.scenarios else None
     variants = set(a.variants.split(",")) if a.variants else None
-    known = {s: vs for s, vs in (on_versions() if a.versions else file_order()).items() if not only or s in only}
+    known = {s: vs for s, vs in predictions(a.versions).items() if not only or s in only}
     names = {v for vs in known.values() for v in vs}
     for kind, asked, have in (("scenario", only, set(known)), ("variant", variants, names)):
         if unknown := sorted((asked or set()) - have):  # a typo would otherwise run nothing and exit 0
