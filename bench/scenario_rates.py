@@ -249,6 +249,11 @@ def _dates(reps: list[Rep]) -> str:
     return "-" if not days else days[0] if len(days) == 1 else f"{days[0]} – {days[-1]}"
 
 
+def row_name(scenario: str, variant: str) -> str:
+    """A table row's name: the scenario, and the variant after a dot unless it is named as the scenario."""
+    return scenario if variant == scenario else f"{scenario} · {variant}"
+
+
 def predicted_names(predict: str) -> list[str]:
     """The metrics a prediction names, in its order (`G1a + torn_transaction > 0` -> G1a, torn_transaction)."""
     words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", predict)
@@ -266,7 +271,7 @@ def table(groups: dict[tuple, list[Rep]]) -> str:
     total = 0.0
     for k, reps in groups.items():
         scenario, variant, predict, config = k
-        name = scenario if variant == scenario else f"{scenario} · {variant}"
+        name = row_name(scenario, variant)
         if split[k[:2]] > 1:
             name += f" (config {config})"
         names = predicted_names(predict)

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scenario_rates import LEDGER, RatesError, Rep, file_order, rate_of, read_ledger  # noqa: E402
+from scenario_rates import LEDGER, RatesError, Rep, file_order, rate_of, read_ledger, row_name  # noqa: E402
 
 from core.exit_codes import EXIT_BAD_INPUT  # noqa: E402
 from core.kafka_versions import LINE_NAMES, UnsupportedVersion, line_of, split_on_line  # noqa: E402
@@ -70,7 +70,7 @@ def table(m: dict[tuple[str, str], dict[str, list[Rep]]]) -> str:
                 continue
             predict = reps[-1].predict
             cells.append(rate_of(reps).fraction() + (f" (`{predict}`)" if predict != first else ""))
-        name = scenario if variant == scenario else f"{scenario} · {variant}"
+        name = row_name(scenario, variant)
         out.append(f"| {name} | `{first}` | " + " | ".join(cells) + " |")
     out += ["", "A cell is k/n: the repetitions on that line whose observation bore the prediction out, of those "
                 "checked (errored ones are counted apart, +N errored)."]
@@ -85,7 +85,7 @@ def against(m: dict[tuple[str, str], dict[str, list[Rep]]], base: str = LINE_NAM
     for (scenario, variant), row in m.items():
         if base not in row:
             continue
-        name = scenario if variant == scenario else f"{scenario} · {variant}"
+        name = row_name(scenario, variant)
         was, was_predict = rate_of(row[base]), row[base][-1].predict
         for line in sorted(set(row) - {base}, key=LINE_NAMES.index):
             now, predict = rate_of(row[line]), row[line][-1].predict
@@ -110,7 +110,7 @@ def per_line(m: dict[tuple[str, str], dict[str, list[Rep]]]) -> str:
     prediction out, and the cells where one did not."""
     out = ["| line | cells | repetitions | prediction held | cells with a miss |", "|---|---:|---:|---:|---|"]
     for line in LINE_NAMES:
-        cells = {(s if v == s else f"{s} · {v}"): rate_of(row[line]) for (s, v), row in m.items() if line in row}
+        cells = {row_name(s, v): rate_of(row[line]) for (s, v), row in m.items() if line in row}
         if not cells:
             continue
         runs, held = sum(r.runs for r in cells.values()), sum(r.matched for r in cells.values())

@@ -71,7 +71,6 @@ class Member:
     def run(self, stopped: Callable[[], bool]) -> None:
         """Run consumers until `stopped()`: each until it crashes, the next after `restart_after` seconds."""
         while not stopped():
-            self.held = set()
             session = _Session(self)
             session.run(stopped, self._crash)
             if self._crash.is_set():

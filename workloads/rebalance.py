@@ -99,6 +99,8 @@ def drop(consumers: list[Any], timeout: float = 10.0) -> bool:
     does; closing one instead serves the revocation its group queued when it was evicted, inside the close, where
     librdkafka can block for good (see `leave`). Destroying one of KIP-848's consumer protocol can block for good
     as well (librdkafka 2.16, seen in rebalance-loss on 4.4.0): the thread is then left blocked, the run goes on."""
+    if not consumers:
+        return True
     doomed, count = consumers[:], len(consumers)
     consumers.clear()
     done = threading.Event()
@@ -107,8 +109,6 @@ def drop(consumers: list[Any], timeout: float = 10.0) -> bool:
         doomed.clear()  # frees them here, unless a reference cycle holds them (then the collection below does)
         gc.collect()
         done.set()
-    if not doomed:
-        return True
     threading.Thread(target=collect, name="drop-consumers", daemon=True).start()
     if done.wait(timeout):
         return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,16 @@ from harness.cli import main
 from harness.scenario import ScenarioError, find_scenario, load_scenario, scenario_names
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from scenario_rates import _config  # noqa: E402
+from scenario_rates import Rep, _config  # noqa: E402
 
 ALL_LINES = [x.line for x in LINES]
+
+
+def rep(i: int, variant: str, kafka: str, matched: bool, predict: str = "lost == 0", config: str = "c",
+         scenario: str = "s") -> Rep:
+    """A ledger repetition of `variant` on `kafka`, the i-th in time."""
+    return Rep(f"{scenario}/x/{variant}/{i}", f"2026-11-26T1{i}:00:00Z", scenario, variant, predict, 7000 + i, kafka,
+               matched, 60.0, {"lost": 0}, config)
 
 
 @pytest.fixture(autouse=True)
@@ -136,16 +144,12 @@ def test_cli_versions_dry_run_and_bad_versions(capsys, tmp_path):
 
 
 def test_the_versions_table_puts_a_variant_on_each_line_in_its_row():
-    from scenario_rates import Rep
     from scenario_versions import matrix, table
 
-    def rep(i: int, variant: str, kafka: str, matched: bool, predict: str = "lost == 0", config: str = "c") -> Rep:
-        return Rep(f"unclean-election/x/{variant}/{i}", f"2026-11-26T1{i}:00:00Z", "unclean-election", variant,
-                   predict, 7000 + i, kafka, matched, 60.0, {"lost": 0}, config)
-
-    reps = [rep(0, "config-only", "3.7.2", True, config="old"), rep(1, "config-only", "3.7.2", False),
-            rep(2, "config-only", "3.7.2", True), rep(3, "config-only-kafka-3.9", "3.9.2", True, "lost > 0", "d"),
-            rep(4, "clean-kafka-4.4", "4.4.0", True, config="e"), rep(5, "retired", "3.7.2", True)]
+    ue = partial(rep, scenario="unclean-election")
+    reps = [ue(0, "config-only", "3.7.2", True, config="old"), ue(1, "config-only", "3.7.2", False),
+            ue(2, "config-only", "3.7.2", True), ue(3, "config-only-kafka-3.9", "3.9.2", True, "lost > 0", "d"),
+            ue(4, "clean-kafka-4.4", "4.4.0", True, config="e"), ue(5, "retired", "3.7.2", True)]
     m = matrix(reps, {"unclean-election": ["config-only", "clean"]})
     assert list(m) == [("unclean-election", "config-only"), ("unclean-election", "clean")]
     assert {line: len(r) for line, r in m[("unclean-election", "config-only")].items()} == {"3.7": 2, "3.9": 1}
@@ -156,12 +160,7 @@ def test_the_versions_table_puts_a_variant_on_each_line_in_its_row():
 
 
 def test_against_the_oldest_line_names_what_changed_and_counts_what_held_alike():
-    from scenario_rates import Rep
     from scenario_versions import against, matrix
-
-    def rep(i: int, variant: str, kafka: str, matched: bool, predict: str = "lost == 0") -> Rep:
-        return Rep(f"s/x/{variant}/{i}", f"2026-11-26T1{i}:00:00Z", "s", variant, predict, 7000 + i, kafka, matched,
-                   60.0, {}, "c")
 
     reps = [rep(0, "a", "3.7.2", True), rep(1, "a-kafka-4.4", "4.4.0", False), rep(2, "a-kafka-4.4", "4.4.0", True),
             rep(3, "b", "3.7.2", True), rep(4, "b-kafka-4.4", "4.4.0", True, "lost > 0"),
@@ -175,12 +174,7 @@ def test_against_the_oldest_line_names_what_changed_and_counts_what_held_alike()
 
 
 def test_per_line_counts_cells_and_names_the_ones_with_a_miss():
-    from scenario_rates import Rep
     from scenario_versions import matrix, per_line
-
-    def rep(i: int, variant: str, kafka: str, matched: bool) -> Rep:
-        return Rep(f"s/x/{variant}/{i}", f"2026-11-26T1{i}:00:00Z", "s", variant, "lost == 0", 7000 + i, kafka,
-                   matched, 60.0, {}, "c")
 
     reps = [rep(0, "a", "3.7.2", True), rep(1, "a", "3.7.2", False), rep(2, "b", "3.7.2", True),
             rep(3, "a-kafka-4.4", "4.4.0", True)]
