@@ -135,24 +135,28 @@ class Upgrade:
         if line_of(version).major < 4:
             return out
         try:
-            out["features"] = self._release_features(version)
+            out.update(self._release_features(version))
         except RuntimeError as e:  # the cluster's error quoting the tool
             if "does not support" not in str(e):
                 raise
             why = re.findall(r"[^:\n]*does not support this feature\.?", str(e))  # the tool's last reason
             out["refused"] = (why[-1] if why else str(e)[-300:]).strip()
             out["restarted"] = {n: self._restart(n, version) for n in self._order()}
-            out["features"] = self._release_features(version)
+            out.update(self._release_features(version))
         return out
 
-    def _release_features(self, version: str) -> str:
+    def _release_features(self, version: str) -> dict[str, Any]:
         """The finalize's second step, tried again every 2 s for up to VOTERS_WAIT_S while Kafka says a voter has
-        not yet told the quorum what it supports and every controller runs; any other refusal at once."""
+        not yet told the quorum what it supports and every controller runs; any other refusal at once. Returns
+        the tool's answer as `features`, and `features_tries` when it took more than one try."""
         def starting(e: BaseException) -> bool:
             return VOTERS_NOT_READY in str(e) and all(self.cluster.is_running(n) for n in self.cluster.controllers)
         retry = Retrying(stop=stop_after_delay(VOTERS_WAIT_S), wait=wait_fixed(2), reraise=True,
                          retry=retry_if_exception(starting))
-        return retry(self.cluster.upgrade_features, version, 1)
+        out = {"features": retry(self.cluster.upgrade_features, version, 1)}
+        if (tries := retry.statistics.get("attempt_number", 1)) > 1:
+            out["features_tries"] = tries
+        return out
 
     def teardown(self) -> None:
         """Start any node a failed op left down (on the release it was given)."""
