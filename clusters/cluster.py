@@ -20,7 +20,7 @@ from clusters import admin
 from clusters.distribution import KafkaDist, resolve
 from clusters.kafka_node import KafkaNode, NodeError
 from clusters.kraft import NodeSpec, server_properties
-from core.kafka_versions import UnsupportedVersion, finalize_commands, node_env
+from core.kafka_versions import UnsupportedVersion, feature_answer, finalize_commands, node_env
 from core import page_cache
 from core.config import ClusterConfig
 
@@ -288,7 +288,7 @@ class KafkaCluster:
     def upgrade_features(self, version: str, step: int) -> str:
         """Run step `step` of finalizing a roll to Kafka `version` (core.kafka_versions.finalize_commands: 0
         metadata.version, 1 from 4.0 the release's other features) with that release's tool on a broker that
-        runs it; return the tool's last line, ClusterError quoting it when it fails."""
+        runs it; return its answer (core.kafka_versions.feature_answer), ClusterError quoting it when it fails."""
         node = next((n for n in self.nodes if self.release[n] == version and self.is_running(n)), None)
         if node is None:
             raise ClusterError(f"no running broker runs Kafka {version} to finalize from")
@@ -296,7 +296,7 @@ class KafkaCluster:
         code, out = self.exec(node, [f"{self.node(node).layout.bin}/kafka-ctl", "tool", *cmd])
         if code != 0:
             raise ClusterError(f"{node}: kafka-features {' '.join(cmd[3:])} failed ({code}): {out.strip()[-300:]}")
-        return out.strip().splitlines()[-1] if out.strip() else ""
+        return feature_answer(out)
 
     # --- node control --------------------------------------------------------------
     def exec(self, node: str, cmd: list[str]) -> tuple[int, str]:

@@ -123,6 +123,18 @@ def finalize_commands(version: str, bootstrap: str) -> list[list[str]]:
     return [tool + ["--metadata", x.line]] + ([tool + ["--release-version", x.line]] if x.major >= 4 else [])
 
 
+_FEATURE_ANSWER = re.compile(r"^\S+ (?:was|can be) (?:upgraded|downgraded|disabled) to \d+\.?$")
+
+
+def feature_answer(output: str) -> str:
+    """FeatureCommand's answer in `output` (the tool's stdout and stderr): its "<feature> was upgraded to N."
+    lines, joined by "; ", in order. The AdminClient's own log lines (a WARN that a restarting broker refused a
+    connection) are left out, whatever came last. Output with no such line gives its last line, so nothing
+    the tool said is dropped unseen."""
+    lines = [x.strip() for x in output.strip().splitlines() if x.strip()]
+    return "; ".join(x for x in lines if _FEATURE_ANSWER.match(x)) or (lines[-1] if lines else "")
+
+
 def release_timeline(ops: Iterable[dict[str, Any]], first: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
     """Which release each node ran when, from a history's ops: node -> its releases in order, each
     `{"release", "from_s"}` (history seconds), and for a change by an `upgrade` op `down_s`, when that op

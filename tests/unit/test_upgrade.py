@@ -10,7 +10,7 @@ import pytest
 import nemesis
 from clusters.distribution import run_libs
 from core.config import ClusterConfig, ConfigError, NemesisConfig, TestConfig, validate
-from core.kafka_versions import finalize_commands, release_key, release_timeline
+from core.kafka_versions import feature_answer, finalize_commands, release_key, release_timeline
 from harness.cli import main
 from nemesis.base import FaultSkipped
 from nemesis.upgrade import Upgrade, plan
@@ -122,6 +122,21 @@ def test_each_op_restarts_one_node_on_the_release_controllers_first(monkeypatch)
     assert out["features"] == "transaction.version was upgraded to 2." and "features_tries" not in out
     assert [x[0] for x in c.calls if x[0] in ("upgrade_features", "stop")] == [
         "upgrade_features", "upgrade_features", "stop", "stop", "stop", "stop", "upgrade_features"]
+
+
+def test_feature_answer_keeps_the_tools_answers_and_drops_the_admin_clients_log_lines():
+    warn = ("[2026-11-27 12:00:24,912] WARN [AdminClient clientId=adminclient-1] Connection to node -1 "
+            "(/172.30.77.11:9092) could not be established. Node may not be available. "
+            "(org.apache.kafka.clients.NetworkClient)")
+    # seen in a with-leader-kills roll: the WARN came last and was recorded as the answer
+    assert feature_answer(f"metadata.version was upgraded to 27.\n{warn}\n") == "metadata.version was upgraded to 27."
+    # --release-version moves several features: every answer is kept, in order, not only the last
+    many = "group.version was upgraded to 1.\ntransaction.version was upgraded to 2.\n"
+    assert feature_answer(warn + "\n" + many) == ("group.version was upgraded to 1.; "
+                                                 "transaction.version was upgraded to 2.")
+    assert feature_answer("share.version can be downgraded to 0.") == "share.version can be downgraded to 0."
+    # no answer line at all: the last line is kept rather than nothing
+    assert feature_answer(f"{warn}\n") == warn and feature_answer("  \n") == ""
 
 
 @pytest.mark.parametrize("version, flags", [("3.9.2", ["--metadata"]), ("4.0.2", ["--metadata", "--release-version"]),
