@@ -89,6 +89,7 @@ class RunData:
     txn: TxnRun | None = None  # a txn run's transactions (reports/txn_data.py); None for a queue run
     rebalances: list[Rebalance] = field(default_factory=list)
     copy: CopyRun | None = None  # a copy run's copy transactions and tallies (reports/copy_data.py)
+    finalize: dict[str, Any] | None = None  # a rolling upgrade's finalize op, as _finalize shapes it
 
 
 def _json(path: Path, what: str) -> Any:
@@ -210,7 +211,8 @@ def load_run(run: Path) -> RunData:
     latency = ((results or {}).get("latency_ms") or {}).get("send") or (
         _latency(x.latency_ms, x.type) if x is not None else _latency(sends.latency_ms, sends.type))
     isr = read_isr(run / ISR_FILE) if (run / ISR_FILE).is_file() else None
-    return RunData(run, test, results, sends, windows, avail, latency, isr, notes, faults, txn, moves, copy=copy)
+    return RunData(run, test, results, sends, windows, avail, latency, isr, notes, faults, txn, moves, copy=copy,
+                   finalize=_finalize(events))
 
 
 def anomaly_marks(results: Mapping[str, Any] | None) -> plots.Marks:
@@ -326,6 +328,22 @@ def _releases(test: Mapping[str, Any]) -> list[dict[str, Any]]:
             for node, entries in rel.items() if isinstance(entries, list) for e in entries if isinstance(e, dict)]
 
 
+def _finalize(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A rolling upgrade's last `finalize` op, for the Releases section: when it ran (seconds of the run), how it
+    ended, and what Kafka answered (nemesis/upgrade.py: metadata, refused, restarted, features, features_tries,
+    error). None in a run without one; an op the run ended before it completed has no `type`."""
+    ops = [e for e in events if e["f"] == "finalize"]
+    inv = next((e for e in reversed(ops) if e["type"] == "invoke"), None)
+    if inv is None:
+        return None
+    done = next((e for e in ops if e["type"] != "invoke" and e["time"] >= inv["time"]), None)
+    x = (done or {}).get("detail") or {}
+    return {"start_s": inv["time"] / 1e9, "end_s": done["time"] / 1e9 if done else None,
+            "type": done["type"] if done else None, "metadata": x.get("metadata"), "refused": x.get("refused"),
+            "restarted": ", ".join(f"{n} in {s} s" for n, s in (x.get("restarted") or {}).items()),
+            "features": x.get("features"), "tries": x.get("features_tries"), "error": x.get("error")}
+
+
 def write_report(run: Path) -> Path:
     """Write `run/report.html` (self-contained: plots embedded, links relative) and return its path.
 
@@ -365,7 +383,8 @@ def write_report(run: Path) -> Path:
         inside=None if lost is None else lost_in_promise(d.results or {}, d.test),
         settings=_settings(d.test), anomalies=_anomalies(d, j), availability=_availability(d.availability),
         cycles=cycle_tables(d.results, ops, {k: _effect(k, j) for k in counts}), op_lines=op_excerpts(ops),
-        rebalances=d.rebalances[:MAX_REBALANCES], releases=_releases(d.test), txn_stats=(d.results or {}).get("stats") if d.txn else None,
+        rebalances=d.rebalances[:MAX_REBALANCES], releases=_releases(d.test),
+        txn_stats=(d.results or {}).get("stats") if d.txn else None,
         txn_why=_txn_why(d.run, ops) if d.txn is not None else None,
         latency=[{"type": k, **v} for k, v in d.latency.items()], windows=_windows(d), plots=pngs, isr_file=ISR_FILE,
         evidence=Markup("".join(evidence_section(d.run, explanation))), causes=len(groups_of(explanation or {})),

@@ -2,6 +2,7 @@
 finalize command per line, and which release each node ran when."""
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import replace
 
@@ -249,3 +250,33 @@ def test_finalize_tries_again_while_a_just_restarted_voter_has_not_said_what_it_
     with pytest.raises(RuntimeError, match="Invalid update version 9"):
         Upgrade(c, cfg(controllers=0)).invoke({"f": "finalize", "version": "4.4.0"})
     assert steps == [0, 1]
+
+
+def test_the_report_says_what_the_finalize_answered_or_why_it_was_not_done(tmp_path):
+    from test_report import S, history, make_run, render  # test_report puts tests/ (browser.py) on the path
+
+    from reports.run_report import write_report
+    fin = {"process": "nemesis", "f": "finalize", "nemesis": "upgrade", "version": "4.4.0"}
+    answered = [{"index": 90, "time": 7 * S, "type": "invoke", **fin},
+                {"index": 91, "time": 9 * S, "type": "ok", **fin, "metadata": "metadata.version was upgraded to 33.",
+                 "refused": "Broker 1 does not support this feature.", "restarted": {"n1": 9.9, "n2": 7.2},
+                 "features": "group.version was upgraded to 1.; transaction.version was upgraded to 2.",
+                 "features_tries": 2}]
+    refused = [answered[0], {"index": 91, "time": 8 * S, "type": "info", **fin,
+                             "error": "ClusterError: no running broker runs Kafka 4.4.0 to finalize from"}]
+    texts = []
+    for ops in (answered, refused, answered[:1]):
+        run = make_run(tmp_path / str(len(texts)), results=False, ops=history() + ops)
+        test = json.loads((run / "test.json").read_text())
+        test["nemesis"].update(names=["upgrade"], upgrade_to="4.4.0", upgrade_then="finalize")
+        test["releases"] = {"n1": [{"release": "3.7.2", "from_s": 0.0}, {"release": "4.4.0", "from_s": 5.0}]}
+        (run / "test.json").write_text(json.dumps(test))
+        page = render(write_report(run))
+        page.assert_clean()
+        texts.append(page.text[page.text.index("Finalize"):page.text.index("Files")])
+    ok, fail, cut = texts
+    assert "from 7.0 s to 9.0 s" in ok and "metadata.version was upgraded to 33.\n" in ok
+    assert "refused at first (Broker 1 does not support this feature.)" in ok and "n1 in 9.9 s, n2 in 7.2 s" in ok
+    assert "group.version was upgraded to 1.\ntransaction.version was upgraded to 2.\n" in ok and "2 tries" in ok
+    assert "Not done: ClusterError: no running broker runs Kafka 4.4.0 to finalize from" in fail
+    assert "upgraded" not in fail and "ended before it completed" in cut and "from 7.0 s (" in cut
