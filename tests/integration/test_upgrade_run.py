@@ -40,3 +40,4 @@ def test_rolling_upgrade_keeps_every_acknowledged_write_and_records_each_nodes_r
     assert all(f"setting metadata.version to {NEW[:3]}-" in log for log in logs.values())
     report = (run / "report.html").read_text()
     assert "<h2>Releases</h2>" in report and report.count(f"<td>{NEW}</td>") == 3
+    assert f"<li>{final['metadata']}</li>" in report, "the report says what the finalize answered"
