@@ -14,6 +14,7 @@ from typing import Any, Callable
 from checkers.compose import exit_code, merge_valid, run_checkers
 from checkers.copy import COPY, CopyChecker
 from checkers.corrupt_reads import KIND as CORRUPT_READ, corrupt_reads
+from checkers.history_scan import HistoryScan, nemesis_section, scan
 from checkers.kafka_faults import kafka_faults
 from checkers.parquet import CheckInputError, convert, parquet_path
 from checkers.promise import Events, classify
@@ -23,7 +24,7 @@ from checkers.spark import prestart
 from checkers.txn_reference import TxnChecker
 from checkers.txn_spark import TxnSparkChecker
 from checkers.verdict import SOURCE, TXN, Judgement, judge, judged, merge
-from core.faults import FaultsError, read_faults
+from core.faults import FaultsError, read_faults, run_faults
 from core.protocols import Checker
 
 CHECKERS: dict[str, Callable[..., Checker]] = {
@@ -76,15 +77,16 @@ def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
         from core.send_stream import merge_streams  # here: pyarrow's IPC costs start-up in every checker
 
         merge_streams(history.parent)  # a killed run's producer streams (core/send_stream.py)
+    facts = scan(history)
     test = _load_test(history.parent / TEST_FILE)
     _check_faults(history.parent)
     own = WORKLOAD_CHECKERS.get(workload_kind(test, history))
     if own is not None:
-        return _write_result(history, run_own(own, test, history, spark_master))
+        return _write_result(history, run_own(own, test, history, spark_master), facts)
     prestart(spark_master)  # the JVM starts while the history converts
     convert(history, validate=True)
     checkers = {name: make(master=spark_master) for name, make in CHECKERS.items()}
-    return _write_result(history, run_checkers(checkers, test, history))
+    return _write_result(history, run_checkers(checkers, test, history), facts)
 
 
 def workload_kind(test: dict[str, Any], history: Path) -> str:
@@ -108,11 +110,15 @@ def run_own(checkers: dict[str, Callable[..., Checker]], test: dict[str, Any], h
                         passthrough=(CheckInputError,))
 
 
-def _write_result(history: Path, composed: dict[str, Any]) -> dict[str, Any]:
+def _write_result(history: Path, composed: dict[str, Any], facts: HistoryScan) -> dict[str, Any]:
     source = next((k for k in (TXN, COPY) if k in composed), SOURCE)
     queue = composed.get(source, {})
+    test = _load_test(history.parent / TEST_FILE)
     result: dict[str, Any] = {"valid": composed["valid"]}
     result.update({k: queue[k] for k in (*SUMMARY_KEYS, "unseen_undecided", "cycles") if k in queue})
+    result["history"] = facts.as_json()
+    asked = tuple((test.get("nemesis") or {}).get("names") or ())
+    result["nemesis"] = nemesis_section(facts, run_faults(history.parent, facts.nemesis), asked)
     if "loss" in result:
         result["loss"] = {**result["loss"], **judge_loss(history, result)}
     if source == SOURCE and "counts" in result and (flipped := corrupt_reads(history)) is not None:
@@ -120,7 +126,7 @@ def _write_result(history: Path, composed: dict[str, Any]) -> dict[str, Any]:
         result["examples"] = {**(result.get("examples") or {}), CORRUPT_READ: flipped["examples"]}
     result["checkers"] = {k: v for k, v in composed.items() if k != "valid"}
     # The checkers' merged `valid` counts every anomaly; the run's word also weighs what the configuration allows.
-    result = judged(result, _load_test(history.parent / TEST_FILE))
+    result = judged(result, test)
     if (faults := kafka_faults(history.parent)) is not None:
         result["kafka_faults"] = faults
     _write_json(history.parent / RESULTS_FILE, result)
@@ -214,6 +220,7 @@ def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]") -> 
 
     good: list[tuple[Path, dict[str, Any]]] = []
     errors: dict[Path, str] = {}
+    facts: dict[Path, HistoryScan] = {}
     prestart(spark_master)  # the JVM starts while the histories convert
     own: dict[Path, dict[str, Any]] = {}  # runs of workloads with checkers of their own, checked one by one
     for run in runs:
@@ -223,6 +230,7 @@ def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]") -> 
             if workload_kind(test, run / HISTORY_FILE) in WORKLOAD_CHECKERS:
                 own[run] = check_path(run, spark_master)
                 continue
+            facts[run] = scan(run / HISTORY_FILE)
             convert(run / HISTORY_FILE, validate=True)
             good.append((run, test))
         except CheckInputError as e:
@@ -247,7 +255,7 @@ def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]") -> 
         test = dict(good)[run]
         per = results[run]
         composed = {"valid": merge_valid(*(r["valid"] for r in per.values())), **per}
-        rows.append(row(root, run, test, _write_result(run / HISTORY_FILE, composed), None))
+        rows.append(row(root, run, test, _write_result(run / HISTORY_FILE, composed, facts[run]), None))
     return rows
 
 

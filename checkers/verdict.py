@@ -119,6 +119,8 @@ def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> 
               if n != SOURCE and isinstance(c, Mapping)]
     if not counts:
         undecided.append("the run was not checked" if not results else "the checker reported no counts")
+    else:
+        undecided += untested(results, counts, kind)
     failed: dict[str, int] = {}
     allowed: dict[str, int] = {}
     why: dict[str, dict[str, str]] = {"failed": {}, "allowed": {}}
@@ -177,6 +179,62 @@ def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> 
         undecided.append(f"{malformed} client operations or records could not be parsed")
     verdict = FAIL if failed else UNKNOWN if undecided else PASS
     return Judgement(verdict, failed, allowed, why, tuple(undecided))
+
+
+NOTHING_ACKED = "nothing was acknowledged, so nothing could be lost"
+
+
+def history_line(history: Mapping[str, Any]) -> str | None:
+    """results.json's `history` section in one line when the history is damaged (`history: 1 unparsed line: the
+    last line was cut off; judged on the 14 lines before it`), whatever the verdict; None when it is whole."""
+    unparsed = int(history.get("unparsed_lines") or 0)
+    if not unparsed:
+        return None
+    cut = (f": the last line was cut off; judged on the {history.get('lines')} lines before it"
+           if history.get("cut_off_last_line") else "")
+    return f"history: {unparsed} unparsed line{'s' if unparsed != 1 else ''}{cut}"
+
+
+def acknowledged(results: Mapping[str, Any], counts: Mapping[str, int], kind: str | None) -> int | None:
+    """The writes a checked run acknowledged, by workload `kind`: the queue's acknowledged sends (`counts.acked`),
+    the txn workload's sends in committed transactions (`stats.committed_sends`), the copy workload's input values
+    (`counts.input`); None where the results do not say."""
+    if kind == TXN:
+        n = (results.get("stats") or {}).get("committed_sends")
+    else:
+        n = counts.get("input" if kind == COPY else "acked")
+    return int(n) if isinstance(n, (int, float)) else None
+
+
+def untested(results: Mapping[str, Any], counts: Mapping[str, int], kind: str | None) -> list[str]:
+    """Why a checked run cannot pass, whatever it found: it acknowledged nothing (NOTHING_ACKED), its nemesis was
+    asked for faults and applied none (results.json's `nemesis`), or its history is damaged (`history`: a cut-off
+    last line; any other damaged line is bad input, never checked). After
+    Jepsen's stats checker, in which an operation that never succeeded makes a test invalid: a verdict never says
+    more than the run shows."""
+    out = []
+    history = results.get("history") or {}
+    if history.get("cut_off_last_line"):
+        out.append(f"the last line of the history was cut off; judged on the {history.get('lines')} lines before it")
+    if acknowledged(results, counts, kind) == 0:
+        out.append(NOTHING_ACKED)
+    if (why := no_fault(results.get("nemesis") or {})) is not None:
+        out.append(why)
+    return out
+
+
+def no_fault(nemesis: Mapping[str, Any]) -> str | None:
+    """Why a run whose nemesis was asked for faults applied none of them (results.json's `nemesis` section), or
+    None when it applied one or was asked for none."""
+    if not nemesis.get("asked") or nemesis.get("applied"):
+        return None
+    asked = ", ".join(nemesis["asked"])
+    invoked = int(nemesis.get("invoked") or 0)
+    if not invoked:
+        return f"the nemesis ({asked}) was asked for faults and applied none: none was invoked before the run ended"
+    reasons = "; ".join(f"{why} ×{n}" if n > 1 else why for why, n in (nemesis.get("why_not") or {}).items())
+    return (f"the nemesis ({asked}) was asked for faults and applied none: {invoked} invoked, "
+            f"{int(nemesis.get('not_applied') or 0)} skipped or failed" + (f" ({reasons})" if reasons else ""))
 
 
 def group_commit(test: Mapping[str, Any] | None) -> str | None:
@@ -239,6 +297,8 @@ def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int], isolation: 
     undecided = [f"checker {TXN} failed: {txn['error']}"] if txn.get("error") else []
     if not counts:
         undecided.append("the run was not checked" if not results else "the checker reported no counts")
+    else:
+        undecided += untested(results, counts, TXN)
     open_ = int(results.get("unseen_undecided") or txn.get("unseen_undecided") or 0)
     if counts.get("unseen", 0) > open_:
         failed["unseen"] = counts["unseen"] - open_
@@ -300,6 +360,8 @@ def judge_copy(results: Mapping[str, Any], counts: Mapping[str, int], settings: 
     undecided = [f"checker {COPY} failed: {copy['error']}"] if copy.get("error") else []
     if not counts:
         undecided.append("the run was not checked" if not results else "the checker reported no counts")
+    else:
+        undecided += untested(results, counts, COPY)
     if copy.get("incomplete_partitions"):
         undecided.append(f"the final read of output partitions {copy['incomplete_partitions']} did not complete")
         if set(failed) == {"copy_missing"}:
@@ -315,7 +377,7 @@ def essentials(results: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a results.json that `judge` reads and a page shows (counts, the loss section's numbers, stats,
     each checker's `valid` and error, the stored verdict fields): a few hundred bytes of what can be megabytes."""
     out: dict[str, Any] = {k: results[k] for k in ("valid", *FIELDS, "page_cache", "counts", "stats",
-                                                    "unseen_undecided") if k in results}
+                                                    "unseen_undecided", "history", "nemesis") if k in results}
     if isinstance(results.get("loss"), Mapping):
         out["loss"] = {k: v for k, v in results["loss"].items() if not isinstance(v, (list, dict))}
     if isinstance(results.get("checkers"), Mapping):

@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from checkers.kafka_faults import fault_line
-from checkers.verdict import Judgement, of_valid
+from checkers.verdict import UNKNOWN, Judgement, history_line, of_valid
 from harness.spec_files import show
 from harness.terminal import interactive
 from reports.explain_text import groups_of
@@ -109,7 +109,11 @@ def run_summary(results: dict[str, Any]) -> str:
     """One screen of a run's results: the verdict with what failed, what was observed and allowed, and why it is
     unknown (docs/verdicts.md), the page-cache model, the faults Kafka reported about itself (one line), then the
     counts and up to five examples of each anomaly."""
-    lines = Judgement.from_results(results).lines()
+    j = Judgement.from_results(results)
+    lines = j.lines()
+    # An unknown verdict already gives the damage as its reason; a failed one must still say it.
+    if j.verdict != UNKNOWN and (damaged := history_line(results.get("history") or {})) is not None:
+        lines.append(damaged)
     if results.get("page_cache"):
         lines.append(results["page_cache"])
     if results.get("kafka_faults"):
@@ -253,10 +257,12 @@ def print_suite(console: Console, name: str, sdir: Path, outcomes: Sequence["Cel
                      str(r.get("promise", "-"))])
     table, hidden = fit_table(console, SUITE_COLUMNS, rows)
     console.print(table)
-    grounds = [o for o in outcomes if o.row and (o.row.get("fails") or o.row.get("allowed"))]
+    grounds = [o for o in outcomes if o.row and (o.row.get("fails") or o.row.get("allowed")
+                                                 or o.row.get("unknown_because"))]
     for o in grounds[:GROUNDS_SHOWN]:
         parts = [f"fails: {o.row['fails']}"] if o.row.get("fails") else []
         parts += [f"observed, allowed: {o.row['allowed']}"] if o.row.get("allowed") else []
+        parts += [f"unknown because: {o.row['unknown_because']}"] if o.row.get("unknown_because") else []
         parts += [f"page cache: {o.row['page_cache']}"] if o.row.get("page_cache") else []
         console.print(f"{o.short}: {'; '.join(parts)}", markup=False, highlight=False)
     if len(grounds) > GROUNDS_SHOWN:

@@ -28,7 +28,7 @@ import pandas as pd
 from checkers.reference import Settings
 from checkers.table import in_faults
 from checkers.txn_reference import COUNTS as TXN_COUNTS
-from checkers.verdict import COPY, COPY_KINDS, TXN, judge, lost_in_promise, merge
+from checkers.verdict import COPY, COPY_KINDS, TXN, UNKNOWN, judge, lost_in_promise, merge
 from core.page_cache import short as page_cache_short
 from reports import ReportsInputError
 from reports.heatmap import heatmap
@@ -49,9 +49,9 @@ SHOWN = {"producer.acks", "topic.min_insync", "topic.replication_factor", "topic
 ALWAYS = ("acks", "min_insync", "rf", "unclean", "idempotence", "nemesis")
 COLUMNS = ("cell", "verdict", "severity", "prediction", "workload", *ALWAYS, "other", "runs", "pass", "fail",
            "unknown", "acked", "lost", "lost_in_promise", "lost_outside_promise", "loss_rate", "duplicate", "fails",
-           "allowed", "availability_in_faults", "send_p50_ms", "send_p99_ms", "promise", "page_cache", "run_dirs")
+           "allowed", "unknown_because", "unparsed_lines", "availability_in_faults", "send_p50_ms", "send_p99_ms", "promise", "page_cache", "run_dirs")
 SUMMED = ("runs", "pass", "fail", "unknown", "checked", "acked", "lost", "duplicate", "lost_in_promise",
-          "ok_in_faults", "invoked_in_faults")
+          "ok_in_faults", "invoked_in_faults", "unparsed_lines")
 # The txn and copy workloads' anomaly kinds and the consumer group's: a column each (after COLUMNS) when some run
 # has one. A queue run contributes only the group kinds: its order kinds go with its lost writes and stay in `fails`.
 GROUP_KINDS = ("committed_unconsumed", "double_consumed")
@@ -180,6 +180,7 @@ def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matche
             "runs": 1, **{v: int(j.verdict == v) for v in ("pass", "fail", "unknown")}, "verdict": j.verdict,
             "judgement": j, "matched": matched.get(rel),
             "checked": bool(counts), **{k: counts.get(k) or 0 for k in ("acked", "lost", "duplicate")},
+            "unparsed_lines": int((res.get("history") or {}).get("unparsed_lines") or 0),
             **{k: int(counts.get(k) or 0) if kind != "queue" or k in GROUP_KINDS else 0 for k in ANOMALY_KINDS},
             **_workload_facts(kind, res, dict(j.failed)),
             "lost_in_promise": lost_in_promise(res, run.test) if counts else 0,
@@ -201,6 +202,12 @@ def _grounds(judgements: pd.Series, which: str) -> str | None:
         counts.update(getattr(j, which))
         why.update(j.why.get(which) or {})
     return "; ".join(f"{n} {k}" + (f" ({why[k]})" if why.get(k) else "") for k, n in counts.items()) or None
+
+
+def _undecided(judgements: pd.Series) -> str | None:
+    """Why a cell's runs are unknown, each reason once, with how many runs it held for: `reason (2 runs)`."""
+    reasons: Counter[str] = Counter(u for j in judgements if j.verdict == UNKNOWN for u in j.undecided)
+    return "; ".join(r + (f" ({n} runs)" if n > 1 else "") for r, n in reasons.items()) or None
 
 
 def _prediction(matched: pd.Series) -> str | None:
@@ -234,6 +241,7 @@ def compare_rows(root: Path, runs: list[Run]) -> pd.DataFrame:
     rows["send_p50_ms"] = _rounded(rows.send_p50_ms, 3)
     rows["fails"] = rows.judgement.map(lambda js: _grounds(js, "failed"))
     rows["allowed"] = rows.judgement.map(lambda js: _grounds(js, "allowed"))
+    rows["unknown_because"] = rows.judgement.map(_undecided)
     rows["severity"] = [level(v, lost, a, bool(al)) for v, lost, a, al in
                         zip(rows.verdict, rows.lost, rows.acked, rows.allowed)]
     rows["prediction"] = rows.matched.map(_prediction)

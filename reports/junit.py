@@ -85,6 +85,7 @@ def _verdict_lines(o: CellOutcome) -> list[str]:
     lines = [f"verdict: {o.verdict}" + (f"; prediction {o.prediction}" if o.prediction else "")]
     lines += [f"fails: {r['fails']}"] if r.get("fails") else []
     lines += [f"observed, allowed: {r['allowed']}"] if r.get("allowed") else []
+    lines += [f"unknown because: {r['unknown_because']}"] if r.get("unknown_because") else []
     lines += [f"page cache: {r['page_cache']}"] if r.get("page_cache") else []
     return lines
 
@@ -101,7 +102,8 @@ def write_junit(path: Path, suite: str, outcomes: list[CellOutcome]) -> Path:
         elif o.verdict == FAIL:
             kinds.append(("failure", FAIL, o.failure))
         elif o.verdict == UNKNOWN:
-            kinds.append(("skipped", UNKNOWN, "unknown: the checker could not decide; see the runs' reports"))
+            because = (o.row or {}).get("unknown_because") or "the checker could not decide; see the runs' reports"
+            kinds.append(("skipped", UNKNOWN, f"unknown because: {because}"))
         else:
             kinds.append(None)
     count = {k: str(sum(1 for x in kinds if x and x[0] == k)) for k in ("failure", "error", "skipped")}
@@ -110,14 +112,14 @@ def write_junit(path: Path, suite: str, outcomes: list[CellOutcome]) -> Path:
     for o, kind in zip(outcomes, kinds):
         case = ET.SubElement(ts, "testcase", classname=f"kchaos.{suite}", name=o.name, time=f"{o.seconds:.1f}")
         props = ET.SubElement(case, "properties")
+        r = o.row or {}
         for k, v in (("verdict", o.verdict), ("severity", o.severity), ("prediction", o.prediction),
-                     ("page_cache", (o.row or {}).get("page_cache"))):
+                     ("page_cache", r.get("page_cache")), ("unparsed_lines", r.get("unparsed_lines"))):
             if v is not None:
-                ET.SubElement(props, "property", name=k, value=v)
+                ET.SubElement(props, "property", name=k, value=str(v))
         if kind is not None:
             tag, typ, message = kind
             ET.SubElement(case, tag, message=message[:500], type=typ).text = message
-        r = o.row or {}
         out = [o.label, *_verdict_lines(o)] + [f"{k}={r[k]}" for k in SHOWN if r.get(k) is not None]
         ET.SubElement(case, "system-out").text = "\n".join(out)
     root = ET.Element("testsuites", name=suite, tests=str(len(outcomes)), failures=count["failure"],

@@ -40,7 +40,7 @@ from checkers.copy import COPY
 from checkers.parquet import CheckInputError, convert
 from checkers.timeline import availability as timeline_availability
 from checkers.timeline import fault_windows
-from checkers.verdict import Judgement, judge, lost_in_promise
+from checkers.verdict import Judgement, history_line, judge, lost_in_promise
 from core.evidence_files import ISR_FILE, read_isr
 from core.faults import FAULTS_FILE, FaultCatalogue, FaultsError, run_faults
 from core.page_cache import describe as describe_page_cache
@@ -379,6 +379,7 @@ def write_report(run: Path) -> Path:
         d.run / REPORT_FILE, f"kchaos: {name} {d.run.name}", template="report.html.j2", d=d, name=name, rule=RULE,
         promise=promise_of(d.test), lost=lost, judgement=j, severity=severity, page_cache=describe_page_cache(d.test),
         kafka_faults=(d.results or {}).get("kafka_faults"),
+        history_line=history_line((d.results or {}).get("history") or {}),
         rate=loss_rate(lost, counts.get("acked")), acked=counts.get("acked"),
         inside=None if lost is None else lost_in_promise(d.results or {}, d.test),
         settings=_settings(d.test), anomalies=_anomalies(d, j), availability=_availability(d.availability),

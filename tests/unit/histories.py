@@ -70,6 +70,13 @@ class HistoryBuilder:
         self.op("nemesis", "info", f, **fields)
         return self
 
+    def fault(self, f: str = "kill", nemesis: str = "kill-leader", outcome: str = "ok",
+              **fields: Any) -> "HistoryBuilder":
+        """A fault of `nemesis` (break op `f`): its invocation and its completion, `ok` (applied) by default."""
+        self.op("nemesis", "invoke", f, nemesis=nemesis)
+        self.op("nemesis", outcome, f, nemesis=nemesis, **fields)
+        return self
+
     def text(self) -> str:
         """The history as JSON lines, each ending in a newline."""
         return "".join(json.dumps(r) + "\n" for r in self.ops)

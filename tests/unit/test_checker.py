@@ -82,7 +82,7 @@ def test_clean_history_is_valid(check):
                                               "expected_by_configuration": False}
     # checkers.SUMMARY_KEYS are copied to the top level, beside the verdict (checkers/verdict.py).
     assert set(r) == {"valid", "verdict", "failed", "allowed", "why", "undecided", "page_cache", "counts", "examples", "loss",
-                      "stats", "latency_ms", "timeline", "checkers"}
+                      "stats", "latency_ms", "timeline", "checkers", "history", "nemesis"}
     assert (r["verdict"], r["failed"], r["allowed"], r["undecided"]) == ("pass", {}, {}, [])
     assert exit_code(r["valid"]) == exit_code(r["verdict"]) == 0
 
@@ -301,8 +301,10 @@ TRUNCATED = '{"index": 99, "time": 1, "process": 0, "type": "ok", "f": "send", "
 
 def test_truncated_last_line_is_tolerated(check):
     r = check(clean_history(), tail=TRUNCATED)
-    assert r["valid"] is True
-    assert r["counts"] == counts(acked=3)
+    assert r["counts"] == counts(acked=3)  # judged on the lines before it, and said: the run cannot pass
+    assert r["history"] == {"lines": 14, "cut_off_last_line": True, "unparsed_lines": 1}
+    assert (r["verdict"], r["undecided"]) == (
+        "unknown", ["the last line of the history was cut off; judged on the 14 lines before it"])
     assert (r["stats"]["unparsed_lines"], r["stats"]["malformed_client_ops"]) == (1, 0)
 
 

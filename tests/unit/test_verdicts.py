@@ -97,12 +97,13 @@ def spark():
 
 def lossy(acks: str) -> HistoryBuilder:
     """Two writes acknowledged; the complete final read returns only the first: one of two lost (50%)."""
-    return HistoryBuilder().send(0, 1, 0, offset=0).send(0, 2, 0, offset=1).drain(1, 0, [(0, 0, 1)])
+    h = HistoryBuilder().send(0, 1, 0, offset=0).fault(nodes=["n1"]).send(0, 2, 0, offset=1)
+    return h.drain(1, 0, [(0, 0, 1)])
 
 
 def unseen() -> HistoryBuilder:
     """One write acknowledged on partition 1, whose final read never completed: the checker cannot decide."""
-    h = HistoryBuilder().send(0, 1, 0, offset=0).send(0, 2, 1, offset=0)
+    h = HistoryBuilder().send(0, 1, 0, offset=0).fault(nodes=["n1"]).send(0, 2, 1, offset=0)
     return h.drain(1, 0, [(0, 0, 1)]).drain(1, 1, [], complete=False)
 
 

@@ -1,0 +1,117 @@
+"""What a history file shows of itself before any checker reads it: how many lines it has, whether its last line
+was cut off, and its nemesis lines.
+
+`scan(history)` reads the file once, in large chunks, at the speed of a byte search: it counts the lines and
+parses only those that mention the nemesis (a few hundred in a run of millions). It raises CheckInputError, before
+anything is written, for a file that holds no operation at all (empty, blank, or a single cut-off line): such a
+file is not a history, and checking it would judge nothing.
+
+A harness killed mid-run leaves at worst one cut-off last line (core/history.py): a final line without a newline
+that is not JSON. Every checker skips it; `scan` says so (`cut_off_last_line`), so that the verdict can say it
+judged the lines before it. Any other damaged line is bad input, which the checkers' own validation raises.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from checkers.parquet import CheckInputError
+from core.faults import FaultCatalogue
+
+__all__ = ["HistoryScan", "nemesis_section", "scan"]
+
+CHUNK_BYTES = 16 << 20
+_NEMESIS = b'"nemesis"'
+
+
+@dataclass(frozen=True)
+class HistoryScan:
+    """One history file at a glance: `lines` (the lines the checkers judge: every complete line, and a last line
+    without a newline when it is JSON), `cut_off_last_line` (a last line without a newline that is not JSON, which
+    the checkers skip), and `nemesis` (every nemesis line, parsed, in history order)."""
+
+    lines: int
+    cut_off_last_line: bool
+    nemesis: tuple[dict[str, Any], ...]
+
+    def as_json(self) -> dict[str, Any]:
+        """results.json's `history` section: `lines`, `cut_off_last_line` and `unparsed_lines` (1 for a cut-off
+        last line: a line anywhere else that does not parse is bad input and never reaches results.json)."""
+        return {"lines": self.lines, "cut_off_last_line": self.cut_off_last_line,
+                "unparsed_lines": int(self.cut_off_last_line)}
+
+
+def scan(history: Path) -> HistoryScan:
+    """The HistoryScan of `history`. Raises CheckInputError (one line naming the file) when it cannot be read, or
+    holds no operation: empty, only blank lines, or only a cut-off line."""
+    history = Path(history)
+    lines = 0
+    anything = False
+    nemesis: list[dict[str, Any]] = []
+    tail = b""
+    try:
+        with open(history, "rb") as fh:
+            while chunk := fh.read(CHUNK_BYTES):
+                data = tail + chunk
+                end = data.rfind(b"\n") + 1
+                tail, data = data[end:], data[:end]
+                lines += data.count(b"\n")
+                anything = anything or bool(data.strip())
+                nemesis += _nemesis_lines(data)
+    except OSError as e:
+        raise CheckInputError(f"{history}: unreadable ({e.strerror or e})") from None
+    cut = False
+    if tail.strip():
+        try:
+            last = json.loads(tail)
+        except ValueError:
+            cut = True
+        else:
+            lines += 1
+            anything = True
+            nemesis += [last] if _is_nemesis(last) else []
+    if not anything:
+        what = "its only line is cut off" if cut else "it is empty"
+        raise CheckInputError(f"{history}: not a history: {what}, so it records no operation to check")
+    return HistoryScan(lines, cut, tuple(nemesis))
+
+
+def _nemesis_lines(data: bytes) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    at = data.find(_NEMESIS)
+    while at >= 0:
+        start = data.rfind(b"\n", 0, at) + 1
+        end = data.find(b"\n", at)
+        end = len(data) if end < 0 else end
+        try:
+            op = json.loads(data[start:end])
+        except ValueError:
+            op = None  # a malformed line is the checkers' to name
+        if _is_nemesis(op):
+            out.append(op)
+        at = data.find(_NEMESIS, end)
+    return out
+
+
+def _is_nemesis(op: Any) -> bool:
+    return isinstance(op, dict) and op.get("process") == "nemesis"
+
+
+def nemesis_section(scan_: HistoryScan, catalogue: FaultCatalogue, asked: tuple[str, ...]) -> dict[str, Any]:
+    """results.json's `nemesis` section: what the nemesis was asked for and what it did. `asked`: the nemesis specs
+    test.json names ("none" left out); for a bare history, the specs its nemesis lines name. `invoked` counts the
+    invocations of break ops (`catalogue`: faults.json), `applied` their `ok` completions, `not_applied` their
+    `info` and `fail` ones, with `why_not` counting each reason (the completion's `error`)."""
+    breaks = [op for op in scan_.nemesis if catalogue.role(op.get("nemesis"), str(op.get("f"))) == "break"]
+    why_not: dict[str, int] = {}
+    for op in breaks:
+        if op.get("type") in ("info", "fail"):
+            reason = str(op.get("error") or "no reason recorded")
+            why_not[reason] = why_not.get(reason, 0) + 1
+    named = asked or tuple(dict.fromkeys(str(op["nemesis"]) for op in breaks if op.get("nemesis")))
+    return {"asked": [s for s in named if s != "none"],
+            "invoked": sum(op.get("type") == "invoke" for op in breaks),
+            "applied": sum(op.get("type") == "ok" for op in breaks),
+            "not_applied": sum(why_not.values()), "why_not": why_not}
