@@ -15,7 +15,7 @@ from checkers.compose import exit_code, merge_valid, run_checkers
 from checkers.copy import COPY, CopyChecker
 from checkers.corrupt_reads import KIND as CORRUPT_READ, corrupt_reads
 from checkers.history_scan import HistoryScan, nemesis_section, scan
-from checkers.kafka_faults import kafka_faults
+from checkers.kafka_errors import kafka_errors
 from checkers.parquet import CheckInputError, convert, parquet_path
 from checkers.promise import Events, classify
 from checkers.promise_run import loss_section, rules_of
@@ -82,11 +82,11 @@ def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
     _check_faults(history.parent)
     own = WORKLOAD_CHECKERS.get(workload_kind(test, history))
     if own is not None:
-        return _write_result(history, run_own(own, test, history, spark_master), facts)
+        return _write_result(history, run_own(own, test, history, spark_master), facts, spark_master)
     prestart(spark_master)  # the JVM starts while the history converts
     convert(history, validate=True)
     checkers = {name: make(master=spark_master) for name, make in CHECKERS.items()}
-    return _write_result(history, run_checkers(checkers, test, history), facts)
+    return _write_result(history, run_checkers(checkers, test, history), facts, spark_master)
 
 
 def workload_kind(test: dict[str, Any], history: Path) -> str:
@@ -110,7 +110,7 @@ def run_own(checkers: dict[str, Callable[..., Checker]], test: dict[str, Any], h
                         passthrough=(CheckInputError,))
 
 
-def _write_result(history: Path, composed: dict[str, Any], facts: HistoryScan) -> dict[str, Any]:
+def _write_result(history: Path, composed: dict[str, Any], facts: HistoryScan, spark_master: str) -> dict[str, Any]:
     source = next((k for k in (TXN, COPY) if k in composed), SOURCE)
     queue = composed.get(source, {})
     test = _load_test(history.parent / TEST_FILE)
@@ -125,10 +125,10 @@ def _write_result(history: Path, composed: dict[str, Any], facts: HistoryScan) -
         result["counts"] = {**result["counts"], CORRUPT_READ: flipped["count"]}
         result["examples"] = {**(result.get("examples") or {}), CORRUPT_READ: flipped["examples"]}
     result["checkers"] = {k: v for k, v in composed.items() if k != "valid"}
+    if (logged := kafka_errors(history.parent, spark_master)) is not None:
+        result["kafka_errors"] = logged
     # The checkers' merged `valid` counts every anomaly; the run's word also weighs what the configuration allows.
     result = judged(result, test)
-    if (faults := kafka_faults(history.parent)) is not None:
-        result["kafka_faults"] = faults
     _write_json(history.parent / RESULTS_FILE, result)
     return result
 
@@ -255,7 +255,7 @@ def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]") -> 
         test = dict(good)[run]
         per = results[run]
         composed = {"valid": merge_valid(*(r["valid"] for r in per.values())), **per}
-        rows.append(row(root, run, test, _write_result(run / HISTORY_FILE, composed, facts[run]), None))
+        rows.append(row(root, run, test, _write_result(run / HISTORY_FILE, composed, facts[run], spark_master), None))
     return rows
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from checkers.kafka_errors import internal_reasons
 from checkers.reference import Settings
 from core.page_cache import describe as describe_page_cache
 
@@ -120,7 +121,7 @@ def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> 
     if not counts:
         undecided.append("the run was not checked" if not results else "the checker reported no counts")
     else:
-        undecided += untested(results, counts, kind)
+        undecided += cannot_pass(results, counts, kind)
     failed: dict[str, int] = {}
     allowed: dict[str, int] = {}
     why: dict[str, dict[str, str]] = {"failed": {}, "allowed": {}}
@@ -206,12 +207,13 @@ def acknowledged(results: Mapping[str, Any], counts: Mapping[str, int], kind: st
     return int(n) if isinstance(n, (int, float)) else None
 
 
-def untested(results: Mapping[str, Any], counts: Mapping[str, int], kind: str | None) -> list[str]:
-    """Why a checked run cannot pass, whatever it found: it acknowledged nothing (NOTHING_ACKED), its nemesis was
-    asked for faults and applied none (results.json's `nemesis`), or its history is damaged (`history`: a cut-off
-    last line; any other damaged line is bad input, never checked). After
-    Jepsen's stats checker, in which an operation that never succeeded makes a test invalid: a verdict never says
-    more than the run shows."""
+def cannot_pass(results: Mapping[str, Any], counts: Mapping[str, int], kind: str | None) -> list[str]:
+    """Why a checked run cannot pass, whatever it found: its history is damaged (`history`: a cut-off last line;
+    any other damaged line is bad input, never checked), it acknowledged nothing (NOTHING_ACKED), its nemesis was
+    asked for faults and applied none (results.json's `nemesis`), or Kafka logged an internal fault
+    (`kafka_errors`, checkers/kafka_errors.py). After Jepsen's stats checker, in which an operation that never
+    succeeded makes a test invalid, and its redpanda assert checker: a verdict never says more than the run
+    shows."""
     out = []
     history = results.get("history") or {}
     if history.get("cut_off_last_line"):
@@ -220,7 +222,7 @@ def untested(results: Mapping[str, Any], counts: Mapping[str, int], kind: str | 
         out.append(NOTHING_ACKED)
     if (why := no_fault(results.get("nemesis") or {})) is not None:
         out.append(why)
-    return out
+    return out + internal_reasons(results.get("kafka_errors"))
 
 
 def no_fault(nemesis: Mapping[str, Any]) -> str | None:
@@ -298,7 +300,7 @@ def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int], isolation: 
     if not counts:
         undecided.append("the run was not checked" if not results else "the checker reported no counts")
     else:
-        undecided += untested(results, counts, TXN)
+        undecided += cannot_pass(results, counts, TXN)
     open_ = int(results.get("unseen_undecided") or txn.get("unseen_undecided") or 0)
     if counts.get("unseen", 0) > open_:
         failed["unseen"] = counts["unseen"] - open_
@@ -361,7 +363,7 @@ def judge_copy(results: Mapping[str, Any], counts: Mapping[str, int], settings: 
     if not counts:
         undecided.append("the run was not checked" if not results else "the checker reported no counts")
     else:
-        undecided += untested(results, counts, COPY)
+        undecided += cannot_pass(results, counts, COPY)
     if copy.get("incomplete_partitions"):
         undecided.append(f"the final read of output partitions {copy['incomplete_partitions']} did not complete")
         if set(failed) == {"copy_missing"}:
@@ -380,6 +382,10 @@ def essentials(results: Mapping[str, Any]) -> dict[str, Any]:
                                                     "unseen_undecided", "history", "nemesis") if k in results}
     if isinstance(results.get("loss"), Mapping):
         out["loss"] = {k: v for k, v in results["loss"].items() if not isinstance(v, (list, dict))}
+    if isinstance(results.get("kafka_errors"), Mapping):  # what the verdict weighs: the internal groups
+        logged = results["kafka_errors"]
+        out["kafka_errors"] = {**{k: logged.get(k) for k in ("kinds", "statuses", "total_groups")},
+                               "groups": [g for g in logged.get("groups") or () if g.get("status") == "internal"]}
     if isinstance(results.get("checkers"), Mapping):
         out["checkers"] = {n: {k: c[k] for k in ("valid", "error", "isolation", "incomplete_partitions", "uncopied")
                                if k in c}

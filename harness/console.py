@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from checkers.kafka_faults import fault_line
+from checkers.kafka_errors import errors_line
 from checkers.verdict import UNKNOWN, Judgement, history_line, of_valid
 from harness.spec_files import show
 from harness.terminal import interactive
@@ -116,8 +116,8 @@ def run_summary(results: dict[str, Any]) -> str:
         lines.append(damaged)
     if results.get("page_cache"):
         lines.append(results["page_cache"])
-    if results.get("kafka_faults"):
-        lines.append(fault_line(results["kafka_faults"]))
+    if (results.get("kafka_errors") or {}).get("total_groups"):
+        lines.append(errors_line(results["kafka_errors"]))
     lines += [f"  {k:<22} {v}" for k, v in results.get("counts", {}).items()]
     for k, ex in results.get("examples", {}).items():
         if k != "acked":

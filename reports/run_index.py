@@ -30,7 +30,7 @@ __all__ = ["INDEX_FILE", "SCHEMA_VERSION", "Refreshed", "RunIndex", "index_for",
 log = logging.getLogger("kchaos.index")
 
 INDEX_FILE = "index.sqlite"
-SCHEMA_VERSION = 2  # 2: essentials keep unseen_undecided and the txn checker's isolation (txn verdicts were wrong)
+SCHEMA_VERSION = 3  # 2: unseen_undecided and the txn isolation; 3: the history and nemesis sections (unknown runs)
 STAMP = re.compile(r"^\d{8}T\d{6}")
 RUN_FILES = ("test.json", "results.json", "report.html")
 NIGHT_FILES = (STATE_FILE, PROGRESS_FILE)

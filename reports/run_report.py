@@ -38,6 +38,7 @@ from markupsafe import Markup
 from checkers import workload_kind
 from checkers.copy import COPY
 from checkers.parquet import CheckInputError, convert
+from checkers.kafka_errors import errors_line
 from checkers.timeline import availability as timeline_availability
 from checkers.timeline import fault_windows
 from checkers.verdict import Judgement, history_line, judge, lost_in_promise
@@ -378,7 +379,8 @@ def write_report(run: Path) -> Path:
     return write_page(
         d.run / REPORT_FILE, f"kchaos: {name} {d.run.name}", template="report.html.j2", d=d, name=name, rule=RULE,
         promise=promise_of(d.test), lost=lost, judgement=j, severity=severity, page_cache=describe_page_cache(d.test),
-        kafka_faults=(d.results or {}).get("kafka_faults"),
+        kafka_errors=(logged := (d.results or {}).get("kafka_errors")),
+        kafka_errors_line=errors_line(logged) if logged else None,
         history_line=history_line((d.results or {}).get("history") or {}),
         rate=loss_rate(lost, counts.get("acked")), acked=counts.get("acked"),
         inside=None if lost is None else lost_in_promise(d.results or {}, d.test),
