@@ -125,7 +125,7 @@ def _write_result(history: Path, composed: dict[str, Any], facts: HistoryScan, s
         result["counts"] = {**result["counts"], CORRUPT_READ: flipped["count"]}
         result["examples"] = {**(result.get("examples") or {}), CORRUPT_READ: flipped["examples"]}
     result["checkers"] = {k: v for k, v in composed.items() if k != "valid"}
-    if (logged := kafka_errors(history.parent, spark_master)) is not None:
+    if (logged := kafka_errors(history.parent, spark_master, history=facts)) is not None:
         result["kafka_errors"] = logged
     # The checkers' merged `valid` counts every anomaly; the run's word also weighs what the configuration allows.
     result = judged(result, test)

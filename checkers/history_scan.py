@@ -30,11 +30,14 @@ _NEMESIS = b'"nemesis"'
 class HistoryScan:
     """One history file at a glance: `lines` (the lines the checkers judge: every complete line, and a last line
     without a newline when it is JSON), `cut_off_last_line` (a last line without a newline that is not JSON, which
-    the checkers skip), and `nemesis` (every nemesis line, parsed, in history order)."""
+    the checkers skip), `nemesis` (every nemesis line, parsed, in history order), and the history times of its
+    first client line and of its last line (None when no such line carries an integer `time`)."""
 
     lines: int
     cut_off_last_line: bool
     nemesis: tuple[dict[str, Any], ...]
+    first_client_ns: int | None = None
+    last_ns: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         """results.json's `history` section: `lines`, `cut_off_last_line` and `unparsed_lines` (1 for a cut-off
@@ -48,9 +51,9 @@ def scan(history: Path) -> HistoryScan:
     holds no operation: empty, only blank lines, or only a cut-off line."""
     history = Path(history)
     lines = 0
-    anything = False
     nemesis: list[dict[str, Any]] = []
-    tail = b""
+    first_client: int | None = None
+    tail = last_data = b""
     try:
         with open(history, "rb") as fh:
             while chunk := fh.read(CHUNK_BYTES):
@@ -58,11 +61,13 @@ def scan(history: Path) -> HistoryScan:
                 end = data.rfind(b"\n") + 1
                 tail, data = data[end:], data[:end]
                 lines += data.count(b"\n")
-                anything = anything or bool(data.strip())
                 nemesis += _nemesis_lines(data)
+                if first_client is None:
+                    first_client = _first_client_time(data)
+                last_data = data if data.strip() else last_data
     except OSError as e:
         raise CheckInputError(f"{history}: unreadable ({e.strerror or e})") from None
-    cut = False
+    cut, last = False, None
     if tail.strip():
         try:
             last = json.loads(tail)
@@ -70,12 +75,41 @@ def scan(history: Path) -> HistoryScan:
             cut = True
         else:
             lines += 1
-            anything = True
             nemesis += [last] if _is_nemesis(last) else []
-    if not anything:
+            first_client = first_client if first_client is not None else _first_client_time(tail)
+    if not last_data.strip() and last is None:
         what = "its only line is cut off" if cut else "it is empty"
         raise CheckInputError(f"{history}: not a history: {what}, so it records no operation to check")
-    return HistoryScan(lines, cut, tuple(nemesis))
+    last_ns = _time(last) if last is not None else _last_time(last_data)
+    return HistoryScan(lines, cut, tuple(nemesis), first_client, last_ns)
+
+
+def _first_client_time(data: bytes) -> int | None:
+    for raw in data.split(b"\n"):
+        op = _json(raw)
+        if op is not None and not _is_nemesis(op) and (t := _time(op)) is not None:
+            return t
+    return None
+
+
+def _last_time(data: bytes) -> int | None:
+    for raw in reversed(data[-(64 << 10):].split(b"\n")):
+        if (op := _json(raw)) is not None and (t := _time(op)) is not None:
+            return t
+    return None
+
+
+def _json(raw: bytes) -> dict[str, Any] | None:
+    try:
+        op = json.loads(raw)
+    except ValueError:
+        return None
+    return op if isinstance(op, dict) else None
+
+
+def _time(op: dict[str, Any]) -> int | None:
+    t = op.get("time")
+    return t if isinstance(t, int) and not isinstance(t, bool) else None
 
 
 def _nemesis_lines(data: bytes) -> list[dict[str, Any]]:
@@ -85,10 +119,7 @@ def _nemesis_lines(data: bytes) -> list[dict[str, Any]]:
         start = data.rfind(b"\n", 0, at) + 1
         end = data.find(b"\n", at)
         end = len(data) if end < 0 else end
-        try:
-            op = json.loads(data[start:end])
-        except ValueError:
-            op = None  # a malformed line is the checkers' to name
+        op = _json(data[start:end])  # a malformed line is the checkers' to name
         if _is_nemesis(op):
             out.append(op)
         at = data.find(_NEMESIS, end)

@@ -49,15 +49,17 @@ import calendar
 import fnmatch
 import json
 import math
-import mmap
 import re
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
 from core.faults import run_faults
+
+if TYPE_CHECKING:
+    from checkers.history_scan import HistoryScan
 
 __all__ = ["FAMILIES", "LOG_FILES", "RULES", "Family", "Rule", "errors_line", "internal_reasons", "kafka_errors"]
 
@@ -375,62 +377,24 @@ class _Window:
     end_ms: float
 
 
-def _history_lines(history: Path) -> tuple[list[dict[str, Any]], int | None, int | None]:
-    """The nemesis lines of the history (parsed, in file order), and the times of its first client line and of
-    its last line. A byte search finds the nemesis lines, so a history of millions of lines costs a second."""
-    nemesis: list[dict[str, Any]] = []
-    first_client = last = None
-    with open(history, "rb") as fh:
-        try:
-            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError:  # an empty file
-            return [], None, None
-        with mm:
-            pos = 0
-            while (hit := mm.find(b'"nemesis"', pos)) >= 0:
-                a = mm.rfind(b"\n", 0, hit) + 1
-                b = mm.find(b"\n", hit)
-                b = len(mm) if b < 0 else b
-                op = _json(mm[a:b])
-                if op is not None and op.get("process") == "nemesis":
-                    nemesis.append(op)
-                pos = b + 1
-            pos = 0
-            while pos < len(mm) and first_client is None:
-                b = mm.find(b"\n", pos)
-                b = len(mm) if b < 0 else b
-                op = _json(mm[pos:b])
-                if op is not None and op.get("process") != "nemesis":
-                    first_client = _int(op.get("time"))
-                pos = b + 1
-            tail = mm[max(0, len(mm) - (64 << 10)):].split(b"\n")
-            for row in reversed(tail):
-                op = _json(row)
-                if op is not None and (last := _int(op.get("time"))) is not None:
-                    break
-    return nemesis, first_client, last
-
-
-def _json(raw: bytes) -> dict[str, Any] | None:
-    try:
-        v = json.loads(raw)
-    except ValueError:
-        return None
-    return v if isinstance(v, dict) else None
-
-
 def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _windows(run: Path) -> tuple[list[_Window], float | None]:
+def _windows(run: Path, facts: HistoryScan | None) -> tuple[list[_Window], float | None]:
     """The run's applied faults as wall-clock windows, and the wall clock (unix ms) of the history's time 0. When
     the run has no clock (test.json without it) or moved a node's clock, that is None and every window spans the
-    whole run: a fault then explains an error whenever it was logged."""
-    history = run / "history.jsonl"
-    if not history.is_file():
-        return [], None
-    ops, first_client, last = _history_lines(history)
+    whole run: a fault then explains an error whenever it was logged. `facts`: the history's scan (None: scan the
+    run's history.jsonl here; a run without a readable one has no windows)."""
+    if facts is None:
+        from checkers.history_scan import scan  # here: it loads pyarrow, which the verdict's readers need not
+        from checkers.parquet import CheckInputError
+
+        try:
+            facts = scan(run / "history.jsonl")
+        except CheckInputError:
+            return [], None
+    ops, first_client, last = facts.nemesis, facts.first_client_ns, facts.last_ns
     catalogue = run_faults(run, ops)
     try:
         test = json.loads((run / "test.json").read_text(encoding="utf-8"))
@@ -503,16 +467,18 @@ def _log_files(run: Path) -> list[tuple[str, str, Path]]:
             for name in LOG_FILES if (d / name).is_file()]
 
 
-def kafka_errors(run_dir: Path, spark_master: str = "local[*]", *, stretch_bytes: int = STRETCH_BYTES,
-                 local_bytes: int = LOCAL_BYTES) -> dict[str, Any] | None:
+def kafka_errors(run_dir: Path, spark_master: str = "local[*]", *, history: HistoryScan | None = None,
+                 stretch_bytes: int = STRETCH_BYTES, local_bytes: int = LOCAL_BYTES) -> dict[str, Any] | None:
     """Every ERROR and FATAL line of the run's node logs, grouped and classified (the module docstring has the
-    shape). None when the run directory has no node logs. Logs of `local_bytes` or more in all are read by
-    Spark tasks of at most `stretch_bytes` each; smaller ones in this process."""
+    shape). None when the run directory has no node logs. `history`: the scan of the run's history, when the
+    caller has one (checkers/history_scan.py; else it is scanned here), for the faults' windows. Logs of
+    `local_bytes` or more in all are read by Spark tasks of at most `stretch_bytes` each; smaller ones in this
+    process."""
     run = Path(run_dir)
     files = _log_files(run)
     if not files:
         return None
-    windows, origin = _windows(run)
+    windows, origin = _windows(run, history)
     explain = _explain_table(windows)
     rules = tuple((r.name, r.cls, r.logger, r.exception, r.text) for r in RULES)
     sizes = [p.stat().st_size for _, _, p in files]

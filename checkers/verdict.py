@@ -384,7 +384,7 @@ def essentials(results: Mapping[str, Any]) -> dict[str, Any]:
         out["loss"] = {k: v for k, v in results["loss"].items() if not isinstance(v, (list, dict))}
     if isinstance(results.get("kafka_errors"), Mapping):  # what the verdict weighs: the internal groups
         logged = results["kafka_errors"]
-        out["kafka_errors"] = {**{k: logged.get(k) for k in ("kinds", "statuses", "total_groups")},
+        out["kafka_errors"] = {**{k: logged.get(k) for k in ("kinds", "statuses", "total_groups", "errors", "fatals")},
                                "groups": [g for g in logged.get("groups") or () if g.get("status") == "internal"]}
     if isinstance(results.get("checkers"), Mapping):
         out["checkers"] = {n: {k: c[k] for k in ("valid", "error", "isolation", "incomplete_partitions", "uncopied")

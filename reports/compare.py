@@ -49,9 +49,10 @@ SHOWN = {"producer.acks", "topic.min_insync", "topic.replication_factor", "topic
 ALWAYS = ("acks", "min_insync", "rf", "unclean", "idempotence", "nemesis")
 COLUMNS = ("cell", "verdict", "severity", "prediction", "workload", *ALWAYS, "other", "runs", "pass", "fail",
            "unknown", "acked", "lost", "lost_in_promise", "lost_outside_promise", "loss_rate", "duplicate", "fails",
-           "allowed", "unknown_because", "unparsed_lines", "availability_in_faults", "send_p50_ms", "send_p99_ms", "promise", "page_cache", "run_dirs")
+           "allowed", "unknown_because", "unparsed_lines", "kafka_internal", "kafka_errors",
+           "availability_in_faults", "send_p50_ms", "send_p99_ms", "promise", "page_cache", "run_dirs")
 SUMMED = ("runs", "pass", "fail", "unknown", "checked", "acked", "lost", "duplicate", "lost_in_promise",
-          "ok_in_faults", "invoked_in_faults", "unparsed_lines")
+          "ok_in_faults", "invoked_in_faults", "unparsed_lines", "kafka_internal", "kafka_errors")
 # The txn and copy workloads' anomaly kinds and the consumer group's: a column each (after COLUMNS) when some run
 # has one. A queue run contributes only the group kinds: its order kinds go with its lost writes and stay in `fails`.
 GROUP_KINDS = ("committed_unconsumed", "double_consumed")
@@ -181,12 +182,20 @@ def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matche
             "judgement": j, "matched": matched.get(rel),
             "checked": bool(counts), **{k: counts.get(k) or 0 for k in ("acked", "lost", "duplicate")},
             "unparsed_lines": int((res.get("history") or {}).get("unparsed_lines") or 0),
+            **_logged(res.get("kafka_errors") or {}),
             **{k: int(counts.get(k) or 0) if kind != "queue" or k in GROUP_KINDS else 0 for k in ANOMALY_KINDS},
             **_workload_facts(kind, res, dict(j.failed)),
             "lost_in_promise": lost_in_promise(res, run.test) if counts else 0,
             "ok_in_faults": ok, "invoked_in_faults": invoked,
             "send_p50_ms": latency.get("p50"), "send_p99_ms": latency.get("p99"),
             "promise": promise_of(run.test), "page_cache": page_cache_short(run.test), "run_dirs": rel}
+
+
+def _logged(summary: dict[str, Any]) -> dict[str, int]:
+    """A run's Kafka log columns: the kinds of internal fault Kafka logged (each makes the run unknown), and its
+    ERROR and FATAL lines of every kind (checkers/kafka_errors.py)."""
+    return {"kafka_internal": int((summary.get("kinds") or {}).get("internal") or 0),
+            "kafka_errors": int(summary.get("errors") or 0) + int(summary.get("fatals") or 0)}
 
 
 def _rounded(s: pd.Series, digits: int) -> pd.Series:

@@ -22,7 +22,7 @@ ERROR = "error"  # a repetition could not be run: no verdict on Kafka, a harness
 # The compare row's numbers in a case's system-out; those that do not apply to the cell's workload are None: left out.
 SHOWN = ("workload", "runs", "pass", "fail", "unknown", "acked", "lost", "lost_in_promise", "lost_outside_promise",
          "duplicate", "availability_in_faults", "txn_committed", "txn_aborted", "txn_info", "copy_input", "copy_copied",
-         "failing_anomalies", "promise", "run_dirs")
+         "failing_anomalies", "kafka_internal", "kafka_errors", "unparsed_lines", "promise", "run_dirs")
 
 
 @dataclass
@@ -114,7 +114,8 @@ def write_junit(path: Path, suite: str, outcomes: list[CellOutcome]) -> Path:
         props = ET.SubElement(case, "properties")
         r = o.row or {}
         for k, v in (("verdict", o.verdict), ("severity", o.severity), ("prediction", o.prediction),
-                     ("page_cache", r.get("page_cache")), ("unparsed_lines", r.get("unparsed_lines"))):
+                     ("page_cache", r.get("page_cache")), ("unparsed_lines", r.get("unparsed_lines")),
+                     ("kafka_internal", r.get("kafka_internal")), ("kafka_errors", r.get("kafka_errors"))):
             if v is not None:
                 ET.SubElement(props, "property", name=k, value=str(v))
         if kind is not None:

@@ -35,3 +35,6 @@ def test_a_run_that_acknowledged_nothing_and_applied_no_fault_is_unknown(store, 
     page = (run / "report.html").read_text()
     assert ">unknown<" in page and nothing in page and "the nemesis (kill-leader) was asked" in page
     assert results["history"]["unparsed_lines"] == 0
+    # Every node's own logs were read (server.log and state-change.log), whatever they held.
+    logged = results["kafka_errors"]
+    assert logged["files"] >= 6 and logged["lines"] > 0 and 'id="kafka-logs"' in page

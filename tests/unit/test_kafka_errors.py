@@ -468,4 +468,4 @@ def test_the_motivating_run_checked_is_unknown_with_the_fault_named_on_every_sur
     assert errors_line(r["kafka_errors"]) in out.splitlines()
     page = write_report(motivating.run).read_text()
     assert reason in page and 'id="kafka-logs"' in page
-    assert f'<a href="nodes/n2/server.log">server.log</a> line {motivating.fault_line}' in page
+    assert f'<a href="nodes/n2/server.log">server.log</a>\nline {motivating.fault_line}' in page

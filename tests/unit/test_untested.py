@@ -40,7 +40,8 @@ def clean(fault: str | None = "ok") -> HistoryBuilder:
 
 # --- nothing to check: bad input, nothing created -----------------------------------------------------------
 
-@pytest.mark.parametrize("text, why", [("", "it is empty"), ("\n \n", "it is empty"), (CUT, "its only line is cut off")])
+@pytest.mark.parametrize("text, why", [("", "it is empty"), ("\n \n", "it is empty"),
+                                       (CUT, "its only line is cut off")])
 def test_an_empty_history_is_bad_input_and_creates_nothing(tmp_path, capsys, text, why):
     (tmp_path / "empty.jsonl").write_text(text)
     assert main(["check", str(tmp_path / "empty.jsonl"), "--spark-master", MASTER]) == 3
@@ -118,7 +119,8 @@ def test_a_queue_run_that_acknowledged_nothing_is_unknown(tmp_path, spark):
 
 def test_a_txn_run_that_committed_nothing_is_unknown(tmp_path, spark):
     lines = [{"process": 0, "type": "invoke", "f": "txn", "value": [["send", 0, 10]]},
-             {"process": 0, "type": "fail", "f": "txn", "value": [["send", 0, 10, 0, 0]], "error": "aborted on purpose"},
+             {"process": 0, "type": "fail", "f": "txn", "value": [["send", 0, 10, 0, 0]],
+              "error": "aborted on purpose"},
              {"process": 9, "type": "invoke", "f": "drain", "partition": 0},
              {"process": 9, "type": "ok", "f": "drain", "partition": 0, "records": [], "complete": True}]
     run = _write(tmp_path / "txn", lines, {"workload": {"kind": "txn"}, "topic": {"partitions": 1}})
@@ -159,15 +161,25 @@ def test_compare_and_junit_carry_why_unknown_and_the_unparsed_lines(tmp_path, sp
 
     root = tmp_path / "suite"
     clean().write(root / "cut" / "r1", {**KILL, "name": "cut"}, tail=CUT)
-    check_path(root / "cut" / "r1", MASTER)
+    logged = clean().write(root / "logged" / "r1", {**KILL, "name": "logged", "producer": {"acks": "1"}})
+    (logged / "nodes" / "n2").mkdir(parents=True)
+    (logged / "nodes" / "n2" / "server.log").write_text(
+        "[2026-11-26 16:57:32,983] ERROR Encountered metadata publishing fault: Error applying topics delta "
+        "(org.apache.kafka.server.fault.LoggingFaultHandler)\njava.lang.IllegalStateException: failed transition\n")
+    for run in (root / "cut" / "r1", logged):
+        check_path(run, MASTER)
     rows = write_compare(root)
     assert rows[0]["unparsed_lines"] == 1 and rows[0]["unknown_because"].startswith("the last line of the history")
-    assert "unknown because: the last line of the history was cut off" in (root / "compare.html").read_text()
-    case = ET.parse(write_junit(tmp_path / "report.xml", "s", [CellOutcome("cut", "cut", rows[0])])).getroot()
-    case = case.find("testsuite/testcase")
-    assert case.find("skipped").get("message").startswith("unknown because: the last line of the history was cut")
-    props = {p.get("name"): p.get("value") for p in case.iter("property")}
-    assert props["unparsed_lines"] == "1" and props["verdict"] == "unknown"
+    assert (rows[1]["kafka_internal"], rows[1]["kafka_errors"], rows[0]["kafka_internal"]) == (1, 1, 0)
+    page = (root / "compare.html").read_text()
+    assert "unknown because: the last line of the history was cut off" in page and "1 internal fault" in page
+    assert "unknown because: Kafka reported an internal fault: n2 16:57:32 Encountered metadata publishing" in page
+    report = ET.parse(write_junit(tmp_path / "report.xml", "s", [CellOutcome(r["cell"], r["cell"], r) for r in rows]))
+    cut, logs = report.getroot().findall("testsuite/testcase")
+    assert cut.find("skipped").get("message").startswith("unknown because: the last line of the history was cut")
+    assert logs.find("skipped").get("message").startswith("unknown because: Kafka reported an internal fault")
+    props = [{p.get("name"): p.get("value") for p in case.iter("property")} for case in (cut, logs)]
+    assert (props[0]["unparsed_lines"], props[0]["verdict"], props[1]["kafka_internal"]) == ("1", "unknown", "1")
 
 
 def _write(run, lines, test):
