@@ -17,11 +17,14 @@ from typing import Any
 PLANTS = ("lost_write", "unseen", "G1a", "aborted_read", "torn_transaction", "duplicate", "precommitted_read",
           "inconsistent_offsets", "poll_skip", "nonmonotonic_poll", "int_poll_skip", "int_nonmonotonic_poll",
           "nonmonotonic_send", "int_send_skip", "int_nonmonotonic_send", "G0", "G1c", "G1c_wr", "rebalanced_skip",
-          "revoked_skip")
+          "revoked_skip", "polled_then_lost", "cut_off_torn")
 # rebalanced_skip: a jump across a rebalance of the partition, which is no anomaly (it has no label). revoked_skip:
 # the same as --consumer-mode subscribe records it (docs/history.md): the partition revoked (with a generation) and
 # assigned again later, a crash line and sub-p assign and subscribe ops between, lines no checker counts.
 UNLABELLED = ("rebalanced_skip", "revoked_skip")
+# Plants named otherwise than the kind they cause: a committed value a poll returned and the complete final read
+# lacks (lost_write), and a transaction the run cut off, one of whose values the final read shows (torn).
+LABEL = {"polled_then_lost": "lost_write", "cut_off_torn": "torn_transaction"}
 UNSENT = 1 << 40  # values above every sent one
 
 
@@ -87,7 +90,8 @@ def generate(seed: int, *, txns: int = 40, partitions: int = 3, processes: int =
         raise ValueError("aborted_read needs read_uncommitted polls")
     rng, b = random.Random(seed), Builder()
     labels: dict[str, set[Any]] = {"aborted_read": set(), "precommitted_read": set()}
-    logs = _base(rng, b, txns, partitions, processes, isolation, labels)
+    total = partitions + 2 * sum(plant.values())  # test.json's partition count: the base's and two per block
+    logs = _base(rng, b, txns, partitions, total, processes, isolation, labels)
     state = {"p": partitions, "proc": processes + 1}  # process `processes` drains
 
     def take(n_parts: int, n_procs: int) -> tuple[list[int], list[int]]:
@@ -110,9 +114,10 @@ def generate(seed: int, *, txns: int = 40, partitions: int = 3, processes: int =
     return TxnCorpus(b.ops, test, labels)
 
 
-def _base(rng: random.Random, b: Builder, n: int, partitions: int, processes: int, isolation: str,
+def _base(rng: random.Random, b: Builder, n: int, partitions: int, total: int, processes: int, isolation: str,
           labels: dict[str, set[Any]]) -> dict[int, list[tuple[int, int, bool]]]:
-    """Transactions of a correct Kafka, one at a time; each partition's log as (offset, value, visible). Under
+    """Transactions of a correct Kafka, one at a time, on partitions 0..`partitions`-1 of a topic of `total`
+    (a send's partition is its key mod `total`); each partition's log as (offset, value, visible). Under
     read_uncommitted its polls read aborted values and their own sends: those go into `labels`."""
     fails: set[int] = set()
     logs: dict[int, list[tuple[int, int, bool]]] = {p: [] for p in range(partitions)}
@@ -129,7 +134,7 @@ def _base(rng: random.Random, b: Builder, n: int, partitions: int, processes: in
             if rng.random() < 0.5:
                 k = rng.randrange(2 * partitions)
                 p, v = k % partitions, b.fresh()
-                mops.append(["send", k, v, p, ends[p]])
+                mops.append(["send", p + total * (k // partitions), v, p, ends[p]])
                 mine.append((p, len(logs[p])))
                 sent.add(v)
                 logs[p].append((ends[p], v, False))
@@ -171,7 +176,7 @@ def plant_block(kind: str, b: Any, ps: list[int], procs: list[int], drainer: int
     a, c, d = procs
     v = [b.fresh() for _ in range(4)]
 
-    def send(i: int, p: int, o: int | None) -> list[Any]:
+    def send(i: int, p: int, o: int | None) -> list[Any]:  # key p: partition p of any larger topic
         return ["send", p, v[i], p, o]
 
     def three() -> None:  # values 0, 1, 2 at offsets 0, 1, 2 of q, committed
@@ -186,6 +191,16 @@ def plant_block(kind: str, b: Any, ps: list[int], procs: list[int], drainer: int
         b.txn(a, "ok", [send(1, q, 1)])
         reads = {q: [rec(1)]}
         out[kind] = v[0]
+    elif kind == "polled_then_lost":  # one value a transaction, so that under read_uncommitted none is torn
+        b.txn(a, "ok", [send(0, q, 0)])
+        b.txn(a, "ok", [send(1, q, 1)])
+        b.txn(c, "ok", [["poll", [rec(0)]]])
+        reads = {q: [rec(1)]}
+        out["lost_write"] = v[0]
+    elif kind == "cut_off_torn":  # invoked, never completed: info, its sends in partitions q and r by their keys
+        out["torn_transaction"] = b.add(process=a, type="invoke", f="txn",
+                                        value=[send(0, q, None)[:3], send(1, r, None)[:3]])
+        reads = {q: [rec(0)], r: []}
     elif kind == "unseen":
         b.txn(a, "ok", [send(0, q, 0)])
         reads = {q: []}

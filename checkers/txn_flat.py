@@ -10,6 +10,8 @@ placeholder (-1 - its own index) that later tasks translate through `Stitched.fi
 Columns (int64; NULL for none): reads `p o v txn proc line seq role type` (role 0 poll, 1 drain; `line` the
 completion's index, `seq` the record's place in it; `type` the reading transaction's outcome, 0 for a drain),
 sends `p o v txn proc pos type` (sends of completed transactions, `pos` the send's place in the transaction).
+The sends of the transactions the run cut off are known only once the stretches are joined: `stitch` returns
+them, and the driver writes them as one more range's bucket files.
 """
 from __future__ import annotations
 
@@ -111,7 +113,7 @@ def parse_task(job: tuple[str, int, int, int, int, bool, str, int, int]) -> Stre
         ps, at = np.unique(reads[order, 0], return_index=True)
         st.top = dict(zip(ps.tolist(), np.maximum.reduceat(reads[order, 1], at).tolist()))
     st.writers = sends[:, [2, 3, 6]].copy()
-    _write(out, r, reads, sends, pbuckets, vbuckets)
+    write_buckets(out, r, reads, sends, pbuckets, vbuckets)
     return st
 
 
@@ -147,7 +149,9 @@ def _rows(txns: list[Txn], drains: list[list[int]]) -> tuple[np.ndarray, np.ndar
             np.array(sends, np.int64).reshape(-1, len(SEND_COLS)))
 
 
-def _write(out: str, r: int, reads: np.ndarray, sends: np.ndarray, pbuckets: int, vbuckets: int) -> None:
+def write_buckets(out: str, r: int, reads: np.ndarray, sends: np.ndarray, pbuckets: int, vbuckets: int) -> None:
+    """Write READ_COLS `reads` and SEND_COLS `sends` rows as range `r`'s bucket files in directory `out`: by Kafka
+    partition (`r<r>.p<b>.npz`) and by value (`r<r>.v<b>.npz`)."""
     for kind, col, n, bucket in (("p", 0, pbuckets, lambda a: a % pbuckets),
                                  ("v", 2, vbuckets, lambda a: value_bucket(a, vbuckets))):
         rb, sb = bucket(reads[:, col]), bucket(sends[:, col])
@@ -166,17 +170,19 @@ def _loads(raw: bytes) -> Any:
 @dataclass
 class Stitched:
     """The stretches joined: the first error (line, why), placeholders -> invocation indexes, transaction counts,
-    and the writers of the cut-off transactions' values (value, txn, type info)."""
+    and the sends of the transactions the run cut off (SEND_COLS rows: type info, offset NULL)."""
 
     error: tuple[int, str] | None
     fixup: np.ndarray  # (placeholder, invocation index), sorted by placeholder
     types: dict[str, int]
     invoked: int
-    cut_writers: np.ndarray
+    cut: np.ndarray
 
 
-def stitch(stretches: list[Stretch]) -> Stitched:
-    """Pair each stretch's heads with the invocations earlier stretches left open, in history order."""
+def stitch(stretches: list[Stretch], partitions: int | None = None) -> Stitched:
+    """Pair each stretch's heads with the invocations earlier stretches left open, in history order. The
+    invocations still open at the end were cut off; their sends lie in partition key mod `partitions`, or -1 when
+    that is None (checkers/txn_lines.py `cut_off`)."""
     errors = [s.error for s in stretches if s.error]
     open_: dict[int, tuple[int, list[list[Any]]]] = {}
     fixup, types = [], {"ok": 0, "fail": 0, "info": 0}
@@ -204,12 +210,12 @@ def stitch(stretches: list[Stretch]) -> Stitched:
     cut = []
     for proc, (index, mops) in open_.items():
         t = Txn(index=index, process=proc)
-        cut_off(t, mops)
-        cut += [(v, index, TYPES["info"]) for v, _, _ in t.sends]
+        cut_off(t, mops, partitions)
+        cut += [(p, NULL, v, index, proc, i, TYPES["info"]) for i, (v, p, _) in enumerate(t.sends)]
         types["info"] += 1
     fix = np.array(sorted(fixup), np.int64).reshape(-1, 2)
     return Stitched(min(errors) if errors else None, fix, types, sum(s.invoked for s in stretches),
-                    np.array(cut, np.int64).reshape(-1, 3))
+                    np.array(cut, np.int64).reshape(-1, len(SEND_COLS)))
 
 
 def split(path: str, parts: int) -> list[tuple[int, int, int]]:

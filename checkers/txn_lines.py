@@ -8,7 +8,7 @@ BadLine; checkers/txn_history.py turns it into a CheckInputError naming the file
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 
@@ -30,6 +30,7 @@ class Txn:
     done: int | None = None  # the completion's line index; None when the run cut the transaction off
     sends: list[tuple[int, int, int | None]] = field(default_factory=list)  # (value, partition, offset or None)
     polls: list[list[list[int]]] = field(default_factory=list)  # each poll's [partition, offset, value] records
+    keys: list[int] | None = None  # a cut-off transaction's send keys, in order: its partitions follow from them
 
 
 @dataclass
@@ -136,9 +137,29 @@ class LineParser:
         return self.out
 
 
-def cut_off(t: Txn, mops: list[list[Any]]) -> None:
-    """A transaction the end of the run cut off: outcome unknown (info), its sends' partitions and offsets too."""
-    t.sends = [(m[2], -1, None) for m in mops if m[0] == "send"]
+def cut_off(t: Txn, mops: list[list[Any]], partitions: int | None = None) -> None:
+    """A transaction the end of the run cut off: outcome unknown (info), its sends' offsets too. Each send's
+    partition is its key mod `partitions`, the workload's mapping (docs/history.md), or -1 (in no partition)
+    when the partition count is unknown; `t.keys` keeps the keys, for `place_cut_off`."""
+    sends = [m for m in mops if m[0] == "send"]
+    t.keys = [m[1] for m in sends]
+    t.sends = [(m[2], m[1] % partitions if partitions else -1, None) for m in sends]
+
+
+def partition_count(test: dict[str, Any] | None) -> int | None:
+    """The topic's partition count that test.json records (`topic.partitions`), or None where it records none."""
+    n = ((test or {}).get("topic") or {}).get("partitions")
+    return n if _int(n) and n > 0 else None
+
+
+def place_cut_off(parsed: Parsed, partitions: int | None) -> Parsed:
+    """`parsed` with each cut-off transaction's sends in partition key mod `partitions` (as `cut_off` places
+    them); `parsed` itself, unchanged, when `partitions` is None. The transactions are copied, not changed."""
+    if not partitions:
+        return parsed
+    txns = [replace(t, sends=[(v, k % partitions, o) for (v, _, o), k in zip(t.sends, t.keys)])
+            if t.keys is not None else t for t in parsed.txns]
+    return replace(parsed, txns=txns)
 
 
 def _int(x: Any) -> bool:

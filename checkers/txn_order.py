@@ -3,9 +3,9 @@ in order (docs/checkers.md, "The txn workload"). Names after Jepsen's Kafka chec
 
 The *version order* of a partition is every (offset, value) the history shows to be in its log: every record
 any poll (of a transaction of any outcome) or ok drain returned, and every send with an offset of a transaction
-that committed or may have (ok, or info with some value read). Sends of failed transactions are left out: their
-records were aborted, and a read_committed consumer passes over their offsets. Its *known offsets* are the
-offsets holding at least one such value.
+that committed or may have (ok, or info with some value that any read returned). Sends of failed transactions
+are left out: their records were aborted, and a read_committed consumer passes over their offsets. Its *known
+offsets* are the offsets holding at least one such value.
 
 - `inconsistent_offsets`, key [partition, offset]: a known offset holding two or more different values;
 - `poll_skip`, key [process, partition, a, b]: one process's consecutive reads of a partition in two different
@@ -13,10 +13,12 @@ offsets holding at least one such value.
 - `nonmonotonic_poll`, same key: the same with b <= a;
 - `int_poll_skip`, `int_nonmonotonic_poll`, key [transaction, partition, a, b] (the transaction's invocation
   index): the same two within one transaction;
-- `nonmonotonic_send`, key [process, partition, a, b]: a process's first send to a partition in a transaction
-  (ok or info) at offset b <= a, the offset of its last send there in its previous such transaction;
-- `int_send_skip`, `int_nonmonotonic_send`, key [transaction, partition, a, b]: consecutive sends of one
-  transaction to a partition, at a then b > a with a known offset between, or at b <= a;
+- `nonmonotonic_send`, key [process, partition, a, b]: an ok or info transaction whose first send to a partition
+  with an offset is at b <= a, the offset of the last send there with an offset of the process's latest earlier
+  ok or info transaction with such a send;
+- `int_send_skip`, `int_nonmonotonic_send`, key [transaction, partition, a, b]: consecutive sends with an offset
+  of one ok or info transaction to a partition, at a then b > a with a known offset between, or at b <= a.
+  The send kinds pass over sends without an offset, and leave failed transactions out;
 - `precommitted_read`, key value: a transaction polled a value it sent itself, before it committed.
 
 A process's reads are one stream per partition: its consumer is never re-created, so the records of every poll

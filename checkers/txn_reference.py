@@ -5,17 +5,20 @@ malformed line is a CheckInputError naming it), then plain sets and dicts find
 every anomaly. The names are Jepsen's (jepsen/tests/kafka.clj):
 
 - `lost_write`: a committed value, never read, at an offset below the highest
-  offset any read returned in its partition;
+  offset any read returned in its partition; or a committed value that a poll
+  returned and no drain did, though the final read of its partition completed;
 - `unseen`: a committed value never read, not a lost_write;
 - `G1a`: a value of a transaction that failed (aborted), read by a
   read_committed reader (a poll under `--txn-isolation read_committed`, or the
   final read, which is always read_committed);
 - `aborted_read`: the same read by a read_uncommitted poll only: expected,
   never a failure;
-- `torn_transaction`: a transaction that completed ok or info, some of whose
-  values a read_committed reader saw and some not, though the final read of
-  their partition completed;
-- `duplicate`: a value read at two or more distinct (partition, offset);
+- `torn_transaction`: a transaction that completed ok or info (or was cut off
+  by the end of the run), some of whose values a read_committed reader saw and
+  some not, though the final read of the partition of those not seen completed
+  (a cut-off transaction's partitions: its keys mod test.json's partition count);
+- `duplicate`: a value at two or more distinct (partition, offset), counting its
+  reads and its send's offset (of an ok or info transaction);
 - the order kinds of checkers/txn_order.py (precommitted_read, inconsistent_offsets, poll and send skips and
   reorderings, within a transaction or between two) and the dependency cycles G0 and G1c of
   checkers/txn_cycles.py.
@@ -30,6 +33,7 @@ from typing import Any, Iterable
 
 from checkers.txn_cycles import CYCLE_COUNTS, cycles, reference_edges
 from checkers.txn_history import Parsed, parse, parse_ops
+from checkers.txn_lines import partition_count, place_cut_off
 from checkers.txn_order import ORDER_COUNTS, order_anomalies, version_order
 
 __all__ = ["COUNTS", "INVALID", "TxnChecker", "assemble", "check_txn", "check_txn_file", "parse", "parse_ops"]
@@ -58,7 +62,8 @@ def check_txn_file(history: Path, test: dict[str, Any] | None) -> dict[str, Any]
 
 def check_txn(parsed: Parsed, test: dict[str, Any] | None, *,
               max_examples: int | None = MAX_EXAMPLES) -> dict[str, Any]:
-    """Every anomaly of COUNTS in a parsed txn history, judged with test.json's isolation level.
+    """Every anomaly of COUNTS in a parsed txn history, judged with test.json's isolation level; the sends of a
+    transaction the run cut off lie in their keys' partitions when test.json records the partition count.
 
     Returns `{"valid", "counts", "examples", "cycles", "unseen_undecided", "isolation", "stats"}`: `counts` has
     every kind of COUNTS (keys: values; for torn_transaction the line index of the transaction's invocation; the
@@ -70,6 +75,7 @@ def check_txn(parsed: Parsed, test: dict[str, Any] | None, *,
     """
     isolation = isolation_of(test)
     polls_committed = isolation == COMMITTED
+    parsed = place_cut_off(parsed, partition_count(test))
     where: dict[int, set[tuple[int, int]]] = defaultdict(set)  # value -> (p, o) read
     seen_committed: set[int] = set()  # values a read_committed reader returned
     seen_uncommitted: set[int] = set()
@@ -78,6 +84,7 @@ def check_txn(parsed: Parsed, test: dict[str, Any] | None, *,
         for records in t.polls:
             _reads(records, where, top, seen_committed if polls_committed else seen_uncommitted)
     _reads(parsed.drains, where, top, seen_committed)
+    drained = {v for _, _, v in parsed.drains}
     committed = [(v, p, o) for t in parsed.txns if t.type == "ok" for v, p, o in t.sends]
     aborted = {v for t in parsed.txns if t.type == "fail" for v, _, _ in t.sends}
     found: dict[str, list[Any]] = {k: [] for k in BASE_COUNTS}
@@ -85,7 +92,10 @@ def check_txn(parsed: Parsed, test: dict[str, Any] | None, *,
         if v not in where:
             lost = o is not None and p in top and o < top[p]
             found["lost_write" if lost else "unseen"].append(v)
-    undecided = [v for v, p, _ in committed if v in set(found["unseen"]) and p not in parsed.complete]
+        elif v not in drained and p in parsed.complete:  # a poll returned it; the complete final read did not
+            found["lost_write"].append(v)
+    unseen = set(found["unseen"])
+    undecided = [v for v, p, _ in committed if v in unseen and p not in parsed.complete]
     found["G1a"] = sorted(aborted & seen_committed)
     found["aborted_read"] = sorted((aborted & seen_uncommitted) - seen_committed)
     for t in parsed.txns:
@@ -94,7 +104,14 @@ def check_txn(parsed: Parsed, test: dict[str, Any] | None, *,
             hidden = [v for v, p, _ in t.sends if v not in seen_committed and p in parsed.complete]
             if any(shown) and hidden:
                 found["torn_transaction"].append(t.index)
-    found["duplicate"] = [v for v, at in where.items() if len(at) > 1]
+    sent_at: dict[int, set[tuple[int, int]]] = defaultdict(set)  # value -> (p, o) its ok or info send reported
+    for t in parsed.txns:
+        if t.type in ("ok", "info"):
+            for v, p, o in t.sends:
+                if o is not None:
+                    sent_at[v].add((p, o))
+    found["duplicate"] = [v for v in where.keys() | sent_at.keys()
+                          if len(where.get(v, set()) | sent_at.get(v, set())) > 1]
     log = version_order(parsed)
     found.update(order_anomalies(parsed, log))
     counts = {k: len(set(found[k])) for k in BASE_COUNTS + ORDER_COUNTS}
@@ -129,10 +146,7 @@ def _stats(parsed: Parsed, committed: list, where: dict, test: dict[str, Any] | 
     by_type = defaultdict(int)
     for t in parsed.txns:
         by_type[t.type] += 1
-    parts = set(parsed.partitions)
-    n = ((test or {}).get("topic") or {}).get("partitions")
-    if isinstance(n, int):
-        parts |= set(range(n))
+    parts = set(parsed.partitions) | set(range(partition_count(test) or 0))
     return {"txn_invoke": len(parsed.txns), "txn_ok": by_type["ok"], "txn_fail": by_type["fail"],
             "txn_info": by_type["info"], "committed_sends": len(committed), "values_read": len(where),
             "drain_ok": parsed.drain_ok, "nemesis_ops": parsed.nemesis_ops,

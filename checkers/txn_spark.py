@@ -2,7 +2,9 @@
 
 1. parse (checkers/txn_flat.py): one task per stretch of history.jsonl writes its reads and sends as bucket
    files into `history.txn/` beside the history; the driver pairs completions with invocations across
-   stretches and raises the first malformed line as CheckInputError, as the reference does;
+   stretches, raises the first malformed line as CheckInputError, as the reference does, and writes the sends of
+   the transactions the run cut off (in their keys' partitions when test.json records the count) as one more
+   range;
 2. values (checkers/txn_tasks.py `value_task`): one task per value bucket;
 3. partitions (`partition_task`): one task per partition bucket, given (2)'s info transactions with a read value
    and a broadcast of every value's writer: the order kinds and the ww and wr edges.
@@ -24,7 +26,8 @@ from checkers import txn_flat, txn_lines, txn_tasks
 from checkers.parquet import CheckInputError
 from checkers.spark import spark_context
 from checkers.txn_cycles import cycles
-from checkers.txn_flat import TYPES, Stretch, parse_task, split, stitch
+from checkers.txn_flat import READ_COLS, TYPES, Stretch, parse_task, split, stitch, write_buckets
+from checkers.txn_lines import partition_count
 from checkers.txn_order import ORDER_COUNTS
 from checkers.txn_reference import BASE_COUNTS, COMMITTED, MAX_EXAMPLES, assemble, isolation_of
 from checkers.txn_tasks import partition_task, value_task
@@ -71,9 +74,12 @@ def _check(sc: SparkContext, history: Path, work: Path, test: dict[str, Any] | N
     jobs = [(str(history), r, a, b, n0, r == len(stretches) - 1, str(work), PARTITION_BUCKETS, VALUE_BUCKETS)
             for r, (a, b, n0) in enumerate(stretches)]
     got: list[Stretch] = _run(sc, "parse", parse_task, jobs)
-    joined = stitch(got)
+    joined = stitch(got, partition_count(test))
     if joined.error:
         raise CheckInputError(f"{history}:{joined.error[0]}: {joined.error[1]}")
+    # the cut-off transactions' sends, known only once the stretches are joined, go into one more range's buckets
+    write_buckets(str(work), len(got), np.zeros((0, len(READ_COLS)), np.int64), joined.cut, PARTITION_BUCKETS,
+                  VALUE_BUCKETS)
     isolation = isolation_of(test)
     top: dict[int, int] = {}
     for s in got:
@@ -81,13 +87,13 @@ def _check(sc: SparkContext, history: Path, work: Path, test: dict[str, Any] | N
             top[p] = max(top.get(p, o), o)
     top_arr = (np.array(sorted(top), np.int64), np.array([top[p] for p in sorted(top)], np.int64))
     complete = np.array(sorted(set().union(*(s.complete for s in got))), np.int64)
-    files = {k: [[str(work / f"r{r:04d}.{k}{b}.npz") for r in range(len(got))] for b in range(n)]
+    files = {k: [[str(work / f"r{r:04d}.{k}{b}.npz") for r in range(len(got) + 1)] for b in range(n)]
              for k, n in (("v", VALUE_BUCKETS), ("p", PARTITION_BUCKETS))}
     values = _run(sc, "values", value_task, [(fs, joined.fixup, top_arr, complete, isolation == COMMITTED, limit,
                                                str(work / f"values{b}.npz")) for b, fs in enumerate(files["v"])])
     per_txn = [dict(np.load(v["arrays"])) for v in values]
     read_info = np.unique(np.concatenate([v["read_info"] for v in per_txn]))
-    writers = np.concatenate([s.writers for s in got] + [joined.cut_writers])
+    writers = np.concatenate([s.writers for s in got] + [joined.cut[:, [2, 3, 6]]])
     if len(writers):
         txn_tasks.fix_placeholders(writers[:, 1], joined.fixup)
     writers = writers[np.argsort(writers[:, 0], kind="stable")]
@@ -116,9 +122,7 @@ def _check(sc: SparkContext, history: Path, work: Path, test: dict[str, Any] | N
 def _stats(got: list[Stretch], joined: Any, values_read: int, test: dict[str, Any] | None) -> dict[str, Any]:
     complete = set().union(*(s.complete for s in got))
     parts = set().union(*(s.partitions for s in got))
-    n = ((test or {}).get("topic") or {}).get("partitions")
-    if isinstance(n, int):
-        parts |= set(range(n))
+    parts |= set(range(partition_count(test) or 0))
     return {"txn_invoke": joined.invoked, "txn_ok": joined.types["ok"], "txn_fail": joined.types["fail"],
             "txn_info": joined.types["info"], "committed_sends": sum(s.committed_sends for s in got),
             "values_read": values_read, "drain_ok": sum(s.drain_ok for s in got),

@@ -6,7 +6,8 @@ compute them:
 - `value_task` (files `v<k>`: whole values): lost_write, unseen (and how many undecided), G1a, aborted_read,
   duplicate, precommitted_read, the number of values read; for torn_transaction, the transactions with a value
   a read_committed reader returned and those with one it did not (in a completed partition); and the info
-  transactions with some value read (their sends enter the version order);
+  transactions with some value read (their sends enter the version order). Its sends include those of the
+  transactions the run cut off (type info, no offset);
 - `partition_task` (files `p<k>`: whole Kafka partitions): inconsistent_offsets, the poll and send kinds, and
   the ww, wr and every-wr edges (`edge_array` rows) of the partitions.
 
@@ -101,12 +102,14 @@ def value_task(job: tuple) -> dict[str, Any]:
     seen_c, seen_u = np.unique(rv[committed_reader]), np.unique(rv[~committed_reader])
     sv, sp, so, stx, sty = S[:, 2], S[:, 0], S[:, 1], S[:, 3], S[:, 6]
     ok, unread = sty == 1, ~np.isin(sv, read)
+    in_complete = np.isin(sp, complete)
     top_o = _lookup(sp, top[0], top[1])
     lost = ok & unread & (so != NULL) & (top_o != NULL) & (so < top_o)
     unseen = ok & unread & ~lost
-    in_complete = np.isin(sp, complete)
+    lost |= ok & ~unread & ~np.isin(sv, rv[role == 1]) & in_complete  # polled, not in the complete final read
     aborted = np.unique(sv[sty == 2])
-    trip = unique_rows(R[:, [2, 0, 1]])
+    placed = (so != NULL) & ((sty == 1) | (sty == 3))  # a send's offset is one more place its value is at
+    trip = unique_rows(np.concatenate([R[:, [2, 0, 1]], S[placed][:, [2, 0, 1]]]))
     vals, n_at = np.unique(trip[:, 0], return_counts=True)
     order = np.argsort(sv, kind="stable")
     sender = _lookup(rv, sv[order], stx[order])

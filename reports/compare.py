@@ -284,7 +284,8 @@ def write_compare(root: Path, title: str | None = None) -> list[dict[str, Any]]:
     of it inside the promise, loss rate, availability in faults, p50/p99; for txn cells committed, aborted and
     indefinite transactions; for copy cells input, copied, missing, duplicated; for both the failing anomalies;
     each group of columns only when some cell runs that workload, empty in the others' rows; when some cell has
-    one the anomalies by kind (one cell per row, failing kinds in red); each run's report), then the heat map,
+    one the anomalies by kind (one cell per row, failing kinds in red); when some run's node logs were read,
+    Kafka's logs (internal faults in red, error lines); each run's report), then the heat map,
     then every column of compare.csv behind a "more columns" toggle. Raises CompareError when no run below `root` has a
     test.json.
     """
@@ -305,6 +306,6 @@ def write_compare(root: Path, title: str | None = None) -> list[dict[str, Any]]:
                anomalies=anomalies, any_anomaly=any(anomalies),
                tally=[(v, tally[v]) for v in ("pass", "fail", "unknown") if tally[v]],
                workloads={r["workload"] for r in rows}, applies=applies,
-               predicted=table.prediction.notna().any(),
+               predicted=table.prediction.notna().any(), logs_read=any("kafka_errors" in r.results for r in runs),
                reported={d for dirs in table.run_dirs for d in dirs.split() if (root / d / "report.html").exists()})
     return rows

@@ -141,10 +141,10 @@ def test_check_path_judges_a_txn_run_without_parquet(tmp_path):
     assert set(r["counts"]) == set(COUNTS) and "txn" in r["checkers"]
     assert json.loads((run / "results.json").read_text())["verdict"] == "pass"
     assert not (run / "history.parquet").exists()
-    assert "kafka_faults" not in r  # no node logs
+    assert "kafka_errors" not in r  # no node logs
 
 
-def test_check_path_names_the_faults_kafka_logged_and_keeps_the_verdict(tmp_path):
+def test_check_path_names_the_internal_fault_kafka_logged_and_cannot_pass(tmp_path):
     run = clean().write(tmp_path / "ok")
     (run / "nodes" / "n2").mkdir(parents=True)
     (run / "nodes" / "n2" / "server.log").write_text(
@@ -152,12 +152,15 @@ def test_check_path_names_the_faults_kafka_logged_and_keeps_the_verdict(tmp_path
         "MetadataDelta up to 301 (org.apache.kafka.server.fault.LoggingFaultHandler)\n"
         "java.lang.IllegalStateException: failed transition\n")
     r = check_path(run)
-    assert r["verdict"] == "pass" and r["kafka_faults"]["count"] == 1
-    assert json.loads((run / "results.json").read_text())["kafka_faults"]["faults"][0]["node"] == "n2"
+    assert r["verdict"] == "unknown" and r["kafka_errors"]["kinds"]["internal"] == 1
+    assert r["undecided"] == ["Kafka reported an internal fault: n2 16:57:32 Encountered metadata publishing fault "
+                              "(IllegalStateException), once"]
+    assert json.loads((run / "results.json").read_text())["kafka_errors"]["groups"][0]["first"]["node"] == "n2"
 
 
 def test_check_path_fails_a_G1a_and_allows_an_aborted_read(tmp_path):
-    h = H().txn(0, "fail", sends=[(0, 10, 0, 0)]).txn(1, "ok", polls=[[[0, 0, 10]]]).drain(0, [])
+    h = H().txn(0, "fail", sends=[(0, 10, 0, 0)]).txn(1, "ok", sends=[(2, 11, 0, 1)], polls=[[[0, 0, 10]]])
+    h = h.drain(0, [[0, 1, 11]])
     bad = check_path(h.write(tmp_path / "rc", RC))
     assert (bad["verdict"], bad["failed"]) == ("fail", {"G1a": 1})
     fine = check_path(h.write(tmp_path / "ru", RU))

@@ -1,7 +1,8 @@
 """The Spark txn checker (checkers/txn_spark.py) against the reference (checkers/txn_reference.py) and the labelled
 corpus (checkers/txn_corpus.py): the same result, dict for dict, on random histories with aborts, info outcomes,
 cut-off transactions, duplicates, skips and planted cycles, parsed in one stretch or many; the same error for a
-malformed line; and `kchaos check` on a txn run uses it. Every example is a full Spark check, hence few."""
+malformed line; the same on each tiny history of test_txn_definitions.py; and `kchaos check` on a txn run uses it.
+Every example is a full Spark check, hence few."""
 from __future__ import annotations
 
 import json
@@ -16,6 +17,7 @@ from checkers.txn_reference import COUNTS, TxnChecker, check_txn_file
 from checkers.txn_spark import TxnSparkChecker, check_txn_spark
 from checkers.verdict import TXN
 from test_txn_corpus import labels, shapes
+from test_txn_definitions import CASES, found
 
 MASTER = "local[2]"
 
@@ -86,6 +88,16 @@ def test_kchaos_check_uses_spark_for_a_txn_run_and_keeps_the_reference(sc, tmp_p
     assert {k: v for k, v in TxnChecker().check(corpus.test, history).items()} == r["checkers"][TXN]
 
 
+@pytest.mark.parametrize("name", CASES)
+def test_spark_follows_each_definition_as_the_reference_does(sc, tmp_path, name):
+    h, test, counts, _ = CASES[name]()
+    run = h.write(tmp_path / "run", test)
+    ref = check_txn_file(run / "history.jsonl", test)
+    assert found(ref) == counts
+    # in stretches of a few lines: completions meet their invocations, and cut-off ones are found, across them
+    assert check_txn_spark(sc, run / "history.jsonl", test, stretch_bytes=200) == ref
+
+
 def subscribe_mode_history(revoked: bool):
     """Process 1 polls partition 0 at offset 0, then at 2 (a skip over offset 1), as subscribe mode records it:
     with `revoked`, partition 0 is revoked (generation 3) and assigned again (generation 5) between the two, with
@@ -104,7 +116,7 @@ def subscribe_mode_history(revoked: bool):
 
 @pytest.mark.parametrize("revoked, counts", [(True, {}), (False, {"poll_skip": 1})])
 def test_a_poll_skip_across_a_revocation_is_allowed_and_inside_a_generation_is_not(sc, tmp_path, revoked, counts):
-    from test_txn_checker import RC, found
+    from test_txn_checker import RC
     run = subscribe_mode_history(revoked).write(tmp_path / "sub", RC)
     ref = check_txn_file(run / "history.jsonl", RC)
     assert found(ref) == counts
