@@ -9,10 +9,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
+
 from clusters.kafka_node import KafkaNode, NodeError, NodeLayout
 from clusters.kraft import NodeSpec
 from clusters.remote import Remote
 from core.hosts import ExternalKafka
+
+
+LISTEN_TIMEOUT_S = 60.0
+LISTEN_POLL_S = 0.5
 
 
 class ExternalKafkaNode(KafkaNode):
@@ -52,9 +58,19 @@ class ExternalKafkaNode(KafkaNode):
         """Nothing: the operator's cluster is formatted already (a run asking for features is refused)."""
 
     def start(self) -> None:
-        """The operator's start command, unless Kafka already listens."""
-        if not self.is_running():
-            self._command("start", self.ext.start)
+        """The operator's start command, unless Kafka already listens; then wait until it listens (at most
+        LISTEN_TIMEOUT_S). Whether it runs is whether it listens, and a JVM listens only seconds after its start
+        command returned: without the wait, a cluster waiting for its brokers would take the one starting for
+        one that exited."""
+        if self.is_running():
+            return
+        self._command("start", self.ext.start)
+        try:
+            Retrying(stop=stop_after_delay(LISTEN_TIMEOUT_S), wait=wait_fixed(LISTEN_POLL_S),
+                     retry=retry_if_result(lambda listening: not listening))(self.is_running)
+        except RetryError:
+            raise NodeError(f"{self.name}: the start command returned, but nothing listens on port "
+                            f"{self.ext.kafka_port} after {LISTEN_TIMEOUT_S:.0f} s") from None
 
     def stop(self) -> None:
         """The operator's stop command (a clean shutdown)."""

@@ -3,7 +3,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+from core.faults import run_faults
 
 KCHAOS = [sys.executable, "-m", "harness.cli"]
 
@@ -28,3 +30,101 @@ def assert_a_copier_crashed_and_was_replaced(ops: list[dict[str, Any]]) -> None:
         "no copier was replaced (a new producer fencing the crashed one)"
     assert any(o["f"] == "copy" and o["type"] == "fail" and "crashed" in o.get("error", "") for o in ops), \
         "no copier crashed mid-transaction"
+
+
+# What a run exercised, read from its history rather than counted: a loaded machine does less work in the same
+# seconds, so a floor on how much was done fails there for no fault of Kafka's. Whether work was done at each
+# stage of the faults, and whether a fault struck while work was in flight, does not depend on the speed.
+
+def is_ack(op: dict[str, Any]) -> bool:
+    """An acknowledged write."""
+    return op["f"] == "send" and op["type"] == "ok"
+
+
+def is_commit(op: dict[str, Any]) -> bool:
+    """A committed transaction."""
+    return op["f"] == "txn" and op["type"] == "ok"
+
+
+def fault_span(ops: list[dict[str, Any]]) -> tuple[int, int]:
+    """When the nemesis's schedule began (its first op's invocation) and was over (its last op's completion), on the
+    history's clock. The end-of-run `heal` is no part of it: the clients run on after it only until the cluster
+    has recovered, which may be at once, so nothing need happen after it."""
+    played = [o for o in ops if o["process"] == "nemesis" and o["f"] != "heal"]
+    assert any(o["type"] != "invoke" for o in played), "the nemesis played no op"
+    return (min(o["time"] for o in played if o["type"] == "invoke"),
+            max(o["time"] for o in played if o["type"] != "invoke"))
+
+
+def assert_done_around_the_faults(ops: list[dict[str, Any]], done: Callable[[dict[str, Any]], bool], what: str,
+                                  during: bool = False) -> None:
+    """Some client op `done` accepts completed before the first fault was invoked and some after the nemesis's
+    last op completed; with `during`, some also in between. A run that did nothing after the faults (the cluster
+    or the client never recovered) fails, however fast or slow the machine."""
+    first, last = fault_span(ops)
+    times = [o["time"] for o in ops if o["process"] != "nemesis" and done(o)]
+    assert any(t < first for t in times), f"no {what} before the first fault ({first / 1e9:.1f} s)"
+    if during:
+        assert any(first < t < last for t in times), \
+            f"no {what} while the faults were played ({first / 1e9:.1f} s to {last / 1e9:.1f} s)"
+    assert any(t > last for t in times), f"no {what} after the nemesis's last op ({last / 1e9:.1f} s)"
+
+
+def assert_each_fault_struck_ops_in_flight(ops: list[dict[str, Any]], fault: str, client_f: str) -> None:
+    """Every `fault` the nemesis applied (ok) came while a client `client_f` op was outstanding: one invoked
+    before the fault completed and not completed before the fault was invoked."""
+    outstanding: dict[tuple[Any, str], int] = {}  # a process has one op of a kind outstanding at a time
+    spans: list[tuple[int, float]] = []
+    for o in ops:
+        if o["process"] == "nemesis" or o["f"] != client_f:
+            continue
+        key = (o["process"], o["f"])
+        if o["type"] == "invoke":
+            outstanding[key] = o["time"]
+        elif key in outstanding:
+            spans.append((outstanding.pop(key), o["time"]))
+    spans += [(t, float("inf")) for t in outstanding.values()]  # cut off by the end of the run
+    invoked: dict[str, int] = {}
+    struck = 0
+    for o in ops:
+        if o["process"] != "nemesis" or o["f"] != fault:
+            continue
+        if o["type"] == "invoke":
+            invoked[o.get("nemesis")] = o["time"]
+        elif o["type"] == "ok":
+            start, end = invoked[o.get("nemesis")], o["time"]
+            assert any(a < end and b > start for a, b in spans), \
+                f"{fault} at {start / 1e9:.1f} s met no {client_f} in flight"
+            struck += 1
+    assert struck, f"the nemesis applied no {fault}"
+
+
+def fault_windows(run: Path, ops: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """(from, to) of each fault the nemesis applied: its break op's invocation to the completion of the next mend
+    op (or `heal`) of the same nemesis, as the run's faults.json says which op breaks and which mends; a one-shot
+    fault (nothing mends it) spans its own op."""
+    catalogue = run_faults(run, ops)
+    invoked: dict[str, int] = {}
+    open_: dict[str, list[int]] = {}
+    windows: list[tuple[int, int]] = []
+    for o in ops:
+        if o["process"] != "nemesis":
+            continue
+        spec, role = o.get("nemesis"), catalogue.role(o.get("nemesis"), o["f"])
+        if role == "break" and o["type"] == "invoke":
+            invoked[spec] = o["time"]
+        elif role == "break" and o["type"] == "ok" and catalogue.get(spec).mends is None:
+            windows.append((invoked[spec], o["time"]))
+        elif role == "break" and o["type"] == "ok":
+            open_.setdefault(spec, []).append(invoked[spec])
+        elif (role == "mend" or o["f"] == "heal") and o["type"] != "invoke":
+            windows += [(start, o["time"]) for start in open_.pop(spec, [])]
+    return sorted(windows)
+
+
+def assert_writes_acked_around_every_kill(ops: list[dict[str, Any]]) -> None:
+    """The spine's exercise (acks=all, min.insync=2, partition leaders killed): writes acknowledged before the
+    first kill, while the kills went on and after the last restart, and every kill struck with writes in flight,
+    so that "every acknowledged write was read back" covers writes on each side of a failover."""
+    assert_done_around_the_faults(ops, is_ack, "acknowledged write", during=True)
+    assert_each_fault_struck_ops_in_flight(ops, "kill", "send")

@@ -192,7 +192,9 @@ def test_torn_write_power_failure_is_truncated_by_log_recovery_and_nothing_acked
     since = log_size(healthy, victim)
     nem = nemesis.PACKAGES["torn-write"].make(healthy, CFG)
     with Sender(healthy, 1, "torn", pause=0.002) as s:
-        until(lambda: len(s.acked) >= 500, 30, "500 acknowledged writes", every=0.5)
+        # The power fails under acknowledged writes; how many fit before it is the machine's speed, and what the
+        # fault tore of this partition's segment is asserted below.
+        until(lambda: s.acked, 30, "an acknowledged write", every=0.5)
         t0 = time.monotonic()
         done = nem.invoke({"f": "power-fail", "target": "leader", "partition": 1, "pick": 77})
         apply_s = time.monotonic() - t0

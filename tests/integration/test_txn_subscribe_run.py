@@ -1,7 +1,8 @@
 """The txn workload (librdkafka) in subscribe mode under kill-leader and crash-client, with sub-p ops (assign and
 subscribe): one group, rebalances recorded, producers fenced by their replacements (same transactional.id), and
-read_committed still keeps every transaction's promise (txn_asserts.valid_txn_run: committed and aborted
-transactions, every partition read to its end, a kill done, a committed poll that returned records)."""
+read_committed still keeps every transaction's promise (txn_asserts.valid_txn_run: commits before the faults
+and after them, aborted transactions, every partition read to its end, kills that struck transactions in
+flight, a committed poll that returned records)."""
 import pytest
 
 from checkers.txn_history import parse
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.cluster
 def test_txn_subscribe_under_kill_leader_and_crash_client_is_valid_and_its_rebalances_excuse_the_jumps(store):
     test = valid_txn_run(store, "txnsub", [
         "--consumer-mode", "subscribe", "--restart-delay", "2", "--time-limit", "30", "--rate", "40",
-        "--txn-sub-p", "0.02"], min_committed=50, nemesis="kill-leader,crash-client")
+        "--txn-sub-p", "0.02"], nemesis="kill-leader,crash-client")
     ops = test["_ops"]
     rebalances = [o for o in ops if o["f"] == "rebalance"]
     assert any(o["assigned"] and o.get("generation") is not None for o in rebalances)
