@@ -13,9 +13,10 @@ judged the lines before it. Any other damaged line is bad input, which the check
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from checkers.parquet import CheckInputError
 from core.faults import FaultCatalogue
@@ -24,6 +25,8 @@ __all__ = ["HistoryScan", "nemesis_section", "scan"]
 
 CHUNK_BYTES = 16 << 20
 _NEMESIS = b'"nemesis"'
+_SOMETHING = re.compile(rb"\S")
+_END_BLOCK = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -53,39 +56,56 @@ def scan(history: Path) -> HistoryScan:
     lines = 0
     nemesis: list[dict[str, Any]] = []
     first_client: int | None = None
-    tail = last_data = b""
+    anything = False
+    tail = end_block = b""  # the line begun and not ended yet; the last 64 KB before the last newline
     try:
         with open(history, "rb") as fh:
+            # Each chunk is searched where it lies, never copied: only the line that straddles two chunks is.
             while chunk := fh.read(CHUNK_BYTES):
-                data = tail + chunk
-                end = data.rfind(b"\n") + 1
-                tail, data = data[end:], data[:end]
-                lines += data.count(b"\n")
-                nemesis += _nemesis_lines(data)
-                if first_client is None:
-                    first_client = _first_client_time(data)
-                last_data = data if data.strip() else last_data
+                first_nl = chunk.find(b"\n")
+                if first_nl < 0:
+                    tail += chunk
+                    continue
+                last_nl = chunk.rfind(b"\n")
+                lines += chunk.count(b"\n")
+                head = tail + chunk[:first_nl + 1]
+                for data, lo, hi in ((head, 0, len(head)), (chunk, first_nl + 1, last_nl + 1)):
+                    nemesis += _nemesis_lines(data, lo, hi)
+                    if first_client is None:
+                        first_client = _first_client_time(data, lo, hi)
+                    anything = anything or _SOMETHING.search(data, lo, hi) is not None
+                end_block = (head + chunk[first_nl + 1:last_nl + 1])[-_END_BLOCK:] if last_nl - first_nl < _END_BLOCK \
+                    else chunk[last_nl + 1 - _END_BLOCK:last_nl + 1]
+                tail = chunk[last_nl + 1:]
     except OSError as e:
         raise CheckInputError(f"{history}: unreadable ({e.strerror or e})") from None
     cut, last = False, None
     if tail.strip():
-        try:
-            last = json.loads(tail)
-        except ValueError:
+        last = _json(tail)
+        if last is None:
             cut = True
         else:
             lines += 1
             nemesis += [last] if _is_nemesis(last) else []
-            first_client = first_client if first_client is not None else _first_client_time(tail)
-    if not last_data.strip() and last is None:
+            first_client = first_client if first_client is not None else _first_client_time(tail, 0, len(tail))
+    if not anything and last is None:
         what = "its only line is cut off" if cut else "it is empty"
         raise CheckInputError(f"{history}: not a history: {what}, so it records no operation to check")
-    last_ns = _time(last) if last is not None else _last_time(last_data)
+    last_ns = _time(last) if last is not None else _last_time(end_block)
     return HistoryScan(lines, cut, tuple(nemesis), first_client, last_ns)
 
 
-def _first_client_time(data: bytes) -> int | None:
-    for raw in data.split(b"\n"):
+def _lines(data: bytes, lo: int, hi: int) -> Iterator[bytes]:
+    """The lines of data[lo:hi], one copied at a time."""
+    while lo < hi:
+        nl = data.find(b"\n", lo, hi)
+        nl = hi if nl < 0 else nl
+        yield data[lo:nl]
+        lo = nl + 1
+
+
+def _first_client_time(data: bytes, lo: int, hi: int) -> int | None:
+    for raw in _lines(data, lo, hi):
         op = _json(raw)
         if op is not None and not _is_nemesis(op) and (t := _time(op)) is not None:
             return t
@@ -93,13 +113,15 @@ def _first_client_time(data: bytes) -> int | None:
 
 
 def _last_time(data: bytes) -> int | None:
-    for raw in reversed(data[-(64 << 10):].split(b"\n")):
+    for raw in reversed(data.split(b"\n")):
         if (op := _json(raw)) is not None and (t := _time(op)) is not None:
             return t
     return None
 
 
 def _json(raw: bytes) -> dict[str, Any] | None:
+    if not raw.strip():
+        return None
     try:
         op = json.loads(raw)
     except ValueError:
@@ -112,17 +134,17 @@ def _time(op: dict[str, Any]) -> int | None:
     return t if isinstance(t, int) and not isinstance(t, bool) else None
 
 
-def _nemesis_lines(data: bytes) -> list[dict[str, Any]]:
+def _nemesis_lines(data: bytes, lo: int, hi: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    at = data.find(_NEMESIS)
+    at = data.find(_NEMESIS, lo, hi)
     while at >= 0:
-        start = data.rfind(b"\n", 0, at) + 1
-        end = data.find(b"\n", at)
-        end = len(data) if end < 0 else end
+        start = data.rfind(b"\n", lo, at) + 1 or lo
+        end = data.find(b"\n", at, hi)
+        end = hi if end < 0 else end
         op = _json(data[start:end])  # a malformed line is the checkers' to name
         if _is_nemesis(op):
             out.append(op)
-        at = data.find(_NEMESIS, end)
+        at = data.find(_NEMESIS, end, hi)
     return out
 
 
