@@ -469,3 +469,23 @@ def test_the_motivating_run_checked_is_unknown_with_the_fault_named_on_every_sur
     page = write_report(motivating.run).read_text()
     assert reason in page and 'id="kafka-logs"' in page
     assert f'<a href="nodes/n2/server.log">server.log</a>\nline {motivating.fault_line}' in page
+
+
+def test_a_torn_checkpoint_is_expected_after_a_power_failure_and_internal_after_a_kill(tmp_path):
+    """A power failure drops what was not written back, so the restarted broker may read a torn file; a kill keeps
+    the page cache, so the same error after a kill is Kafka's own."""
+    torn = ("Error while reading checkpoint file /var/lib/kafka/data/kchaos-0/leader-epoch-checkpoint "
+            "(org.apache.kafka.storage.internals.log.LogDirFailureChannel)",
+            ["org.apache.kafka.common.errors.KafkaStorageException: Error while reading checkpoint file",
+             "Caused by: java.io.IOException: Malformed line in checkpoint file"])
+    for spec, f, status in (("power-fail", "power-fail", "expected"), ("kill", "kill", "internal")):
+        run = tmp_path / spec
+        run.mkdir()
+        write_history(run, [(10.0, spec, "invoke", f, {"target": "one"}), (10.5, spec, "ok", f, {"nodes": ["n1"]}),
+                            (20.0, spec, "invoke", "start", {}), (20.5, spec, "ok", "start", {"nodes": ["n1"]})])
+        write_faults(run, [FaultKind(spec, f, "start")])
+        logs = Logs(run, ("n1",))
+        logs.add("n1", 25.0, "ERROR", torn)
+        logs.write()
+        s = kafka_errors(run)
+        assert [(g["status"], g["rule"]) for g in s["groups"]] == [(status, "log-dir-failure")], spec
