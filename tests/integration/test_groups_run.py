@@ -4,7 +4,7 @@ import json
 import pytest
 
 from core.history import read_history
-from runs import finished_run
+from runs import finished_run, held
 
 pytestmark = pytest.mark.cluster
 
@@ -13,7 +13,7 @@ def test_subscribe_with_a_crashed_member_is_valid_with_sync_commits(store):
     run, results = finished_run(store, "groups", [
         "--consumer-mode", "subscribe", "--consumers", "3", "--nemesis", "crash-client", "--interval", "8",
         "--restart-delay", "2", "--time-limit", "22", "--rate", "100", "--producers", "2", "--seed", "29"])
-    assert results["verdict"] == "pass", results
+    assert held(results), results
     counts = results["counts"]
     assert counts["poll_skip"] == counts["nonmonotonic_poll"] == counts["committed_unconsumed"] == 0, counts
     ops = list(read_history(run / "history.jsonl"))
