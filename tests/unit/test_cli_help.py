@@ -1,4 +1,4 @@
-"""Help and commands a user expects (issue 22 §5): described subcommands, every option's help and default, run's
+"""Help and commands a user expects: described subcommands, every option's help and default, run's
 option groups, --version, the exit codes in --help, --dry-run that starts and creates nothing, "did you mean",
 errors at the right line, and compare refusing a single run."""
 from __future__ import annotations

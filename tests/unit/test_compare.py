@@ -108,7 +108,7 @@ def test_heatmap_is_one_matrix_of_what_the_cells_vary(runs):
 
 
 def test_heatmap_squares_are_coloured_by_severity_not_by_verdict(runs):
-    """The 97.6% cell of issue 22: an allowed loss reads "pass" on a red square, never a green one."""
+    """The 97.6% cell (acks=all power-fail-all): an allowed loss reads "pass" on a red square, never a green one."""
     from reports.heatmap import FILL
 
     rows = write_compare(runs)

@@ -1,4 +1,4 @@
-"""`--rate max` (issue 22 §5): the producer pipeline picked from the machine's cores, explicit options winning,
+"""`--rate max`: the producer pipeline picked from the machine's cores, explicit options winning,
 the pick recorded in the config and test.json, in suite cells as on the command line, and described in help."""
 from __future__ import annotations
 

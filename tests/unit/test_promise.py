@@ -90,7 +90,7 @@ def written_back(t: float, **oldest: dict[int, float]) -> PowerLoss:
 
 
 def test_issue21_a_holder_leaving_the_isr_ends_the_guarantee_even_without_a_later_power_loss():
-    # p2 offset 250 of the seed-11 run (issue 21), as its metadata log and nemesis lines have it: acked at 58.6 s
+    # p2 offset 250 of the seed-11 `writeback-30` run, as its metadata log and nemesis lines have it: acked at 58.6 s
     # by n3 with ISR {n3, n2}; n3 lost power at 61.0 s (and the write, 2.4 s old); at 76.5 s the controller
     # fenced n2 and left the ISR {n3}; n2 lost power at 77.6 s. From 76.5 s no in-sync replica held the write:
     # it was lost outside the guarantee. The checker used to wait for a power failure to empty the holders, so

@@ -147,7 +147,7 @@ def rows(body: str) -> list[str]:
 def test_index_lists_every_run_of_the_store_and_suites(url):
     status, ctype, body = get(url + "/")
     assert status == 200 and ctype == "text/html; charset=utf-8"
-    # 2 runs on their own, 2 in the nightly suite, 2 in the adhoc one: issue 22 saw "Runs (0)" for a suite-only store
+    # 2 runs on their own, 2 in the nightly suite, 2 in the adhoc one: a suite-only store once showed "Runs (0)"
     runs = body.split("<h2>Runs (6)</h2>")[1].split("<h2>")[0]
     by = {name: next(r for r in rows(runs) if f">{name}<" in r)
           for name in ("t-fresh", "t-lossy", "nightly-c0", "nightly-c1", "adhoc-r0", "adhoc-r1")}

@@ -1,4 +1,4 @@
-"""Output fit for terminals and logs (issue 22 §4): nothing wrapped or cut off a terminal, plain progress lines,
+"""Output fit for terminals and logs: nothing wrapped or cut off a terminal, plain progress lines,
 colour only where it belongs (--color, NO_COLOR), --quiet, and verdicts on stdout.
 
 The suite runs with a stand-in runner that writes a small run directory, so no cluster is needed.

@@ -1,4 +1,4 @@
-"""One verdict, the same word everywhere (issue 22 §2; docs/verdicts.md): checkers.verdict.judge's table, and one
+"""One verdict, the same word everywhere (docs/verdicts.md): checkers.verdict.judge's table, and one
 run's word on the console, in results.json, report.html, compare.html and compare.csv, JUnit, serve and the exit code.
 """
 from __future__ import annotations
@@ -191,7 +191,7 @@ def test_kchaos_check_rejudges_an_old_results_json(spark, tmp_path):
 # --- colour follows severity -------------------------------------------------------------------------------
 
 def test_a_976_percent_loss_that_passes_is_red_on_every_surface(tmp_path):
-    """issue 22: the acks=all power-fail-all cell lost 97.6% of its writes, outside the guarantee."""
+    """The acks=all power-fail-all cell lost 97.6% of its writes, outside the guarantee."""
     from harness.console import print_suite
     from harness.terminal import make_console
     from reports.compare import write_compare
