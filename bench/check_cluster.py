@@ -32,7 +32,7 @@ WORKERS = 2
 def driver_session(url: str, ui_port: int):
     """The process's Spark session on the cluster, with its status API on loopback (the checker's own
     sessions run without a UI); checkers.spark.spark_session() then returns this one."""
-    from checkers import spark as kspark
+    from kchaos.checkers import spark as kspark
 
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -55,8 +55,8 @@ def api(ui_port: int, app: str, path: str) -> list | dict:
 
 def main(runs: int, ops: int) -> None:
     """Run the benchmark: `runs` runs of about `ops` lines, one suite directory, on the cluster."""
-    from checkers import check_tree
-    from checkers.corpus import write_large
+    from kchaos.checkers import check_tree
+    from kchaos.checkers.corpus import write_large
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

@@ -27,7 +27,7 @@ MASTER = "local[2]"
 CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from checkers import check_path
+from kchaos.checkers import check_path
 t1 = time.perf_counter()
 out = []
 for run in sys.argv[2:]:
@@ -41,7 +41,7 @@ print(json.dumps({"imports": t1 - t0, "runs": out}))
 
 def main(ops: int, runs: int) -> None:
     """Run the benchmark: `runs` histories of about `ops` lines, checked in one fresh process."""
-    from checkers.corpus import write_large
+    from kchaos.checkers.corpus import write_large
 
     with tempfile.TemporaryDirectory() as tmp:
         dirs, labels = [], []
@@ -51,8 +51,7 @@ def main(ops: int, runs: int) -> None:
             labels.append(({k: len(v) for k, v in corpus.planted.items()}, corpus.lines))
         print(f"load average before: {os.getloadavg()[0]:.2f}", flush=True)
         start = time.time()
-        proc = subprocess.run([sys.executable, "-c", CHILD, MASTER, *dirs], capture_output=True, text=True,
-                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        proc = subprocess.run([sys.executable, "-c", CHILD, MASTER, *dirs], capture_output=True, text=True)
         if proc.returncode:
             sys.exit(proc.stderr[-3000:])
         res = json.loads(proc.stdout.strip().splitlines()[-1])

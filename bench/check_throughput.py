@@ -40,8 +40,8 @@ TARGET_S = 60.0
 
 def warm_up(tmp: Path) -> float:
     """Start Spark and run one check of a tiny history; the seconds it took."""
-    from checkers import check_path
-    from checkers.corpus import generate, write
+    from kchaos.checkers import check_path
+    from kchaos.checkers.corpus import generate, write
 
     start = time.perf_counter()
     check_path(write(generate(0, sends=200), tmp / "warm-up"), spark_master=MASTER)
@@ -50,7 +50,7 @@ def warm_up(tmp: Path) -> float:
 
 def corpus(data: Path, ops: int) -> tuple[Path, dict, dict, int, float]:
     """(history, test, labels, lines, seconds spent generating) of the size-`ops` corpus in `data`."""
-    from checkers.corpus import write_large
+    from kchaos.checkers.corpus import write_large
 
     run = data / f"h{ops}"
     meta = run / "labels.json"
@@ -67,8 +67,8 @@ def corpus(data: Path, ops: int) -> tuple[Path, dict, dict, int, float]:
 
 def fresh(history: Path) -> None:
     """Remove the converted forms beside `history`."""
-    from checkers.buckets import bucket_dir
-    from checkers.parquet import parquet_path
+    from kchaos.checkers.buckets import bucket_dir
+    from kchaos.checkers.parquet import parquet_path
 
     parquet_path(history).unlink(missing_ok=True)
     shutil.rmtree(bucket_dir(parquet_path(history)), ignore_errors=True)
@@ -79,16 +79,16 @@ def lines_table(history: Path):
     """The history's lines as the Arrow table the harness would hand over (from its Parquet form)."""
     import pyarrow.parquet as pq
 
-    from checkers.history_lines import LINE_SCHEMA
-    from checkers.parquet import convert
+    from kchaos.checkers.history_lines import LINE_SCHEMA
+    from kchaos.checkers.parquet import convert
 
     return pq.read_table(convert(history), columns=[n for n in LINE_SCHEMA.names if n != "_corrupt_record"])
 
 
 def measure(history: Path, test: dict, planted: dict, lines: int, reference: bool) -> dict:
     """One size: seconds for each path, counts and whether they agree."""
-    from checkers import check_path
-    from checkers.parquet import convert, write_from_lines
+    from kchaos.checkers import check_path
+    from kchaos.checkers.parquet import convert, write_from_lines
 
     out: dict = {"lines": lines}
     fresh(history)

@@ -28,12 +28,11 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 
-import nemesis  # noqa: E402
-from core.config import TestConfig  # noqa: E402
-from core.history import read_history  # noqa: E402
+from kchaos import nemesis  # noqa: E402
+from kchaos.core.config import TestConfig  # noqa: E402
+from kchaos.core.history import read_history  # noqa: E402
 
 
 def default_faults() -> list[str]:
@@ -88,7 +87,7 @@ def timings(run: Path) -> dict[str, dict[str, float]]:
 
 def kchaos_run(store: Path, sched: Path, time_limit: float, seed: int, extra: list[str]) -> Path:
     """One run playing `sched`; its run directory."""
-    cmd = [sys.executable, "-m", "harness.cli", "run", "--store", str(store), "--schedule", str(sched),
+    cmd = [sys.executable, "-m", "kchaos", "run", "--store", str(store), "--schedule", str(sched),
            "--time-limit", str(time_limit), "--seed", str(seed), "--acks", "all", "--rate", "50",
            "--storage", "lazyfs", "--segment-ms", "10000", *extra]
     subprocess.run(cmd, cwd=REPO, check=False, stdout=subprocess.DEVNULL)

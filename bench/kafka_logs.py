@@ -1,7 +1,7 @@
 """Time the check of Kafka's own logs (checkers/kafka_errors.py) on synthetic node logs of a given size, in one
 process against Spark tasks, side by side in one sitting; print seconds, MB/s and whether both agree.
 
-    PYTHONPATH=. .venv/bin/python bench/kafka_logs.py --mb 100 800
+    .venv/bin/python bench/kafka_logs.py --mb 100 800
 
 Each of three nodes gets a server.log of INFO lines with, every 200 lines, an ERROR event with a stack trace
 (NotEnoughReplicas, a refused connection), and one metadata publishing fault on n2: the shape of the exactly-once
@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from checkers.kafka_errors import kafka_errors
-from checkers.spark import spark_context
+from kchaos.checkers.kafka_errors import kafka_errors
+from kchaos.checkers.spark import spark_context
 
 INFO = ("[2026-11-26 16:{m:02d}:{s:02d},{ms:03d}] INFO [ReplicaFetcher replicaId=2, leaderId=1, fetcherId=0] "
         "Truncating partition kchaos-{p} with TruncationState(offset={o}, completed=true) due to local high "

@@ -17,8 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from clusters.lazyfs import build  # noqa: E402
+from kchaos.clusters.lazyfs import build  # noqa: E402
 
 SYNC_EVERY = 8 << 20
 

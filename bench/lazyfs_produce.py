@@ -20,10 +20,10 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from clusters import admin
-from clusters.docker import DockerCluster, cleanup
-from core.config import ClusterConfig, TopicConfig
-from harness.runner import prepare
+from kchaos.clusters import admin
+from kchaos.clusters.docker import DockerCluster, cleanup
+from kchaos.core.config import ClusterConfig, TopicConfig
+from kchaos.harness.runner import prepare
 
 TOPIC = TopicConfig(name="bench", partitions=3, replication_factor=3, min_insync=2)
 

@@ -18,12 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 CHILD = r"""
 import json, resource, sys, time
-from core.send_stream import merge_streams
+from kchaos.core.send_stream import merge_streams
 t = time.perf_counter()
 n = merge_streams(sys.argv[1])
 print(json.dumps({"lines": n, "s": time.perf_counter() - t,
@@ -33,7 +31,7 @@ print(json.dumps({"lines": n, "s": time.perf_counter() - t,
 
 def write_run(run: Path, events: int) -> None:
     """Two streams of `events` // 2 events each (sends completed ok) and a three-line history.jsonl."""
-    from core.send_stream import PARTS_DIR, SendStream
+    from kchaos.core.send_stream import PARTS_DIR, SendStream
 
     (run / PARTS_DIR).mkdir(parents=True)
     t0 = time.monotonic_ns()
@@ -58,8 +56,7 @@ def main(sizes: list[int]) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             run = Path(tmp)
             write_run(run, events)
-            out = subprocess.run([sys.executable, "-c", CHILD, str(run)], capture_output=True, text=True,
-                                 env={**os.environ, "PYTHONPATH": str(REPO)}, check=True)
+            out = subprocess.run([sys.executable, "-c", CHILD, str(run)], capture_output=True, text=True, check=True)
             r = json.loads(out.stdout.strip().splitlines()[-1])
             print(f"{r['lines']:>11,} {r['s']:>8.1f} {r['lines'] / r['s']:>10,.0f} {r['rss_mb']:>12.0f}", flush=True)
 

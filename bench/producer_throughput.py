@@ -41,17 +41,16 @@ from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-from clusters import admin  # noqa: E402
-from clusters.docker import DockerCluster  # noqa: E402
-from harness import full_load  # noqa: E402
-from core.config import ClusterConfig, ProducerConfig, TestConfig, TopicConfig, WorkloadConfig  # noqa: E402
-from core.history import History  # noqa: E402
-from core.kafka_versions import DEFAULT as KAFKA, perf_command  # noqa: E402
-from core.send_stream import merge_streams  # noqa: E402
-from harness.runner import prepare  # noqa: E402
-from workloads.queue import QueueWorkload  # noqa: E402
+from kchaos.clusters import admin  # noqa: E402
+from kchaos.clusters.docker import DockerCluster  # noqa: E402
+from kchaos.harness import full_load  # noqa: E402
+from kchaos.core.config import ClusterConfig, ProducerConfig, TestConfig, TopicConfig, WorkloadConfig  # noqa: E402
+from kchaos.core.history import History  # noqa: E402
+from kchaos.core.kafka_versions import DEFAULT as KAFKA, perf_command  # noqa: E402
+from kchaos.core.send_stream import merge_streams  # noqa: E402
+from kchaos.harness.runner import prepare  # noqa: E402
+from kchaos.workloads.queue import QueueWorkload  # noqa: E402
 
 TOOL = ["kafka-ctl", "tool"]
 OK_SEND = '"type":"ok","f":"send"'  # as History and the stream merge write every ok send

@@ -29,7 +29,7 @@ def _records(path: Path) -> Iterator[dict[str, Any]]:
 
 def _check(path: Path, test: dict[str, Any], out: Any) -> None:
     """Child process: check `path`, send back (seconds, peak RSS in MiB, result)."""
-    from checkers.reference import check_reference
+    from kchaos.checkers.reference import check_reference
 
     start = time.perf_counter()
     result = check_reference(_records(path), test)
@@ -51,7 +51,7 @@ def check_in_child(path: Path, test: dict[str, Any]) -> tuple[float, float, dict
 
 def main(sizes: list[int]) -> None:
     """Run the benchmark for each target size (in history lines, approximately)."""
-    from checkers.corpus import write_large
+    from kchaos.checkers.corpus import write_large
 
     print(f"{'lines':>11} {'generate s':>10} {'check s':>8} {'lines/s':>9} {'peak RSS MiB':>12}  labels")
     for size in sizes:

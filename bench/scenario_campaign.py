@@ -12,9 +12,9 @@ counts even. After each repetition its scenario directory is appended to the led
 (bench/scenario_rates.py --record). A variant's "current configuration" is the config hash and the
 prediction of its newest ledger line (the table's row); a variant with no line yet has none.
 
-kchaos is run from the checkout this file is in (`python -m harness.cli`, that checkout first on
-PYTHONPATH), so a campaign started from a git worktree runs the worktree's code whichever venv's
-Python runs it. `--kchaos PATH` runs another kchaos instead.
+kchaos is run as `python -m kchaos` by the Python that runs this file, so a campaign runs the code installed in
+that Python's environment (a git worktree runs its own code from its own venv). `--kchaos PATH` runs another
+kchaos instead.
 """
 from __future__ import annotations
 
@@ -29,14 +29,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scenario_rates import LEDGER, REPO, file_order, read_ledger  # noqa: E402
 
-from core.exit_codes import EXIT_BAD_INPUT  # noqa: E402
+from kchaos.core.exit_codes import EXIT_BAD_INPUT  # noqa: E402
 
 
 def predictions(versions: bool = False) -> dict[str, dict[str, str]]:
     """Each shipped scenario's variants, with the prediction its file makes today: each on its own line, or with
     `versions` on each line the scenario lists (`kchaos scenario NAME --versions listed`)."""
-    from core.kafka_versions import line_of
-    from harness.scenario import find_scenario, load_scenario
+    from kchaos.core.kafka_versions import line_of
+    from kchaos.harness.scenario import find_scenario, load_scenario
 
     out = {}
     for name in file_order():
@@ -83,10 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                     "`versions` lists (NAME-kafka-LINE off its own line); default: each variant on its own")
     a = ap.parse_args(argv)
     store = str(Path(a.store).resolve())
-    kchaos = [a.kchaos] if a.kchaos else [sys.executable, "-m", "harness.cli"]
+    kchaos = [a.kchaos] if a.kchaos else [sys.executable, "-m", "kchaos"]
     env = dict(os.environ)
-    if not a.kchaos:
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     only = set(a.scenarios.split(",")) if a.scenarios else None
     variants = set(a.variants.split(",")) if a.variants else None
     known = {s: vs for s, vs in predictions(a.versions).items() if not only or s in only}
@@ -105,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(a.lock, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             print(f"{time.strftime('%H:%M:%S')} {' '.join(args)}", flush=True)
-            subprocess.run([*kchaos, *args], check=False, env=env, cwd=REPO)  # cwd: first on `-m`'s path
+            subprocess.run([*kchaos, *args], check=False, env=env, cwd=REPO)
         runs = [p for p in (Path(store) / "scenarios" / scenario).iterdir() if p.is_dir() and not p.is_symlink()]
         newest = max(runs, key=lambda p: p.name)
         subprocess.run([sys.executable, str(REPO / "bench" / "scenario_rates.py"), str(newest), "--record"],

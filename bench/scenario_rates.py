@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from core.exit_codes import EXIT_BAD_INPUT
-from core.kafka_versions import DEFAULT as DEFAULT_KAFKA
-from harness.scenario_stats import Rate, spreads
+from kchaos.core.exit_codes import EXIT_BAD_INPUT
+from kchaos.core.kafka_versions import DEFAULT as DEFAULT_KAFKA
+from kchaos.harness.scenario_stats import Rate, spreads
 
 REPO = Path(__file__).resolve().parents[1]
 LEDGER = REPO / "bench" / "data" / "scenario-rates.jsonl"

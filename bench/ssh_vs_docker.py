@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 
-from core.history import read_history  # noqa: E402
+from kchaos.core.history import read_history  # noqa: E402
 from fault_timings import fault_ops  # noqa: E402
 from ssh_hosts import ssh_hosts  # noqa: E402
 
@@ -37,7 +37,7 @@ def measure(run: Path, time_limit: float) -> dict[str, float]:
 
 
 def kchaos_run(store: Path, extra: list[str], a: argparse.Namespace) -> Path:
-    cmd = [sys.executable, "-m", "harness.cli", "run", "--store", str(store), "--time-limit", str(a.time_limit),
+    cmd = [sys.executable, "-m", "kchaos", "run", "--store", str(store), "--time-limit", str(a.time_limit),
            "--seed", str(a.seed), "--nemesis", a.nemesis, "--acks", "all", "--rate", str(a.rate), *extra]
     subprocess.run(cmd, cwd=REPO, check=False, stdout=subprocess.DEVNULL)
     return (store / "latest").resolve()

@@ -1,8 +1,8 @@
 """Time the txn checkers, reference (checkers/txn_reference.py) against Spark (checkers/txn_spark.py), on
 synthetic txn histories of growing size; print seconds and the growth per unit size.
 
-    PYTHONPATH=. .venv/bin/python bench/txn_check.py --ops 1000000 2000000
-    PYTHONPATH=. .venv/bin/python bench/txn_check.py --ops 1000000 10000000   # the issue's 1M -> 10M
+    .venv/bin/python bench/txn_check.py --ops 1000000 2000000
+    .venv/bin/python bench/txn_check.py --ops 1000000 10000000   # the issue's 1M -> 10M
 
 A history is a correct Kafka's (processes running one transaction at a time, 1-4 sends and polls each, some
 aborted, some info; every consumer assigned every partition, polls of up to 100 records; final reads of every
@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from checkers.spark import spark_context
-from checkers.txn_corpus import PLANTS, Builder, plant_block
-from checkers.txn_reference import check_txn_file
-from checkers.txn_spark import check_txn_spark
+from kchaos.checkers.spark import spark_context
+from kchaos.checkers.txn_corpus import PLANTS, Builder, plant_block
+from kchaos.checkers.txn_reference import check_txn_file
+from kchaos.checkers.txn_spark import check_txn_spark
 
 POLL_MAX = 100
 

@@ -11,21 +11,21 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from checkers.compose import exit_code, merge_valid, run_checkers
-from checkers.copy import COPY, CopyChecker
-from checkers.corrupt_reads import KIND as CORRUPT_READ, corrupt_reads
-from checkers.history_scan import HistoryScan, nemesis_section, scan
-from checkers.kafka_errors import kafka_errors
-from checkers.parquet import CheckInputError, convert, parquet_path
-from checkers.promise import Events, classify
-from checkers.promise_run import loss_section, rules_of
-from checkers.queue import QueueChecker
-from checkers.spark import prestart
-from checkers.txn_reference import TxnChecker
-from checkers.txn_spark import TxnSparkChecker
-from checkers.verdict import SOURCE, TXN, Judgement, judge, judged, merge
-from core.faults import FaultsError, read_faults, run_faults
-from core.protocols import Checker
+from kchaos.checkers.compose import exit_code, merge_valid, run_checkers
+from kchaos.checkers.copy import COPY, CopyChecker
+from kchaos.checkers.corrupt_reads import KIND as CORRUPT_READ, corrupt_reads
+from kchaos.checkers.history_scan import HistoryScan, nemesis_section, scan
+from kchaos.checkers.kafka_errors import kafka_errors
+from kchaos.checkers.parquet import CheckInputError, convert, parquet_path
+from kchaos.checkers.promise import Events, classify
+from kchaos.checkers.promise_run import loss_section, rules_of
+from kchaos.checkers.queue import QueueChecker
+from kchaos.checkers.spark import prestart
+from kchaos.checkers.txn_reference import TxnChecker
+from kchaos.checkers.txn_spark import TxnSparkChecker
+from kchaos.checkers.verdict import SOURCE, TXN, Judgement, judge, judged, merge
+from kchaos.core.faults import FaultsError, read_faults, run_faults
+from kchaos.core.protocols import Checker
 
 CHECKERS: dict[str, Callable[..., Checker]] = {
     SOURCE: QueueChecker,
@@ -74,7 +74,7 @@ def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
     if not history.is_file():
         raise CheckInputError(f"{path}: no {HISTORY_FILE} in this directory")
     if history.name == HISTORY_FILE:
-        from core.send_stream import merge_streams  # here: pyarrow's IPC costs start-up in every checker
+        from kchaos.core.send_stream import merge_streams  # here: pyarrow's IPC costs start-up in every checker
 
         merge_streams(history.parent)  # a killed run's producer streams (core/send_stream.py)
     facts = scan(history)
@@ -198,7 +198,7 @@ def check_tree(root: Path, spark_master: str = "local[*]") -> dict[str, Any]:
     "valid" (merged over every run), "runs": [row, ...]}`. Raises CheckInputError if
     `root` holds no run at all.
     """
-    from checkers.table import write_table
+    from kchaos.checkers.table import write_table
 
     root = Path(root)
     runs = find_runs(root)
@@ -216,7 +216,7 @@ def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]") -> 
     Each run gets its results.json; a malformed run gets a row with its
     one-line error and verdict "unknown".
     """
-    from checkers.table import row
+    from kchaos.checkers.table import row
 
     good: list[tuple[Path, dict[str, Any]]] = []
     errors: dict[Path, str] = {}

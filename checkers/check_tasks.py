@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from checkers.buckets import P_ACK, P_COMMITTED, P_DONE, P_DRAIN, P_POLL, V_DRAIN, V_FAIL, V_INVOKE, V_OK, V_POLL
+from kchaos.checkers.buckets import P_ACK, P_COMMITTED, P_DONE, P_DRAIN, P_POLL, V_DRAIN, V_FAIL, V_INVOKE, V_OK, V_POLL
 
 __all__ = ["partition_task", "value_task"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from core.protocols import Checker, Valid
+from kchaos.core.protocols import Checker, Valid
 
 VALIDS: tuple[Valid, ...] = (True, False, "unknown")
 

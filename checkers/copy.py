@@ -25,9 +25,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
-from checkers.parquet import CheckInputError
-from checkers.verdict import COPY, COPY_KINDS
-from core.history import HistoryError, read_history
+from kchaos.checkers.parquet import CheckInputError
+from kchaos.checkers.verdict import COPY, COPY_KINDS
+from kchaos.core.history import HistoryError, read_history
 
 __all__ = ["COPY", "COPY_COUNTS", "CopyChecker", "check_copy_ops", "compare", "out_of_order", "read_ops"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from checkers.corpus_sim import ANOMALIES, PLANTS, TOPIC, Simulation
+from kchaos.checkers.corpus_sim import ANOMALIES, PLANTS, TOPIC, Simulation
 
 __all__ = ["ANOMALIES", "PLANTS", "Corpus", "LargeCorpus", "generate", "write", "write_large"]
 

@@ -26,8 +26,8 @@ import random
 from array import array
 from typing import Any, Iterator
 
-from checkers.corpus_group import GROUP_PLANTS, group_phase
-from checkers.corpus_tail import TAIL_PLANTS, drain_phase, tail_phase
+from kchaos.checkers.corpus_group import GROUP_PLANTS, group_phase
+from kchaos.checkers.corpus_tail import TAIL_PLANTS, drain_phase, tail_phase
 
 TOPIC = "kchaos"
 ANOMALIES = ("lost", "unseen", "acked_offset_mismatch", "duplicate", "inconsistent_offset",

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.history import read_history
+from kchaos.core.history import read_history
 
 KIND = "corrupt_read"
 EXAMPLES = 10

@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from checkers.history_lines import CORRUPT, LINE_SCHEMA, RECORDS, row
-from core.history import OP_TYPES
+from kchaos.checkers.history_lines import CORRUPT, LINE_SCHEMA, RECORDS, row
+from kchaos.core.history import OP_TYPES
 
 # What a well-formed client line parses to: anything else sends its chunk to Python.
 FAST_SCHEMA = pa.schema([

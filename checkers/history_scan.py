@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from checkers.parquet import CheckInputError
-from core.faults import FaultCatalogue
+from kchaos.checkers.parquet import CheckInputError
+from kchaos.core.faults import FaultCatalogue
 
 __all__ = ["HistoryScan", "nemesis_section", "scan"]
 

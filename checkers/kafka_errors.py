@@ -56,10 +56,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
-from core.faults import run_faults
+from kchaos.core.faults import run_faults
 
 if TYPE_CHECKING:
-    from checkers.history_scan import HistoryScan
+    from kchaos.checkers.history_scan import HistoryScan
 
 __all__ = ["FAMILIES", "LOG_FILES", "RULES", "Family", "Rule", "errors_line", "internal_reasons", "kafka_errors"]
 
@@ -388,8 +388,8 @@ def _windows(run: Path, facts: HistoryScan | None) -> tuple[list[_Window], float
     whole run: a fault then explains an error whenever it was logged. `facts`: the history's scan (None: scan the
     run's history.jsonl here; a run without a readable one has no windows)."""
     if facts is None:
-        from checkers.history_scan import scan  # here: it loads pyarrow, which the verdict's readers need not
-        from checkers.parquet import CheckInputError
+        from kchaos.checkers.history_scan import scan  # here: it loads pyarrow, which the verdict's readers need not
+        from kchaos.checkers.parquet import CheckInputError
 
         try:
             facts = scan(run / "history.jsonl")
@@ -499,7 +499,7 @@ def kafka_errors(run_dir: Path, spark_master: str = "local[*]", *, history: Hist
 def _on_spark(master: str, jobs: list[_Job]) -> list[_Stretch]:
     from pyspark import cloudpickle
 
-    from checkers.spark import spark_context
+    from kchaos.checkers.spark import spark_context
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     sc = spark_context(master)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from core.kafka_versions import OLD_DUMP_CLASS, dump_class
+from kchaos.core.kafka_versions import OLD_DUMP_CLASS, dump_class
 
 __all__ = ["DUMP_CLASS", "Batch", "DumpError", "Record", "dump", "dump_class_of", "metadata_records", "parse_dump",
            "read_epoch_checkpoint"]

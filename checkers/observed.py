@@ -13,12 +13,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from checkers.reference import COUNTS as QUEUE_COUNTS
-from checkers.txn_reference import COUNTS as TXN_COUNTS
-from checkers.verdict import COPY_KINDS, FAIL, PASS, judge
-from core.evidence_files import ISR_FILE, read_isr
-from core.faults import FaultCatalogue, FaultsError, read_faults
-from core.history import read_history
+from kchaos.checkers.reference import COUNTS as QUEUE_COUNTS
+from kchaos.checkers.txn_reference import COUNTS as TXN_COUNTS
+from kchaos.checkers.verdict import COPY_KINDS, FAIL, PASS, judge
+from kchaos.core.evidence_files import ISR_FILE, read_isr
+from kchaos.core.faults import FaultCatalogue, FaultsError, read_faults
+from kchaos.core.history import read_history
 
 # Every checker count a prediction may name: the queue checker's, then the txn checker's that the queue lacks.
 COUNTS = QUEUE_COUNTS + tuple(k for k in TXN_COUNTS if k not in QUEUE_COUNTS)

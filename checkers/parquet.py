@@ -49,13 +49,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from checkers.buckets import BucketWriter, bucket_dir, install
-from checkers.fast_parse import parse_chunk
-from checkers.history_lines import (CORRUPT, LINE_SCHEMA, client_op_problem, corrupt_row, is_int,
+from kchaos.checkers.buckets import BucketWriter, bucket_dir, install
+from kchaos.checkers.fast_parse import parse_chunk
+from kchaos.checkers.history_lines import (CORRUPT, LINE_SCHEMA, client_op_problem, corrupt_row, is_int,
                                      pairing_problem, row)
-from checkers.history_lines import text as json_text
-from checkers.pairing import Pairing, usable_mask
-from core.history import OP_TYPES
+from kchaos.checkers.history_lines import text as json_text
+from kchaos.checkers.pairing import Pairing, usable_mask
+from kchaos.core.history import OP_TYPES
 
 __all__ = ["ARROW_SCHEMA", "CONVERTER_VERSION", "CheckInputError", "client_op_problem", "convert", "write_from_lines",
            "pairing_problem", "parquet_path"]
@@ -316,4 +316,4 @@ def _with(lines: pa.Table, derived: dict[str, pa.Array]) -> pa.Table:
 
 
 # Converting from a table of lines instead of JSON; at the bottom: it builds on the above.
-from checkers.parquet_lines import write_from_lines  # noqa: E402
+from kchaos.checkers.parquet_lines import write_from_lines  # noqa: E402

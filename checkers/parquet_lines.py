@@ -14,10 +14,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from checkers.history_lines import CORRUPT, LINE_SCHEMA
-from checkers.pairing import Pairing, usable_mask
-from checkers.fast_parse import client_lines_valid
-from checkers.parquet import (CONVERTER_VERSION, _with, _write_tables, cache_path, convert,
+from kchaos.checkers.history_lines import CORRUPT, LINE_SCHEMA
+from kchaos.checkers.pairing import Pairing, usable_mask
+from kchaos.checkers.fast_parse import client_lines_valid
+from kchaos.checkers.parquet import (CONVERTER_VERSION, _with, _write_tables, cache_path, convert,
                               parquet_path)
 
 __all__ = ["write_from_lines"]

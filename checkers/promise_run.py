@@ -15,9 +15,9 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from checkers.promise import NS, Events, IsrSample, PowerLoss, Rules, UncleanElection, classify
-from core.evidence_files import EVIDENCE_DIR, HISTORY_START_KEY, ISR_FILE, read_jsonl
-from core.evidence_files import METADATA_FILE as METADATA_NAME
+from kchaos.checkers.promise import NS, Events, IsrSample, PowerLoss, Rules, UncleanElection, classify
+from kchaos.core.evidence_files import EVIDENCE_DIR, HISTORY_START_KEY, ISR_FILE, read_jsonl
+from kchaos.core.evidence_files import METADATA_FILE as METADATA_NAME
 
 METADATA_FILE = f"{EVIDENCE_DIR}/{METADATA_NAME}"  # run-relative; written by reports/evidence.py from the KRaft metadata log
 

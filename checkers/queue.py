@@ -12,13 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checkers.line_tasks import OP_TYPES, quantiles
-from checkers.parquet import convert
-from checkers.queue_anomalies import VALUES_READ, Found, anomalies
-from checkers.reference import COUNTS, MAX_EXAMPLES, Settings, verdict
-from checkers.spark import spark_context
-from checkers.timeline import timelines
-from core.faults import FaultCatalogue, read_faults
+from kchaos.checkers.line_tasks import OP_TYPES, quantiles
+from kchaos.checkers.parquet import convert
+from kchaos.checkers.queue_anomalies import VALUES_READ, Found, anomalies
+from kchaos.checkers.reference import COUNTS, MAX_EXAMPLES, Settings, verdict
+from kchaos.checkers.spark import spark_context
+from kchaos.checkers.timeline import timelines
+from kchaos.core.faults import FaultCatalogue, read_faults
 
 __all__ = ["COUNTS", "MAX_EXAMPLES", "QueueChecker", "judge"]
 

@@ -30,10 +30,10 @@ from pyspark import SparkContext
 import pyarrow.parquet as pq
 from pyspark import cloudpickle
 
-from checkers import check_tasks, line_tasks
-from checkers.buckets import bucket_files
-from checkers.check_tasks import partition_task, value_task
-from checkers.line_tasks import line_task, merge_lines
+from kchaos.checkers import check_tasks, line_tasks
+from kchaos.checkers.buckets import bucket_files
+from kchaos.checkers.check_tasks import partition_task, value_task
+from kchaos.checkers.line_tasks import line_task, merge_lines
 
 __all__ = ["Found", "VALUES_READ", "VALUE_KINDS", "anomalies"]
 

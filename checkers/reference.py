@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from checkers.reference_scan import INT64_MIN, Columns, scan
+from kchaos.checkers.reference_scan import INT64_MIN, Columns, scan
 
 MAX_EXAMPLES = 10
 COUNTS = ("acked", "lost", "unseen", "acked_offset_mismatch", "duplicate",

@@ -24,7 +24,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from checkers.spark_jvm import ensure_quiet_jvm
+from kchaos.checkers.spark_jvm import ensure_quiet_jvm
 
 APP_NAME = "kchaos-check"
 LOOPBACK = "127.0.0.1"
@@ -216,7 +216,7 @@ def read_history_df(spark: SparkSession, path: str) -> DataFrame:
     of an unexpected type) keep whatever parsed and carry the raw line in
     `_corrupt_record`; nothing is dropped.
     """
-    from checkers.parquet import convert, parquet_path
+    from kchaos.checkers.parquet import convert, parquet_path
 
     given = Path(path)
     real = given.resolve()

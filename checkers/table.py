@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from checkers.reference import COUNTS, Settings
-from checkers.verdict import of_valid
+from kchaos.checkers.reference import COUNTS, Settings
+from kchaos.checkers.verdict import of_valid
 
 __all__ = ["COLUMNS", "in_faults", "row", "write_table"]
 

@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from core.faults import FaultCatalogue
+from kchaos.core.faults import FaultCatalogue
 
 __all__ = ["fault_windows", "availability", "anomaly_timelines", "timelines"]
 

@@ -29,7 +29,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from checkers.txn_tasks import WR, WR_ALL, WW, edge_array
+from kchaos.checkers.txn_tasks import WR, WR_ALL, WW, edge_array
 
 __all__ = ["CYCLE_COUNTS", "WR", "WR_ALL", "WW", "cycles", "edge_array", "reference_edges"]
 

@@ -26,7 +26,7 @@ try:  # several times faster than json on these lines; json remains the judge of
 except ImportError:  # pragma: no cover - orjson is a dependency; this keeps a bare environment working
     _fast_loads = json.loads
 
-from checkers.txn_lines import BadLine, Head, LineParser, Txn, complete, cut_off
+from kchaos.checkers.txn_lines import BadLine, Head, LineParser, Txn, complete, cut_off
 
 NULL = np.iinfo(np.int64).min
 TYPES = {"ok": 1, "fail": 2, "info": 3}

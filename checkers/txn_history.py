@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from checkers.parquet import CheckInputError
-from checkers.txn_lines import BadLine, LineParser, Parsed, Txn
+from kchaos.checkers.parquet import CheckInputError
+from kchaos.checkers.txn_lines import BadLine, LineParser, Parsed, Txn
 
 __all__ = ["Parsed", "Txn", "parse", "parse_ops"]
 

@@ -21,7 +21,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Iterator
 
-from checkers.kafka_logs import Batch
+from kchaos.checkers.kafka_logs import Batch
 
 __all__ = ["STATES", "TxnState", "txn_states"]
 

@@ -31,10 +31,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
-from checkers.txn_cycles import CYCLE_COUNTS, cycles, reference_edges
-from checkers.txn_history import Parsed, parse, parse_ops
-from checkers.txn_lines import partition_count, place_cut_off
-from checkers.txn_order import ORDER_COUNTS, order_anomalies, version_order
+from kchaos.checkers.txn_cycles import CYCLE_COUNTS, cycles, reference_edges
+from kchaos.checkers.txn_history import Parsed, parse, parse_ops
+from kchaos.checkers.txn_lines import partition_count, place_cut_off
+from kchaos.checkers.txn_order import ORDER_COUNTS, order_anomalies, version_order
 
 __all__ = ["COUNTS", "INVALID", "TxnChecker", "assemble", "check_txn", "check_txn_file", "parse", "parse_ops"]
 

@@ -22,15 +22,15 @@ from typing import Any
 import numpy as np
 from pyspark import SparkContext, cloudpickle
 
-from checkers import txn_flat, txn_lines, txn_tasks
-from checkers.parquet import CheckInputError
-from checkers.spark import spark_context
-from checkers.txn_cycles import cycles
-from checkers.txn_flat import READ_COLS, TYPES, Stretch, parse_task, split, stitch, write_buckets
-from checkers.txn_lines import partition_count
-from checkers.txn_order import ORDER_COUNTS
-from checkers.txn_reference import BASE_COUNTS, COMMITTED, MAX_EXAMPLES, assemble, isolation_of
-from checkers.txn_tasks import partition_task, value_task
+from kchaos.checkers import txn_flat, txn_lines, txn_tasks
+from kchaos.checkers.parquet import CheckInputError
+from kchaos.checkers.spark import spark_context
+from kchaos.checkers.txn_cycles import cycles
+from kchaos.checkers.txn_flat import READ_COLS, TYPES, Stretch, parse_task, split, stitch, write_buckets
+from kchaos.checkers.txn_lines import partition_count
+from kchaos.checkers.txn_order import ORDER_COUNTS
+from kchaos.checkers.txn_reference import BASE_COUNTS, COMMITTED, MAX_EXAMPLES, assemble, isolation_of
+from kchaos.checkers.txn_tasks import partition_task, value_task
 
 __all__ = ["TxnSparkChecker", "check_txn_spark"]
 

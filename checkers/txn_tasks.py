@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from checkers.txn_flat import NULL
+from kchaos.checkers.txn_flat import NULL
 
 WW, WR, WR_ALL = 0, 1, 2  # WR_ALL: every wr edge, for the cycles of wr edges alone
 EDGE_COLUMNS = ("src", "dst", "kind", "p", "o1", "v1", "o2", "v2")

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from checkers.kafka_errors import internal_reasons
-from checkers.reference import Settings
-from core.page_cache import describe as describe_page_cache
+from kchaos.checkers.kafka_errors import internal_reasons
+from kchaos.checkers.reference import Settings
+from kchaos.core.page_cache import describe as describe_page_cache
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 VERDICTS = (PASS, FAIL, UNKNOWN)

@@ -8,7 +8,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_fixed
 
-from core.config import TopicConfig
+from kchaos.core.config import TopicConfig
 
 
 @dataclass(frozen=True)

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import Callable
 
-from clusters.cluster import Provisioner
-from core.config import TestConfig
+from kchaos.clusters.cluster import Provisioner
+from kchaos.core.config import TestConfig
 
 
 def _docker(cfg: TestConfig) -> Provisioner:
-    from clusters.docker import DockerProvisioner
+    from kchaos.clusters.docker import DockerProvisioner
     return DockerProvisioner(cfg.cluster)
 
 
 def _ssh(cfg: TestConfig) -> Provisioner:
-    from clusters.ssh import SshProvisioner
-    from core.hosts import load_hosts
+    from kchaos.clusters.ssh import SshProvisioner
+    from kchaos.core.hosts import load_hosts
     return SshProvisioner(cfg.cluster, load_hosts(cfg.cluster.hosts or ""))
 
 

@@ -16,13 +16,13 @@ from typing import Any, Callable, Protocol
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from clusters import admin
-from clusters.distribution import KafkaDist, resolve
-from clusters.kafka_node import KafkaNode, NodeError
-from clusters.kraft import NodeSpec, server_properties
-from core.kafka_versions import UnsupportedVersion, feature_answer, finalize_commands, node_env
-from core import page_cache
-from core.config import ClusterConfig
+from kchaos.clusters import admin
+from kchaos.clusters.distribution import KafkaDist, resolve
+from kchaos.clusters.kafka_node import KafkaNode, NodeError
+from kchaos.clusters.kraft import NodeSpec, server_properties
+from kchaos.core.kafka_versions import UnsupportedVersion, feature_answer, finalize_commands, node_env
+from kchaos.core import page_cache
+from kchaos.core.config import ClusterConfig
 
 log = logging.getLogger("kchaos.cluster")
 # How often the readiness waits ask the brokers again: each run waits four times (brokers and topic, at setup

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.kafka_versions import UnsupportedVersion, line_of
+from kchaos.core.kafka_versions import UnsupportedVersion, line_of
 
 POM = Path(__file__).with_name("kafka-pom.xml")
 COMPLETE = ".complete"

@@ -16,14 +16,14 @@ from typing import Any, Callable
 import docker
 import docker.errors
 
-from clusters.cluster import ClusterError, KafkaCluster, new_cluster_id
-from clusters.distribution import KafkaDist
-from clusters.engine import LABEL, docker_client
-from clusters.image import ensure_node_image
-from clusters.kafka_node import KafkaNode, NodeLayout
-from clusters.kraft import NodeSpec, layout
-from clusters.remote_docker import DockerRemote
-from core.config import ClusterConfig
+from kchaos.clusters.cluster import ClusterError, KafkaCluster, new_cluster_id
+from kchaos.clusters.distribution import KafkaDist
+from kchaos.clusters.engine import LABEL, docker_client
+from kchaos.clusters.image import ensure_node_image
+from kchaos.clusters.kafka_node import KafkaNode, NodeLayout
+from kchaos.clusters.kraft import NodeSpec, layout
+from kchaos.clusters.remote_docker import DockerRemote
+from kchaos.core.config import ClusterConfig
 
 __all__ = ["DockerProvisioner", "DockerCluster", "ClusterError", "new_cluster_id", "ensure_free", "cleanup"]
 log = logging.getLogger("kchaos.cluster")

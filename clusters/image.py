@@ -18,8 +18,8 @@ from typing import Callable
 import docker
 import docker.errors
 
-from clusters import lazyfs
-from clusters.distribution import KafkaDist, cache_dir
+from kchaos.clusters import lazyfs
+from kchaos.clusters.distribution import KafkaDist, cache_dir
 
 NODE_DIR = Path(__file__).with_name("node")
 SUITE = "bookworm"

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
-from clusters.kafka_node import KafkaNode, NodeError, NodeLayout
-from clusters.kraft import NodeSpec
-from clusters.remote import Remote
-from core.hosts import ExternalKafka
+from kchaos.clusters.kafka_node import KafkaNode, NodeError, NodeLayout
+from kchaos.clusters.kraft import NodeSpec
+from kchaos.clusters.remote import Remote
+from kchaos.core.hosts import ExternalKafka
 
 
 LISTEN_TIMEOUT_S = 60.0

@@ -16,9 +16,9 @@ import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from clusters.distribution import KafkaDist
-from clusters.kraft import NodeSpec
-from clusters.remote import Command, Remote, RemoteError, Result
+from kchaos.clusters.distribution import KafkaDist
+from kchaos.clusters.kraft import NodeSpec
+from kchaos.clusters.remote import Command, Remote, RemoteError, Result
 
 log = logging.getLogger("kchaos.node")
 NODE_DIR = Path(__file__).with_name("node")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from core.config import ClusterConfig
+from kchaos.core.config import ClusterConfig
 
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093

@@ -21,7 +21,7 @@ import docker.errors
 from docker.models.containers import Container
 from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
 
-from clusters.remote import Command, HostUnreachable, Result, TransferFailed, finish, node_argv
+from kchaos.clusters.remote import Command, HostUnreachable, Result, TransferFailed, finish, node_argv
 
 
 class DockerRemote:

@@ -20,16 +20,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from clusters import lazyfs
-from clusters.cluster import ClusterError, HostCheckError
-from clusters.distribution import KafkaDist
-from clusters.kafka_external import ExternalKafkaNode
-from clusters.kafka_node import KafkaNode, NodeLayout
-from clusters.kraft import BROKER_PORT, NodeSpec
-from clusters.remote import Remote
-from clusters.remote_ssh import to_remote
-from core.config import ClusterConfig
-from core.hosts import Host, HostsFile
+from kchaos.clusters import lazyfs
+from kchaos.clusters.cluster import ClusterError, HostCheckError
+from kchaos.clusters.distribution import KafkaDist
+from kchaos.clusters.kafka_external import ExternalKafkaNode
+from kchaos.clusters.kafka_node import KafkaNode, NodeLayout
+from kchaos.clusters.kraft import BROKER_PORT, NodeSpec
+from kchaos.clusters.remote import Remote
+from kchaos.clusters.remote_ssh import to_remote
+from kchaos.core.config import ClusterConfig
+from kchaos.core.hosts import Host, HostsFile
 
 log = logging.getLogger("kchaos.ssh")
 

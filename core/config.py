@@ -10,8 +10,8 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable
 
-from core.kafka_versions import DEFAULT as KAFKA_DEFAULT, UnsupportedVersion, release_key, resolve_version
-from core.page_cache import MODELS as PAGE_CACHE_MODELS, NEVER as NEVER_WRITTEN_BACK
+from kchaos.core.kafka_versions import DEFAULT as KAFKA_DEFAULT, UnsupportedVersion, release_key, resolve_version
+from kchaos.core.page_cache import MODELS as PAGE_CACHE_MODELS, NEVER as NEVER_WRITTEN_BACK
 
 ACKS = ("0", "1", "all")
 STORAGES = ("auto", "lazyfs", "plain")

@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from core.config import ConfigError
-from core.yaml_doc import SpecDoc
+from kchaos.core.config import ConfigError
+from kchaos.core.yaml_doc import SpecDoc
 
 ROLES = ("broker", "controller", "both")
 KAFKA_MODES = ("managed", "external")

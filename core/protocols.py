@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from core.history import History
+from kchaos.core.history import History
 
 Valid = bool | str  # True, False or "unknown"
 

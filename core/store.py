@@ -10,8 +10,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from core import __version__
-from core.config import TestConfig
+from kchaos.core import __version__
+from kchaos.core.config import TestConfig
 
 
 class StoreError(ValueError):

@@ -7,7 +7,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-from core.config import ConfigError
+from kchaos.core.config import ConfigError
 
 
 def option_key(raw: Any) -> str:

@@ -11,22 +11,22 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from clusters.backends import BACKENDS
-from clusters.cluster import KafkaCluster, Provisioner
-from clusters.distribution import DistributionError, KafkaDist, cache_dir, check_user_dist, resolve
-from core.config import ConfigError, TestConfig, validate
-from core.faults import FaultKind
-from core.hosts import HostsFile, load_hosts
-from core.kafka_versions import UnsupportedVersion, tools_record
-from core.protocols import Cluster, Nemesis, Workload
-from core.suggest import did_you_mean
-import nemesis as nemeses
-from nemesis.base import ScheduledOp
-from nemesis.mix import lazy_families
-from nemesis.schedule import make_schedule, schedule_names, specs_in
-from nemesis.targets import KINDS
-from workloads import WORKLOADS
-from workloads.java_build import JavaBuildError, JavaProgram, compile_client, jdk_problem
+from kchaos.clusters.backends import BACKENDS
+from kchaos.clusters.cluster import KafkaCluster, Provisioner
+from kchaos.clusters.distribution import DistributionError, KafkaDist, cache_dir, check_user_dist, resolve
+from kchaos.core.config import ConfigError, TestConfig, validate
+from kchaos.core.faults import FaultKind
+from kchaos.core.hosts import HostsFile, load_hosts
+from kchaos.core.kafka_versions import UnsupportedVersion, tools_record
+from kchaos.core.protocols import Cluster, Nemesis, Workload
+from kchaos.core.suggest import did_you_mean
+import kchaos.nemesis as nemeses
+from kchaos.nemesis.base import ScheduledOp
+from kchaos.nemesis.mix import lazy_families
+from kchaos.nemesis.schedule import make_schedule, schedule_names, specs_in
+from kchaos.nemesis.targets import KINDS
+from kchaos.workloads import WORKLOADS
+from kchaos.workloads.java_build import JavaBuildError, JavaProgram, compile_client, jdk_problem
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def preflight(cfg: TestConfig) -> TestConfig:
     storage "auto" resolved to lazyfs or plain, the hosts file's path absolute
     and the node count its brokers'. Raises ConfigError on bad input.
     """
-    from core.store import check_store
+    from kchaos.core.store import check_store
 
     n = cfg.nemesis
     if n.schedule_file:

@@ -16,14 +16,14 @@ from typing import NoReturn
 
 from rich.console import Console
 
-from core.config import ConfigError
-from core.exit_codes import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_ENV, EXIT_INTERRUPTED, EXIT_REGRESSION
-from harness import cli_experiments
-from harness.cli_parser import build_parser, unrecognized
-from harness.console import (print_explanation, print_lines, print_regressions, print_run, print_suite,
+from kchaos.core.config import ConfigError
+from kchaos.core.exit_codes import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_ENV, EXIT_INTERRUPTED, EXIT_REGRESSION
+from kchaos.harness import cli_experiments
+from kchaos.harness.cli_parser import build_parser, unrecognized
+from kchaos.harness.console import (print_explanation, print_lines, print_regressions, print_run, print_suite,
                              print_txn_explanation, run_headline, runs_summary, suite_plan)
-from harness.options import config_from_args
-from harness.terminal import make_console
+from kchaos.harness.options import config_from_args
+from kchaos.harness.terminal import make_console
 
 __all__ = ["build_parser", "main"]
 
@@ -34,15 +34,15 @@ def _command(argv: list[str] | None) -> list[str]:
 
 def _suite(args: argparse.Namespace, console: Console, out: Console, argv: list[str] | None) -> int:
     """`kchaos suite FILE`: run it (or with --dry-run only check it and print its cells); the table on `out`."""
-    from harness.suite import load_suite
-    from harness.suite_run import run_suite
+    from kchaos.harness.suite import load_suite
+    from kchaos.harness.suite_run import run_suite
     if args.resume and args.dry_run:
         raise ConfigError("--dry-run shows a fresh run of the suite; drop --resume")
     if args.resume and args.seed is not None:
         raise ConfigError("--resume continues with the suite's own seed; drop --seed")
     suite = load_suite(Path(args.file)).on_hosts(args.hosts)
     if args.dry_run:
-        from core.store import check_store
+        from kchaos.core.store import check_store
         seed = args.seed if args.seed is not None else suite.seed
         print_lines(out, suite_plan(suite, seed, check_store(args.store) / "suites" / suite.name / "<UTC stamp>"))
         return 0
@@ -53,8 +53,8 @@ def _suite(args: argparse.Namespace, console: Console, out: Console, argv: list[
         print(f"kchaos: suite interrupted; continue it with: kchaos suite {args.file} --resume", file=sys.stderr)
         return EXIT_INTERRUPTED
     print_suite(out, suite.name, sdir, outcomes)
-    from reports.junit import exit_code as suite_exit_code
-    from reports.regressions import night_regressions
+    from kchaos.reports.junit import exit_code as suite_exit_code
+    from kchaos.reports.regressions import night_regressions
     try:
         regressions, before = night_regressions(Path(args.store), sdir)
     except sqlite3.Error as e:  # the suite's results stand; only the comparison with other nights is missing
@@ -69,8 +69,8 @@ def _suite(args: argparse.Namespace, console: Console, out: Console, argv: list[
 
 def _index(args: argparse.Namespace, out: Console) -> int:
     """`kchaos index`: bring the store's results index up to date (or rebuild it) and say what it holds."""
-    from core.store import check_store
-    from reports.run_index import INDEX_FILE, RunIndex
+    from kchaos.core.store import check_store
+    from kchaos.reports.run_index import INDEX_FILE, RunIndex
     store = check_store(args.store)
     if not store.is_dir():
         raise ConfigError(f"--store {args.store}: no such directory")
@@ -88,13 +88,13 @@ def _index(args: argparse.Namespace, out: Console) -> int:
 def _reports(args: argparse.Namespace, console: Console, out: Console) -> int:
     """compare, report and serve; errors propagate to main's handlers."""
     if args.cmd in ("compare", "report"):
-        from checkers import HISTORY_FILE, RESULTS_FILE, check_runs, find_runs
+        from kchaos.checkers import HISTORY_FILE, RESULTS_FILE, check_runs, find_runs
         path = Path(args.path)
         if not path.is_dir():
             raise ConfigError(f"{path}: not a directory")
         one = (path / HISTORY_FILE).exists()
         if args.cmd == "report":
-            from reports.run_report import write_report
+            from kchaos.reports.run_report import write_report
             runs = [path] if one else find_runs(path)
             if not runs:
                 raise ConfigError(f"{path}: no runs (history.jsonl) below this directory")
@@ -104,7 +104,7 @@ def _reports(args: argparse.Namespace, console: Console, out: Console) -> int:
         if one:
             raise ConfigError(f"{path}: one run, not a suite or a directory of runs: it has nothing to compare with "
                               f"(kchaos report {path} rewrites its report)")
-        from reports.compare import write_compare
+        from kchaos.reports.compare import write_compare
         unchecked = [r for r in find_runs(path) if not (r / RESULTS_FILE).exists()]
         if unchecked:
             console.print(f"checking {len(unchecked)} run(s) that have no results.json yet")
@@ -113,19 +113,19 @@ def _reports(args: argparse.Namespace, console: Console, out: Console) -> int:
         out.print(f"{len(rows)} configurations → {path / 'compare.html'}, {path / 'compare.csv'}",
                   markup=False, highlight=False)
         return 0
-    from reports.serve import serve
+    from kchaos.reports.serve import serve
     serve(Path(args.store), args.host, args.port, say=console.print)
     return 0
 
 
 def _check(args: argparse.Namespace, console: Console, out: Console) -> int:
     """`kchaos check PATH`: the verdict and counts (or the JSON results) on `out`; the exit code is the verdict."""
-    from checkers import HISTORY_FILE, check_path, check_tree, exit_code
+    from kchaos.checkers import HISTORY_FILE, check_path, check_tree, exit_code
     path = Path(args.path)
     many = path.is_dir() and not (path / HISTORY_FILE).exists()
     results = (check_tree if many else check_path)(path, args.spark_master)
     if not many and path.is_dir() and (path / "test.json").exists():
-        from harness.runner import write_report_safely
+        from kchaos.harness.runner import write_report_safely
         write_report_safely(path, console.print)
     if args.json:
         print(json.dumps(results, indent=2))
@@ -140,11 +140,11 @@ def _explain(run: Path, console: Console, all_ranges: bool = False) -> int:
     """`kchaos explain RUN`: rebuild evidence/explanation.json and report.html; print one sentence per group of lost
     ranges with one cause (with `all_ranges`, one per range). For a txn run: rebuild evidence/txn_explanation.json
     and print each anomalous transaction's facts and cause."""
-    from checkers import rejudge_loss
-    from clusters.distribution import run_libs
-    from harness.runner import write_report_safely
-    from reports.explain import explain
-    from reports.explain_txn import explain_txn, is_txn_run
+    from kchaos.checkers import rejudge_loss
+    from kchaos.clusters.distribution import run_libs
+    from kchaos.harness.runner import write_report_safely
+    from kchaos.reports.explain import explain
+    from kchaos.reports.explain_txn import explain_txn, is_txn_run
     if not run.is_dir():
         raise ConfigError(f"{run}: not a run directory")
     if is_txn_run(run):
@@ -161,8 +161,8 @@ def _explain(run: Path, console: Console, all_ranges: bool = False) -> int:
 
 def _versions(out: Console) -> int:
     """Print `kchaos versions`: each line kchaos runs, its latest patch, and what of it is cached."""
-    from clusters.distribution import cached_versions
-    from core.kafka_versions import DEFAULT, LINES
+    from kchaos.clusters.distribution import cached_versions
+    from kchaos.core.kafka_versions import DEFAULT, LINES
 
     cached = cached_versions()
     for x in LINES:
@@ -198,35 +198,35 @@ def main(argv: list[str] | None = None) -> int:
     console = make_console(sys.stderr, color=args.color, quiet=args.quiet)
     out = make_console(sys.stdout, color=args.color)
     if getattr(args, "spark_driver_host", None):
-        from checkers.spark import DRIVER_HOST_ENV
+        from kchaos.checkers.spark import DRIVER_HOST_ENV
         os.environ[DRIVER_HOST_ENV] = args.spark_driver_host
     signal.signal(signal.SIGTERM, _sigterm)
     # Imported late: `kchaos cleanup` and bad options must not wait for Spark or Docker imports.
-    from checkers import CheckInputError, exit_code
-    from clusters.distribution import DistributionError
-    from clusters.cluster import ClusterError, HostCheckError
-    from clusters.kafka_node import NodeError
-    from clusters.remote import ConnectError, RemoteError
-    from clusters.engine import EngineError
-    from clusters.image import ImageError
-    from core.history import HistoryError
-    from core.store import StoreError
-    from reports import ReportsInputError
+    from kchaos.checkers import CheckInputError, exit_code
+    from kchaos.clusters.distribution import DistributionError
+    from kchaos.clusters.cluster import ClusterError, HostCheckError
+    from kchaos.clusters.kafka_node import NodeError
+    from kchaos.clusters.remote import ConnectError, RemoteError
+    from kchaos.clusters.engine import EngineError
+    from kchaos.clusters.image import ImageError
+    from kchaos.core.history import HistoryError
+    from kchaos.core.store import StoreError
+    from kchaos.reports import ReportsInputError
     try:
         if args.cmd == "cleanup" and args.hosts:
-            from clusters.ssh import cleanup_hosts
-            from core.hosts import load_hosts
+            from kchaos.clusters.ssh import cleanup_hosts
+            from kchaos.core.hosts import load_hosts
             cleanup_hosts(load_hosts(args.hosts), lambda m: out.print(m, markup=False, highlight=False))
             return 0
         if args.cmd == "cleanup":
-            from clusters.docker import cleanup
+            from kchaos.clusters.docker import cleanup
             removed = cleanup()
             out.print(f"removed {len(removed['containers'])} containers, {len(removed['networks'])} networks")
             return 0
         if args.cmd == "versions":
             return _versions(out)
         if args.cmd == "prepare":
-            from harness.runner import prepare
+            from kchaos.harness.runner import prepare
             image = prepare(args.kafka_version, args.kafka_dist, args.base_image, console)
             out.print(f"node image: {image}", markup=False, highlight=False)
             return 0
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             return _explain(Path(args.run), console, args.all)
         if args.cmd in ("scenario", "repro", "shrink"):
             return cli_experiments.run(args, console, out, argv)
-        from harness.runner import preflight, run_test
+        from kchaos.harness.runner import preflight, run_test
         cfg = preflight(config_from_args(args))
         run, results = run_test(cfg, argv=_command(argv), console=console, keep=args.keep)
         out.print(run_headline(cfg, run), markup=False, highlight=False)

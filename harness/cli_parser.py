@@ -12,11 +12,11 @@ import textwrap
 from importlib import metadata
 from typing import NoReturn
 
-from core.exit_codes import EXIT_BAD_INPUT, MEANINGS
-from core.suggest import did_you_mean
-from harness import cli_experiments
-from harness.options import D, add_run_options, spark_options
-from harness.terminal import COLORS, UNBOUNDED, is_tty
+from kchaos.core.exit_codes import EXIT_BAD_INPUT, MEANINGS
+from kchaos.core.suggest import did_you_mean
+from kchaos.harness import cli_experiments
+from kchaos.harness.options import D, add_run_options, spark_options
+from kchaos.harness.terminal import COLORS, UNBOUNDED, is_tty
 
 ABOUT = ("Jepsen-style chaos testing for Apache Kafka: run Kafka clusters under faults, record every operation, "
          "check the history for lost, duplicated and reordered writes, and explain each loss from Kafka's own "

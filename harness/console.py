@@ -21,21 +21,21 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from checkers.kafka_errors import errors_line
-from checkers.verdict import UNKNOWN, Judgement, history_line, of_valid
-from harness.spec_files import show
-from harness.terminal import interactive
-from reports.explain_text import groups_of
-from reports.explain_txn_text import txn_lines
-from reports.severity import RICH, level, rich_verdict
+from kchaos.checkers.kafka_errors import errors_line
+from kchaos.checkers.verdict import UNKNOWN, Judgement, history_line, of_valid
+from kchaos.harness.spec_files import show
+from kchaos.harness.terminal import interactive
+from kchaos.reports.explain_text import groups_of
+from kchaos.reports.explain_txn_text import txn_lines
+from kchaos.reports.severity import RICH, level, rich_verdict
 
 if TYPE_CHECKING:
-    from core.config import TestConfig
-    from harness.scenario import Scenario
-    from harness.scenario_run import VariantResult
-    from harness.suite import Suite
-    from reports.junit import CellOutcome
-    from reports.regressions import Regression
+    from kchaos.core.config import TestConfig
+    from kchaos.harness.scenario import Scenario
+    from kchaos.harness.scenario_run import VariantResult
+    from kchaos.harness.suite import Suite
+    from kchaos.reports.junit import CellOutcome
+    from kchaos.reports.regressions import Regression
 
 WRAPPED_MIN = 8  # narrower, a wrapped column is no longer readable: it is left out instead
 SEEDS_SHOWN = 4
@@ -291,7 +291,7 @@ def print_regressions(console: Console, regressions: Sequence["Regression"], bef
 def print_scenario(console: Console, sc: "Scenario", sdir: Path, results: Sequence["VariantResult"]) -> None:
     """The scenario's verdict: a title line, one row per variant (verdict, variant, whether the prediction matches,
     the prediction, runs that matched it, the rate, what was observed) and a legend."""
-    from harness.scenario_run import PER_RUN_UP_TO, SHOWN, observed_text, spread_text
+    from kchaos.harness.scenario_run import PER_RUN_UP_TO, SHOWN, observed_text, spread_text
 
     agreed = sum(r.agreed for r in results)
     console.print(f"scenario {sc.name}: predictions matched in {agreed}/{len(results)} variants · {sdir}",

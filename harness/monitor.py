@@ -16,8 +16,8 @@ import logging
 import threading
 from pathlib import Path
 
-from clusters import admin
-from core.history import History
+from kchaos.clusters import admin
+from kchaos.core.history import History
 
 log = logging.getLogger("kchaos.monitor")
 

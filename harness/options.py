@@ -8,10 +8,10 @@ from __future__ import annotations
 import argparse
 import secrets
 
-from core.config import (CLIENTS, JAVA_CLIENTS_DEFAULT, ClusterConfig, ConfigError, NemesisConfig, ProducerConfig,
+from kchaos.core.config import (CLIENTS, JAVA_CLIENTS_DEFAULT, ClusterConfig, ConfigError, NemesisConfig, ProducerConfig,
                          TestConfig, TopicConfig, WorkloadConfig, exact_kafka_version, java_clients_version,
                          uses_disk_full)
-from harness import full_load
+from kchaos.harness import full_load
 
 D = TestConfig()  # every option's default
 

@@ -7,7 +7,7 @@ import operator
 from dataclasses import dataclass
 from typing import Any
 
-from checkers.observed import METRICS
+from kchaos.checkers.observed import METRICS
 
 __all__ = ["Prediction"]
 

@@ -17,13 +17,13 @@ from typing import Any
 
 from rich.console import Console
 
-from checkers.observed import anomaly_kinds
-from core.config import ConfigError, TestConfig
-from core.history import HistoryError, read_history
-from core.page_cache import NEVER as NEVER_WRITTEN_BACK
-from core.store import check_store, stamped_dir
-from harness.suite_run import Runner
-from harness.terminal import heading, make_console
+from kchaos.checkers.observed import anomaly_kinds
+from kchaos.core.config import ConfigError, TestConfig
+from kchaos.core.history import HistoryError, read_history
+from kchaos.core.page_cache import NEVER as NEVER_WRITTEN_BACK
+from kchaos.core.store import check_store, stamped_dir
+from kchaos.harness.suite_run import Runner
+from kchaos.harness.terminal import heading, make_console
 
 # test.json's facts of the run, not options: what it ran on and when, never fed back as configuration.
 RECORDED_ONLY = ("versions", "argv", "history_start_unix_ms", "hosts_file", "accepted_host_keys", "page_cache",
@@ -73,9 +73,9 @@ def fault_trace(run: Path) -> list[tuple[str, tuple[str, ...]]]:
 def attempt(cfg: TestConfig, runner: Runner, console: Console, argv: list[str], label: str,
             target: list[str], original: Path | None = None) -> dict[str, Any]:
     """Run `cfg` once; return what it showed: run, anomalies, counts, reproduced (and error, if it broke)."""
-    from clusters.distribution import DistributionError
-    from clusters.engine import EngineError
-    from clusters.image import ImageError
+    from kchaos.clusters.distribution import DistributionError
+    from kchaos.clusters.engine import EngineError
+    from kchaos.clusters.image import ImageError
     try:
         run, results = runner(cfg, argv=argv, console=console, label=label)
     except (EngineError, DistributionError, ImageError, KeyboardInterrupt):
@@ -95,7 +95,7 @@ def repro(run: Path, store: Path, *, attempts: int = 1, spark_master: str = "loc
           console: Console | None = None, argv: list[str] | None = None,
           runner: Runner | None = None) -> tuple[Path, dict[str, Any]]:
     """Replay `run` `attempts` times; return the repro directory and the report written to repro.json."""
-    from harness.runner import preflight, run_test
+    from kchaos.harness.runner import preflight, run_test
 
     console = console or make_console()
     cfg, results = recorded_config(run)

@@ -17,22 +17,22 @@ from typing import Any, Callable
 from rich.console import Console
 from rich.markup import escape
 
-from checkers import check_path, rejudge_loss
-from checkers.spark import prestart
-from core.config import TestConfig, exact_kafka_version, kafka_major
-from core.evidence_files import HISTORY_START_KEY, ISR_FILE
-from core.faults import write_faults
-from core.history import History, read_history
-from core.kafka_versions import release_timeline
-from core.protocols import Cluster, Workload
-from core.send_stream import merge_streams
-from core.page_cache import describe as describe_page_cache
-from core.store import add_to_test_json, load_test_json, new_run_dir, versions, write_test_json
-from harness.build import Test, build_test, preflight
-from harness.monitor import IsrMonitor
-from harness.terminal import make_console, track
-from nemesis.driver import NemesisDriver
-from nemesis.schedule import kills_closer_than, save_schedule
+from kchaos.checkers import check_path, rejudge_loss
+from kchaos.checkers.spark import prestart
+from kchaos.core.config import TestConfig, exact_kafka_version, kafka_major
+from kchaos.core.evidence_files import HISTORY_START_KEY, ISR_FILE
+from kchaos.core.faults import write_faults
+from kchaos.core.history import History, read_history
+from kchaos.core.kafka_versions import release_timeline
+from kchaos.core.protocols import Cluster, Workload
+from kchaos.core.send_stream import merge_streams
+from kchaos.core.page_cache import describe as describe_page_cache
+from kchaos.core.store import add_to_test_json, load_test_json, new_run_dir, versions, write_test_json
+from kchaos.harness.build import Test, build_test, preflight
+from kchaos.harness.monitor import IsrMonitor
+from kchaos.harness.terminal import make_console, track
+from kchaos.nemesis.driver import NemesisDriver
+from kchaos.nemesis.schedule import kills_closer_than, save_schedule
 
 # The txn anomalies a run's end explains from Kafka's files (reports/explain_txn.py).
 TXN_EXPLAINED = ("torn_transaction", "G1a", "lost_write")
@@ -56,11 +56,11 @@ def prepare(kafka_version: str, kafka_dist: str | None = None, base_image: str |
             console: Console | None = None) -> str:
     """Resolve the Kafka jars and build the node image (both cached); return the image tag. With a JDK on PATH and
     Kafka 4.0 or later, compile the Java client (txn, copy) against its jars too (cached; `--client java`)."""
-    from clusters.distribution import resolve
-    from clusters.engine import docker_client
-    from clusters.image import ensure_node_image
-    from harness.build import java_client
-    from workloads.java_build import jdk_problem
+    from kchaos.clusters.distribution import resolve
+    from kchaos.clusters.engine import docker_client
+    from kchaos.clusters.image import ensure_node_image
+    from kchaos.harness.build import java_client
+    from kchaos.workloads.java_build import jdk_problem
 
     console = console or make_console()
     kafka_version = exact_kafka_version(kafka_version)
@@ -187,7 +187,7 @@ def _record_releases(run_dir: Path, cfg: TestConfig, cluster: Cluster) -> None:
 def write_report_safely(run: Path, say: Callable[[str], None]) -> Path | None:
     """Write run/report.html; a plotting failure is reported and logged, never fatal to the run."""
     try:
-        from reports.run_report import write_report
+        from kchaos.reports.run_report import write_report
 
         path = write_report(run)
     except Exception as e:  # noqa: BLE001 - the results are already safe in results.json
@@ -200,7 +200,7 @@ def write_report_safely(run: Path, say: Callable[[str], None]) -> Path | None:
 
 def collect_evidence_safely(cluster: Cluster, topic: str, run: Path, say: Callable[[str], None]) -> None:
     """Copy Kafka's own files (segments, epoch checkpoints, metadata log) into run/evidence/raw; never fatal."""
-    from clusters.evidence import collect
+    from kchaos.clusters.evidence import collect
 
     try:
         copies = collect(cluster, topic, run / "evidence" / "raw")
@@ -220,9 +220,9 @@ def explain_safely(run: Path, say: Callable[[str], None]) -> dict[str, Any] | No
     on failure, never fatal)."""
     handler = _log_to(run)
     try:
-        from clusters.distribution import run_libs
-        from harness.console import console_lines
-        from reports.explain import explain
+        from kchaos.clusters.distribution import run_libs
+        from kchaos.harness.console import console_lines
+        from kchaos.reports.explain import explain
 
         for line in console_lines(explain(run, find_libs=run_libs).to_dict(), run):
             say(line)
@@ -240,9 +240,9 @@ def explain_txn_safely(run: Path, say: Callable[[str], None]) -> None:
     """Write run/evidence/txn_explanation.json and say each anomalous transaction's cause (a few); never fatal."""
     handler = _log_to(run)
     try:
-        from clusters.distribution import run_libs
-        from harness.console import txn_console_lines
-        from reports.explain_txn import explain_txn
+        from kchaos.clusters.distribution import run_libs
+        from kchaos.harness.console import txn_console_lines
+        from kchaos.reports.explain_txn import explain_txn
 
         for line in txn_console_lines(explain_txn(run, find_libs=run_libs).to_dict()):
             say(escape(line))  # client log lines carry [brackets] that are not markup

@@ -38,15 +38,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from clusters.distribution import cache_dir
-from core.config import ConfigError
-from core.kafka_versions import (DEFAULT as KAFKA_DEFAULT, LINE_NAMES, UnsupportedVersion, line_of, on_line_name,
+from kchaos.clusters.distribution import cache_dir
+from kchaos.core.config import ConfigError
+from kchaos.core.kafka_versions import (DEFAULT as KAFKA_DEFAULT, LINE_NAMES, UnsupportedVersion, line_of, on_line_name,
                                  resolve_version, split_on_line)
-from core.suggest import did_you_mean
-from core.yaml_doc import SpecDoc
-from harness.prediction import Prediction
-from harness.spec_files import Cell, check_cell, head, preflight, run_options
-from harness.suite import Suite, SuiteError
+from kchaos.core.suggest import did_you_mean
+from kchaos.core.yaml_doc import SpecDoc
+from kchaos.harness.prediction import Prediction
+from kchaos.harness.spec_files import Cell, check_cell, head, preflight, run_options
+from kchaos.harness.suite import Suite, SuiteError
 
 SCENARIO_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 TOP_KEYS = ("name", "description", "mechanism", "prevents", "seed", "repeat", "base", "schedule", "predict",

@@ -21,15 +21,15 @@ from typing import Any
 
 from rich.console import Console
 
-from checkers import judge_run
-from checkers.observed import ObserveError, observe
-from checkers.verdict import merge
-from core.suite_files import latest, read_progress
-from harness.scenario import Scenario
-from harness.scenario_stats import Rate, spreads
-from harness.suite_run import JUNIT_FILE, Runner, run_suite
-from reports.compare import write_compare
-from reports.junit import CellOutcome, write_junit
+from kchaos.checkers import judge_run
+from kchaos.checkers.observed import ObserveError, observe
+from kchaos.checkers.verdict import merge
+from kchaos.core.suite_files import latest, read_progress
+from kchaos.harness.scenario import Scenario
+from kchaos.harness.scenario_stats import Rate, spreads
+from kchaos.harness.suite_run import JUNIT_FILE, Runner, run_suite
+from kchaos.reports.compare import write_compare
+from kchaos.reports.junit import CellOutcome, write_junit
 
 RESULT_FILE = "scenario.json"
 SHOWN = ("lost", "acked", "duplicate", "not_enough_replicas", "unavailable_s")

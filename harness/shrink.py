@@ -34,12 +34,12 @@ from typing import Any, Callable, Iterator
 
 from rich.console import Console
 
-from checkers.observed import anomaly_kinds
-from core.config import ConfigError, TestConfig
-from core.store import check_store, stamped_dir
-from harness.repro import Runner, attempt, recorded_config
-from harness.terminal import heading, make_console
-import nemesis as registry
+from kchaos.checkers.observed import anomaly_kinds
+from kchaos.core.config import ConfigError, TestConfig
+from kchaos.core.store import check_store, stamped_dir
+from kchaos.harness.repro import Runner, attempt, recorded_config
+from kchaos.harness.terminal import heading, make_console
+import kchaos.nemesis as registry
 
 LEAD_IN_S, GAP_S, MIN_HOLD_S, TAIL_S = 2.0, 1.0, 1.0, 2.0
 NARROWER = {"all": "majority", "majority": "minority", "minority": "one", "followers": "follower"}
@@ -231,7 +231,7 @@ def shrink(run: Path, store: Path, *, anomaly: str | None = None, max_runs: int 
            spark_master: str = "local[*]", console: Console | None = None, argv: list[str] | None = None,
            runner: Runner | None = None) -> dict[str, Any]:
     """Shrink `run`'s fault schedule; return (and write to shrunk.json) the smallest reproducing one found."""
-    from harness.runner import preflight, run_test
+    from kchaos.harness.runner import preflight, run_test
 
     console = console or make_console()
     cfg, results = recorded_config(run)

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
-from core.config import ConfigError, TestConfig
-from core.suggest import did_you_mean
-from core.yaml_doc import SpecDoc, option_key
-from harness.options import add_run_options, config_from_args
+from kchaos.core.config import ConfigError, TestConfig
+from kchaos.core.suggest import did_you_mean
+from kchaos.core.yaml_doc import SpecDoc, option_key
+from kchaos.harness.options import add_run_options, config_from_args
 
 # Chosen by the suite itself, or by `kchaos suite` options.
 NOT_IN_SUITE = ("name", "store", "keep", "spark_master", "spark_driver_host")
@@ -207,7 +207,7 @@ def check_cell(cell: Cell) -> None:
 
 def _check(cell: Cell) -> None:
     # Imported when a file is checked, not when it is imported: the runner pulls in Docker and the Kafka client.
-    from harness.runner import preflight as run_preflight
+    from kchaos.harness.runner import preflight as run_preflight
 
     # The store is checked once by the suite runner; here only the cell's own options are.
     run_preflight(cell_config(cell, 0, Path("/tmp"), "local[*]", _raise))

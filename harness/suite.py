@@ -26,9 +26,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from core.config import ConfigError, TestConfig
-from core.yaml_doc import SpecDoc
-from harness.spec_files import SHORT, Cell, cell_config, head, preflight, run_options, show
+from kchaos.core.config import ConfigError, TestConfig
+from kchaos.core.yaml_doc import SpecDoc
+from kchaos.harness.spec_files import SHORT, Cell, cell_config, head, preflight, run_options, show
 
 TOP_KEYS = ("name", "description", "seed", "repeat", "base", "matrix", "exclude", "include")
 
@@ -61,7 +61,7 @@ class Suite:
         """This suite with every cell run on the machines of hosts file `hosts` (None: unchanged)."""
         if not hosts:
             return self
-        from core.hosts import load_hosts
+        from kchaos.core.hosts import load_hosts
 
         path = str(load_hosts(hosts).path)  # checked now: a bad file is exit 3 before any run starts
         cells = tuple(replace(c, options=(*((k, v) for k, v in c.options if k != "hosts"), ("hosts", path)))

@@ -28,15 +28,15 @@ from typing import Any, Callable
 
 from rich.console import Console
 
-from checkers import HISTORY_FILE, find_runs, judge_run
-from core.config import TestConfig
-from core.store import check_store, stamped_dir
-from core.suite_files import STATE_FILE, Entry, latest, read_progress, record_progress
-from harness.suite import Suite, SuiteError
-from harness.terminal import heading, make_console
-from reports.compare import write_compare
-from reports.junit import CellOutcome, write_junit
-from reports.run_index import open_store_index
+from kchaos.checkers import HISTORY_FILE, find_runs, judge_run
+from kchaos.core.config import TestConfig
+from kchaos.core.store import check_store, stamped_dir
+from kchaos.core.suite_files import STATE_FILE, Entry, latest, read_progress, record_progress
+from kchaos.harness.suite import Suite, SuiteError
+from kchaos.harness.terminal import heading, make_console
+from kchaos.reports.compare import write_compare
+from kchaos.reports.junit import CellOutcome, write_junit
+from kchaos.reports.run_index import open_store_index
 
 JUNIT_FILE = "report.xml"
 Runner = Callable[..., tuple[Path, dict[str, Any]]]
@@ -126,10 +126,10 @@ def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | No
     (KeyboardInterrupt propagates; `resume=True` continues later). `kind`
     is the folder of the store it goes in ("suites", or "scenarios").
     """
-    from clusters.distribution import DistributionError
-    from clusters.engine import EngineError
-    from clusters.image import ImageError
-    from harness.runner import preflight, run_test
+    from kchaos.clusters.distribution import DistributionError
+    from kchaos.clusters.engine import EngineError
+    from kchaos.clusters.image import ImageError
+    from kchaos.harness.runner import preflight, run_test
 
     console = console or make_console()
     runner = runner or run_test

@@ -4,10 +4,10 @@
 """
 from __future__ import annotations
 
-from core.faults import FaultKind
-from nemesis import client, clock, corrupt, disk, election, mix, network, powerfail, process, slow, upgrade
-from nemesis.base import FaultSkipped, Package, ScheduledOp
-from nemesis.targets import Target
+from kchaos.core.faults import FaultKind
+from kchaos.nemesis import client, clock, corrupt, disk, election, mix, network, powerfail, process, slow, upgrade
+from kchaos.nemesis.base import FaultSkipped, Package, ScheduledOp
+from kchaos.nemesis.targets import Target
 
 PACKAGES: dict[str, Package] = {p.name: p for p in (
     *process.PACKAGES,

@@ -7,10 +7,10 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from core.config import TestConfig
-from core.history import History
-from core.protocols import Cluster, FaultSkipped, Nemesis
-from nemesis.targets import Target, fault_op, resolve
+from kchaos.core.config import TestConfig
+from kchaos.core.history import History
+from kchaos.core.protocols import Cluster, FaultSkipped, Nemesis
+from kchaos.nemesis.targets import Target, fault_op, resolve
 
 __all__ = ["FaultSkipped", "ScheduledOp", "Package", "periodic", "targeted", "TargetedNemesis", "NodeFault",
            "outlive_lag", "outlive_session", "last_json"]

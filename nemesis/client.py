@@ -12,10 +12,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from core.config import TestConfig
-from core.history import History
-from core.protocols import Cluster, CrashableClients, FaultSkipped
-from nemesis.base import Package, ScheduledOp, periodic
+from kchaos.core.config import TestConfig
+from kchaos.core.history import History
+from kchaos.core.protocols import Cluster, CrashableClients, FaultSkipped
+from kchaos.nemesis.base import Package, ScheduledOp, periodic
 
 COLORS = {"crash": "#9c755f"}
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from core.protocols import Cluster
-from nemesis.base import outlive_lag, targeted
+from kchaos.core.protocols import Cluster
+from kchaos.nemesis.base import outlive_lag, targeted
 
 MAX_SKEW_S = 60  # a drawn offset is 1..MAX_SKEW_S seconds, ahead or behind
 STROBE_PERIOD_S = 1  # libfaketime reads its offset file once a second: no clock can jump faster

@@ -19,9 +19,9 @@ import json
 import random
 from typing import Any
 
-from core.config import TestConfig
-from core.protocols import Cluster, FaultSkipped
-from nemesis.base import targeted
+from kchaos.core.config import TestConfig
+from kchaos.core.protocols import Cluster, FaultSkipped
+from kchaos.nemesis.base import targeted
 
 TARGETS = ("leader", "follower", "one")
 FLIPS = 3  # bits flipped per fault, each in its own record batch

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.protocols import Cluster
-from nemesis.base import last_json, outlive_lag, targeted
+from kchaos.core.protocols import Cluster
+from kchaos.nemesis.base import last_json, outlive_lag, targeted
 
 COLORS = {"disk-full": "#8c564b", "disk-free": "#59a14f"}
 SINGLE = ("one", "leader", "follower", "controller")

@@ -6,10 +6,10 @@ import threading
 import time
 from typing import Any
 
-from core.history import History
-from core.protocols import Cluster, Nemesis
-from nemesis.base import FaultSkipped, ScheduledOp
-from nemesis.targets import awaited
+from kchaos.core.history import History
+from kchaos.core.protocols import Cluster, Nemesis
+from kchaos.nemesis.base import FaultSkipped, ScheduledOp
+from kchaos.nemesis.targets import awaited
 
 log = logging.getLogger("kchaos.nemesis")
 

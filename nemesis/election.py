@@ -14,11 +14,11 @@ from typing import Any
 
 from confluent_kafka import ElectionType, KafkaException, TopicPartition
 
-from clusters import admin
-from core.config import TestConfig
-from core.history import History
-from core.protocols import Cluster, FaultSkipped
-from nemesis.base import Package, ScheduledOp, periodic
+from kchaos.clusters import admin
+from kchaos.core.config import TestConfig
+from kchaos.core.history import History
+from kchaos.core.protocols import Cluster, FaultSkipped
+from kchaos.nemesis.base import Package, ScheduledOp, periodic
 
 TIMEOUT_S = 15.0
 

@@ -24,10 +24,10 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from core.config import ConfigError, TestConfig
-from nemesis import clock, disk, election, network, powerfail, process, slow
-from nemesis.base import Package, ScheduledOp, outlive_lag, outlive_session
-from nemesis.targets import PARTITIONED, Target, fault_op
+from kchaos.core.config import ConfigError, TestConfig
+from kchaos.nemesis import clock, disk, election, network, powerfail, process, slow
+from kchaos.nemesis.base import Package, ScheduledOp, outlive_lag, outlive_session
+from kchaos.nemesis.targets import PARTITIONED, Target, fault_op
 
 NAME = "mix"
 FAMILIES: dict[str, tuple[Package, ...]] = {

@@ -13,8 +13,8 @@ import random
 from dataclasses import replace
 from typing import Any, Callable
 
-from core.protocols import Cluster
-from nemesis.base import Package, outlive_lag, outlive_session, targeted
+from kchaos.core.protocols import Cluster
+from kchaos.nemesis.base import Package, outlive_lag, outlive_session, targeted
 
 Grudge = dict[str, set[str]]  # node -> nodes (or addresses) whose packets it drops
 GrudgeFn = Callable[[list[str], list[str], random.Random], Grudge]

@@ -17,8 +17,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from core.protocols import Cluster
-from nemesis.base import last_json, targeted
+from kchaos.core.protocols import Cluster
+from kchaos.nemesis.base import last_json, targeted
 
 COLORS = {"power-fail": "#000000", "start": "#59a14f"}
 TORN_COLORS = {"power-fail": "#6b2e8f", "start": "#59a14f"}

@@ -6,10 +6,10 @@ import random
 import time
 from typing import Any, Callable
 
-from core.config import TestConfig
-from core.history import History
-from core.protocols import Cluster
-from nemesis.base import FaultSkipped, Package, ScheduledOp, outlive_session, periodic, targeted
+from kchaos.core.config import TestConfig
+from kchaos.core.history import History
+from kchaos.core.protocols import Cluster
+from kchaos.nemesis.base import FaultSkipped, Package, ScheduledOp, outlive_session, periodic, targeted
 
 log = logging.getLogger("kchaos.nemesis")
 ANY = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller")

@@ -13,11 +13,11 @@ import random
 from pathlib import Path
 from typing import Any
 
-from core.config import ConfigError, TestConfig
-import nemesis as registry
-from nemesis import mix
-from nemesis.base import ScheduledOp
-from nemesis.targets import PARTITIONED, Target
+from kchaos.core.config import ConfigError, TestConfig
+import kchaos.nemesis as registry
+from kchaos.nemesis import mix
+from kchaos.nemesis.base import ScheduledOp
+from kchaos.nemesis.targets import PARTITIONED, Target
 
 
 def make_schedule(cfg: TestConfig) -> list[ScheduledOp]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.protocols import Cluster
-from nemesis.base import outlive_lag, targeted
+from kchaos.core.protocols import Cluster
+from kchaos.nemesis.base import outlive_lag, targeted
 
 # 512 bit/s towards port 9092: a follower's fetch request (and the ACKs for the
 # data it receives) then take seconds each, so it cannot reach the leader's log

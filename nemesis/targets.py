@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from clusters import admin
-from core.protocols import Cluster, FaultSkipped
+from kchaos.clusters import admin
+from kchaos.core.protocols import Cluster, FaultSkipped
 
 KINDS = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller")
 PARTITIONED = ("leader", "follower", "followers")

@@ -41,13 +41,13 @@ from typing import Any
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_fixed
 
-from clusters import admin
-from core.config import TestConfig
-from core.history import History
-from core.kafka_versions import line_of
-from core.protocols import Cluster
-from nemesis.base import FaultSkipped, Package, ScheduledOp
-from nemesis.process import Signal
+from kchaos.clusters import admin
+from kchaos.core.config import TestConfig
+from kchaos.core.history import History
+from kchaos.core.kafka_versions import line_of
+from kchaos.core.protocols import Cluster
+from kchaos.nemesis.base import FaultSkipped, Package, ScheduledOp
+from kchaos.nemesis.process import Signal
 
 COLORS = {"upgrade": "#4e79a7", "finalize": "#76b7b2"}
 START = 0.15  # the roll starts after this share of the time limit: the workload has run a while

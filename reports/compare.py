@@ -25,17 +25,17 @@ from typing import Any
 
 import pandas as pd
 
-from checkers.reference import Settings
-from checkers.table import in_faults
-from checkers.txn_reference import COUNTS as TXN_COUNTS
-from checkers.verdict import COPY, COPY_KINDS, TXN, UNKNOWN, judge, lost_in_promise, merge
-from core.page_cache import short as page_cache_short
-from reports import ReportsInputError
-from reports.heatmap import heatmap
-from reports.html import write_page
-from reports.promise import promise_of
-from reports.run_index import index_for
-from reports.severity import level
+from kchaos.checkers.reference import Settings
+from kchaos.checkers.table import in_faults
+from kchaos.checkers.txn_reference import COUNTS as TXN_COUNTS
+from kchaos.checkers.verdict import COPY, COPY_KINDS, TXN, UNKNOWN, judge, lost_in_promise, merge
+from kchaos.core.page_cache import short as page_cache_short
+from kchaos.reports import ReportsInputError
+from kchaos.reports.heatmap import heatmap
+from kchaos.reports.html import write_page
+from kchaos.reports.promise import promise_of
+from kchaos.reports.run_index import index_for
+from kchaos.reports.severity import level
 
 __all__ = ["ANOMALY_KINDS", "COLUMNS", "CompareError", "QUEUE_ONLY", "Run", "WORKLOAD_COLUMNS", "anomaly_cells",
            "applies", "compare_rows", "configuration", "heatmap", "load_runs", "workload_of", "write_compare"]

@@ -26,10 +26,10 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from checkers.broker_logs import ControlEvent, read_control_logs
-from core.evidence_files import EVIDENCE_DIR, METADATA_FILE
-from reports.evidence import Clock
-from reports.explain_facts import node_names
+from kchaos.checkers.broker_logs import ControlEvent, read_control_logs
+from kchaos.core.evidence_files import EVIDENCE_DIR, METADATA_FILE
+from kchaos.reports.evidence import Clock
+from kchaos.reports.explain_facts import node_names
 
 __all__ = ["CONTROL_FILE", "control_rows", "control_timeline", "write_control"]
 

@@ -17,8 +17,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from checkers.copy import COPY_COUNTS, compare
-from reports.txn_data import Rebalance, nemesis_event, rebalances, timed_ops
+from kchaos.checkers.copy import COPY_COUNTS, compare
+from kchaos.reports.txn_data import Rebalance, nemesis_event, rebalances, timed_ops
 
 __all__ = ["MAX_LINKED", "CopyExample", "CopyRun", "CopyTally", "read_copy_run"]
 

@@ -24,12 +24,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from checkers.broker_logs import LogEvent, read_node_logs
-from checkers.kafka_logs import Batch, DumpError, dump, metadata_records, parse_dump, read_epoch_checkpoint
-from checkers.kraft_metadata import MetadataLog, replay
-from core.evidence_files import (COLLECT_FILE, EVIDENCE_DIR, HISTORY_START_KEY, METADATA_DIR, METADATA_FILE, RAW_DIR,
+from kchaos.checkers.broker_logs import LogEvent, read_node_logs
+from kchaos.checkers.kafka_logs import Batch, DumpError, dump, metadata_records, parse_dump, read_epoch_checkpoint
+from kchaos.checkers.kraft_metadata import MetadataLog, replay
+from kchaos.core.evidence_files import (COLLECT_FILE, EVIDENCE_DIR, HISTORY_START_KEY, METADATA_DIR, METADATA_FILE, RAW_DIR,
                                     SEGMENTS_FILE)
-from reports import ReportsInputError
+from kchaos.reports import ReportsInputError
 
 __all__ = ["EVIDENCE_DIR", "Clock", "Evidence", "EvidenceError", "check_run", "decode", "history_clock", "value_of"]
 

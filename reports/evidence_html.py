@@ -16,10 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from reports.control_plane import CONTROL_FILE, write_control
-from reports.explain_text import groups_of
-from reports.explain_why import spans_phrase
-from reports.html import render
+from kchaos.reports.control_plane import CONTROL_FILE, write_control
+from kchaos.reports.explain_text import groups_of
+from kchaos.reports.explain_why import spans_phrase
+from kchaos.reports.html import render
 
 __all__ = ["MAX_GROUPS", "MAX_RANGES", "evidence_section"]
 

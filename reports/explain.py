@@ -32,13 +32,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from checkers.kafka_logs import dump
-from core.history import HistoryError
-from reports.evidence import EVIDENCE_DIR, Dumper, Evidence, EvidenceError, FindLibs, check_run, decode
-from reports.explain_facts import Facts, load_facts, node_names
-from reports.explain_fates import ReplicaFate, replica_fates
-from reports.explain_groups import LostGroup, group_ranges
-from reports.explain_why import pick_faults, why
+from kchaos.checkers.kafka_logs import dump
+from kchaos.core.history import HistoryError
+from kchaos.reports.evidence import EVIDENCE_DIR, Dumper, Evidence, EvidenceError, FindLibs, check_run, decode
+from kchaos.reports.explain_facts import Facts, load_facts, node_names
+from kchaos.reports.explain_fates import ReplicaFate, replica_fates
+from kchaos.reports.explain_groups import LostGroup, group_ranges
+from kchaos.reports.explain_why import pick_faults, why
 
 __all__ = ["EXPLANATION_FILE", "Explanation", "EvidenceError", "LostGroup", "LostRange", "explain",
            "load_explanation"]

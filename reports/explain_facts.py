@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.broker_logs import LogEvent
-from checkers.kraft_metadata import PartitionState
-from checkers.promise_run import dropped_since
-from core.faults import FaultCatalogue, FaultsError, run_faults
-from core.history import read_history
-from reports.evidence import Evidence
+from kchaos.checkers.broker_logs import LogEvent
+from kchaos.checkers.kraft_metadata import PartitionState
+from kchaos.checkers.promise_run import dropped_since
+from kchaos.core.faults import FaultCatalogue, FaultsError, run_faults
+from kchaos.core.history import read_history
+from kchaos.reports.evidence import Evidence
 
 __all__ = ["Ack", "Facts", "Leadership", "fault_phrase", "load_facts", "node_names"]
 

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any, TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from checkers.broker_logs import LogEvent
-    from reports.evidence import Evidence
-    from reports.explain_facts import Facts
+    from kchaos.checkers.broker_logs import LogEvent
+    from kchaos.reports.evidence import Evidence
+    from kchaos.reports.explain_facts import Facts
 
 __all__ = ["ReplicaFate", "replica_fates"]
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Hashable, Sequence
 
-from reports.explain_why import why_parts
+from kchaos.reports.explain_why import why_parts
 
 if TYPE_CHECKING:
-    from reports.explain import LostRange
+    from kchaos.reports.explain import LostRange
 
 __all__ = ["LostGroup", "group_ranges"]
 

@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.kafka_logs import dump
-from core.evidence_files import EVIDENCE_DIR, TXN_EXPLANATION_FILE
-from core.history import HistoryError
-from reports.evidence import Dumper, EvidenceError, FindLibs, check_run, decode
-from reports.explain_txn_facts import KINDS, TxnOp, anomalies, anomalous_ops, client_log, load_txn_ops
-from reports.explain_txn_fates import TxnFates, txn_fates
-from reports.explain_txn_why import HEADS, cause
-from reports.txn_evidence import TxnEvidence, decode_txn
+from kchaos.checkers.kafka_logs import dump
+from kchaos.core.evidence_files import EVIDENCE_DIR, TXN_EXPLANATION_FILE
+from kchaos.core.history import HistoryError
+from kchaos.reports.evidence import Dumper, EvidenceError, FindLibs, check_run, decode
+from kchaos.reports.explain_txn_facts import KINDS, TxnOp, anomalies, anomalous_ops, client_log, load_txn_ops
+from kchaos.reports.explain_txn_fates import TxnFates, txn_fates
+from kchaos.reports.explain_txn_why import HEADS, cause
+from kchaos.reports.txn_evidence import TxnEvidence, decode_txn
 
 __all__ = ["TxnExplanation", "TxnStory", "explain_txn", "is_txn_run", "load_txn_explanation"]
 

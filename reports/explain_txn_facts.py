@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.history import HistoryError
-from reports.evidence import EvidenceError
+from kchaos.core.history import HistoryError
+from kchaos.reports.evidence import EvidenceError
 
 __all__ = ["KINDS", "Send", "TxnOp", "anomalies", "anomalous_ops", "client_log", "load_txn_ops"]
 

@@ -26,11 +26,11 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, TYPE_CHECKING
 
-from checkers.txn_log import TxnState
+from kchaos.checkers.txn_log import TxnState
 
 if TYPE_CHECKING:
-    from reports.explain_txn_facts import TxnOp
-    from reports.txn_evidence import Marker, Placed, TxnEvidence
+    from kchaos.reports.explain_txn_facts import TxnOp
+    from kchaos.reports.txn_evidence import Marker, Placed, TxnEvidence
 
 __all__ = ["MAX_STATES", "PartitionEnd", "TxnFates", "ValueFate", "txn_fates"]
 

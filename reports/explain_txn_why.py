@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any, TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from reports.explain_txn import TxnStory
+    from kchaos.reports.explain_txn import TxnStory
 
 __all__ = ["HEADS", "cause", "marker_phrase", "markers_phrase", "values_phrase"]
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 if TYPE_CHECKING:
-    from reports.explain import LostRange
-    from reports.explain_fates import ReplicaFate
+    from kchaos.reports.explain import LostRange
+    from kchaos.reports.explain_fates import ReplicaFate
 
 __all__ = ["MAX_FAULTS", "MAX_SPANS", "on_disk", "pick_faults", "spans_phrase", "why", "why_parts"]
 

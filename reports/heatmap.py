@@ -11,8 +11,8 @@ import io
 import textwrap
 from typing import Any, Sequence
 
-from checkers.verdict import FAIL, merge
-from reports.severity import LEVELS, level
+from kchaos.checkers.verdict import FAIL, merge
+from kchaos.reports.severity import LEVELS, level
 
 # Severity colours of the squares, and the ink that reads on each (the pages' badges use the same hues).
 FILL = {"clean": "#cfeccf", "unknown": "#e4e7eb", "noted": "#fbe7a1", "serious": "#f6b26b", "severe": "#c62828"}

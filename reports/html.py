@@ -20,7 +20,7 @@ def yes(b: Any) -> Any:
 
 
 # None prints as an en dash wherever a template prints a value.
-ENV = Environment(loader=PackageLoader("reports"), autoescape=True, undefined=StrictUndefined, trim_blocks=True,
+ENV = Environment(loader=PackageLoader("kchaos.reports"), autoescape=True, undefined=StrictUndefined, trim_blocks=True,
                   lstrip_blocks=True, keep_trailing_newline=True, finalize=lambda v: "–" if v is None else v)
 ENV.filters.update(b64=lambda data: base64.b64encode(data).decode(), yes=yes)
 ENV.tests["num"] = lambda v: isinstance(v, Number) and not isinstance(v, bool)

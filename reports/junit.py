@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.verdict import FAIL, PASS, UNKNOWN
-from reports.severity import level
+from kchaos.checkers.verdict import FAIL, PASS, UNKNOWN
+from kchaos.reports.severity import level
 
 ERROR = "error"  # a repetition could not be run: no verdict on Kafka, a harness or cluster problem
 # The compare row's numbers in a case's system-out; those that do not apply to the cell's workload are None: left out.

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from core.faults import FaultCatalogue
+from kchaos.core.faults import FaultCatalogue
 
 DPI = 100
 WIDTH = 11.0

@@ -18,8 +18,8 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from core.faults import FaultCatalogue
-from reports.plot_frame import (PALETTE, WIDTH, Span, fault_spans, figure, finish, mark_rebalances, nemesis_color, note,
+from kchaos.core.faults import FaultCatalogue
+from kchaos.reports.plot_frame import (PALETTE, WIDTH, Span, fault_spans, figure, finish, mark_rebalances, nemesis_color, note,
                                 shade)
 
 __all__ = ["Sends", "Span", "Marks", "nemesis_color", "fault_spans", "latency_png", "throughput_png",

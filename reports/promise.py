@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from checkers.promise import GUARANTEE
-from checkers.promise_run import rules_of
-from checkers.reference import Settings
+from kchaos.checkers.promise import GUARANTEE
+from kchaos.checkers.promise_run import rules_of
+from kchaos.checkers.reference import Settings
 
 RULE = GUARANTEE
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from checkers.verdict import FAIL, PASS
-from reports.junit import ERROR
-from reports.run_index import open_store_index
-from reports.trends import Night, Trend, trend, when
+from kchaos.checkers.verdict import FAIL, PASS
+from kchaos.reports.junit import ERROR
+from kchaos.reports.run_index import open_store_index
+from kchaos.reports.trends import Night, Trend, trend, when
 
 __all__ = ["Regression", "night_regressions", "of_night", "regressions"]
 

@@ -20,10 +20,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from checkers.table import in_faults
-from checkers.verdict import essentials, judge, lost_in_promise
-from core.suite_files import PROGRESS_FILE, STATE_FILE, latest, read_progress
-from reports.severity import level
+from kchaos.checkers.table import in_faults
+from kchaos.checkers.verdict import essentials, judge, lost_in_promise
+from kchaos.core.suite_files import PROGRESS_FILE, STATE_FILE, latest, read_progress
+from kchaos.reports.severity import level
 
 __all__ = ["INDEX_FILE", "SCHEMA_VERSION", "Refreshed", "RunIndex", "index_for", "open_store_index", "stamp_of"]
 

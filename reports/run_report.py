@@ -35,30 +35,30 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from markupsafe import Markup
 
-from checkers import workload_kind
-from checkers.copy import COPY
-from checkers.parquet import CheckInputError, convert
-from checkers.kafka_errors import errors_line
-from checkers.timeline import availability as timeline_availability
-from checkers.timeline import fault_windows
-from checkers.verdict import Judgement, history_line, judge, lost_in_promise
-from core.evidence_files import ISR_FILE, read_isr
-from core.faults import FAULTS_FILE, FaultCatalogue, FaultsError, run_faults
-from core.page_cache import describe as describe_page_cache
-from reports import plots
-from reports import ReportsInputError
-from reports.evidence_html import evidence_section
-from reports.explain import load_explanation
-from reports.explain_txn import load_txn_explanation
-from reports.explain_txn_text import txn_story, txn_summary
-from reports.explain_text import groups_of
-from reports.html import write_page, yes
-from reports.promise import RULE, promise_of
-from reports.severity import level, loss_rate
-from reports import txn_plots
-from reports.copy_data import CopyRun, read_copy_run
-from reports.txn_cycles import anchor, cycle_tables, op_excerpts
-from reports.txn_data import Rebalance, TxnRun, read_rebalances, read_txn_run
+from kchaos.checkers import workload_kind
+from kchaos.checkers.copy import COPY
+from kchaos.checkers.parquet import CheckInputError, convert
+from kchaos.checkers.kafka_errors import errors_line
+from kchaos.checkers.timeline import availability as timeline_availability
+from kchaos.checkers.timeline import fault_windows
+from kchaos.checkers.verdict import Judgement, history_line, judge, lost_in_promise
+from kchaos.core.evidence_files import ISR_FILE, read_isr
+from kchaos.core.faults import FAULTS_FILE, FaultCatalogue, FaultsError, run_faults
+from kchaos.core.page_cache import describe as describe_page_cache
+from kchaos.reports import plots
+from kchaos.reports import ReportsInputError
+from kchaos.reports.evidence_html import evidence_section
+from kchaos.reports.explain import load_explanation
+from kchaos.reports.explain_txn import load_txn_explanation
+from kchaos.reports.explain_txn_text import txn_story, txn_summary
+from kchaos.reports.explain_text import groups_of
+from kchaos.reports.html import write_page, yes
+from kchaos.reports.promise import RULE, promise_of
+from kchaos.reports.severity import level, loss_rate
+from kchaos.reports import txn_plots
+from kchaos.reports.copy_data import CopyRun, read_copy_run
+from kchaos.reports.txn_cycles import anchor, cycle_tables, op_excerpts
+from kchaos.reports.txn_data import Rebalance, TxnRun, read_rebalances, read_txn_run
 
 __all__ = ["ReportError", "REPORT_FILE", "RunData", "anomaly_marks", "load_run", "write_report"]
 

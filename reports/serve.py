@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import unquote, urlsplit
 
-from reports import ReportsInputError
-from reports.serve_store import Store, href as _href
+from kchaos.reports import ReportsInputError
+from kchaos.reports.serve_store import Store, href as _href
 
 __all__ = ["ServeError", "make_server", "serve", "server_url"]
 

@@ -16,14 +16,14 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
-from checkers.verdict import FAIL, PASS, UNKNOWN, judge, of_valid
-from reports.html import render
-from reports.run_index import INDEX_FILE, RunIndex, open_store_index
-from reports.regressions import Regression, of_night
-from reports.serve_trend import trend_page
-from reports.serve_versions import version_table
-from reports.severity import level
-from reports.trends import trend, when
+from kchaos.checkers.verdict import FAIL, PASS, UNKNOWN, judge, of_valid
+from kchaos.reports.html import render
+from kchaos.reports.run_index import INDEX_FILE, RunIndex, open_store_index
+from kchaos.reports.regressions import Regression, of_night
+from kchaos.reports.serve_trend import trend_page
+from kchaos.reports.serve_versions import version_table
+from kchaos.reports.severity import level
+from kchaos.reports.trends import trend, when
 
 log = logging.getLogger("kchaos.serve")
 

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.kafka_versions import LINE_NAMES, UnsupportedVersion, line_of, split_on_line
+from kchaos.core.kafka_versions import LINE_NAMES, UnsupportedVersion, line_of, split_on_line
 
 def _line(version: Any) -> str | None:
     try:

@@ -6,7 +6,7 @@ docs/verdicts.md shows the levels.
 """
 from __future__ import annotations
 
-from checkers.verdict import FAIL, UNKNOWN
+from kchaos.checkers.verdict import FAIL, UNKNOWN
 
 LEVELS = ("clean", "unknown", "noted", "serious", "severe")
 SERIOUS, SEVERE = 0.01, 0.10  # loss rates (lost / acked) from which a run is serious, severe

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkers.verdict import merge
-from reports.junit import ERROR
-from reports.run_index import RunIndex
-from reports.severity import level
+from kchaos.checkers.verdict import merge
+from kchaos.reports.junit import ERROR
+from kchaos.reports.run_index import RunIndex
+from kchaos.reports.severity import level
 
 __all__ = ["CellNight", "Night", "Trend", "trend", "when"]
 

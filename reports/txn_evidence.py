@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.kafka_logs import DumpError, parse_dump
-from checkers.txn_log import TxnState, txn_states
-from core.evidence_files import EVIDENCE_DIR, RAW_DIR, TXN_STATE_DIR, TXN_STATE_FILE
-from reports.evidence import Dumper, Evidence, value_of
+from kchaos.checkers.kafka_logs import DumpError, parse_dump
+from kchaos.checkers.txn_log import TxnState, txn_states
+from kchaos.core.evidence_files import EVIDENCE_DIR, RAW_DIR, TXN_STATE_DIR, TXN_STATE_FILE
+from kchaos.reports.evidence import Dumper, Evidence, value_of
 
 __all__ = ["Marker", "Placed", "TxnEvidence", "decode_txn"]
 

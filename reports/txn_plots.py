@@ -9,9 +9,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from matplotlib.lines import Line2D
 
-from core.faults import FaultCatalogue
-from reports.plot_frame import fault_spans, figure, finish, mark_rebalances, note, shade
-from reports.plots import TYPE_COLORS
+from kchaos.core.faults import FaultCatalogue
+from kchaos.reports.plot_frame import fault_spans, figure, finish, mark_rebalances, note, shade
+from kchaos.reports.plots import TYPE_COLORS
 
 __all__ = ["OUTCOMES", "MARK_STYLES", "per_second", "txn_latency_png", "txn_png"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from core.protocols import Workload
-from workloads.copy import CopyWorkload
-from workloads.queue import QueueWorkload
-from workloads.txn import TxnWorkload
+from kchaos.core.protocols import Workload
+from kchaos.workloads.copy import CopyWorkload
+from kchaos.workloads.queue import QueueWorkload
+from kchaos.workloads.txn import TxnWorkload
 
 WORKLOADS: dict[str, Callable[..., Workload]] = {
     "queue": QueueWorkload,

@@ -5,8 +5,8 @@ from typing import Callable
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 
-from clusters.admin import CLIENT_LOG
-from core.config import ProducerConfig
+from kchaos.clusters.admin import CLIENT_LOG
+from kchaos.core.config import ProducerConfig
 
 # Errors that reject a record outright, on every attempt: the write certainly did not happen.
 DEFINITE_FAILURES = frozenset({

@@ -29,9 +29,9 @@ import threading
 import time
 from typing import Callable, Protocol
 
-from core.config import TestConfig
-from core.history import History
-from workloads.rebalance import Rebalance
+from kchaos.core.config import TestConfig
+from kchaos.core.history import History
+from kchaos.workloads.rebalance import Rebalance
 
 log = logging.getLogger("kchaos.copier")
 

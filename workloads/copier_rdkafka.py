@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Producer, TopicPartition
 
-from core.config import TestConfig, txn_timeout_ms
-from workloads.clients import make_group_consumer, make_producer, to_records
-from workloads.copier import ClientError, TxnFailed, copy_group
-from workloads.rebalance import Rebalance, drop, leave, subscribe
+from kchaos.core.config import TestConfig, txn_timeout_ms
+from kchaos.workloads.clients import make_group_consumer, make_producer, to_records
+from kchaos.workloads.copier import ClientError, TxnFailed, copy_group
+from kchaos.workloads.rebalance import Rebalance, drop, leave, subscribe
 
 
 def _text(e: Exception) -> str:

@@ -26,20 +26,20 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from clusters import admin
-from clusters.admin import CLIENT_LOG
-from core.config import TestConfig, TopicConfig
-from core.history import History
-from core.protocols import Cluster
-from workloads.clients import make_producer
-from workloads.copier import Copier, CopierClient, copy_group
-from workloads.copier_rdkafka import RdkafkaCopierClient
-from workloads.drain import drain_all
-from workloads.threads import Tally, join_all
+from kchaos.clusters import admin
+from kchaos.clusters.admin import CLIENT_LOG
+from kchaos.core.config import TestConfig, TopicConfig
+from kchaos.core.history import History
+from kchaos.core.protocols import Cluster
+from kchaos.workloads.clients import make_producer
+from kchaos.workloads.copier import Copier, CopierClient, copy_group
+from kchaos.workloads.copier_rdkafka import RdkafkaCopierClient
+from kchaos.workloads.drain import drain_all
+from kchaos.workloads.threads import Tally, join_all
 
 if TYPE_CHECKING:
-    from workloads.java_build import JavaProgram
-    from workloads.java_client import JavaProcess
+    from kchaos.workloads.java_build import JavaProgram
+    from kchaos.workloads.java_client import JavaProcess
 
 log = logging.getLogger("kchaos.copy")
 
@@ -111,8 +111,8 @@ class CopyWorkload:
     def _client_maker(self, bootstrap: str) -> Callable[[int], CopierClient]:
         if self.java is None:
             return lambda slot: RdkafkaCopierClient(self.cfg, bootstrap, slot)
-        from workloads.java_client import JavaProcess
-        from workloads.java_copier import JavaCopierClient
+        from kchaos.workloads.java_client import JavaProcess
+        from kchaos.workloads.java_copier import JavaCopierClient
         jvm = self._jvm = JavaProcess(self.java)
         jvm.features(bootstrap)
         return lambda slot: JavaCopierClient(self.cfg, bootstrap, slot, self.input.name, jvm=jvm)

@@ -17,9 +17,9 @@ import time
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from core.history import History
-from core.protocols import Cluster
-from workloads.clients import make_consumer, to_records
+from kchaos.core.history import History
+from kchaos.core.protocols import Cluster
+from kchaos.workloads.clients import make_consumer, to_records
 
 log = logging.getLogger("kchaos.drain")
 

@@ -32,9 +32,9 @@ from typing import Any, Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from core.history import History
-from workloads.clients import make_group_consumer, to_records
-from workloads.rebalance import Rebalance, drop, group_id, leave, subscribe
+from kchaos.core.history import History
+from kchaos.workloads.clients import make_group_consumer, to_records
+from kchaos.workloads.rebalance import Rebalance, drop, group_id, leave, subscribe
 
 log = logging.getLogger("kchaos.group")
 

@@ -17,9 +17,9 @@ import subprocess
 import threading
 from typing import Any
 
-from core.config import ProducerConfig, txn_timeout_ms
-from workloads.clients import MAX_POLL_INTERVAL_MS
-from workloads.java_build import JavaProgram
+from kchaos.core.config import ProducerConfig, txn_timeout_ms
+from kchaos.workloads.clients import MAX_POLL_INTERVAL_MS
+from kchaos.workloads.java_build import JavaProgram
 
 log = logging.getLogger("kchaos.java")
 CLOSED = None  # what a process's queue gets when the JVM's stdout ends

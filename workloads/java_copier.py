@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from core.config import TestConfig
-from workloads.copier import ClientError, TxnFailed, copy_group
-from workloads.rebalance import Rebalance
-from workloads.java_client import JavaClientError, JavaProcess, group_consumer_props, producer_props
+from kchaos.core.config import TestConfig
+from kchaos.workloads.copier import ClientError, TxnFailed, copy_group
+from kchaos.workloads.rebalance import Rebalance
+from kchaos.workloads.java_client import JavaClientError, JavaProcess, group_consumer_props, producer_props
 
 log = logging.getLogger("kchaos.copier.java")
 

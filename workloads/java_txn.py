@@ -27,11 +27,11 @@ import logging
 import threading
 from typing import Any, Callable
 
-from core.config import TestConfig
-from core.history import History
-from workloads.java_client import JavaClientError, JavaProcess, producer_props
-from workloads.java_txn_consumer import JavaTxnConsumer
-from workloads.txn import TxnClient
+from kchaos.core.config import TestConfig
+from kchaos.core.history import History
+from kchaos.workloads.java_client import JavaClientError, JavaProcess, producer_props
+from kchaos.workloads.java_txn_consumer import JavaTxnConsumer
+from kchaos.workloads.txn import TxnClient
 
 log = logging.getLogger("kchaos.txn.java")
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from core.config import TestConfig
-from core.history import History
-from workloads.java_client import consumer_props, group_consumer_props
-from workloads.rebalance import Rebalance
-from workloads.txn_consumer import BATCH, TxnConsumer
+from kchaos.core.config import TestConfig
+from kchaos.core.history import History
+from kchaos.workloads.java_client import consumer_props, group_consumer_props
+from kchaos.workloads.rebalance import Rebalance
+from kchaos.workloads.txn_consumer import BATCH, TxnConsumer
 
 Call = Callable[..., dict[str, Any]]  # (op, **request) -> reply, the process's request to the JVM
 

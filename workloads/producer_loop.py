@@ -22,8 +22,8 @@ from typing import Callable, Protocol
 
 from confluent_kafka import KafkaException
 
-from core.config import ProducerConfig
-from workloads.clients import make_producer, send_outcome
+from kchaos.core.config import ProducerConfig
+from kchaos.workloads.clients import make_producer, send_outcome
 
 # Longest a loop waits inside poll() when it has nothing to send: bounds how late it sees a stop.
 IDLE_POLL_S = 0.05

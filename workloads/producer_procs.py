@@ -18,8 +18,8 @@ from multiprocessing.sharedctypes import SynchronizedArray
 from pathlib import Path
 from typing import Any
 
-from core.config import ProducerConfig
-from core.send_stream import FLUSH_S, PARTS_DIR, SendStream
+from kchaos.core.config import ProducerConfig
+from kchaos.core.send_stream import FLUSH_S, PARTS_DIR, SendStream
 
 log = logging.getLogger("kchaos.workload")
 COUNT_KEYS = ("send", "ok", "fail", "info")
@@ -42,7 +42,7 @@ class LoopSpec:
         """The ProducerLoop of producer instance `instance`; its values are instance+1 + instances*i."""
         import itertools
 
-        from workloads.producer_loop import ProducerLoop
+        from kchaos.workloads.producer_loop import ProducerLoop
 
         return ProducerLoop(self.bootstrap, ProducerConfig(**self.producer), topic=self.topic,
                             partitions=self.partitions, producer=instance, in_flight=self.in_flight,

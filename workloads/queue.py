@@ -18,15 +18,15 @@ import threading
 
 from confluent_kafka import KafkaException, TopicPartition
 
-from clusters import admin
-from core.config import TestConfig
-from core.history import History, Op
-from core.protocols import Cluster
-from workloads.clients import make_consumer, make_group_consumer, to_records
-from workloads.drain import drain_all
-from workloads.group import Member, group_id
-from workloads.producer_procs import LoopSpec, ProducerProcesses
-from workloads.threads import join_all
+from kchaos.clusters import admin
+from kchaos.core.config import TestConfig
+from kchaos.core.history import History, Op
+from kchaos.core.protocols import Cluster
+from kchaos.workloads.clients import make_consumer, make_group_consumer, to_records
+from kchaos.workloads.drain import drain_all
+from kchaos.workloads.group import Member, group_id
+from kchaos.workloads.producer_procs import LoopSpec, ProducerProcesses
+from kchaos.workloads.threads import join_all
 
 log = logging.getLogger("kchaos.workload")
 

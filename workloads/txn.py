@@ -39,18 +39,18 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from clusters import admin
-from core.config import TestConfig, txn_timeout_ms
-from core.history import History, Op
-from core.protocols import Cluster
-from workloads.clients import make_producer
-from workloads.drain import drain_all
-from workloads.threads import Tally, join_all
-from workloads.txn_consumer import TxnConsumer
+from kchaos.clusters import admin
+from kchaos.core.config import TestConfig, txn_timeout_ms
+from kchaos.core.history import History, Op
+from kchaos.core.protocols import Cluster
+from kchaos.workloads.clients import make_producer
+from kchaos.workloads.drain import drain_all
+from kchaos.workloads.threads import Tally, join_all
+from kchaos.workloads.txn_consumer import TxnConsumer
 
 if TYPE_CHECKING:
-    from workloads.java_build import JavaProgram
-    from workloads.java_client import JavaProcess
+    from kchaos.workloads.java_build import JavaProgram
+    from kchaos.workloads.java_client import JavaProcess
 
 log = logging.getLogger("kchaos.txn")
 
@@ -117,8 +117,8 @@ class TxnWorkload:
         self._stop.clear()
         make: Callable[..., TxnClient] = TxnClient
         if self.java is not None:
-            from workloads.java_client import JavaProcess
-            from workloads.java_txn import JavaTxnClient
+            from kchaos.workloads.java_client import JavaProcess
+            from kchaos.workloads.java_txn import JavaTxnClient
             self._jvm = JavaProcess(self.java)
             self._jvm.features(cluster.bootstrap())
             make = lambda *a: JavaTxnClient(*a, jvm=self._jvm)  # noqa: E731

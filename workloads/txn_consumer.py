@@ -25,10 +25,10 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from core.config import TestConfig
-from core.history import History, Op
-from workloads.clients import make_consumer, make_group_consumer, to_records
-from workloads.rebalance import Rebalance, drop, group_id, leave, subscribe
+from kchaos.core.config import TestConfig
+from kchaos.core.history import History, Op
+from kchaos.workloads.clients import make_consumer, make_group_consumer, to_records
+from kchaos.workloads.rebalance import Rebalance, drop, group_id, leave, subscribe
 
 POLL_TIMEOUT_S = 0.1
 BATCH = 100  # records one poll micro-op returns at most

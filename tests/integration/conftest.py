@@ -1,8 +1,8 @@
 """Fixtures for tests against a real Kafka cluster in Docker containers."""
 import pytest
 
-from clusters.docker import cleanup
-from harness.runner import prepare
+from kchaos.clusters.docker import cleanup
+from kchaos.harness.runner import prepare
 
 
 @pytest.fixture(scope="session")

@@ -6,9 +6,9 @@ it against the faults the history records.
 """
 from pathlib import Path
 
-from clusters.distribution import run_libs
-from core.history import read_history
-from reports.explain import Explanation, explain
+from kchaos.clusters.distribution import run_libs
+from kchaos.core.history import read_history
+from kchaos.reports.explain import Explanation, explain
 
 
 def _faults(run_dir: Path, f: str) -> list[dict]:

@@ -6,9 +6,9 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
-from core.faults import run_faults
+from kchaos.core.faults import run_faults
 
-KCHAOS = [sys.executable, "-m", "harness.cli"]
+KCHAOS = [sys.executable, "-m", "kchaos"]
 KAFKA_INTERNAL = "Kafka reported "  # checkers/kafka_errors.py internal_reasons: each reason starts so
 
 

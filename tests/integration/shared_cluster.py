@@ -8,12 +8,10 @@ from typing import Callable, Iterable, Iterator
 
 import pytest
 
-from clusters import admin
-from clusters.docker import DockerCluster, cleanup
-from core.config import TestConfig
-import nemesis
-
-
+from kchaos.clusters import admin
+from kchaos.clusters.docker import DockerCluster, cleanup
+from kchaos.core.config import TestConfig
+from kchaos import nemesis
 @contextmanager
 def topic_cluster(node_image: str, where: Path, cfg: TestConfig) -> Iterator[DockerCluster]:
     """A Docker cluster of `cfg.cluster` with `cfg.topic` created and in sync; torn down (and every kchaos

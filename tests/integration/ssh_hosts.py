@@ -36,8 +36,8 @@ import docker
 import docker.errors
 import yaml
 
-from clusters.engine import docker_client
-from clusters.image import ensure_base
+from kchaos.clusters.engine import docker_client
+from kchaos.clusters.image import ensure_base
 
 TEST_LABEL = "io.kchaos.test"
 KIND = "ssh-hosts"

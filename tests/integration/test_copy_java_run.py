@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from core.history import read_history
+from kchaos.core.history import read_history
 from runs import assert_a_copier_crashed_and_was_replaced, finished_run, held
-from workloads.java_build import jdk_problem
+from kchaos.workloads.java_build import jdk_problem
 
 pytestmark = [pytest.mark.cluster, pytest.mark.skipif(jdk_problem() is not None, reason="no JDK on PATH")]
 KINDS = ("copy_missing", "copy_duplicate", "copy_invented", "copy_reordered")

@@ -2,7 +2,7 @@
 (its producer fenced by the next with the same transactional.id), copy the input exactly once."""
 import pytest
 
-from core.history import read_history
+from kchaos.core.history import read_history
 from runs import assert_a_copier_crashed_and_was_replaced, finished_run, held
 
 pytestmark = pytest.mark.cluster

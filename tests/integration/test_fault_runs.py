@@ -10,13 +10,13 @@ from pathlib import Path
 import docker
 import pytest
 
-from clusters.engine import LABEL
-from core.history import read_history
+from kchaos.clusters.engine import LABEL
+from kchaos.core.history import read_history
 
 from signals import sigint_default, sigint_ignored
 
 pytestmark = pytest.mark.cluster
-KCHAOS = [sys.executable, "-m", "harness.cli"]
+KCHAOS = [sys.executable, "-m", "kchaos"]
 
 
 def latest(store: Path) -> Path:

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from core.history import read_history
+from kchaos.core.history import read_history
 from runs import finished_run, held
 
 pytestmark = pytest.mark.cluster

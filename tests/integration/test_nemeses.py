@@ -10,14 +10,14 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from clusters import admin
+from kchaos.clusters import admin
 from shared_cluster import heal, topic_cluster, until
-from core.config import ClusterConfig, NemesisConfig, ProducerConfig, TestConfig, TopicConfig
-from core.history import History, read_history
-import nemesis
-from nemesis.driver import NemesisDriver
-from nemesis.targets import active_controller
-from workloads.queue import QueueWorkload
+from kchaos.core.config import ClusterConfig, NemesisConfig, ProducerConfig, TestConfig, TopicConfig
+from kchaos.core.history import History, read_history
+from kchaos import nemesis
+from kchaos.nemesis.driver import NemesisDriver
+from kchaos.nemesis.targets import active_controller
+from kchaos.workloads.queue import QueueWorkload
 
 TOPIC = TopicConfig()
 CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="lazyfs"))

@@ -11,11 +11,10 @@ import pytest
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Producer
 from confluent_kafka.admin import NewTopic
 
-from clusters import admin
+from kchaos.clusters import admin
 from shared_cluster import heal, topic_cluster
-from core.config import ClusterConfig, TestConfig, TopicConfig
-import nemesis
-
+from kchaos.core.config import ClusterConfig, TestConfig, TopicConfig
+from kchaos import nemesis
 TOPIC = TopicConfig()
 STAMPED = "stamped"  # LogAppendTime: the leader's clock stamps every record
 CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="plain", faketime=True))

@@ -10,11 +10,10 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from clusters import admin
+from kchaos.clusters import admin
 from shared_cluster import heal, topic_cluster, until
-from core.config import ClusterConfig, NemesisConfig, TestConfig, TopicConfig
-import nemesis
-
+from kchaos.core.config import ClusterConfig, NemesisConfig, TestConfig, TopicConfig
+from kchaos import nemesis
 SEGMENT_MS = 1500
 TOPIC = TopicConfig(partitions=1, segment_ms=SEGMENT_MS)
 CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="plain"), nemesis=NemesisConfig(names=("corrupt",)))

@@ -13,11 +13,10 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from clusters import admin
+from kchaos.clusters import admin
 from shared_cluster import heal, topic_cluster, until
-from core.config import ClusterConfig, TestConfig, TopicConfig
-import nemesis
-
+from kchaos.core.config import ClusterConfig, TestConfig, TopicConfig
+from kchaos import nemesis
 TOPIC = TopicConfig()
 CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="lazyfs"))
 # Kafka 3.7's own words (kafka.log.LogManager, LogDirFailureChannel)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from clusters.lazyfs import build as build_lazyfs
-from clusters.remote import Result
-from clusters.remote_ssh import SshPool, SshRemote, to_remote
-from core.hosts import load_hosts
+from kchaos.clusters.lazyfs import build as build_lazyfs
+from kchaos.clusters.remote import Result
+from kchaos.clusters.remote_ssh import SshPool, SshRemote, to_remote
+from kchaos.core.hosts import load_hosts
 
 from ssh_hosts import SshHosts, ssh_hosts
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from core.history import read_history
-from core.send_stream import PARTS_DIR, iter_stream
+from kchaos.core.history import read_history
+from kchaos.core.send_stream import PARTS_DIR, iter_stream
 from runs import assert_done_around_the_faults, assert_each_fault_struck_ops_in_flight, is_ack
 
 pytestmark = pytest.mark.cluster
-KCHAOS = [sys.executable, "-m", "harness.cli"]
+KCHAOS = [sys.executable, "-m", "kchaos"]
 IN_FLIGHT = 20
 
 

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from core.history import read_history
+from kchaos.core.history import read_history
 from runs import finished_run, held
 
 pytestmark = pytest.mark.cluster

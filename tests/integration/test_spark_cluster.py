@@ -9,7 +9,7 @@ import pytest
 
 from spark_standalone import StandaloneSpark
 
-KCHAOS = [sys.executable, "-m", "harness.cli"]
+KCHAOS = [sys.executable, "-m", "kchaos"]
 
 
 @pytest.fixture

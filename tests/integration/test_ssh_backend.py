@@ -16,20 +16,20 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from clusters import admin
-from clusters.cluster import KafkaCluster
-from clusters.distribution import resolve
-from clusters.remote_ssh import SshPool, to_remote
-from clusters.ssh import SshProvisioner
-from core.config import ClusterConfig, TopicConfig
-from core.history import read_history
-from core.hosts import load_hosts
+from kchaos.clusters import admin
+from kchaos.clusters.cluster import KafkaCluster
+from kchaos.clusters.distribution import resolve
+from kchaos.clusters.remote_ssh import SshPool, to_remote
+from kchaos.clusters.ssh import SshProvisioner
+from kchaos.core.config import ClusterConfig, TopicConfig
+from kchaos.core.history import read_history
+from kchaos.core.hosts import load_hosts
 
 from runs import assert_done_around_the_faults, is_ack
 from ssh_hosts import SshHosts, keygen, ssh_hosts
 
 pytestmark = pytest.mark.cluster
-KCHAOS = [sys.executable, "-m", "harness.cli"]
+KCHAOS = [sys.executable, "-m", "kchaos"]
 ROOT = "/var/lib/kchaos"
 
 

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from clusters.engine import LABEL, docker_client
-from clusters.remote import AuthFailed, HostKeyUnknown, HostUnreachable
-from clusters.remote_ssh import SshPool, to_remote
-from core.hosts import load_hosts
+from kchaos.clusters.engine import LABEL, docker_client
+from kchaos.clusters.remote import AuthFailed, HostKeyUnknown, HostUnreachable
+from kchaos.clusters.remote_ssh import SshPool, to_remote
+from kchaos.core.hosts import load_hosts
 
 from ssh_hosts import SshHosts, keygen, ssh_hosts
 

@@ -18,15 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from core.kafka_versions import LINES
+from kchaos.core.kafka_versions import LINES
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from browser import render  # noqa: E402
 from signals import sigint_default  # noqa: E402
 from runs import assert_writes_acked_around_every_kill, fault_windows  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-KCHAOS = [sys.executable, "-m", "harness.cli"]
+KCHAOS = [sys.executable, "-m", "kchaos"]
 pytestmark = pytest.mark.cluster
 
 
@@ -74,8 +73,8 @@ def test_quick_suite_interrupted_resumed_compared(store):
     page = render(sdir / "compare.html")
     page.assert_clean(min_images=1)
     assert "promise" in page.text
-    from core.evidence_files import read_isr
-    from core.history import read_history
+    from kchaos.core.evidence_files import read_isr
+    from kchaos.core.history import read_history
     for e in entries:
         run = sdir / e["run"]
         samples = [x for x in read_isr(run / "isr.jsonl") if "error" not in x]
@@ -92,7 +91,7 @@ def test_quick_suite_interrupted_resumed_compared(store):
         report = render(run / "report.html")
         report.assert_clean(min_images=4)
 
-    from reports.serve import make_server
+    from kchaos.reports.serve import make_server
     server = make_server(store, "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -109,7 +108,7 @@ def _every_acked_value_was_read_and_the_run_is_complete(run: Path) -> None:
     newest is test_versions_spine.py): writes acknowledged before, between and after the kills, every kill with
     writes in flight, and the raw history, not only the checker, says every one was read; and the run directory
     holds what is needed to understand and rerun it."""
-    from core.history import read_history
+    from kchaos.core.history import read_history
 
     hist = list(read_history(run / "history.jsonl"))
     kills = [r for r in hist if r["process"] == "nemesis" and r["f"] == "kill" and r["type"] == "ok"]

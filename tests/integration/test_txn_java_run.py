@@ -5,7 +5,7 @@ says which client ran."""
 import pytest
 
 from txn_asserts import valid_txn_run
-from workloads.java_build import jdk_problem
+from kchaos.workloads.java_build import jdk_problem
 
 pytestmark = [pytest.mark.cluster, pytest.mark.skipif(jdk_problem() is not None, reason="no JDK on PATH")]
 

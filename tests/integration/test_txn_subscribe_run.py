@@ -5,8 +5,8 @@ and after them, aborted transactions, every partition read to its end, kills tha
 flight, a committed poll that returned records)."""
 import pytest
 
-from checkers.txn_history import parse
-from checkers.txn_order import order_anomalies, version_order
+from kchaos.checkers.txn_history import parse
+from kchaos.checkers.txn_order import order_anomalies, version_order
 from txn_asserts import valid_txn_run
 
 pytestmark = pytest.mark.cluster

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from checkers.observed import observe
-from core.history import read_history
-from core.kafka_versions import LINES
+from kchaos.checkers.observed import observe
+from kchaos.core.history import read_history
+from kchaos.core.kafka_versions import LINES
 from runs import assert_done_around_the_faults, assert_each_fault_struck_ops_in_flight, finished_run, held, is_ack
 
 pytestmark = pytest.mark.cluster

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from core.history import read_history
-from core.kafka_versions import LINES
+from kchaos.core.history import read_history
+from kchaos.core.kafka_versions import LINES
 from runs import assert_writes_acked_around_every_kill, finished_run, held
 
 pytestmark = pytest.mark.cluster

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from clusters.distribution import COMPLETE, cache_dir
-from clusters.lazyfs import build
-from harness.cli import main
+from kchaos.clusters.distribution import COMPLETE, cache_dir
+from kchaos.clusters.lazyfs import build
+from kchaos.harness.cli import main
 from lazyfs_mount import Mount
-from workloads.java_build import compile_client, jdk_problem
+from kchaos.workloads.java_build import compile_client, jdk_problem
 
 @pytest.fixture(scope="session")
 def binary() -> Path:

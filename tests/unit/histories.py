@@ -7,8 +7,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from checkers.corpus import PLANTS
-from checkers.corpus_sim import NEEDS_CONSUMER, NEEDS_OFFSETS, TAIL_PLANTS
+from kchaos.checkers.corpus import PLANTS
+from kchaos.checkers.corpus_sim import NEEDS_CONSUMER, NEEDS_OFFSETS, TAIL_PLANTS
 
 MS = 1_000_000
 

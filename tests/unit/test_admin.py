@@ -8,8 +8,8 @@ from concurrent.futures import Future
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from clusters import admin
-from core.config import TopicConfig
+from kchaos.clusters import admin
+from kchaos.core.config import TopicConfig
 
 
 class ScriptedClient:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from core.config import ClusterConfig, ConfigError, NemesisConfig, TestConfig, TopicConfig
-from harness.build import preflight
+from kchaos.core.config import ClusterConfig, ConfigError, NemesisConfig, TestConfig, TopicConfig
+from kchaos.harness.build import preflight
 
 
 def hosts_file(tmp_path, external: bool, pause: bool = True, roles=("both", "both", "both", "broker")):

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from checkers import CheckInputError, check_path, check_tree, find_runs
-from checkers.corpus import generate, write
-from harness.cli import main
+from kchaos.checkers import CheckInputError, check_path, check_tree, find_runs
+from kchaos.checkers.corpus import generate, write
+from kchaos.harness.cli import main
 
 MASTER = "local[2]"
 
@@ -88,7 +88,7 @@ def test_a_directory_without_runs_is_bad_input(tmp_path):
 
 def test_a_fresh_check_prints_no_spark_banner(suite):
     """The JVM's start-up banner and known noise stay off the console; the verdict is still printed."""
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "check", str(suite / "cell-a" / "rep-1"),
+    proc = subprocess.run([sys.executable, "-m", "kchaos", "check", str(suite / "cell-a" / "rep-1"),
                            "--spark-master", MASTER], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1 and "e.g. lost: [70, 294]" in proc.stdout, proc.stderr[-2000:]
     for banner in ("Using Spark's default log4j profile", "Setting default log level", "incubator modules",

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkers import CheckInputError, check_path, check_runs, exit_code, merge_valid, run_checkers
-from checkers.queue import COUNTS, QueueChecker
-from checkers.reference import check_reference
-from checkers.spark import spark_session
+from kchaos.checkers import CheckInputError, check_path, check_runs, exit_code, merge_valid, run_checkers
+from kchaos.checkers.queue import COUNTS, QueueChecker
+from kchaos.checkers.reference import check_reference
+from kchaos.checkers.spark import spark_session
 from histories import SEND, HistoryBuilder, add_random_sends, idempotent_test
 
 MASTER = "local[2]"

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from core.exit_codes import MEANINGS
-from harness.cli import build_parser, main
-from harness.options import D, GROUPS
-from harness.scenario import find_scenario, load_scenario
-from harness.suite import SuiteError, load_suite
+from kchaos.core.exit_codes import MEANINGS
+from kchaos.harness.cli import build_parser, main
+from kchaos.harness.options import D, GROUPS
+from kchaos.harness.scenario import find_scenario, load_scenario
+from kchaos.harness.suite import SuiteError, load_suite
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,9 +33,9 @@ def nothing_runs(monkeypatch):
     """Any attempt to run a suite or scenario, or to reach Docker, fails the test."""
     def refuse(*a, **k):
         raise AssertionError("something was started")
-    monkeypatch.setattr("harness.suite_run.run_suite", refuse)
-    monkeypatch.setattr("harness.scenario_run.run_scenario", refuse)
-    monkeypatch.setattr("clusters.engine.docker_client", refuse)
+    monkeypatch.setattr("kchaos.harness.suite_run.run_suite", refuse)
+    monkeypatch.setattr("kchaos.harness.scenario_run.run_scenario", refuse)
+    monkeypatch.setattr("kchaos.clusters.engine.docker_client", refuse)
 
 
 def _help(argv: list[str], capsys) -> str:

@@ -1,8 +1,8 @@
 """Send outcome classification: `fail` only when the record certainly was not written."""
 from confluent_kafka import KafkaError
 
-from core.config import ProducerConfig
-from workloads.clients import UNDECODABLE, decode_value, send_outcome
+from kchaos.core.config import ProducerConfig
+from kchaos.workloads.clients import UNDECODABLE, decode_value, send_outcome
 
 
 def test_timeouts_and_transport_errors_are_unknown():

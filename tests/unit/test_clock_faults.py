@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-import nemesis
-from core.config import ConfigError, NemesisConfig, TestConfig
-from harness.build import preflight
-from nemesis import mix
-from nemesis.clock import MAX_SKEW_S, draw_offsets
+from kchaos import nemesis
+from kchaos.core.config import ConfigError, NemesisConfig, TestConfig
+from kchaos.harness.build import preflight
+from kchaos.nemesis import mix
+from kchaos.nemesis.clock import MAX_SKEW_S, draw_offsets
 
 FAULT_CTL = Path(__file__).parents[2] / "clusters" / "node" / "fault-ctl"
 

@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from harness.cli import main
-from reports.compare import COLUMNS, CompareError, heatmap, write_compare
+from kchaos.harness.cli import main
+from kchaos.reports.compare import COLUMNS, CompareError, heatmap, write_compare
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from browser import render  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
@@ -94,7 +93,7 @@ def test_broken_promise_is_reported(runs):
 
 
 def test_heatmap_is_one_matrix_of_what_the_cells_vary(runs):
-    from reports.heatmap import axes
+    from kchaos.reports.heatmap import axes
 
     rows = write_compare(runs)
     assert axes(rows) == (["acks"], ["min_insync"])  # one nemesis: acks across, min.insync down
@@ -109,7 +108,7 @@ def test_heatmap_is_one_matrix_of_what_the_cells_vary(runs):
 
 def test_heatmap_squares_are_coloured_by_severity_not_by_verdict(runs):
     """The 97.6% cell (acks=all power-fail-all): an allowed loss reads "pass" on a red square, never a green one."""
-    from reports.heatmap import FILL
+    from kchaos.reports.heatmap import FILL
 
     rows = write_compare(runs)
     cell = {**rows[3], "acked": 1000, "lost": 976, "allowed": "976 lost (outside Kafka's guarantee)",
@@ -147,8 +146,8 @@ def test_cli_compare_exit_codes(runs, tmp_path, capsys):
 
 
 def test_recorded_suite_finishes_into_junit_and_compare(runs):
-    from harness.suite import load_suite
-    from harness.suite_run import finish
+    from kchaos.harness.suite import load_suite
+    from kchaos.harness.suite_run import finish
 
     suite = load_suite(runs / "suite.yaml")
     outcomes = finish(suite, runs)
@@ -180,8 +179,8 @@ def test_recorded_suite_finishes_into_junit_and_compare(runs):
     ("1", 2, False, False, "none", False, False),
 ])
 def test_promise_rules(acks, misr, unclean, idem, text, lost_breaks, dup_breaks):
-    from checkers.verdict import judge
-    from reports.promise import promise_of
+    from kchaos.checkers.verdict import judge
+    from kchaos.reports.promise import promise_of
 
     test = {"producer": {"acks": acks, "idempotence": idem}, "topic": {"min_insync": misr, "unclean": unclean}}
     assert promise_of(test).text == text
@@ -208,9 +207,9 @@ def test_cli_report_exit_codes(runs, tmp_path):
 
 
 def test_the_page_cache_model_rides_with_each_cell(runs):
-    from core.page_cache import KERNEL, plan, record
-    from harness.suite import load_suite
-    from harness.suite_run import finish
+    from kchaos.core.page_cache import KERNEL, plan, record
+    from kchaos.harness.suite import load_suite
+    from kchaos.harness.suite_run import finish
 
     # two repetitions of one cell whose nodes differ only in the recorded writeback source: still one cell
     run = _only(runs, "02_acks-all_misr-1")
@@ -235,7 +234,6 @@ def test_the_page_cache_model_rides_with_each_cell(runs):
 
 
 def test_txn_and_group_anomalies_get_columns_only_when_some_cell_has_them(runs):
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from test_txn_report import tiny_run
 
     write_compare(runs)  # queue runs only: no anomaly column, the headline as it was
@@ -263,7 +261,6 @@ def test_txn_and_group_anomalies_get_columns_only_when_some_cell_has_them(runs):
 
 
 def test_txn_and_copy_rows_have_their_own_headline_and_empty_queue_cells(runs):
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from test_copy_report import tiny_run as tiny_copy
     from test_txn_report import tiny_run as tiny_txn
 
@@ -296,7 +293,7 @@ def test_txn_and_copy_rows_have_their_own_headline_and_empty_queue_cells(runs):
     assert line["copy (input / copied / missing / duplicated)"] == ""
     line = dict(zip(head, page.text[page.text.index("tiny-copy\t"):].splitlines()[0].split("\t")))
     assert line["copy (input / copied / missing / duplicated)"] == "4 / 3 / 1 / 1" and line["lost"] == ""
-    from reports.junit import CellOutcome, write_junit
+    from kchaos.reports.junit import CellOutcome, write_junit
     write_junit(runs / "report.xml", "s", [CellOutcome(n, n, rows[n]) for n in ("tiny-txn", "tiny-copy")])
     out = {c.get("name"): c.find("system-out").text for c in ET.parse(runs / "report.xml").getroot().iter("testcase")}
     assert "txn_committed=3" in out["tiny-txn"] and "failing_anomalies=2" in out["tiny-txn"]
@@ -305,7 +302,7 @@ def test_txn_and_copy_rows_have_their_own_headline_and_empty_queue_cells(runs):
 
 
 def test_a_txn_or_copy_square_says_its_failing_anomalies_not_a_loss_rate():
-    from reports.heatmap import _label
+    from kchaos.reports.heatmap import _label
 
     assert _label(None, "pass", None, failing=0).split("\n")[0] == "no failing anomaly"
     assert _label(None, "fail", "matches", failing=3).split("\n") == ["3 failing anomalies", "fail",
@@ -316,7 +313,7 @@ def test_a_txn_or_copy_square_says_its_failing_anomalies_not_a_loss_rate():
 
 def test_what_a_run_recorded_about_itself_is_not_its_configuration():
     """A rolling upgrade's `releases` (lists of mappings) neither splits cells nor breaks the grouping."""
-    from reports.compare import configuration
+    from kchaos.reports.compare import configuration
 
     base = {"producer": {"acks": "all"}, "nemesis": {"names": ["upgrade"], "upgrade_to": "4.4.0"}}
     a = {**base, "releases": {"n1": [{"release": "3.7.2", "from_s": 0.0}, {"release": "4.4.0", "from_s": 31.0}]}}

@@ -4,10 +4,10 @@ import sys
 
 import pytest
 
-from core.config import ConfigError, TestConfig, validate
-from harness.cli import build_parser, main
-from harness.options import config_from_args
-from nemesis import check_spec
+from kchaos.core.config import ConfigError, TestConfig, validate
+from kchaos.harness.cli import build_parser, main
+from kchaos.harness.options import config_from_args
+from kchaos.nemesis import check_spec
 
 
 def cfg(**opts):
@@ -73,7 +73,7 @@ def test_cli_bad_input_exits_3_before_creating_anything(tmp_path, capsys):
 
 
 def test_cli_unparseable_option_exits_3():
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--nodes", "three"],
+    proc = subprocess.run([sys.executable, "-m", "kchaos", "run", "--nodes", "three"],
                           capture_output=True, text=True)
     assert proc.returncode == 3
     assert "--nodes" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
@@ -98,7 +98,7 @@ def test_check_missing_path_exits_3(tmp_path, capsys):
 
 def test_cluster_ids_never_start_with_a_dash():
     # kafka-storage format -t ID reads an ID starting with '-' as an option and fails (seen in CI).
-    from clusters.docker import new_cluster_id
+    from kchaos.clusters.docker import new_cluster_id
     ids = [new_cluster_id() for _ in range(5000)]  # about 78 would start with '-' by chance
     assert all(len(i) == 22 and not i.startswith("-") for i in ids)
     assert len(set(ids)) == len(ids)

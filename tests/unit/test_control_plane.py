@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from checkers.broker_logs import ControlEvent, parse_control_lines, read_control_logs
-from reports.control_plane import CONTROL_FILE, control_rows, control_timeline
-from reports.evidence import Clock
-from reports.evidence_html import evidence_section
-from reports.explain import load_explanation
+from kchaos.checkers.broker_logs import ControlEvent, parse_control_lines, read_control_logs
+from kchaos.reports.control_plane import CONTROL_FILE, control_rows, control_timeline
+from kchaos.reports.evidence import Clock
+from kchaos.reports.evidence_html import evidence_section
+from kchaos.reports.explain import load_explanation
 
 DATA = Path(__file__).parent / "data" / "evidence"
 DEDICATED = DATA / "control-3.7.2"  # rolling-power-loss-no-quorum, controllers-stopped: c1-c3 paused, n1-n3 power-failed

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from core.config import TestConfig
-from core.history import History, read_history
-from harness.cli import build_parser
-from harness.options import config_from_args
-from workloads.copier import ClientError, Copier, TxnFailed, _Session
-from workloads.rebalance import Rebalance
-from workloads.java_client import MAX_POLL_INTERVAL_MS, JavaProcess, group_consumer_props
-from workloads.java_copier import JavaCopierClient, rebalances
+from kchaos.core.config import TestConfig
+from kchaos.core.history import History, read_history
+from kchaos.harness.cli import build_parser
+from kchaos.harness.options import config_from_args
+from kchaos.workloads.copier import ClientError, Copier, TxnFailed, _Session
+from kchaos.workloads.rebalance import Rebalance
+from kchaos.workloads.java_client import MAX_POLL_INTERVAL_MS, JavaProcess, group_consumer_props
+from kchaos.workloads.java_copier import JavaCopierClient, rebalances
 
 
 def cfg(*argv: str) -> TestConfig:
@@ -133,7 +133,7 @@ def test_a_crash_after_producing_leaves_the_transaction_open_and_abandons_the_cl
 
 
 def test_a_failed_poll_or_init_is_retried(tmp_path, monkeypatch):
-    monkeypatch.setattr("workloads.copier.time.sleep", lambda s: None)
+    monkeypatch.setattr("kchaos.workloads.copier.time.sleep", lambda s: None)
     tries = iter([ClientError("coordinator not available"), None])
 
     class FlakyInit(Script):

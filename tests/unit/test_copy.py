@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkers import check_path
-from checkers.copy import check_copy_ops, compare, out_of_order
-from checkers.observed import METRICS
-from checkers.verdict import judge
-from core.config import TestConfig
-from harness.cli import build_parser
-from harness.options import config_from_args
-from workloads.copy import input_records, input_topic
+from kchaos.checkers import check_path
+from kchaos.checkers.copy import check_copy_ops, compare, out_of_order
+from kchaos.checkers.observed import METRICS
+from kchaos.checkers.verdict import judge
+from kchaos.core.config import TestConfig
+from kchaos.harness.cli import build_parser
+from kchaos.harness.options import config_from_args
+from kchaos.workloads.copy import input_records, input_topic
 
 COPY = ["--workload", "copy"]
 

@@ -11,12 +11,11 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for browser.py
 
 from browser import render  # noqa: E402
-from checkers import check_path  # noqa: E402
-from reports.copy_data import read_copy_run  # noqa: E402
-from reports.run_report import load_run, write_report  # noqa: E402
+from kchaos.checkers import check_path  # noqa: E402
+from kchaos.reports.copy_data import read_copy_run  # noqa: E402
+from kchaos.reports.run_report import load_run, write_report  # noqa: E402
 
 S = 1_000_000_000
 TEST = {"name": "tiny-copy", "topic": {"name": "t", "partitions": 2},

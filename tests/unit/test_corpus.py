@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkers.corpus import ANOMALIES, PLANTS, generate, write, write_large
-from checkers.reference import COUNTS, check_reference
-from core.history import read_history
+from kchaos.checkers.corpus import ANOMALIES, PLANTS, generate, write, write_large
+from kchaos.checkers.reference import COUNTS, check_reference
+from kchaos.core.history import read_history
 from histories import (SEND, HistoryBuilder, add_random_sends, drop_impossible_loss, hostable_plants,
                        idempotent_test, model, run_shapes)
 

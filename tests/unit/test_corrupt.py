@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from checkers.kafka_logs import dump_class_of
-from clusters.distribution import cache_dir
-from core.config import NemesisConfig, TestConfig, TopicConfig
-import nemesis
-
+from kchaos.checkers.kafka_logs import dump_class_of
+from kchaos.clusters.distribution import cache_dir
+from kchaos.core.config import NemesisConfig, TestConfig, TopicConfig
+from kchaos import nemesis
 FAULT_CTL = Path(__file__).resolve().parents[2] / "clusters" / "node" / "fault-ctl"
 HEADER = 61  # bytes of a v2 batch header, records after
 
@@ -285,8 +284,8 @@ def _flipped_run(tmp_path: Path, read_at_1: int) -> Path:
 def test_a_flipped_value_that_another_send_wrote_would_pass_under_acks_1_unless_labelled(tmp_path):
     """The checker on a flipped digit that reads as another producer's number (500001 -> 500000): the queue
     kinds it shows as are all allowed under acks=1, so only `corrupt_read` keeps the run from passing."""
-    from checkers.corrupt_reads import corrupt_reads
-    from checkers.verdict import judge
+    from kchaos.checkers.corrupt_reads import corrupt_reads
+    from kchaos.checkers.verdict import judge
     from histories import model
 
     run = _flipped_run(tmp_path, 500000)
@@ -303,9 +302,9 @@ def test_a_flipped_value_that_another_send_wrote_would_pass_under_acks_1_unless_
 
 
 def test_an_undecodable_flipped_value_is_unexpected_and_a_right_read_is_no_corrupt_read(tmp_path):
-    from checkers.corrupt_reads import corrupt_reads
+    from kchaos.checkers.corrupt_reads import corrupt_reads
     from histories import model
-    from workloads.clients import UNDECODABLE, decode_value
+    from kchaos.workloads.clients import UNDECODABLE, decode_value
 
     assert decode_value(b"5000 0") == UNDECODABLE  # what librdkafka served in the real run (docs/nemeses.md)
     run = _flipped_run(tmp_path, UNDECODABLE)

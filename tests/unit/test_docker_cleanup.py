@@ -4,7 +4,7 @@ from types import SimpleNamespace
 import docker.errors
 import pytest
 
-from clusters.docker import _gone_or_going
+from kchaos.clusters.docker import _gone_or_going
 
 
 def raising(exc):

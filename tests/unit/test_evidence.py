@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from checkers.broker_logs import parse_lines, read_node_logs
-from checkers.kafka_logs import metadata_records, parse_dump, read_epoch_checkpoint
-from checkers.kraft_metadata import replay
-from clusters.evidence import COLLECT_FILE, NodeCopy, collect, wanted
-from core.faults import FaultCatalogue
-from harness.cli import main
-from reports.evidence import Clock, EvidenceError, decode, history_clock, value_of
-from reports.evidence_html import evidence_section
-from reports.explain import explain, load_explanation
-from reports.explain_facts import _nemesis_line
-from reports.explain_why import on_disk as _on_disk
+from kchaos.checkers.broker_logs import parse_lines, read_node_logs
+from kchaos.checkers.kafka_logs import metadata_records, parse_dump, read_epoch_checkpoint
+from kchaos.checkers.kraft_metadata import replay
+from kchaos.clusters.evidence import COLLECT_FILE, NodeCopy, collect, wanted
+from kchaos.core.faults import FaultCatalogue
+from kchaos.harness.cli import main
+from kchaos.reports.evidence import Clock, EvidenceError, decode, history_clock, value_of
+from kchaos.reports.evidence_html import evidence_section
+from kchaos.reports.explain import explain, load_explanation
+from kchaos.reports.explain_facts import _nemesis_line
+from kchaos.reports.explain_why import on_disk as _on_disk
 
 DATA = Path(__file__).parent / "data" / "evidence"
 LAST_ISR = DATA / "last-isr-3.7.2"

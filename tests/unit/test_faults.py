@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from checkers.observed import observe
-from checkers.timeline import fault_windows
-from core.config import NemesisConfig, TestConfig
-from core.faults import FAULTS_FILE, FaultCatalogue, FaultKind, FaultsError, read_faults, run_faults, write_faults
-import nemesis
-from nemesis.schedule import make_schedule, specs_in
-from reports import plots
-from reports.explain_facts import _nemesis_line
+from kchaos.checkers.observed import observe
+from kchaos.checkers.timeline import fault_windows
+from kchaos.core.config import NemesisConfig, TestConfig
+from kchaos.core.faults import FAULTS_FILE, FaultCatalogue, FaultKind, FaultsError, read_faults, run_faults, write_faults
+from kchaos import nemesis
+from kchaos.nemesis.schedule import make_schedule, specs_in
+from kchaos.reports import plots
+from kchaos.reports.explain_facts import _nemesis_line
 
 S = 1_000_000_000
 # A nemesis the registry before faults.json never had: only a catalogue can say what its ops do.
@@ -161,8 +161,8 @@ def test_explainer_roles_come_from_the_catalogue():
 
 
 def test_a_malformed_catalogue_is_bad_input_to_check_and_observe(tmp_path):
-    from checkers import CheckInputError, check_path
-    from checkers.observed import ObserveError
+    from kchaos.checkers import CheckInputError, check_path
+    from kchaos.checkers.observed import ObserveError
 
     (tmp_path / "history.jsonl").write_text(json.dumps({"index": 0, "time": 1, "process": 0, "type": "invoke",
                                                         "f": "send", "value": 1, "partition": 0}) + "\n")

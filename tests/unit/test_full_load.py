@@ -7,12 +7,12 @@ import os
 
 import pytest
 
-from harness import full_load
-from harness.cli import build_parser, main
-from core.config import ConfigError, TestConfig, validate
-from harness.options import config_from_args
-from harness.suite import load_suite
-from nemesis import check_spec
+from kchaos.harness import full_load
+from kchaos.harness.cli import build_parser, main
+from kchaos.core.config import ConfigError, TestConfig, validate
+from kchaos.harness.options import config_from_args
+from kchaos.harness.suite import load_suite
+from kchaos.nemesis import check_spec
 
 
 def cfg(*argv: str) -> TestConfig:

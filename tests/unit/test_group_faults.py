@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 import time
 
-from workloads.rebalance import drop
+from kchaos.workloads.rebalance import drop
 
 
 class _Freed:
@@ -46,8 +46,8 @@ class _Member:
 
 
 def test_crash_client_picks_among_the_members_holding_partitions():
-    from core.config import TestConfig
-    from workloads.queue import QueueWorkload
+    from kchaos.core.config import TestConfig
+    from kchaos.workloads.queue import QueueWorkload
 
     w = QueueWorkload(TestConfig())
     w._members = {2: _Member(set()), 3: _Member({0, 1, 2}), 4: _Member(set())}

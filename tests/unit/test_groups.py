@@ -9,18 +9,18 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError
 
-from checkers.parquet import convert
-from checkers.queue import QueueChecker
-from checkers.reference import check_reference
-from checkers.spark import spark_session
-from checkers.verdict import judge
-from core.config import TestConfig
-from harness.cli import build_parser
-from harness.options import config_from_args
+from kchaos.checkers.parquet import convert
+from kchaos.checkers.queue import QueueChecker
+from kchaos.checkers.reference import check_reference
+from kchaos.checkers.spark import spark_session
+from kchaos.checkers.verdict import judge
+from kchaos.core.config import TestConfig
+from kchaos.harness.cli import build_parser
+from kchaos.harness.options import config_from_args
 from histories import HistoryBuilder
-from workloads.clients import make_group_consumer
-from workloads.group import commit_outcome
-from workloads.rebalance import generation_of, group_id, parse_generation
+from kchaos.workloads.clients import make_group_consumer
+from kchaos.workloads.group import commit_outcome
+from kchaos.workloads.rebalance import generation_of, group_id, parse_generation
 
 MASTER = "local[2]"
 SUBSCRIBE = ["--consumer-mode", "subscribe"]
@@ -206,7 +206,7 @@ def test_committed_unconsumed_fails_only_with_sync_commits_and_double_consumed_n
 def test_older_bucket_layouts_without_generations_still_check(tmp_path):
     import pyarrow.parquet as pq
 
-    from checkers.buckets import bucket_files
+    from kchaos.checkers.buckets import bucket_files
     h, _ = tiny("double_consumed")
     history = h.write(tmp_path / "old") / "history.jsonl"
     pq_path = convert(history, validate=False)
@@ -223,8 +223,8 @@ def test_drop_destroys_abandoned_members_whose_callbacks_hold_them():
     without a close: librdkafka's threads for it are gone when drop returns. No broker is needed (loopback:1)."""
     import os
 
-    from workloads.clients import make_group_consumer
-    from workloads.rebalance import drop, subscribe
+    from kchaos.workloads.clients import make_group_consumer
+    from kchaos.workloads.rebalance import drop, subscribe
 
     def threads() -> int:
         return len(os.listdir("/proc/self/task"))

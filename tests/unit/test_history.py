@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from core.history import FLUSH_S, History, HistoryError, read_history
+from kchaos.core.history import FLUSH_S, History, HistoryError, read_history
 
 
 def test_index_time_and_fields(tmp_path):
@@ -62,7 +62,7 @@ def test_concurrent_appends_keep_indices_dense(tmp_path):
 
 def test_killed_writer_leaves_readable_history(tmp_path):
     path = tmp_path / "history.jsonl"
-    code = ("import sys, time; from core.history import History\n"
+    code = ("import sys, time; from kchaos.core.history import History\n"
             f"h = History({str(path)!r})\n"
             "i = 0\n"
             "while True:\n"

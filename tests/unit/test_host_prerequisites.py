@@ -5,9 +5,9 @@ from __future__ import annotations
 import platform
 import subprocess
 
-from clusters import lazyfs
-from clusters.ssh import _PREREQUISITES, prerequisite_args
-from core.hosts import Host
+from kchaos.clusters import lazyfs
+from kchaos.clusters.ssh import _PREREQUISITES, prerequisite_args
+from kchaos.core.hosts import Host
 
 
 def missing(*args: str) -> list[str]:

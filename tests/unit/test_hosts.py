@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusters.remote_ssh import SshPool, SshRemote, to_remote
-from core.config import ConfigError
-from core.hosts import ExternalKafka, Host, HostsError, HostsFile, load_hosts
+from kchaos.clusters.remote_ssh import SshPool, SshRemote, to_remote
+from kchaos.core.config import ConfigError
+from kchaos.core.hosts import ExternalKafka, Host, HostsError, HostsFile, load_hosts
 
 GOOD = """\
 # three machines

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from checkers.kafka_errors import (FAMILIES, MAX_REASONS, RULES, WINDOW_AFTER_MS, errors_line, internal_reasons,
+from kchaos.checkers.kafka_errors import (FAMILIES, MAX_REASONS, RULES, WINDOW_AFTER_MS, errors_line, internal_reasons,
                                    kafka_errors)
-from core.faults import FaultKind, write_faults
+from kchaos.core.faults import FaultKind, write_faults
 
 MASTER = "local[2]"
 START_MS = 1_795_886_738_443.0  # the history's time 0: 2026-11-28 17:25:38,443 UTC
@@ -456,9 +456,9 @@ def test_controller_and_state_change_logs_are_read_too(tmp_path):
 
 
 def test_the_motivating_run_checked_is_unknown_with_the_fault_named_on_every_surface(motivating, capsys):
-    from checkers import check_path
-    from harness.cli import main
-    from reports.run_report import write_report
+    from kchaos.checkers import check_path
+    from kchaos.harness.cli import main
+    from kchaos.reports.run_report import write_report
 
     assert main(["check", str(motivating.run), "--spark-master", MASTER]) == 2
     out = capsys.readouterr().out

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from checkers import kafka_logs
-from clusters.kafka_node import NODE_DIR, SCRIPTS
-from clusters.kraft import NodeSpec, server_properties
-from core.config import ClusterConfig, ConfigError, validate
-from core.kafka_versions import (LINES, NEW_DUMP_CLASS, OLD_DUMP_CLASS, UnsupportedVersion, dump_class, line_of,
+from kchaos.checkers import kafka_logs
+from kchaos.clusters.kafka_node import NODE_DIR, SCRIPTS
+from kchaos.clusters.kraft import NodeSpec, server_properties
+from kchaos.core.config import ClusterConfig, ConfigError, validate
+from kchaos.core.kafka_versions import (LINES, NEW_DUMP_CLASS, OLD_DUMP_CLASS, UnsupportedVersion, dump_class, line_of,
                                  node_env, perf_command, resolve_version, tools_record)
-from harness.cli import build_parser, main
-from harness.options import config_from_args
-from nemesis import check_spec
+from kchaos.harness.cli import build_parser, main
+from kchaos.harness.options import config_from_args
+from kchaos.nemesis import check_spec
 
 LATEST = {"3.7": "3.7.2", "3.8": "3.8.1", "3.9": "3.9.2", "4.0": "4.0.2", "4.1": "4.1.2", "4.2": "4.2.2",
           "4.3": "4.3.1", "4.4": "4.4.0"}
@@ -162,8 +162,8 @@ def test_the_node_scripts_carry_both_logging_configurations():
 def test_maven_fetches_the_tools_the_line_names(tmp_path, monkeypatch):
     from dataclasses import replace
 
-    from clusters import distribution
-    from core import kafka_versions
+    from kchaos.clusters import distribution
+    from kchaos.core import kafka_versions
 
     seen = []
 
@@ -212,6 +212,6 @@ def test_kafka_features_go_in_test_json_only_when_set():
 
 def validate_cluster_features(c):
     """What a run replays from test.json: the same features, still valid."""
-    from core.config import TestConfig
+    from kchaos.core.config import TestConfig
     cfg = TestConfig.from_dict({"seed": 1, "cluster": c})
     return validate(cfg).cluster.kafka_features == ("eligible.leader.replicas.version=1",)

@@ -34,7 +34,8 @@ def _imports(path: Path, package: str) -> list[tuple[int, str]]:
                 parts = (package,) if path.name == "__init__.py" or node.level == 1 else ()
                 base = ".".join([*parts, base]).strip(".")
             out += [(node.lineno, f"{base}.{a.name}") for a in node.names]
-    return [(line, name) for line, name in out if name.split(".")[0] in PACKAGES]
+    return [(line, name.removeprefix("kchaos.")) for line, name in out
+            if name.startswith("kchaos.") or name.split(".")[0] in PACKAGES]
 
 
 def _modules() -> list[tuple[str, Path]]:
@@ -78,7 +79,20 @@ def test_the_project_packages_import_each_other_in_no_circle():
 def test_the_layer_check_sees_imports_inside_functions(tmp_path):
     """The walk would miss what matters most if it read only module-level imports."""
     f = tmp_path / "m.py"
-    f.write_text("import os\n\ndef f():\n    from harness.runner import run\n    if True:\n        import core.config\n")
+    f.write_text("import os\n\ndef f():\n    from kchaos.harness.runner import run\n    if True:\n        import kchaos.core.config\n")
     assert _imports(f, "reports") == [(4, "harness.runner.run"), (6, "core.config")]
     assert not _allowed("reports", "harness.runner.run") and _allowed("reports", "core.config")
     assert _allowed("nemesis", "clusters.admin.topic_leaders") and not _allowed("nemesis", "clusters.docker")
+
+
+def test_every_project_import_names_the_kchaos_package():
+    """Product code, tests and benches import `kchaos.core`, never a bare `core`: the wheel installs only `kchaos`,
+    so a bare name would work from a checkout and break for every user."""
+    bare = []
+    for top in ("kchaos", *PACKAGES, "tests", "bench"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                bare += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names if n.split(".")[0] in PACKAGES]
+    assert bare == []

@@ -3,14 +3,14 @@ import json
 
 import pytest
 
-from core.config import ConfigError, NemesisConfig, TestConfig
-from harness.cli import build_parser
-from harness.options import config_from_args
-from harness.runner import preflight
-import nemesis
-from nemesis import mix
-from nemesis.schedule import load_schedule, make_schedule, save_schedule, schedule_names, specs_in
-from nemesis.targets import Target
+from kchaos.core.config import ConfigError, NemesisConfig, TestConfig
+from kchaos.harness.cli import build_parser
+from kchaos.harness.options import config_from_args
+from kchaos.harness.runner import preflight
+from kchaos import nemesis
+from kchaos.nemesis import mix
+from kchaos.nemesis.schedule import load_schedule, make_schedule, save_schedule, schedule_names, specs_in
+from kchaos.nemesis.targets import Target
 
 FAMILY_OF = {p.name: fam for fam, pkgs in mix.FAMILIES.items() for p in pkgs}
 

@@ -6,12 +6,12 @@ from itertools import combinations
 
 import pytest
 
-from core.config import ConfigError, NemesisConfig, TestConfig
-import nemesis
-from nemesis.base import outlive_lag, outlive_session
-from nemesis.network import bridge, halves, isolate, lossy, majorities_ring, oneway
-from nemesis.schedule import load_schedule, make_schedule, save_schedule, schedule_names
-from nemesis.targets import FaultSkipped, Target, await_isr
+from kchaos.core.config import ConfigError, NemesisConfig, TestConfig
+from kchaos import nemesis
+from kchaos.nemesis.base import outlive_lag, outlive_session
+from kchaos.nemesis.network import bridge, halves, isolate, lossy, majorities_ring, oneway
+from kchaos.nemesis.schedule import load_schedule, make_schedule, save_schedule, schedule_names
+from kchaos.nemesis.targets import FaultSkipped, Target, await_isr
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
 
@@ -222,7 +222,7 @@ def test_await_isr_skips_the_fault_when_the_isr_never_shrinks():
 
 
 def test_spec_partitions_must_exist_and_specs_not_repeat():
-    from harness.runner import preflight
+    from kchaos.harness.runner import preflight
     with pytest.raises(ConfigError, match="partition 9, but the topic has 3"):
         preflight(cfg(["kill-leader:leader:9"]))
     with pytest.raises(ConfigError, match="names kill more than once"):
@@ -230,7 +230,7 @@ def test_spec_partitions_must_exist_and_specs_not_repeat():
 
 
 def test_storage_auto_follows_the_nemeses(tmp_path):
-    from harness.runner import preflight
+    from kchaos.harness.runner import preflight
     base = cfg(["kill"]).with_(store=str(tmp_path / "r"))
     assert preflight(base).cluster.storage == "plain"
     assert preflight(base.with_(nemesis=NemesisConfig(names=("kill", "power-fail")))).cluster.storage == "lazyfs"
@@ -256,7 +256,7 @@ class Quorum:
 
 
 def test_quorum_cuts_touch_only_the_dedicated_controllers():
-    from nemesis.network import NetFault, apart
+    from kchaos.nemesis.network import NetFault, apart
 
     c = Quorum()
     out = NetFault(c, "partition-quorum", None, quorum=True).begin(["c2"], {"pick": 1})
@@ -269,7 +269,7 @@ def test_quorum_cuts_touch_only_the_dedicated_controllers():
 
 
 def test_quorum_cuts_need_dedicated_controllers_and_the_mix_draws_them_only_then(tmp_path):
-    from harness.build import preflight
+    from kchaos.harness.build import preflight
 
     with pytest.raises(ConfigError, match="partition-quorum cuts the controller quorum apart from the brokers: it "
                                           "needs --controllers 3 or more"):
@@ -347,8 +347,8 @@ def test_disk_faults_need_lazyfs_and_disk_full_aims_at_one_node():
 
 
 def test_the_headroom_is_an_option_of_disk_full_runs_only(tmp_path):
-    from harness.cli import build_parser
-    from harness.options import config_from_args
+    from kchaos.harness.cli import build_parser
+    from kchaos.harness.options import config_from_args
 
     def parse(*argv):
         return config_from_args(build_parser().parse_args(["run", "--seed", "1", *argv]))
@@ -360,5 +360,5 @@ def test_the_headroom_is_an_option_of_disk_full_runs_only(tmp_path):
     with pytest.raises(ConfigError, match="only applies to --nemesis disk-full"):
         parse("--nemesis", "kill", "--disk-full-headroom", "10")
     with pytest.raises(ConfigError, match="--disk-full-headroom must be a number of bytes >= 0"):
-        from core.config import validate
+        from kchaos.core.config import validate
         validate(c.with_(nemesis=NemesisConfig(names=("disk-full",), disk_full_headroom=-1)))

@@ -1,10 +1,10 @@
 """The nemesis driver records every fault, turns unappliable faults into `info`, and heals once."""
 import time
 
-from core.config import TestConfig
-from core.history import History, read_history
-from nemesis.base import FaultSkipped, ScheduledOp
-from nemesis.driver import NemesisDriver
+from kchaos.core.config import TestConfig
+from kchaos.core.history import History, read_history
+from kchaos.nemesis.base import FaultSkipped, ScheduledOp
+from kchaos.nemesis.driver import NemesisDriver
 
 
 class Recorder:
@@ -61,7 +61,7 @@ class FullIsr:
 
 
 def test_await_isr_is_held_by_the_driver_and_recorded(tmp_path, monkeypatch):
-    from clusters import admin
+    from kchaos.clusters import admin
     isr = iter([(1, 2, 3), (1,)])
     monkeypatch.setattr(admin, "partitions",
                         lambda *a, **k: {0: admin.PartitionState(0, 1, (1, 2, 3), next(isr))})
@@ -73,7 +73,7 @@ def test_await_isr_is_held_by_the_driver_and_recorded(tmp_path, monkeypatch):
 
 
 def test_stop_and_heal_cuts_an_await_isr_wait_short(tmp_path, monkeypatch):
-    from clusters import admin
+    from kchaos.clusters import admin
     monkeypatch.setattr(admin, "partitions", lambda *a, **k: {0: admin.PartitionState(0, 1, (1, 2, 3), (1, 2, 3))})
     h = History(tmp_path / "h.jsonl")
     rec = Recorder(None, TestConfig())

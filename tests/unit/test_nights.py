@@ -18,17 +18,15 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from test_serve import serving  # noqa: E402
 from test_suite import SMALL, StandIn  # noqa: E402
 
-from harness.cli import main  # noqa: E402
-from core.exit_codes import EXIT_REGRESSION  # noqa: E402
-from harness.suite import load_suite  # noqa: E402
-from harness.suite_run import run_suite  # noqa: E402
-from reports.run_index import INDEX_FILE, RunIndex  # noqa: E402
-from reports.trends import when  # noqa: E402
+from kchaos.harness.cli import main  # noqa: E402
+from kchaos.core.exit_codes import EXIT_REGRESSION  # noqa: E402
+from kchaos.harness.suite import load_suite  # noqa: E402
+from kchaos.harness.suite_run import run_suite  # noqa: E402
+from kchaos.reports.run_index import INDEX_FILE, RunIndex  # noqa: E402
+from kchaos.reports.trends import when  # noqa: E402
 
 NIGHTLY = SMALL.replace("name: small", "name: nightly").replace("repeat: 2", "repeat: 1")
 
@@ -68,7 +66,7 @@ def _write(tmp: Path, text: str) -> Path:
 
 
 def test_third_night_regression_is_found_against_the_second(nights):
-    from reports.regressions import FAILS_NOW, NEW_KIND, night_regressions
+    from kchaos.reports.regressions import FAILS_NOW, NEW_KIND, night_regressions
 
     store, sdirs, names = nights
     assert night_regressions(store, sdirs[0]) == ([], None)
@@ -113,18 +111,18 @@ def test_suite_page_across_nights_lists_the_regression_first(nights, url):
 
 
 def test_kchaos_suite_prints_regressions_last_and_fails_on_them(tmp_path, monkeypatch, capsys):
-    import harness.runner
+    from kchaos.harness import runner as harness_runner
 
     path = _write(tmp_path, NIGHTLY)
     names = [c.name for c in load_suite(path).cells]
     store = str(tmp_path / "results")
-    monkeypatch.setattr(harness.runner, "run_test", Night(10.0))
+    monkeypatch.setattr(harness_runner, "run_test", Night(10.0))
     assert main(["suite", str(path), "--store", store, "--fail-on-regression"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "regressions: none (no earlier night of this suite to " \
                                                       "compare with)"
     assert main(["suite", str(path), "--store", store, "--fail-on-regression"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith("regressions: none since 2")
-    monkeypatch.setattr(harness.runner, "run_test", Night(10.0, lost={names[3]: 4}))
+    monkeypatch.setattr(harness_runner, "run_test", Night(10.0, lost={names[3]: 4}))
     assert main(["suite", str(path), "--store", store, "--fail-on-regression"]) == EXIT_REGRESSION
     out = capsys.readouterr().out.splitlines()
     assert out[-2].startswith("regressions since 2") and out[-2].endswith(": 1")
@@ -177,12 +175,11 @@ def test_a_changed_or_removed_run_is_noticed(tmp_path):
 
 
 SLOW_SUITE = """
-import sys, time
-sys.path.insert(0, {tests!r})
+import time
 from pathlib import Path
 from test_suite import StandIn
-from harness.suite import load_suite
-from harness.suite_run import run_suite
+from kchaos.harness.suite import load_suite
+from kchaos.harness.suite_run import run_suite
 
 class Slow(StandIn):
     def __call__(self, cfg, **kw):
@@ -196,8 +193,8 @@ run_suite(load_suite(Path({path!r})), Path({store!r}), runner=Slow())
 def test_index_survives_a_suite_killed_halfway(tmp_path):
     path = _write(tmp_path, NIGHTLY.replace("repeat: 1", "repeat: 3"))
     store = tmp_path / "results"
-    code = SLOW_SUITE.format(tests=str(Path(__file__).resolve().parent), path=str(path), store=str(store))
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    code = SLOW_SUITE.format(path=str(path), store=str(store))
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -223,7 +220,7 @@ def test_index_survives_a_suite_killed_halfway(tmp_path):
 WRITER = """
 import sys
 from pathlib import Path
-from reports.run_index import RunIndex
+from kchaos.reports.run_index import RunIndex
 with RunIndex(Path({store!r})) as index:
     while True:
         index.refresh(rebuild=True)

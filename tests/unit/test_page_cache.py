@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from core.config import ClusterConfig, ConfigError, TestConfig, validate
-from core.page_cache import KERNEL, NEVER, describe, parse_vm, plan, record
+from kchaos.core.config import ClusterConfig, ConfigError, TestConfig, validate
+from kchaos.core.page_cache import KERNEL, NEVER, describe, parse_vm, plan, record
 
 
 def test_the_kernel_model_takes_the_nodes_expiry_and_flusher_interval():
@@ -80,7 +80,7 @@ def test_a_run_without_lazyfs_records_no_model():
 
 @pytest.mark.parametrize("age, model", [(None, NEVER), (0, NEVER), (20.0, KERNEL)])
 def test_a_replay_of_a_run_made_before_the_model_keeps_its_page_cache(tmp_path, age, model):
-    from harness.repro import recorded_config
+    from kchaos.harness.repro import recorded_config
     old = TestConfig().to_dict()
     del old["cluster"]["page_cache"]  # as test.json was before --page-cache
     old["cluster"]["writeback_age_s"] = age

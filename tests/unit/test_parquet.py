@@ -10,12 +10,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from checkers import CheckInputError, validate_history
-from checkers.corpus import generate
-import checkers.parquet as P
-from checkers.parquet import client_op_problem, convert, pairing_problem, parquet_path
-from checkers.spark import CORRUPT, HISTORY_SCHEMA, read_history_df, readable_path, spark_session
-from core.history import HistoryError, read_history
+from kchaos.checkers import CheckInputError, validate_history
+from kchaos.checkers.corpus import generate
+import kchaos.checkers.parquet as P
+from kchaos.checkers.parquet import client_op_problem, convert, pairing_problem, parquet_path
+from kchaos.checkers.spark import CORRUPT, HISTORY_SCHEMA, read_history_df, readable_path, spark_session
+from kchaos.core.history import HistoryError, read_history
 
 MASTER = "local[2]"
 
@@ -361,7 +361,7 @@ def test_a_read_only_run_directory_is_converted_to_the_cache(tmp_path, monkeypat
 
 
 def test_bucket_files_hold_the_same_rows_however_they_are_grouped(tmp_path, small_chunks, monkeypatch):
-    import checkers.buckets as B
+    import kchaos.checkers.buckets as B
 
     hist = write_text(tmp_path, "".join(line + "\n" for line in corpus_lines(sends=300)))
 

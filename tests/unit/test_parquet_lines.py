@@ -8,11 +8,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from checkers.corpus import PLANTS, generate, write
-from checkers.parquet import convert, parquet_path, write_from_lines
-from checkers.queue import QueueChecker
-from checkers.reference import check_reference
-from checkers.spark import spark_session
+from kchaos.checkers.corpus import PLANTS, generate, write
+from kchaos.checkers.parquet import convert, parquet_path, write_from_lines
+from kchaos.checkers.queue import QueueChecker
+from kchaos.checkers.reference import check_reference
+from kchaos.checkers.spark import spark_session
 
 MASTER = "local[2]"
 _OWN = ("index", "time", "process", "type", "f", "nemesis")
@@ -85,7 +85,7 @@ def test_write_from_lines_falls_back_to_json_when_a_check_fails(tmp_path):
 
 def test_runs_checked_in_one_process_share_one_spark_context(spark, tmp_path):
     """What `kchaos suite` and `kchaos scenario` rely on: every run's check_path reuses the session."""
-    from checkers import check_path
+    from kchaos.checkers import check_path
 
     first = check_path(write(generate(21, sends=100), tmp_path / "a"), MASTER)
     context = spark_session(MASTER).sparkContext

@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from checkers.parquet import convert
-from checkers.promise import Events, IsrSample, PowerLoss, Rules, UncleanElection, classify, verdict
-from checkers.promise_run import (controller_unclean_elections, loss_section, nemesis_events, read_fenced,
+from kchaos.checkers.parquet import convert
+from kchaos.checkers.promise import Events, IsrSample, PowerLoss, Rules, UncleanElection, classify, verdict
+from kchaos.checkers.promise_run import (controller_unclean_elections, loss_section, nemesis_events, read_fenced,
                                    read_metadata_samples, rules_of)
-from reports.promise import promise_of
+from kchaos.reports.promise import promise_of
 
 S = 1_000_000_000
 KAFKA_37 = Rules(acks="all", unclean=False, elr=False, min_insync=2)

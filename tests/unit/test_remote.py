@@ -17,10 +17,10 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from clusters import remote_ssh
-from clusters.remote import (AuthFailed, CommandFailed, CommandTimeout, ConnectionLost, HostKeyChanged,
+from kchaos.clusters import remote_ssh
+from kchaos.clusters.remote import (AuthFailed, CommandFailed, CommandTimeout, ConnectionLost, HostKeyChanged,
                              HostKeyUnknown, HostUnreachable, Remote, TransferFailed)
-from clusters.remote_ssh import SshPool, SshRemote, fingerprint
+from kchaos.clusters.remote_ssh import SshPool, SshRemote, fingerprint
 
 SSHD = Path("/usr/sbin/sshd")
 
@@ -356,8 +356,8 @@ def test_closed_port_is_unreachable_quickly(sshd, known_hosts):
 
 @pytest.fixture(scope="module")
 def container():
-    from clusters.engine import EngineError, docker_client
-    from clusters.image import ensure_base
+    from kchaos.clusters.engine import EngineError, docker_client
+    from kchaos.clusters.image import ensure_base
     try:
         client = docker_client()
     except EngineError as e:
@@ -373,7 +373,7 @@ def container():
 
 
 def test_docker_remote_runs_times_out_and_moves_files(container, tmp_path):
-    from clusters.remote_docker import DockerRemote
+    from kchaos.clusters.remote_docker import DockerRemote
     r = DockerRemote(container, name="d1")
     assert isinstance(r, Remote)
     res = r.run("echo out; echo err >&2; exit 3", timeout=10)

@@ -20,12 +20,11 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for browser.py
 
 from browser import render  # noqa: E402
-from checkers.verdict import judge  # noqa: E402
-from reports import plots  # noqa: E402
-from reports.run_report import REPORT_FILE, ReportError, anomaly_marks, load_run, write_report  # noqa: E402
+from kchaos.checkers.verdict import judge  # noqa: E402
+from kchaos.reports import plots  # noqa: E402
+from kchaos.reports.run_report import REPORT_FILE, ReportError, anomaly_marks, load_run, write_report  # noqa: E402
 
 S = 1_000_000_000
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
@@ -228,7 +227,7 @@ def test_fault_spans_are_the_windows_of_results():
     assert [(s.start, s.end, s.label, s.applied, s.open) for s in spans] == [
         (3.0, 6.0, "kill", True, False), (6.0, 12.0, "partition-leader", True, True),
         (7.0, 7.5, "pause:majority", False, False), (8.0, 8.2, "mystery", True, False)]
-    from nemesis import PACKAGES
+    from kchaos.nemesis import PACKAGES
     assert spans[0].color == PACKAGES["kill"].colors["kill"]
     assert spans[2].color == PACKAGES["pause"].colors["pause"]  # the family's colour, whatever the target
     assert spans[3].color == plots.nemesis_color("mystery") == plots.nemesis_color("mystery")

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checkers.observed import anomaly_kinds, METRICS, observe
-from harness.cli import main
-from harness.scenario import Prediction, ScenarioError, find_scenario, load_scenario, scenario_names
-from harness.scenario_run import RESULT_FILE, judge
+from kchaos.checkers.observed import anomaly_kinds, METRICS, observe
+from kchaos.harness.cli import main
+from kchaos.harness.scenario import Prediction, ScenarioError, find_scenario, load_scenario, scenario_names
+from kchaos.harness.scenario_run import RESULT_FILE, judge
 from histories import HistoryBuilder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -325,8 +325,8 @@ def cli(monkeypatch):
     """main() with any attempt to run a scenario failing the test; restores main's SIGTERM handler."""
     def refuse(*a, **k):
         raise AssertionError("a scenario run was started")
-    monkeypatch.setattr("harness.scenario_run.run_scenario", refuse)
-    monkeypatch.setattr("harness.suite_run.run_suite", refuse)
+    monkeypatch.setattr("kchaos.harness.scenario_run.run_scenario", refuse)
+    monkeypatch.setattr("kchaos.harness.suite_run.run_suite", refuse)
     before = signal.getsignal(signal.SIGTERM)
     yield main
     signal.signal(signal.SIGTERM, before)

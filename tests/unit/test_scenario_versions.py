@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from core.kafka_versions import LINES, resolve_version
-from harness.cli import main
-from harness.scenario import ScenarioError, find_scenario, load_scenario, scenario_names
+from kchaos.core.kafka_versions import LINES, resolve_version
+from kchaos.harness.cli import main
+from kchaos.harness.scenario import ScenarioError, find_scenario, load_scenario, scenario_names
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from scenario_rates import Rep, _config  # noqa: E402
 
 ALL_LINES = [x.line for x in LINES]

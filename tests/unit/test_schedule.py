@@ -1,6 +1,6 @@
 """The fault schedule is drawn up front from the seed: same seed, same schedule."""
-from core.config import NemesisConfig, TestConfig
-from nemesis.schedule import kills_closer_than, make_schedule
+from kchaos.core.config import NemesisConfig, TestConfig
+from kchaos.nemesis.schedule import kills_closer_than, make_schedule
 
 
 def test_same_seed_same_schedule_different_seed_different():

@@ -6,8 +6,8 @@ import sys
 import time
 from pathlib import Path
 
-from core.history import History, read_history
-from core.send_stream import FLUSH_S, PARTS_DIR, SendStream, iter_stream, merge_streams
+from kchaos.core.history import History, read_history
+from kchaos.core.send_stream import FLUSH_S, PARTS_DIR, SendStream, iter_stream, merge_streams
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,7 @@ def test_merge_interleaves_by_time_and_renumbers(tmp_path):
 
 def test_killed_writer_leaves_every_batch_it_flushed_readable(tmp_path):
     path = tmp_path / "p.arrows"
-    code = ("import time; from core.send_stream import SendStream\n"
+    code = ("import time; from kchaos.core.send_stream import SendStream\n"
             f"s = SendStream({str(path)!r}, topic='t', t0_ns=time.monotonic_ns())\n"
             "i = 0\n"
             "while True:\n"

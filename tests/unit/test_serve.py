@@ -18,15 +18,9 @@ from typing import Iterator
 
 import pytest
 
-# tests/ holds browser.py; the repository root holds `reports`, which an editable install made before
-# reports/ existed does not map.
-for _p in (Path(__file__).resolve().parents[1], Path(__file__).resolve().parents[2]):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
-
 from browser import render  # noqa: E402
-from reports.html import png, write_page  # noqa: E402
-from reports.serve import ServeError, make_server, serve, server_url  # noqa: E402
+from kchaos.reports.html import png, write_page  # noqa: E402
+from kchaos.reports.serve import ServeError, make_server, serve, server_url  # noqa: E402
 
 A = "20260101T100000.000Z"  # standalone run, INVALID, with report.html
 B = "20260102T100000.000Z"  # standalone run, not checked (newest: latest)

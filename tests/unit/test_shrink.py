@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from checkers.observed import anomaly_kinds
-from harness import shrink as sh
-from harness.cli import main
-from harness.repro import recorded_config, repro
-from nemesis.schedule import load_schedule
+from kchaos.checkers.observed import anomaly_kinds
+from kchaos.harness import shrink as sh
+from kchaos.harness.cli import main
+from kchaos.harness.repro import recorded_config, repro
+from kchaos.nemesis.schedule import load_schedule
 
 FIXTURE = next(p for p in (Path(__file__).parents[1] / "fixtures/runs/00_acks-1_misr-1").iterdir() if p.is_dir())
 SIZE_KEYS = ("episodes", "nodes", "breadth", "fault_s", "time_limit")
@@ -48,7 +48,7 @@ def quiet() -> Console:
 
 @pytest.fixture(autouse=True)
 def no_cluster(monkeypatch):
-    monkeypatch.setattr("harness.runner.run_test", lambda *a, **k: pytest.fail("a real cluster run was started"))
+    monkeypatch.setattr("kchaos.harness.runner.run_test", lambda *a, **k: pytest.fail("a real cluster run was started"))
 
 
 @pytest.fixture
@@ -235,7 +235,7 @@ def test_nothing_reproduces_keeps_the_original(run, tmp_path):
 
 @pytest.mark.parametrize("outcome, code", [(lambda s, n: False, 1), (lambda s, n: bug(s), 0)])
 def test_cli_shrink_exit_code(run, tmp_path, monkeypatch, outcome, code):
-    monkeypatch.setattr("harness.runner.run_test", FakeRunner(outcome=outcome))
+    monkeypatch.setattr("kchaos.harness.runner.run_test", FakeRunner(outcome=outcome))
     assert main(["shrink", str(run), "--store", str(tmp_path / "store"), "--max-runs", "8"]) == code
 
 

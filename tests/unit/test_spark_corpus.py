@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkers.corpus import ANOMALIES, PLANTS, generate, write
-from checkers.queue import QueueChecker
-from checkers.reference import COUNTS, MAX_EXAMPLES, check_reference
-from checkers.spark import spark_session
+from kchaos.checkers.corpus import ANOMALIES, PLANTS, generate, write
+from kchaos.checkers.queue import QueueChecker
+from kchaos.checkers.reference import COUNTS, MAX_EXAMPLES, check_reference
+from kchaos.checkers.spark import spark_session
 from histories import drop_impossible_loss, hostable_plants, run_shapes
 
 MASTER = "local[2]"

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from core.store import new_run_dir
-from core.suite_files import PROGRESS_FILE, read_progress
-from harness.cli import main
-from harness.suite import SuiteError, load_suite
-from harness.suite_run import run_suite
+from kchaos.core.store import new_run_dir
+from kchaos.core.suite_files import PROGRESS_FILE, read_progress
+from kchaos.harness.cli import main
+from kchaos.harness.suite import SuiteError, load_suite
+from kchaos.harness.suite_run import run_suite
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -105,7 +105,7 @@ def test_shipped_suites_are_valid():
     for c in nightly.cells:
         v = dict(c.options)["nemesis"]
         specs.update(v if isinstance(v, list) else [v])
-    from nemesis import network, powerfail, process, slow
+    from kchaos.nemesis import network, powerfail, process, slow
     for family in (process, network, powerfail, slow):  # the registry's modules are the families
         assert specs & {p.name for p in family.PACKAGES}, family.__name__
     configs = {(dict(c.options).get("acks"), dict(c.options).get("min_insync")) for c in nightly.cells}
@@ -206,25 +206,25 @@ def test_torn_progress_line_is_ignored(tmp_path):
 
 
 def test_cli_exit_code_is_1_when_a_promise_breaks_or_a_run_errors(tmp_path, monkeypatch, capsys):
-    import harness.runner
+    from kchaos.harness import runner as harness_runner
 
     path = write(tmp_path, SMALL.replace("repeat: 2", "repeat: 1"))
     names = [c.name for c in load_suite(path).cells]
     store = str(tmp_path / "results")
-    monkeypatch.setattr(harness.runner, "run_test", StandIn(lost={names[0]: 5}))  # acks=1 loses: allowed
+    monkeypatch.setattr(harness_runner, "run_test", StandIn(lost={names[0]: 5}))  # acks=1 loses: allowed
     assert main(["suite", str(path), "--store", store]) == 0
     out = capsys.readouterr().out
     assert "4/4 cells passed" in out and "observed, allowed: 5 lost (acks=1 promises no durability)" in out
-    monkeypatch.setattr(harness.runner, "run_test", StandIn(lost={names[3]: 5}))  # acks=all misr=2 loses
+    monkeypatch.setattr(harness_runner, "run_test", StandIn(lost={names[3]: 5}))  # acks=all misr=2 loses
     assert main(["suite", str(path), "--store", store]) == 1
     assert "3/4 cells passed, 1 fail" in capsys.readouterr().out
-    monkeypatch.setattr(harness.runner, "run_test", StandIn(fail={names[1]}))
+    monkeypatch.setattr(harness_runner, "run_test", StandIn(fail={names[1]}))
     assert main(["suite", str(path), "--store", store]) == 1
     assert any(line.startswith("error ") for line in capsys.readouterr().out.splitlines())
-    monkeypatch.setattr(harness.runner, "run_test", StandIn(unseen={names[2]: 3}))  # nothing failed, one unknown
+    monkeypatch.setattr(harness_runner, "run_test", StandIn(unseen={names[2]: 3}))  # nothing failed, one unknown
     assert main(["suite", str(path), "--store", store]) == 2
     assert "3/4 cells passed, 1 unknown" in capsys.readouterr().out
-    monkeypatch.setattr(harness.runner, "run_test", StandIn(stop_after=0))
+    monkeypatch.setattr(harness_runner, "run_test", StandIn(stop_after=0))
     assert main(["suite", str(path), "--store", store]) == 130
     assert "--resume" in capsys.readouterr().err
 
@@ -244,7 +244,7 @@ def test_resume_retries_runs_that_errored(tmp_path):
 
 
 def test_runs_started_in_the_same_millisecond_get_their_own_directories(tmp_path, monkeypatch):
-    import core.store as store
+    import kchaos.core.store as store
 
     stamps = iter(["20261124T014355.200Z", "20261124T014355.200Z", "20261124T014355.201Z"])
     monkeypatch.setattr(store, "stamp", lambda: next(stamps))

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from core.store import new_run_dir
-from harness.cli import main
-from harness.suite import load_suite
-from harness.terminal import interactive, make_console, track
+from kchaos.core.store import new_run_dir
+from kchaos.harness.cli import main
+from kchaos.harness.suite import load_suite
+from kchaos.harness.terminal import interactive, make_console, track
 
 ANSI = re.compile(r"\x1b\[")
 # Long cell names and a long store path: rich used to hard-wrap both at 80 columns in a pipe.
@@ -53,9 +53,9 @@ class FakeTTY(io.StringIO):
 @pytest.fixture
 def suite_cli(tmp_path, monkeypatch):
     """main() for `kchaos suite` on SUITE with the stand-in runner, its store deep below tmp_path."""
-    import harness.runner
+    from kchaos.harness import runner as harness_runner
 
-    monkeypatch.setattr(harness.runner, "run_test", StandIn())
+    monkeypatch.setattr(harness_runner, "run_test", StandIn())
     monkeypatch.delenv("NO_COLOR", raising=False)
     path = tmp_path / "s.yaml"
     path.write_text(SUITE)
@@ -125,11 +125,11 @@ def test_quiet_prints_only_the_verdict(suite_cli, capsys):
 
 
 def test_a_table_too_wide_for_the_terminal_leaves_out_columns_but_not_the_cell(suite_cli, capsys, monkeypatch):
-    import harness.cli
+    from kchaos.harness import cli as harness_cli
 
     tty = FakeTTY()
-    monkeypatch.setattr(harness.cli, "make_console",
-                        lambda stream, **kw: make_console(tty if stream is harness.cli.sys.stdout else stream, **kw))
+    monkeypatch.setattr(harness_cli, "make_console",
+                        lambda stream, **kw: make_console(tty if stream is harness_cli.sys.stdout else stream, **kw))
     monkeypatch.setenv("COLUMNS", "72")
     assert suite_cli("--color", "never") == 0
     text = tty.getvalue()
@@ -169,7 +169,7 @@ def test_check_prints_its_summary_on_stdout(tmp_path, monkeypatch, capsys):
     run.mkdir()
     (run / "history.jsonl").write_text("")
     results = {"valid": False, "counts": {"acked": 10, "lost": 2}, "examples": {"lost": [3, 7]}}
-    monkeypatch.setattr("checkers.check_path", lambda path, master: results)
+    monkeypatch.setattr("kchaos.checkers.check_path", lambda path, master: results)
     assert main(["check", str(run)]) == 1
     out, err = capsys.readouterr()
     assert out.splitlines()[0] == "verdict: fail" and "e.g. lost: [3, 7]" in out and "lost" in out
@@ -182,6 +182,6 @@ def test_check_of_many_runs_never_cuts_a_run_path(tmp_path, monkeypatch, capsys)
     long = "suites/nightly/20261124T000000.000Z/17_acks-all_misr-2_partition-majorities-ring/20261124T010203.456Z"
     row = {"run": long, "verdict": "pass", "valid": True, "acks": "all", "min_insync": 2, "acked": 5, "lost": 0,
            "loss_promised": True, "availability_in_faults": 0.5, "error": None}
-    monkeypatch.setattr("checkers.check_tree", lambda path, master: {"verdict": "pass", "valid": True, "runs": [row]})
+    monkeypatch.setattr("kchaos.checkers.check_tree", lambda path, master: {"verdict": "pass", "valid": True, "runs": [row]})
     assert main(["check", str(tmp_path)]) == 0
     assert any(line.startswith(long + " ") for line in capsys.readouterr().out.splitlines())

@@ -3,7 +3,7 @@ import logging
 import threading
 import time
 
-from workloads.threads import join_all
+from kchaos.workloads.threads import join_all
 
 
 def test_stuck_threads_share_one_deadline_and_are_named(caplog):

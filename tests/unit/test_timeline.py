@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checkers.timeline import _open_at, _Window, anomaly_timelines, availability, fault_windows, timelines
+from kchaos.checkers.timeline import _open_at, _Window, anomaly_timelines, availability, fault_windows, timelines
 
 S = 1_000_000_000
 

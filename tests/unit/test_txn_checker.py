@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from checkers import CheckInputError, check_path, exit_code
-from checkers.txn_reference import COUNTS, check_txn, parse_ops
+from kchaos.checkers import CheckInputError, check_path, exit_code
+from kchaos.checkers.txn_reference import COUNTS, check_txn, parse_ops
 
 RC = {"workload": {"kind": "txn", "txn_isolation": "read_committed"}}
 RU = {"workload": {"kind": "txn", "txn_isolation": "read_uncommitted"}}

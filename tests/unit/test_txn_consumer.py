@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from confluent_kafka import TopicPartition
 
-import workloads.txn_consumer as tc
-from core.config import TestConfig, WorkloadConfig
-from core.history import History, read_history
+import kchaos.workloads.txn_consumer as tc
+from kchaos.core.config import TestConfig, WorkloadConfig
+from kchaos.core.history import History, read_history
 
 
 class Fake:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from checkers.txn_corpus import LABEL, PLANTS, UNLABELLED, generate
-from checkers.txn_history import parse_ops
-from checkers.txn_reference import COUNTS, check_txn
+from kchaos.checkers.txn_corpus import LABEL, PLANTS, UNLABELLED, generate
+from kchaos.checkers.txn_history import parse_ops
+from kchaos.checkers.txn_reference import COUNTS, check_txn
 from test_txn_checker import found
 
 

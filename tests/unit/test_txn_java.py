@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from core.config import JAVA_CLIENTS_DEFAULT, ConfigError, TestConfig, validate
-from harness.cli import build_parser
-from harness.options import config_from_args
-from harness.repro import recorded_config
-from nemesis import check_spec
-from workloads.java_build import JavaBuildError, clients_version, compile_client
-from workloads.java_client import JavaProcess
-from workloads.java_txn import JavaTxnClient
+from kchaos.core.config import JAVA_CLIENTS_DEFAULT, ConfigError, TestConfig, validate
+from kchaos.harness.cli import build_parser
+from kchaos.harness.options import config_from_args
+from kchaos.harness.repro import recorded_config
+from kchaos.nemesis import check_spec
+from kchaos.workloads.java_build import JavaBuildError, clients_version, compile_client
+from kchaos.workloads.java_client import JavaProcess
+from kchaos.workloads.java_txn import JavaTxnClient
 
 def cfg(*argv: str) -> TestConfig:
     return validate(config_from_args(build_parser().parse_args(["run", "--seed", "7", *argv])), check_spec)
@@ -26,7 +26,7 @@ def cfg(*argv: str) -> TestConfig:
 
 def cli(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> tuple[int, list[str], Path]:
     store = tmp_path / "store"
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", *argv, "--store", str(store)],
+    proc = subprocess.run([sys.executable, "-m", "kchaos", "run", *argv, "--store", str(store)],
                           capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[2])
     return proc.returncode, proc.stderr.strip().splitlines(), store
 

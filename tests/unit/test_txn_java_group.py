@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from core.config import TestConfig, validate
-from core.history import History, read_history
-from harness.options import config_from_args
-from harness.cli import build_parser
-from nemesis import check_spec
-from workloads.java_client import JavaProcess, group_consumer_props
-from workloads.java_txn import JavaTxnClient
-from workloads.java_txn_consumer import JavaConsumerError, JavaTxnConsumer, rebalances
-from workloads.rebalance import Rebalance
+from kchaos.core.config import TestConfig, validate
+from kchaos.core.history import History, read_history
+from kchaos.harness.options import config_from_args
+from kchaos.harness.cli import build_parser
+from kchaos.nemesis import check_spec
+from kchaos.workloads.java_client import JavaProcess, group_consumer_props
+from kchaos.workloads.java_txn import JavaTxnClient
+from kchaos.workloads.java_txn_consumer import JavaConsumerError, JavaTxnConsumer, rebalances
+from kchaos.workloads.rebalance import Rebalance
 
 SUBSCRIBE = ("--workload", "txn", "--client", "java", "--consumer-mode", "subscribe")
 

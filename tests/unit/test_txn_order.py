@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checkers.txn_cycles import WR, WR_ALL, WW, cycles, edge_array
+from kchaos.checkers.txn_cycles import WR, WR_ALL, WW, cycles, edge_array
 from test_txn_checker import RC, RU, H, found
 
 
@@ -133,7 +133,7 @@ def test_cycles_counts_components_and_ignores_what_cannot_cycle():
 
 
 def test_the_verdict_fails_order_anomalies_and_allows_what_kafka_allows(tmp_path):
-    from checkers import check_path
+    from kchaos.checkers import check_path
 
     g0 = (H().txn(0, "ok", sends=[(0, 10, 0, 0), (1, 11, 1, 1)]).txn(1, "ok", sends=[(0, 12, 0, 1), (1, 13, 1, 0)])
           .drain(0, [[0, 0, 10], [0, 1, 12]]).drain(1, [[1, 0, 13], [1, 1, 11]]))
@@ -154,7 +154,7 @@ def test_the_rebalance_example_of_docs_history_md_parses():
     import json
     from pathlib import Path
 
-    from checkers.txn_history import parse_ops
+    from kchaos.checkers.txn_history import parse_ops
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "history.md").read_text()
     block = text.split("### Rebalances", 1)[1].split("```json", 1)[1].split("```", 1)[0]
@@ -191,7 +191,7 @@ def test_pruning_to_backward_spans_keeps_every_component():
 
 
 def test_a_cycle_of_wr_edges_alone_fails_under_read_committed_only(tmp_path):
-    from checkers import check_path
+    from kchaos.checkers import check_path
 
     # each transaction polled the other's send: both saw the other's write before committing
     h = (H().txn(0, "ok", sends=[(0, 10, 0, 0)], polls=[[[1, 0, 11]]])

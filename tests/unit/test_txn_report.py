@@ -13,15 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for browser.py
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the txn history builder of test_txn_checker
 
 from browser import render  # noqa: E402
-from checkers import check_path  # noqa: E402
-from reports.run_report import load_run, write_report  # noqa: E402
-from reports.txn_cycles import cycle_tables, micro_ops  # noqa: E402
-from reports.txn_data import linked_ops, read_txn_run, rebalances  # noqa: E402
-from reports.txn_plots import per_second, txn_png  # noqa: E402
+from kchaos.checkers import check_path  # noqa: E402
+from kchaos.reports.run_report import load_run, write_report  # noqa: E402
+from kchaos.reports.txn_cycles import cycle_tables, micro_ops  # noqa: E402
+from kchaos.reports.txn_data import linked_ops, read_txn_run, rebalances  # noqa: E402
+from kchaos.reports.txn_plots import per_second, txn_png  # noqa: E402
 from test_txn_checker import RC, H  # noqa: E402
 
 S = 1_000_000_000
@@ -131,7 +129,7 @@ def rebalance_pixels(data: bytes) -> int:
     import matplotlib.colors as mcolors
     import matplotlib.image as mpimg
 
-    from reports.plot_frame import REBALANCE_COLOR
+    from kchaos.reports.plot_frame import REBALANCE_COLOR
     img = mpimg.imread(io.BytesIO(data))[..., :3]
     want = 1 - 0.6 * (1 - np.array(mcolors.to_rgb(REBALANCE_COLOR)))
     return int((np.abs(img - want).max(axis=-1) < 0.04).sum())
@@ -150,7 +148,7 @@ def test_queue_report_draws_rebalances_of_a_subscribe_run(tmp_path):
     d = load_run(run)
     assert [(b.time_s, b.assigned, b.generation) for b in d.rebalances] == [(4.0, (0, 1), 2)]
     # drawn on every plot: dashed lines in plot_frame.REBALANCE_COLOR (alpha 0.6 over white) only where given
-    from reports import plots
+    from kchaos.reports import plots
     for draw in (plots.latency_png, plots.throughput_png, plots.offsets_png):
         assert rebalance_pixels(draw(d.sends, rebalances=[4.0])) > rebalance_pixels(draw(d.sends)) + 50, \
             draw.__name__

@@ -10,12 +10,12 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from checkers import WORKLOAD_CHECKERS, CheckInputError, check_path
-from checkers.spark import spark_context
-from checkers.txn_corpus import PLANTS, generate, write
-from checkers.txn_reference import COUNTS, TxnChecker, check_txn_file
-from checkers.txn_spark import TxnSparkChecker, check_txn_spark
-from checkers.verdict import TXN
+from kchaos.checkers import WORKLOAD_CHECKERS, CheckInputError, check_path
+from kchaos.checkers.spark import spark_context
+from kchaos.checkers.txn_corpus import PLANTS, generate, write
+from kchaos.checkers.txn_reference import COUNTS, TxnChecker, check_txn_file
+from kchaos.checkers.txn_spark import TxnSparkChecker, check_txn_spark
+from kchaos.checkers.verdict import TXN
 from test_txn_corpus import labels, shapes
 from test_txn_definitions import CASES, found
 

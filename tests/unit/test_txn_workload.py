@@ -7,12 +7,12 @@ import random
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from core.config import ConfigError, TestConfig, validate
-from harness.cli import build_parser, main
-from harness.options import config_from_args
-from nemesis import check_spec
-from workloads import WORKLOADS
-from workloads.txn import MAX_MICRO_OPS, TxnClient, TxnWorkload, draw_txn
+from kchaos.core.config import ConfigError, TestConfig, validate
+from kchaos.harness.cli import build_parser, main
+from kchaos.harness.options import config_from_args
+from kchaos.nemesis import check_spec
+from kchaos.workloads import WORKLOADS
+from kchaos.workloads.txn import MAX_MICRO_OPS, TxnClient, TxnWorkload, draw_txn
 
 
 def cfg(*argv: str) -> TestConfig:
@@ -262,7 +262,7 @@ def test_a_crash_ends_the_transaction_in_flight_fail_only_before_the_commit(at, 
 
 
 def test_a_crashed_process_abandons_its_producer_purged_and_records_the_crash(tmp_path):
-    from core.history import History, read_history
+    from kchaos.core.history import History, read_history
     with History(tmp_path / "h.jsonl") as h:
         c = TxnClient(cfg("--workload", "txn"), "x:9092", h, 0, lambda *a: None)
         p = CrashingProducer("none")

@@ -10,11 +10,11 @@ from io import StringIO
 
 import pytest
 
-from checkers import CheckInputError, check_path
-from checkers.history_scan import scan
-from checkers.spark import spark_session
-from checkers.verdict import NOTHING_ACKED, judge
-from harness.cli import main
+from kchaos.checkers import CheckInputError, check_path
+from kchaos.checkers.history_scan import scan
+from kchaos.checkers.spark import spark_session
+from kchaos.checkers.verdict import NOTHING_ACKED, judge
+from kchaos.harness.cli import main
 from histories import HistoryBuilder, idempotent_test
 
 MASTER = "local[2]"
@@ -99,7 +99,7 @@ def test_a_damaged_line_in_the_middle_is_bad_input_naming_it(tmp_path, capsys, w
 
 
 def test_scan_counts_lines_and_finds_nemesis_lines_across_chunks(tmp_path, monkeypatch):
-    import checkers.history_scan as hs
+    import kchaos.checkers.history_scan as hs
     monkeypatch.setattr(hs, "CHUNK_BYTES", 64)  # every line crosses a chunk boundary somewhere
     h = clean()
     (tmp_path / "h.jsonl").write_text(h.text())
@@ -156,8 +156,8 @@ def test_a_nemesis_that_never_fired_is_unknown_and_one_that_fired_once_passes(tm
 
 
 def test_compare_and_junit_carry_why_unknown_and_the_unparsed_lines(tmp_path, spark):
-    from reports.compare import write_compare
-    from reports.junit import CellOutcome, write_junit
+    from kchaos.reports.compare import write_compare
+    from kchaos.reports.junit import CellOutcome, write_junit
 
     root = tmp_path / "suite"
     clean().write(root / "cut" / "r1", {**KILL, "name": "cut"}, tail=CUT)
@@ -191,5 +191,5 @@ def _write(run, lines, test):
 
 
 def _report(run) -> str:
-    from reports.run_report import write_report
+    from kchaos.reports.run_report import write_report
     return write_report(run).read_text()

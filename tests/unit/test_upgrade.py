@@ -8,14 +8,14 @@ from dataclasses import replace
 
 import pytest
 
-import nemesis
-from clusters.distribution import run_libs
-from core.config import ClusterConfig, ConfigError, NemesisConfig, TestConfig, validate
-from core.kafka_versions import feature_answer, finalize_commands, release_key, release_timeline
-from harness.cli import main
-from nemesis.base import FaultSkipped
-from nemesis.upgrade import Upgrade, plan
-from reports.run_report import _releases
+from kchaos import nemesis
+from kchaos.clusters.distribution import run_libs
+from kchaos.core.config import ClusterConfig, ConfigError, NemesisConfig, TestConfig, validate
+from kchaos.core.kafka_versions import feature_answer, finalize_commands, release_key, release_timeline
+from kchaos.harness.cli import main
+from kchaos.nemesis.base import FaultSkipped
+from kchaos.nemesis.upgrade import Upgrade, plan
+from kchaos.reports.run_report import _releases
 
 
 def cfg(then: str = "finalize", to: str | None = "4.4.0", names: tuple[str, ...] = ("upgrade",),
@@ -166,7 +166,7 @@ def test_release_order_and_which_release_each_node_ran_when():
 
 def test_a_rolled_run_is_decoded_with_the_release_it_rolled_to(monkeypatch):
     seen = []
-    monkeypatch.setattr("clusters.distribution.resolve", lambda v, d=None: seen.append(v) or type("D", (), {"libs": v}))
+    monkeypatch.setattr("kchaos.clusters.distribution.resolve", lambda v, d=None: seen.append(v) or type("D", (), {"libs": v}))
     test = {"versions": {"kafka": "3.7.2"}, "nemesis": {"upgrade_to": "4.4.0", "upgrade_then": "finalize"}}
     assert run_libs(test) == "4.4.0"
     assert run_libs({**test, "nemesis": {"upgrade_to": "4.4.0", "upgrade_then": "downgrade"}}) == "3.7.2"
@@ -191,11 +191,11 @@ class Isr:
 
 
 def test_a_restarted_node_is_waited_for_until_it_is_back_in_its_isr_whoever_else_is_down(monkeypatch):
-    from clusters.admin import PartitionState
+    from kchaos.clusters.admin import PartitionState
 
     c = Isr((1,))
     asked = []
-    monkeypatch.setattr("clusters.admin.partitions",
+    monkeypatch.setattr("kchaos.clusters.admin.partitions",
                         lambda b, t: asked.append(b) or {0: PartitionState(0, 1, (1, 2), c.isr)})
     up = Upgrade(c, cfg())
     with pytest.raises(RuntimeError, match=r"n2 not back in the ISR of kchaos partitions \[0\]"):
@@ -208,7 +208,7 @@ def test_a_restarted_node_is_waited_for_until_it_is_back_in_its_isr_whoever_else
 
 
 def test_the_report_configuration_says_where_the_roll_went():
-    from reports.run_report import _settings
+    from kchaos.reports.run_report import _settings
 
     rows = {r["k"]: r["v"] for r in _settings({"nemesis": {"names": ["upgrade"], "upgrade_to": "4.4.0",
                                                            "upgrade_then": "downgrade"}})}
@@ -228,7 +228,7 @@ def test_finalize_tries_again_while_a_just_restarted_voter_has_not_said_what_it_
     c.upgrade_features = upgrade_features
     down: set[str] = set()
     c.is_running = lambda node: node not in down
-    monkeypatch.setattr("nemesis.upgrade.wait_fixed", lambda s: __import__("tenacity").wait_none())
+    monkeypatch.setattr("kchaos.nemesis.upgrade.wait_fixed", lambda s: __import__("tenacity").wait_none())
     out = Upgrade(c, cfg(controllers=0)).invoke({"f": "finalize", "version": "4.4.0"})
     assert out["features"] == "kraft.version was upgraded to 1." and "restarted" not in out
     assert out["features_tries"] == 3  # the op says the retry fired: two refusals, then the upgrade
@@ -255,7 +255,7 @@ def test_finalize_tries_again_while_a_just_restarted_voter_has_not_said_what_it_
 def test_the_report_says_what_the_finalize_answered_or_why_it_was_not_done(tmp_path):
     from test_report import S, history, make_run, render  # test_report puts tests/ (browser.py) on the path
 
-    from reports.run_report import write_report
+    from kchaos.reports.run_report import write_report
     fin = {"process": "nemesis", "f": "finalize", "nemesis": "upgrade", "version": "4.4.0"}
     answered = [{"index": 90, "time": 7 * S, "type": "invoke", **fin},
                 {"index": 91, "time": 9 * S, "type": "ok", **fin, "metadata": "metadata.version was upgraded to 33.",

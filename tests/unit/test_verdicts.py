@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from checkers.reference import COUNTS
-from checkers.verdict import FAIL, PASS, UNKNOWN, essentials, judge, judged, merge
+from kchaos.checkers.reference import COUNTS
+from kchaos.checkers.verdict import FAIL, PASS, UNKNOWN, essentials, judge, judged, merge
 from histories import HistoryBuilder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,7 +91,7 @@ def test_docs_list_every_anomaly_kind():
 
 @pytest.fixture(scope="module")
 def spark():
-    from checkers.spark import spark_session
+    from kchaos.checkers.spark import spark_session
     return spark_session(MASTER)
 
 
@@ -120,12 +120,12 @@ def run_test_json(acks: str) -> dict:
 ])
 def test_one_run_gets_the_same_word_on_every_surface(spark, tmp_path, capsys, name, history, acks, word, code,
                                                      severity):
-    from harness.cli import main
-    from harness.console import print_suite
-    from harness.terminal import make_console
-    from reports.compare import write_compare
-    from reports.junit import CellOutcome, write_junit
-    from reports.serve_store import Store
+    from kchaos.harness.cli import main
+    from kchaos.harness.console import print_suite
+    from kchaos.harness.terminal import make_console
+    from kchaos.reports.compare import write_compare
+    from kchaos.reports.junit import CellOutcome, write_junit
+    from kchaos.reports.serve_store import Store
 
     store = tmp_path / "store"
     run = history(acks).write(store / name / "20261124T000000.000Z", run_test_json(acks))
@@ -173,7 +173,7 @@ def test_one_run_gets_the_same_word_on_every_surface(spark, tmp_path, capsys, na
 
 def test_kchaos_check_rejudges_an_old_results_json(spark, tmp_path):
     """rejudge_loss (kchaos explain) and a reader of a results.json without a verdict give the same word."""
-    from checkers import check_path, judge_run, rejudge_loss
+    from kchaos.checkers import check_path, judge_run, rejudge_loss
 
     run = lossy("1").write(tmp_path / "run", run_test_json("1"))
     check_path(run, MASTER)
@@ -192,11 +192,11 @@ def test_kchaos_check_rejudges_an_old_results_json(spark, tmp_path):
 
 def test_a_976_percent_loss_that_passes_is_red_on_every_surface(tmp_path):
     """The acks=all power-fail-all cell lost 97.6% of its writes, outside the guarantee."""
-    from harness.console import print_suite
-    from harness.terminal import make_console
-    from reports.compare import write_compare
-    from reports.junit import CellOutcome
-    from reports.severity import level
+    from kchaos.harness.console import print_suite
+    from kchaos.harness.terminal import make_console
+    from kchaos.reports.compare import write_compare
+    from kchaos.reports.junit import CellOutcome
+    from kchaos.reports.severity import level
 
     run = tmp_path / "s" / "power-fail-all" / "20261124T000000.000Z"
     run.mkdir(parents=True)
