@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
-from spark_standalone import StandaloneSpark, free_port  # noqa: E402
+from spark_standalone import StandaloneSpark, free_port
 
 WORKERS = 2
 

@@ -66,7 +66,8 @@ def main(ops: int, runs: int) -> None:
             planted, lines = labels[i]
             ok = all(r["counts"][k] == n for k, n in planted.items())
             print(f"run {i + 1}: {lines:,} lines, check_path {r['check']:.1f} s"
-                  f"{' (JVM start included)' if i == 0 else ' in the shared session'}; labels {'match' if ok else 'DIFFER'}")
+                  f"{' (JVM start included)' if i == 0 else ' in the shared session'}; "
+                  f"labels {'match' if ok else 'DIFFER'}")
 
 
 if __name__ == "__main__":

@@ -88,7 +88,8 @@ def lines_table(history: Path):
 def measure(history: Path, test: dict, planted: dict, lines: int, reference: bool) -> dict:
     """One size: seconds for each path, counts and whether they agree."""
     from kchaos.checkers import check_path
-    from kchaos.checkers.parquet import convert, write_from_lines
+    from kchaos.checkers.parquet import convert
+    from kchaos.checkers.parquet_lines import write_from_lines
 
     out: dict = {"lines": lines}
     fresh(history)

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kchaos.clusters.lazyfs import build  # noqa: E402
+from kchaos.clusters.lazyfs import build
 
 SYNC_EVERY = 8 << 20
 

@@ -34,7 +34,7 @@ def produce_for(bootstrap: str, seconds: float, size: int) -> tuple[int, float]:
                   "queue.buffering.max.kbytes": 65536, "logger": admin.CLIENT_LOG})
     acked = 0
 
-    def done(err, msg):  # noqa: ANN001
+    def done(err, msg):
         nonlocal acked
         acked += err is None
 

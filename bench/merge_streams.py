@@ -11,13 +11,11 @@ means the peak does not grow with the size.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-
 
 CHILD = r"""
 import json, resource, sys, time

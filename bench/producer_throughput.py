@@ -20,8 +20,9 @@ rounds of the three, one after the other:
 
 Prints records per second for each, per round and the median over rounds, the ratios
 kchaos/ProducerPerformance and kchaos/VerifiableProducer, and the peak resident memory of the
-harness process and of its producer processes together. With `--long S` it then runs the acks=all workload for S seconds, printing the resident
-memory every minute. With `--kill-leader S` (after the cluster is gone) it runs
+harness process and of its producer processes together. With `--long S` it then runs the acks=all
+workload for S seconds, printing the resident memory every minute. With `--kill-leader S` (after the
+cluster is gone) it runs
 `kchaos run --nemesis kill-leader` for S seconds with the same workload options and prints ok sends
 per second over the run and inside fault windows (a leader's kill to its restart).
 """
@@ -33,25 +34,24 @@ import os
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
+from kchaos.clusters import admin
+from kchaos.clusters.docker import DockerCluster
+from kchaos.core.config import ClusterConfig, ProducerConfig, TestConfig, TopicConfig, WorkloadConfig
+from kchaos.core.history import History
+from kchaos.core.kafka_versions import DEFAULT as KAFKA
+from kchaos.core.kafka_versions import perf_command
+from kchaos.core.send_stream import merge_streams
+from kchaos.harness import full_load
+from kchaos.harness.runner import prepare
+from kchaos.workloads.queue import QueueWorkload
+
 REPO = Path(__file__).resolve().parents[1]
-
-from kchaos.clusters import admin  # noqa: E402
-from kchaos.clusters.docker import DockerCluster  # noqa: E402
-from kchaos.harness import full_load  # noqa: E402
-from kchaos.core.config import ClusterConfig, ProducerConfig, TestConfig, TopicConfig, WorkloadConfig  # noqa: E402
-from kchaos.core.history import History  # noqa: E402
-from kchaos.core.kafka_versions import DEFAULT as KAFKA, perf_command  # noqa: E402
-from kchaos.core.send_stream import merge_streams  # noqa: E402
-from kchaos.harness.runner import prepare  # noqa: E402
-from kchaos.workloads.queue import QueueWorkload  # noqa: E402
-
 TOOL = ["kafka-ctl", "tool"]
 OK_SEND = '"type":"ok","f":"send"'  # as History and the stream merge write every ok send
 TIME = re.compile(r'"time":(\d+)')
@@ -77,7 +77,7 @@ class RssSampler:
         self.every, self.samples, self._stop = every, [], threading.Event()
         self._t = threading.Thread(target=self._loop, daemon=True)
 
-    def __enter__(self) -> "RssSampler":
+    def __enter__(self) -> RssSampler:
         self._t.start()
         return self
 
@@ -101,7 +101,7 @@ def topic_for(acks: str) -> TopicConfig:
     return TopicConfig(name=f"bench-acks-{acks}", partitions=3, replication_factor=3, min_insync=2)
 
 
-def producer_performance(cluster, topic: str, acks: str, records: int) -> float:  # noqa: ANN001
+def producer_performance(cluster, topic: str, acks: str, records: int) -> float:
     """ProducerPerformance's records/s for `records` 8-byte records, run inside node n1."""
     _, out = cluster.exec("n1", TOOL + perf_command(KAFKA, topic, records, f"{cluster.address('n1')}:9092", acks))
     m = re.search(r"records sent, ([\d.]+) records/sec", out)
@@ -110,7 +110,7 @@ def producer_performance(cluster, topic: str, acks: str, records: int) -> float:
     return float(m.group(1))
 
 
-def verifiable_producer(cluster, topic: str, acks: str, records: int) -> float:  # noqa: ANN001
+def verifiable_producer(cluster, topic: str, acks: str, records: int) -> float:
     """VerifiableProducer's acknowledged records/s (its own tool_data summary), stdout kept in the node."""
     script = (f"kafka-ctl tool org.apache.kafka.tools.VerifiableProducer --topic {topic} --max-messages {records} "
               f"--throughput -1 --acks {'-1' if acks == 'all' else acks} "
@@ -123,7 +123,7 @@ def verifiable_producer(cluster, topic: str, acks: str, records: int) -> float: 
     return float(data["avg_throughput"])
 
 
-def kchaos_workload(cluster, cfg: TestConfig, seconds: float, sampler_every: float = 1.0,  # noqa: ANN001
+def kchaos_workload(cluster, cfg: TestConfig, seconds: float, sampler_every: float = 1.0,
                     report_every: float = 0.0) -> tuple[float, tuple[float, float], int]:
     """(recorded ok sends/s, peak (harness, producer processes) RSS MB, history lines) of the queue
     workload run for `seconds`; ok sends are counted in the merged history.jsonl."""
@@ -244,11 +244,11 @@ def compare(a: argparse.Namespace) -> None:
                     vp = verifiable_producer(cluster, topic.name, acks, a.records // 2)
                     ours, (harness, workers), lines = kchaos_workload(cluster, cfg, a.seconds)
                     rows.append((pp, vp, ours))
-                    print(f"{acks:>4} {r:>5} {pp:>14,.0f} {vp:>12,.0f} {ours:>11,.0f} {ours / pp:>9.2f} {ours / vp:>9.2f} "
-                          f"{harness:>9.0f} + {workers:>8.0f} {lines:>10,}", flush=True)
+                    print(f"{acks:>4} {r:>5} {pp:>14,.0f} {vp:>12,.0f} {ours:>11,.0f} {ours / pp:>9.2f} "
+                          f"{ours / vp:>9.2f} {harness:>9.0f} + {workers:>8.0f} {lines:>10,}", flush=True)
                 pp, vp, ours = (statistics.median(col) for col in zip(*rows))
-                print(f"{acks:>4} {'med':>5} {pp:>14,.0f} {vp:>12,.0f} {ours:>11,.0f} {ours / pp:>9.2f} {ours / vp:>9.2f}",
-                      flush=True)
+                print(f"{acks:>4} {'med':>5} {pp:>14,.0f} {vp:>12,.0f} {ours:>11,.0f} {ours / pp:>9.2f} "
+                      f"{ours / vp:>9.2f}", flush=True)
             if a.long:
                 print(f"acks=all for {a.long:g} s, resident memory of the harness and its producer processes:")
                 cfg = replace(base, topic=topic_for("all"), producer=ProducerConfig(acks="all", linger_ms=a.linger_ms))

@@ -17,8 +17,9 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 def _records(path: Path) -> Iterator[dict[str, Any]]:

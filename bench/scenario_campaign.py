@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scenario_rates import LEDGER, REPO, file_order, read_ledger  # noqa: E402
+from scenario_rates import LEDGER, REPO, file_order, read_ledger
 
-from kchaos.core.exit_codes import EXIT_BAD_INPUT  # noqa: E402
+from kchaos.core.exit_codes import EXIT_BAD_INPUT
 
 
 def predictions(versions: bool = False) -> dict[str, dict[str, str]]:

@@ -23,9 +23,10 @@ import hashlib
 import json
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from kchaos.core.exit_codes import EXIT_BAD_INPUT
 from kchaos.core.kafka_versions import DEFAULT as DEFAULT_KAFKA

@@ -23,10 +23,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scenario_rates import LEDGER, RatesError, Rep, file_order, rate_of, read_ledger, row_name  # noqa: E402
+from scenario_rates import LEDGER, RatesError, Rep, file_order, rate_of, read_ledger, row_name
 
-from kchaos.core.exit_codes import EXIT_BAD_INPUT  # noqa: E402
-from kchaos.core.kafka_versions import LINE_NAMES, UnsupportedVersion, line_of, split_on_line  # noqa: E402
+from kchaos.core.exit_codes import EXIT_BAD_INPUT
+from kchaos.core.kafka_versions import LINE_NAMES, UnsupportedVersion, line_of, split_on_line
+
 
 def current(reps: list[Rep]) -> list[Rep]:
     """The repetitions of each (scenario, variant) that share its newest checked one's options and prediction

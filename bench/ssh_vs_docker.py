@@ -22,9 +22,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 
-from kchaos.core.history import read_history  # noqa: E402
 from fault_timings import fault_ops  # noqa: E402
 from ssh_hosts import ssh_hosts  # noqa: E402
+
+from kchaos.core.history import read_history  # noqa: E402
 
 
 def measure(run: Path, time_limit: float) -> dict[str, float]:
@@ -58,7 +59,8 @@ def main() -> None:
             rows["ssh"] = measure(kchaos_run(Path(tmp) / "ssh", ["--hosts", str(hosts.hosts_file)], a), a.time_limit)
     print(f"{'backend':<8} {'ok/s':>8} {'faults':>6} {'fault median s':>14} {'fault max s':>11}")
     for name, r in rows.items():
-        print(f"{name:<8} {r['ok_per_s']:>8.1f} {r['faults']:>6} {r['fault_median_s']:>14.3f} {r['fault_max_s']:>11.3f}")
+        print(f"{name:<8} {r['ok_per_s']:>8.1f} {r['faults']:>6} {r['fault_median_s']:>14.3f} "
+              f"{r['fault_max_s']:>11.3f}")
     d, s = rows["docker"], rows["ssh"]
     print(f"ssh/docker: ok/s {s['ok_per_s'] / d['ok_per_s']:.2f}, fault median "
           f"{s['fault_median_s'] / d['fault_median_s']:.2f}")

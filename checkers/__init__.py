@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kchaos.checkers.compose import exit_code, merge_valid, run_checkers
 from kchaos.checkers.copy import COPY, CopyChecker
-from kchaos.checkers.corrupt_reads import KIND as CORRUPT_READ, corrupt_reads
+from kchaos.checkers.corrupt_reads import KIND as CORRUPT_READ
+from kchaos.checkers.corrupt_reads import corrupt_reads
 from kchaos.checkers.history_scan import HistoryScan, nemesis_section, scan
 from kchaos.checkers.kafka_errors import kafka_errors
 from kchaos.checkers.parquet import CheckInputError, convert, parquet_path
@@ -48,8 +50,9 @@ RESULTS_FILE = "results.json"
 # Copied from the queue checker's result to the top level of results.json.
 SUMMARY_KEYS = ("counts", "examples", "loss", "stats", "latency_ms", "timeline")
 
-__all__ = ["CHECKERS", "REFERENCE_CHECKERS", "WORKLOAD_CHECKERS", "CheckInputError", "QueueChecker", "check_path", "check_runs", "check_tree", "exit_code",
-           "find_runs", "judge", "judge_loss", "judge_run", "merge_valid", "rejudge_loss", "run_checkers", "validate_history"]
+__all__ = ["CHECKERS", "REFERENCE_CHECKERS", "WORKLOAD_CHECKERS", "CheckInputError", "QueueChecker", "check_path",
+           "check_runs", "check_tree", "exit_code", "find_runs", "judge", "judge_loss", "judge_run", "merge_valid",
+           "rejudge_loss", "run_checkers", "validate_history"]
 
 
 def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
@@ -140,7 +143,7 @@ def judge_loss(history: Path, result: dict[str, Any]) -> dict[str, Any]:
     test = _load_test(history.parent / TEST_FILE)
     try:
         return loss_section(history.parent, parquet_path(history), test, result)
-    except Exception as e:  # noqa: BLE001 - the counts stand; only the classification is missing
+    except Exception as e:
         out = classify([], Events(), rules_of(test), int((result.get("counts") or {}).get("lost") or 0))
         return {**out, "error": f"{type(e).__name__}: {e}"}
 
@@ -240,7 +243,7 @@ def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]") -> 
         checker = make(master=spark_master)
         try:
             many = checker.check_many([(test, run / HISTORY_FILE) for run, test in good])
-        except Exception as e:  # noqa: BLE001 - as run_checkers: a broken checker is "unknown"
+        except Exception as e:
             many = [{"valid": "unknown", "error": f"{type(e).__name__}: {e}"}] * len(good)
         for (run, _), res in zip(good, many):
             results.setdefault(run, {})[name] = res

@@ -39,10 +39,11 @@ read as UTC. Nothing here guesses: a line that does not match is ignored.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 __all__ = ["ControlEvent", "LogEvent", "parse_control_lines", "parse_lines", "read_control_logs", "read_node_logs"]
 
@@ -141,7 +142,7 @@ def _ms(line: str) -> int | None:
     m = _TIME.match(line)
     if not m:
         return None
-    t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
+    t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
     return int(t.timestamp()) * 1000 + int(m.group(2))
 
 

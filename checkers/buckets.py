@@ -31,7 +31,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 __all__ = ["P_BUCKETS", "P_SCHEMA", "V_BUCKETS", "V_SCHEMA", "BucketWriter", "bucket_dir", "bucket_files",
-           "P_POLL", "P_DRAIN", "P_ACK", "P_DONE", "P_COMMITTED", "V_INVOKE", "V_OK", "V_FAIL", "V_INFO", "V_POLL", "V_DRAIN"]
+           "P_POLL", "P_DRAIN", "P_ACK", "P_DONE", "P_COMMITTED", "V_INVOKE", "V_OK", "V_FAIL", "V_INFO", "V_POLL",
+           "V_DRAIN"]
 
 P_BUCKETS = 8
 V_BUCKETS = 8

@@ -1,8 +1,9 @@
 """Running several checkers over one history and merging their verdicts."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from kchaos.core.protocols import Checker, Valid
 
@@ -45,7 +46,7 @@ def run_checkers(checkers: Mapping[str, Checker], test: dict[str, Any],
                 raise TypeError(f"checker returned no valid verdict: {result!r:.200}")
         except passthrough:
             raise
-        except Exception as e:  # noqa: BLE001 - one broken checker must not hide the others
+        except Exception as e:
             result = {"valid": "unknown", "error": f"{type(e).__name__}: {e}"}
         out[name] = result
     return {"valid": merge_valid(*(r["valid"] for r in out.values())), **out}

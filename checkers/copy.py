@@ -22,8 +22,9 @@ allowed (checkers/verdict.py `judge_copy`).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from kchaos.checkers.parquet import CheckInputError
 from kchaos.checkers.verdict import COPY, COPY_KINDS

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import random
 from array import array
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from kchaos.checkers.corpus_group import GROUP_PLANTS, group_phase
 from kchaos.checkers.corpus_tail import TAIL_PLANTS, drain_phase, tail_phase

@@ -9,7 +9,8 @@ The drain reads each partition in batches; an incomplete partition's drain stops
 """
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 TAIL_PLANTS = ("lost_read_bound", "unseen")
 

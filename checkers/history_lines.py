@@ -10,7 +10,8 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["LINE_SCHEMA", "RECORDS", "CORRUPT", "client_op_problem", "corrupt_row", "pairing_problem", "is_int", "row", "text"]
+__all__ = ["LINE_SCHEMA", "RECORDS", "CORRUPT", "client_op_problem", "corrupt_row", "pairing_problem", "is_int", "row",
+           "text"]
 
 CORRUPT = "_corrupt_record"
 _INT64 = (-(1 << 63), (1 << 63) - 1)

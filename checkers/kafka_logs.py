@@ -20,9 +20,10 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 from kchaos.core.kafka_versions import OLD_DUMP_CLASS, dump_class
 

@@ -12,8 +12,9 @@ CreateTime, the controller's wall clock in ms.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 __all__ = ["BrokerEvent", "MetadataLog", "PartitionState", "replay"]
 

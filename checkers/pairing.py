@@ -78,7 +78,7 @@ class Pairing:
         return {p: fnames[int(self.last["f"][c])] for p, c in self.procs.items()
                 if c < len(self.last["type"]) and self.last["type"][c] == _INVOKE and self.last["f"][c] >= 0}
 
-    def derive(self, t: pa.Table, usable: np.ndarray) -> tuple[dict[str, pa.Array], np.ndarray, "Pairing"]:
+    def derive(self, t: pa.Table, usable: np.ndarray) -> tuple[dict[str, pa.Array], np.ndarray, Pairing]:
         """(derived columns, paired flags, the state after `t`) for lines `t` in file order.
 
         `t` has string `process`, `type`, `f` and integer `time`, `value`,
@@ -191,4 +191,5 @@ def usable_mask(t: pa.Table, corrupt: pa.ChunkedArray | pa.Array) -> np.ndarray:
     ok = pc.and_(pc.and_(pc.is_valid(proc), pc.not_equal(proc, "nemesis")),
                  pc.and_(pc.is_in(type_, pa.array(list(TYPE_CODES))), pc.is_valid(f)))
     ok = pc.and_(pc.fill_null(ok, False), pc.is_null(corrupt))
-    return ok.to_numpy(zero_copy_only=False) if isinstance(ok, pa.Array) else ok.combine_chunks().to_numpy(zero_copy_only=False)
+    return (ok.to_numpy(zero_copy_only=False) if isinstance(ok, pa.Array)
+            else ok.combine_chunks().to_numpy(zero_copy_only=False))

@@ -40,9 +40,10 @@ import json
 import os
 import shutil
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -51,14 +52,21 @@ import pyarrow.parquet as pq
 
 from kchaos.checkers.buckets import BucketWriter, bucket_dir, install
 from kchaos.checkers.fast_parse import parse_chunk
-from kchaos.checkers.history_lines import (CORRUPT, LINE_SCHEMA, client_op_problem, corrupt_row, is_int,
-                                     pairing_problem, row)
+from kchaos.checkers.history_lines import (
+    CORRUPT,
+    LINE_SCHEMA,
+    client_op_problem,
+    corrupt_row,
+    is_int,
+    pairing_problem,
+    row,
+)
 from kchaos.checkers.history_lines import text as json_text
 from kchaos.checkers.pairing import Pairing, usable_mask
 from kchaos.core.history import OP_TYPES
 
-__all__ = ["ARROW_SCHEMA", "CONVERTER_VERSION", "CheckInputError", "client_op_problem", "convert", "write_from_lines",
-           "pairing_problem", "parquet_path"]
+__all__ = ["ARROW_SCHEMA", "CONVERTER_VERSION", "CheckInputError", "client_op_problem", "convert", "pairing_problem",
+           "parquet_path", "with_derived", "write_tables"]
 
 CONVERTER_VERSION = "4"
 CHUNK_BYTES = 16 << 20
@@ -123,10 +131,10 @@ def convert(history: Path, *, validate: bool = True) -> Path:
 
 def _write(history: Path, out: Path, meta: dict[str, Any], validate: bool, size: int) -> Path:
     with open(history, "rb") as fh:
-        return _write_tables(_Converter(history, validate).tables(fh, size), out, {**meta, "validated": validate})
+        return write_tables(_Converter(history, validate).tables(fh, size), out, {**meta, "validated": validate})
 
 
-def _write_tables(tables: Iterator[tuple[pa.Table, np.ndarray]], out: Path, meta: dict[str, Any]) -> Path:
+def write_tables(tables: Iterator[tuple[pa.Table, np.ndarray]], out: Path, meta: dict[str, Any]) -> Path:
     """Write converted chunks (with their usable masks) as `out` and its bucket layout; return `out`."""
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     tmp_buckets = out.with_name(f".{out.name}.{os.getpid()}.buckets.tmp")
@@ -240,7 +248,7 @@ class _Converter:
                 return self._slow(data)
         self.pairing = state
         self.records += lines.num_rows
-        return _with(lines, derived), usable
+        return with_derived(lines, derived), usable
 
     def tail(self, data: bytes) -> tuple[pa.Table, np.ndarray]:
         """The last line, without newline: a record if it is JSON, else a corrupt row."""
@@ -249,14 +257,14 @@ class _Converter:
             json.loads(text)
         except ValueError:
             if not text.strip():
-                return _with(LINE_SCHEMA.empty_table(), {}), np.zeros(0, bool)
+                return with_derived(LINE_SCHEMA.empty_table(), {}), np.zeros(0, bool)
             return self._derive(pa.Table.from_pylist([corrupt_row(text)], schema=LINE_SCHEMA))
         return self._slow(data)
 
     def _derive(self, lines: pa.Table) -> tuple[pa.Table, np.ndarray]:
         usable = usable_mask(lines, lines.column(CORRUPT))
         derived, _, self.pairing = self.pairing.derive(lines, usable)
-        return _with(lines, derived), usable
+        return with_derived(lines, derived), usable
 
     # --- slow path: line by line, validate_history's exact messages ------------------
     def _slow(self, data: bytes) -> tuple[pa.Table, np.ndarray]:
@@ -304,7 +312,7 @@ class _Converter:
             raise CheckInputError(message)
 
 
-def _with(lines: pa.Table, derived: dict[str, pa.Array]) -> pa.Table:
+def with_derived(lines: pa.Table, derived: dict[str, pa.Array]) -> pa.Table:
     """`lines` with the derived columns: value, partition and producer replaced, the others
     appended (and `invoked_line`, for the bucket layout only)."""
     cols = {name: derived.get(name, lines.column(name) if name in lines.column_names else None)
@@ -312,8 +320,3 @@ def _with(lines: pa.Table, derived: dict[str, pa.Array]) -> pa.Table:
     cols = [pa.nulls(lines.num_rows, ARROW_SCHEMA.field(n).type) if c is None else c for n, c in cols.items()]
     inv = derived.get("invoked_line", pa.nulls(lines.num_rows, pa.int64()))
     return pa.Table.from_arrays(cols + [inv], schema=ARROW_SCHEMA.append(pa.field("invoked_line", pa.int64())))
-
-
-
-# Converting from a table of lines instead of JSON; at the bottom: it builds on the above.
-from kchaos.checkers.parquet_lines import write_from_lines  # noqa: E402

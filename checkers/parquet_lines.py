@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kchaos.checkers.fast_parse import client_lines_valid
 from kchaos.checkers.history_lines import CORRUPT, LINE_SCHEMA
 from kchaos.checkers.pairing import Pairing, usable_mask
-from kchaos.checkers.fast_parse import client_lines_valid
-from kchaos.checkers.parquet import (CONVERTER_VERSION, _with, _write_tables, cache_path, convert,
-                              parquet_path)
+from kchaos.checkers.parquet import CONVERTER_VERSION, cache_path, convert, parquet_path, with_derived, write_tables
 
 __all__ = ["write_from_lines"]
 
@@ -64,11 +63,11 @@ def write_from_lines(lines: pa.Table, history: Path) -> Path:
     if chunks is None:
         return convert(history, validate=False)
     try:
-        return _write_tables(iter(chunks), parquet_path(history), {**meta, "validated": True})
+        return write_tables(iter(chunks), parquet_path(history), {**meta, "validated": True})
     except (PermissionError, OSError):
         out = cache_path(history)
         out.parent.mkdir(parents=True, exist_ok=True)
-        return _write_tables(iter(chunks), out, {**meta, "validated": True})
+        return write_tables(iter(chunks), out, {**meta, "validated": True})
 
 
 def _line_table(lines: pa.Table) -> pa.Table:
@@ -110,4 +109,4 @@ def _derive_checked(table: pa.Table) -> Iterator[tuple[pa.Table, np.ndarray]]:
         completes = pc.fill_null(pc.not_equal(lines.column("type"), "invoke"), False)
         if np.any(usable & completes.to_numpy(zero_copy_only=False) & ~paired):
             raise ValueError("a completion completes nothing")
-        yield _with(lines, derived), usable
+        yield with_derived(lines, derived), usable

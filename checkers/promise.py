@@ -40,9 +40,9 @@ the run shows it was outside.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
-
+from typing import Any
 
 GUARANTEE = ("a write acknowledged with acks=all is not lost as long as, at every moment after its "
              "acknowledgement, some replica in the partition's ISR (with Eligible Leader Replicas: or an eligible "
@@ -155,7 +155,8 @@ def verdict(partition: int, acked_ns: int, ev: Events, rules: Rules) -> str | No
             where = "ELR" if prev.elr and set(holders) <= prev.elr else "ISR"
             held = f" while {_names(holders)}, in the {where} until then, still held them" if holders else ""
             return (f"p{partition}: in-sync replicas {_names(start)} at the acknowledgement; " + ", ".join(story)
-                    + ("; " if story else "") + f"the controller elected {_names([e.leader if e.leader is not None else -1])} uncleanly at "
+                    + ("; " if story else "")
+                    + f"the controller elected {_names([e.leader if e.leader is not None else -1])} uncleanly at "
                     f"{e.time / NS:.1f} s (ISR and ELR empty: Kafka's last-known-leader rule, with unclean leader "
                     f"election disabled){held}")
         if isinstance(e, PowerLoss):
@@ -204,7 +205,7 @@ def classify(lost: Iterable[tuple[Any, int | None, int | None]], ev: Events, rul
     """
     inside = outside = placed = 0
     reasons: dict[str, dict[str, Any]] = {}
-    for value, partition, acked in lost:
+    for _value, partition, acked in lost:
         if partition is None or acked is None:
             continue
         placed += 1

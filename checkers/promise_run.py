@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from kchaos.checkers.promise import NS, Events, IsrSample, PowerLoss, Rules, UncleanElection, classify
 from kchaos.core.evidence_files import EVIDENCE_DIR, HISTORY_START_KEY, ISR_FILE, read_jsonl
 from kchaos.core.evidence_files import METADATA_FILE as METADATA_NAME
 
-METADATA_FILE = f"{EVIDENCE_DIR}/{METADATA_NAME}"  # run-relative; written by reports/evidence.py from the KRaft metadata log
+# run-relative; written by reports/evidence.py from the KRaft metadata log
+METADATA_FILE = f"{EVIDENCE_DIR}/{METADATA_NAME}"
 
 
 def _version(v: str) -> tuple[int, ...]:

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
-
-from pyspark import SparkContext
+from typing import Any
 
 import pyarrow.parquet as pq
-from pyspark import cloudpickle
+from pyspark import SparkContext, cloudpickle
 
 from kchaos.checkers import check_tasks, line_tasks
 from kchaos.checkers.buckets import bucket_files
@@ -147,7 +146,8 @@ def anomalies(sc: SparkContext, parquets: list[Path], limit: int
             for v, p, o, acked, exposed in out["acked_offset_mismatch"]:
                 old = seen.get(v)
                 first_ack = _least(acked, old[2] if old else None)
-                seen[v] = (p, o, first_ack, exposed) if old is None or (p, o) < old[:2] else (*old[:2], first_ack, old[3])
+                seen[v] = ((p, o, first_ack, exposed) if old is None or (p, o) < old[:2]
+                           else (*old[:2], first_ack, old[3]))
             sends = by_value[run]["nonmonotonic_send"]
             for v, t in out["nonmonotonic_send"]:
                 sends[v] = min(t, sends.get(v, t))
@@ -168,7 +168,7 @@ def anomalies(sc: SparkContext, parquets: list[Path], limit: int
             count, items = out["lost"]
             lost = [(v, acked, _least(done, above[run].get(v) if rb else None)) for v, acked, done, rb in items]
             _merge(found, "lost", count, lost)
-    for run, found in result.items():
+    for found in result.values():
         for kind, f in found.items():
             f.items.sort(key=lambda item: item["key"])
             del f.items[limit if kind != "acked" else 10:]

@@ -13,8 +13,9 @@ more than one.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +46,7 @@ class Settings:
     unclean: bool
 
     @classmethod
-    def of(cls, test: dict[str, Any] | None) -> "Settings":
+    def of(cls, test: dict[str, Any] | None) -> Settings:
         """Read from a test.json-like dict; missing settings take DEFAULTS."""
         producer = (test or {}).get("producer") or {}
         topic = (test or {}).get("topic") or {}

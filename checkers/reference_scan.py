@@ -9,9 +9,10 @@ bulk.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain, repeat
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 

@@ -17,8 +17,8 @@ import re
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import DataFrame, SparkSession
@@ -109,7 +109,7 @@ def prestart(master: str = "local[*]") -> None:
     def start() -> None:
         try:
             spark_context(master)
-        except Exception:  # noqa: BLE001 - the caller's own spark_context() raises it again
+        except Exception:
             pass
 
     threading.Thread(target=start, name="spark-start", daemon=True).start()
@@ -120,7 +120,7 @@ def _start_workers(sc: SparkContext) -> None:
     try:
         n = sc.defaultParallelism
         sc.parallelize(range(n), n).foreach(_nothing)
-    except Exception:  # noqa: BLE001 - a context stopped meanwhile; the real jobs report errors
+    except Exception:
         pass
 
 

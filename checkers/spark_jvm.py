@@ -47,7 +47,7 @@ def ensure_quiet_jvm(conf: SparkConf) -> None:
             except Exception as e:
                 raise RuntimeError(f"Spark's JVM did not start: {e}; it printed: {_tail(path)}") from None
         SparkContext._gateway, SparkContext._jvm = gateway, gateway.jvm
-    reader = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 - the forwarder owns it
+    reader = open(path, encoding="utf-8", errors="replace")
     threading.Thread(target=_forward, args=(reader,), name="spark-jvm-stderr", daemon=True).start()
 
 

@@ -14,8 +14,9 @@ their invocation's line index. Its edges, with the fact that makes each (its *wi
 Self-edges are left out. `G0` counts the strongly connected components (of two or more transactions) of the ww
 edges alone; `G1c` those of ww and wr edges that contain a wr edge between two of their members (a cycle through
 it exists); `G1c_wr` those of every wr edge alone (each read, not only the highest: transactions each of which
-read another's write, which no read_committed history can show). Each gets one example: a shortest cycle (ww only; through a wr edge) found in the component with the
-smallest transaction, as a table of its edges and why each exists.
+read another's write, which no read_committed history can show). Each gets one example: a shortest cycle (ww
+only; through a wr edge) found in the component with the smallest transaction, as a table of its edges and why
+each exists.
 
 `cycles` is the one search both checkers run on their edge arrays, so equal edge sets give equal answers.
 Components are found by networkx on only the edges that can lie on a cycle: with nodes numbered by history

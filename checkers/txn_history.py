@@ -3,8 +3,9 @@ rebalances. Line by line in checkers/txn_lines.py; here, a whole file, with erro
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from kchaos.checkers.parquet import CheckInputError
 from kchaos.checkers.txn_lines import BadLine, LineParser, Parsed, Txn

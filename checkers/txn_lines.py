@@ -8,8 +8,9 @@ BadLine; checkers/txn_history.py turns it into a CheckInputError naming the file
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 
 class BadLine(ValueError):

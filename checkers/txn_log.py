@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from kchaos.checkers.kafka_logs import Batch
 

@@ -28,8 +28,9 @@ checkers/txn_spark.py computes the same result on Spark; `assemble` is where bot
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from kchaos.checkers.txn_cycles import CYCLE_COUNTS, cycles, reference_edges
 from kchaos.checkers.txn_history import Parsed, parse, parse_ops

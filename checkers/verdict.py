@@ -15,8 +15,9 @@ judged the same way when any of them reads it.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from kchaos.checkers.kafka_errors import internal_reasons
 from kchaos.checkers.reference import Settings
@@ -49,7 +50,7 @@ class Judgement:
     undecided: tuple[str, ...] = ()
 
     @classmethod
-    def from_results(cls, results: Mapping[str, Any]) -> "Judgement":
+    def from_results(cls, results: Mapping[str, Any]) -> Judgement:
         """The judgement results.json holds (written by `judged`); a results.json without one (written before
         verdicts) has its `valid` as the verdict and no grounds: `judge` it with its test.json instead."""
         if results.get("verdict") in VERDICTS:

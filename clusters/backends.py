@@ -2,7 +2,7 @@
 Provisioner (clusters/cluster.py) that makes or reaches its nodes; `--hosts` picks `ssh`."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from kchaos.clusters.cluster import Provisioner
 from kchaos.core.config import TestConfig

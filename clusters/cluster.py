@@ -10,9 +10,10 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
@@ -20,9 +21,9 @@ from kchaos.clusters import admin
 from kchaos.clusters.distribution import KafkaDist, resolve
 from kchaos.clusters.kafka_node import KafkaNode, NodeError
 from kchaos.clusters.kraft import NodeSpec, server_properties
-from kchaos.core.kafka_versions import UnsupportedVersion, feature_answer, finalize_commands, node_env
 from kchaos.core import page_cache
 from kchaos.core.config import ClusterConfig
+from kchaos.core.kafka_versions import UnsupportedVersion, feature_answer, finalize_commands, node_env
 
 log = logging.getLogger("kchaos.cluster")
 # How often the readiness waits ask the brokers again: each run waits four times (brokers and topic, at setup
@@ -181,7 +182,7 @@ class KafkaCluster:
         """The node's kernel writeback settings (vm.dirty_expire_centisecs, vm.dirty_writeback_centisecs)."""
         try:
             r = node.run(["cat", *page_cache.VM_FILES], timeout=20)
-        except Exception as e:  # noqa: BLE001 - unreadable means Linux's defaults, and the record says so
+        except Exception as e:
             log.warning("%s: cannot read %s: %s", node.name, " ".join(page_cache.VM_FILES), e)
             return None
         return page_cache.parse_vm(r.stdout) if r.ok else None
@@ -203,7 +204,7 @@ class KafkaCluster:
                 if self.node(name).owns_kafka:  # an operator's own Kafka is left running
                     self.node(name).kill()
                 self.provisioner.collect(name, self.node_dir(name))
-            except Exception as e:  # noqa: BLE001 - a node that is gone has nothing left to stop
+            except Exception as e:
                 log.warning("%s: not stopped or collected at teardown: %s", name, e)
         self.provisioner.destroy()
 
@@ -236,7 +237,7 @@ class KafkaCluster:
             for node in self.nodes:
                 try:
                     missing |= want - admin.registered_brokers(self.listener(node))
-                except Exception:  # noqa: BLE001 - any client error just means "not yet"
+                except Exception:
                     missing.add(self.id_of(node))
             if missing:
                 raise _NotReady(f"not registered everywhere: {sorted(missing)}")
@@ -249,10 +250,12 @@ class KafkaCluster:
         except _NotReady:
             laggards = [self.node_of(i) for i in sorted(missing)]
             tails = "\n".join(f"--- {n}:\n{self.log_tail(n)}" for n in laggards if n)
-            raise ClusterError(f"brokers {laggards} not registered after {deadline:.0f}s; last log lines:\n{tails}") from None
+            raise ClusterError(f"brokers {laggards} not registered after {deadline:.0f}s; "
+                               f"last log lines:\n{tails}") from None
 
     def wait_topic(self, topic: str, rf: int, timeout: float = 120.0) -> None:
-        """Wait until every broker's metadata shows each partition of `topic` with a leader and `rf` in-sync replicas."""
+        """Wait until every broker's metadata shows each partition of `topic` with a leader and `rf` in-sync
+        replicas."""
         for a in Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(READY_POLL_S), reraise=True):
             with a:
                 for node in self.nodes:
@@ -349,7 +352,7 @@ class KafkaCluster:
         return files
 
     @staticmethod
-    def _guard(fn: Callable[[], object]):  # noqa: ANN205 - returns what fn returns
+    def _guard(fn: Callable[[], object]):
         try:
             return fn()
         except NodeError as e:

@@ -90,7 +90,8 @@ def check_user_dist(path: str) -> None:
     p = Path(path).expanduser()
     if p.is_dir():
         if not any((p / "libs").glob("kafka_2.13-*.jar")):
-            raise DistributionError(f"--kafka-dist {p}: no libs/kafka_2.13-*.jar inside; expected an extracted kafka_2.13-3.7.x")
+            raise DistributionError(f"--kafka-dist {p}: no libs/kafka_2.13-*.jar inside; "
+                                    "expected an extracted kafka_2.13-3.7.x")
     elif p.is_file():
         if not (p.name.endswith(".tgz") or p.name.endswith(".tar.gz")):
             raise DistributionError(f"--kafka-dist {p}: expected a directory or a .tgz")
@@ -136,8 +137,9 @@ def _from_maven(version: str) -> KafkaDist:
     with tempfile.TemporaryDirectory() as tmp:
         pom = Path(tmp) / "pom.xml"
         shutil.copy(POM, pom)
-        cmd = ["mvn", "-q", "-B", "-f", str(pom), f"-Dkafka.version={version}", f"-Dtools.version={tools_version(version)}",
-               "dependency:copy-dependencies", f"-DoutputDirectory={libs}", "-DincludeScope=runtime"]
+        cmd = ["mvn", "-q", "-B", "-f", str(pom), f"-Dkafka.version={version}",
+               f"-Dtools.version={tools_version(version)}", "dependency:copy-dependencies", f"-DoutputDirectory={libs}",
+               "-DincludeScope=runtime"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0 or not (libs / f"kafka_2.13-{version}.jar").exists():
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import docker
 import docker.errors

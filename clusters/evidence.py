@@ -95,7 +95,7 @@ def _one(cluster: Copier, node: str, topic: str, dest: Path, cap_bytes: int) -> 
         chosen = meta + [rel for rel, _ in data]
         n = cluster.copy_out(node, cluster.data_dir(node), chosen, dest / node)
         return NodeCopy(node, len(chosen), n, topic_bytes, skipped)
-    except Exception as e:  # noqa: BLE001 - evidence is best effort; the run's verdict does not depend on it
+    except Exception as e:
         log.warning("evidence from %s not collected: %s", node, e)
         return NodeCopy(node, 0, 0, 0, error=f"{type(e).__name__}: {e}")
 
@@ -107,6 +107,7 @@ def collect(cluster: Copier, topic: str, dest: Path, cap_bytes: int = CAP_BYTES)
     started = time.time()
     out = [_one(cluster, spec.name, topic, dest, cap_bytes) for spec in cluster.specs]
     (dest / COLLECT_FILE).write_text(json.dumps({
-        "topic": topic, "data_dir": cluster.data_dir(cluster.specs[0].name), "cap_bytes": cap_bytes, "collected_unix_ms": int(started * 1000),
-        "seconds": round(time.time() - started, 3), "nodes": [asdict(c) for c in out]}, indent=2) + "\n")
+        "topic": topic, "data_dir": cluster.data_dir(cluster.specs[0].name), "cap_bytes": cap_bytes,
+        "collected_unix_ms": int(started * 1000), "seconds": round(time.time() - started, 3),
+        "nodes": [asdict(c) for c in out]}, indent=2) + "\n")
     return out

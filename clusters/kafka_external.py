@@ -16,7 +16,6 @@ from kchaos.clusters.kraft import NodeSpec
 from kchaos.clusters.remote import Remote
 from kchaos.core.hosts import ExternalKafka
 
-
 LISTEN_TIMEOUT_S = 60.0
 LISTEN_POLL_S = 0.5
 

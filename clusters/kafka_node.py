@@ -44,7 +44,7 @@ class NodeLayout:
     root: str | None = None  # the directory kchaos owns, when it owns one (removed at cleanup)
 
     @classmethod
-    def under(cls, root: str, dist: KafkaDist | None = None) -> "NodeLayout":
+    def under(cls, root: str, dist: KafkaDist | None = None) -> NodeLayout:
         """Everything below `root`; the jars in a folder named after the distribution, so a host
         keeps the jars of every version it ran (uploaded once each). Without `dist`: the layout
         to clean up, whatever version it ran."""

@@ -98,7 +98,7 @@ class Needs:
 
     def args(self) -> list[str]:
         """As arguments of the hosts' prerequisite check: machine, glibc as "2.34", the sonames."""
-        return [self.machine, "%d.%d" % self.glibc, *self.libraries]
+        return [self.machine, "{}.{}".format(*self.glibc), *self.libraries]
 
 
 def needs(binary: Path) -> Needs:

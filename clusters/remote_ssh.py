@@ -26,9 +26,20 @@ from pathlib import Path
 import paramiko
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from kchaos.clusters.remote import (AuthFailed, Command, CommandTimeout, ConnectionLost, HostKeyChanged,
-                             HostKeyUnknown, HostUnreachable, Result, TransferFailed, finish, node_argv,
-                             render)
+from kchaos.clusters.remote import (
+    AuthFailed,
+    Command,
+    CommandTimeout,
+    ConnectionLost,
+    HostKeyChanged,
+    HostKeyUnknown,
+    HostUnreachable,
+    Result,
+    TransferFailed,
+    finish,
+    node_argv,
+    render,
+)
 from kchaos.core.hosts import Host, HostsFile
 
 DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")

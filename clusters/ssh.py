@@ -16,9 +16,10 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from kchaos.clusters import lazyfs
 from kchaos.clusters.cluster import ClusterError, HostCheckError
@@ -231,7 +232,7 @@ class SshProvisioner:
         def one(node: KafkaNode) -> None:
             try:
                 release(node, keep_dist=True)
-            except Exception as e:  # noqa: BLE001 - `kchaos cleanup --hosts` finishes the job later
+            except Exception as e:
                 log.warning("%s: not cleaned up: %s", node.name, e)
 
         each(list(self.nodes.values()), one)
@@ -251,8 +252,8 @@ def release(node: KafkaNode, *, keep_dist: bool) -> list[str]:
             node.write(f"{node.layout.bin}/node.env", node.layout.env({}))
         lines = node.fault_ctl("cleanup").splitlines()
     if keep_dist:
-        node.run(["sh", "-c", 'cd "$1" && find . -mindepth 1 -maxdepth 1 ! -name dist -exec rm -rf --one-file-system {} +',
-                  "sh", root], timeout=120, check=True)
+        node.run(["sh", "-c", 'cd "$1" && find . -mindepth 1 -maxdepth 1 ! -name dist '
+                  '-exec rm -rf --one-file-system {} +', "sh", root], timeout=120, check=True)
     else:
         node.remove_root()
     return lines

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Callable
+from typing import Any
 
-from kchaos.core.kafka_versions import DEFAULT as KAFKA_DEFAULT, UnsupportedVersion, release_key, resolve_version
-from kchaos.core.page_cache import MODELS as PAGE_CACHE_MODELS, NEVER as NEVER_WRITTEN_BACK
+from kchaos.core.kafka_versions import DEFAULT as KAFKA_DEFAULT
+from kchaos.core.kafka_versions import UnsupportedVersion, release_key, resolve_version
+from kchaos.core.page_cache import MODELS as PAGE_CACHE_MODELS
+from kchaos.core.page_cache import NEVER as NEVER_WRITTEN_BACK
 
 ACKS = ("0", "1", "all")
 STORAGES = ("auto", "lazyfs", "plain")
@@ -54,7 +57,8 @@ class ProducerConfig:
     max_in_flight: int = 5
     delivery_timeout_ms: int = 10000
     request_timeout_ms: int = 3000
-    socket_timeout_ms: int | None = None  # None: librdkafka's (60 s; a transactional producer's: its transaction timeout)
+    # None: librdkafka's (60 s; a transactional producer's: its transaction timeout)
+    socket_timeout_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -209,7 +213,7 @@ class TestConfig:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TestConfig":
+    def from_dict(cls, d: dict[str, Any]) -> TestConfig:
         """Rebuild a config from `to_dict` output; unknown keys are a ConfigError."""
         subs = {"topic": TopicConfig, "producer": ProducerConfig, "cluster": ClusterConfig,
                 "workload": WorkloadConfig, "nemesis": NemesisConfig}
@@ -223,7 +227,7 @@ class TestConfig:
                 raise ConfigError(f"unknown option {key!r}")
         return validate(cls(**kw))
 
-    def with_(self, **changes: Any) -> "TestConfig":
+    def with_(self, **changes: Any) -> TestConfig:
         """A copy with top-level fields replaced."""
         return replace(self, **changes)
 
@@ -316,7 +320,8 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
            f"test name {cfg.name!r} must be 1-64 of letters, digits, '.', '_' or '-'")
     _check(_int(cfg.seed) and cfg.seed >= 0, f"--seed must be a non-negative integer, got {cfg.seed!r}")
     _check(cfg.time_limit > 0, f"--time-limit must be positive, got {cfg.time_limit}")
-    _check(bool(re.fullmatch(r"[A-Za-z0-9._-]{1,200}", t.name)), f"topic name {t.name!r} is not a legal Kafka topic name")
+    _check(bool(re.fullmatch(r"[A-Za-z0-9._-]{1,200}", t.name)),
+           f"topic name {t.name!r} is not a legal Kafka topic name")
     _check(_int(c.nodes) and 1 <= c.nodes <= 9, f"--nodes must be 1..9, got {c.nodes}")
     _check(_int(c.controllers) and c.controllers in (0, 1, 3, 5),
            f"--controllers must be 0 (combined mode), 1, 3 or 5, got {c.controllers}")
@@ -332,7 +337,8 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
            f"--rf {t.replication_factor} is larger than --nodes {c.nodes}: a partition needs one broker per replica")
     _check(_int(t.min_insync) and t.min_insync >= 1, f"--min-insync must be >= 1, got {t.min_insync}")
     _check(t.min_insync <= t.replication_factor,
-           f"--min-insync {t.min_insync} is larger than --rf {t.replication_factor}: acks=all writes could never succeed")
+           f"--min-insync {t.min_insync} is larger than --rf {t.replication_factor}: "
+           "acks=all writes could never succeed")
     _check(_int(t.flush_messages) and t.flush_messages >= 0,
            f"--flush-messages must be >= 0 (0: Kafka's default, never), got {t.flush_messages}")
     _check(_int(t.segment_ms) and t.segment_ms >= 0,
@@ -427,7 +433,8 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
     if not c.kafka_dist:  # a user's distribution brings its own version
         try:
             _check(resolve_version(c.kafka_version) == c.kafka_version,
-                   f"--kafka-version {c.kafka_version} names a line: give its release {resolve_version(c.kafka_version)}")
+                   f"--kafka-version {c.kafka_version} names a line: "
+                   f"give its release {resolve_version(c.kafka_version)}")
         except UnsupportedVersion as e:
             raise ConfigError(str(e)) from None
     _check(c.storage in STORAGES, f"--storage must be one of {', '.join(STORAGES)}; got {c.storage!r}")

@@ -9,8 +9,8 @@ the files.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 __all__ = ["EVIDENCE_DIR", "RAW_DIR", "COLLECT_FILE", "METADATA_DIR", "SEGMENTS_FILE", "METADATA_FILE", "ISR_FILE",
            "HISTORY_START_KEY", "TXN_STATE_DIR", "TXN_STATE_FILE", "TXN_EXPLANATION_FILE", "read_isr", "read_jsonl"]

@@ -12,10 +12,11 @@ described those nemeses then.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Literal
 
 __all__ = ["FAULTS_FILE", "FaultsError", "FaultKind", "FaultCatalogue", "write_faults", "read_faults", "run_faults"]
 
@@ -88,7 +89,7 @@ class FaultKind:
         return {"nemesis": self.nemesis, "breaks": self.breaks, "mends": self.mends, "colors": dict(self.colors)}
 
     @classmethod
-    def from_dict(cls, d: Any) -> "FaultKind":
+    def from_dict(cls, d: Any) -> FaultKind:
         """The inverse of `to_dict`; ValueError naming the first field that is wrong."""
         if not isinstance(d, dict):
             raise ValueError("an entry must be an object")
@@ -134,7 +135,7 @@ class FaultCatalogue:
         return "[\n" + ",\n".join(json.dumps(k.to_dict()) for k in self.kinds) + "\n]\n"
 
     @classmethod
-    def from_history(cls, ops: Iterable[Mapping[str, Any]]) -> "FaultCatalogue":
+    def from_history(cls, ops: Iterable[Mapping[str, Any]]) -> FaultCatalogue:
         """The catalogue of a run recorded before faults.json, from its nemesis lines (or fault windows).
 
         Every spec the ops name whose package (the spec before any ":") the
@@ -149,7 +150,7 @@ class FaultCatalogue:
         return cls(tuple(kinds.values()))
 
     @classmethod
-    def legacy(cls) -> "FaultCatalogue":
+    def legacy(cls) -> FaultCatalogue:
         """Every package of the registry before faults.json existed, each under its own name."""
         return cls(tuple(_legacy_kind(name) for name in _LEGACY_BREAKS))
 

@@ -12,9 +12,10 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 OP_TYPES = ("invoke", "ok", "fail", "info")
 FLUSH_S = 0.05
@@ -33,7 +34,7 @@ class Op:
     f: str
     fields: dict[str, Any]
 
-    def completion(self, type_: str, **fields: Any) -> "Op":
+    def completion(self, type_: str, **fields: Any) -> Op:
         """The completion of this invocation, carrying its partition/topic/value unless overridden."""
         keep = {k: v for k, v in self.fields.items() if k in ("topic", "partition", "value")}
         return Op(self.process, type_, self.f, {**keep, **fields})
@@ -102,7 +103,7 @@ class History:
                 os.fsync(self._fh.fileno())
                 self._fh.close()
 
-    def __enter__(self) -> "History":
+    def __enter__(self) -> History:
         return self
 
     def __exit__(self, *exc: object) -> None:

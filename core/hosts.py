@@ -40,9 +40,10 @@ from __future__ import annotations
 import getpass
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kchaos.core.config import ConfigError
 from kchaos.core.yaml_doc import SpecDoc

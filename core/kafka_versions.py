@@ -18,8 +18,9 @@ Maven Central (docs/versions.md):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 STORAGE_TOOL = "kafka.tools.StorageTool"
 PERF_CLASS = "org.apache.kafka.tools.ProducerPerformance"

@@ -13,8 +13,9 @@ one line (`describe`). Pure functions over the configuration and that record: co
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 KERNEL = "kernel"
 NEVER = "never-written-back"
@@ -70,7 +71,8 @@ def plan(page_cache: str, writeback_age_s: float | None, vm: tuple[int, int] | N
         return Writeback(NEVER, None, None, "--page-cache never-written-back" if page_cache == NEVER
                          else "--writeback-age 0")
     if writeback_age_s is not None:
-        return Writeback("writeback-age", writeback_age_s, every_cs / 100 or None, f"--writeback-age {writeback_age_s:g}")
+        return Writeback("writeback-age", writeback_age_s, every_cs / 100 or None,
+                         f"--writeback-age {writeback_age_s:g}")
     if every_cs == 0:  # the kernel's periodic writeback is off: dirty data waits for memory pressure or sync
         return Writeback(KERNEL, None, None, source + " (periodic writeback off)")
     return Writeback(KERNEL, expire_cs / 100, every_cs / 100, source)

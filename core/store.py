@@ -5,7 +5,7 @@ import json
 import os
 import platform
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ def check_store(store: str) -> Path:
 
 def stamp() -> str:
     """The current UTC time as a directory name, e.g. 20261122T035547.035Z (sorts by time)."""
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")[:-4] + "Z"
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")[:-4] + "Z"
 
 
 def stamped_dir(parent: Path) -> Path:

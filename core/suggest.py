@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from collections.abc import Iterable
 
 
 def close_names(word: str, known: Iterable[str], n: int = 3) -> list[str]:

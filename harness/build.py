@@ -7,10 +7,12 @@ the runner (harness/runner.py) composes whatever parts a Test holds and names no
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+import kchaos.nemesis as nemeses
 from kchaos.clusters.backends import BACKENDS
 from kchaos.clusters.cluster import KafkaCluster, Provisioner
 from kchaos.clusters.distribution import DistributionError, KafkaDist, cache_dir, check_user_dist, resolve
@@ -20,7 +22,6 @@ from kchaos.core.hosts import HostsFile, load_hosts
 from kchaos.core.kafka_versions import UnsupportedVersion, tools_record
 from kchaos.core.protocols import Cluster, Nemesis, Workload
 from kchaos.core.suggest import did_you_mean
-import kchaos.nemesis as nemeses
 from kchaos.nemesis.base import ScheduledOp
 from kchaos.nemesis.mix import lazy_families
 from kchaos.nemesis.schedule import make_schedule, schedule_names, specs_in

@@ -20,8 +20,17 @@ from kchaos.core.config import ConfigError
 from kchaos.core.exit_codes import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_ENV, EXIT_INTERRUPTED, EXIT_REGRESSION
 from kchaos.harness import cli_experiments
 from kchaos.harness.cli_parser import build_parser, unrecognized
-from kchaos.harness.console import (print_explanation, print_lines, print_regressions, print_run, print_suite,
-                             print_txn_explanation, run_headline, runs_summary, suite_plan)
+from kchaos.harness.console import (
+    print_explanation,
+    print_lines,
+    print_regressions,
+    print_run,
+    print_suite,
+    print_txn_explanation,
+    run_headline,
+    runs_summary,
+    suite_plan,
+)
 from kchaos.harness.options import config_from_args
 from kchaos.harness.terminal import make_console
 
@@ -203,12 +212,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _sigterm)
     # Imported late: `kchaos cleanup` and bad options must not wait for Spark or Docker imports.
     from kchaos.checkers import CheckInputError, exit_code
-    from kchaos.clusters.distribution import DistributionError
     from kchaos.clusters.cluster import ClusterError, HostCheckError
-    from kchaos.clusters.kafka_node import NodeError
-    from kchaos.clusters.remote import ConnectError, RemoteError
+    from kchaos.clusters.distribution import DistributionError
     from kchaos.clusters.engine import EngineError
     from kchaos.clusters.image import ImageError
+    from kchaos.clusters.kafka_node import NodeError
+    from kchaos.clusters.remote import ConnectError, RemoteError
     from kchaos.core.history import HistoryError
     from kchaos.core.store import StoreError
     from kchaos.reports import ReportsInputError
@@ -242,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
             return _explain(Path(args.run), console, args.all)
         if args.cmd in ("scenario", "repro", "shrink"):
             return cli_experiments.run(args, console, out, argv)
-        from kchaos.harness.runner import preflight, run_test
+        from kchaos.harness.build import preflight
+        from kchaos.harness.runner import run_test
         cfg = preflight(config_from_args(args))
         run, results = run_test(cfg, argv=_command(argv), console=console, keep=args.keep)
         out.print(run_headline(cfg, run), markup=False, highlight=False)

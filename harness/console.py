@@ -12,9 +12,10 @@ wide as its content (harness/terminal.py).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -25,7 +26,7 @@ from kchaos.checkers.kafka_errors import errors_line
 from kchaos.checkers.verdict import UNKNOWN, Judgement, history_line, of_valid
 from kchaos.harness.spec_files import show
 from kchaos.harness.terminal import interactive
-from kchaos.reports.explain_text import groups_of
+from kchaos.reports.explain_text import explain_lines
 from kchaos.reports.explain_txn_text import txn_lines
 from kchaos.reports.severity import RICH, level, rich_verdict
 
@@ -39,8 +40,6 @@ if TYPE_CHECKING:
 
 WRAPPED_MIN = 8  # narrower, a wrapped column is no longer readable: it is left out instead
 SEEDS_SHOWN = 4
-MAX_CONSOLE_GROUPS = 5
-_INDENT = "     "  # under the text after "why: "
 
 
 @dataclass(frozen=True)
@@ -100,7 +99,7 @@ def _legend(console: Console, lines: list[str], hidden: list[str], more: str) ->
 
 # --- one run ---
 
-def run_headline(cfg: "TestConfig", run: Path) -> str:
+def run_headline(cfg: TestConfig, run: Path) -> str:
     """`NAME seed=7 acks=all min.insync=2 → RUN`: which run the summary under it is about."""
     return f"{cfg.name} seed={cfg.seed} acks={cfg.producer.acks} min.insync={cfg.topic.min_insync} → {run}"
 
@@ -145,7 +144,8 @@ def runs_summary(results: dict[str, Any]) -> str:
     """One line per run checked by `kchaos check DIR`: verdict, configuration, acked, lost, error. Run paths are
     never cut: the first column is as wide as the longest."""
     w = max([3, *(len(r["run"]) for r in results["runs"])])
-    head = f"{'run':<{w}} {'verdict':<8} {'acks':<4} {'minisr':<6} {'acked':>9} {'lost':>8} {'promised':<8} faults-avail"
+    head = (f"{'run':<{w}} {'verdict':<8} {'acks':<4} {'minisr':<6} {'acked':>9} {'lost':>8} {'promised':<8} "
+            "faults-avail")
     lines = [f"verdict: {results.get('verdict') or of_valid(results.get('valid'))}", head]
     for r in results["runs"]:
         verdict = r.get("verdict") or of_valid(r.get("valid"))
@@ -156,34 +156,6 @@ def runs_summary(results: dict[str, Any]) -> str:
 
 
 # --- lost writes ---
-
-def console_lines(explanation: Mapping[str, Any], run: Path | str, limit: int = MAX_CONSOLE_GROUPS) -> list[str]:
-    """What a run's console says about its lost writes: the `limit` largest groups, each on at most three lines
-    ("why: " what was lost and who acknowledged it; what happened; each replica's fate), then, when there are
-    more, one line naming them and where to read them. Nothing when no lost write was placed."""
-    groups = groups_of(explanation)
-    lines = []
-    for g in groups[:limit]:
-        parts = [p for p in g.get("parts") or [g.get("why", "")] if p]
-        if not parts:
-            continue
-        parts[-1] = parts[-1].rstrip(".") + "."
-        lines.append(f"why: {parts[0]}")
-        lines += [f"{_INDENT}{p}" for p in parts[1:3]]
-    rest = len(groups) - min(limit, len(groups))
-    if rest:
-        values = sum(g.get("values") or 0 for g in groups[limit:])
-        lines.append(f"… {rest} more group{'s' if rest != 1 else ''} ({values:,} values): kchaos explain {run}")
-    return lines
-
-
-def explain_lines(explanation: Mapping[str, Any], all_ranges: bool = False) -> list[str]:
-    """What `kchaos explain` prints: one sentence per group, largest first; with `all_ranges`, one sentence per
-    lost range instead (offset order), as explanation.json's `why` has them."""
-    if all_ranges:
-        return [r.get("why") or "" for r in explanation.get("ranges") or []]
-    return [g.get("why") or "" for g in groups_of(explanation)]
-
 
 def print_explanation(console: Console, explanation: Mapping[str, Any], all_ranges: bool = False) -> None:
     """`explain_lines` on stdout, never wrapped (a sentence is one line, however long); then the explanation's
@@ -207,15 +179,6 @@ def print_txn_explanation(console: Console, explanation: Mapping[str, Any]) -> N
         console.print("no torn transactions, G1a, lost_write or aborted_read to explain")
 
 
-def txn_console_lines(explanation: Mapping[str, Any], limit: int = MAX_CONSOLE_GROUPS) -> list[str]:
-    """What a txn run's console says about its anomalous transactions: the summary line, then "why: op N: cause"
-    for the first `limit` transactions."""
-    lines = txn_lines(explanation)[:1]
-    for t in (explanation.get("transactions") or [])[:limit]:
-        lines.append(f"why: op {t['index']}: {t.get('cause') or 'not read off the files (kchaos explain RUN)'}")
-    return lines
-
-
 # --- a suite ---
 
 SUITE_COLUMNS = (Column("verdict", keep=True), Column("cell", keep=True),
@@ -236,7 +199,7 @@ SUITE_LEGEND = {
 GROUNDS_SHOWN = 10  # cells whose failed and allowed anomalies are listed under the suite table
 
 
-def print_suite(console: Console, name: str, sdir: Path, outcomes: Sequence["CellOutcome"]) -> None:
+def print_suite(console: Console, name: str, sdir: Path, outcomes: Sequence[CellOutcome]) -> None:
     """The suite's verdict: a title line, one row per cell (verdict, cell, runs, acked, lost, lost inside the
     promise, availability in faults, promise), a legend, what failed or was observed and allowed per cell, and
     where compare.html and report.xml are."""
@@ -272,7 +235,7 @@ def print_suite(console: Console, name: str, sdir: Path, outcomes: Sequence["Cel
     console.print(f"compare: {sdir / 'compare.html'}  junit: {sdir / 'report.xml'}", markup=False)
 
 
-def print_regressions(console: Console, regressions: Sequence["Regression"], before: Path | None) -> None:
+def print_regressions(console: Console, regressions: Sequence[Regression], before: Path | None) -> None:
     """The regressions of a suite night against the one before (`before`, None on a suite's first night): one line
     each, or one line saying there are none."""
     if before is None:
@@ -288,7 +251,7 @@ def print_regressions(console: Console, regressions: Sequence["Regression"], bef
 
 # --- a scenario ---
 
-def print_scenario(console: Console, sc: "Scenario", sdir: Path, results: Sequence["VariantResult"]) -> None:
+def print_scenario(console: Console, sc: Scenario, sdir: Path, results: Sequence[VariantResult]) -> None:
     """The scenario's verdict: a title line, one row per variant (verdict, variant, whether the prediction matches,
     the prediction, runs that matched it, the rate, what was observed) and a legend."""
     from kchaos.harness.scenario_run import PER_RUN_UP_TO, SHOWN, observed_text, spread_text
@@ -365,7 +328,7 @@ def print_lines(console: Console, lines: Sequence[str]) -> None:
         console.print(line, markup=False, highlight=False)
 
 
-def print_scenarios(console: Console, scenarios: Sequence["Scenario"]) -> None:
+def print_scenarios(console: Console, scenarios: Sequence[Scenario]) -> None:
     """`kchaos scenario --list`: each scenario's name and description, then each variant and what it predicts."""
     for sc in scenarios:
         console.print(f"[bold]{sc.name}[/]: {sc.description}", highlight=False)
@@ -375,7 +338,7 @@ def print_scenarios(console: Console, scenarios: Sequence["Scenario"]) -> None:
 
 # --- --dry-run ---
 
-def suite_plan(suite: "Suite", seed: int | None, where: Path) -> list[str]:
+def suite_plan(suite: Suite, seed: int | None, where: Path) -> list[str]:
     """What `kchaos suite FILE` would run: the options every cell shares, then each cell with its seeds."""
     runs = len(suite.cells) * suite.repeat
     seconds = suite.repeat * sum(suite.config(c, 0, Path("/tmp"), "local[*]").time_limit for c in suite.cells)
@@ -391,7 +354,7 @@ def suite_plan(suite: "Suite", seed: int | None, where: Path) -> list[str]:
     return lines
 
 
-def scenario_plan(sc: "Scenario", suite: "Suite", seed: int, where: Path) -> list[str]:
+def scenario_plan(sc: Scenario, suite: Suite, seed: int, where: Path) -> list[str]:
     """What `kchaos scenario NAME` would run: each variant of `suite` (the scenario as a suite) with its
     prediction, its options, its faults and its seeds."""
     lines = [f"scenario {sc.name}: {len(suite.cells)} variants × {_times(suite.repeat)} = "

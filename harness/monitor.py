@@ -61,7 +61,7 @@ class IsrMonitor:
         try:
             parts = admin.partitions(self.bootstrap, self.topic, timeout=max(0.5, self.period * 0.8),
                                      client=self._client)
-        except Exception as e:  # noqa: BLE001 - any failure is one recorded gap, not the end of the series
+        except Exception as e:
             return [{"time": t, "error": str(e).splitlines()[0][:300]}]
         return [{"time": t, "partition": p.partition, "leader": p.leader, "replicas": list(p.replicas),
                  "isr": list(p.isr)} for p in sorted(parts.values(), key=lambda s: s.partition)]

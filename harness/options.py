@@ -8,9 +8,20 @@ from __future__ import annotations
 import argparse
 import secrets
 
-from kchaos.core.config import (CLIENTS, JAVA_CLIENTS_DEFAULT, ClusterConfig, ConfigError, NemesisConfig, ProducerConfig,
-                         TestConfig, TopicConfig, WorkloadConfig, exact_kafka_version, java_clients_version,
-                         uses_disk_full)
+from kchaos.core.config import (
+    CLIENTS,
+    JAVA_CLIENTS_DEFAULT,
+    ClusterConfig,
+    ConfigError,
+    NemesisConfig,
+    ProducerConfig,
+    TestConfig,
+    TopicConfig,
+    WorkloadConfig,
+    exact_kafka_version,
+    java_clients_version,
+    uses_disk_full,
+)
 from kchaos.harness import full_load
 
 D = TestConfig()  # every option's default
@@ -229,11 +240,13 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
         topic=TopicConfig(partitions=a.partitions, replication_factor=a.rf, min_insync=a.min_insync,
                           unclean=a.unclean, flush_messages=a.flush_messages,
                           segment_ms=a.segment_ms),
-        producer=ProducerConfig(acks=str(a.acks), idempotence=a.idempotence or a.workload in ("txn", "copy"), retries=a.retries,
+        producer=ProducerConfig(acks=str(a.acks), idempotence=a.idempotence or a.workload in ("txn", "copy"),
+                                retries=a.retries,
                                 linger_ms=load["linger_ms"], max_in_flight=a.max_in_flight,
                                 delivery_timeout_ms=a.delivery_timeout_ms, request_timeout_ms=a.request_timeout_ms,
                                 socket_timeout_ms=a.socket_timeout_ms),
-        cluster=ClusterConfig(nodes=a.nodes, controllers=a.controllers, kafka_version=exact_kafka_version(a.kafka_version),
+        cluster=ClusterConfig(nodes=a.nodes, controllers=a.controllers,
+                              kafka_version=exact_kafka_version(a.kafka_version),
                               kafka_dist=a.kafka_dist, base_image=a.base_image, subnet=a.subnet,
                               replica_lag_time_max_ms=a.replica_lag_time_max_ms,
                               broker_session_timeout_ms=a.broker_session_timeout_ms, storage=a.storage,
@@ -242,7 +255,8 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
         workload=WorkloadConfig(kind=a.workload, producers=load["producers"], consumers=a.consumers, rate=a.rate,
                                 txn_isolation=a.txn_isolation, txn_abort_p=a.txn_abort_p, client=a.client,
                                 txn_sub_p=a.txn_sub_p,
-                                client_version=java_clients_version(exact_kafka_version(a.kafka_version)) if a.client == "java" else None,
+                                client_version=(java_clients_version(exact_kafka_version(a.kafka_version))
+                                                if a.client == "java" else None),
                                 in_flight=load["in_flight"], producer_processes=load["producer_processes"],
                                 full_load=load.get("full_load"), consumer_mode=a.consumer_mode,
                                 group_commit=a.group_commit or D.workload.group_commit,

@@ -23,7 +23,7 @@ class Prediction:
     text: str
 
     @classmethod
-    def parse(cls, text: Any) -> "Prediction":
+    def parse(cls, text: Any) -> Prediction:
         """Check the expression: only metric names, numbers, comparisons, and/or/not, + - * /; else ValueError."""
         if not isinstance(text, str) or not text.strip():
             raise ValueError("must be an expression such as `lost > 0`")

@@ -80,11 +80,12 @@ def attempt(cfg: TestConfig, runner: Runner, console: Console, argv: list[str], 
         run, results = runner(cfg, argv=argv, console=console, label=label)
     except (EngineError, DistributionError, ImageError, KeyboardInterrupt):
         raise
-    except Exception as e:  # noqa: BLE001 - one broken attempt must not end the search
+    except Exception as e:
         return {"run": None, "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
                 "reproduced": False, "anomalies": [], "counts": {}}
     kinds = anomaly_kinds(results)
-    out = {"run": str(run), "verdict": results.get("verdict"), "valid": results.get("valid"), "anomalies": kinds, "counts": results.get("counts", {}),
+    out = {"run": str(run), "verdict": results.get("verdict"), "valid": results.get("valid"), "anomalies": kinds,
+           "counts": results.get("counts", {}),
            "reproduced": set(target) <= set(kinds) and (bool(target) or not kinds)}
     if original is not None:
         out["same_faults"] = fault_trace(run) == fault_trace(original)
@@ -95,7 +96,8 @@ def repro(run: Path, store: Path, *, attempts: int = 1, spark_master: str = "loc
           console: Console | None = None, argv: list[str] | None = None,
           runner: Runner | None = None) -> tuple[Path, dict[str, Any]]:
     """Replay `run` `attempts` times; return the repro directory and the report written to repro.json."""
-    from kchaos.harness.runner import preflight, run_test
+    from kchaos.harness.build import preflight
+    from kchaos.harness.runner import run_test
 
     console = console or make_console()
     cfg, results = recorded_config(run)

@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -24,9 +25,9 @@ from kchaos.core.evidence_files import HISTORY_START_KEY, ISR_FILE
 from kchaos.core.faults import write_faults
 from kchaos.core.history import History, read_history
 from kchaos.core.kafka_versions import release_timeline
+from kchaos.core.page_cache import describe as describe_page_cache
 from kchaos.core.protocols import Cluster, Workload
 from kchaos.core.send_stream import merge_streams
-from kchaos.core.page_cache import describe as describe_page_cache
 from kchaos.core.store import add_to_test_json, load_test_json, new_run_dir, versions, write_test_json
 from kchaos.harness.build import Test, build_test, preflight
 from kchaos.harness.monitor import IsrMonitor
@@ -37,7 +38,7 @@ from kchaos.nemesis.schedule import kills_closer_than, save_schedule
 # The txn anomalies a run's end explains from Kafka's files (reports/explain_txn.py).
 TXN_EXPLAINED = ("torn_transaction", "G1a", "lost_write")
 
-__all__ = ["preflight", "prepare", "run_test", "run", "write_report_safely", "collect_evidence_safely",
+__all__ = ["prepare", "run_test", "run", "write_report_safely", "collect_evidence_safely",
            "explain_safely", "explain_txn_safely"]
 log = logging.getLogger("kchaos.runner")
 RECOVERY_TIMEOUT_S = 60.0
@@ -180,7 +181,7 @@ def _record_releases(run_dir: Path, cfg: TestConfig, cluster: Cluster) -> None:
         ops = read_history(run_dir / "history.jsonl")
         first = {n: cfg.cluster.kafka_version for n in cluster.release}
         add_to_test_json(run_dir, releases=release_timeline(ops, first))
-    except Exception:  # noqa: BLE001 - the history holds the same, op by op
+    except Exception:
         log.exception("test.json: releases not recorded")
 
 
@@ -190,7 +191,7 @@ def write_report_safely(run: Path, say: Callable[[str], None]) -> Path | None:
         from kchaos.reports.run_report import write_report
 
         path = write_report(run)
-    except Exception as e:  # noqa: BLE001 - the results are already safe in results.json
+    except Exception as e:
         log.exception("report.html failed")
         say(f"[yellow]report.html not written: {type(e).__name__}: {e}[/]")
         return None
@@ -204,7 +205,7 @@ def collect_evidence_safely(cluster: Cluster, topic: str, run: Path, say: Callab
 
     try:
         copies = collect(cluster, topic, run / "evidence" / "raw")
-    except Exception as e:  # noqa: BLE001 - evidence is extra; the history decides the verdict
+    except Exception as e:
         log.exception("evidence not collected")
         say(f"[yellow]Kafka's files not collected: {type(e).__name__}: {e}[/]")
         return
@@ -221,13 +222,13 @@ def explain_safely(run: Path, say: Callable[[str], None]) -> dict[str, Any] | No
     handler = _log_to(run)
     try:
         from kchaos.clusters.distribution import run_libs
-        from kchaos.harness.console import console_lines
         from kchaos.reports.explain import explain
+        from kchaos.reports.explain_text import console_lines
 
         for line in console_lines(explain(run, find_libs=run_libs).to_dict(), run):
             say(line)
         return rejudge_loss(run)
-    except Exception as e:  # noqa: BLE001 - the verdict stands without the explanation
+    except Exception as e:
         log.exception("explanation failed")
         say(f"[yellow]lost writes not explained: {type(e).__name__}: {e}[/]")
         return None
@@ -241,12 +242,12 @@ def explain_txn_safely(run: Path, say: Callable[[str], None]) -> None:
     handler = _log_to(run)
     try:
         from kchaos.clusters.distribution import run_libs
-        from kchaos.harness.console import txn_console_lines
         from kchaos.reports.explain_txn import explain_txn
+        from kchaos.reports.explain_txn_text import txn_console_lines
 
         for line in txn_console_lines(explain_txn(run, find_libs=run_libs).to_dict()):
             say(escape(line))  # client log lines carry [brackets] that are not markup
-    except Exception as e:  # noqa: BLE001 - the verdict stands without the explanation
+    except Exception as e:
         log.exception("txn explanation failed")
         say(f"[yellow]transactions not explained: {type(e).__name__}: {e}[/]")
     finally:
@@ -277,5 +278,5 @@ def _wait_recovered(cluster: Cluster, cfg: TestConfig, say: Callable[[str], None
     try:
         cluster.wait_brokers(RECOVERY_TIMEOUT_S)
         cluster.wait_topic(cfg.topic.name, cfg.topic.replication_factor, RECOVERY_TIMEOUT_S)
-    except Exception as e:  # noqa: BLE001 - the drain still reads what the leaders have
+    except Exception as e:
         say(f"[yellow]cluster did not fully recover within {RECOVERY_TIMEOUT_S:.0f}s: {str(e).splitlines()[0]}[/]")

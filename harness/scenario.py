@@ -40,8 +40,15 @@ from typing import Any
 
 from kchaos.clusters.distribution import cache_dir
 from kchaos.core.config import ConfigError
-from kchaos.core.kafka_versions import (DEFAULT as KAFKA_DEFAULT, LINE_NAMES, UnsupportedVersion, line_of, on_line_name,
-                                 resolve_version, split_on_line)
+from kchaos.core.kafka_versions import DEFAULT as KAFKA_DEFAULT
+from kchaos.core.kafka_versions import (
+    LINE_NAMES,
+    UnsupportedVersion,
+    line_of,
+    on_line_name,
+    resolve_version,
+    split_on_line,
+)
 from kchaos.core.suggest import did_you_mean
 from kchaos.core.yaml_doc import SpecDoc
 from kchaos.harness.prediction import Prediction
@@ -86,7 +93,7 @@ class Variant:
                 out = pred
         return out
 
-    def on_line(self, line: str, index: int) -> "Variant":
+    def on_line(self, line: str, index: int) -> Variant:
         """This variant on Kafka `line` (its latest release): itself when it runs that line anyway, else
         NAME-kafka-LINE with that release and the line's prediction; ScenarioError when the options do not hold
         on that line."""
@@ -123,7 +130,7 @@ class Scenario:
     variants: tuple[Variant, ...]
     versions: tuple[str, ...] = ()
 
-    def on_versions(self, versions: tuple[str, ...]) -> "Scenario":
+    def on_versions(self, versions: tuple[str, ...]) -> Scenario:
         """The scenario with every variant run on each Kafka line of `versions` (line names or releases, as
         --kafka-version takes them; a release stands for its line), in that order; a pinned variant only on its
         own line, if listed. ScenarioError for a version kchaos cannot run or a variant that cannot run on it."""
@@ -144,7 +151,7 @@ class Scenario:
                                 "sets its own kafka_version)")
         return replace(self, variants=tuple(out))
 
-    def select(self, names: tuple[str, ...], versions: tuple[str, ...] = ()) -> tuple["Scenario", tuple[str, ...]]:
+    def select(self, names: tuple[str, ...], versions: tuple[str, ...] = ()) -> tuple[Scenario, tuple[str, ...]]:
         """The scenario on `versions` ("listed": the file's `versions`) and the variant names of it that `names`
         asks for: a variant's own name (each of its lines), or NAME-kafka-LINE, which also runs LINE. ScenarioError
         naming an unknown variant or version."""

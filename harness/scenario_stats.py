@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 Z95 = statistics.NormalDist().inv_cdf(0.975)  # 1.95996...
 
@@ -79,7 +80,7 @@ class Spread:
     max: float
 
     @classmethod
-    def of(cls, values: Iterable[float]) -> "Spread | None":
+    def of(cls, values: Iterable[float]) -> Spread | None:
         """The spread of `values`, or None when there are none."""
         vals = sorted(values)
         return cls(vals[0], statistics.median(vals), vals[-1]) if vals else None

@@ -28,18 +28,19 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from rich.console import Console
 
+import kchaos.nemesis as registry
 from kchaos.checkers.observed import anomaly_kinds
 from kchaos.core.config import ConfigError, TestConfig
 from kchaos.core.store import check_store, stamped_dir
 from kchaos.harness.repro import Runner, attempt, recorded_config
 from kchaos.harness.terminal import heading, make_console
-import kchaos.nemesis as registry
 
 LEAD_IN_S, GAP_S, MIN_HOLD_S, TAIL_S = 2.0, 1.0, 1.0, 2.0
 NARROWER = {"all": "majority", "majority": "minority", "minority": "one", "followers": "follower"}
@@ -231,7 +232,8 @@ def shrink(run: Path, store: Path, *, anomaly: str | None = None, max_runs: int 
            spark_master: str = "local[*]", console: Console | None = None, argv: list[str] | None = None,
            runner: Runner | None = None) -> dict[str, Any]:
     """Shrink `run`'s fault schedule; return (and write to shrunk.json) the smallest reproducing one found."""
-    from kchaos.harness.runner import preflight, run_test
+    from kchaos.harness.build import preflight
+    from kchaos.harness.runner import run_test
 
     console = console or make_console()
     cfg, results = recorded_config(run)

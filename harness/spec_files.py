@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, NoReturn
 
 from kchaos.core.config import ConfigError, TestConfig
 from kchaos.core.suggest import did_you_mean
@@ -80,7 +81,8 @@ def run_options(doc: SpecDoc, where: tuple, value: Any, *, lists: bool = False) 
     for raw, v in value.items():
         key = option_key(raw)
         if key in NOT_IN_SUITE:
-            doc.fail(where + (raw,), f"cannot be set in a suite ({'kchaos suite chooses it' if key != 'spark_master' else 'use kchaos suite --spark-master'})")
+            doc.fail(where + (raw,), "cannot be set in a suite "
+                     f"({'kchaos suite chooses it' if key != 'spark_master' else 'use kchaos suite --spark-master'})")
         if key not in acts:
             doc.fail(where + (raw,), f"unknown run option{did_you_mean(key, acts)}")
         if key in out:
@@ -206,8 +208,8 @@ def check_cell(cell: Cell) -> None:
 
 
 def _check(cell: Cell) -> None:
-    # Imported when a file is checked, not when it is imported: the runner pulls in Docker and the Kafka client.
-    from kchaos.harness.runner import preflight as run_preflight
+    # Imported when a file is checked, not when it is imported: the builder pulls in Docker and the Kafka client.
+    from kchaos.harness.build import preflight as run_preflight
 
     # The store is checked once by the suite runner; here only the cell's own options are.
     run_preflight(cell_config(cell, 0, Path("/tmp"), "local[*]", _raise))

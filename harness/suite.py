@@ -57,7 +57,7 @@ class Suite:
         digest = hashlib.sha256(f"{seed}/{cell.name}/{rep}".encode()).digest()
         return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
-    def on_hosts(self, hosts: str | None) -> "Suite":
+    def on_hosts(self, hosts: str | None) -> Suite:
         """This suite with every cell run on the machines of hosts file `hosts` (None: unchanged)."""
         if not hosts:
             return self

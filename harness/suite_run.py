@@ -23,8 +23,9 @@ import secrets
 import shutil
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rich.console import Console
 
@@ -129,7 +130,8 @@ def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | No
     from kchaos.clusters.distribution import DistributionError
     from kchaos.clusters.engine import EngineError
     from kchaos.clusters.image import ImageError
-    from kchaos.harness.runner import preflight, run_test
+    from kchaos.harness.build import preflight
+    from kchaos.harness.runner import run_test
 
     console = console or make_console()
     runner = runner or run_test
@@ -161,7 +163,8 @@ def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | No
         heading(console, f"suite {suite.name}: run {k + 1}/{len(todo)} · {cell.label()} · "
                          f"rep {rep + 1}/{suite.repeat} · {len(done) + finished} done{eta}")
         cfg = cfg.with_(store=str(sdir))
-        before = {str(r.relative_to(sdir)) for r in find_runs(sdir / cell.name)} if (sdir / cell.name).exists() else set()
+        before = ({str(r.relative_to(sdir)) for r in find_runs(sdir / cell.name)} if (sdir / cell.name).exists()
+                  else set())
         t0 = time.monotonic()
         try:
             run, results = runner(cfg, argv=argv, console=console, label=f"[{k + 1}/{len(todo)}] {cell.name}")
@@ -172,7 +175,7 @@ def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | No
         except KeyboardInterrupt:
             _set_aside(sdir, {e.run for e in read_progress(sdir) if e.run})  # only this run is unrecorded
             raise
-        except Exception as e:  # noqa: BLE001 - one broken run must not end a nightly suite
+        except Exception as e:
             new = sorted({str(r.relative_to(sdir)) for r in find_runs(sdir / cell.name)} - before) \
                 if (sdir / cell.name).exists() else []
             msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 from rich.console import Console
 

@@ -52,7 +52,8 @@ def check_spec(spec: str, partitions: int | None = None) -> None:
     _, target = split(spec)
     p = Target.parse(target).partition if target else None
     if partitions is not None and p is not None and p >= partitions:
-        raise ValueError(f"nemesis {spec!r} aims at partition {p}, but the topic has {partitions} (0..{partitions - 1})")
+        raise ValueError(f"nemesis {spec!r} aims at partition {p}, "
+                         f"but the topic has {partitions} (0..{partitions - 1})")
 
 
 def fault_kind(spec: str) -> FaultKind:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from kchaos.core.config import TestConfig
 from kchaos.core.history import History

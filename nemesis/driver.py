@@ -59,7 +59,7 @@ class NemesisDriver:
         except FaultSkipped as e:
             self.history.complete(inv, "info", nemesis=name, error=str(e))
             return None
-        except Exception as e:  # noqa: BLE001 - a fault that cannot be applied must not stop the run
+        except Exception as e:
             log.exception("nemesis %s failed on %s", name, op)
             self.history.complete(inv, "info", nemesis=name, error=f"{type(e).__name__}: {e}")
             return None
@@ -87,6 +87,6 @@ class NemesisDriver:
             try:
                 n.teardown()
                 self.history.complete(inv, "ok", nemesis=name)
-            except Exception as e:  # noqa: BLE001 - record, and heal the other nemeses all the same
+            except Exception as e:
                 log.exception("healing %s failed", name)
                 self.history.complete(inv, "info", nemesis=name, error=f"{type(e).__name__}: {e}")

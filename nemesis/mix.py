@@ -21,8 +21,9 @@ that overlapping faults deny it and would hold up the schedule.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from kchaos.core.config import ConfigError, TestConfig
 from kchaos.nemesis import clock, disk, election, network, powerfail, process, slow

@@ -10,8 +10,9 @@ flushes that chain, and removing the container removes it too.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 from kchaos.core.protocols import Cluster
 from kchaos.nemesis.base import Package, outlive_lag, outlive_session, targeted

@@ -90,7 +90,7 @@ class PowerFail:
         self.end(sorted(set(self.cluster.nodes) | set(self.cluster.controllers)))
 
 
-def _power(name: str, targets: tuple[str, ...], torn: bool = False):  # noqa: ANN202
+def _power(name: str, targets: tuple[str, ...], torn: bool = False):
     return targeted(name, lambda c, cfg: PowerFail(c, torn), start_f="power-fail", stop_f="start", targets=targets,
                     colors=TORN_COLORS if torn else COLORS, needs_lazyfs=True)
 

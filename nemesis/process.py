@@ -4,7 +4,8 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kchaos.core.config import TestConfig
 from kchaos.core.history import History

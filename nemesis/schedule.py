@@ -13,8 +13,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from kchaos.core.config import ConfigError, TestConfig
 import kchaos.nemesis as registry
+from kchaos.core.config import ConfigError, TestConfig
 from kchaos.nemesis import mix
 from kchaos.nemesis.base import ScheduledOp
 from kchaos.nemesis.targets import PARTITIONED, Target

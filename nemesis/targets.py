@@ -14,8 +14,9 @@ import json
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from kchaos.clusters import admin
 from kchaos.core.protocols import Cluster, FaultSkipped
@@ -33,7 +34,7 @@ class Target:
     partition: int | None = None
 
     @classmethod
-    def parse(cls, spec: str) -> "Target":
+    def parse(cls, spec: str) -> Target:
         """Parse `kind[:partition]`; raises ValueError with a readable message."""
         kind, _, part = spec.partition(":")
         if kind not in KINDS:
@@ -134,7 +135,7 @@ def await_isr(read_isr: Callable[[], tuple[int, ...]], size: int, timeout: float
             last = read_isr()
         except FaultSkipped:
             raise
-        except Exception:  # noqa: BLE001 - a dropped metadata request is retried on the next poll
+        except Exception:
             pass
         if last is not None and len(last) <= size:
             return clock() - start, last

@@ -23,8 +23,9 @@ only when the broker's own log does not already say it (same broker epoch).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from kchaos.checkers.broker_logs import ControlEvent, read_control_logs
 from kchaos.core.evidence_files import EVIDENCE_DIR, METADATA_FILE

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -105,7 +106,7 @@ def read_copy_run(history: Path, test: Mapping[str, Any] | None, results: Mappin
     read: dict[tuple[int, int], int] = {}
     carried: list[tuple[int, str, list]] = []  # (invocation index, outcome, input records) of each copy
     last = 0
-    for n, line, op in timed_ops(history):
+    for n, _line, op in timed_ops(history):
         tm, f, kind, proc = op["time"], op.get("f"), op.get("type"), op.get("process")
         last = max(last, tm)
         if proc == "nemesis":
@@ -131,7 +132,7 @@ def read_copy_run(history: Path, test: Mapping[str, Any] | None, results: Mappin
             for r in op.get("records") or []:
                 if isinstance(r, list) and len(r) == 3:
                     read[(r[0], r[1])] = r[2]
-    for index, start in opened.values():  # cut off by the end of the run: info
+    for index, _start in opened.values():  # cut off by the end of the run: info
         done.append(last / 1e9)
         types.append("info")
         latency.append(float("nan"))

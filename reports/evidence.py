@@ -19,16 +19,24 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from kchaos.checkers.broker_logs import LogEvent, read_node_logs
 from kchaos.checkers.kafka_logs import Batch, DumpError, dump, metadata_records, parse_dump, read_epoch_checkpoint
 from kchaos.checkers.kraft_metadata import MetadataLog, replay
-from kchaos.core.evidence_files import (COLLECT_FILE, EVIDENCE_DIR, HISTORY_START_KEY, METADATA_DIR, METADATA_FILE, RAW_DIR,
-                                    SEGMENTS_FILE)
+from kchaos.core.evidence_files import (
+    COLLECT_FILE,
+    EVIDENCE_DIR,
+    HISTORY_START_KEY,
+    METADATA_DIR,
+    METADATA_FILE,
+    RAW_DIR,
+    SEGMENTS_FILE,
+)
 from kchaos.reports import ReportsInputError
 
 __all__ = ["EVIDENCE_DIR", "Clock", "Evidence", "EvidenceError", "check_run", "decode", "history_clock", "value_of"]
@@ -71,7 +79,7 @@ def _stamp_ms(text: str) -> float | None:
     m = _STAMP.search(text)
     if not m:
         return None
-    t = datetime.strptime(m.group(1), "%Y%m%dT%H%M%S.%f").replace(tzinfo=timezone.utc)
+    t = datetime.strptime(m.group(1), "%Y%m%dT%H%M%S.%f").replace(tzinfo=UTC)
     return t.timestamp() * 1000
 
 

@@ -13,8 +13,9 @@ stays small.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from kchaos.reports.control_plane import CONTROL_FILE, write_control
 from kchaos.reports.explain_text import groups_of

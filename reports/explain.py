@@ -28,7 +28,7 @@ Every claim names its source; nothing is inferred from timing alone.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ from kchaos.checkers.kafka_logs import dump
 from kchaos.core.history import HistoryError
 from kchaos.reports.evidence import EVIDENCE_DIR, Dumper, Evidence, EvidenceError, FindLibs, check_run, decode
 from kchaos.reports.explain_facts import Facts, load_facts, node_names
-from kchaos.reports.explain_fates import ReplicaFate, replica_fates
+from kchaos.reports.explain_fates import LostRange, replica_fates
 from kchaos.reports.explain_groups import LostGroup, group_ranges
 from kchaos.reports.explain_why import pick_faults, why
 
@@ -44,41 +44,6 @@ __all__ = ["EXPLANATION_FILE", "Explanation", "EvidenceError", "LostGroup", "Los
            "load_explanation"]
 
 EXPLANATION_FILE = "explanation.json"
-
-
-@dataclass(frozen=True)
-class LostRange:
-    """A run of lost offsets of one partition, acknowledged under one leader, epoch and ISR, with no value
-    acknowledged under them kept in between (`candidates`: the brokers it is ambiguous between, when the
-    leader is unknown because several believed they led)."""
-
-    partition: int
-    first_offset: int | None
-    last_offset: int | None
-    values: tuple[int, ...]
-    acked_from_s: float | None
-    acked_to_s: float | None
-    leader: str | None
-    leader_epoch: int | None
-    isr: tuple[str, ...] | None
-    faults: tuple[dict[str, Any], ...]
-    isr_at_fault: tuple[str, ...] | None
-    election: dict[str, Any] | None
-    replicas: tuple[ReplicaFate, ...]
-    why: str
-    acked_by_source: str | None = None
-    controller_moved_on: dict[str, Any] | None = None
-    candidates: tuple[str, ...] = ()  # the brokers that believed they led then, when which one acked is unknown
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form."""
-        d = asdict(self)
-        d["replicas"] = [asdict(r) for r in self.replicas]
-        return d
-
-    def truncated(self) -> set[str]:
-        """The replicas that truncated past (part of) this range."""
-        return {r.node for r in self.replicas if r.status == "truncated"}
 
 
 @dataclass(frozen=True)

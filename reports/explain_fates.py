@@ -23,15 +23,15 @@ does not give). One whose data was not collected is `not collected`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, TYPE_CHECKING
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kchaos.checkers.broker_logs import LogEvent
     from kchaos.reports.evidence import Evidence
     from kchaos.reports.explain_facts import Facts
 
-__all__ = ["ReplicaFate", "replica_fates"]
+__all__ = ["LostRange", "ReplicaFate", "replica_fates"]
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class ReplicaFate:
     detail: str | None = None
 
 
-def _had(facts: "Facts", node: str, p: int, lo: int | None, t0: float | None, leader: str | None,
+def _had(facts: Facts, node: str, p: int, lo: int | None, t0: float | None, leader: str | None,
          isr: tuple[str, ...] | None, acks_all: bool) -> str | None:
     if node == leader:
         return "acknowledged them as leader"
@@ -63,8 +63,8 @@ def _had(facts: "Facts", node: str, p: int, lo: int | None, t0: float | None, le
     return None
 
 
-def _power_loss(facts: "Facts", node: str, p: int, lo: int | None, t0: float | None
-                ) -> tuple[dict[str, Any], "LogEvent"] | None:
+def _power_loss(facts: Facts, node: str, p: int, lo: int | None, t0: float | None
+                ) -> tuple[dict[str, Any], LogEvent] | None:
     """The node's first power failure after t0 after which its log (on load, or on taking a role, before
     the next power failure) ended at or below `lo`, with that log line; None when there is none."""
     if lo is None:
@@ -80,7 +80,7 @@ def _power_loss(facts: "Facts", node: str, p: int, lo: int | None, t0: float | N
     return None
 
 
-def _one(ev: "Evidence", facts: "Facts", node: str, p: int, values: tuple[int, ...], lo: int | None,
+def _one(ev: Evidence, facts: Facts, node: str, p: int, values: tuple[int, ...], lo: int | None,
          hi: int | None, t0: float | None, leader: str | None, epoch: int | None, isr: tuple[str, ...] | None,
          acks_all: bool, holders: dict[tuple[int, Any], list[tuple[str, int, int]]]) -> ReplicaFate:
     if (node, p) not in ev.batches:
@@ -123,7 +123,7 @@ def _one(ev: "Evidence", facts: "Facts", node: str, p: int, values: tuple[int, .
     return ReplicaFate(node, "unknown", held, detail="not shown to have held them")
 
 
-def replica_fates(ev: "Evidence", facts: "Facts", p: int, values: tuple[int, ...], lo: int | None, hi: int | None,
+def replica_fates(ev: Evidence, facts: Facts, p: int, values: tuple[int, ...], lo: int | None, hi: int | None,
                   t0: float | None, leader: str | None, epoch: int | None, isr: tuple[str, ...] | None,
                   acks_all: bool, holders: dict[tuple[int, Any], list[tuple[str, int, int]]]
                   ) -> tuple[ReplicaFate, ...]:
@@ -136,3 +136,38 @@ def replica_fates(ev: "Evidence", facts: "Facts", p: int, values: tuple[int, ...
     ids = st.replicas if st else (tl[-1].replicas if tl else ())
     nodes = [facts.names.get(i, f"broker {i}") for i in ids] or sorted({n for n, q in ev.batches if q == p})
     return tuple(_one(ev, facts, n, p, values, lo, hi, t0, leader, epoch, isr, acks_all, holders) for n in nodes)
+
+
+@dataclass(frozen=True)
+class LostRange:
+    """A run of lost offsets of one partition, acknowledged under one leader, epoch and ISR, with no value
+    acknowledged under them kept in between (`candidates`: the brokers it is ambiguous between, when the
+    leader is unknown because several believed they led)."""
+
+    partition: int
+    first_offset: int | None
+    last_offset: int | None
+    values: tuple[int, ...]
+    acked_from_s: float | None
+    acked_to_s: float | None
+    leader: str | None
+    leader_epoch: int | None
+    isr: tuple[str, ...] | None
+    faults: tuple[dict[str, Any], ...]
+    isr_at_fault: tuple[str, ...] | None
+    election: dict[str, Any] | None
+    replicas: tuple[ReplicaFate, ...]
+    why: str
+    acked_by_source: str | None = None
+    controller_moved_on: dict[str, Any] | None = None
+    candidates: tuple[str, ...] = ()  # the brokers that believed they led then, when which one acked is unknown
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        d = asdict(self)
+        d["replicas"] = [asdict(r) for r in self.replicas]
+        return d
+
+    def truncated(self) -> set[str]:
+        """The replicas that truncated past (part of) this range."""
+        return {r.node for r in self.replicas if r.status == "truncated"}

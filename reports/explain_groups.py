@@ -18,13 +18,14 @@ sentence in three parts (reports/explain_why.py).
 """
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Hashable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from kchaos.reports.explain_why import why_parts
 
 if TYPE_CHECKING:
-    from kchaos.reports.explain import LostRange
+    from kchaos.reports.explain_fates import LostRange
 
 __all__ = ["LostGroup", "group_ranges"]
 
@@ -64,14 +65,14 @@ class LostGroup:
                 "replicas": [dict(r) for r in self.replicas], "parts": list(self.parts), "why": self.why}
 
 
-def _who(r: "LostRange") -> Hashable:
+def _who(r: LostRange) -> Hashable:
     """Who acknowledged a range: (leader, epoch), or the leaders it is ambiguous between."""
     if r.leader is not None:
         return ("leader", r.leader, r.leader_epoch)
     return ("ambiguous", tuple(r.candidates)) if r.candidates else ("none", r.leader_epoch)
 
 
-def _causes(ranges: Sequence["LostRange"]) -> list[int]:
+def _causes(ranges: Sequence[LostRange]) -> list[int]:
     """Per range, the index of the first range of its group: ranges join when they share partition, who and
     fates, or when different leaders acknowledged overlapping offsets of one partition (a split brain)."""
     parent = list(range(len(ranges)))
@@ -103,7 +104,7 @@ def _causes(ranges: Sequence["LostRange"]) -> list[int]:
     return [root(i) for i in range(len(ranges))]
 
 
-def _replicas(members: Sequence["LostRange"]) -> tuple[dict[str, Any], ...]:
+def _replicas(members: Sequence[LostRange]) -> tuple[dict[str, Any], ...]:
     """One row per replica: its status (values per status: several only in a split brain's group), the values
     it still holds, and the distinct log ends / truncation offsets, times, sources and details the members'
     evidence gives (a few of each)."""
@@ -121,7 +122,7 @@ def _replicas(members: Sequence["LostRange"]) -> tuple[dict[str, Any], ...]:
     return tuple(rows.values())
 
 
-def group_ranges(ranges: Sequence["LostRange"]) -> tuple[LostGroup, ...]:
+def group_ranges(ranges: Sequence[LostRange]) -> tuple[LostGroup, ...]:
     """The groups of `ranges` (see the module docstring), largest first."""
     members: dict[int, list[int]] = {}
     for i, c in enumerate(_causes(ranges)):

@@ -1,14 +1,19 @@
 """The groups of a run's lost writes, from an explanation in its JSON form (explanation.json, or
-`Explanation.to_dict()`), for report.html and the console (harness/console.py).
+`Explanation.to_dict()`), for report.html and the console; and the lines the console prints about them.
 
 An explanation written before groups existed has only `ranges`; each of its
 ranges then counts as a group of its own.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
-__all__ = ["groups_of"]
+__all__ = ["MAX_CONSOLE_GROUPS", "console_lines", "explain_lines", "groups_of"]
+
+MAX_CONSOLE_GROUPS = 5
+_INDENT = "     "  # under the text after "why: "
 
 
 def groups_of(explanation: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -30,3 +35,31 @@ def groups_of(explanation: Mapping[str, Any]) -> list[dict[str, Any]]:
                                   "details": ["; ".join(x for x in (f.get("had"), f.get("detail")) if x)]}
                                  for f in r.get("replicas") or []]})
     return sorted(out, key=lambda g: -g["values"])
+
+
+def console_lines(explanation: Mapping[str, Any], run: Path | str, limit: int = MAX_CONSOLE_GROUPS) -> list[str]:
+    """What a run's console says about its lost writes: the `limit` largest groups, each on at most three lines
+    ("why: " what was lost and who acknowledged it; what happened; each replica's fate), then, when there are
+    more, one line naming them and where to read them. Nothing when no lost write was placed."""
+    groups = groups_of(explanation)
+    lines = []
+    for g in groups[:limit]:
+        parts = [p for p in g.get("parts") or [g.get("why", "")] if p]
+        if not parts:
+            continue
+        parts[-1] = parts[-1].rstrip(".") + "."
+        lines.append(f"why: {parts[0]}")
+        lines += [f"{_INDENT}{p}" for p in parts[1:3]]
+    rest = len(groups) - min(limit, len(groups))
+    if rest:
+        values = sum(g.get("values") or 0 for g in groups[limit:])
+        lines.append(f"… {rest} more group{'s' if rest != 1 else ''} ({values:,} values): kchaos explain {run}")
+    return lines
+
+
+def explain_lines(explanation: Mapping[str, Any], all_ranges: bool = False) -> list[str]:
+    """What `kchaos explain` prints: one sentence per group, largest first; with `all_ranges`, one sentence per
+    lost range instead (offset order), as explanation.json's `why` has them."""
+    if all_ranges:
+        return [r.get("why") or "" for r in explanation.get("ranges") or []]
+    return [g.get("why") or "" for g in groups_of(explanation)]

@@ -24,7 +24,7 @@ reports/explain_txn_text.py tells it as lines.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,39 +33,13 @@ from kchaos.core.evidence_files import EVIDENCE_DIR, TXN_EXPLANATION_FILE
 from kchaos.core.history import HistoryError
 from kchaos.reports.evidence import Dumper, EvidenceError, FindLibs, check_run, decode
 from kchaos.reports.explain_txn_facts import KINDS, TxnOp, anomalies, anomalous_ops, client_log, load_txn_ops
-from kchaos.reports.explain_txn_fates import TxnFates, txn_fates
+from kchaos.reports.explain_txn_fates import TxnStory, txn_fates
 from kchaos.reports.explain_txn_why import HEADS, cause
 from kchaos.reports.txn_evidence import TxnEvidence, decode_txn
 
 __all__ = ["TxnExplanation", "TxnStory", "explain_txn", "is_txn_run", "load_txn_explanation"]
 
 _CLIENT_LOG_SLACK_MS = 1000  # the client logs an op's end a little after the history records it
-
-
-@dataclass
-class TxnStory:
-    """One anomalous transaction: its op, what Kafka's files say of it, its context, and its cause."""
-
-    op: TxnOp
-    fates: TxnFates
-    previous: TxnOp | None = None
-    committed_with: dict[tuple[int, int], list[int]] = field(default_factory=dict)  # marker -> ops it decided
-    client_log: list[dict[str, Any]] = field(default_factory=list)
-    kind: str | None = None
-    cause: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form (txn_explanation.json's `transactions[]`)."""
-        op = self.op
-        return {"index": op.index, "process": op.process, "invoke_s": op.invoke_s, "complete_s": op.complete_s,
-                "outcome": op.outcome, "error": op.error, "anomalies": op.anomalies,
-                "sends": [[s.key, s.value, s.partition, s.offset] for s in op.sends], "line": op.line,
-                **self.fates.to_dict(),
-                "previous": None if self.previous is None else {
-                    "index": self.previous.index, "outcome": self.previous.outcome,
-                    "complete_s": self.previous.complete_s, "line": self.previous.line},
-                "committed_with": [[p, o, ops] for (p, o), ops in sorted(self.committed_with.items())],
-                "client_log": self.client_log, "kind": self.kind, "cause": self.cause}
 
 
 @dataclass(frozen=True)
@@ -145,7 +119,7 @@ def explain_txn(run: Path, libs: Path | None = None, dumper: Dumper = dump,
     if named:
         try:
             libs = libs or (find_libs(test) if find_libs else None)
-        except Exception as e:  # noqa: BLE001 - a missing distribution is a note; the history side still stands
+        except Exception as e:
             notes.append(f"no Kafka jars for test.json's version: {type(e).__name__}: {e}")
         ev = decode(run, libs, dumper)  # without libs: a note, and no segments
         te = decode_txn(ev, libs, dumper)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +159,7 @@ def client_log(run: Path, process: int, tid: str | None, start_unix_ms: float | 
             if not any(m in line for m in marks):
                 continue
             try:
-                t = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=timezone.utc)
+                t = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=UTC)
             except ValueError:
                 continue
             ms = t.timestamp() * 1000

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kchaos.checkers.txn_log import TxnState
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from kchaos.reports.explain_txn_facts import TxnOp
     from kchaos.reports.txn_evidence import Marker, Placed, TxnEvidence
 
-__all__ = ["MAX_STATES", "PartitionEnd", "TxnFates", "ValueFate", "txn_fates"]
+__all__ = ["MAX_STATES", "PartitionEnd", "TxnFates", "TxnStory", "ValueFate", "txn_fates"]
 
 MAX_STATES = 12  # coordinator states kept per transaction
 _DONE = ("CompleteCommit", "CompleteAbort", "Empty", "Dead")
@@ -82,11 +82,11 @@ class TxnFates:
         return asdict(self)
 
 
-def _timed(te: "TxnEvidence", x: "Placed | Marker | None") -> dict[str, Any] | None:
+def _timed(te: TxnEvidence, x: Placed | Marker | None) -> dict[str, Any] | None:
     return None if x is None else {**asdict(x), "time_s": te.ev.clock.to_s(x.time_ms)}
 
 
-def _state(te: "TxnEvidence", s: TxnState) -> dict[str, Any]:
+def _state(te: TxnEvidence, s: TxnState) -> dict[str, Any]:
     return {**s.to_dict(), "time_s": te.ev.clock.to_s(s.time_ms), "decided_s": te.ev.clock.to_s(s.last_update_ms)}
 
 
@@ -95,7 +95,7 @@ def _topic_partition(name: str, topic: str) -> int | None:
     return int(p) if head == topic and p.isdigit() else None
 
 
-def _producer(op: "TxnOp", te: "TxnEvidence", tid_hint: str | None
+def _producer(op: TxnOp, te: TxnEvidence, tid_hint: str | None
               ) -> tuple[str | None, int | None, int | None, str]:
     """(transactional id, producer id, epoch, where they were read)."""
     seen = Counter((r.producer_id, r.producer_epoch) for v in op.values() if (r := te.record(v)) is not None)
@@ -111,7 +111,7 @@ def _producer(op: "TxnOp", te: "TxnEvidence", tid_hint: str | None
     return tid_hint, None, None, "unknown"
 
 
-def _coordinator(te: "TxnEvidence", tid: str | None, start_ms: float | None, end_ms: float | None
+def _coordinator(te: TxnEvidence, tid: str | None, start_ms: float | None, end_ms: float | None
                  ) -> list[dict[str, Any]]:
     """The id's states from the one in force at start_ms to the first completed one after end_ms."""
     states = te.states(tid) if tid else []
@@ -128,7 +128,7 @@ def _coordinator(te: "TxnEvidence", tid: str | None, start_ms: float | None, end
     return [_state(te, s) for s in out]
 
 
-def _own(te: "TxnEvidence", tid: str | None, start_ms: float | None) -> tuple[TxnState | None, TxnState | None]:
+def _own(te: TxnEvidence, tid: str | None, start_ms: float | None) -> tuple[TxnState | None, TxnState | None]:
     """The coordinator's first Ongoing of the id at or after start_ms (the op's transaction as it saw it) and the
     first PrepareCommit / PrepareAbort after that (its end); None where the log does not have them."""
     states = te.states(tid) if tid and start_ms is not None else []
@@ -138,7 +138,7 @@ def _own(te: "TxnEvidence", tid: str | None, start_ms: float | None) -> tuple[Tx
     return begin, end
 
 
-def txn_fates(op: "TxnOp", te: "TxnEvidence", tid_hint: str | None = None) -> TxnFates:
+def txn_fates(op: TxnOp, te: TxnEvidence, tid_hint: str | None = None) -> TxnFates:
     """The facts of `op` in Kafka's files; `tid_hint` is its transactional id by the workload's naming, used when
     no record of it names its producer.
 
@@ -188,3 +188,29 @@ def txn_fates(op: "TxnOp", te: "TxnEvidence", tid_hint: str | None = None) -> Tx
     states = _coordinator(te, tid, start_ms, last)
     return TxnFates(tid, pid, epoch, source, first_ms, first_value, values, ends, states,
                     None if end is None else _state(te, end), None if begin is None else _state(te, begin))
+
+
+@dataclass
+class TxnStory:
+    """One anomalous transaction: its op, what Kafka's files say of it, its context, and its cause."""
+
+    op: TxnOp
+    fates: TxnFates
+    previous: TxnOp | None = None
+    committed_with: dict[tuple[int, int], list[int]] = field(default_factory=dict)  # marker -> ops it decided
+    client_log: list[dict[str, Any]] = field(default_factory=list)
+    kind: str | None = None
+    cause: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (txn_explanation.json's `transactions[]`)."""
+        op = self.op
+        return {"index": op.index, "process": op.process, "invoke_s": op.invoke_s, "complete_s": op.complete_s,
+                "outcome": op.outcome, "error": op.error, "anomalies": op.anomalies,
+                "sends": [[s.key, s.value, s.partition, s.offset] for s in op.sends], "line": op.line,
+                **self.fates.to_dict(),
+                "previous": None if self.previous is None else {
+                    "index": self.previous.index, "outcome": self.previous.outcome,
+                    "complete_s": self.previous.complete_s, "line": self.previous.line},
+                "committed_with": [[p, o, ops] for (p, o), ops in sorted(self.committed_with.items())],
+                "client_log": self.client_log, "kind": self.kind, "cause": self.cause}

@@ -9,9 +9,12 @@ and the cause. Lines are never wrapped; times are history seconds.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["INDENT", "txn_lines", "txn_story", "txn_summary"]
+from kchaos.reports.explain_text import MAX_CONSOLE_GROUPS
+
+__all__ = ["INDENT", "txn_console_lines", "txn_lines", "txn_story", "txn_summary"]
 
 INDENT = "    "
 
@@ -108,3 +111,12 @@ def txn_summary(explanation: Mapping[str, Any]) -> str:
     groups = "; ".join(f"{len(g['ops'])} {g['head']} (op{'s' if len(g['ops']) > 1 else ''} "
                        f"{', '.join(map(str, g['ops']))})" for g in explanation.get("groups") or [])
     return f"{len(ts)} anomalous transaction{'s' if len(ts) != 1 else ''} ({counts}): {groups}"
+
+
+def txn_console_lines(explanation: Mapping[str, Any], limit: int = MAX_CONSOLE_GROUPS) -> list[str]:
+    """What a txn run's console says about its anomalous transactions: the summary line, then "why: op N: cause"
+    for the first `limit` transactions."""
+    lines = txn_lines(explanation)[:1]
+    for t in (explanation.get("transactions") or [])[:limit]:
+        lines.append(f"why: op {t['index']}: {t.get('cause') or 'not read off the files (kchaos explain RUN)'}")
+    return lines

@@ -29,10 +29,10 @@ states with time, ms after the transaction's first record.
 """
 from __future__ import annotations
 
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kchaos.reports.explain_txn import TxnStory
+    from kchaos.reports.explain_txn_fates import TxnStory
 
 __all__ = ["HEADS", "cause", "marker_phrase", "markers_phrase", "values_phrase"]
 
@@ -64,17 +64,17 @@ def marker_phrase(m: dict[str, Any]) -> str:
             + (f", coordinator epoch {ce}" if ce is not None else "") + ")")
 
 
-def _producer(story: "TxnStory") -> str:
+def _producer(story: TxnStory) -> str:
     f = story.fates
     return f"producer {f.producer_id} epoch {f.producer_epoch}" if f.producer_id is not None else "its producer"
 
 
-def _first_state(story: "TxnStory", names: tuple[str, ...]) -> dict[str, Any] | None:
+def _first_state(story: TxnStory, names: tuple[str, ...]) -> dict[str, Any] | None:
     d = story.fates.decided
     return d if d and d["state"] in names else None
 
 
-def _late(story: "TxnStory") -> str | None:
+def _late(story: TxnStory) -> str | None:
     late = [v for v in story.fates.values if v.late and v.status == "committed"]
     if not late:
         return None
@@ -91,7 +91,7 @@ def _late(story: "TxnStory") -> str | None:
             + ": a produce request of the ended transaction arrived late (KAFKA-17754 class)")
 
 
-def _ms_after(story: "TxnStory", time_ms: float) -> str:
+def _ms_after(story: TxnStory, time_ms: float) -> str:
     first = story.fates.first_record_ms
     return "" if first is None else f"{int(time_ms - first)} ms after value {story.fates.first_value}"
 
@@ -101,7 +101,7 @@ def _range(xs: list[float], fmt: Any) -> str:
     return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}–{fmt(hi)}"
 
 
-def markers_phrase(story: "TxnStory", ms: list[dict[str, Any]]) -> str:
+def markers_phrase(story: TxnStory, ms: list[dict[str, Any]]) -> str:
     """Several markers of the transaction in one clause: "its COMMIT markers on p0 (offset 129) and p1 (113) came
     136–137 ms after value 213, at 51.864–51.865 s (coordinator epoch 0)"."""
     kinds = sorted({m["kind"] for m in ms})
@@ -118,14 +118,14 @@ def markers_phrase(story: "TxnStory", ms: list[dict[str, Any]]) -> str:
     return out + (f" (coordinator epoch {', '.join(map(str, epochs))})" if epochs else "")
 
 
-def _client(story: "TxnStory") -> str:
+def _client(story: TxnStory) -> str:
     """The client's most telling line: the harness's own ("process N: ...") before the client library's."""
     own = [c for c in story.client_log if c["text"].startswith(f"process {story.op.process}:")]
     pick = (own or story.client_log)[:1]
     return f"; the client at {_s(pick[0]['time_s'])}: {pick[0]['text']}" if pick else ""
 
 
-def _foreign_commit(story: "TxnStory") -> str | None:
+def _foreign_commit(story: TxnStory) -> str | None:
     f, op = story.fates, story.op
     done = [v for v in f.values if v.status == "committed" and not v.late]
     missing = [v for v in f.values if v.status == "not written"]
@@ -148,7 +148,7 @@ def _foreign_commit(story: "TxnStory") -> str | None:
     return out + _client(story)
 
 
-def _split(story: "TxnStory") -> str | None:
+def _split(story: TxnStory) -> str | None:
     kinds = {e.marker["kind"] for e in story.fates.ends if e.marker}
     if kinds != {"COMMIT", "ABORT"}:
         return None
@@ -157,7 +157,7 @@ def _split(story: "TxnStory") -> str | None:
     return "its markers disagree: " + _and(said)
 
 
-def _coordinator_commit(story: "TxnStory") -> str | None:
+def _coordinator_commit(story: TxnStory) -> str | None:
     done = [v for v in story.fates.values if v.status == "committed"]
     if story.op.outcome != "fail" or not done:
         return None
@@ -176,7 +176,7 @@ def _distinct_markers(vs: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _coordinator_abort(story: "TxnStory") -> str | None:
+def _coordinator_abort(story: TxnStory) -> str | None:
     gone = [v for v in story.fates.values if v.status == "aborted"]
     if story.op.outcome != "ok" or not gone:
         return None
@@ -191,14 +191,14 @@ def _coordinator_abort(story: "TxnStory") -> str | None:
     return out
 
 
-def _not_written(story: "TxnStory") -> str | None:
+def _not_written(story: TxnStory) -> str | None:
     missing = [v.value for v in story.fates.values if v.status == "not written"]
     if story.op.outcome != "ok" or not missing:
         return None
     return f"the client saw it commit, yet no replica holds {values_phrase(missing)}"
 
 
-def _open(story: "TxnStory") -> str | None:
+def _open(story: TxnStory) -> str | None:
     hanging = [v for v in story.fates.values if v.status == "open"]
     if not hanging:
         return None
@@ -207,7 +207,7 @@ def _open(story: "TxnStory") -> str | None:
             "the transaction is still open there (a hanging transaction holds the last stable offset)")
 
 
-def _aborted_read(story: "TxnStory") -> str | None:
+def _aborted_read(story: TxnStory) -> str | None:
     read = [v for v in story.fates.values if v.status == "aborted" and v.value in story.op.anomalies.get(
         "aborted_read", [])]
     if not read:
@@ -217,7 +217,7 @@ def _aborted_read(story: "TxnStory") -> str | None:
             + " aborted them: a read_uncommitted reader sees a record before its marker (allowed)")
 
 
-def cause(story: "TxnStory") -> tuple[str, str] | None:
+def cause(story: TxnStory) -> tuple[str, str] | None:
     """(kind, one-line cause) of the transaction by the first rule that fits (module docstring), else None."""
     for kind, rule in (("late-produce", _late), ("foreign-commit", _foreign_commit), ("split", _split),
                        ("coordinator-commit", _coordinator_commit), ("coordinator-abort", _coordinator_abort),

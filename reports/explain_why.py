@@ -17,11 +17,11 @@ ranges' recorded facts are used; nothing is re-read.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kchaos.reports.explain import LostRange
-    from kchaos.reports.explain_fates import ReplicaFate
+    from kchaos.reports.explain_fates import LostRange, ReplicaFate
 
 __all__ = ["MAX_FAULTS", "MAX_SPANS", "on_disk", "pick_faults", "spans_phrase", "why", "why_parts"]
 
@@ -70,7 +70,7 @@ def spans_phrase(spans: Sequence[tuple[int | None, int | None]]) -> str:
     return "offsets " + _and(named)
 
 
-def pick_faults(found: Iterable[dict[str, Any]], fates: Iterable["ReplicaFate"]) -> list[dict[str, Any]]:
+def pick_faults(found: Iterable[dict[str, Any]], fates: Iterable[ReplicaFate]) -> list[dict[str, Any]]:
     """The faults worth a clause: faults, not mends; the power failures that cost a replica the range
     always; then the earliest others, MAX_FAULTS in all, in time order."""
     faults = sorted((f for f in found if f["role"] == "fault"), key=lambda f: f["time_s"])
@@ -111,7 +111,7 @@ def _distinct(items: Iterable[Any]) -> list[Any]:
     return out
 
 
-def _acked(rs: Sequence["LostRange"], head: str, were: str, when: str) -> str:
+def _acked(rs: Sequence[LostRange], head: str, were: str, when: str) -> str:
     """Part 1: who acknowledged them. Ranges are in time order."""
     ackers = _distinct((r.leader, r.leader_epoch) for r in rs if r.leader is not None)
     vague = [r for r in rs if r.leader is None and len(r.candidates) > 1]
@@ -147,7 +147,7 @@ def _acked(rs: Sequence["LostRange"], head: str, were: str, when: str) -> str:
     return out
 
 
-def _events(rs: Sequence["LostRange"], p: int) -> list[str]:
+def _events(rs: Sequence[LostRange], p: int) -> list[str]:
     """Part 2: the faults, then the elections that replaced them."""
     parts = []
     seen: dict[Any, dict[str, Any]] = {}
@@ -185,7 +185,7 @@ def _capped(items: list[str]) -> list[str]:
     return items[:_MAX_SAME - 1] + [f"{len(items) - _MAX_SAME + 1} more"]
 
 
-def _fates(rs: Sequence["LostRange"], n: int) -> list[str]:
+def _fates(rs: Sequence[LostRange], n: int) -> list[str]:
     """Part 3: what became of them on each replica (ReplicaFate statuses, merged over the ranges). A replica
     whose status differs between the ranges (a split brain's group) is said with the share of each."""
     parts = []
@@ -244,7 +244,7 @@ def _fates(rs: Sequence["LostRange"], n: int) -> list[str]:
     return parts
 
 
-def why_parts(ranges: Sequence["LostRange"]) -> list[str]:
+def why_parts(ranges: Sequence[LostRange]) -> list[str]:
     """The sentence about `ranges` (lost ranges of one partition, any order) in up to three parts (see the
     module docstring); joined with "; " they are `why`."""
     rs = sorted(ranges, key=lambda r: (r.acked_from_s is None, r.acked_from_s or 0, r.first_offset or 0))
@@ -258,6 +258,6 @@ def why_parts(ranges: Sequence["LostRange"]) -> list[str]:
     return [x for x in out if x]
 
 
-def why(ranges: Sequence["LostRange"]) -> str:
+def why(ranges: Sequence[LostRange]) -> str:
     """One sentence about `ranges` (lost ranges of one partition): `why_parts` joined, with a full stop."""
     return "; ".join(why_parts(ranges)) + "."

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import io
 import textwrap
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from kchaos.checkers.verdict import FAIL, merge
 from kchaos.reports.severity import LEVELS, level

@@ -14,6 +14,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+
 def yes(b: Any) -> Any:
     """"yes" for True, "no" for False, anything else as it is."""
     return {True: "yes", False: "no"}.get(b, b)

@@ -11,16 +11,27 @@ without one, they are what they were before faults.json.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from kchaos.core.faults import FaultCatalogue
-from kchaos.reports.plot_frame import (PALETTE, WIDTH, Span, fault_spans, figure, finish, mark_rebalances, nemesis_color, note,
-                                shade)
+from kchaos.reports.plot_frame import (
+    PALETTE,
+    WIDTH,
+    Span,
+    fault_spans,
+    figure,
+    finish,
+    mark_rebalances,
+    nemesis_color,
+    note,
+    shade,
+)
 
 __all__ = ["Sends", "Span", "Marks", "nemesis_color", "fault_spans", "latency_png", "throughput_png",
            "offsets_png", "offset_marks", "IsrSeries", "isr_series", "isr_png", "MAX_POINTS", "TYPE_COLORS",
@@ -50,7 +61,7 @@ class Sends:
     offset: np.ndarray
 
     @classmethod
-    def empty(cls) -> "Sends":
+    def empty(cls) -> Sends:
         """No sends at all."""
         f, i = np.zeros(0, float), np.zeros(0, np.int64)
         return cls(f, f, f, np.zeros(0, object), i, i, i)

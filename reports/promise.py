@@ -10,8 +10,9 @@ No duplicates: idempotence on.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from kchaos.checkers.promise import GUARANTEE
 from kchaos.checkers.promise_run import rules_of

@@ -15,10 +15,11 @@ import logging
 import os
 import re
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from kchaos.checkers.table import in_faults
 from kchaos.checkers.verdict import essentials, judge, lost_in_promise
@@ -72,7 +73,7 @@ def stamp_of(d: Path) -> str:
     if STAMP.match(d.name):
         return d.name
     try:
-        return datetime.fromtimestamp(d.stat().st_mtime, timezone.utc).strftime("%Y%m%dT%H%M%S")
+        return datetime.fromtimestamp(d.stat().st_mtime, UTC).strftime("%Y%m%dT%H%M%S")
     except OSError:
         return ""
 
@@ -250,7 +251,7 @@ class RunIndex:
         """Close the connection."""
         self.conn.close()
 
-    def __enter__(self) -> "RunIndex":
+    def __enter__(self) -> RunIndex:
         return self
 
     def __exit__(self, *exc: Any) -> None:

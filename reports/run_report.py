@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import quote
 
 import numpy as np
@@ -37,26 +38,24 @@ from markupsafe import Markup
 
 from kchaos.checkers import workload_kind
 from kchaos.checkers.copy import COPY
-from kchaos.checkers.parquet import CheckInputError, convert
 from kchaos.checkers.kafka_errors import errors_line
+from kchaos.checkers.parquet import CheckInputError, convert
 from kchaos.checkers.timeline import availability as timeline_availability
 from kchaos.checkers.timeline import fault_windows
 from kchaos.checkers.verdict import Judgement, history_line, judge, lost_in_promise
 from kchaos.core.evidence_files import ISR_FILE, read_isr
 from kchaos.core.faults import FAULTS_FILE, FaultCatalogue, FaultsError, run_faults
 from kchaos.core.page_cache import describe as describe_page_cache
-from kchaos.reports import plots
-from kchaos.reports import ReportsInputError
+from kchaos.reports import ReportsInputError, plots, txn_plots
+from kchaos.reports.copy_data import CopyRun, read_copy_run
 from kchaos.reports.evidence_html import evidence_section
 from kchaos.reports.explain import load_explanation
+from kchaos.reports.explain_text import groups_of
 from kchaos.reports.explain_txn import load_txn_explanation
 from kchaos.reports.explain_txn_text import txn_story, txn_summary
-from kchaos.reports.explain_text import groups_of
 from kchaos.reports.html import write_page, yes
 from kchaos.reports.promise import RULE, promise_of
 from kchaos.reports.severity import level, loss_rate
-from kchaos.reports import txn_plots
-from kchaos.reports.copy_data import CopyRun, read_copy_run
 from kchaos.reports.txn_cycles import anchor, cycle_tables, op_excerpts
 from kchaos.reports.txn_data import Rebalance, TxnRun, read_rebalances, read_txn_run
 

@@ -15,13 +15,15 @@ import shutil
 import socket
 import socketserver
 import sys
+from collections.abc import Callable
 from email.utils import formatdate
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from kchaos.reports import ReportsInputError
-from kchaos.reports.serve_store import Store, href as _href
+from kchaos.reports.serve_store import Store
+from kchaos.reports.serve_store import href as _href
 
 __all__ = ["ServeError", "make_server", "serve", "server_url"]
 
@@ -127,10 +129,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server_version = "kchaos-serve"
     sys_version = ""
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         self._route(head=False)
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._route(head=True)
 
     def _not_allowed(self) -> None:
@@ -138,7 +140,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+    def log_message(self, format: str, *args: Any) -> None:
         log.info("%s %s", self.address_string(), format % args)
 
     def _route(self, head: bool) -> None:

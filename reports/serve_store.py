@@ -11,15 +11,15 @@ import logging
 import os
 import re
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
 from kchaos.checkers.verdict import FAIL, PASS, UNKNOWN, judge, of_valid
 from kchaos.reports.html import render
-from kchaos.reports.run_index import INDEX_FILE, RunIndex, open_store_index
 from kchaos.reports.regressions import Regression, of_night
+from kchaos.reports.run_index import INDEX_FILE, RunIndex, open_store_index
 from kchaos.reports.serve_trend import trend_page
 from kchaos.reports.serve_versions import version_table
 from kchaos.reports.severity import level
@@ -182,7 +182,8 @@ class Store:
             shown = (self.root / "latest").is_symlink() and latest.is_dir() and self.rel(latest)
             page["index"] = {"name": self.root.name, "latest": "/".join(self.rel(latest) or ()) if shown else None,
                              "suites": sorted((self.suite_info(n, by_night.get(n["night"], []))
-                                               for n in self._nights(refresh=False)), key=lambda x: (x["stamp"], x["rel"]),
+                                               for n in self._nights(refresh=False)),
+                                              key=lambda x: (x["stamp"], x["rel"]),
                                               reverse=True),
                              "runs": sorted(map(self._info, runs), key=lambda x: (x["stamp"], x["rel"]), reverse=True)}
         if rel[:1] == ("scenarios",) and len(rel) <= 2:  # every scenario's variants by Kafka line, or one's
@@ -209,5 +210,5 @@ class Store:
             is_dir = real.is_dir()
             rows.append({"href": href(rel + (e.name,), is_dir), "name": e.name + ("/" if is_dir else ""),
                          "size": None if is_dir else st.st_size,
-                         "modified": datetime.fromtimestamp(st.st_mtime, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")})
+                         "modified": datetime.fromtimestamp(st.st_mtime, UTC).strftime("%Y-%m-%d %H:%M:%SZ")})
         return rows

@@ -54,10 +54,12 @@ def trend_page(index: RunIndex, suite: str, kind: str, root: Path) -> dict[str, 
                                 + [f"allowed: {k} {v}" for k, v in c.allowed.items()])
             squares.append({"word": c.word, "letter": LETTER.get(c.word, "?"), "severity": c.severity,
                             "href": runs_href(n, c), "title": f"{when(n.stamp)}: {c.word}"
-                            + (f", lost {c.lost} of {c.acked}" if c.acked else "") + (f" ({grounds})" if grounds else "")})
+                            + (f", lost {c.lost} of {c.acked}" if c.acked else "")
+                            + (f" ({grounds})" if grounds else "")})
             loss.append(c.loss_rate), p99.append(c.p99), colours.append(COLOUR[c.severity])
         newest = next((n.cells[name] for n in reversed(nights) if name in n.cells), None)
-        rows.append({"cell": name, "label": tr.labels.get(name, name), "squares": squares, "regressed": name in regressed,
+        rows.append({"cell": name, "label": tr.labels.get(name, name), "squares": squares,
+                     "regressed": name in regressed,
                      "loss": sparkline(loss, _percent, f"{name}: loss rate per night", colours),
                      "p99": sparkline(p99, lambda v: f"{v:.0f} ms", f"{name}: p99 send latency per night"),
                      "newest": newest})

@@ -13,6 +13,7 @@ from typing import Any
 
 from kchaos.core.kafka_versions import LINE_NAMES, UnsupportedVersion, line_of, split_on_line
 
+
 def _line(version: Any) -> str | None:
     try:
         return line_of(str(version)).line

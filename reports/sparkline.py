@@ -5,7 +5,7 @@ the last value written at the end, and the highest value above it.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from markupsafe import Markup, escape
 

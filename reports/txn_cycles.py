@@ -8,7 +8,8 @@ no anchors to link to.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = ["MAX_RECORDS", "anchor", "cycle_tables", "micro_ops", "op_excerpts"]
 
@@ -36,7 +37,8 @@ def micro_ops(mops: Any) -> str:
             if not isinstance(recs, list):
                 out.append("poll (never ran)")
                 continue
-            shown = " ".join(f"p{r[0]}@{r[1]}={r[2]}" for r in recs[:MAX_RECORDS] if isinstance(r, list) and len(r) == 3)
+            shown = " ".join(f"p{r[0]}@{r[1]}={r[2]}" for r in recs[:MAX_RECORDS]
+                             if isinstance(r, list) and len(r) == 3)
             more = f" …(+{len(recs) - MAX_RECORDS})" if len(recs) > MAX_RECORDS else ""
             out.append(f"poll {shown}{more}" if recs else "poll (nothing)")
     return "; ".join(out) or "–"

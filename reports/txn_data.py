@@ -10,9 +10,10 @@ alike.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -165,7 +166,7 @@ def read_txn_run(history: Path, results: Mapping[str, Any] | None = None,
                               "lines": kept + [(n, line.rstrip("\n"))]}
         elif f == "drain" and kind == "ok":
             _mark_reads([["poll", op.get("records")]], drained, marks, t)
-    for proc, (index, start, kept) in opened.items():  # cut off by the end of the run: info
+    for proc, (index, _start, kept) in opened.items():  # cut off by the end of the run: info
         done.append(last / 1e9)
         types.append("info")
         latency.append(float("nan"))

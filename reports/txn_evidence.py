@@ -143,9 +143,10 @@ def _decode_states(raw: Path, libs: Path, dumper: Dumper, notes: list[str]) -> l
         node, d = b.file.split("/")[:2]
         m = folder.fullmatch(d)
         if m:
-            per.setdefault((node, int(m.group(1))), []).extend(txn_states([b], lambda _: int(m.group(1)), notes))
+            part = int(m.group(1))
+            per.setdefault((node, part), []).extend(txn_states([b], lambda _, part=part: part, notes))
     best: dict[int, list[TxnState]] = {}
-    for (node, p), states in sorted(per.items()):
+    for (_node, p), states in sorted(per.items()):
         if len(states) > len(best.get(p, [])):
             best[p] = states
     return [s for p in sorted(best) for s in best[p]]

@@ -4,7 +4,8 @@ aborted reads and torn transactions marked, faults shaded and rebalances drawn a
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.lines import Line2D

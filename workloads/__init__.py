@@ -3,7 +3,7 @@ class implementing core.protocols.Workload, built from the test's configuration 
 `--client java`, the compiled Java client: harness/build.py passes it as `java=`)."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from kchaos.core.protocols import Workload
 from kchaos.workloads.copy import CopyWorkload

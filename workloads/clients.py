@@ -1,7 +1,7 @@
 """confluent-kafka client construction and error classification shared by the workloads."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from kchaos.core.config import TestConfig
 from kchaos.core.history import History
@@ -127,7 +128,7 @@ class Copier:
             try:
                 session = _Session(self, after_crash=after_crash)
                 session.run(stopped, self._crash)
-            except Exception:  # noqa: BLE001 - librdkafka's wrapper can raise anything (SystemError on close), the
+            except Exception:
                 # Java client's pipe can fail: the slot goes on with a new session, as a restarted process would
                 log.exception("copier %d: session ended by an error", self.slot)
             after_crash = self._crash.is_set()  # else the session ended on an error, or the run is stopping
@@ -146,7 +147,7 @@ class Copier:
         for c in clients:
             try:
                 c.close_abandoned()
-            except Exception as e:  # noqa: BLE001 - as _Session._close
+            except Exception as e:
                 log.info("copier %d: letting go of an abandoned client: %s", self.slot, e)
 
 
@@ -265,7 +266,7 @@ class _Session:
         self.dead = True
         try:
             self.client.close()
-        except Exception as e:  # noqa: BLE001 - close after a lost group membership can raise SystemError
+        except Exception as e:
             log.info("copier %d: closing the consumer: %s", self.p, e)
 
     def _rebalance(self, ev: Rebalance) -> None:

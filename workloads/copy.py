@@ -22,7 +22,8 @@ import logging
 import random
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -67,9 +68,9 @@ class CopyWorkload:
     be crashed (CrashableClients, `crash-client`). With `java` (`--client java`) they run on the Kafka Java
     client."""
 
-    def __init__(self, cfg: TestConfig, java: "JavaProgram | None" = None):
+    def __init__(self, cfg: TestConfig, java: JavaProgram | None = None):
         self.cfg, self.java = cfg, java
-        self._jvm: "JavaProcess | None" = None
+        self._jvm: JavaProcess | None = None
         self.input = input_topic(cfg)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -120,7 +121,7 @@ class CopyWorkload:
     def _guard(self, copier: Copier) -> None:
         try:
             copier.run(self._stop.is_set)
-        except Exception:  # noqa: BLE001 - a dying copier must not take the run down silently
+        except Exception:
             log.exception("copier thread %s died", threading.current_thread().name)
 
     def crash_client(self, pick: int, restart_after: float) -> dict[str, Any]:
@@ -211,7 +212,7 @@ def fill(bootstrap: str, cfg: TestConfig, topic: TopicConfig, history: History, 
             while True:
                 try:
                     producer.produce(topic.name, value=str(v), partition=v % topic.partitions,
-                                     on_delivery=lambda err, msg, v=v: acks.__setitem__(v, (err, msg)))
+                                     on_delivery=lambda err, msg, v=v, acks=acks: acks.__setitem__(v, (err, msg)))
                     break
                 except BufferError:
                     producer.poll(0.1)

@@ -67,7 +67,7 @@ def high_watermark(bootstrap: str, tp: TopicPartition, client_id: str) -> int:
         consumer.close()
 
 
-def _read_to_hw(consumer, history: History, topic: str, partition: int, process: int,  # noqa: ANN001
+def _read_to_hw(consumer, history: History, topic: str, partition: int, process: int,
                 start: int | None, deadline: float, high: int) -> tuple[int | None, bool]:
     tp = TopicPartition(topic, partition)
     low, _ = consumer.get_watermark_offsets(tp, timeout=5, cached=False)

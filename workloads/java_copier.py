@@ -12,8 +12,8 @@ from typing import Any
 
 from kchaos.core.config import TestConfig
 from kchaos.workloads.copier import ClientError, TxnFailed, copy_group
-from kchaos.workloads.rebalance import Rebalance
 from kchaos.workloads.java_client import JavaClientError, JavaProcess, group_consumer_props, producer_props
+from kchaos.workloads.rebalance import Rebalance
 
 log = logging.getLogger("kchaos.copier.java")
 

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kchaos.core.config import TestConfig
 from kchaos.core.history import History
 from kchaos.workloads.java_client import JavaClientError, JavaProcess, producer_props
 from kchaos.workloads.java_txn_consumer import JavaTxnConsumer
-from kchaos.workloads.txn import TxnClient
+from kchaos.workloads.txn_client import TxnClient
 
 log = logging.getLogger("kchaos.txn.java")
 

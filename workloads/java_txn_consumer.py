@@ -9,7 +9,8 @@ the reply of the request it ran in; `record` writes each as the `rebalance` line
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kchaos.core.config import TestConfig
 from kchaos.core.history import History

@@ -18,7 +18,8 @@ from __future__ import annotations
 import random
 import time
 from collections import deque
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from confluent_kafka import KafkaException
 
@@ -101,7 +102,7 @@ class ProducerLoop:
             return
         self.outstanding[value] = (slot, partition)
 
-    def _report(self, err, msg) -> None:  # noqa: ANN001 - confluent-kafka's delivery callback
+    def _report(self, err, msg) -> None:
         value = int(msg.value())
         slot, partition = self.outstanding.pop(value, (None, None))
         if slot is None:  # already completed as info when the loop gave up waiting

@@ -38,7 +38,7 @@ class LoopSpec:
     rate: float  # sends per second, all instances together; infinite: unthrottled (--rate max)
     seed: int
 
-    def loop(self, instance: int, recorder):  # noqa: ANN001, ANN201 - a SendRecorder; a ProducerLoop
+    def loop(self, instance: int, recorder):
         """The ProducerLoop of producer instance `instance`; its values are instance+1 + instances*i."""
         import itertools
 
@@ -92,7 +92,7 @@ class ProducerProcesses:
         self._procs = []
 
 
-def _worker(spec: LoopSpec, instances: list[int], path: Path, t0: int, stop, counts, parent: int) -> None:  # noqa: ANN001
+def _worker(spec: LoopSpec, instances: list[int], path: Path, t0: int, stop, counts, parent: int) -> None:
     # librdkafka's chatter and any crash go to the run's harness.log, as they do in the harness itself.
     handler = logging.FileHandler(path.parent.parent / "harness.log")
     handler.setFormatter(logging.Formatter(
@@ -105,7 +105,7 @@ def _worker(spec: LoopSpec, instances: list[int], path: Path, t0: int, stop, cou
     def run(instance: int) -> None:
         try:
             spec.loop(instance, stream).run(stopping.is_set)
-        except Exception:  # noqa: BLE001 - a dying producer must not vanish silently
+        except Exception:
             log.exception("producer %d died", instance)
 
     threads = [threading.Thread(target=run, args=(i,), name=f"producer-{i}") for i in instances]

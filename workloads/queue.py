@@ -95,15 +95,15 @@ class QueueWorkload:
         self._members[process].crash(restart_after)
         return {"member": process, "restart_after": restart_after}
 
-    def _spawn(self, name: str, fn, *args) -> None:  # noqa: ANN001
+    def _spawn(self, name: str, fn, *args) -> None:
         t = threading.Thread(target=self._guard, args=(fn, *args), name=name, daemon=True)
         t.start()
         self._threads.append(t)
 
-    def _guard(self, fn, *args) -> None:  # noqa: ANN001
+    def _guard(self, fn, *args) -> None:
         try:
             fn(*args)
-        except Exception:  # noqa: BLE001 - a dying client must not take the run down silently
+        except Exception:
             log.exception("client thread %s died", threading.current_thread().name)
 
     def stop(self) -> None:
@@ -144,7 +144,7 @@ class QueueWorkload:
         finally:
             consumer.close()
 
-    def _poll_one(self, consumer, history: History, process: int) -> None:  # noqa: ANN001
+    def _poll_one(self, consumer, history: History, process: int) -> None:
         op = history.invoke(process, "poll", topic=self.topic)
         try:
             msgs = consumer.consume(num_messages=500, timeout=1.0)
@@ -182,7 +182,7 @@ def record_committed(bootstrap: str, history: History, topic: str, partitions: i
 class HistorySends:
     """A SendRecorder (workloads/producer_loop.py) writing sends into the history, for producer threads."""
 
-    def __init__(self, history: History, topic: str, count):  # noqa: ANN001 - count(key) tallies progress
+    def __init__(self, history: History, topic: str, count):
         self.history = history
         self.topic = topic
         self.count = count

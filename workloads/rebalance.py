@@ -14,8 +14,9 @@ import logging
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 

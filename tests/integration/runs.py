@@ -3,8 +3,9 @@ import json
 import subprocess
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kchaos.core.faults import run_faults
 

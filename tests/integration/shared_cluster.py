@@ -2,16 +2,18 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 import pytest
 
+from kchaos import nemesis
 from kchaos.clusters import admin
 from kchaos.clusters.docker import DockerCluster, cleanup
 from kchaos.core.config import TestConfig
-from kchaos import nemesis
+
+
 @contextmanager
 def topic_cluster(node_image: str, where: Path, cfg: TestConfig) -> Iterator[DockerCluster]:
     """A Docker cluster of `cfg.cluster` with `cfg.topic` created and in sync; torn down (and every kchaos
@@ -48,7 +50,7 @@ def until(check: Callable[[], object], timeout: float, what: str, every: float =
             if check():
                 return
             last = "false"
-        except Exception as e:  # noqa: BLE001 - a broker may be unreachable mid-fault
+        except Exception as e:
             last = repr(e)
         time.sleep(every)
     pytest.fail(f"{what} not within {timeout}s (last: {last})")

@@ -50,7 +50,7 @@ class StandaloneSpark:
         self.procs.append(p)
         return p, log
 
-    def __enter__(self) -> "StandaloneSpark":
+    def __enter__(self) -> StandaloneSpark:
         try:
             port = self.url.rsplit(":", 1)[1]
             master, log = self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",

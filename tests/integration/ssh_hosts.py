@@ -28,9 +28,9 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import docker
 import docker.errors

@@ -4,9 +4,9 @@ exactly once, and test.json says which client ran."""
 import json
 
 import pytest
+from runs import assert_a_copier_crashed_and_was_replaced, finished_run, held
 
 from kchaos.core.history import read_history
-from runs import assert_a_copier_crashed_and_was_replaced, finished_run, held
 from kchaos.workloads.java_build import jdk_problem
 
 pytestmark = [pytest.mark.cluster, pytest.mark.skipif(jdk_problem() is not None, reason="no JDK on PATH")]

@@ -1,9 +1,9 @@
 """The copy workload against a real cluster: two transactional copiers, one crashed mid-transaction and replaced
 (its producer fenced by the next with the same transactional.id), copy the input exactly once."""
 import pytest
+from runs import assert_a_copier_crashed_and_was_replaced, finished_run, held
 
 from kchaos.core.history import read_history
-from runs import assert_a_copier_crashed_and_was_replaced, finished_run, held
 
 pytestmark = pytest.mark.cluster
 KINDS = ("copy_missing", "copy_duplicate", "copy_invented", "copy_reordered")
@@ -12,7 +12,8 @@ KINDS = ("copy_missing", "copy_duplicate", "copy_invented", "copy_reordered")
 def test_copy_under_crash_client_keeps_input_equal_to_output(store):
     run, results = finished_run(store, "copy", [
         "--workload", "copy", "--consumers", "2", "--nemesis", "crash-client", "--interval", "10",
-        "--restart-delay", "2", "--time-limit", "25", "--rate", "100", "--copy-records", "1500", "--txn-size", "10", "--seed", "31"])
+        "--restart-delay", "2", "--time-limit", "25", "--rate", "100", "--copy-records", "1500", "--txn-size", "10",
+        "--seed", "31"])
     assert held(results), results
     counts = results["counts"]
     assert all(counts[k] == 0 for k in KINDS), counts

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import docker
 import pytest
+from signals import sigint_default, sigint_ignored
 
 from kchaos.clusters.engine import LABEL
 from kchaos.core.history import read_history
-
-from signals import sigint_default, sigint_ignored
 
 pytestmark = pytest.mark.cluster
 KCHAOS = [sys.executable, "-m", "kchaos"]

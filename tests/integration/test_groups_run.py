@@ -2,9 +2,9 @@
 import json
 
 import pytest
+from runs import finished_run, held
 
 from kchaos.core.history import read_history
-from runs import finished_run, held
 
 pytestmark = pytest.mark.cluster
 

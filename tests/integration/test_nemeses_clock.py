@@ -10,11 +10,12 @@ import time
 import pytest
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Producer
 from confluent_kafka.admin import NewTopic
-
-from kchaos.clusters import admin
 from shared_cluster import heal, topic_cluster
-from kchaos.core.config import ClusterConfig, TestConfig, TopicConfig
+
 from kchaos import nemesis
+from kchaos.clusters import admin
+from kchaos.core.config import ClusterConfig, TestConfig, TopicConfig
+
 TOPIC = TopicConfig()
 STAMPED = "stamped"  # LogAppendTime: the leader's clock stamps every record
 CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="plain", faketime=True))
@@ -56,7 +57,7 @@ def skews(cluster, n, gap=0.0):
     out = []
     for _ in range(n):
         sent, got = time.time(), []
-        p.produce(STAMPED, b"t", on_delivery=lambda err, msg: got.append((err, msg.timestamp())))
+        p.produce(STAMPED, b"t", on_delivery=lambda err, msg, got=got: got.append((err, msg.timestamp())))
         p.flush(10)
         back = time.time()
         assert got and got[0][0] is None, f"send failed: {got}"

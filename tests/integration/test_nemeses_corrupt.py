@@ -9,11 +9,12 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-
-from kchaos.clusters import admin
 from shared_cluster import heal, topic_cluster, until
-from kchaos.core.config import ClusterConfig, NemesisConfig, TestConfig, TopicConfig
+
 from kchaos import nemesis
+from kchaos.clusters import admin
+from kchaos.core.config import ClusterConfig, NemesisConfig, TestConfig, TopicConfig
+
 SEGMENT_MS = 1500
 TOPIC = TopicConfig(partitions=1, segment_ms=SEGMENT_MS)
 CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="plain"), nemesis=NemesisConfig(names=("corrupt",)))

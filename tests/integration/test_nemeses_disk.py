@@ -12,11 +12,12 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-
-from kchaos.clusters import admin
 from shared_cluster import heal, topic_cluster, until
-from kchaos.core.config import ClusterConfig, TestConfig, TopicConfig
+
 from kchaos import nemesis
+from kchaos.clusters import admin
+from kchaos.core.config import ClusterConfig, TestConfig, TopicConfig
+
 TOPIC = TopicConfig()
 CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="lazyfs"))
 # Kafka 3.7's own words (kafka.log.LogManager, LogDirFailureChannel)
@@ -48,7 +49,7 @@ def state(cluster, partition, via=None):
     for n in [via] if via else cluster.nodes:
         try:
             return admin.partitions(f"{cluster.address(n)}:9092", TOPIC.name)[partition]
-        except Exception:  # noqa: BLE001 - try the next node
+        except Exception:
             if via:
                 raise
     raise AssertionError("no broker answers")

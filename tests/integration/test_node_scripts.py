@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from ssh_hosts import SshHosts, ssh_hosts
 
 from kchaos.clusters.lazyfs import build as build_lazyfs
 from kchaos.clusters.remote import Result
 from kchaos.clusters.remote_ssh import SshPool, SshRemote, to_remote
 from kchaos.core.hosts import load_hosts
-
-from ssh_hosts import SshHosts, ssh_hosts
 
 pytestmark = pytest.mark.cluster
 
@@ -114,7 +113,7 @@ class Node:
                 return "open"
         except ConnectionRefusedError:
             return "refused"
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             return "dropped"
 
 

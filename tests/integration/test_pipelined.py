@@ -10,10 +10,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from runs import assert_done_around_the_faults, assert_each_fault_struck_ops_in_flight, is_ack
 
 from kchaos.core.history import read_history
 from kchaos.core.send_stream import PARTS_DIR, iter_stream
-from runs import assert_done_around_the_faults, assert_each_fault_struck_ops_in_flight, is_ack
 
 pytestmark = pytest.mark.cluster
 KCHAOS = [sys.executable, "-m", "kchaos"]

@@ -3,12 +3,12 @@ controllers while every broker still reaches it, resigns and another controller 
 says so); after the heal the three agree on one leader again, and no acknowledged write is lost."""
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
+from runs import finished_run, held
 
 from kchaos.core.history import read_history
-from runs import finished_run, held
 
 pytestmark = pytest.mark.cluster
 TRANSITION = re.compile(r"^\[(\S+ \S+)\] INFO \[RaftManager id=(\d+)\] Completed transition to (\w+)\((.*)$", re.M)
@@ -18,7 +18,7 @@ def _transitions(run, node):
     """(unix s, state, epoch) of each Raft state change in `node`'s server.log."""
     out = []
     for stamp, _, state, rest in TRANSITION.findall((run / "nodes" / node / "server.log").read_text()):
-        t = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=timezone.utc).timestamp()
+        t = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=UTC).timestamp()
         out.append((t, state, int(re.search(r"epoch=(\d+)", rest).group(1))))
     return out
 

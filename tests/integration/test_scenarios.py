@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from evidence_asserts import assert_followers_truncated_to_the_powerless_leader, assert_old_leader_truncated
 
 from kchaos.checkers.observed import observe
 from kchaos.core.history import read_history
 from kchaos.harness.repro import fault_trace
-
-from evidence_asserts import assert_followers_truncated_to_the_powerless_leader, assert_old_leader_truncated
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]

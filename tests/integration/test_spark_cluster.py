@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from spark_standalone import StandaloneSpark
 
 KCHAOS = [sys.executable, "-m", "kchaos"]

@@ -15,6 +15,8 @@ import time
 import pytest
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
+from runs import assert_done_around_the_faults, is_ack
+from ssh_hosts import SshHosts, keygen, ssh_hosts
 
 from kchaos.clusters import admin
 from kchaos.clusters.cluster import KafkaCluster
@@ -24,9 +26,6 @@ from kchaos.clusters.ssh import SshProvisioner
 from kchaos.core.config import ClusterConfig, TopicConfig
 from kchaos.core.history import read_history
 from kchaos.core.hosts import load_hosts
-
-from runs import assert_done_around_the_faults, is_ack
-from ssh_hosts import SshHosts, keygen, ssh_hosts
 
 pytestmark = pytest.mark.cluster
 KCHAOS = [sys.executable, "-m", "kchaos"]
@@ -211,7 +210,8 @@ def test_connection_errors_are_one_line_naming_the_host_and_create_nothing(hosts
         proc = kchaos("run", "--hosts", str(f), "--nemesis", "none", "--time-limit", "5", "--store", str(store),
                       timeout=120)
         errors = [line for line in proc.stderr.splitlines() if line.startswith("kchaos:")]
-        assert proc.returncode == 4 and len(errors) == 1 and errors[0].startswith("kchaos: error: n"), (what, proc.stderr)
+        assert (proc.returncode == 4 and len(errors) == 1
+                and errors[0].startswith("kchaos: error: n")), (what, proc.stderr)
         assert not store.exists(), what  # nothing created
 
 

@@ -7,13 +7,12 @@ import dataclasses
 import time
 
 import pytest
+from ssh_hosts import SshHosts, keygen, ssh_hosts
 
 from kchaos.clusters.engine import LABEL, docker_client
 from kchaos.clusters.remote import AuthFailed, HostKeyUnknown, HostUnreachable
 from kchaos.clusters.remote_ssh import SshPool, to_remote
 from kchaos.core.hosts import load_hosts
-
-from ssh_hosts import SshHosts, keygen, ssh_hosts
 
 pytestmark = pytest.mark.cluster
 

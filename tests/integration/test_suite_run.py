@@ -17,12 +17,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from browser import render
+from runs import assert_writes_acked_around_every_kill, fault_windows
+from signals import sigint_default
 
 from kchaos.core.kafka_versions import LINES
-
-from browser import render  # noqa: E402
-from signals import sigint_default  # noqa: E402
-from runs import assert_writes_acked_around_every_kill, fault_windows  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 KCHAOS = [sys.executable, "-m", "kchaos"]

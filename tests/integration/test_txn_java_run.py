@@ -3,8 +3,8 @@ group (KIP-848) with sub-p ops, under kill-leader and crash-client: read_committ
 promise, the JVM's rebalances are in the history, a crashed process commits again on a new producer, and test.json
 says which client ran."""
 import pytest
-
 from txn_asserts import valid_txn_run
+
 from kchaos.workloads.java_build import jdk_problem
 
 pytestmark = [pytest.mark.cluster, pytest.mark.skipif(jdk_problem() is not None, reason="no JDK on PATH")]

@@ -4,10 +4,10 @@ read_committed still keeps every transaction's promise (txn_asserts.valid_txn_ru
 and after them, aborted transactions, every partition read to its end, kills that struck transactions in
 flight, a committed poll that returned records)."""
 import pytest
+from txn_asserts import valid_txn_run
 
 from kchaos.checkers.txn_history import parse
 from kchaos.checkers.txn_order import order_anomalies, version_order
-from txn_asserts import valid_txn_run
 
 pytestmark = pytest.mark.cluster
 

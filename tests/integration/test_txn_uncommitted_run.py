@@ -2,7 +2,6 @@
 then abort. The checker counts each as an `aborted_read`, observed and allowed (read_uncommitted promises no
 isolation), never as the `G1a` it would be under read_committed, and the run passes."""
 import pytest
-
 from runs import finished_run, held
 
 pytestmark = pytest.mark.cluster

@@ -6,11 +6,11 @@ import json
 import re
 
 import pytest
+from runs import assert_done_around_the_faults, assert_each_fault_struck_ops_in_flight, finished_run, held, is_ack
 
 from kchaos.checkers.observed import observe
 from kchaos.core.history import read_history
 from kchaos.core.kafka_versions import LINES
-from runs import assert_done_around_the_faults, assert_each_fault_struck_ops_in_flight, finished_run, held, is_ack
 
 pytestmark = pytest.mark.cluster
 OLD, NEW = LINES[0].latest, LINES[-1].latest

@@ -5,7 +5,6 @@ import json
 import subprocess
 
 import pytest
-
 from runs import KCHAOS
 
 pytestmark = pytest.mark.cluster

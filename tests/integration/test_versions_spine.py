@@ -4,10 +4,10 @@ is the quick suite's acks=all cell (suites/quick.yaml, run by test_suite_run.py)
 import json
 
 import pytest
+from runs import assert_writes_acked_around_every_kill, finished_run, held
 
 from kchaos.core.history import read_history
 from kchaos.core.kafka_versions import LINES
-from runs import assert_writes_acked_around_every_kill, finished_run, held
 
 pytestmark = pytest.mark.cluster
 

@@ -3,8 +3,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kchaos.core.history import read_history
 from runs import assert_done_around_the_faults, assert_each_fault_struck_ops_in_flight, finished_run, held, is_commit
+
+from kchaos.core.history import read_history
 
 ALLOWED_READ_COMMITTED = {"G0", "G1c", "int_send_skip"}
 

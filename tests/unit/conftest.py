@@ -14,12 +14,26 @@ import os
 from pathlib import Path
 
 import pytest
+from lazyfs_mount import Mount
 
 from kchaos.clusters.distribution import COMPLETE, cache_dir
 from kchaos.clusters.lazyfs import build
 from kchaos.harness.cli import main
-from lazyfs_mount import Mount
 from kchaos.workloads.java_build import compile_client, jdk_problem
+
+_SPARK_HOME = os.environ.get("SPARK_HOME")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A test that starts Spark, here or in a child process, is marked `spark`: the quick tier (`-m "not spark"`)
+    runs without it. Unmarked, a SparkContext cannot start (its fixtures neither), because SPARK_HOME names no
+    Spark."""
+    if item.get_closest_marker("spark") is not None:
+        os.environ.pop("SPARK_HOME", None) if _SPARK_HOME is None else os.environ.update(SPARK_HOME=_SPARK_HOME)
+    else:
+        os.environ["SPARK_HOME"] = "/this-test-is-not-marked-spark"
+
 
 @pytest.fixture(scope="session")
 def binary() -> Path:

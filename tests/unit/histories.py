@@ -36,7 +36,7 @@ class HistoryBuilder:
         return rec
 
     def send(self, process: int, value: int, partition: int = 0, outcome: str = "ok",
-             offset: int | None = None, latency_ms: float | None = None) -> "HistoryBuilder":
+             offset: int | None = None, latency_ms: float | None = None) -> HistoryBuilder:
         """A send of `value` to `partition` completing with `outcome` (ok needs `offset`)."""
         self.op(process, "invoke", "send", topic="t", partition=partition, value=value)
         done: dict[str, Any] = {"topic": "t", "partition": partition, "value": value}
@@ -49,7 +49,7 @@ class HistoryBuilder:
         return self
 
     def poll(self, process: int, records: list[tuple[int, int, int]], outcome: str = "ok",
-             latency_ms: float | None = None) -> "HistoryBuilder":
+             latency_ms: float | None = None) -> HistoryBuilder:
         """A poll returning `records` as [partition, offset, value] triples."""
         self.op(process, "invoke", "poll")
         extra = {"records": [list(r) for r in records]} if outcome == "ok" else {"error": "x"}
@@ -57,21 +57,21 @@ class HistoryBuilder:
         return self
 
     def drain(self, process: int, partition: int, records: list[tuple[int, int, int]],
-              complete: bool = True) -> "HistoryBuilder":
+              complete: bool = True) -> HistoryBuilder:
         """One ok drain of `partition`; `complete` says it reached the high watermark."""
         self.op(process, "invoke", "drain", partition=partition)
         self.op(process, "ok", "drain", partition=partition,
                 records=[list(r) for r in records], complete=complete, node="n1")
         return self
 
-    def nemesis(self, f: str, **fields: Any) -> "HistoryBuilder":
+    def nemesis(self, f: str, **fields: Any) -> HistoryBuilder:
         """A nemesis invocation and its info completion carrying `fields`."""
         self.op("nemesis", "invoke", f, **fields)
         self.op("nemesis", "info", f, **fields)
         return self
 
     def fault(self, f: str = "kill", nemesis: str = "kill-leader", outcome: str = "ok",
-              **fields: Any) -> "HistoryBuilder":
+              **fields: Any) -> HistoryBuilder:
         """A fault of `nemesis` (break op `f`): its invocation and its completion, `ok` (applied) by default."""
         self.op("nemesis", "invoke", f, nemesis=nemesis)
         self.op("nemesis", outcome, f, nemesis=nemesis, **fields)

@@ -7,7 +7,6 @@ import subprocess
 import time
 from pathlib import Path
 
-
 PAGE = 4096
 
 

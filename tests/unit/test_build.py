@@ -14,7 +14,8 @@ def hosts_file(tmp_path, external: bool, pause: bool = True, roles=("both", "bot
     for i, role in enumerate(roles, 1):
         n = {"name": f"n{i}", "address": f"10.0.0.{i}", "role": role}
         if external:
-            cmds = {"start": "systemctl start kafka", "stop": "systemctl stop kafka", "kill": "systemctl kill -s KILL kafka"}
+            cmds = {"start": "systemctl start kafka", "stop": "systemctl stop kafka",
+                    "kill": "systemctl kill -s KILL kafka"}
             if pause:
                 cmds.update(pause="systemctl kill -s STOP kafka", resume="systemctl kill -s CONT kafka")
             n.update(kafka="external", node_id=i, data_dir="/srv/kafka", commands=cmds)

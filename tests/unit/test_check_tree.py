@@ -34,6 +34,7 @@ def test_find_runs_skips_links_and_sorts(suite):
         "cell-a/rep-1", "cell-b/rep-1", "cell-b/rep-2", "cell-c/rep-1"]
 
 
+@pytest.mark.spark
 def test_one_job_gives_each_run_what_checking_it_alone_gives(suite, tmp_path):
     out = check_tree(suite, MASTER)
     rows = {r["run"]: r for r in out["runs"]}
@@ -58,6 +59,7 @@ def test_one_job_gives_each_run_what_checking_it_alone_gives(suite, tmp_path):
     assert json.loads((suite / "checks.json").read_text()) == out["runs"]
 
 
+@pytest.mark.spark
 def test_timeline_places_anomalies_and_faults(suite):
     res = json.loads((suite / "cell-a" / "rep-1" / "results.json").read_text())
     tl = res["timeline"]
@@ -73,6 +75,7 @@ def test_timeline_places_anomalies_and_faults(suite):
     assert {i for x in lost for i in x["nemesis"]} <= described
 
 
+@pytest.mark.spark
 def test_cli_checks_a_directory_and_exits_with_the_merged_verdict(suite, capsys):
     assert main(["check", str(suite / "cell-b"), "--spark-master", MASTER, "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
@@ -86,6 +89,7 @@ def test_a_directory_without_runs_is_bad_input(tmp_path):
     assert main(["check", str(tmp_path), "--spark-master", MASTER]) == 3
 
 
+@pytest.mark.spark
 def test_a_fresh_check_prints_no_spark_banner(suite):
     """The JVM's start-up banner and known noise stay off the console; the verdict is still printed."""
     proc = subprocess.run([sys.executable, "-m", "kchaos", "check", str(suite / "cell-a" / "rep-1"),

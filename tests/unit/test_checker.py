@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from histories import SEND, HistoryBuilder, add_random_sends, idempotent_test
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +17,6 @@ from kchaos.checkers import CheckInputError, check_path, check_runs, exit_code, 
 from kchaos.checkers.queue import COUNTS, QueueChecker
 from kchaos.checkers.reference import check_reference
 from kchaos.checkers.spark import spark_session
-from histories import SEND, HistoryBuilder, add_random_sends, idempotent_test
 
 MASTER = "local[2]"
 ZERO = {k: 0 for k in COUNTS}
@@ -57,6 +57,7 @@ def clean_history() -> HistoryBuilder:
 
 # --- the verdict on each anomaly -------------------------------------------------------
 
+@pytest.mark.spark
 def test_spark_is_loopback_only_without_ui(spark):
     conf = spark.sparkContext.getConf()
     assert conf.get("spark.driver.host") == conf.get("spark.driver.bindAddress") == "127.0.0.1"
@@ -64,6 +65,7 @@ def test_spark_is_loopback_only_without_ui(spark):
     assert spark.sparkContext.appName == "kchaos-check"
 
 
+@pytest.mark.spark
 def test_clean_history_is_valid(check):
     r = check(clean_history(), idempotent_test(True))
     assert r["valid"] is True
@@ -81,12 +83,13 @@ def test_clean_history_is_valid(check):
     assert r["checkers"]["queue"]["loss"] == {"acks": "all", "promised": True,
                                               "expected_by_configuration": False}
     # checkers.SUMMARY_KEYS are copied to the top level, beside the verdict (checkers/verdict.py).
-    assert set(r) == {"valid", "verdict", "failed", "allowed", "why", "undecided", "page_cache", "counts", "examples", "loss",
-                      "stats", "latency_ms", "timeline", "checkers", "history", "nemesis"}
+    assert set(r) == {"valid", "verdict", "failed", "allowed", "why", "undecided", "page_cache", "counts", "examples",
+                      "loss", "stats", "latency_ms", "timeline", "checkers", "history", "nemesis"}
     assert (r["verdict"], r["failed"], r["allowed"], r["undecided"]) == ("pass", {}, {}, [])
     assert exit_code(r["valid"]) == exit_code(r["verdict"]) == 0
 
 
+@pytest.mark.spark
 def test_lost(check):
     h = HistoryBuilder().send(0, 1, 0, offset=0).send(0, 2, 0, offset=1)
     h.drain(1, 0, [(0, 0, 1)])
@@ -97,6 +100,7 @@ def test_lost(check):
     assert exit_code(r["valid"]) == 1
 
 
+@pytest.mark.spark
 def test_examples_are_the_ten_smallest(check):
     h = HistoryBuilder()
     for i, value in enumerate(range(112, 99, -1)):  # 13 values, sent largest first
@@ -108,6 +112,7 @@ def test_examples_are_the_ten_smallest(check):
     assert r["examples"]["acked"] == list(range(100, 110))
 
 
+@pytest.mark.spark
 def test_unseen_is_unknown(check):
     h = HistoryBuilder().send(0, 1, 0, offset=0).send(0, 2, 1, offset=0)
     h.drain(1, 0, [(0, 0, 1)]).drain(1, 1, [], complete=False)
@@ -119,6 +124,7 @@ def test_unseen_is_unknown(check):
     assert exit_code(r["valid"]) == 2
 
 
+@pytest.mark.spark
 def test_lost_outweighs_unseen(check):
     h = HistoryBuilder().send(0, 1, 0, offset=0).send(0, 2, 1, offset=0).send(0, 3, 0, offset=1)
     h.drain(1, 0, [(0, 0, 1)]).drain(1, 1, [], complete=False)
@@ -128,6 +134,7 @@ def test_lost_outweighs_unseen(check):
     assert (r["examples"]["lost"], r["examples"]["unseen"]) == ([3], [2])
 
 
+@pytest.mark.spark
 def test_partition_without_final_read_is_incomplete(check):
     # test.json says there are 2 partitions; partition 1 was never drained.
     h = HistoryBuilder().send(0, 1, 1, offset=0).drain(1, 0, [])
@@ -137,6 +144,7 @@ def test_partition_without_final_read_is_incomplete(check):
     assert (r["stats"]["partitions_complete"], r["stats"]["partitions_incomplete"]) == ([0], [1])
 
 
+@pytest.mark.spark
 def test_acked_offset_mismatch(check):
     h = HistoryBuilder().send(0, 10, 0, offset=5).send(0, 11, 0, outcome="info")
     h.drain(1, 0, [(0, 5, 11), (0, 6, 10)])
@@ -146,6 +154,7 @@ def test_acked_offset_mismatch(check):
     assert r["examples"]["acked_offset_mismatch"] == [10]
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("idempotence, valid", [(True, False), (False, True)])
 def test_duplicate_invalid_only_with_idempotence(check, idempotence, valid):
     h = HistoryBuilder().send(0, 7, 0, offset=1).send(0, 8, 0, offset=3)
@@ -156,6 +165,7 @@ def test_duplicate_invalid_only_with_idempotence(check, idempotence, valid):
     assert r["examples"]["duplicate"] == [7]
 
 
+@pytest.mark.spark
 def test_inconsistent_offset(check):
     h = HistoryBuilder().send(0, 4, 0, outcome="info").send(0, 5, 0, outcome="info")
     h.poll(1, [(0, 3, 4)]).drain(1, 0, [(0, 3, 5)])
@@ -165,6 +175,7 @@ def test_inconsistent_offset(check):
     assert r["examples"] == {"inconsistent_offset": [[0, 3]]}
 
 
+@pytest.mark.spark
 def test_unexpected(check):
     h = HistoryBuilder().send(0, 1, 0, offset=0).drain(1, 0, [(0, 0, 1), (0, 1, 99)])
     r = check(h)
@@ -173,6 +184,7 @@ def test_unexpected(check):
     assert r["examples"]["unexpected"] == [99]
 
 
+@pytest.mark.spark
 def test_failed_visible_is_reported_but_valid(check):
     h = HistoryBuilder().send(0, 5, 0, outcome="fail").send(0, 6, 0, offset=1)
     h.drain(1, 0, [(0, 0, 5), (0, 1, 6)])
@@ -183,6 +195,7 @@ def test_failed_visible_is_reported_but_valid(check):
     assert (r["stats"]["send_fail"], r["stats"]["send_ok"]) == (1, 1)
 
 
+@pytest.mark.spark
 def test_info_sends_never_read_are_not_lost(check):
     h = HistoryBuilder().send(0, 1, 0, outcome="info").send(1, 2, 0, outcome="info")
     h.send(0, 3, 0, offset=0).drain(2, 0, [(0, 0, 3)])
@@ -192,6 +205,7 @@ def test_info_sends_never_read_are_not_lost(check):
     assert r["stats"]["send_info"] == 2
 
 
+@pytest.mark.spark
 def test_lost_by_the_read_bound(check):
     h = HistoryBuilder().send(0, 1, 0, offset=0).send(0, 2, 0, offset=1)
     h.send(0, 3, 0, outcome="info").send(0, 4, 1, offset=0)
@@ -207,6 +221,7 @@ def three_drained() -> HistoryBuilder:
     return h.drain(1, 0, [(0, 0, 1), (0, 1, 2), (0, 2, 3)])
 
 
+@pytest.mark.spark
 def test_poll_skip(check):
     h = three_drained()
     h.op(4, "invoke", "assign", partitions=[0])
@@ -219,6 +234,7 @@ def test_poll_skip(check):
     assert r["examples"]["poll_skip"] == [[4, 0, 0, 2]]
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("reset", [None, "assign", "info"])
 def test_nonmonotonic_poll_and_resets(check, reset):
     h = three_drained().poll(4, [(0, 0, 1), (0, 1, 2)])
@@ -235,6 +251,7 @@ def test_nonmonotonic_poll_and_resets(check, reset):
     assert r["examples"]["nonmonotonic_poll"] == back
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("idempotence, valid", [(True, False), (False, True)])
 def test_nonmonotonic_send_invalid_only_with_idempotence(check, idempotence, valid):
     h = HistoryBuilder().send(0, 1, 0, offset=5).send(0, 2, 0, offset=3)
@@ -246,6 +263,7 @@ def test_nonmonotonic_send_invalid_only_with_idempotence(check, idempotence, val
     assert r["examples"]["nonmonotonic_send"] == [2]
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("producer, topic, promised", [
     ({"acks": "1"}, {}, False), ({"acks": "all"}, {"min_insync": 1}, True),
     ({"acks": "-1"}, {"unclean": True}, False), ({}, {}, True)])
@@ -258,6 +276,7 @@ def test_loss_summary(spark, tmp_path, producer, topic, promised):
                          "expected_by_configuration": not promised}
 
 
+@pytest.mark.spark
 def test_completion_inherits_value_and_partition_from_invoke(check):
     h = HistoryBuilder()
     h.op(0, "invoke", "send", topic="t", partition=0, value=5)
@@ -274,6 +293,7 @@ ODD = {"value": {"x": [1, "a"]}, "partition": [["n1"], ["n2", "n3"]], "node": ["
        "nodes": ["n1", "n2"], "offset": 1.5, "records": "x", "complete": "yes", "targets": None}
 
 
+@pytest.mark.spark
 def test_nemesis_ops_with_odd_fields_are_ignored(check):
     h = HistoryBuilder().send(0, 1, 0, offset=0)
     h.nemesis("kill", **ODD).nemesis("start", node="n1", value="n1")
@@ -289,6 +309,7 @@ def test_nemesis_ops_with_odd_fields_are_ignored(check):
     assert (r["stats"]["send_invoke"], r["stats"]["drain_ok"]) == (1, 1)
 
 
+@pytest.mark.spark
 def test_value_read_but_only_sent_by_nemesis_is_unexpected(check):
     h = HistoryBuilder().send(0, 1, 0, offset=0).nemesis("send", value=99)
     h.drain(1, 0, [(0, 0, 1), (0, 1, 99)])
@@ -299,6 +320,7 @@ def test_value_read_but_only_sent_by_nemesis_is_unexpected(check):
 TRUNCATED = '{"index": 99, "time": 1, "process": 0, "type": "ok", "f": "send", "val'
 
 
+@pytest.mark.spark
 def test_truncated_last_line_is_tolerated(check):
     r = check(clean_history(), tail=TRUNCATED)
     assert r["counts"] == counts(acked=3)  # judged on the lines before it, and said: the run cannot pass
@@ -308,12 +330,14 @@ def test_truncated_last_line_is_tolerated(check):
     assert (r["stats"]["unparsed_lines"], r["stats"]["malformed_client_ops"]) == (1, 0)
 
 
+@pytest.mark.spark
 def test_queue_checker_alone_tolerates_truncated_last_line(spark, tmp_path):
     run_dir = clean_history().write(tmp_path, tail=TRUNCATED)
     r = QueueChecker(master=MASTER).check({}, run_dir / "history.jsonl")
     assert (r["valid"], r["counts"], r["idempotence"]) == (True, counts(acked=3), False)
 
 
+@pytest.mark.spark
 def test_queue_checker_alone_is_unsure_about_malformed_client_ops(spark, tmp_path):
     h = clean_history()
     h.op(5, "ok", "drain", partition=0, records=[[0, 0]], complete=True)
@@ -323,6 +347,7 @@ def test_queue_checker_alone_is_unsure_about_malformed_client_ops(spark, tmp_pat
     assert (r["stats"]["malformed_records"], r["stats"]["malformed_client_ops"]) == (1, 1)
 
 
+@pytest.mark.spark
 def test_path_with_characters_hadoop_misreads(spark, tmp_path):
     run_dir = clean_history().write(tmp_path / "queue 2024-01-01T12:00:00 [x]")
     (run_dir / "history.jsonl").rename(run_dir / "_h.jsonl")
@@ -331,6 +356,7 @@ def test_path_with_characters_hadoop_misreads(spark, tmp_path):
     assert (run_dir / "results.json").exists()
 
 
+@pytest.mark.spark
 def test_bare_history_file_uses_test_json_beside_it(spark, tmp_path):
     h = HistoryBuilder().send(0, 7, 0, offset=1).drain(1, 0, [(0, 1, 7), (0, 2, 7)])
     run_dir = h.write(tmp_path, idempotent_test(True))
@@ -381,6 +407,7 @@ def test_missing_inputs_are_bad_input(tmp_path):
 
 # --- latency -------------------------------------------------------------------------
 
+@pytest.mark.spark
 def test_latency_quantiles(check):
     h = HistoryBuilder()
     for i in range(10):
@@ -396,6 +423,7 @@ def test_latency_quantiles(check):
     }
 
 
+@pytest.mark.spark
 def test_latency_pairs_interleaved_processes_by_order(check):
     h = HistoryBuilder()
     h.op(0, "invoke", "send", partition=0, value=1, after_ms=1)
@@ -455,6 +483,7 @@ HISTORY = st.fixed_dictionaries(dict(
     complete=st.tuples(st.booleans(), st.booleans()), idempotent=st.booleans(), assign_at=st.integers(0, 3)))
 
 
+@pytest.mark.spark
 @settings(max_examples=1, deadline=None, database=None)
 @given(batch=st.lists(HISTORY, min_size=10, max_size=10))
 def test_agrees_with_reference(spark, tmp_path_factory, batch):

@@ -14,7 +14,7 @@ import pytest
 
 from kchaos.core.exit_codes import MEANINGS
 from kchaos.harness.cli import build_parser, main
-from kchaos.harness.options import D, GROUPS
+from kchaos.harness.options import GROUPS, D
 from kchaos.harness.scenario import find_scenario, load_scenario
 from kchaos.harness.suite import SuiteError, load_suite
 

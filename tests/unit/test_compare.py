@@ -5,17 +5,15 @@ import csv
 import io
 import json
 import shutil
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from browser import render
 from PIL import Image
 
 from kchaos.harness.cli import main
 from kchaos.reports.compare import COLUMNS, CompareError, heatmap, write_compare
-
-from browser import render  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 
@@ -233,6 +231,7 @@ def test_the_page_cache_model_rides_with_each_cell(runs):
     assert any(o.row.get("page_cache") for o in outcomes)
 
 
+@pytest.mark.spark
 def test_txn_and_group_anomalies_get_columns_only_when_some_cell_has_them(runs):
     from test_txn_report import tiny_run
 
@@ -260,6 +259,7 @@ def test_txn_and_group_anomalies_get_columns_only_when_some_cell_has_them(runs):
     assert '<span class="allowed" title="observed, allowed">G0&nbsp;1</span>' in html
 
 
+@pytest.mark.spark
 def test_txn_and_copy_rows_have_their_own_headline_and_empty_queue_cells(runs):
     from test_copy_report import tiny_run as tiny_copy
     from test_txn_report import tiny_run as tiny_txn

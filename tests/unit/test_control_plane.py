@@ -15,7 +15,8 @@ from kchaos.reports.evidence_html import evidence_section
 from kchaos.reports.explain import load_explanation
 
 DATA = Path(__file__).parent / "data" / "evidence"
-DEDICATED = DATA / "control-3.7.2"  # rolling-power-loss-no-quorum, controllers-stopped: c1-c3 paused, n1-n3 power-failed
+# rolling-power-loss-no-quorum, controllers-stopped: c1-c3 paused, n1-n3 power-failed
+DEDICATED = DATA / "control-3.7.2"
 COMBINED = DATA / "control-combined-3.7.2"  # combined-mode n1-n3 under partition-leader, slow-follower, power-fail
 COMBINED_START_MS = 1795508323690.936  # that run's test.json history_start_unix_ms
 
@@ -174,7 +175,8 @@ def test_a_registration_missing_from_the_brokers_log_is_taken_from_the_metadata_
 def test_a_streak_of_candidacies_ends_at_anything_else_the_node_says():
     rows = control_rows(read_control_logs(COMBINED / "nodes"), [], [], Clock(COMBINED_START_MS, "test.json"),
                         {1: "n1", 2: "n2", 3: "n3"})
-    n3 = [(r["count"], r["epoch"], r["last_epoch"]) for r in rows if r["node"] == "n3" and r["kind"] == "raft-candidate"]
+    n3 = [(r["count"], r["epoch"], r["last_epoch"]) for r in rows
+          if r["node"] == "n3" and r["kind"] == "raft-candidate"]
     # 10-11, then n3's broker restarted (a new incarnation), then 12-13: two rows, not one.
     assert (2, 10, 11) in n3 and (2, 12, 13) in n3
     # n1 stood five times for epochs 2-6 while its registration timed out in between: still one row.

@@ -14,9 +14,9 @@ from kchaos.core.history import History, read_history
 from kchaos.harness.cli import build_parser
 from kchaos.harness.options import config_from_args
 from kchaos.workloads.copier import ClientError, Copier, TxnFailed, _Session
-from kchaos.workloads.rebalance import Rebalance
 from kchaos.workloads.java_client import MAX_POLL_INTERVAL_MS, JavaProcess, group_consumer_props
 from kchaos.workloads.java_copier import JavaCopierClient, rebalances
+from kchaos.workloads.rebalance import Rebalance
 
 
 def cfg(*argv: str) -> TestConfig:

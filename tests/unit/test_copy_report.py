@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
+from browser import render
 
-from browser import render  # noqa: E402
-from kchaos.checkers import check_path  # noqa: E402
-from kchaos.reports.copy_data import read_copy_run  # noqa: E402
-from kchaos.reports.run_report import load_run, write_report  # noqa: E402
+from kchaos.checkers import check_path
+from kchaos.reports.copy_data import read_copy_run
+from kchaos.reports.run_report import load_run, write_report
 
 S = 1_000_000_000
 TEST = {"name": "tiny-copy", "topic": {"name": "t", "partitions": 2},

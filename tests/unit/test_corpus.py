@@ -8,14 +8,22 @@ import json
 from typing import Any
 
 import pytest
+from histories import (
+    SEND,
+    HistoryBuilder,
+    add_random_sends,
+    drop_impossible_loss,
+    hostable_plants,
+    idempotent_test,
+    model,
+    run_shapes,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kchaos.checkers.corpus import ANOMALIES, PLANTS, generate, write, write_large
 from kchaos.checkers.reference import COUNTS, check_reference
 from kchaos.core.history import read_history
-from histories import (SEND, HistoryBuilder, add_random_sends, drop_impossible_loss, hostable_plants,
-                       idempotent_test, model, run_shapes)
 
 ZERO = dict.fromkeys(COUNTS, 0)
 NEW_KINDS = ("poll_skip", "nonmonotonic_poll", "nonmonotonic_send")

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from kchaos import nemesis
 from kchaos.checkers.kafka_logs import dump_class_of
 from kchaos.clusters.distribution import cache_dir
 from kchaos.core.config import NemesisConfig, TestConfig, TopicConfig
-from kchaos import nemesis
+
 FAULT_CTL = Path(__file__).resolve().parents[2] / "clusters" / "node" / "fault-ctl"
 HEADER = 61  # bytes of a v2 batch header, records after
 
@@ -284,9 +285,10 @@ def _flipped_run(tmp_path: Path, read_at_1: int) -> Path:
 def test_a_flipped_value_that_another_send_wrote_would_pass_under_acks_1_unless_labelled(tmp_path):
     """The checker on a flipped digit that reads as another producer's number (500001 -> 500000): the queue
     kinds it shows as are all allowed under acks=1, so only `corrupt_read` keeps the run from passing."""
+    from histories import model
+
     from kchaos.checkers.corrupt_reads import corrupt_reads
     from kchaos.checkers.verdict import judge
-    from histories import model
 
     run = _flipped_run(tmp_path, 500000)
     ops = [json.loads(x) for x in (run / "history.jsonl").read_text().splitlines()]
@@ -302,8 +304,9 @@ def test_a_flipped_value_that_another_send_wrote_would_pass_under_acks_1_unless_
 
 
 def test_an_undecodable_flipped_value_is_unexpected_and_a_right_read_is_no_corrupt_read(tmp_path):
-    from kchaos.checkers.corrupt_reads import corrupt_reads
     from histories import model
+
+    from kchaos.checkers.corrupt_reads import corrupt_reads
     from kchaos.workloads.clients import UNDECODABLE, decode_value
 
     assert decode_value(b"5000 0") == UNDECODABLE  # what librdkafka served in the real run (docs/nemeses.md)

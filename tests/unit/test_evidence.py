@@ -3,6 +3,7 @@ and the explanation, on fixtures cut from real runs (tests/unit/data/evidence/*/
 DumpLogSegments output; the run directories are real runs' files, reduced)."""
 import json
 import shutil
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -302,8 +303,8 @@ T0 = 1_800_000_000_000  # history start, unix ms
 
 
 def _stamp(s: float) -> str:
-    from datetime import datetime, timezone
-    t = datetime.fromtimestamp((T0 + s * 1000) / 1000, timezone.utc)
+    from datetime import datetime
+    t = datetime.fromtimestamp((T0 + s * 1000) / 1000, UTC)
     return t.strftime("[%Y-%m-%d %H:%M:%S,") + f"{t.microsecond // 1000:03d}]"
 
 
@@ -504,7 +505,8 @@ def test_a_power_failure_after_the_writeback_says_which_node_kept_the_range_on_d
     line = _nemesis_line(rec, FaultCatalogue(), "kchaos", start)
     assert line["dropped_since"] == {"n1": {0: 12.0}, "n3": {0: 31.2}}
     assert _on_disk(line, 0, 18.9) == " (n3 kept them: its p0 log was on disk up to 31.2 s)"
-    assert _on_disk(line, 1, 18.9) == " (n1 kept them: its p1 log had nothing unsynced; n3 kept them: its p1 log had nothing unsynced)"
+    assert _on_disk(line, 1, 18.9) == (" (n1 kept them: its p1 log had nothing unsynced; "
+                                       "n3 kept them: its p1 log had nothing unsynced)")
     assert _on_disk(line, 0, 40.0) == ""
     assert _on_disk({**line, "dropped_since": {}}, 0, 18.9) == ""  # a run without lazyfs's per-file report
     # the demo's power-fail-all, 2026-11-25: a second power failure finds the log empty since the first; an empty

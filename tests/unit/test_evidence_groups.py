@@ -7,13 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_evidence import DATA, T0, _batch, _meta, _stamp, recorded_dumper
 
-from kchaos.harness.console import MAX_CONSOLE_GROUPS, console_lines, explain_lines
 from kchaos.reports.evidence_html import MAX_GROUPS, evidence_section
 from kchaos.reports.explain import explain, load_explanation
-from kchaos.reports.explain_text import groups_of
+from kchaos.reports.explain_text import MAX_CONSOLE_GROUPS, console_lines, explain_lines, groups_of
 from kchaos.reports.explain_why import spans_phrase
-from test_evidence import DATA, T0, _batch, _meta, _stamp, recorded_dumper
 
 SPLIT_BRAIN = DATA / "split-brain-acks1-3.7.2"
 

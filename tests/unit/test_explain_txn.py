@@ -3,18 +3,15 @@ explained end to end from a real run's files (tests/unit/data/evidence/txn-torn-
 3.7.2 in txn-delayed-endtxn, its DumpLogSegments output reduced; see the README there)."""
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+from test_evidence import _sections
 
 from kchaos.checkers.kafka_logs import parse_dump
 from kchaos.checkers.txn_log import txn_states
-from kchaos.harness.console import txn_console_lines
 from kchaos.reports.explain_txn import explain_txn, is_txn_run, load_txn_explanation
-from kchaos.reports.explain_txn_text import txn_lines
-
-from test_evidence import _sections  # noqa: E402 - one reader of recorded DumpLogSegments output
+from kchaos.reports.explain_txn_text import txn_console_lines, txn_lines
 
 DATA = Path(__file__).parent / "data" / "evidence"
 TORN = DATA / "txn-torn-3.7.2"

@@ -6,11 +6,19 @@ import json
 
 import pytest
 
+from kchaos import nemesis
 from kchaos.checkers.observed import observe
 from kchaos.checkers.timeline import fault_windows
 from kchaos.core.config import NemesisConfig, TestConfig
-from kchaos.core.faults import FAULTS_FILE, FaultCatalogue, FaultKind, FaultsError, read_faults, run_faults, write_faults
-from kchaos import nemesis
+from kchaos.core.faults import (
+    FAULTS_FILE,
+    FaultCatalogue,
+    FaultKind,
+    FaultsError,
+    read_faults,
+    run_faults,
+    write_faults,
+)
 from kchaos.nemesis.schedule import make_schedule, specs_in
 from kchaos.reports import plots
 from kchaos.reports.explain_facts import _nemesis_line

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError
+from histories import HistoryBuilder
 
 from kchaos.checkers.parquet import convert
 from kchaos.checkers.queue import QueueChecker
@@ -17,7 +18,6 @@ from kchaos.checkers.verdict import judge
 from kchaos.core.config import TestConfig
 from kchaos.harness.cli import build_parser
 from kchaos.harness.options import config_from_args
-from histories import HistoryBuilder
 from kchaos.workloads.clients import make_group_consumer
 from kchaos.workloads.group import commit_outcome
 from kchaos.workloads.rebalance import generation_of, group_id, parse_generation
@@ -178,6 +178,7 @@ def tiny(case: str) -> tuple[HistoryBuilder, dict[str, list]]:
 CASES = ("committed_unconsumed", "double_consumed", "assigned")
 
 
+@pytest.mark.spark
 def test_group_counts_reference_and_spark_agree(tmp_path):
     spark_session(MASTER)
     runs = []
@@ -203,6 +204,7 @@ def test_committed_unconsumed_fails_only_with_sync_commits_and_double_consumed_n
     assert auto.verdict == "pass" and dict(auto.allowed) == {"committed_unconsumed": 1, "double_consumed": 2}
 
 
+@pytest.mark.spark
 def test_older_bucket_layouts_without_generations_still_check(tmp_path):
     import pyarrow.parquet as pq
 

@@ -95,7 +95,8 @@ def test_external_kafka(d):
         start="systemctl start kafka", stop="systemctl stop kafka", kill="systemctl kill -s KILL kafka",
         node_id=1, data_dir="/var/lib/kafka", kafka_port=9092)
     k2 = h.host("k2").external
-    assert (k2.kafka_port, k2.pause, k2.resume) == (19092, "systemctl kill -s STOP kafka", "systemctl kill -s CONT kafka")
+    assert (k2.kafka_port, k2.pause, k2.resume) == (19092, "systemctl kill -s STOP kafka",
+                                                    "systemctl kill -s CONT kafka")
 
 
 def test_home_is_expanded_and_relative_paths_follow_the_file(d, monkeypatch):
@@ -140,14 +141,20 @@ EXT = "  - name: n1\n    address: a\n    kafka: external\n    node_id: 1\n    da
     ("nodes:\n  - {name: n1, address: ''}\n", "hosts.yaml:2: nodes[0].address: must be a non-empty string, got ''"),
     ("nodes:\n  - name: n1\n    address: a\n\n    port: x\n",
      "hosts.yaml:5: nodes[0].port: must be an integer in 1..65535, got 'x'"),
-    ("nodes:\n  - {name: n1, address: a, port: 0}\n", "hosts.yaml:2: nodes[0].port: must be an integer in 1..65535, got 0"),
-    ("nodes:\n  - {name: n1, address: a, port: 65536}\n", "hosts.yaml:2: nodes[0].port: must be an integer in 1..65535"),
-    ("nodes:\n  - {name: n1, address: a, port: true}\n", "hosts.yaml:2: nodes[0].port: must be an integer in 1..65535, got True"),
-    ("nodes:\n  - {name: n1, address: a, port: '22'}\n", "hosts.yaml:2: nodes[0].port: must be an integer in 1..65535, got '22'"),
-    ("nodes:\n  - {name: n1, address: a, user: [x]}\n", "hosts.yaml:2: nodes[0].user: must be a non-empty string, got a list"),
+    ("nodes:\n  - {name: n1, address: a, port: 0}\n",
+     "hosts.yaml:2: nodes[0].port: must be an integer in 1..65535, got 0"),
+    ("nodes:\n  - {name: n1, address: a, port: 65536}\n",
+     "hosts.yaml:2: nodes[0].port: must be an integer in 1..65535"),
+    ("nodes:\n  - {name: n1, address: a, port: true}\n",
+     "hosts.yaml:2: nodes[0].port: must be an integer in 1..65535, got True"),
+    ("nodes:\n  - {name: n1, address: a, port: '22'}\n",
+     "hosts.yaml:2: nodes[0].port: must be an integer in 1..65535, got '22'"),
+    ("nodes:\n  - {name: n1, address: a, user: [x]}\n",
+     "hosts.yaml:2: nodes[0].user: must be a non-empty string, got a list"),
     ("nodes:\n  - name: n1\n    address: a\n    key: nope\n", "hosts.yaml:4: nodes[0].key: {d}/nope does not exist"),
     ("nodes:\n  - name: n1\n    address: a\n    key: .\n", "hosts.yaml:4: nodes[0].key: {d} is not a file"),
-    ("nodes:\n  - {name: n1, address: a, sudo: 'yes'}\n", "hosts.yaml:2: nodes[0].sudo: must be true or false, got 'yes'"),
+    ("nodes:\n  - {name: n1, address: a, sudo: 'yes'}\n",
+     "hosts.yaml:2: nodes[0].sudo: must be true or false, got 'yes'"),
     ("nodes:\n  - {name: n1, address: a, role: leader}\n",
      "hosts.yaml:2: nodes[0].role: must be one of broker, controller, both, got 'leader'"),
     ("nodes:\n  - {name: n1, address: a, client_address: 5}\n",
@@ -156,8 +163,10 @@ EXT = "  - name: n1\n    address: a\n    kafka: external\n    node_id: 1\n    da
      "hosts.yaml:2: nodes[0].kafka: must be one of managed, external, got 'own'"),
     ("nodes:\n  - name: n1\n    address: a\n    hostname: b\n",
      "hosts.yaml:4: nodes[0].hostname: unknown key; a node has name, address, port,"),
-    ("nodes:\n  - name: n1\n    address: a\n    port: 22\n    port: 23\n", "hosts.yaml:5: nodes[0].port: appears twice"),
-    ("nodes:\n  - {name: n1, address: a}\n  - {name: n1, address: b}\n", "hosts.yaml:3: nodes[1].name: name n1 is also nodes[0]'s"),
+    ("nodes:\n  - name: n1\n    address: a\n    port: 22\n    port: 23\n",
+     "hosts.yaml:5: nodes[0].port: appears twice"),
+    ("nodes:\n  - {name: n1, address: a}\n  - {name: n1, address: b}\n",
+     "hosts.yaml:3: nodes[1].name: name n1 is also nodes[0]'s"),
     ("nodes:\n  - {name: n1, address: a}\n  - {name: n2, address: a, port: 22}\n",
      "hosts.yaml:3: nodes[1].address: address a:22 is also nodes[0]'s"),
     ("nodes:\n  - {name: n1, address: a, role: controller}\n", "hosts.yaml:1: nodes: no node is a broker"),
@@ -190,7 +199,8 @@ EXT = "  - name: n1\n    address: a\n    kafka: external\n    node_id: 1\n    da
      "hosts.yaml:7: nodes[0].kafka_port: must be an integer in 1..65535, got 0"),
     ("nodes:\n" + EXT + "    commands: {start: a, stop: b, kill: c}\n"
      + EXT.replace("n1", "n2").replace("address: a", "address: b") + "    commands: {start: a, stop: b, kill: c}\n"
-     + "  - {name: n3, address: c, kafka: external, node_id: 3, data_dir: /d, commands: {start: a, stop: b, kill: c}}\n",
+     + "  - {name: n3, address: c, kafka: external, node_id: 3, data_dir: /d, "
+       "commands: {start: a, stop: b, kill: c}}\n",
      "hosts.yaml:11: nodes[1].node_id: node_id 1 is also nodes[0]'s"),
     ("nodes:\n" + EXT + "    commands: {start: a, stop: b, kill: c}\n  - {name: n2, address: b}\n"
      "  - {name: n3, address: c}\n", "hosts.yaml:8: nodes[1].kafka: managed, but nodes[0] is external"),

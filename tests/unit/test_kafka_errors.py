@@ -11,8 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from kchaos.checkers.kafka_errors import (FAMILIES, MAX_REASONS, RULES, WINDOW_AFTER_MS, errors_line, internal_reasons,
-                                   kafka_errors)
+from kchaos.checkers.kafka_errors import (
+    FAMILIES,
+    MAX_REASONS,
+    RULES,
+    WINDOW_AFTER_MS,
+    errors_line,
+    internal_reasons,
+    kafka_errors,
+)
 from kchaos.core.faults import FaultKind, write_faults
 
 MASTER = "local[2]"
@@ -120,7 +127,8 @@ class Logs:
                 out += trace
                 line += len(trace)
             (d / "server.log").write_text("\n".join(out) + "\n")
-            (d / "state-change.log").write_text(f"[{stamp(0)}] INFO [Broker id=1] nothing wrong (state.change.logger)\n")
+            (d / "state-change.log").write_text(f"[{stamp(0)}] INFO [Broker id=1] nothing wrong "
+                                                "(state.change.logger)\n")
             where[node] = lines_at
         return where
 
@@ -196,7 +204,8 @@ def labelled_run(run: Path, scale: int = 1) -> Labelled:
         put("n1", 101 + i * 0.5, ner(1, 1), ("expected", "not-enough-replicas", LOGGERS["ner"],
                                             "org.apache.kafka.common.errors.NotEnoughReplicasException"))
     put("n2", 95.5, PUBLISHING, ("internal", "metadata-publishing",
-                                 "org.apache.kafka.server.fault.LoggingFaultHandler", "java.lang.IllegalStateException"))
+                                 "org.apache.kafka.server.fault.LoggingFaultHandler",
+                                 "java.lang.IllegalStateException"))
     # Long after every fault closed: nothing explains these.
     for i in range(3):
         put("n1", 160 + i, ner(1, 0), ("unexplained", "not-enough-replicas", LOGGERS["ner"],
@@ -254,6 +263,7 @@ def test_the_verdict_reasons_name_only_the_internal_fault(motivating):
     assert "first internal: n2" in line and "Encountered metadata publishing fault (IllegalStateException)" in line
 
 
+@pytest.mark.spark
 def test_spark_reads_many_stretches_and_agrees_with_one_process(motivating):
     here = kafka_errors(motivating.run)
     spread = kafka_errors(motivating.run, MASTER, stretch_bytes=64 << 10, local_bytes=0)
@@ -455,6 +465,7 @@ def test_controller_and_state_change_logs_are_read_too(tmp_path):
     assert s["files"] == 2 and len(internal_reasons(s)) == 2
 
 
+@pytest.mark.spark
 def test_the_motivating_run_checked_is_unknown_with_the_fault_named_on_every_surface(motivating, capsys):
     from kchaos.checkers import check_path
     from kchaos.harness.cli import main

@@ -10,8 +10,18 @@ from kchaos.checkers import kafka_logs
 from kchaos.clusters.kafka_node import NODE_DIR, SCRIPTS
 from kchaos.clusters.kraft import NodeSpec, server_properties
 from kchaos.core.config import ClusterConfig, ConfigError, validate
-from kchaos.core.kafka_versions import (LINES, NEW_DUMP_CLASS, OLD_DUMP_CLASS, UnsupportedVersion, dump_class, line_of,
-                                 node_env, perf_command, resolve_version, tools_record)
+from kchaos.core.kafka_versions import (
+    LINES,
+    NEW_DUMP_CLASS,
+    OLD_DUMP_CLASS,
+    UnsupportedVersion,
+    dump_class,
+    line_of,
+    node_env,
+    perf_command,
+    resolve_version,
+    tools_record,
+)
 from kchaos.harness.cli import build_parser, main
 from kchaos.harness.options import config_from_args
 from kchaos.nemesis import check_spec
@@ -101,7 +111,8 @@ def test_each_line_s_logging_and_tools(line, log4j2, dump, bootstrap):
     cmd = perf_command(v, "t", 10, "10.0.0.11:9092", "all")
     assert cmd[0] == "org.apache.kafka.tools.ProducerPerformance"
     if bootstrap:
-        assert cmd[cmd.index("--bootstrap-server") + 1] == "10.0.0.11:9092" and "bootstrap.servers=" not in " ".join(cmd)
+        assert (cmd[cmd.index("--bootstrap-server") + 1] == "10.0.0.11:9092"
+                and "bootstrap.servers=" not in " ".join(cmd))
     else:
         assert "--bootstrap-server" not in cmd and "bootstrap.servers=10.0.0.11:9092" in cmd
     rec = tools_record(v)

@@ -26,12 +26,14 @@ def test_suite_and_scenario_files_do_not_import_the_command_line(tmp_path):
     cell's TestConfig: none of it loads harness.cli (suite.py used to import it inside those functions)."""
     (tmp_path / "s.yaml").write_text("base: {time_limit: 5}\nmatrix: {acks: [1, all]}\n")
     code = ("import json, sys\nfrom pathlib import Path\n"
-            "from kchaos.harness.suite import load_suite\nfrom kchaos.harness.scenario import find_scenario, load_scenario\n"
+            "from kchaos.harness.suite import load_suite\n"
+            "from kchaos.harness.scenario import find_scenario, load_scenario\n"
             "loaded = 'kchaos.harness.cli' in sys.modules\n"
             f"s = load_suite(Path({str(tmp_path / 's.yaml')!r}))\n"
             "sc = load_scenario(find_scenario('unclean-election'))\n"
             "cfg = s.config(s.cells[0], 1, Path('/tmp'), 'local[*]')\n"
-            "print(json.dumps([loaded, cfg.producer.acks, len(sc.variants) > 0, 'kchaos.harness.cli' in sys.modules]))\n")
+            "print(json.dumps([loaded, cfg.producer.acks, len(sc.variants) > 0,"
+            " 'kchaos.harness.cli' in sys.modules]))\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [False, "1", True, False]

@@ -79,7 +79,8 @@ def test_the_project_packages_import_each_other_in_no_circle():
 def test_the_layer_check_sees_imports_inside_functions(tmp_path):
     """The walk would miss what matters most if it read only module-level imports."""
     f = tmp_path / "m.py"
-    f.write_text("import os\n\ndef f():\n    from kchaos.harness.runner import run\n    if True:\n        import kchaos.core.config\n")
+    f.write_text("import os\n\ndef f():\n    from kchaos.harness.runner import run\n"
+                 "    if True:\n        import kchaos.core.config\n")
     assert _imports(f, "reports") == [(4, "harness.runner.run"), (6, "core.config")]
     assert not _allowed("reports", "harness.runner.run") and _allowed("reports", "core.config")
     assert _allowed("nemesis", "clusters.admin.topic_leaders") and not _allowed("nemesis", "clusters.docker")
@@ -96,3 +97,35 @@ def test_every_project_import_names_the_kchaos_package():
                          else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
                 bare += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names if n.split(".")[0] in PACKAGES]
     assert bare == []
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Every project module (dotted, under kchaos) and the project modules it imports, wherever the import
+    stands (TYPE_CHECKING blocks and function bodies included). `from pkg import mod` is an edge to the module, not
+    to the package: a module's parent package is imported first anyway, and is no circle."""
+    files = {"kchaos": ROOT / "kchaos", **{f"kchaos.{p}": ROOT / p for p in PACKAGES}}
+    modules: dict[str, Path] = {}
+    for dotted, folder in files.items():
+        for path in folder.rglob("*.py"):
+            parts = [x for x in path.relative_to(folder).with_suffix("").parts if x != "__init__"]
+            modules[".".join([dotted, *parts])] = path
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                graph[name] |= {a.name for a in node.names if a.name in modules}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                subs = {f"{node.module}.{a.name}" for a in node.names} & modules.keys()
+                graph[name] |= subs if len(subs) == len(node.names) else {node.module, *subs} & modules.keys()
+        graph[name].discard(name)
+    return graph
+
+
+def test_no_two_modules_import_each_other_in_a_circle():
+    """Not even under TYPE_CHECKING or inside a function: a circle means two modules share an idea that belongs
+    in a third, lower one."""
+    import networkx as nx
+
+    circles = sorted(" -> ".join(c) for c in nx.simple_cycles(nx.DiGraph(
+        [(a, b) for a, deps in _module_graph().items() for b in deps])))
+    assert circles == []

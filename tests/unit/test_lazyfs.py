@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from lazyfs_mount import PAGE, put
 
 
@@ -298,7 +297,8 @@ def test_stats_name_each_dirty_file_with_its_ranges(fs):
         os.close(fd)
     by = files(s)
     assert [f["path"] for f in s["files"]] == sorted(by) == ["adj", "d/seg.log", "many", "two", 'we"ird\\na\nme\ufffd']
-    assert (by["d/seg.log"]["dirty_bytes"], by["d/seg.log"]["size"], by["d/seg.log"]["ranges"]) == (PAGE, 100, [[0, 100]])
+    assert ((by["d/seg.log"]["dirty_bytes"], by["d/seg.log"]["size"], by["d/seg.log"]["ranges"])
+            == (PAGE, 100, [[0, 100]]))
     assert by["two"]["dirty_bytes"] == 2 * PAGE and by["two"]["size"] == 3 * PAGE + 110
     assert by["two"]["ranges"] == [[0, PAGE], [3 * PAGE, 3 * PAGE + 110]]
     assert by["adj"]["ranges"] == [[0, PAGE + 10]] and by["adj"]["dirty_bytes"] == 2 * PAGE

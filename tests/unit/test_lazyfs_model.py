@@ -10,7 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from lazyfs_mount import PAGE, put
 
 

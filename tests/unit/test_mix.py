@@ -3,11 +3,11 @@ import json
 
 import pytest
 
+from kchaos import nemesis
 from kchaos.core.config import ConfigError, NemesisConfig, TestConfig
+from kchaos.harness.build import preflight
 from kchaos.harness.cli import build_parser
 from kchaos.harness.options import config_from_args
-from kchaos.harness.runner import preflight
-from kchaos import nemesis
 from kchaos.nemesis import mix
 from kchaos.nemesis.schedule import load_schedule, make_schedule, save_schedule, schedule_names, specs_in
 from kchaos.nemesis.targets import Target

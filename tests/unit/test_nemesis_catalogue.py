@@ -6,8 +6,8 @@ from itertools import combinations
 
 import pytest
 
-from kchaos.core.config import ConfigError, NemesisConfig, TestConfig
 from kchaos import nemesis
+from kchaos.core.config import ConfigError, NemesisConfig, TestConfig
 from kchaos.nemesis.base import outlive_lag, outlive_session
 from kchaos.nemesis.network import bridge, halves, isolate, lossy, majorities_ring, oneway
 from kchaos.nemesis.schedule import load_schedule, make_schedule, save_schedule, schedule_names
@@ -222,7 +222,7 @@ def test_await_isr_skips_the_fault_when_the_isr_never_shrinks():
 
 
 def test_spec_partitions_must_exist_and_specs_not_repeat():
-    from kchaos.harness.runner import preflight
+    from kchaos.harness.build import preflight
     with pytest.raises(ConfigError, match="partition 9, but the topic has 3"):
         preflight(cfg(["kill-leader:leader:9"]))
     with pytest.raises(ConfigError, match="names kill more than once"):
@@ -230,7 +230,7 @@ def test_spec_partitions_must_exist_and_specs_not_repeat():
 
 
 def test_storage_auto_follows_the_nemeses(tmp_path):
-    from kchaos.harness.runner import preflight
+    from kchaos.harness.build import preflight
     base = cfg(["kill"]).with_(store=str(tmp_path / "r"))
     assert preflight(base).cluster.storage == "plain"
     assert preflight(base.with_(nemesis=NemesisConfig(names=("kill", "power-fail")))).cluster.storage == "lazyfs"

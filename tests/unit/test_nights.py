@@ -17,16 +17,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from test_serve import serving
+from test_suite import SMALL, StandIn
 
-from test_serve import serving  # noqa: E402
-from test_suite import SMALL, StandIn  # noqa: E402
-
-from kchaos.harness.cli import main  # noqa: E402
-from kchaos.core.exit_codes import EXIT_REGRESSION  # noqa: E402
-from kchaos.harness.suite import load_suite  # noqa: E402
-from kchaos.harness.suite_run import run_suite  # noqa: E402
-from kchaos.reports.run_index import INDEX_FILE, RunIndex  # noqa: E402
-from kchaos.reports.trends import when  # noqa: E402
+from kchaos.core.exit_codes import EXIT_REGRESSION
+from kchaos.harness.cli import main
+from kchaos.harness.suite import load_suite
+from kchaos.harness.suite_run import run_suite
+from kchaos.reports.run_index import INDEX_FILE, RunIndex
+from kchaos.reports.trends import when
 
 NIGHTLY = SMALL.replace("name: small", "name: nightly").replace("repeat: 2", "repeat: 1")
 
@@ -194,7 +193,8 @@ def test_index_survives_a_suite_killed_halfway(tmp_path):
     path = _write(tmp_path, NIGHTLY.replace("repeat: 1", "repeat: 3"))
     store = tmp_path / "results"
     code = SLOW_SUITE.format(path=str(path), store=str(store))
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

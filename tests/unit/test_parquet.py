@@ -10,9 +10,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+import kchaos.checkers.parquet as P
 from kchaos.checkers import CheckInputError, validate_history
 from kchaos.checkers.corpus import generate
-import kchaos.checkers.parquet as P
 from kchaos.checkers.parquet import client_op_problem, convert, pairing_problem, parquet_path
 from kchaos.checkers.spark import CORRUPT, HISTORY_SCHEMA, read_history_df, readable_path, spark_session
 from kchaos.core.history import HistoryError, read_history
@@ -146,6 +146,7 @@ def test_derived_columns_match_a_line_by_line_model(tmp_path, small_chunks, seed
     assert max(g["epoch"] for g in got) == sum('"nemesis"' in line for line in lines) >= 4
 
 
+@pytest.mark.spark
 def test_spark_reads_the_converted_rows(tmp_path, small_chunks):
     odd = {"value": {"x": [1, "a"]}, "partition": [["n1"], ["n2", "n3"]], "node": ["n1"],
            "offset": 1.5, "records": "x", "complete": "yes", "targets": None}

@@ -9,7 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from kchaos.checkers.corpus import PLANTS, generate, write
-from kchaos.checkers.parquet import convert, parquet_path, write_from_lines
+from kchaos.checkers.parquet import convert, parquet_path
+from kchaos.checkers.parquet_lines import write_from_lines
 from kchaos.checkers.queue import QueueChecker
 from kchaos.checkers.reference import check_reference
 from kchaos.checkers.spark import spark_session
@@ -47,6 +48,7 @@ def table_of(ops) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
+@pytest.mark.spark
 def test_write_from_lines_matches_convert(spark, tmp_path):
     corpus = generate(11, sends=1500, in_flight=3, idempotent=True, plant=dict.fromkeys(PLANTS, 2))
     # The JSON-converted run and the table-written run: same history bytes, separate directories.
@@ -83,6 +85,7 @@ def test_write_from_lines_falls_back_to_json_when_a_check_fails(tmp_path):
     assert pq.read_table(out).num_rows == len(corpus.ops)
 
 
+@pytest.mark.spark
 def test_runs_checked_in_one_process_share_one_spark_context(spark, tmp_path):
     """What `kchaos suite` and `kchaos scenario` rely on: every run's check_path reuses the session."""
     from kchaos.checkers import check_path

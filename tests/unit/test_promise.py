@@ -7,8 +7,14 @@ import pytest
 
 from kchaos.checkers.parquet import convert
 from kchaos.checkers.promise import Events, IsrSample, PowerLoss, Rules, UncleanElection, classify, verdict
-from kchaos.checkers.promise_run import (controller_unclean_elections, loss_section, nemesis_events, read_fenced,
-                                   read_metadata_samples, rules_of)
+from kchaos.checkers.promise_run import (
+    controller_unclean_elections,
+    loss_section,
+    nemesis_events,
+    read_fenced,
+    read_metadata_samples,
+    rules_of,
+)
 from kchaos.reports.promise import promise_of
 
 S = 1_000_000_000
@@ -95,7 +101,8 @@ def test_issue21_a_holder_leaving_the_isr_ends_the_guarantee_even_without_a_late
     # fenced n2 and left the ISR {n3}; n2 lost power at 77.6 s. From 76.5 s no in-sync replica held the write:
     # it was lost outside the guarantee. The checker used to wait for a power failure to empty the holders, so
     # it missed this and counted the write inside the promise.
-    ev = Events(isr={2: [IsrSample(int(40 * S), 2, 3, frozenset({2, 3})), IsrSample(int(76.5 * S), 2, 3, frozenset({3}))]},
+    ev = Events(isr={2: [IsrSample(int(40 * S), 2, 3, frozenset({2, 3})),
+                         IsrSample(int(76.5 * S), 2, 3, frozenset({3}))]},
                 power=[power(61.0, 3), power(77.6, 2)])
     assert verdict(2, int(58.6 * S), ev, KAFKA_37) == (
         "p2: in-sync replicas {n2, n3} at the acknowledgement; {n3} lost power at 61.0 s, {n2} left the ISR at "
@@ -188,7 +195,8 @@ def test_nemesis_lines_power_loss_and_flushed_nodes():
 
 def test_nemesis_lines_per_file_report_places_the_oldest_dropped_write():
     files = [{"path": "kchaos-0/00000000000000000000.log", "oldest_unix_ms": 1_000_020_000.0, "oldest_age_ms": 10_000},
-             {"path": "kchaos-0/00000000000000000000.index", "oldest_unix_ms": 1_000_001_000.0, "oldest_age_ms": 29_000},
+             {"path": "kchaos-0/00000000000000000000.index", "oldest_unix_ms": 1_000_001_000.0,
+              "oldest_age_ms": 29_000},
              {"path": "kchaos-1/00000000000000000000.log", "oldest_unix_ms": 1_000_025_000.0, "oldest_age_ms": 5_000},
              {"path": "other-0/00000000000000000000.log", "oldest_unix_ms": 1_000_000_000.0, "oldest_age_ms": 30_000}]
     lines = [{"process": "nemesis", "type": "ok", "f": "power-fail", "time": 30 * S + 5, "nodes": ["n1", "n2", "n3"],

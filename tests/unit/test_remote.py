@@ -18,8 +18,17 @@ import paramiko
 import pytest
 
 from kchaos.clusters import remote_ssh
-from kchaos.clusters.remote import (AuthFailed, CommandFailed, CommandTimeout, ConnectionLost, HostKeyChanged,
-                             HostKeyUnknown, HostUnreachable, Remote, TransferFailed)
+from kchaos.clusters.remote import (
+    AuthFailed,
+    CommandFailed,
+    CommandTimeout,
+    ConnectionLost,
+    HostKeyChanged,
+    HostKeyUnknown,
+    HostUnreachable,
+    Remote,
+    TransferFailed,
+)
 from kchaos.clusters.remote_ssh import SshPool, SshRemote, fingerprint
 
 SSHD = Path("/usr/sbin/sshd")

@@ -12,19 +12,17 @@ import json
 import re
 import shutil
 import struct
-import sys
 import time
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import numpy as np
 import pytest
+from browser import render
 
-
-from browser import render  # noqa: E402
-from kchaos.checkers.verdict import judge  # noqa: E402
-from kchaos.reports import plots  # noqa: E402
-from kchaos.reports.run_report import REPORT_FILE, ReportError, anomaly_marks, load_run, write_report  # noqa: E402
+from kchaos.checkers.verdict import judge
+from kchaos.reports import plots
+from kchaos.reports.run_report import REPORT_FILE, ReportError, anomaly_marks, load_run, write_report
 
 S = 1_000_000_000
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"

@@ -13,14 +13,14 @@ import signal
 from pathlib import Path
 
 import pytest
+from histories import HistoryBuilder
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kchaos.checkers.observed import anomaly_kinds, METRICS, observe
+from kchaos.checkers.observed import METRICS, anomaly_kinds, observe
 from kchaos.harness.cli import main
 from kchaos.harness.scenario import Prediction, ScenarioError, find_scenario, load_scenario, scenario_names
 from kchaos.harness.scenario_run import RESULT_FILE, judge
-from histories import HistoryBuilder
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE_RUNS = sorted(p.parent for p in (REPO / "tests/fixtures/runs").glob("*/*/results.json"))

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from kchaos.harness.scenario import load_scenario
 from kchaos.harness.console import print_scenario
+from kchaos.harness.scenario import load_scenario
 from kchaos.harness.scenario_run import RESULT_FILE, judge
 from kchaos.harness.scenario_stats import Rate, Spread, spreads, wilson
 from kchaos.reports.junit import CellOutcome

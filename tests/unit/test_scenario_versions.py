@@ -2,17 +2,15 @@
 `kchaos scenario --versions`."""
 from __future__ import annotations
 
-import sys
 from functools import partial
 from pathlib import Path
 
 import pytest
+from scenario_rates import Rep, _config
 
 from kchaos.core.kafka_versions import LINES, resolve_version
 from kchaos.harness.cli import main
 from kchaos.harness.scenario import ScenarioError, find_scenario, load_scenario, scenario_names
-
-from scenario_rates import Rep, _config  # noqa: E402
 
 ALL_LINES = [x.line for x in LINES]
 

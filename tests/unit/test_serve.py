@@ -8,19 +8,18 @@ import json
 import logging
 import socket
 import struct
-import sys
 import threading
 import urllib.error
 import urllib.request
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
+from browser import render
 
-from browser import render  # noqa: E402
-from kchaos.reports.html import png, write_page  # noqa: E402
-from kchaos.reports.serve import ServeError, make_server, serve, server_url  # noqa: E402
+from kchaos.reports.html import png, write_page
+from kchaos.reports.serve import ServeError, make_server, serve, server_url
 
 A = "20260101T100000.000Z"  # standalone run, INVALID, with report.html
 B = "20260102T100000.000Z"  # standalone run, not checked (newest: latest)

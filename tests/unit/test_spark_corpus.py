@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from histories import drop_impossible_loss, hostable_plants, run_shapes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,7 +16,8 @@ from kchaos.checkers.corpus import ANOMALIES, PLANTS, generate, write
 from kchaos.checkers.queue import QueueChecker
 from kchaos.checkers.reference import COUNTS, MAX_EXAMPLES, check_reference
 from kchaos.checkers.spark import spark_session
-from histories import drop_impossible_loss, hostable_plants, run_shapes
+
+pytestmark = pytest.mark.spark
 
 MASTER = "local[2]"
 COMPARED = ("valid", "counts", "examples", "loss")

@@ -182,6 +182,7 @@ def test_check_of_many_runs_never_cuts_a_run_path(tmp_path, monkeypatch, capsys)
     long = "suites/nightly/20261124T000000.000Z/17_acks-all_misr-2_partition-majorities-ring/20261124T010203.456Z"
     row = {"run": long, "verdict": "pass", "valid": True, "acks": "all", "min_insync": 2, "acked": 5, "lost": 0,
            "loss_promised": True, "availability_in_faults": 0.5, "error": None}
-    monkeypatch.setattr("kchaos.checkers.check_tree", lambda path, master: {"verdict": "pass", "valid": True, "runs": [row]})
+    monkeypatch.setattr("kchaos.checkers.check_tree",
+                        lambda path, master: {"verdict": "pass", "valid": True, "runs": [row]})
     assert main(["check", str(tmp_path)]) == 0
     assert any(line.startswith(long + " ") for line in capsys.readouterr().out.splitlines())

@@ -8,7 +8,8 @@ import random
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kchaos.checkers import CheckInputError, check_path, exit_code
 from kchaos.checkers.txn_reference import COUNTS, check_txn, parse_ops
@@ -24,18 +25,18 @@ class H:
     def __init__(self):
         self.ops: list[dict] = []
 
-    def add(self, **op) -> "H":
+    def add(self, **op) -> H:
         self.ops.append({"index": len(self.ops), "time": len(self.ops), **op})
         return self
 
-    def txn(self, process: int, type_: str, sends=(), polls=()) -> "H":
+    def txn(self, process: int, type_: str, sends=(), polls=()) -> H:
         mops = [["send", k, v] for k, v, _, _ in sends] + [["poll"] for _ in polls]
         done = [["send", k, v, p, o] for k, v, p, o in sends] + [["poll", list(r)] for r in polls]
         self.add(process=process, type="invoke", f="txn", value=mops)
         return self.add(process=process, type=type_, f="txn", value=done,
                         **({"error": "aborted on purpose"} if type_ == "fail" else {}))
 
-    def drain(self, partition: int, records, complete: bool = True) -> "H":
+    def drain(self, partition: int, records, complete: bool = True) -> H:
         self.add(process=9, type="invoke", f="drain", partition=partition)
         return self.add(process=9, type="ok", f="drain", partition=partition, records=list(records),
                         complete=complete)
@@ -134,6 +135,7 @@ def test_a_completion_must_mirror_its_invocation():
 
 # --- kchaos check on a txn run --------------------------------------------------------------------------------
 
+@pytest.mark.spark
 def test_check_path_judges_a_txn_run_without_parquet(tmp_path):
     run = clean().write(tmp_path / "ok")
     r = check_path(run)
@@ -144,6 +146,7 @@ def test_check_path_judges_a_txn_run_without_parquet(tmp_path):
     assert "kafka_errors" not in r  # no node logs
 
 
+@pytest.mark.spark
 def test_check_path_names_the_internal_fault_kafka_logged_and_cannot_pass(tmp_path):
     run = clean().write(tmp_path / "ok")
     (run / "nodes" / "n2").mkdir(parents=True)
@@ -158,6 +161,7 @@ def test_check_path_names_the_internal_fault_kafka_logged_and_cannot_pass(tmp_pa
     assert json.loads((run / "results.json").read_text())["kafka_errors"]["groups"][0]["first"]["node"] == "n2"
 
 
+@pytest.mark.spark
 def test_check_path_fails_a_G1a_and_allows_an_aborted_read(tmp_path):
     h = H().txn(0, "fail", sends=[(0, 10, 0, 0)]).txn(1, "ok", sends=[(2, 11, 0, 1)], polls=[[[0, 0, 10]]])
     h = h.drain(0, [[0, 1, 11]])
@@ -167,12 +171,14 @@ def test_check_path_fails_a_G1a_and_allows_an_aborted_read(tmp_path):
     assert (fine["verdict"], fine["failed"], fine["allowed"]) == ("pass", {}, {"aborted_read": 1})
 
 
+@pytest.mark.spark
 def test_check_path_unknown_when_the_final_read_did_not_complete(tmp_path):
     h = H().txn(0, "ok", sends=[(0, 10, 0, 0)]).drain(0, [], complete=False)
     r = check_path(h.write(tmp_path / "r"))
     assert r["verdict"] == "unknown" and "could not be looked for" in r["undecided"][0]
 
 
+@pytest.mark.spark
 def test_check_path_rejects_a_malformed_txn_history(tmp_path):
     run = clean().write(tmp_path / "bad")
     with open(run / "history.jsonl", "a") as fh:
@@ -181,6 +187,7 @@ def test_check_path_rejects_a_malformed_txn_history(tmp_path):
         check_path(run)
 
 
+@pytest.mark.spark
 def test_a_bare_txn_history_is_recognised_without_test_json(tmp_path):
     run = clean().write(tmp_path / "bare")
     (run / "test.json").unlink()

@@ -3,12 +3,13 @@ exactly, under either isolation level, and nothing else is."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_txn_checker import found
 
 from kchaos.checkers.txn_corpus import LABEL, PLANTS, UNLABELLED, generate
 from kchaos.checkers.txn_history import parse_ops
 from kchaos.checkers.txn_reference import COUNTS, check_txn
-from test_txn_checker import found
 
 
 @st.composite

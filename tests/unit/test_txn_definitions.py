@@ -5,10 +5,10 @@ make an info transaction's sends part of the version order. test_txn_spark.py ru
 histories."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-
 from test_txn_checker import RC, RU, H, found
 
 TOPIC2 = {**RC, "topic": {"partitions": 2}}

@@ -20,6 +20,7 @@ from kchaos.workloads.java_build import JavaBuildError, clients_version, compile
 from kchaos.workloads.java_client import JavaProcess
 from kchaos.workloads.java_txn import JavaTxnClient
 
+
 def cfg(*argv: str) -> TestConfig:
     return validate(config_from_args(build_parser().parse_args(["run", "--seed", "7", *argv])), check_spec)
 

@@ -3,9 +3,10 @@ planted in a tiny history; an acyclic history has no cycle, and a rebalance excu
 from __future__ import annotations
 
 import numpy as np
+import pytest
+from test_txn_checker import RC, RU, H, found
 
 from kchaos.checkers.txn_cycles import WR, WR_ALL, WW, cycles, edge_array
-from test_txn_checker import RC, RU, H, found
 
 
 def rebalance(h: H, process: int, revoked=(), assigned=()) -> H:
@@ -132,6 +133,7 @@ def test_cycles_counts_components_and_ignores_what_cannot_cycle():
     assert counts == {"G0": 0, "G1c": 0, "G1c_wr": 1} and [e["edge"] for e in ex["G1c_wr"]["edges"]] == ["wr", "wr"]
 
 
+@pytest.mark.spark
 def test_the_verdict_fails_order_anomalies_and_allows_what_kafka_allows(tmp_path):
     from kchaos.checkers import check_path
 
@@ -164,7 +166,8 @@ def test_the_rebalance_example_of_docs_history_md_parses():
 
 def test_pruning_to_backward_spans_keeps_every_component():
     import networkx as nx
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
     edge = st.tuples(st.integers(0, 30), st.integers(0, 30), st.sampled_from([WW, WR, WR_ALL]))
 
@@ -190,6 +193,7 @@ def test_pruning_to_backward_spans_keeps_every_component():
     check()
 
 
+@pytest.mark.spark
 def test_a_cycle_of_wr_edges_alone_fails_under_read_committed_only(tmp_path):
     from kchaos.checkers import check_path
 

@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
+from browser import render
+from test_txn_checker import RC, H
 
-
-from browser import render  # noqa: E402
-from kchaos.checkers import check_path  # noqa: E402
-from kchaos.reports.run_report import load_run, write_report  # noqa: E402
-from kchaos.reports.txn_cycles import cycle_tables, micro_ops  # noqa: E402
-from kchaos.reports.txn_data import linked_ops, read_txn_run, rebalances  # noqa: E402
-from kchaos.reports.txn_plots import per_second, txn_png  # noqa: E402
-from test_txn_checker import RC, H  # noqa: E402
+from kchaos.checkers import check_path
+from kchaos.reports.run_report import load_run, write_report
+from kchaos.reports.txn_cycles import cycle_tables, micro_ops
+from kchaos.reports.txn_data import linked_ops, read_txn_run, rebalances
+from kchaos.reports.txn_plots import per_second, txn_png
 
 S = 1_000_000_000
 
@@ -55,6 +54,7 @@ def test_transactions_per_second_by_outcome():
     assert len(edges) == 0 and series == {}
 
 
+@pytest.mark.spark
 def test_read_txn_run_places_marks_keeps_linked_lines_and_rebalances(tmp_path):
     run = tiny_run(tmp_path)
     results = json.loads((run / "results.json").read_text())
@@ -84,6 +84,7 @@ def test_rebalances_of_a_subscribe_queue_run_are_its_assign_and_revoke_completio
     assert rebalances(rows, subscribe=False) == []  # an assign-mode consumer's assign op is no rebalance
 
 
+@pytest.mark.spark
 def test_cycle_tables_link_every_op_and_say_why_each_edge_exists(tmp_path):
     run = tiny_run(tmp_path)
     results = json.loads((run / "results.json").read_text())
@@ -98,6 +99,7 @@ def test_cycle_tables_link_every_op_and_say_why_each_edge_exists(tmp_path):
         "poll p0@0=0 p0@1=1 p0@2=2 p0@3=3 p0@4=4 p0@5=5 …(+2); poll (never ran)"
 
 
+@pytest.mark.spark
 def test_txn_report_in_a_browser(tmp_path):
     run = tiny_run(tmp_path)
     html = write_report(run).read_text()

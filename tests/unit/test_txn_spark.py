@@ -8,7 +8,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_txn_corpus import labels, shapes
+from test_txn_definitions import CASES, found
 
 from kchaos.checkers import WORKLOAD_CHECKERS, CheckInputError, check_path
 from kchaos.checkers.spark import spark_context
@@ -16,8 +19,8 @@ from kchaos.checkers.txn_corpus import PLANTS, generate, write
 from kchaos.checkers.txn_reference import COUNTS, TxnChecker, check_txn_file
 from kchaos.checkers.txn_spark import TxnSparkChecker, check_txn_spark
 from kchaos.checkers.verdict import TXN
-from test_txn_corpus import labels, shapes
-from test_txn_definitions import CASES, found
+
+pytestmark = pytest.mark.spark
 
 MASTER = "local[2]"
 

@@ -12,7 +12,8 @@ from kchaos.harness.cli import build_parser, main
 from kchaos.harness.options import config_from_args
 from kchaos.nemesis import check_spec
 from kchaos.workloads import WORKLOADS
-from kchaos.workloads.txn import MAX_MICRO_OPS, TxnClient, TxnWorkload, draw_txn
+from kchaos.workloads.txn import TxnWorkload
+from kchaos.workloads.txn_client import MAX_MICRO_OPS, TxnClient, draw_txn
 
 
 def cfg(*argv: str) -> TestConfig:

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from io import StringIO
 
 import pytest
+from histories import HistoryBuilder, idempotent_test
 
-from kchaos.checkers import CheckInputError, check_path
+from kchaos.checkers import check_path
 from kchaos.checkers.history_scan import scan
 from kchaos.checkers.spark import spark_session
 from kchaos.checkers.verdict import NOTHING_ACKED, judge
 from kchaos.harness.cli import main
-from histories import HistoryBuilder, idempotent_test
 
 MASTER = "local[2]"
 CUT = '{"index": 99, "time": 1, "process": 0, "type": "ok", "f": "send", "val'
@@ -57,6 +56,7 @@ def test_a_file_that_is_not_a_history_is_bad_input_and_creates_nothing(tmp_path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
+@pytest.mark.spark
 def test_a_bare_history_gets_its_outputs_beside_it_never_in_the_working_directory(tmp_path, monkeypatch, spark):
     where, elsewhere = tmp_path / "histories", tmp_path / "cwd"
     where.mkdir(), elsewhere.mkdir()
@@ -69,6 +69,7 @@ def test_a_bare_history_gets_its_outputs_beside_it_never_in_the_working_director
 
 # --- a damaged history --------------------------------------------------------------------------------------
 
+@pytest.mark.spark
 def test_a_cut_off_last_line_is_said_and_the_run_cannot_pass(tmp_path, spark):
     run = clean().write(tmp_path / "run", KILL, tail=CUT)
     r = check_path(run, MASTER)
@@ -77,6 +78,7 @@ def test_a_cut_off_last_line_is_said_and_the_run_cannot_pass(tmp_path, spark):
     assert r["verdict"] == "unknown"
 
 
+@pytest.mark.spark
 def test_a_cut_off_last_line_is_said_even_when_the_run_fails(tmp_path, spark, capsys):
     h = clean()
     h.send(0, 3, 0, offset=1)  # acknowledged, never read by the complete final read: lost inside the promise
@@ -88,6 +90,7 @@ def test_a_cut_off_last_line_is_said_even_when_the_run_fails(tmp_path, spark, ca
     assert "history: 1 unparsed line" in (run / "report.html").read_text()
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("workload", ["queue", "txn", "copy"])
 def test_a_damaged_line_in_the_middle_is_bad_input_naming_it(tmp_path, capsys, workload):
     lines = clean().text().splitlines(keepends=True)
@@ -110,6 +113,7 @@ def test_scan_counts_lines_and_finds_nemesis_lines_across_chunks(tmp_path, monke
 
 # --- nothing tested: unknown with the reason ----------------------------------------------------------------
 
+@pytest.mark.spark
 def test_a_queue_run_that_acknowledged_nothing_is_unknown(tmp_path, spark):
     h = HistoryBuilder().send(0, 1, 0, outcome="info").fault(nodes=["n1"]).drain(3, 0, [])
     r = check_path(h.write(tmp_path / "run", KILL), MASTER)
@@ -117,6 +121,7 @@ def test_a_queue_run_that_acknowledged_nothing_is_unknown(tmp_path, spark):
     assert "Nothing was acknowledged, so nothing could be lost." in _report(tmp_path / "run")
 
 
+@pytest.mark.spark
 def test_a_txn_run_that_committed_nothing_is_unknown(tmp_path, spark):
     lines = [{"process": 0, "type": "invoke", "f": "txn", "value": [["send", 0, 10]]},
              {"process": 0, "type": "fail", "f": "txn", "value": [["send", 0, 10, 0, 0]],
@@ -134,6 +139,7 @@ def test_a_copy_run_with_no_input_is_unknown():
     assert (j.verdict, j.undecided) == ("unknown", (NOTHING_ACKED,))
 
 
+@pytest.mark.spark
 def test_a_run_whose_nemesis_applied_no_fault_is_unknown_with_why(tmp_path, spark, capsys):
     run = clean(fault="info").write(tmp_path / "run", KILL)
     assert main(["check", str(run), "--spark-master", MASTER]) == 2
@@ -145,6 +151,7 @@ def test_a_run_whose_nemesis_applied_no_fault_is_unknown_with_why(tmp_path, spar
     assert r["undecided"] == [why] and why in capsys.readouterr().out and why in _report(run)
 
 
+@pytest.mark.spark
 def test_a_nemesis_that_never_fired_is_unknown_and_one_that_fired_once_passes(tmp_path, spark):
     never = check_path(clean(fault=None).write(tmp_path / "never", KILL), MASTER)
     assert never["undecided"] == ["the nemesis (kill-leader) was asked for faults and applied none: none was "
@@ -155,6 +162,7 @@ def test_a_nemesis_that_never_fired_is_unknown_and_one_that_fired_once_passes(tm
     assert none["verdict"] == "pass"
 
 
+@pytest.mark.spark
 def test_compare_and_junit_carry_why_unknown_and_the_unparsed_lines(tmp_path, spark):
     from kchaos.reports.compare import write_compare
     from kchaos.reports.junit import CellOutcome, write_junit

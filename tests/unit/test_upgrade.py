@@ -166,7 +166,8 @@ def test_release_order_and_which_release_each_node_ran_when():
 
 def test_a_rolled_run_is_decoded_with_the_release_it_rolled_to(monkeypatch):
     seen = []
-    monkeypatch.setattr("kchaos.clusters.distribution.resolve", lambda v, d=None: seen.append(v) or type("D", (), {"libs": v}))
+    monkeypatch.setattr("kchaos.clusters.distribution.resolve",
+                        lambda v, d=None: seen.append(v) or type("D", (), {"libs": v}))
     test = {"versions": {"kafka": "3.7.2"}, "nemesis": {"upgrade_to": "4.4.0", "upgrade_then": "finalize"}}
     assert run_libs(test) == "4.4.0"
     assert run_libs({**test, "nemesis": {"upgrade_to": "4.4.0", "upgrade_then": "downgrade"}}) == "3.7.2"

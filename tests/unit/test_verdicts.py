@@ -11,10 +11,10 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+from histories import HistoryBuilder
 
 from kchaos.checkers.reference import COUNTS
 from kchaos.checkers.verdict import FAIL, PASS, UNKNOWN, essentials, judge, judged, merge
-from histories import HistoryBuilder
 
 REPO = Path(__file__).resolve().parents[2]
 MASTER = "local[2]"
@@ -118,6 +118,7 @@ def run_test_json(acks: str) -> dict:
     ("acksall-lossy", lossy, "all", FAIL, 1, "severe"),  # no ISR evidence: the loss counts inside the promise
     ("acksall-unseen", lambda _: unseen(), "all", UNKNOWN, 2, "unknown"),
 ])
+@pytest.mark.spark
 def test_one_run_gets_the_same_word_on_every_surface(spark, tmp_path, capsys, name, history, acks, word, code,
                                                      severity):
     from kchaos.harness.cli import main
@@ -171,6 +172,7 @@ def test_one_run_gets_the_same_word_on_every_surface(spark, tmp_path, capsys, na
     assert "<h2>Runs (1)</h2>" in index and f'<span class="verdict sev-{severity}">{word}</span>' in index
 
 
+@pytest.mark.spark
 def test_kchaos_check_rejudges_an_old_results_json(spark, tmp_path):
     """rejudge_loss (kchaos explain) and a reader of a results.json without a verdict give the same word."""
     from kchaos.checkers import check_path, judge_run, rejudge_loss
