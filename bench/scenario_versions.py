@@ -1,4 +1,4 @@
-"""Benchmark: each scenario variant's prediction and rate on each Kafka line, as docs/versions.md's table.
+"""Benchmark: each scenario variant's prediction and rate on each Kafka line, as findings/version-grid.md's table.
 
     python bench/scenario_versions.py [--ledger FILE] [--scenarios NAME,...]
 

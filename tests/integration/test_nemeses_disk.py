@@ -4,7 +4,7 @@ heal, and checks that every acknowledged record is still there and nothing else 
 
 The cluster is shared by the tests of this module, as in test_nemeses.py; each test heals what it broke and
 waits for a fully in-sync topic again before the next one starts. The wall clock of each fault's apply and
-heal ops is printed (`pytest -s`): docs/nemeses.md quotes them.
+heal ops is printed (`pytest -s`): findings/benchmarks.md quotes them.
 """
 import re
 import threading

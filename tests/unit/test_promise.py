@@ -95,7 +95,7 @@ def written_back(t: float, **oldest: dict[int, float]) -> PowerLoss:
     return PowerLoss(int(t * S), frozenset(ids), ids)
 
 
-def test_issue21_a_holder_leaving_the_isr_ends_the_guarantee_even_without_a_later_power_loss():
+def test_a_holder_leaving_the_isr_ends_the_guarantee_even_without_a_later_power_loss():
     # p2 offset 250 of the seed-11 `writeback-30` run, as its metadata log and nemesis lines have it: acked at 58.6 s
     # by n3 with ISR {n3, n2}; n3 lost power at 61.0 s (and the write, 2.4 s old); at 76.5 s the controller
     # fenced n2 and left the ISR {n3}; n2 lost power at 77.6 s. From 76.5 s no in-sync replica held the write:
@@ -130,7 +130,7 @@ def test_a_joiner_holds_the_write_from_when_it_joined():
     assert verdict(0, 5 * S, ev, KAFKA_37) is None
 
 
-def test_issue21_p0_a_fenced_holder_with_the_data_on_disk_does_not_count():
+def test_a_fenced_holder_with_the_data_on_disk_does_not_count():
     # p0 of the seed-11 run with a 30 s writeback: acked 11.4-18.9 s with ISR {n1, n2, n3}; n1 and n2 lost power
     # (and the writes) at 21.3 and 32.1 s; n3 lost power at 61.0 s with the writes already written back. At
     # 76.5 s the controller fenced n3 (its re-registration refused) and left ISR {n1}, whose log was empty:
