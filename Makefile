@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 KCHAOS  := $(BIN)/kchaos
 
-.PHONY: setup host install prepare demo test unit integration cleanup clean
+.PHONY: setup host install prepare demo test lint types unit integration cleanup clean
 
 setup: host install prepare
 
@@ -15,9 +15,13 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-install: $(BIN)/python
+install: $(VENV)/.installed
+
+# Installed again only when pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
 	@# setuptools' BuildBackendWarnings (UserWarning) about editable installs are advice to packagers, not to users.
 	PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip install -q -e '.[test]'
+	touch $@
 
 # Kafka jars from Maven Central and the node image (debootstrap + docker import), cached.
 prepare: install
@@ -29,10 +33,32 @@ demo: setup
 	$(KCHAOS) suite suites/demo.yaml
 	@echo "== reports: results/suites/demo/latest/compare.html and each run's report.html; browse with: $(KCHAOS) serve"
 
-# The unit tests run on two workers (pytest-xdist): most are single-threaded Python, and CI has two cores.
-test: setup
-	$(BIN)/pytest tests/unit -n 2 -v --durations=10
-	$(BIN)/pytest tests/integration -v --durations=25
+# Each tier prints its time. Lint and types first: they take seconds. The unit tests run on two workers
+# (pytest-xdist): most are single-threaded Python, and CI has two cores. Those that start Spark are a tier of their
+# own, so that the quick tier answers first.
+TIER = bash -c 'start=$$SECONDS; "$${@:2}"; rc=$$?; echo "== tier $$1: $$((SECONDS - start)) s, exit $$rc"; exit $$rc' tier
+
+test:
+	@$(TIER) setup $(MAKE) --no-print-directory setup
+	@$(TIER) lint $(MAKE) --no-print-directory lint
+	@$(TIER) types $(MAKE) --no-print-directory types
+	@$(TIER) unit $(BIN)/pytest tests/unit -n 2 -m "not spark" -v --durations=10
+	@$(TIER) unit-spark $(BIN)/pytest tests/unit -n 2 -m spark -v --durations=10
+	@$(TIER) integration $(BIN)/pytest tests/integration -v --durations=25
+
+# The product's folders, each installed as kchaos.<folder>.
+PACKAGES := core harness clusters workloads nemesis checkers reports
+LINTED   := kchaos $(PACKAGES) tests bench
+
+lint: install
+	$(BIN)/ruff check $(LINTED)
+
+# mypy reads the packages through build/types/kchaos, links to the folders setuptools maps under kchaos.
+types: install
+	@rm -rf build/types && mkdir -p build/types/kchaos
+	@for f in kchaos/*.py; do ln -s ../../../$$f build/types/kchaos/; done
+	@for p in $(PACKAGES); do ln -s ../../../$$p build/types/kchaos/$$p; done
+	cd build/types && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p kchaos
 
 unit: install
 	$(BIN)/pytest tests/unit -n 2 -v

@@ -106,7 +106,7 @@ class Simulation:
         self.logs[p].append(v)
         return len(self.logs[p]) - 1
 
-    def _acked_at(self, o: int) -> int | None:
+    def _acked_at(self, o: int | None) -> int | None:
         return o if self.offsets else None
 
     def _via(self, proc: int) -> dict[str, int]:

@@ -20,7 +20,7 @@ def tail_phase(sim: Any) -> Iterator[dict[str, Any]]:
     stopped, read-bound losses, then (unseen where incomplete) a few more; labelled in `sim.labels`."""
     rng = sim.rng
     targets = sorted(sim.incomplete & set(range(sim.active)))
-    plants = {p: [] for p in range(sim.active)}
+    plants: dict[int, list[str]] = {p: [] for p in range(sim.active)}
     for kind in TAIL_PLANTS:
         for _ in range(sim.plant[kind]):
             plants[rng.choice(targets)].append(kind)

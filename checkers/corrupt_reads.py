@@ -49,7 +49,7 @@ def corrupt_reads(history: Path) -> dict[str, Any] | None:
     hit = flipped_offsets(history)
     if not hit:
         return None
-    acked: dict[tuple[int, int], int] = {}
+    acked: dict[tuple[int, int], int | None] = {}
     reads: list[tuple[int, int, Any, Any, str]] = []
     for op in read_history(history):
         if op.get("type") != "ok":

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from kchaos.checkers.parquet import CheckInputError
 from kchaos.core.faults import FaultCatalogue
@@ -149,7 +149,7 @@ def _nemesis_lines(data: bytes, lo: int, hi: int) -> list[dict[str, Any]]:
     return out
 
 
-def _is_nemesis(op: Any) -> bool:
+def _is_nemesis(op: Any) -> TypeGuard[dict[str, Any]]:
     return isinstance(op, dict) and op.get("process") == "nemesis"
 
 

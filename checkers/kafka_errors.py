@@ -435,15 +435,15 @@ def _windows(run: Path, facts: HistoryScan | None) -> tuple[list[_Window], float
         spans.append((START_UP, -math.inf, first_client))
     if last is not None:
         spans.append((SHUTDOWN, last, math.inf))
-    clocked = isinstance(start, (int, float)) and not isinstance(start, bool) and not any(
-        fnmatch.fnmatchcase(spec.partition(":")[0], "clock-*") for spec, _, _ in spans)
+    origin = float(start) if isinstance(start, (int, float)) and not isinstance(start, bool) and not any(
+        fnmatch.fnmatchcase(spec.partition(":")[0], "clock-*") for spec, _, _ in spans) else None
     out = []
     for spec, a, b in spans:
-        if clocked:
-            out.append(_Window(spec, start + a / 1e6 - WINDOW_BEFORE_MS, start + b / 1e6 + WINDOW_AFTER_MS))
+        if origin is not None:
+            out.append(_Window(spec, origin + a / 1e6 - WINDOW_BEFORE_MS, origin + b / 1e6 + WINDOW_AFTER_MS))
         elif spec not in (START_UP, SHUTDOWN):
             out.append(_Window(spec, -math.inf, math.inf))
-    return out, float(start) if clocked else None
+    return out, origin
 
 
 def _explain_table(windows: Sequence[_Window]) -> tuple[tuple[tuple[float, float, str], ...], ...]:
@@ -508,7 +508,7 @@ def _on_spark(master: str, jobs: list[_Job]) -> list[_Stretch]:
     try:
         return sc.parallelize(jobs, len(jobs)).map(_task).collect()
     finally:
-        sc.setJobDescription(None)
+        sc.setJobDescription(None)  # type: ignore[arg-type]  # pyspark types it str; None (Java's null) clears it
 
 
 def _summary(got: list[_Stretch], files: int, size: int, origin: float | None) -> dict[str, Any]:

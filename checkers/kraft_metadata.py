@@ -27,7 +27,7 @@ class PartitionState:
 
     offset: int
     time_ms: int
-    topic: str
+    topic: str | None  # None where the record carried no topicId
     partition: int
     leader: int
     leader_epoch: int
@@ -69,7 +69,7 @@ class BrokerEvent:
 class MetadataLog:
     """The replayed metadata log: partition states per (topic, partition), broker events, features."""
 
-    states: dict[tuple[str, int], list[PartitionState]]
+    states: dict[tuple[str | None, int], list[PartitionState]]
     brokers: list[BrokerEvent]
     features: dict[str, int] = field(default_factory=dict)
     last_offset: int = -1
@@ -98,14 +98,18 @@ def _get(data: dict[str, Any], *names: str) -> Any:
 
 
 def _ids(v: Any) -> tuple[int, ...] | None:
-    return None if v is None else tuple(int(x) for x in v)
+    return None if v is None else _int_tuple(v)
+
+
+def _int_tuple(v: Any) -> tuple[int, ...]:
+    return tuple(int(x) for x in v)
 
 
 def replay(records: Iterable[dict[str, Any]]) -> MetadataLog:
     """Replay decoded metadata records (in log order) into a MetadataLog."""
-    topics: dict[str, str] = {}
-    current: dict[tuple[str, int], PartitionState] = {}
-    states: dict[tuple[str, int], list[PartitionState]] = {}
+    topics: dict[str | None, str | None] = {}  # topicId to name, as the records carry them
+    current: dict[tuple[str | None, int], PartitionState] = {}
+    states: dict[tuple[str | None, int], list[PartitionState]] = {}
     brokers: list[BrokerEvent] = []
     features: dict[str, int] = {}
     last = -1
@@ -139,8 +143,8 @@ def replay(records: Iterable[dict[str, Any]]) -> MetadataLog:
                 s = PartitionState(
                     off, t, topic, key[1], prev.leader if leader is None else int(leader),
                     prev.leader_epoch if leader is None else prev.leader_epoch + 1, prev.partition_epoch + 1,
-                    prev.replicas if d.get("replicas") is None else _ids(d["replicas"]),
-                    prev.isr if d.get("isr") is None else _ids(d["isr"]),
+                    prev.replicas if d.get("replicas") is None else _int_tuple(d["replicas"]),
+                    prev.isr if d.get("isr") is None else _int_tuple(d["isr"]),
                     prev.elr if elr is None else _ids(elr), prev.last_known_elr if lkelr is None else _ids(lkelr),
                     changed, prev.recovering if lrs is None or int(lrs) < 0 else int(lrs) == 1)
             current[key] = s

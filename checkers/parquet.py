@@ -317,6 +317,6 @@ def with_derived(lines: pa.Table, derived: dict[str, pa.Array]) -> pa.Table:
     appended (and `invoked_line`, for the bucket layout only)."""
     cols = {name: derived.get(name, lines.column(name) if name in lines.column_names else None)
             for name in ARROW_SCHEMA.names}
-    cols = [pa.nulls(lines.num_rows, ARROW_SCHEMA.field(n).type) if c is None else c for n, c in cols.items()]
+    arrays = [pa.nulls(lines.num_rows, ARROW_SCHEMA.field(n).type) if c is None else c for n, c in cols.items()]
     inv = derived.get("invoked_line", pa.nulls(lines.num_rows, pa.int64()))
-    return pa.Table.from_arrays(cols + [inv], schema=ARROW_SCHEMA.append(pa.field("invoked_line", pa.int64())))
+    return pa.Table.from_arrays(arrays + [inv], schema=ARROW_SCHEMA.append(pa.field("invoked_line", pa.int64())))

@@ -103,7 +103,8 @@ def controller_unclean_elections(path: Path, topic: str, operator: Iterable[Uncl
     state of `topic` whose leader recovery state turns RECOVERING (Kafka marks every unclean election so),
     except those within `within_ns` of an operator's election of the same partition (`operator`)."""
     ops = [(u.partition, u.time) for u in operator]
-    out, was = [], {}
+    out: list[UncleanElection] = []
+    was: dict[int, bool] = {}
     for d in read_jsonl(path):
         try:
             if d.get("type") != "partition" or d.get("topic") != topic or d.get("time_s") is None:
@@ -156,7 +157,7 @@ def nemesis_events(lines: Iterable[Mapping[str, Any]], topic: str = "kchaos",
             continue
         if d.get("f") == "power-fail":
             nodes = d.get("nodes") or d.get("targets") or []
-            lost = d.get("lost") if isinstance(d.get("lost"), dict) else {}
+            lost = raw if isinstance(raw := d.get("lost"), dict) else {}
             dropped: set[int] = set()
             oldest: dict[int, dict[int, int]] = {}
             for n in nodes:

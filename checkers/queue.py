@@ -10,7 +10,7 @@ docs/checkers.md. `check_many` checks several histories in the same two jobs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kchaos.checkers.line_tasks import OP_TYPES, quantiles
 from kchaos.checkers.parquet import convert
@@ -122,7 +122,8 @@ def _summaries(lines: dict[str, Any], topic_partitions: list[int], done: set[int
         if count:
             qs = quantiles(samples, [*QUANTILES.values(), 1.0])
             entry: dict[str, float | int] = {"count": count}
-            entry.update({name: _ms(q) for name, q in zip(QUANTILES, qs)})
+            # cast: with count > 0 every quantile exists (quantiles gives None only for no samples)
+            entry.update({name: _ms(cast(float, q)) for name, q in zip(QUANTILES, qs)})
             entry["max"] = _ms(max(s[0][-1] for s in samples if len(s[0])))
             latency.setdefault(fn, {})[ty] = entry
     names = ("invoked", "ok", "fail", "info")
@@ -139,14 +140,14 @@ def _summaries(lines: dict[str, Any], topic_partitions: list[int], done: set[int
     per_second = []
     for sec in sorted(seconds):
         *counts, samples = seconds[sec]
-        entry = {"second": sec * width, **dict(zip(names, counts))}
+        row: dict[str, float | None] = {"second": sec * width, **dict(zip(names, counts))}
         qs = quantiles(samples, list(QUANTILES.values()))
-        entry.update({name: None if q is None else round(q / NS_PER_MS, 3) for name, q in zip(QUANTILES, qs)})
+        row.update({name: None if q is None else round(q / NS_PER_MS, 3) for name, q in zip(QUANTILES, qs)})
         top = max((s[0][-1] for s in samples if len(s[0])), default=None)
-        entry["max"] = None if top is None else round(top / NS_PER_MS, 3)
-        per_second.append(entry)
+        row["max"] = None if top is None else round(top / NS_PER_MS, 3)
+        per_second.append(row)
     return stats, latency, (per_epoch, per_second)
 
 
-def _ms(ns: int) -> float:
+def _ms(ns: float) -> float:
     return round(ns / NS_PER_MS, 3)

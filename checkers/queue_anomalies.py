@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pyarrow.parquet as pq
 from pyspark import SparkContext, cloudpickle
@@ -52,6 +52,14 @@ class Found:
 
 
 Result = dict[int, dict[str, Found]]  # run -> kind -> Found
+
+
+class _ByValue(TypedDict):
+    """One run's kinds keyed by value, merged across tasks."""
+
+    acked_offset_mismatch: dict[int, tuple[int, int, int | None, int | None]]  # (p, o, first ack, exposed)
+    nonmonotonic_send: dict[int, int]  # the earliest time
+
 
 # The task functions travel by value: a Python worker then needs only numpy and pyarrow, not
 # the checkers package, whose imports (harness, pandas) would cost each worker seconds at start.
@@ -107,7 +115,7 @@ def _run_job(sc: SparkContext, tasks: list[Any], fn: Callable, name: str) -> lis
     try:
         return sc.parallelize(tasks, len(tasks)).map(fn).collect()
     finally:
-        sc.setJobDescription(None)
+        sc.setJobDescription(None)  # type: ignore[arg-type]  # pyspark types it str; None (Java's null) clears it
 
 
 def anomalies(sc: SparkContext, parquets: list[Path], limit: int
@@ -124,8 +132,7 @@ def anomalies(sc: SparkContext, parquets: list[Path], limit: int
         v_files += [(run, f) for f in vs]
     facts: dict[int, dict[str, dict[int, int]]] = {run: {"top": {}, "done": {}} for run in range(len(parquets))}
     result: Result = {run: {} for run in range(len(parquets))}
-    by_value: dict[int, dict[str, dict[int, tuple]]] = {run: {"acked_offset_mismatch": {},
-                                                            "nonmonotonic_send": {}} for run in facts}
+    by_value: dict[int, _ByValue] = {run: {"acked_offset_mismatch": {}, "nonmonotonic_send": {}} for run in facts}
     above: dict[int, dict[int, int | None]] = {run: {} for run in facts}
     first = ([("p", t) for t in _pack(_files(p_files), parallelism)]
              + [("l", t) for t in _pack(_row_groups(parquets), parallelism)])

@@ -81,7 +81,7 @@ def check_reference(ops: Iterable[dict[str, Any]], test: dict[str, Any] | None, 
              "partitions_complete": sorted(cols.complete),
              "partitions_incomplete": sorted((cols.partitions | _topic_partitions(test))
                                              - cols.complete)}
-    malformed = stats["malformed_client_ops"] + stats["malformed_records"]
+    malformed = cols.counters["malformed_client_ops"] + cols.counters["malformed_records"]
     promised = settings.promises_no_loss
     return {
         "valid": verdict(counts, settings.idempotence, malformed),

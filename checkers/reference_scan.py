@@ -12,7 +12,7 @@ from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain, repeat
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -56,7 +56,7 @@ class Columns:
     counters: dict[str, int]
 
 
-def is_int64(x: Any) -> bool:
+def is_int64(x: Any) -> TypeGuard[int]:
     """True for a Python int (not a bool) that fits in 64 signed bits."""
     return type(x) is int and INT64_MIN <= x <= INT64_MAX
 
@@ -146,8 +146,10 @@ def scan(ops: Iterable[dict[str, Any]]) -> Columns:
                 ack_ho.append(offset is not None)
                 if partition is not None and offset is not None:
                     # A send without a producer instance went through its own process's.
-                    own = not is_int64(producer)
-                    sent.extend((int(own), proc if own else producer, partition, invoked_at, offset, value))
+                    if is_int64(producer):
+                        sent.extend((0, producer, partition, invoked_at, offset, value))
+                    else:
+                        sent.extend((1, proc, partition, invoked_at, offset, value))
         elif f in ("poll", "drain") and type_ == "ok":
             records = get("records")
             if type(records) is not list:

@@ -19,12 +19,16 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeGuard, cast
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from kchaos.checkers.spark_jvm import ensure_quiet_jvm
+
+if TYPE_CHECKING:
+    from py4j.java_gateway import JVMView
 
 APP_NAME = "kchaos-check"
 LOOPBACK = "127.0.0.1"
@@ -68,7 +72,7 @@ _lock = threading.RLock()
 DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def _alive(sc: SparkContext | None) -> bool:
+def _alive(sc: SparkContext | None) -> TypeGuard[SparkContext]:
     return sc is not None and sc._jsc is not None
 
 
@@ -143,7 +147,7 @@ def spark_session(master: str = "local[*]") -> SparkSession:
         _session = SparkSession.builder.config(conf=_conf(master)).getOrCreate()
         # A single run's `run` column is a constant, which Spark folds out of window partitions and then
         # warns, once per query, about windows "without partition": noise on every check's console.
-        jvm = sc._jvm
+        jvm = cast("JVMView", sc._jvm)  # cast: a live context's JVM gateway is up (None only before it starts)
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
             "org.apache.spark.sql.execution.window.WindowExec", jvm.org.apache.logging.log4j.Level.ERROR)
         return _session

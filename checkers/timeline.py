@@ -128,7 +128,7 @@ def fault_windows(events: Iterable[Mapping[str, Any]], faults: FaultCatalogue | 
 
 
 def _sum(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    out = {k: 0 for k in COUNTS}
+    out: dict[str, Any] = {k: 0 for k in COUNTS}
     for r in rows:
         for k in COUNTS:
             out[k] += r.get(k) or 0
@@ -156,7 +156,7 @@ def availability(windows: Sequence[Mapping[str, Any]], per_epoch: Sequence[Mappi
     def between(first: int, last: int | None) -> dict[str, Any]:
         lo = bisect_left(epochs, first)
         hi = len(epochs) if last is None else max(lo, bisect_right(epochs, last))
-        out = {k: prefix[k][hi] - prefix[k][lo] for k in COUNTS}
+        out: dict[str, Any] = {k: prefix[k][hi] - prefix[k][lo] for k in COUNTS}
         out["ok_ratio"] = _ratio(out["ok"], out["invoked"])
         return out
 

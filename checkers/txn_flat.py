@@ -16,13 +16,16 @@ them, and the driver writes them as one more range's bucket files.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 import numpy as np
 
 try:  # several times faster than json on these lines; json remains the judge of what is not JSON
-    from orjson import loads as _fast_loads
+    from orjson import loads as _orjson_loads
+    _fast_loads: Callable[[bytes], Any] = _orjson_loads
 except ImportError:  # pragma: no cover - orjson is a dependency; this keeps a bare environment working
     _fast_loads = json.loads
 
@@ -131,7 +134,7 @@ def _rows(txns: list[Txn], drains: list[list[int]]) -> tuple[np.ndarray, np.ndar
             flat += records
             n += len(records)
         if n:
-            meta.append((t.index, t.process, t.done, ty))
+            meta.append((t.index, t.process, cast(int, t.done), ty))  # cast: polled, so completed (done set)
             sizes.append(n)
         sends += [(p, NULL if o is None else o, v, t.index, t.process, i, ty) for i, (v, p, o) in enumerate(t.sends)]
     polls = np.array(flat, np.int64).reshape(-1, 3)
@@ -198,7 +201,7 @@ def stitch(stretches: list[Stretch], partitions: int | None = None) -> Stitched:
                 continue
             index, mops = open_.pop(h.process)
             try:
-                complete(Txn(index=index, process=h.process), mops, h.value, lambda why, n=h.n: BadLine(n, why))
+                complete(Txn(index=index, process=h.process), mops, h.value, partial(BadLine, h.n))
             except BadLine as e:
                 errors.append((e.n, e.why))
             fixup.append((-1 - h.index, index))

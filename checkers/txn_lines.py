@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 
 class BadLine(ValueError):
@@ -163,7 +163,7 @@ def place_cut_off(parsed: Parsed, partitions: int | None) -> Parsed:
     return replace(parsed, txns=txns)
 
 
-def _int(x: Any) -> bool:
+def _int(x: Any) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
@@ -171,7 +171,7 @@ def _micro_op(m: Any) -> bool:
     return isinstance(m, list) and (m == ["poll"] or (len(m) == 3 and m[0] == "send" and _int(m[1]) and _int(m[2])))
 
 
-def _records(records: Any) -> bool:
+def _records(records: Any) -> TypeGuard[list[list[int]]]:
     # The hot loop of parsing (a record per read): exact type tests, no calls. JSON gives int, never a subclass
     # but bool, which is what they keep out.
     if type(records) is not list:

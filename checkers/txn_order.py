@@ -53,9 +53,9 @@ def version_order(parsed: Parsed) -> dict[int, dict[int, set[int]]]:
             log[p][o].add(v)
             read.add(v)
     for t in committed_may(parsed, read):
-        for v, p, o in t.sends:
-            if o is not None:
-                log[p][o].add(v)
+        for v, p, off in t.sends:
+            if off is not None:
+                log[p][off].add(v)
     return log
 
 
@@ -100,18 +100,18 @@ def order_anomalies(parsed: Parsed, log: dict[int, dict[int, set[int]]]) -> dict
         if t.type not in ("ok", "info"):
             continue
         mine: dict[int, int] = {}  # p -> offset of this transaction's last send there
-        for _, p, o in t.sends:
-            if o is None:
+        for _, p, off in t.sends:
+            if off is None:
                 continue
             if p in mine:
                 a = mine[p]
-                if o <= a:
-                    found["int_nonmonotonic_send"].append((t.index, p, a, o))
-                elif between(p, a, o):
-                    found["int_send_skip"].append((t.index, p, a, o))
-            elif (t.process, p) in last_send and o <= last_send[(t.process, p)]:
-                found["nonmonotonic_send"].append((t.process, p, last_send[(t.process, p)], o))
-            mine[p] = o
+                if off <= a:
+                    found["int_nonmonotonic_send"].append((t.index, p, a, off))
+                elif between(p, a, off):
+                    found["int_send_skip"].append((t.index, p, a, off))
+            elif (t.process, p) in last_send and off <= last_send[(t.process, p)]:
+                found["nonmonotonic_send"].append((t.process, p, last_send[(t.process, p)], off))
+            mine[p] = off
         for p, o in mine.items():
             last_send[(t.process, p)] = o
     return found

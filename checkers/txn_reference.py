@@ -144,7 +144,7 @@ def _reads(records: Iterable[list[int]], where: dict[int, set[tuple[int, int]]],
 
 
 def _stats(parsed: Parsed, committed: list, where: dict, test: dict[str, Any] | None) -> dict[str, Any]:
-    by_type = defaultdict(int)
+    by_type: defaultdict[str, int] = defaultdict(int)
     for t in parsed.txns:
         by_type[t.type] += 1
     parts = set(parsed.partitions) | set(range(partition_count(test) or 0))

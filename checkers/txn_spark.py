@@ -48,7 +48,7 @@ def _run(sc: SparkContext, what: str, fn: Any, jobs: list[Any]) -> list[Any]:
     try:
         return sc.parallelize(jobs, max(1, len(jobs))).map(fn).collect()
     finally:
-        sc.setJobDescription(None)
+        sc.setJobDescription(None)  # type: ignore[arg-type]  # pyspark types it str; None (Java's null) clears it
 
 
 def check_txn_spark(sc: SparkContext, history: Path, test: dict[str, Any] | None,

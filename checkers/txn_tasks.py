@@ -85,7 +85,7 @@ def _lookup(keys: np.ndarray, table_keys: np.ndarray, table_vals: np.ndarray, mi
 
 def _save(out: str, **arrays: np.ndarray) -> str:
     """Large results go to a file beside the bucket files, not through Spark's result channel (10x slower)."""
-    np.savez(out, **arrays)
+    np.savez(out, allow_pickle=True, **arrays)  # savez's default, named so that **arrays holds only arrays
     return out
 
 

@@ -25,7 +25,8 @@ from kchaos.core.page_cache import describe as describe_page_cache
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 VERDICTS = (PASS, FAIL, UNKNOWN)
-VALID = {PASS: True, FAIL: False, UNKNOWN: "unknown"}  # results.json's `valid`, kept for compatibility
+# results.json's `valid`, kept for compatibility
+VALID: dict[str, bool | str] = {PASS: True, FAIL: False, UNKNOWN: "unknown"}
 SOURCE = "queue"  # the checker whose counts results.json summarises; its own `valid` is superseded here
 FIELDS = ("verdict", "failed", "allowed", "why", "undecided")
 

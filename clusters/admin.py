@@ -25,7 +25,7 @@ def admin_client(bootstrap: str, timeout_ms: int = 5000) -> AdminClient:
     """An AdminClient that gives up quickly, so callers can retry on their own schedule."""
     return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": timeout_ms,
                         "socket.connection.setup.timeout.ms": timeout_ms,
-                        "reconnect.backoff.max.ms": 1000, "logger": CLIENT_LOG})
+                        "reconnect.backoff.max.ms": 1000}, logger=CLIENT_LOG)
 
 
 # librdkafka's connection-refused chatter while brokers are down goes to harness.log, not the terminal.

@@ -230,9 +230,9 @@ class KafkaCluster:
 
         def attempt() -> None:
             nonlocal missing
-            for node in self.specs:
-                if not self.is_running(node.name):
-                    raise ClusterError(f"{node.name}: Kafka exited during startup:\n{self.log_tail(node.name)}")
+            for spec in self.specs:
+                if not self.is_running(spec.name):
+                    raise ClusterError(f"{spec.name}: Kafka exited during startup:\n{self.log_tail(spec.name)}")
             missing = set()
             for node in self.nodes:
                 try:

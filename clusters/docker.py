@@ -36,7 +36,7 @@ class DockerProvisioner:
     bridge network with static addresses; the node image holds Kafka and the node scripts."""
 
     kind = "docker"
-    bind = None
+    bind: str | None = None
 
     def __init__(self, cfg: ClusterConfig, *, client: docker.DockerClient | None = None, image: str | None = None):
         self.cfg = cfg

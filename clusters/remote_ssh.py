@@ -150,7 +150,7 @@ class SshRemote:
     @property
     def transport(self) -> paramiko.Transport:
         """The live transport to this host, connecting if there is none."""
-        return self._client().get_transport()  # type: ignore[return-value]
+        return self._client().get_transport()
 
     # --- connecting ---------------------------------------------------------------
     def _client(self, fresh: bool = False) -> paramiko.SSHClient:
@@ -238,9 +238,9 @@ class SshRemote:
         """A session channel; one opened on a transport that turns out dead is opened again on a new
         connection (nothing has run yet, so that is safe)."""
         try:
-            return self._client().get_transport().open_session(timeout=self.connect_timeout)  # type: ignore[union-attr]
+            return self._client().get_transport().open_session(timeout=self.connect_timeout)
         except (paramiko.SSHException, EOFError, OSError):
-            return self._client(fresh=True).get_transport().open_session(timeout=self.connect_timeout)  # type: ignore[union-attr]
+            return self._client(fresh=True).get_transport().open_session(timeout=self.connect_timeout)
 
     # --- Remote -------------------------------------------------------------------
     def run(self, cmd: Command, *, timeout: float, check: bool = False, sudo: bool = False,

@@ -181,7 +181,8 @@ class SshProvisioner:
     # --- the run ------------------------------------------------------------------------
     def create(self, run_dir: Path) -> dict[str, KafkaNode]:
         """Claim every host (manifest.json), upload the node scripts and (once per version) the jars."""
-        if self._dist is None:
+        dist = self._dist
+        if dist is None:
             raise ClusterError("hosts not prepared: prepare() was not called")
         manifest = json.dumps({"run": str(run_dir), "pid": os.getpid(), "harness": socket.gethostname(),
                                "started_unix": round(time.time(), 3), "dir": self.hosts.dir}) + "\n"
@@ -192,8 +193,8 @@ class SshProvisioner:
             node.write(f"{self.hosts.dir}/{MANIFEST}", manifest)
             self.nodes[h.name] = node
             t0 = time.monotonic()
-            if node.install(self._dist, self._lazyfs):  # type: ignore[arg-type]
-                log.info("%s: Kafka %s uploaded in %.1fs", h.name, self._dist.version, time.monotonic() - t0)
+            if node.install(dist, self._lazyfs):
+                log.info("%s: Kafka %s uploaded in %.1fs", h.name, dist.version, time.monotonic() - t0)
             return node
 
         each(list(self.hosts.nodes), one)

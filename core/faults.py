@@ -152,13 +152,17 @@ class FaultCatalogue:
     @classmethod
     def legacy(cls) -> FaultCatalogue:
         """Every package of the registry before faults.json existed, each under its own name."""
-        return cls(tuple(_legacy_kind(name) for name in _LEGACY_BREAKS))
+        return cls(tuple(_legacy_fault(name, breaks) for name, breaks in _LEGACY_BREAKS.items()))
 
 
 def _legacy_kind(spec: str) -> FaultKind | None:
     breaks = _LEGACY_BREAKS.get(spec.partition(":")[0])
     if breaks is None:
         return None
+    return _legacy_fault(spec, breaks)
+
+
+def _legacy_fault(spec: str, breaks: str) -> FaultKind:
     mends, colors = _LEGACY[breaks]
     return FaultKind(spec, breaks, mends, colors)
 

@@ -164,7 +164,7 @@ class HostsFile:
                 d["kafka"] = "managed"
             else:
                 cmds = {"start": x.start, "stop": x.stop, "kill": x.kill}
-                if x.pause is not None:
+                if x.pause is not None and x.resume is not None:
                     cmds.update(pause=x.pause, resume=x.resume)
                 d.update(kafka="external", commands=cmds, node_id=x.node_id, kafka_port=x.kafka_port,
                          data_dir=x.data_dir)

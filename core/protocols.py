@@ -117,7 +117,9 @@ class FaultSkipped(RuntimeError):
 class Workload(Protocol):
     """Clients driving the cluster; every operation goes into the history."""
 
-    counts: dict[str, int]  # live tallies for the progress line: send, ok, info, fail, polled
+    @property
+    def counts(self) -> dict[str, int]:
+        """Live tallies for the progress line: send, ok, info, fail, polled."""
 
     def setup(self, cluster: Cluster) -> None:
         """Create topics and anything else the workload needs."""

@@ -48,7 +48,7 @@ class Test:
     upgrade_dist: KafkaDist | None = None  # the release --nemesis upgrade rolls to, resolved before anything runs
     hosts: HostsFile | None = None
 
-    def cluster(self, run_dir: Path, say: Callable[[str], None]) -> Cluster:
+    def cluster(self, run_dir: Path, say: Callable[[str], None]) -> KafkaCluster:
         """The test's Kafka cluster on the provisioner's nodes, keeping its files in `run_dir`."""
         return KafkaCluster(self.cfg.cluster, self.provisioner, run_dir, say=say)
 

@@ -107,7 +107,8 @@ class HelpFormatter(argparse.HelpFormatter):
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         out: list[str] = []
         for para in text.split("\n\n"):
-            lines, prose = [], []
+            lines: list[str] = []
+            prose: list[str] = []
             for line in para.splitlines() + [" "]:  # the sentinel ends the last run of prose
                 if line.startswith(" "):
                     if prose:
@@ -160,11 +161,10 @@ def unrecognized(parser: Parser, command: str | None, extra: list[str]) -> str:
 
 def _output_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, top: bool) -> None:
     """--color and --quiet, given before the command or after it (where they must not reset the first)."""
-    default = {} if top else {"default": argparse.SUPPRESS}
-    p.add_argument("--color", choices=COLORS, **({"default": "auto"} if top else default),
+    p.add_argument("--color", choices=COLORS, default="auto" if top else argparse.SUPPRESS,
                    help="auto: colour on a terminal unless NO_COLOR is set; always: in files and pipes too; "
                         "never (default: auto)")
-    p.add_argument("-q", "--quiet", action="store_true", **default,
+    p.add_argument("-q", "--quiet", action="store_true", default=False if top else argparse.SUPPRESS,
                    help="print only the verdict lines: no progress, no steps (default: off)")
 
 

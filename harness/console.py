@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -48,7 +48,7 @@ class Column:
     even that is not enough the one with the highest `drop` is left out first (0: never left out)."""
 
     name: str
-    justify: str = "left"
+    justify: JustifyMethod = "left"
     keep: bool = False
     drop: int = 0
 
@@ -223,10 +223,11 @@ def print_suite(console: Console, name: str, sdir: Path, outcomes: Sequence[Cell
     grounds = [o for o in outcomes if o.row and (o.row.get("fails") or o.row.get("allowed")
                                                  or o.row.get("unknown_because"))]
     for o in grounds[:GROUNDS_SHOWN]:
-        parts = [f"fails: {o.row['fails']}"] if o.row.get("fails") else []
-        parts += [f"observed, allowed: {o.row['allowed']}"] if o.row.get("allowed") else []
-        parts += [f"unknown because: {o.row['unknown_because']}"] if o.row.get("unknown_because") else []
-        parts += [f"page cache: {o.row['page_cache']}"] if o.row.get("page_cache") else []
+        row = o.row or {}  # every ground has one
+        parts = [f"fails: {row['fails']}"] if row.get("fails") else []
+        parts += [f"observed, allowed: {row['allowed']}"] if row.get("allowed") else []
+        parts += [f"unknown because: {row['unknown_because']}"] if row.get("unknown_because") else []
+        parts += [f"page cache: {row['page_cache']}"] if row.get("page_cache") else []
         console.print(f"{o.short}: {'; '.join(parts)}", markup=False, highlight=False)
     if len(grounds) > GROUNDS_SHOWN:
         console.print(f"... {len(grounds) - GROUNDS_SHOWN} more cells with anomalies: compare.html lists them",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import operator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kchaos.checkers.observed import METRICS
 
@@ -95,4 +95,4 @@ def _eval(node: ast.AST, m: dict[str, float]) -> Any:
         return _BIN[type(node.op)](_eval(node.left, m), _eval(node.right, m))
     if isinstance(node, ast.Name):
         return m[node.id]
-    return node.value  # a number, checked by parse
+    return cast(ast.Constant, node).value  # a number, checked by parse (cast: the only node left that it admits)

@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -34,6 +34,9 @@ from kchaos.harness.monitor import IsrMonitor
 from kchaos.harness.terminal import make_console, track
 from kchaos.nemesis.driver import NemesisDriver
 from kchaos.nemesis.schedule import kills_closer_than, save_schedule
+
+if TYPE_CHECKING:
+    from kchaos.clusters.evidence import Copier
 
 # The txn anomalies a run's end explains from Kafka's files (reports/explain_txn.py).
 TXN_EXPLAINED = ("torn_transaction", "G1a", "lost_write")
@@ -87,7 +90,11 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
     """Run `test`, composing its parts in Jepsen's order (see the module docstring)."""
     console = console or make_console()
     cfg = test.cfg
-    say: Callable[[str], None] = lambda m: (console.print(f"[bold cyan]•[/] {m}"), log.info(m))  # noqa: E731
+
+    def say(m: str) -> None:
+        console.print(f"[bold cyan]•[/] {m}")
+        log.info(m)
+
     test.provisioner.prepare(test.dist, say)
     run_dir = new_run_dir(Path(cfg.store).expanduser(), cfg.name)
     handler = _log_to(run_dir)
@@ -199,7 +206,7 @@ def write_report_safely(run: Path, say: Callable[[str], None]) -> Path | None:
     return path
 
 
-def collect_evidence_safely(cluster: Cluster, topic: str, run: Path, say: Callable[[str], None]) -> None:
+def collect_evidence_safely(cluster: Copier, topic: str, run: Path, say: Callable[[str], None]) -> None:
     """Copy Kafka's own files (segments, epoch checkpoints, metadata log) into run/evidence/raw; never fatal."""
     from kchaos.clusters.evidence import collect
 

@@ -112,18 +112,19 @@ def judge(sc: Scenario, sdir: Path, outcomes: list[CellOutcome] | None = None) -
             continue
         res = VariantResult(v.name, v.predict.text, metric_names=tuple(dict.fromkeys((*SPREAD, *v.predict.names))))
         for e in mine:
-            error = None if e.status == "done" and e.run else str(e.error)
-            if error is None:
+            rdir = sdir / e.run if e.status == "done" and e.run else None
+            error = None if rdir is not None else str(e.error)
+            if rdir is not None:
                 try:
-                    m = observe(sdir / e.run)
+                    m = observe(rdir)
                 except ObserveError as err:
                     error = str(err)
-            if error is not None:  # no evidence either way: counted apart from matched and missed
+            if rdir is None or error is not None:  # no evidence either way: counted apart from matched and missed
                 res.errors.append(f"rep {e.rep + 1}: {error}")
                 res.errored.append({"rep": e.rep, "seed": e.seed, "run": e.run, "error": error, "seconds": e.seconds})
                 continue
-            res.runs.append({"rep": e.rep, "run": e.run, "seed": e.seed, "kafka": _kafka(sdir / e.run),
-                             "seconds": e.seconds, "verdict": judge_run(sdir / e.run).verdict, "metrics": m,
+            res.runs.append({"rep": e.rep, "run": e.run, "seed": e.seed, "kafka": _kafka(rdir),
+                             "seconds": e.seconds, "verdict": judge_run(rdir).verdict, "metrics": m,
                              "matched": v.predict.holds(m)})
         results.append(res)
     state = {"scenario": sc.name, "description": sc.description, "mechanism": sc.mechanism, "prevents": sc.prevents,

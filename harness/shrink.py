@@ -243,15 +243,17 @@ def shrink(run: Path, store: Path, *, anomaly: str | None = None, max_runs: int 
         raise ConfigError(f"{run}: the run shows no anomaly, so there is nothing to reproduce")
     if anomaly not in kinds:
         raise ConfigError(f"--anomaly {anomaly}: {run} shows {', '.join(kinds) or 'no anomaly'}")
-    original = json.loads(Path(cfg.nemesis.schedule_file).read_text())
+    schedule_file = cfg.nemesis.schedule_file
+    assert schedule_file is not None  # recorded_config replays the run's own schedule.json
+    original = json.loads(Path(schedule_file).read_text())
     if not original:
         raise ConfigError(f"{run}: its schedule.json has no faults to shrink")
     cfg = preflight(cfg.with_(spark_master=spark_master, store=str(store)))
     sdir = stamped_dir(check_store(str(store)) / "shrink" / cfg.name)
     (sdir / "candidates").mkdir()
     start = Candidate(episodes(original), cfg.time_limit)
-    state = {"original": str(Path(run).resolve()), "anomaly": anomaly, "seed": cfg.seed,
-             "original_size": _size_json(start, cfg), "tried": 0, "runs": 0}
+    state: dict[str, Any] = {"original": str(Path(run).resolve()), "anomaly": anomaly, "seed": cfg.seed,
+                             "original_size": _size_json(start, cfg), "tried": 0, "runs": 0}
     best_runs = [str(Path(run).resolve())]
     console.print(f"[bold]shrink[/] {run}: keep {anomaly}; {len(start.episodes)} fault episodes, "
                   f"{cfg.time_limit:g} s run; at most {max_runs} runs → {sdir}")
@@ -292,7 +294,7 @@ def shrink(run: Path, store: Path, *, anomaly: str | None = None, max_runs: int 
     best = search(start, cfg, try_, lambda: state["runs"] < max_runs)
     out = _write_result(sdir, state, best, cfg, best_runs, shrunk=best is not start)
     if best is start:
-        (sdir / "schedule.json").write_text(Path(cfg.nemesis.schedule_file).read_text())
+        (sdir / "schedule.json").write_text(Path(schedule_file).read_text())
         console.print("[yellow]no smaller schedule reproduced the anomaly; the original is the smallest known[/]")
     return out
 

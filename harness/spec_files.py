@@ -91,9 +91,9 @@ def run_options(doc: SpecDoc, where: tuple, value: Any, *, lists: bool = False) 
             if not isinstance(v, list) or not v:
                 doc.fail(where + (raw,), "must be a non-empty list of values")
             for i, item in enumerate(v):
-                parse_run_options({key: item}, lambda m, p=where + (raw, i): doc.fail(p, m))
+                parse_run_options({key: item}, functools.partial(doc.fail, where + (raw, i)))
         else:
-            parse_run_options({key: v}, lambda m, p=where + (raw,): doc.fail(p, m))
+            parse_run_options({key: v}, functools.partial(doc.fail, where + (raw,)))
         if key in PATH_OPTIONS:
             v = [str(doc.dir / Path(x).expanduser()) for x in v] if lists else str(doc.dir / Path(v).expanduser())
         out[key] = v

@@ -12,7 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import Literal, TextIO
 
 from rich.console import Console
 
@@ -38,7 +38,7 @@ def make_console(stream: TextIO | None = None, *, color: str = "auto", quiet: bo
     stream = stream if stream is not None else sys.stderr
     tty = is_tty(stream)
     colored = color == "always" or (color == "auto" and tty and not os.environ.get("NO_COLOR"))
-    system = ("auto" if tty else "standard") if colored else None
+    system: Literal["auto", "standard"] | None = ("auto" if tty else "standard") if colored else None
     # soft_wrap: a terminal wraps long lines itself, so a path copied from it stays whole
     return Console(file=stream, force_terminal=tty, color_system=system, no_color=not colored, quiet=quiet,
                    width=None if tty else UNBOUNDED, soft_wrap=True, highlight=False)

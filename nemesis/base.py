@@ -45,7 +45,7 @@ class Package:
     """
 
     name: str
-    make: Callable[[Cluster, TestConfig], Nemesis]
+    make: Callable[..., Nemesis]  # (cluster, cfg), or (cluster, cfg, workload) with needs_workload
     schedule: Schedule
     colors: dict[str, str] = field(default_factory=dict)
     targets: tuple[str, ...] = ()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import kchaos.nemesis as registry
 from kchaos.core.config import ConfigError, TestConfig
@@ -134,7 +134,7 @@ def _check_await(where: str, pkg: registry.Package, op: dict[str, Any], cfg: Tes
         raise ConfigError(f"{where}: await_isr needs a partition in 0..{cfg.topic.partitions - 1}")
 
 
-def _is_int(x: Any) -> bool:
+def _is_int(x: Any) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool)
 
 

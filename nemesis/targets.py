@@ -74,10 +74,10 @@ def active_controller(cluster: Cluster) -> str:
             continue
         if state.get("leaderId", -1) >= 0 and (best is None or state["leaderEpoch"] > best[1]):
             best = (state["leaderId"], state["leaderEpoch"])
-    node = cluster.node_of(best[0]) if best else None
-    if node is None:
+    active = cluster.node_of(best[0]) if best else None
+    if active is None:
         raise FaultSkipped("no active controller is known")
-    return node
+    return active
 
 
 def resolve(cluster: Cluster, topic: str, op: dict[str, Any]) -> list[str]:

@@ -162,9 +162,8 @@ def control_rows(events: list[ControlEvent], metadata: list[dict[str, Any]], par
         if kind in _REPEATS and (row := open_.get(node, {}).get(key)) is not None and _continues(row, r):
             row.update(count=row["count"] + 1, last_s=r["time_s"], last_epoch=r.get("epoch"))
             continue
-        prev = latest.get(node)
-        pair = _PAIRS.get((prev["kind"], kind)) if prev is not None else None
-        if pair and prev["epoch"] == r["epoch"] and r["source"] == "server.log":
+        if (prev := latest.get(node)) is not None and (pair := _PAIRS.get((prev["kind"], kind))) \
+                and prev["epoch"] == r["epoch"] and r["source"] == "server.log":
             prev["kind"] = pair
             continue
         row = {"last_s": None, "count": 1, **r}

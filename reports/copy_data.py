@@ -56,7 +56,7 @@ class CopyExample:
     value: int
     input: tuple[int, int] | None
     output: tuple[tuple[int, int], ...]
-    copies: tuple[tuple[int, str], ...]
+    copies: tuple[tuple[int, str | None], ...]  # outcome None: the completion line has no type
     copied: int
 
 
@@ -98,13 +98,14 @@ def read_copy_run(history: Path, test: Mapping[str, Any] | None, results: Mappin
     t = test or {}
     out_topic = (t.get("topic") or {}).get("name")
     order = bool((t.get("workload") or {}).get("copy_order"))
-    done, types, latency, events, moves = [], [], [], [], []
+    done, types, latency, moves = [], [], [], []
+    events: list[dict[str, Any]] = []
     opened: dict[Any, tuple[int, int]] = {}  # process -> (invocation index, time)
     where_in: dict[int, tuple[int, int]] = {}
     inputs: list[int] = []
     unacked: set[int] = set()
     read: dict[tuple[int, int], int] = {}
-    carried: list[tuple[int, str, list]] = []  # (invocation index, outcome, input records) of each copy
+    carried: list[tuple[int, str | None, list]] = []  # (invocation index, outcome, input records) of each copy
     last = 0
     for n, _line, op in timed_ops(history):
         tm, f, kind, proc = op["time"], op.get("f"), op.get("type"), op.get("process")
@@ -120,7 +121,7 @@ def read_copy_run(history: Path, test: Mapping[str, Any] | None, results: Mappin
             done.append(tm / 1e9)
             types.append(kind)
             latency.append((tm - start) / 1e6)
-            carried.append((index, kind, op.get("value") if isinstance(op.get("value"), list) else []))
+            carried.append((index, kind, batch if isinstance(batch := op.get("value"), list) else []))
         elif f == "fill" and kind in ("ok", "info"):
             for r in op.get("records") or []:
                 if isinstance(r, list) and len(r) == 3:
@@ -141,19 +142,19 @@ def read_copy_run(history: Path, test: Mapping[str, Any] | None, results: Mappin
     first = [v for (p, _), v in sorted(read.items()) if p == 0]  # the order --copy-order keeps: output partition 0
     found = compare(inputs, output, unacked, order=first if order else None)
     counts = (results or {}).get("counts") or {}
-    n = {k: int(counts[k]) if isinstance(counts.get(k), int) else len(found[k]) for k in COPY_COUNTS}
+    totals = {k: int(counts[k]) if isinstance(counts.get(k), int) else len(found[k]) for k in COPY_COUNTS}
     seen = Counter(output)
     tally = CopyTally(filled=len(inputs), unacked=len(unacked), output=len(read),
-                      copied_once=sum(1 for v in set(inputs) if seen[v] == 1), missing=n["copy_missing"],
-                      duplicated=n["copy_duplicate"], duplicated_values=sum(1 for c in seen.values() if c > 1),
-                      invented=n["copy_invented"], reordered=n["copy_reordered"] if order else None)
+                      copied_once=sum(1 for v in set(inputs) if seen[v] == 1), missing=totals["copy_missing"],
+                      duplicated=totals["copy_duplicate"], duplicated_values=sum(1 for c in seen.values() if c > 1),
+                      invented=totals["copy_invented"], reordered=totals["copy_reordered"] if order else None)
     wanted = _examples(results, found)
     values = {v for vs in wanted.values() for v in vs}
     out_at: dict[int, list[tuple[int, int]]] = {}
     for (p, o), v in sorted(read.items()):
         if v in values:
             out_at.setdefault(v, []).append((p, o))
-    copies: dict[int, list[tuple[int, str]]] = {}
+    copies: dict[int, list[tuple[int, str | None]]] = {}
     for index, kind, recs in carried:
         for r in recs:
             if isinstance(r, list) and len(r) == 3 and r[2] in values:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kchaos.checkers.broker_logs import LogEvent, read_node_logs
 from kchaos.checkers.kafka_logs import Batch, DumpError, dump, metadata_records, parse_dump, read_epoch_checkpoint
@@ -240,7 +240,8 @@ def decode(run: Path, libs: Path | None = None, dumper: Dumper = dump, find_libs
         files = _segment_files(raw, lambda d: bool(is_topic(d)))
         for b in parse_dump(dumper(libs, files, raw), notes):
             node, folder = b.file.split("/")[:2]
-            batches[(node, int(is_topic(folder).group(1)))].append(b)
+            # cast: the dumper was given only `files`, each in a folder is_topic matched
+            batches[(node, int(cast(re.Match[str], is_topic(folder)).group(1)))].append(b)
         meta, meta_node = _decode_metadata(raw, libs, notes, dumper)
     except (DumpError, OSError, RuntimeError) as e:
         notes.append(f"DumpLogSegments: {e}")

@@ -206,7 +206,7 @@ class Facts:
 
     def timeline_rows(self, p: int) -> list[dict[str, Any]]:
         """The partition's leader/epoch/ISR/ELR changes and broker fencing, as rows for a table."""
-        rows = []
+        rows: list[dict[str, Any]] = []
         for s in self.timeline(p):
             name = lambda ids: None if ids is None else [self.names.get(i, str(i)) for i in ids]  # noqa: E731
             rows.append({"time_s": self.ev.clock.to_s(s.time_ms), "offset": s.offset,
@@ -262,7 +262,7 @@ class Facts:
 def _dropped_since(rec: dict[str, Any], topic: str, start_unix_ms: float | None) -> dict[str, dict[int, float]]:
     """For a power failure: per node with lazyfs's per-file report, per partition of `topic` whose log lost
     writes, the history second of the oldest write dropped (what came before was on disk)."""
-    lost = rec.get("lost") if rec.get("f") == "power-fail" and isinstance(rec.get("lost"), dict) else {}
+    lost = raw if rec.get("f") == "power-fail" and isinstance(raw := rec.get("lost"), dict) else {}
     out = {}
     for node, loss in lost.items():
         since = dropped_since(loss, topic, int(rec["time"]), start_unix_ms) if isinstance(loss, dict) else None
@@ -340,8 +340,8 @@ def _leaderships(ev: Evidence, nemesis: list[dict[str, Any]]) -> dict[int, list[
             out.setdefault(key[1], []).append(Leadership(key[0], key[1], epoch, start, end))
 
     downs = sorted((op["time_s"], n) for op in nemesis if op["f"] in _DOWN for n in op["nodes"])
-    events = sorted(((ev.clock.to_s(e.time_ms), e) for e in ev.log_events
-                     if e.kind in ("leader", "follower", "loaded") and ev.clock.to_s(e.time_ms) is not None),
+    events = sorted(((t, e) for e in ev.log_events
+                     if e.kind in ("leader", "follower", "loaded") and (t := ev.clock.to_s(e.time_ms)) is not None),
                     key=lambda te: te[0])
     di = 0
     for t, e in events:

@@ -105,9 +105,9 @@ def _one(ev: Evidence, facts: Facts, node: str, p: int, values: tuple[int, ...],
     cp = ev.checkpoints.get((node, p))
     later = [(e, s) for e, s in (cp or []) if epoch is not None and e > epoch]
     if had and later and later[0][1] <= top:
-        e, s = later[0]
+        later_epoch, s = later[0]
         return ReplicaFate(node, "truncated", held, s, None, had, "leader-epoch-checkpoint",
-                           f"epoch {e} starts at offset {s} in its leader-epoch-checkpoint")
+                           f"epoch {later_epoch} starts at offset {s} in its leader-epoch-checkpoint")
     if had:
         return ReplicaFate(node, "missing", held, had=had, detail="had them; no truncation or power failure recorded")
     if cut:

@@ -141,8 +141,9 @@ def explain_txn(run: Path, libs: Path | None = None, dumper: Dumper = dump,
                                           None if t1 is None else t1 + _CLIENT_LOG_SLACK_MS)
             story.kind, story.cause = cause(story) or (None, None)
             stories.append(story)
-    clock = {"history_start_unix_ms": te.ev.clock.start_unix_ms, "source": te.ev.clock.source} if te else {}
-    exp = TxnExplanation(str(run), {k: counts[k] for k in KINDS}, tuple(stories), _groups(stories), clock,
+    clock_doc: dict[str, Any] = ({"history_start_unix_ms": te.ev.clock.start_unix_ms, "source": te.ev.clock.source}
+                                 if te else {})
+    exp = TxnExplanation(str(run), {k: counts[k] for k in KINDS}, tuple(stories), _groups(stories), clock_doc,
                          tuple(dict.fromkeys(notes)))
     out = run / EVIDENCE_DIR / TXN_EXPLANATION_FILE
     out.write_text(json.dumps(exp.to_dict(), indent=1) + "\n", encoding="utf-8")

@@ -81,6 +81,8 @@ def _late(story: TxnStory) -> str | None:
     said = []
     for v in late:
         r, m, e = v.record, v.marker, v.late
+        if r is None or m is None or e is None:  # never: a committed value has its record and marker
+            continue
         with_ = story.committed_with.get((m["partition"], m["offset"])) or []
         others = [f"op {i}'s" for i in with_ if i != story.op.index]
         said.append(f"value {v.value}'s record (sent at {_s(r['time_s'])}) stands at p{r['partition']} offset "
@@ -202,7 +204,7 @@ def _open(story: TxnStory) -> str | None:
     hanging = [v for v in story.fates.values if v.status == "open"]
     if not hanging:
         return None
-    where = _and(sorted({f"p{v.record['partition']}" for v in hanging}))
+    where = _and(sorted({f"p{v.record['partition']}" for v in hanging if v.record is not None}))  # open: has a record
     return (f"no marker of {_producer(story)} follows {values_phrase([v.value for v in hanging])} on {where}: "
             "the transaction is still open there (a hanging transaction holds the last stable offset)")
 

@@ -18,12 +18,14 @@ ranges' recorded facts are used; nothing is re-read.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from kchaos.reports.explain_fates import LostRange, ReplicaFate
 
 __all__ = ["MAX_FAULTS", "MAX_SPANS", "on_disk", "pick_faults", "spans_phrase", "why", "why_parts"]
+
+T = TypeVar("T")
 
 MAX_FAULTS = 6
 MAX_SPANS = 3  # offset ranges named in a sentence; the others are counted
@@ -103,8 +105,8 @@ def on_disk(fault: dict[str, Any], p: int, last_ack_s: float | None,
     return f" ({'; '.join(kept)})" if kept else ""
 
 
-def _distinct(items: Iterable[Any]) -> list[Any]:
-    out: list[Any] = []
+def _distinct(items: Iterable[T | None]) -> list[T]:
+    out: list[T] = []
     for x in items:
         if x is not None and x not in out:
             out.append(x)
@@ -157,12 +159,13 @@ def _events(rs: Sequence[LostRange], p: int) -> list[str]:
     faults = pick_faults(seen.values(), [f for r in rs for f in r.replicas])
     to_s = max((r.acked_to_s for r in rs if r.acked_to_s is not None), default=None)
     lost_at: dict[str, float] = {}
-    for fate in (f for r in rs for f in r.replicas if f.status == "lost-unsynced" and f.time_s is not None):
-        lost_at[fate.node] = min(lost_at.get(fate.node, fate.time_s), fate.time_s)
+    for node, t in ((f.node, f.time_s) for r in rs for f in r.replicas
+                    if f.status == "lost-unsynced" and f.time_s is not None):
+        lost_at[node] = min(lost_at.get(node, t), t)
     if faults:
         parts.append(_and([f["phrase"] + on_disk(f, p, to_s, lost_at)
                            + (f" while ISR = {_fmt_set(f['isr'])}" if f.get("isr") else "") for f in faults]))
-    elections = []
+    elections: list[tuple[dict[str, Any], str | None]] = []
     for r in rs:
         el = r.election
         if el is not None and all((e["epoch"], e["leader"]) != (el["epoch"], el["leader"]) for e, _ in elections):

@@ -101,8 +101,8 @@ def heatmap(rows: Sequence[dict[str, Any]]) -> bytes | None:
         s["predictions"].append(r.get("prediction"))
     width, height = 1.9, 0.95  # inches per square: room for "prediction misses" at 9 pt
     ylabels = [_wrapped(y) for y in ys]
-    lines = max(y.count("\n") + 1 for y in ylabels)
-    height = max(height, 0.17 * lines + 0.2)  # a square as tall as its wrapped label
+    label_lines = max(y.count("\n") + 1 for y in ylabels)
+    height = max(height, 0.17 * label_lines + 0.2)  # a square as tall as its wrapped label
     left = 0.075 * max(len(line) for y in ylabels for line in y.split("\n")) + 0.4
     fig = Figure(figsize=(left + width * len(xs) + 0.5, 2.1 + height * len(ys)), layout="constrained")
     ax = fig.subplots()

@@ -34,7 +34,8 @@ def render(template: str, **context: Any) -> str:
 
 def png(data: bytes, alt: str) -> str:
     """An <img> embedding PNG bytes as a data URI, as HTML text."""
-    return str(ENV.get_template("macros.html.j2").module.png(data, alt))
+    module = ENV.get_template("macros.html.j2").module
+    return str(module.png(data, alt))  # type: ignore[attr-defined]  # jinja2's TemplateModule gets macros at run time
 
 
 def write_page(path: Path, title: str, body: str = "", template: str = "page.html.j2", **context: Any) -> Path:

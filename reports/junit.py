@@ -92,15 +92,15 @@ def _verdict_lines(o: CellOutcome) -> list[str]:
 
 def write_junit(path: Path, suite: str, outcomes: list[CellOutcome]) -> Path:
     """Write JUnit XML for `outcomes` to `path` (whole, then renamed); return the path."""
-    kinds = []
+    kinds: list[tuple[str, str, str] | None] = []
     for o in outcomes:
         if o.error is not None:
             kinds.append(("error", "run error", o.error))
         elif o.prediction is not None:
             kinds.append(("failure", "prediction missed", f"prediction misses: {o.mismatch}; verdict: {o.verdict}")
                          if o.prediction == "misses" else None)
-        elif o.verdict == FAIL:
-            kinds.append(("failure", FAIL, o.failure))
+        elif (failure := o.failure) is not None:  # the verdict is fail
+            kinds.append(("failure", FAIL, failure))
         elif o.verdict == UNKNOWN:
             because = (o.row or {}).get("unknown_because") or "the checker could not decide; see the runs' reports"
             kinds.append(("skipped", UNKNOWN, f"unknown because: {because}"))

@@ -70,7 +70,7 @@ def fault_spans(windows: Iterable[Mapping[str, Any]], end_s: float | None = None
             continue
         end = w.get("end_s")
         is_open = end is None
-        if is_open:
+        if end is None:
             end = max(start, end_s) if end_s is not None else start
         label = w.get("nemesis") or w.get("f") or "?"
         out.append(Span(float(start), float(end), str(label), nemesis_color(label, catalogue),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 from matplotlib.lines import Line2D
@@ -166,10 +166,20 @@ def _partition_axes(parts: Sequence[int], per_panel_height: float, sharey: bool 
     return fig, axes, where, n > 1
 
 
+class MarkStyle(TypedDict):
+    """The Line2D keywords of an anomaly kind's markers."""
+
+    marker: str
+    color: str
+    markersize: float
+    markerfacecolor: NotRequired[str]
+    mew: NotRequired[float]
+
+
 MARK_STYLES = {  # drawn in this order, so crosses (lost) stay visible on top of circles and diamonds
-    "inconsistent_offset": dict(marker="D", markerfacecolor="none", color="#9467bd", markersize=7, mew=1.0),
-    "acked_offset_mismatch": dict(marker="o", markerfacecolor="none", color="#ff7f0e", markersize=8, mew=1.0),
-    "lost": dict(marker="x", color="#d62728", markersize=6, mew=1.4),
+    "inconsistent_offset": MarkStyle(marker="D", markerfacecolor="none", color="#9467bd", markersize=7, mew=1.0),
+    "acked_offset_mismatch": MarkStyle(marker="o", markerfacecolor="none", color="#ff7f0e", markersize=8, mew=1.0),
+    "lost": MarkStyle(marker="x", color="#d62728", markersize=6, mew=1.4),
 }
 
 
@@ -227,7 +237,8 @@ def offsets_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), marks: 
             mt, mp, mo = placed[kind]
             m = mp == p
             if m.any():
-                ax.plot(mt[m], mo[m], linestyle="none", **{**style, "markersize": style["markersize"] * scale})
+                scaled: MarkStyle = {**style, "markersize": style["markersize"] * scale}
+                ax.plot(mt[m], mo[m], linestyle="none", **scaled)
         if panels:
             ax.set_ylabel(f"p{p} offset", fontsize=9)
     if panels or not parts:
@@ -258,7 +269,7 @@ class IsrSeries:
     time_s: np.ndarray
     isr: np.ndarray
     replicas: np.ndarray
-    leader_changes: list[tuple[float, int, int]]
+    leader_changes: list[tuple[float, int, int | None]]
 
 
 def isr_series(samples: Sequence[Mapping[str, Any]]) -> tuple[dict[int, IsrSeries], list[float]]:

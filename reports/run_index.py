@@ -15,7 +15,7 @@ import logging
 import os
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -155,7 +155,8 @@ def run_row(root: Path, run: Path, night: Path | None, suite: str | None,
             "config": config_summary(test), "checked": int(res is not None),
             "verdict": j.verdict if j else None,
             "severity": level(j.verdict, lost, acked, bool(j.allowed)) if j else "unknown",
-            "acked": acked, "lost": lost, "lost_in_promise": lost_in_promise(res, test) if counts else None,
+            "acked": acked, "lost": lost,
+            "lost_in_promise": lost_in_promise(res, test) if counts and res is not None else None,
             "loss_rate": round(lost / acked, 6) if acked and lost is not None else None,
             "availability": round(ok / invoked, 4) if invoked else None,
             "p50": latency.get("p50"), "p99": latency.get("p99"),
@@ -257,8 +258,8 @@ class RunIndex:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _write(self, runs: list[dict[str, Any]], nights: list[dict[str, Any]], gone_runs: list[str] = (),
-               gone_nights: list[str] = (), wipe: str | None = None) -> None:
+    def _write(self, runs: list[dict[str, Any]], nights: list[dict[str, Any]], gone_runs: Sequence[str] = (),
+               gone_nights: Sequence[str] = (), wipe: str | None = None) -> None:
         """One transaction: delete (everything under `wipe`, or the rows named gone), then upsert the rows."""
         c = self.conn
         c.execute("BEGIN IMMEDIATE")

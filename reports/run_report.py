@@ -178,6 +178,7 @@ def load_run(run: Path) -> RunData:
         if not isinstance(results, dict):
             results = None
     txn, copy, moves = None, None, []
+    per_epoch: list[dict[str, Any]]
     try:
         kind = workload_kind(test, history)
         if kind == COPY:  # never converted to Parquet either
@@ -358,13 +359,13 @@ def write_report(run: Path) -> Path:
     j = judge(d.results, d.test)  # the same word results.json, the console and compare give
     severity = level(j.verdict, lost, counts.get("acked"), bool(j.allowed))
     w, c, rb = d.windows, d.faults, [b.time_s for b in d.rebalances]
-    if d.txn is None and d.copy is None:
+    x = d.txn if d.txn is not None else d.copy
+    if x is None:
         pngs: dict[str, Any] = {
             "latency": plots.latency_png(d.sends, w, catalogue=c, rebalances=rb),
             "throughput": plots.throughput_png(d.sends, w, catalogue=c, rebalances=rb),
             "offsets": plots.offsets_png(d.sends, w, anomaly_marks(d.results), catalogue=c, rebalances=rb)}
     else:
-        x = d.txn if d.txn is not None else d.copy
         marks = d.txn.marks if d.txn is not None else None
         pngs = {"txn": txn_plots.txn_png(x.done_s, x.type, w, marks=marks, counts=counts, rebalances=rb, catalogue=c),
                 "txn_latency": txn_plots.txn_latency_png(x.done_s, x.type, x.latency_ms, w, rebalances=rb, catalogue=c)}

@@ -42,7 +42,7 @@ class ServeError(ReportsInputError):
     """The store cannot be served: the root is not a directory, or the address cannot be bound."""
 
 
-def make_server(root: Path, host: str = "127.0.0.1", port: int = 8000) -> http.server.ThreadingHTTPServer:
+def make_server(root: Path, host: str = "127.0.0.1", port: int = 8000) -> _Server:
     """A bound, listening (not yet serving) server for the store at `root`; port 0 picks a free port.
 
     The caller runs `serve_forever()` and `server_close()`. Raises ServeError (one line) when `root`
@@ -65,7 +65,7 @@ def make_server(root: Path, host: str = "127.0.0.1", port: int = 8000) -> http.s
 def server_url(server: http.server.HTTPServer) -> str:
     """The http:// URL of the root page of a server from make_server (its real port when 0 was asked)."""
     host, port = server.server_address[:2]
-    return f"http://{_hostport(host, port)}/"
+    return f"http://{_hostport(str(host), port)}/"
 
 
 def serve(root: Path, host: str = "127.0.0.1", port: int = 8000, say: Callable[[str], Any] = print) -> None:

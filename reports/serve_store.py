@@ -159,7 +159,7 @@ class Store:
                 page["regressions"], page["regressions_since"] = self._night_regressions(nights[0])
         elif len(rel) == 2 and rel[0] in ("suites", "scenarios") and nights:
             with self._lock:
-                page["trend"] = trend_page(self._index, nights[-1]["suite"], rel[0], self.root)
+                page["trend"] = trend_page(self._opened(), nights[-1]["suite"], rel[0], self.root)
 
         elif (real / "history.jsonl").is_file():
             r = page["run"] = self.run_info(real)

@@ -43,12 +43,17 @@ def trend_page(index: RunIndex, suite: str, kind: str, root: Path) -> dict[str, 
     regs = regressions(tr)
     regressed = {r.cell for r in regs}
     for name in tr.cells:
-        squares, loss, p99, colours = [], [], [], []
+        squares: list[dict[str, str] | None] = []
+        loss: list[float | None] = []
+        p99: list[float | None] = []
+        colours: list[str] = []
         for n in nights:
             c = n.cells.get(name)
             if c is None:
                 squares.append(None)
-                loss.append(None), p99.append(None), colours.append("#ccc")
+                loss.append(None)
+                p99.append(None)
+                colours.append("#ccc")
                 continue
             grounds = "; ".join([f"fails: {k} {v}" for k, v in c.failed.items()]
                                 + [f"allowed: {k} {v}" for k, v in c.allowed.items()])
@@ -56,7 +61,9 @@ def trend_page(index: RunIndex, suite: str, kind: str, root: Path) -> dict[str, 
                             "href": runs_href(n, c), "title": f"{when(n.stamp)}: {c.word}"
                             + (f", lost {c.lost} of {c.acked}" if c.acked else "")
                             + (f" ({grounds})" if grounds else "")})
-            loss.append(c.loss_rate), p99.append(c.p99), colours.append(COLOUR[c.severity])
+            loss.append(c.loss_rate)
+            p99.append(c.p99)
+            colours.append(COLOUR[c.severity])
         newest = next((n.cells[name] for n in reversed(nights) if name in n.cells), None)
         rows.append({"cell": name, "label": tr.labels.get(name, name), "squares": squares,
                      "regressed": name in regressed,

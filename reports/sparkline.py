@@ -25,7 +25,8 @@ def sparkline(values: Sequence[float | None], fmt: Callable[[float], str], title
     top = max(known) or 1.0
     y = lambda v: PAD + (HEIGHT - 2 * PAD) * (1 - v / top)  # noqa: E731 - zero at the bottom, the max at the top
     x = lambda i: PAD + STEP * i  # noqa: E731
-    parts, run = [], []
+    parts: list[str] = []
+    run: list[str] = []
     for i, v in enumerate(list(values) + [None]):
         if v is None:
             if len(run) > 1:

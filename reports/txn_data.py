@@ -138,7 +138,8 @@ def read_txn_run(history: Path, results: Mapping[str, Any] | None = None,
     polled = dict(values) if isolation == "read_committed" else {"aborted_read": values["aborted_read"]}
     drained = {"G1a": values["G1a"]}  # the final read is read_committed
     torn, wanted = set(examples.get("torn_transaction") or []), linked_ops(r)
-    done, types, latency, events, moves = [], [], [], [], []
+    done, types, latency, moves = [], [], [], []
+    events: list[dict[str, Any]] = []
     marks: dict[str, list[float]] = {k: [] for k in MARKED}
     opened: dict[Any, tuple[int, int, list[tuple[int, str]]]] = {}  # process -> (index, time, lines kept)
     ops: dict[int, dict[str, Any]] = {}

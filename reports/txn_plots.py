@@ -5,22 +5,29 @@ aborted reads and torn transactions marked, faults shaded and rebalances drawn a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from matplotlib.lines import Line2D
 
 from kchaos.core.faults import FaultCatalogue
 from kchaos.reports.plot_frame import fault_spans, figure, finish, mark_rebalances, note, shade
-from kchaos.reports.plots import TYPE_COLORS
+from kchaos.reports.plots import TYPE_COLORS, MarkStyle
 
 __all__ = ["OUTCOMES", "MARK_STYLES", "per_second", "txn_latency_png", "txn_png"]
 
+
+class TxnMarkStyle(MarkStyle):
+    """A kind's marker style and its row (`y`, in axes fraction)."""
+
+    y: float
+
+
 OUTCOMES = {"ok": "committed (ok)", "fail": "aborted (fail)", "info": "indefinite (info)"}
 # Ticks along the top of the plot at the time of the op that shows the anomaly, one row per kind.
-MARK_STYLES = {"G1a": dict(marker="v", color="#d62728", markersize=8, y=0.96),
-               "torn_transaction": dict(marker="X", color="#8b0000", markersize=8, y=0.90),
-               "aborted_read": dict(marker="|", color="#9467bd", markersize=9, mew=1.2, y=0.84)}
+MARK_STYLES = {"G1a": TxnMarkStyle(marker="v", color="#d62728", markersize=8, y=0.96),
+               "torn_transaction": TxnMarkStyle(marker="X", color="#8b0000", markersize=8, y=0.90),
+               "aborted_read": TxnMarkStyle(marker="|", color="#9467bd", markersize=9, mew=1.2, y=0.84)}
 
 
 def per_second(done_s: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -58,7 +65,7 @@ def txn_png(done_s: np.ndarray, types: np.ndarray, windows: Sequence[Mapping[str
         n = (counts or {}).get(kind) or 0
         if not at and not n:
             continue
-        y, s = style["y"], {k: v for k, v in style.items() if k != "y"}
+        y, s = style["y"], cast(MarkStyle, {k: v for k, v in style.items() if k != "y"})  # cast: the style less y
         ax.plot(at, [y] * len(at), linestyle="none", transform=ax.get_xaxis_transform(), clip_on=False, **s)
         lines.append(Line2D([], [], linestyle="none", label=f"{kind} ({n}; {len(at)} marked)", **s))
     if len(done_s):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 
@@ -110,6 +111,14 @@ def make_group_consumer(bootstrap: str, client_id: str, group: str, *, auto_comm
     })
 
 
+def keep_report(acks: dict[int, tuple[KafkaError | None, Message]], key: int
+                ) -> Callable[[KafkaError | None, Message], None]:
+    """An on_delivery callback that keeps its delivery report in `acks` under `key`."""
+    def report(err: KafkaError | None, msg: Message) -> None:
+        acks[key] = (err, msg)
+    return report
+
+
 UNDECODABLE = -1  # recorded for a record whose value is not one of ours; the checker calls it unexpected
 
 
@@ -126,11 +135,16 @@ def to_records(msgs: list[Message], below: int | None = None) -> tuple[list[list
 
     End-of-partition markers are not errors; offsets at or above `below` are left out.
     """
-    records, errors = [], []
+    records: list[list[int]] = []
+    errors: list[str] = []
     for m in msgs:
-        if m.error() is not None:
-            if m.error().code() != KafkaError._PARTITION_EOF:
-                errors.append(m.error().name())
-        elif below is None or m.offset() < below:
-            records.append([m.partition(), m.offset(), decode_value(m.value())])
+        err = m.error()
+        if err is not None:
+            if err.code() != KafkaError._PARTITION_EOF:
+                errors.append(err.name())
+            continue
+        # cast: librdkafka sets the partition and offset of every consumed message that is not an error
+        p, o = cast(int, m.partition()), cast(int, m.offset())
+        if below is None or o < below:
+            records.append([p, o, decode_value(m.value())])
     return records, errors

@@ -5,7 +5,7 @@ callbacks, which run inside `consume`, are kept and handed to the session with t
 """
 from __future__ import annotations
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from kchaos.core.config import TestConfig, txn_timeout_ms
 from kchaos.workloads.clients import make_group_consumer, make_producer, to_records
@@ -23,7 +23,9 @@ class RdkafkaCopierClient:
     def __init__(self, cfg: TestConfig, bootstrap: str, slot: int):
         self.cfg, self.bootstrap, self.slot = cfg, bootstrap, slot
         self.timeout = cfg.producer.delivery_timeout_ms / 1000
-        self.consumer = make_group_consumer(bootstrap, f"copy{slot}", copy_group(cfg.seed), auto_commit=False)
+        # None once abandoned: the session makes no call after that
+        self.consumer: Consumer | None = make_group_consumer(bootstrap, f"copy{slot}", copy_group(cfg.seed),
+                                                             auto_commit=False)
         self.producer: Producer | None = None
         self._events: list[Rebalance] | None = None  # the callbacks of the consume in progress; close's are none
 
@@ -40,11 +42,14 @@ class RdkafkaCopierClient:
     def subscribe(self, topic: str) -> None:
         """Subscribe to `topic`; the rebalance callbacks a consume serves are kept for its poll (workloads/rebalance.py
         `subscribe`), those its close serves are not."""
+        assert self.consumer is not None
         subscribe(self.consumer, topic, self._seen, live=lambda: self._events is not None)
 
     def poll(self, max_records: int, timeout: float) -> tuple[list[list[int]], list[Rebalance]]:
         """One consume of up to `max_records` within `timeout` seconds, and its rebalances."""
-        self._events = events = []
+        assert self.consumer is not None
+        events: list[Rebalance] = []
+        self._events = events
         try:
             msgs = self.consumer.consume(num_messages=max_records, timeout=timeout)
         except KafkaException as e:
@@ -66,7 +71,7 @@ class RdkafkaCopierClient:
 
     def commit(self) -> list[list[int]]:
         """Send the consumer's positions with its group metadata, then commit; TxnFailed."""
-        assert self.producer is not None
+        assert self.producer is not None and self.consumer is not None
         committing = False
         try:
             positions = [tp for tp in self.consumer.position(self.consumer.assignment()) if tp.offset >= 0]
@@ -94,6 +99,7 @@ class RdkafkaCopierClient:
 
     def rewind(self) -> list[list[int]]:
         """Seek every assigned partition to its committed offset, or the log start; ClientError."""
+        assert self.consumer is not None
         try:
             to = []
             for tp in self.consumer.committed(self.consumer.assignment(), timeout=self.timeout):
@@ -107,6 +113,7 @@ class RdkafkaCopierClient:
     def close(self) -> None:
         """Close the consumer, its revocation served first (`leave`; its callbacks record nothing); the producer
         goes with this object."""
+        assert self.consumer is not None
         leave(self.consumer)
 
     def abandon(self) -> None:

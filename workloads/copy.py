@@ -32,7 +32,7 @@ from kchaos.clusters.admin import CLIENT_LOG
 from kchaos.core.config import TestConfig, TopicConfig
 from kchaos.core.history import History
 from kchaos.core.protocols import Cluster
-from kchaos.workloads.clients import make_producer
+from kchaos.workloads.clients import keep_report, make_producer
 from kchaos.workloads.copier import Copier, CopierClient, copy_group
 from kchaos.workloads.copier_rdkafka import RdkafkaCopierClient
 from kchaos.workloads.drain import drain_all
@@ -155,7 +155,9 @@ class CopyWorkload:
         for copier in self._copiers.values():
             copier.interval = 0.0
         w = self.cfg.workload
-        op = self.history.invoke(w.consumers + 1, "copied", topic=self.input.name)
+        history = self.history
+        assert history is not None  # start set it, with the bootstrap that stop checks
+        op = history.invoke(w.consumers + 1, "copied", topic=self.input.name)
         deadline = time.monotonic() + w.drain_timeout_s
         lag: list[list[int]] = []
         while time.monotonic() < deadline:
@@ -167,8 +169,8 @@ class CopyWorkload:
             if not lag:
                 break
             time.sleep(1)
-        self.history.complete(op, "ok" if not lag else "info", topic=self.input.name, complete=not lag,
-                              **({"behind": lag} if lag else {}))
+        history.complete(op, "ok" if not lag else "info", topic=self.input.name, complete=not lag,
+                         **({"behind": lag} if lag else {}))
 
     def final_read(self, cluster: Cluster, history: History) -> dict[int, bool]:
         """Drain every output partition from its start to its high watermark at --txn-isolation; return which
@@ -212,7 +214,7 @@ def fill(bootstrap: str, cfg: TestConfig, topic: TopicConfig, history: History, 
             while True:
                 try:
                     producer.produce(topic.name, value=str(v), partition=v % topic.partitions,
-                                     on_delivery=lambda err, msg, v=v, acks=acks: acks.__setitem__(v, (err, msg)))
+                                     on_delivery=keep_report(acks, v))
                     break
                 except BufferError:
                     producer.poll(0.1)

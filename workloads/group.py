@@ -33,7 +33,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from kchaos.core.history import History
+from kchaos.core.history import History, Op
 from kchaos.workloads.clients import make_group_consumer, to_records
 from kchaos.workloads.rebalance import Rebalance, drop, group_id, leave, subscribe
 
@@ -91,7 +91,7 @@ class _Session:
     def __init__(self, member: Member):
         self.m = member
         self.dead = False  # crashed: its callbacks record nothing from then on
-        self.poll_op: dict[str, Any] | None = None
+        self.poll_op: Op | None = None
         self.batch: list[list[int]] = []
         self.errors: list[str] = []
         self.generation: int | None = None

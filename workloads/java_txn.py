@@ -47,7 +47,7 @@ class JavaTxnClient(TxnClient):
         self.has_producer = False
         # A reply is due within the client's own timeouts (init, flush, commit, abort: each the delivery timeout).
         self.deadline = 5 * self.timeout + 30
-        self.reader = JavaTxnConsumer(cfg, bootstrap, history, process, call=self._call)
+        self.reader: JavaTxnConsumer = JavaTxnConsumer(cfg, bootstrap, history, process, call=self._call)
         self._crashing = threading.Lock()  # a crash's notice to the JVM and its event, as one
 
     def _call(self, op: str, **request: Any) -> dict[str, Any]:

@@ -104,9 +104,10 @@ class ProducerLoop:
 
     def _report(self, err, msg) -> None:
         value = int(msg.value())
-        slot, partition = self.outstanding.pop(value, (None, None))
-        if slot is None:  # already completed as info when the loop gave up waiting
+        entry = self.outstanding.pop(value, None)
+        if entry is None:  # already completed as info when the loop gave up waiting
             return
+        slot, partition = entry
         if err is None:
             offset = msg.offset()
             self.rec.done(self.base + slot, self.producer, partition, value, "ok",

@@ -66,7 +66,7 @@ class QueueWorkload:
         w = self.cfg.workload
         spec = LoopSpec(cluster.bootstrap(), dataclasses.asdict(self.cfg.producer), self.topic,
                         self.cfg.topic.partitions, w.producers, w.in_flight,
-                        float("inf") if w.rate == "max" else w.rate, self.cfg.seed)
+                        float("inf") if w.rate == "max" else float(w.rate), self.cfg.seed)
         if w.producer_processes:
             self._procs = ProducerProcesses(spec, w.producer_processes, history.path.parent, history.t0_ns)
             self._procs.start()

@@ -55,9 +55,9 @@ class TxnWorkload:
         if self.java is not None:
             from kchaos.workloads.java_client import JavaProcess
             from kchaos.workloads.java_txn import JavaTxnClient
-            self._jvm = JavaProcess(self.java)
-            self._jvm.features(cluster.bootstrap())
-            make = lambda *a: JavaTxnClient(*a, jvm=self._jvm)  # noqa: E731
+            jvm = self._jvm = JavaProcess(self.java)
+            jvm.features(cluster.bootstrap())
+            make = lambda *a: JavaTxnClient(*a, jvm=jvm)  # noqa: E731
         for p in range(self.cfg.workload.producers):
             client = make(self.cfg, cluster.bootstrap(), history, p, self.count)
             self._clients[p] = client

@@ -42,7 +42,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from kchaos.core.config import TestConfig, txn_timeout_ms
 from kchaos.core.history import History, Op
-from kchaos.workloads.clients import make_producer
+from kchaos.workloads.clients import keep_report, make_producer
 from kchaos.workloads.txn_consumer import TxnConsumer
 
 if TYPE_CHECKING:
@@ -217,7 +217,7 @@ class TxnClient:
                 if f == "send":
                     k, v = args
                     producer.produce(self.topic, key=str(k), value=str(v), partition=done[i][3],
-                                     on_delivery=lambda err, msg, i=i: acks.__setitem__(i, (err, msg)))
+                                     on_delivery=keep_report(acks, i))
                 else:
                     records = reader.poll()
                     done[i][1] = records
@@ -263,7 +263,7 @@ class TxnClient:
         """Abort after an error; True if the abort was confirmed. Otherwise the producer is dropped, and the
         next op's producer (same transactional.id) fences it."""
         producer = self.producer
-        if err is not None and err.txn_requires_abort():
+        if err is not None and err.txn_requires_abort() and producer is not None:
             try:
                 producer.abort_transaction(self.timeout)
                 return True
@@ -276,6 +276,6 @@ class TxnClient:
         if self.producer is not None:
             self.producer.poll(0)  # reports of purged sends
         for i, (err, msg) in acks.items():
-            if err is None and msg.offset() is not None and msg.offset() >= 0:
-                done[i][4] = msg.offset()
+            if err is None and (offset := msg.offset()) is not None and offset >= 0:
+                done[i][4] = offset
         return done
