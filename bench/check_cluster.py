@@ -26,6 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
 from spark_standalone import StandaloneSpark, free_port
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/corpora: the labelled histories
+
 WORKERS = 2
 
 
@@ -55,8 +57,9 @@ def api(ui_port: int, app: str, path: str) -> list | dict:
 
 def main(runs: int, ops: int) -> None:
     """Run the benchmark: `runs` runs of about `ops` lines, one suite directory, on the cluster."""
+    from corpora.queue import write_large
+
     from kchaos.checkers import check_tree
-    from kchaos.checkers.corpus import write_large
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

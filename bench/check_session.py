@@ -28,6 +28,7 @@ CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from kchaos.checkers import check_path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/corpora: the labelled histories
 t1 = time.perf_counter()
 out = []
 for run in sys.argv[2:]:
@@ -41,7 +42,7 @@ print(json.dumps({"imports": t1 - t0, "runs": out}))
 
 def main(ops: int, runs: int) -> None:
     """Run the benchmark: `runs` histories of about `ops` lines, checked in one fresh process."""
-    from kchaos.checkers.corpus import write_large
+    from corpora.queue import write_large
 
     with tempfile.TemporaryDirectory() as tmp:
         dirs, labels = [], []

@@ -13,7 +13,7 @@ then on that one file, `local[2]`:
 - from columns: the same lines handed over as an Arrow table (as the harness has them for
   a run it recorded in columnar form; read back from Parquet beforehand, not timed),
   `write_from_lines`, then `check_path`;
-- the single-process reference checker (checkers/reference.py, JSON parsing included) in a
+- the single-process reference checker (checkers/queue/reference.py, JSON parsing included) in a
   fresh interpreter, up to --reference-max lines, for its counts and as a speed baseline.
 
 Spark's start and a first check of a tiny history are timed apart, before the first size.
@@ -34,14 +34,17 @@ from pathlib import Path
 
 from reference_throughput import check_in_child  # bench/ is on sys.path when run as a script
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/corpora: the labelled histories
+
 MASTER = "local[2]"
 TARGET_S = 60.0
 
 
 def warm_up(tmp: Path) -> float:
     """Start Spark and run one check of a tiny history; the seconds it took."""
+    from corpora.queue import generate, write
+
     from kchaos.checkers import check_path
-    from kchaos.checkers.corpus import generate, write
 
     start = time.perf_counter()
     check_path(write(generate(0, sends=200), tmp / "warm-up"), spark_master=MASTER)
@@ -50,7 +53,7 @@ def warm_up(tmp: Path) -> float:
 
 def corpus(data: Path, ops: int) -> tuple[Path, dict, dict, int, float]:
     """(history, test, labels, lines, seconds spent generating) of the size-`ops` corpus in `data`."""
-    from kchaos.checkers.corpus import write_large
+    from corpora.queue import write_large
 
     run = data / f"h{ops}"
     meta = run / "labels.json"

@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/corpora: the labelled histories
+
 
 def _records(path: Path) -> Iterator[dict[str, Any]]:
     with open(path, encoding="utf-8") as fh:
@@ -30,7 +32,7 @@ def _records(path: Path) -> Iterator[dict[str, Any]]:
 
 def _check(path: Path, test: dict[str, Any], out: Any) -> None:
     """Child process: check `path`, send back (seconds, peak RSS in MiB, result)."""
-    from kchaos.checkers.reference import check_reference
+    from kchaos.checkers.queue.reference import check_reference
 
     start = time.perf_counter()
     result = check_reference(_records(path), test)
@@ -52,7 +54,7 @@ def check_in_child(path: Path, test: dict[str, Any]) -> tuple[float, float, dict
 
 def main(sizes: list[int]) -> None:
     """Run the benchmark for each target size (in history lines, approximately)."""
-    from kchaos.checkers.corpus import write_large
+    from corpora.queue import write_large
 
     print(f"{'lines':>11} {'generate s':>10} {'check s':>8} {'lines/s':>9} {'peak RSS MiB':>12}  labels")
     for size in sizes:

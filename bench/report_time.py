@@ -22,6 +22,7 @@ CHILD = """
 import json, resource, sys, time
 from pathlib import Path
 from kchaos.reports.run_report import write_report
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/corpora: the labelled histories
 t0, c0 = time.perf_counter(), time.process_time()
 page = write_report(Path(sys.argv[1]))
 print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0,
@@ -32,7 +33,8 @@ print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() -
 
 def main(sizes: list[int]) -> None:
     """Print one line per size: lines, convert s, report wall s, cpu s, peak RSS, page KB."""
-    from kchaos.checkers.corpus import write_large
+    from corpora.queue import write_large
+
     from kchaos.checkers.parquet import convert
 
     print(f"{'lines':>11} {'convert s':>9} {'report s':>8} {'cpu s':>6} {'peak MB':>8} {'page KB':>8}")

@@ -1,4 +1,4 @@
-"""Time the txn checkers, reference (checkers/txn_reference.py) against Spark (checkers/txn_spark.py), on
+"""Time the txn checkers, reference (checkers/txn/reference.py) against Spark (checkers/txn/check.py), on
 synthetic txn histories of growing size; print seconds and the growth per unit size.
 
     .venv/bin/python bench/txn_check.py --ops 1000000 2000000
@@ -6,7 +6,7 @@ synthetic txn histories of growing size; print seconds and the growth per unit s
 
 A history is a correct Kafka's (processes running one transaction at a time, 1-4 sends and polls each, some
 aborted, some info; every consumer assigned every partition, polls of up to 100 records; final reads of every
-partition), written as it is generated, with a few anomalies of every kind planted by checkers/txn_corpus.py's
+partition), written as it is generated, with a few anomalies of every kind planted by tests/corpora/txn.py's
 blocks at the end. Both checkers must agree on every count; the script says whether they do.
 """
 from __future__ import annotations
@@ -21,15 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.checkers.spark import spark_context
-from kchaos.checkers.txn_corpus import PLANTS, Builder, plant_block
-from kchaos.checkers.txn_reference import check_txn_file
-from kchaos.checkers.txn_spark import check_txn_spark
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/corpora: the labelled histories
+from corpora.txn import PLANTS, Builder, plant_block
+
+from kchaos.checkers.txn.check import check_txn_spark
+from kchaos.checkers.txn.reference import check_txn_file
 
 POLL_MAX = 100
 
 
 class StreamBuilder(Builder):
-    """checkers/txn_corpus.py's builder, writing each op to a file instead of keeping it."""
+    """tests/corpora/txn.py's builder, writing each op to a file instead of keeping it."""
 
     def __init__(self, fh: Any):
         super().__init__()

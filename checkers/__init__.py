@@ -1,4 +1,4 @@
-"""Checkers: find the anomalies of a recorded history, judge the run (checkers/verdict.py), write results.json.
+"""Checkers: find the anomalies of a recorded history, judge the run (checkers/verdict/judge.py), write results.json.
 
 A new checker is one module implementing core.protocols.Checker (with a
 constructor taking `master=`, and `check_many` for checking several runs in
@@ -13,19 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.checkers.compose import exit_code, merge_valid, run_checkers
-from kchaos.checkers.copy import COPY, CopyChecker
+from kchaos.checkers.copy.check import COPY, CopyChecker
 from kchaos.checkers.corrupt_reads import KIND as CORRUPT_READ
 from kchaos.checkers.corrupt_reads import corrupt_reads
 from kchaos.checkers.history_scan import HistoryScan, nemesis_section, scan
 from kchaos.checkers.kafka_errors import kafka_errors
 from kchaos.checkers.parquet import CheckInputError, convert, parquet_path
-from kchaos.checkers.promise import Events, classify
-from kchaos.checkers.promise_run import loss_section, rules_of
-from kchaos.checkers.queue import QueueChecker
+from kchaos.checkers.queue.check import QueueChecker
 from kchaos.checkers.spark import prestart
-from kchaos.checkers.txn_reference import TxnChecker
-from kchaos.checkers.txn_spark import TxnSparkChecker
-from kchaos.checkers.verdict import SOURCE, TXN, Judgement, judge, judged, merge
+from kchaos.checkers.txn.check import TxnSparkChecker
+from kchaos.checkers.txn.reference import TxnChecker
+from kchaos.checkers.verdict.judge import SOURCE, TXN, Judgement, judge, judged, merge
+from kchaos.checkers.verdict.promise import Events, classify
+from kchaos.checkers.verdict.promise_run import loss_section, rules_of
 from kchaos.core.faults import FaultsError, read_faults, run_faults
 from kchaos.core.protocols import Checker
 
@@ -34,7 +34,7 @@ CHECKERS: dict[str, Callable[..., Checker]] = {
 }
 # Workloads whose histories the queue checkers cannot read: their own checkers, by workload kind. Their runs are
 # neither converted to Parquet nor given the queue checkers; the checker validates the history itself. The txn
-# workload's runs on Spark, as the queue's does; its reference (TxnChecker, checkers/txn_reference.py) stays the
+# workload's runs on Spark, as the queue's does; its reference (TxnChecker, checkers/txn/reference.py) stays the
 # definition it is tested against and the baseline it is timed against (REFERENCE_CHECKERS).
 WORKLOAD_CHECKERS: dict[str, dict[str, Callable[..., Checker]]] = {
     TXN: {TXN: TxnSparkChecker},
@@ -137,7 +137,7 @@ def _write_result(history: Path, composed: dict[str, Any], facts: HistoryScan, s
 
 
 def judge_loss(history: Path, result: dict[str, Any]) -> dict[str, Any]:
-    """Kafka's guarantee applied to each lost write of a checked run (checkers/promise.py); the run's
+    """Kafka's guarantee applied to each lost write of a checked run (checkers/verdict/promise.py); the run's
     isr.jsonl and test.json beside `history` are read. Never fails the check: an unreadable input leaves
     every loss inside the promise and says why."""
     test = _load_test(history.parent / TEST_FILE)
@@ -165,7 +165,7 @@ def rejudge_loss(run: Path) -> dict[str, Any]:
 
 
 def judge_run(run: Path) -> Judgement:
-    """The verdict of a run directory from its results.json and test.json (checkers/verdict.py), as every surface
+    """The verdict of a run directory from its results.json and test.json (checkers/verdict/judge.py), as every surface
     shows it; "unknown" (not checked) without a readable results.json."""
     try:
         results = json.loads((Path(run) / RESULTS_FILE).read_text(encoding="utf-8"))
@@ -195,13 +195,13 @@ def check_tree(root: Path, spark_master: str = "local[*]") -> dict[str, Any]:
     """Check every run below `root` in one Spark job; one row per run.
 
     Each run gets its results.json as `check_path` writes it; `root` gets
-    checks.json and checks.csv with a row per run (see checkers/table.py).
+    checks.json and checks.csv with a row per run (see checkers/verdict/table.py).
     A run whose input is malformed gets a row with its one-line error and
     verdict "unknown"; the others are still checked. Returns `{"verdict",
     "valid" (merged over every run), "runs": [row, ...]}`. Raises CheckInputError if
     `root` holds no run at all.
     """
-    from kchaos.checkers.table import write_table
+    from kchaos.checkers.verdict.table import write_table
 
     root = Path(root)
     runs = find_runs(root)
@@ -214,12 +214,12 @@ def check_tree(root: Path, spark_master: str = "local[*]") -> dict[str, Any]:
 
 
 def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]") -> list[dict[str, Any]]:
-    """Check `runs` (run directories below `root`) in one Spark job; return their rows (checkers/table.py).
+    """Check `runs` (run directories below `root`) in one Spark job; return their rows (checkers/verdict/table.py).
 
     Each run gets its results.json; a malformed run gets a row with its
     one-line error and verdict "unknown".
     """
-    from kchaos.checkers.table import row
+    from kchaos.checkers.verdict.table import row
 
     good: list[tuple[Path, dict[str, Any]]] = []
     errors: dict[Path, str] = {}

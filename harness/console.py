@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kchaos.checkers.kafka_errors import errors_line
-from kchaos.checkers.verdict import UNKNOWN, Judgement, history_line, of_valid
+from kchaos.checkers.verdict.judge import UNKNOWN, Judgement, history_line, of_valid
 from kchaos.harness.spec_files import show
 from kchaos.harness.terminal import interactive
 from kchaos.reports.explain_text import explain_lines

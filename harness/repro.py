@@ -17,7 +17,7 @@ from typing import Any
 
 from rich.console import Console
 
-from kchaos.checkers.observed import anomaly_kinds
+from kchaos.checkers.verdict.observed import anomaly_kinds
 from kchaos.core.config import ConfigError, TestConfig
 from kchaos.core.history import HistoryError, read_history
 from kchaos.core.page_cache import NEVER as NEVER_WRITTEN_BACK

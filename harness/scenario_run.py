@@ -22,8 +22,8 @@ from typing import Any
 from rich.console import Console
 
 from kchaos.checkers import judge_run
-from kchaos.checkers.observed import ObserveError, observe
-from kchaos.checkers.verdict import merge
+from kchaos.checkers.verdict.judge import merge
+from kchaos.checkers.verdict.observed import ObserveError, observe
 from kchaos.core.suite_files import latest, read_progress
 from kchaos.harness.scenario import Scenario
 from kchaos.harness.scenario_stats import Rate, spreads

@@ -36,7 +36,7 @@ from typing import Any
 from rich.console import Console
 
 import kchaos.nemesis as registry
-from kchaos.checkers.observed import anomaly_kinds
+from kchaos.checkers.verdict.observed import anomaly_kinds
 from kchaos.core.config import ConfigError, TestConfig
 from kchaos.core.store import check_store, stamped_dir
 from kchaos.harness.repro import Runner, attempt, recorded_config

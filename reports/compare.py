@@ -3,7 +3,7 @@
 Runs are grouped by their whole configuration except what does not change the
 experiment (name, seed, store, Spark master, where Kafka came from): the
 repetitions of one suite cell form one row. A row's verdict is its runs'
-verdicts merged (checkers/verdict.py: fail > unknown > pass), its severity
+verdicts merged (checkers/verdict/judge.py: fail > unknown > pass), its severity
 the colour it gets (reports/severity.py), and, below a scenario, whether its
 runs matched their prediction (scenario.json).
 
@@ -25,10 +25,10 @@ from typing import Any
 
 import pandas as pd
 
-from kchaos.checkers.reference import Settings
-from kchaos.checkers.table import in_faults
-from kchaos.checkers.txn_reference import COUNTS as TXN_COUNTS
-from kchaos.checkers.verdict import COPY, COPY_KINDS, TXN, UNKNOWN, judge, lost_in_promise, merge
+from kchaos.checkers.queue.reference import Settings
+from kchaos.checkers.txn.reference import COUNTS as TXN_COUNTS
+from kchaos.checkers.verdict.judge import COPY, COPY_KINDS, TXN, UNKNOWN, judge, lost_in_promise, merge
+from kchaos.checkers.verdict.table import in_faults
 from kchaos.core.page_cache import short as page_cache_short
 from kchaos.reports import ReportsInputError
 from kchaos.reports.heatmap import heatmap

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from kchaos.checkers.copy import COPY_COUNTS, compare
+from kchaos.checkers.copy.check import COPY_COUNTS, compare
 from kchaos.reports.txn_data import Rebalance, nemesis_event, rebalances, timed_ops
 
 __all__ = ["MAX_LINKED", "CopyExample", "CopyRun", "CopyTally", "read_copy_run"]
@@ -31,7 +31,7 @@ MAX_SHOWN = 10  # example values per kind (results.json keeps 10)
 class CopyTally:
     """A copy run's input against its output: values `filled` (acknowledged fill records), `unacked` (fill sends
     that failed: maybe in the input), `output` records read, input values `copied_once` (exactly once in the
-    output), and the four kinds of checkers/copy.py: `missing`, `duplicated` (occurrences beyond the first;
+    output), and the four kinds of checkers/copy/check.py: `missing`, `duplicated` (occurrences beyond the first;
     `duplicated_values` distinct values), `invented`, `reordered` (None: the order was not checked)."""
 
     filled: int

@@ -21,7 +21,7 @@ from typing import Any
 
 from kchaos.checkers.broker_logs import LogEvent
 from kchaos.checkers.kraft_metadata import PartitionState
-from kchaos.checkers.promise_run import dropped_since
+from kchaos.checkers.verdict.promise_run import dropped_since
 from kchaos.core.faults import FaultCatalogue, FaultsError, run_faults
 from kchaos.core.history import read_history
 from kchaos.reports.evidence import Evidence

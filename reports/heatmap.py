@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from kchaos.checkers.verdict import FAIL, merge
+from kchaos.checkers.verdict.judge import FAIL, merge
 from kchaos.reports.severity import LEVELS, level
 
 # Severity colours of the squares, and the ink that reads on each (the pages' badges use the same hues).

@@ -1,6 +1,6 @@
 """JUnit XML for a suite: one <testcase> per configuration cell, readable by every CI system.
 
-A cell's word is its verdict (checkers/verdict.py, docs/verdicts.md), merged over its repetitions: a cell
+A cell's word is its verdict (checkers/verdict/judge.py, docs/verdicts.md), merged over its repetitions: a cell
 that fails gets <failure>, an unknown one <skipped> (the checker could not decide: not a pass, not a
 failure), and one whose repetition could not be run <error>. Anomalies the configuration allows (loss
 under acks=1, loss outside Kafka's guarantee) pass, and are listed in the case's output. A scenario's
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kchaos.checkers.verdict import FAIL, PASS, UNKNOWN
+from kchaos.checkers.verdict.judge import FAIL, PASS, UNKNOWN
 from kchaos.reports.severity import level
 
 ERROR = "error"  # a repetition could not be run: no verdict on Kafka, a harness or cluster problem

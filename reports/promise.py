@@ -1,10 +1,10 @@
 """What a run's configuration promises, as the run report and the comparison say it. Whether a run kept it is
-part of its verdict (checkers/verdict.py).
+part of its verdict (checkers/verdict/judge.py).
 
 No loss: Kafka's documented guarantee, which covers acks=all without unclean
 leader election, write by write: a lost write breaks it only if some replica
 of the partition's ISR held it at every moment after its acknowledgement
-(checkers/promise.py decides that from the run and puts the counts in
+(checkers/verdict/promise.py decides that from the run and puts the counts in
 results.json's `loss`). min.insync.replicas is not part of the guarantee.
 No duplicates: idempotence on.
 """
@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kchaos.checkers.promise import GUARANTEE
-from kchaos.checkers.promise_run import rules_of
-from kchaos.checkers.reference import Settings
+from kchaos.checkers.queue.reference import Settings
+from kchaos.checkers.verdict.promise import GUARANTEE
+from kchaos.checkers.verdict.promise_run import rules_of
 
 RULE = GUARANTEE
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kchaos.checkers.verdict import FAIL, PASS
+from kchaos.checkers.verdict.judge import FAIL, PASS
 from kchaos.reports.junit import ERROR
 from kchaos.reports.run_index import open_store_index
 from kchaos.reports.trends import Night, Trend, trend, when

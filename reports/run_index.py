@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kchaos.checkers.table import in_faults
-from kchaos.checkers.verdict import essentials, judge, lost_in_promise
+from kchaos.checkers.verdict.judge import essentials, judge, lost_in_promise
+from kchaos.checkers.verdict.table import in_faults
 from kchaos.core.suite_files import PROGRESS_FILE, STATE_FILE, latest, read_progress
 from kchaos.reports.severity import level
 

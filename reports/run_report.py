@@ -3,7 +3,7 @@
 `write_report(run)` reads test.json, results.json (when the run was checked),
 the history (through its Parquet form, `checkers.parquet.convert`),
 faults.json (each nemesis's colour) and isr.jsonl (when recorded), and
-writes `run/report.html`: the verdict (checkers/verdict.py: pass, fail or
+writes `run/report.html`: the verdict (checkers/verdict/judge.py: pass, fail or
 unknown, on a badge coloured by severity) with what failed and what was
 observed and allowed, what the configuration promises and how many lost
 writes were inside the promise; four plots (reports/plots.py) embedded as PNG
@@ -37,12 +37,12 @@ import pyarrow.parquet as pq
 from markupsafe import Markup
 
 from kchaos.checkers import workload_kind
-from kchaos.checkers.copy import COPY
+from kchaos.checkers.copy.check import COPY
 from kchaos.checkers.kafka_errors import errors_line
 from kchaos.checkers.parquet import CheckInputError, convert
-from kchaos.checkers.timeline import availability as timeline_availability
-from kchaos.checkers.timeline import fault_windows
-from kchaos.checkers.verdict import Judgement, history_line, judge, lost_in_promise
+from kchaos.checkers.queue.timeline import availability as timeline_availability
+from kchaos.checkers.queue.timeline import fault_windows
+from kchaos.checkers.verdict.judge import Judgement, history_line, judge, lost_in_promise
 from kchaos.core.evidence_files import ISR_FILE, read_isr
 from kchaos.core.faults import FAULTS_FILE, FaultCatalogue, FaultsError, run_faults
 from kchaos.core.page_cache import describe as describe_page_cache

@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
-from kchaos.checkers.verdict import FAIL, PASS, UNKNOWN, judge, of_valid
+from kchaos.checkers.verdict.judge import FAIL, PASS, UNKNOWN, judge, of_valid
 from kchaos.reports.html import render
 from kchaos.reports.regressions import Regression, of_night
 from kchaos.reports.run_index import INDEX_FILE, RunIndex, open_store_index

@@ -1,12 +1,12 @@
 """How bad a run or a suite cell looks, for its colour: a level from its verdict and its loss rate.
 
-The words follow the verdict (checkers/verdict.py); the colour follows this level. A cell that passed
+The words follow the verdict (checkers/verdict/judge.py); the colour follows this level. A cell that passed
 while losing 97.6% of its writes, all of them allowed, is therefore red and says "pass": never green.
 docs/verdicts.md shows the levels.
 """
 from __future__ import annotations
 
-from kchaos.checkers.verdict import FAIL, UNKNOWN
+from kchaos.checkers.verdict.judge import FAIL, UNKNOWN
 
 LEVELS = ("clean", "unknown", "noted", "serious", "severe")
 SERIOUS, SEVERE = 0.01, 0.10  # loss rates (lost / acked) from which a run is serious, severe

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kchaos.checkers.verdict import merge
+from kchaos.checkers.verdict.judge import merge
 from kchaos.reports.junit import ERROR
 from kchaos.reports.run_index import RunIndex
 from kchaos.reports.severity import level

@@ -1,4 +1,4 @@
-"""The example cycles of a txn run (results.json's `cycles`, checkers/txn_cycles.py) as report.html shows them:
+"""The example cycles of a txn run (results.json's `cycles`, checkers/txn/cycles.py) as report.html shows them:
 one small table per cycle, and the history lines of every op the report links to.
 
 A link to an op goes to an anchor inside report.html (`#op-<invocation index>`), where the op's invocation and

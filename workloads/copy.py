@@ -9,7 +9,7 @@ copiers (workloads/copier.py) copy the input to the output inside transactions t
 the copy at full speed: until the group's committed offsets reach the end of the input (the `copied` op), at
 most --drain-timeout. The final read drains the output from
 its start to its high watermarks at `--txn-isolation` (read_committed by default). The history shapes are in
-docs/history.md; checkers/copy.py compares the output read with the input. With `--client java` the copiers'
+docs/history.md; checkers/copy/check.py compares the output read with the input. With `--client java` the copiers'
 consumers and producers are the Kafka Java client's, in one JVM (workloads/java_copier.py); the fill, the
 progress reads and the final read stay on librdkafka.
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from evidence_asserts import assert_followers_truncated_to_the_powerless_leader, assert_old_leader_truncated
 
-from kchaos.checkers.observed import observe
+from kchaos.checkers.verdict.observed import observe
 from kchaos.core.history import read_history
 from kchaos.harness.repro import fault_trace
 

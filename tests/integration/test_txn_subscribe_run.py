@@ -8,8 +8,8 @@ import warnings
 import pytest
 from txn_asserts import valid_txn_run
 
-from kchaos.checkers.txn_history import parse
-from kchaos.checkers.txn_order import order_anomalies, version_order
+from kchaos.checkers.txn.history import parse
+from kchaos.checkers.txn.order import order_anomalies, version_order
 
 pytestmark = pytest.mark.cluster
 

@@ -8,7 +8,7 @@ import re
 import pytest
 from runs import assert_done_around_the_faults, assert_each_fault_struck_ops_in_flight, finished_run, held, is_ack
 
-from kchaos.checkers.observed import observe
+from kchaos.checkers.verdict.observed import observe
 from kchaos.core.history import read_history
 from kchaos.core.kafka_versions import LINES
 

@@ -5,10 +5,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from corpora.queue import PLANTS
+from corpora.sim import NEEDS_CONSUMER, NEEDS_OFFSETS, TAIL_PLANTS
 from hypothesis import strategies as st
-
-from kchaos.checkers.corpus import PLANTS
-from kchaos.checkers.corpus_sim import NEEDS_CONSUMER, NEEDS_OFFSETS, TAIL_PLANTS
 
 MS = 1_000_000
 

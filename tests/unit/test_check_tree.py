@@ -8,9 +8,9 @@ import subprocess
 import sys
 
 import pytest
+from corpora.queue import generate, write
 
 from kchaos.checkers import CheckInputError, check_path, check_tree, find_runs
-from kchaos.checkers.corpus import generate, write
 from kchaos.harness.cli import main
 
 MASTER = "local[2]"

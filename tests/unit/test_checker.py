@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kchaos.checkers import CheckInputError, check_path, check_runs, exit_code, merge_valid, run_checkers
-from kchaos.checkers.queue import COUNTS, QueueChecker
-from kchaos.checkers.reference import check_reference
+from kchaos.checkers.queue.check import COUNTS, QueueChecker
+from kchaos.checkers.queue.reference import check_reference
 from kchaos.checkers.spark import spark_session
 
 MASTER = "local[2]"
@@ -82,7 +82,7 @@ def test_clean_history_is_valid(check):
     assert r["checkers"]["queue"]["idempotence"] is True
     assert r["checkers"]["queue"]["loss"] == {"acks": "all", "promised": True,
                                               "expected_by_configuration": False}
-    # checkers.SUMMARY_KEYS are copied to the top level, beside the verdict (checkers/verdict.py).
+    # checkers.SUMMARY_KEYS are copied to the top level, beside the verdict (checkers/verdict/judge.py).
     assert set(r) == {"valid", "verdict", "failed", "allowed", "why", "undecided", "page_cache", "counts", "examples",
                       "loss", "stats", "latency_ms", "timeline", "checkers", "history", "nemesis"}
     assert (r["verdict"], r["failed"], r["allowed"], r["undecided"]) == ("pass", {}, {}, [])

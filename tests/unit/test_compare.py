@@ -48,7 +48,7 @@ def test_rows_per_configuration_from_recorded_runs(runs):
     safe = rows["03_acks-all_misr-2"]
     assert safe["promise"] == "no loss" and safe["verdict"] == "pass" and safe["lost"] == 0
     assert safe["severity"] == "clean"
-    # Kafka's guarantee covers acks=all whatever min.insync.replicas is (checkers/promise.py)
+    # Kafka's guarantee covers acks=all whatever min.insync.replicas is (checkers/verdict/promise.py)
     dup = rows["02_acks-all_misr-1"]
     assert dup["promise"] == "no loss" and dup["verdict"] == "pass" and dup["severity"] == "noted"
     assert dup["allowed"] == "2 duplicate (idempotence is off: a retried send may be written twice)"
@@ -177,7 +177,7 @@ def test_recorded_suite_finishes_into_junit_and_compare(runs):
     ("1", 2, False, False, "none", False, False),
 ])
 def test_promise_rules(acks, misr, unclean, idem, text, lost_breaks, dup_breaks):
-    from kchaos.checkers.verdict import judge
+    from kchaos.checkers.verdict.judge import judge
     from kchaos.reports.promise import promise_of
 
     test = {"producer": {"acks": acks, "idempotence": idem}, "topic": {"min_insync": misr, "unclean": unclean}}

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kchaos.checkers import check_path
-from kchaos.checkers.copy import check_copy_ops, compare, out_of_order
-from kchaos.checkers.observed import METRICS
-from kchaos.checkers.verdict import judge
+from kchaos.checkers.copy.check import check_copy_ops, compare, out_of_order
+from kchaos.checkers.verdict.judge import judge
+from kchaos.checkers.verdict.observed import METRICS
 from kchaos.core.config import TestConfig
 from kchaos.harness.cli import build_parser
 from kchaos.harness.options import config_from_args

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from corpora.queue import ANOMALIES, PLANTS, generate, write, write_large
 from histories import (
     SEND,
     HistoryBuilder,
@@ -21,8 +22,7 @@ from histories import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kchaos.checkers.corpus import ANOMALIES, PLANTS, generate, write, write_large
-from kchaos.checkers.reference import COUNTS, check_reference
+from kchaos.checkers.queue.reference import COUNTS, check_reference
 from kchaos.core.history import read_history
 
 ZERO = dict.fromkeys(COUNTS, 0)

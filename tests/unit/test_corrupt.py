@@ -288,7 +288,7 @@ def test_a_flipped_value_that_another_send_wrote_would_pass_under_acks_1_unless_
     from histories import model
 
     from kchaos.checkers.corrupt_reads import corrupt_reads
-    from kchaos.checkers.verdict import judge
+    from kchaos.checkers.verdict.judge import judge
 
     run = _flipped_run(tmp_path, 500000)
     ops = [json.loads(x) for x in (run / "history.jsonl").read_text().splitlines()]

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from kchaos import nemesis
-from kchaos.checkers.observed import observe
-from kchaos.checkers.timeline import fault_windows
+from kchaos.checkers.queue.timeline import fault_windows
+from kchaos.checkers.verdict.observed import observe
 from kchaos.core.config import NemesisConfig, TestConfig
 from kchaos.core.faults import (
     FAULTS_FILE,
@@ -170,7 +170,7 @@ def test_explainer_roles_come_from_the_catalogue():
 
 def test_a_malformed_catalogue_is_bad_input_to_check_and_observe(tmp_path):
     from kchaos.checkers import CheckInputError, check_path
-    from kchaos.checkers.observed import ObserveError
+    from kchaos.checkers.verdict.observed import ObserveError
 
     (tmp_path / "history.jsonl").write_text(json.dumps({"index": 0, "time": 1, "process": 0, "type": "invoke",
                                                         "f": "send", "value": 1, "partition": 0}) + "\n")

@@ -11,10 +11,10 @@ from confluent_kafka import KafkaError
 from histories import HistoryBuilder
 
 from kchaos.checkers.parquet import convert
-from kchaos.checkers.queue import QueueChecker
-from kchaos.checkers.reference import check_reference
+from kchaos.checkers.queue.check import QueueChecker
+from kchaos.checkers.queue.reference import check_reference
 from kchaos.checkers.spark import spark_session
-from kchaos.checkers.verdict import judge
+from kchaos.checkers.verdict.judge import judge
 from kchaos.core.config import TestConfig
 from kchaos.harness.cli import build_parser
 from kchaos.harness.options import config_from_args

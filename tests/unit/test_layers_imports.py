@@ -39,7 +39,7 @@ def _imports(path: Path, package: str) -> list[tuple[int, str]]:
 
 
 def _modules() -> list[tuple[str, Path]]:
-    return [(pkg, p) for pkg in PACKAGES for p in sorted((ROOT / pkg).glob("*.py"))]
+    return [(pkg, p) for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))]
 
 
 def _allowed(package: str, name: str) -> bool:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from corpora.queue import generate
 
 import kchaos.checkers.parquet as P
 from kchaos.checkers import CheckInputError, validate_history
-from kchaos.checkers.corpus import generate
 from kchaos.checkers.parquet import client_op_problem, convert, pairing_problem, parquet_path
 from kchaos.checkers.spark import CORRUPT, HISTORY_SCHEMA, read_history_df, readable_path, spark_session
 from kchaos.core.history import HistoryError, read_history

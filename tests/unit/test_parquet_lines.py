@@ -7,12 +7,12 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from corpora.queue import PLANTS, generate, write
 
-from kchaos.checkers.corpus import PLANTS, generate, write
 from kchaos.checkers.parquet import convert, parquet_path
 from kchaos.checkers.parquet_lines import write_from_lines
-from kchaos.checkers.queue import QueueChecker
-from kchaos.checkers.reference import check_reference
+from kchaos.checkers.queue.check import QueueChecker
+from kchaos.checkers.queue.reference import check_reference
 from kchaos.checkers.spark import spark_session
 
 MASTER = "local[2]"

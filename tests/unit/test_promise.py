@@ -1,4 +1,4 @@
-"""Kafka's guarantee applied write by write (checkers/promise.py), for the cases docs/promise.md lists."""
+"""Kafka's guarantee applied write by write (checkers/verdict/promise.py), for the cases docs/promise.md lists."""
 from __future__ import annotations
 
 import json
@@ -6,8 +6,8 @@ import json
 import pytest
 
 from kchaos.checkers.parquet import convert
-from kchaos.checkers.promise import Events, IsrSample, PowerLoss, Rules, UncleanElection, classify, verdict
-from kchaos.checkers.promise_run import (
+from kchaos.checkers.verdict.promise import Events, IsrSample, PowerLoss, Rules, UncleanElection, classify, verdict
+from kchaos.checkers.verdict.promise_run import (
     controller_unclean_elections,
     loss_section,
     nemesis_events,

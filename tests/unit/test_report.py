@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from browser import render
 
-from kchaos.checkers.verdict import judge
+from kchaos.checkers.verdict.judge import judge
 from kchaos.reports import plots
 from kchaos.reports.run_report import REPORT_FILE, ReportError, anomaly_marks, load_run, write_report
 

@@ -17,7 +17,7 @@ from histories import HistoryBuilder
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kchaos.checkers.observed import METRICS, anomaly_kinds, observe
+from kchaos.checkers.verdict.observed import METRICS, anomaly_kinds, observe
 from kchaos.harness.cli import main
 from kchaos.harness.scenario import Prediction, ScenarioError, find_scenario, load_scenario, scenario_names
 from kchaos.harness.scenario_run import RESULT_FILE, judge

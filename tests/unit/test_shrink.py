@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from kchaos.checkers.observed import anomaly_kinds
+from kchaos.checkers.verdict.observed import anomaly_kinds
 from kchaos.harness import shrink as sh
 from kchaos.harness.cli import main
 from kchaos.harness.repro import recorded_config, repro

@@ -8,13 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from corpora.queue import ANOMALIES, PLANTS, generate, write
 from histories import drop_impossible_loss, hostable_plants, run_shapes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kchaos.checkers.corpus import ANOMALIES, PLANTS, generate, write
-from kchaos.checkers.queue import QueueChecker
-from kchaos.checkers.reference import COUNTS, MAX_EXAMPLES, check_reference
+from kchaos.checkers.queue.check import QueueChecker
+from kchaos.checkers.queue.reference import COUNTS, MAX_EXAMPLES, check_reference
 from kchaos.checkers.spark import spark_session
 
 pytestmark = pytest.mark.spark

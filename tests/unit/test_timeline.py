@@ -1,4 +1,4 @@
-"""checkers/timeline.py on handmade nemesis histories: windows, availability, anomaly context."""
+"""checkers/queue/timeline.py on handmade nemesis histories: windows, availability, anomaly context."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kchaos.checkers.timeline import _open_at, _Window, anomaly_timelines, availability, fault_windows, timelines
+from kchaos.checkers.queue.timeline import _open_at, _Window, anomaly_timelines, availability, fault_windows, timelines
 
 S = 1_000_000_000
 

@@ -1,4 +1,4 @@
-"""The txn workload's reference checker (checkers/txn_reference.py): each anomaly of docs/checkers.md planted in a
+"""The txn workload's reference checker (checkers/txn/reference.py): each anomaly of docs/checkers.md planted in a
 tiny history is found, a clean history has none, and `kchaos check` on a txn run gives the verdict of
 docs/verdicts.md."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kchaos.checkers import CheckInputError, check_path, exit_code
-from kchaos.checkers.txn_reference import COUNTS, check_txn, parse_ops
+from kchaos.checkers.txn.reference import COUNTS, check_txn, parse_ops
 
 RC = {"workload": {"kind": "txn", "txn_isolation": "read_committed"}}
 RU = {"workload": {"kind": "txn", "txn_isolation": "read_uncommitted"}}

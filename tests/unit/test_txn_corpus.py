@@ -1,15 +1,15 @@
-"""The labelled txn corpus (checkers/txn_corpus.py) against the reference checker: every planted anomaly is found,
+"""The labelled txn corpus (tests/corpora/txn.py) against the reference checker: every planted anomaly is found,
 exactly, under either isolation level, and nothing else is."""
 from __future__ import annotations
 
 import pytest
+from corpora.txn import LABEL, PLANTS, UNLABELLED, generate
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_txn_checker import found
 
-from kchaos.checkers.txn_corpus import LABEL, PLANTS, UNLABELLED, generate
-from kchaos.checkers.txn_history import parse_ops
-from kchaos.checkers.txn_reference import COUNTS, check_txn
+from kchaos.checkers.txn.history import parse_ops
+from kchaos.checkers.txn.reference import COUNTS, check_txn
 
 
 @st.composite

@@ -1,4 +1,4 @@
-"""The txn reference checker's order and cycle anomalies (checkers/txn_order.py, checkers/txn_cycles.py), each
+"""The txn reference checker's order and cycle anomalies (checkers/txn/order.py, checkers/txn/cycles.py), each
 planted in a tiny history; an acyclic history has no cycle, and a rebalance excuses a jump."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from test_txn_checker import RC, RU, H, found
 
-from kchaos.checkers.txn_cycles import WR, WR_ALL, WW, cycles, edge_array
+from kchaos.checkers.txn.cycles import WR, WR_ALL, WW, cycles, edge_array
 
 
 def rebalance(h: H, process: int, revoked=(), assigned=()) -> H:
@@ -156,7 +156,7 @@ def test_the_rebalance_example_of_docs_history_md_parses():
     import json
     from pathlib import Path
 
-    from kchaos.checkers.txn_history import parse_ops
+    from kchaos.checkers.txn.history import parse_ops
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "history.md").read_text()
     block = text.split("### Rebalances", 1)[1].split("```json", 1)[1].split("```", 1)[0]

@@ -1,5 +1,5 @@
-"""The Spark txn checker (checkers/txn_spark.py) against the reference (checkers/txn_reference.py) and the labelled
-corpus (checkers/txn_corpus.py): the same result, dict for dict, on random histories with aborts, info outcomes,
+"""The Spark txn checker (checkers/txn/check.py) against the reference (checkers/txn/reference.py) and the labelled
+corpus (tests/corpora/txn.py): the same result, dict for dict, on random histories with aborts, info outcomes,
 cut-off transactions, duplicates, skips and planted cycles, parsed in one stretch or many; the same error for a
 malformed line; the same on each tiny history of test_txn_definitions.py; and `kchaos check` on a txn run uses it.
 Every example is a full Spark check, hence few."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from corpora.txn import PLANTS, generate, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_txn_corpus import labels, shapes
@@ -15,10 +16,9 @@ from test_txn_definitions import CASES, found
 
 from kchaos.checkers import WORKLOAD_CHECKERS, CheckInputError, check_path
 from kchaos.checkers.spark import spark_context
-from kchaos.checkers.txn_corpus import PLANTS, generate, write
-from kchaos.checkers.txn_reference import COUNTS, TxnChecker, check_txn_file
-from kchaos.checkers.txn_spark import TxnSparkChecker, check_txn_spark
-from kchaos.checkers.verdict import TXN
+from kchaos.checkers.txn.check import TxnSparkChecker, check_txn_spark
+from kchaos.checkers.txn.reference import COUNTS, TxnChecker, check_txn_file
+from kchaos.checkers.verdict.judge import TXN
 
 pytestmark = pytest.mark.spark
 

@@ -13,7 +13,7 @@ from histories import HistoryBuilder, idempotent_test
 from kchaos.checkers import check_path
 from kchaos.checkers.history_scan import scan
 from kchaos.checkers.spark import spark_session
-from kchaos.checkers.verdict import NOTHING_ACKED, judge
+from kchaos.checkers.verdict.judge import NOTHING_ACKED, judge
 from kchaos.harness.cli import main
 
 MASTER = "local[2]"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from histories import HistoryBuilder
 
-from kchaos.checkers.reference import COUNTS
-from kchaos.checkers.verdict import FAIL, PASS, UNKNOWN, essentials, judge, judged, merge
+from kchaos.checkers.queue.reference import COUNTS
+from kchaos.checkers.verdict.judge import FAIL, PASS, UNKNOWN, essentials, judge, judged, merge
 
 REPO = Path(__file__).resolve().parents[2]
 MASTER = "local[2]"

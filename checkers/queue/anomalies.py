@@ -5,7 +5,7 @@ partition and by value (checkers/buckets.py), so every anomaly of
 docs/checkers.md can be found by tasks that each see whole partitions or
 whole values, and no Spark shuffle is needed:
 
-1. partition job: one task per group of `p<k>` files (checkers/check_tasks.py
+1. partition job: one task per group of `p<k>` files (checkers/queue/tasks.py
    `partition_task`): the offset and stream kinds, and per partition its
    highest read offset and when its final read completed;
 2. value job: one task per group of `v<k>` files (`value_task`), given (1)'s
@@ -29,10 +29,11 @@ from typing import Any, TypedDict
 import pyarrow.parquet as pq
 from pyspark import SparkContext, cloudpickle
 
-from kchaos.checkers import check_tasks, line_tasks
 from kchaos.checkers.buckets import bucket_files
-from kchaos.checkers.check_tasks import partition_task, value_task
-from kchaos.checkers.line_tasks import line_task, merge_lines
+from kchaos.checkers.queue import line_tasks
+from kchaos.checkers.queue import tasks as check_tasks
+from kchaos.checkers.queue.line_tasks import line_task, merge_lines
+from kchaos.checkers.queue.tasks import partition_task, value_task
 
 __all__ = ["Found", "VALUES_READ", "VALUE_KINDS", "anomalies"]
 
@@ -121,7 +122,7 @@ def _run_job(sc: SparkContext, tasks: list[Any], fn: Callable, name: str) -> lis
 def anomalies(sc: SparkContext, parquets: list[Path], limit: int
               ) -> tuple[Result, dict[int, dict[int, int]], dict[int, dict[str, Any]]]:
     """(run -> kind -> Found for every kind with a non-zero count, run -> {partition: when its final
-    read completed}, run -> its merged line results (checkers/line_tasks.py)) for the converted
+    read completed}, run -> its merged line results (checkers/queue/line_tasks.py)) for the converted
     histories `parquets` (run i is parquets[i]). Two Spark jobs: partition and line tasks, then
     value tasks."""
     parallelism = sc.defaultParallelism

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kchaos.checkers.kafka_errors import internal_reasons
-from kchaos.checkers.reference import Settings
+from kchaos.checkers.queue.reference import Settings
 from kchaos.core.page_cache import describe as describe_page_cache
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
@@ -257,7 +257,7 @@ def judged(results: dict[str, Any], test: Mapping[str, Any] | None) -> dict[str,
     return {"valid": j.valid, **j.as_json(), "page_cache": describe_page_cache(test or {}), **rest}
 
 
-TXN = "txn"  # the workload whose runs checkers/txn_reference.py checks, and these rules judge
+TXN = "txn"  # the workload whose runs checkers/txn/reference.py checks, and these rules judge
 TXN_FAILS = {"lost_write": "a committed write is missing below offsets that were read, or after a poll read it",
              "G1a": "a read_committed reader saw a value of an aborted transaction",
              "torn_transaction": "only part of a committed transaction became visible",
@@ -329,7 +329,7 @@ def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int], isolation: 
     return Judgement(FAIL if failed else UNKNOWN if undecided else PASS, failed, allowed, why, tuple(undecided))
 
 
-COPY = "copy"  # the workload checkers/copy.py checks, and these rules judge
+COPY = "copy"  # the workload checkers/copy/check.py checks, and these rules judge
 COPY_KINDS = {"copy_missing": "an input value never reached the committed output",
               "copy_duplicate": "a value is in the output more than once",
               "copy_invented": "an output value is not in the input",

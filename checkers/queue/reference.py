@@ -1,7 +1,7 @@
 """The reference checker: the executable definition of every anomaly in docs/checkers.md.
 
 Single process, no Spark: one streaming pass over the history keeps compact
-columns (checkers/reference_scan.py), then a handful of numpy sorts find
+columns (checkers/queue/reference_scan.py), then a handful of numpy sorts find
 every anomaly. Everything is O(n log n) in the number of records, so it is
 also the speed baseline for the Spark checker.
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from kchaos.checkers.reference_scan import INT64_MIN, Columns, scan
+from kchaos.checkers.queue.reference_scan import INT64_MIN, Columns, scan
 
 MAX_EXAMPLES = 10
 COUNTS = ("acked", "lost", "unseen", "acked_offset_mismatch", "duplicate",
@@ -59,7 +59,7 @@ class Settings:
     def promises_no_loss(self) -> bool:
         """Whether Kafka's guarantee covers this configuration at all: acks=all (or -1), no unclean leader
         election. min.insync.replicas is not part of it; whether a lost write was inside the guarantee
-        depends on what happened to the ISR after its acknowledgement (checkers/promise.py)."""
+        depends on what happened to the ISR after its acknowledgement (checkers/verdict/promise.py)."""
         return self.acks in ("all", "-1") and not self.unclean
 
 

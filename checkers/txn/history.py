@@ -1,5 +1,5 @@
 """A txn workload history read and validated (docs/history.md, "The txn workload"): transactions, final reads,
-rebalances. Line by line in checkers/txn_lines.py; here, a whole file, with errors naming the file and line."""
+rebalances. Line by line in checkers/txn/lines.py; here, a whole file, with errors naming the file and line."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.checkers.parquet import CheckInputError
-from kchaos.checkers.txn_lines import BadLine, LineParser, Parsed, Txn
+from kchaos.checkers.txn.lines import BadLine, LineParser, Parsed, Txn
 
 __all__ = ["Parsed", "Txn", "parse", "parse_ops"]
 

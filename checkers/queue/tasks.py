@@ -2,7 +2,7 @@
 
 A task gets `[(run, path), ...]`, reads those files with pyarrow and returns a
 small dict per run. The definitions are docs/checkers.md's, computed as
-checkers/reference.py computes them:
+checkers/queue/reference.py computes them:
 
 - `partition_task` (files `p<k>`, whole Kafka partitions): inconsistent_offset,
   acked_offset_mismatch, poll_skip, nonmonotonic_poll, nonmonotonic_send, the

@@ -1,6 +1,6 @@
-"""What the Spark txn checker's second and third jobs compute: numpy over the bucket files of checkers/txn_flat.py.
+"""What the Spark txn checker's second and third jobs compute: numpy over the bucket files of checkers/txn/flat.py.
 
-The definitions are docs/checkers.md's, computed as checkers/txn_reference.py, txn_order.py and txn_cycles.py
+The definitions are docs/checkers.md's, computed as checkers/txn/reference.py, txn_order.py and txn_cycles.py
 compute them:
 
 - `value_task` (files `v<k>`: whole values): lost_write, unseen (and how many undecided), G1a, aborted_read,
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from kchaos.checkers.txn_flat import NULL
+from kchaos.checkers.txn.flat import NULL
 
 WW, WR, WR_ALL = 0, 1, 2  # WR_ALL: every wr edge, for the cycles of wr edges alone
 EDGE_COLUMNS = ("src", "dst", "kind", "p", "o1", "v1", "o2", "v2")

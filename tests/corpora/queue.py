@@ -4,7 +4,7 @@
 anomaly kind of docs/checkers.md, the exact set of keys the definitions say
 are anomalous; `write_large` streams a big one to disk. Both are
 deterministic by seed. How the run is simulated and how each plant is built
-so that it causes exactly its own key: checkers/corpus_sim.py.
+so that it causes exactly its own key: tests/corpora/sim.py.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kchaos.checkers.corpus_sim import ANOMALIES, PLANTS, TOPIC, Simulation
+from corpora.sim import ANOMALIES, PLANTS, TOPIC, Simulation
 
 __all__ = ["ANOMALIES", "PLANTS", "Corpus", "LargeCorpus", "generate", "write", "write_large"]
 

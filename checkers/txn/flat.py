@@ -1,6 +1,6 @@
 """The Spark txn checker's first job: each task parses one stretch of history.jsonl into flat numpy columns.
 
-A task (`parse_task`) reads its byte range of the history with checkers/txn_lines.py, and writes its read
+A task (`parse_task`) reads its byte range of the history with checkers/txn/lines.py, and writes its read
 records and sends twice, bucketed by Kafka partition (`r<range>.p<bucket>.npz`) and by value
 (`r<range>.v<bucket>.npz`), into a work directory beside the history; it returns a small summary (`Stretch`).
 The driver then pairs completions with invocations across stretches (`stitch`): a transaction is named by its
@@ -29,7 +29,7 @@ try:  # several times faster than json on these lines; json remains the judge of
 except ImportError:  # pragma: no cover - orjson is a dependency; this keeps a bare environment working
     _fast_loads = json.loads
 
-from kchaos.checkers.txn_lines import BadLine, Head, LineParser, Txn, complete, cut_off
+from kchaos.checkers.txn.lines import BadLine, Head, LineParser, Txn, complete, cut_off
 
 NULL = np.iinfo(np.int64).min
 TYPES = {"ok": 1, "fail": 2, "info": 3}
@@ -185,7 +185,7 @@ class Stitched:
 def stitch(stretches: list[Stretch], partitions: int | None = None) -> Stitched:
     """Pair each stretch's heads with the invocations earlier stretches left open, in history order. The
     invocations still open at the end were cut off; their sends lie in partition key mod `partitions`, or -1 when
-    that is None (checkers/txn_lines.py `cut_off`)."""
+    that is None (checkers/txn/lines.py `cut_off`)."""
     errors = [s.error for s in stretches if s.error]
     open_: dict[int, tuple[int, list[list[Any]]]] = {}
     fixup, types = [], {"ok": 0, "fail": 0, "info": 0}

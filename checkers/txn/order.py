@@ -32,7 +32,7 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from typing import Any
 
-from kchaos.checkers.txn_history import Parsed, Txn
+from kchaos.checkers.txn.history import Parsed, Txn
 
 ORDER_COUNTS = ("precommitted_read", "inconsistent_offsets", "poll_skip", "nonmonotonic_poll", "int_poll_skip",
                 "int_nonmonotonic_poll", "nonmonotonic_send", "int_send_skip", "int_nonmonotonic_send")

@@ -1,4 +1,4 @@
-"""The simulation behind checkers/corpus.py: a queue-workload run with anomalies planted by construction.
+"""The simulation behind tests/corpora/queue.py: a queue-workload run with anomalies planted by construction.
 
 A run has three phases, as in workloads/queue.py and workloads/drain.py:
 
@@ -10,7 +10,7 @@ A run has three phases, as in workloads/queue.py and workloads/drain.py:
   outstanding), built so that it causes exactly its own key and nothing else.
 - group (only when committed_unconsumed or double_consumed is planted): two
   consumer group members consume one partition and the group commits
-  (checkers/corpus_group.py).
+  (tests/corpora/group.py).
 - tail: consumers have stopped; a few more sends per partition, read by the
   final read only. Read-bound losses and unseen values are planted here.
 - drain: one process reads every partition in batches. A partition's final
@@ -18,7 +18,7 @@ A run has three phases, as in workloads/queue.py and workloads/drain.py:
   else the one partition hosting read-bound and unseen plants); an incomplete
   drain reads everything but the unseen part of the tail, then ends `info`.
 
-The group phase is checkers/corpus_group.py; the tail and the drain are checkers/corpus_tail.py.
+The group phase is tests/corpora/group.py; the tail and the drain are tests/corpora/tail.py.
 """
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from array import array
 from collections.abc import Iterator
 from typing import Any
 
-from kchaos.checkers.corpus_group import GROUP_PLANTS, group_phase
-from kchaos.checkers.corpus_tail import TAIL_PLANTS, drain_phase, tail_phase
+from corpora.group import GROUP_PLANTS, group_phase
+from corpora.tail import TAIL_PLANTS, drain_phase, tail_phase
 
 TOPIC = "kchaos"
 ANOMALIES = ("lost", "unseen", "acked_offset_mismatch", "duplicate", "inconsistent_offset",

@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kchaos.checkers.reference import COUNTS as QUEUE_COUNTS
-from kchaos.checkers.txn_reference import COUNTS as TXN_COUNTS
-from kchaos.checkers.verdict import COPY_KINDS, FAIL, PASS, judge
+from kchaos.checkers.queue.reference import COUNTS as QUEUE_COUNTS
+from kchaos.checkers.txn.reference import COUNTS as TXN_COUNTS
+from kchaos.checkers.verdict.judge import COPY_KINDS, FAIL, PASS, judge
 from kchaos.core.evidence_files import ISR_FILE, read_isr
 from kchaos.core.faults import FaultCatalogue, FaultsError, read_faults
 from kchaos.core.history import read_history
@@ -46,7 +46,7 @@ METRICS: dict[str, str] = {
     "isr_shrinks": "times a partition's sampled ISR lacked a member it had at the previous sample",
     "valid": "1 when the run's verdict is pass, 0 when it is fail, -1 when unknown (docs/verdicts.md)",
     "lost_in_promise": "lost writes that Kafka's guarantee covered: an in-sync replica held them throughout "
-                       "(checkers/promise.py); with acks=1 or unclean election configured, 0",
+                       "(checkers/verdict/promise.py); with acks=1 or unclean election configured, 0",
     "lost_outside_promise": "lost writes outside the guarantee (every replica that counted lost power, an unclean "
                             "election, or a configuration the guarantee does not cover)",
 }

@@ -1,4 +1,4 @@
-"""The corpus's consumer group phase (checkers/corpus_sim.py): members consume, the group commits.
+"""The corpus's consumer group phase (tests/corpora/sim.py): members consume, the group commits.
 
 Run after the main phase when committed_unconsumed or double_consumed is planted. Two member processes
 (after the drainer) consume one active partition `p` from offset 0 to its end L, in pieces; each piece is

@@ -1,4 +1,4 @@
-"""A checked run's lost writes judged against Kafka's guarantee (checkers/promise.py): the run directory read.
+"""A checked run's lost writes judged against Kafka's guarantee (checkers/verdict/promise.py): the run directory read.
 
 `loss_section` reads what `verdict` needs from the run: the configuration's
 Rules (test.json), the ISR per partition (the KRaft metadata log decoded into
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kchaos.checkers.promise import NS, Events, IsrSample, PowerLoss, Rules, UncleanElection, classify
+from kchaos.checkers.verdict.promise import NS, Events, IsrSample, PowerLoss, Rules, UncleanElection, classify
 from kchaos.core.evidence_files import EVIDENCE_DIR, HISTORY_START_KEY, ISR_FILE, read_jsonl
 from kchaos.core.evidence_files import METADATA_FILE as METADATA_NAME
 

@@ -1,4 +1,4 @@
-"""The corpus's last two phases (checkers/corpus_sim.py): the tail, sends after the consumers stopped, and the
+"""The corpus's last two phases (tests/corpora/sim.py): the tail, sends after the consumers stopped, and the
 final read of every partition.
 
 Read-bound losses and unseen values are planted in the tail: they must be read by the final read alone. A

@@ -17,7 +17,7 @@ may or may not be in it. The output is what the final read (`drain` ops of the o
 Kafka promises exactly-once here (idempotent, transactional producers; offsets committed in the transaction;
 read_committed readers), so every kind fails the run under read_committed. Under a read_uncommitted final
 read, duplicates and reorderings are what aborted and unfinished transactions leave visible: observed,
-allowed (checkers/verdict.py `judge_copy`).
+allowed (checkers/verdict/judge.py `judge_copy`).
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.checkers.parquet import CheckInputError
-from kchaos.checkers.verdict import COPY, COPY_KINDS
+from kchaos.checkers.verdict.judge import COPY, COPY_KINDS
 from kchaos.core.history import HistoryError, read_history
 
 __all__ = ["COPY", "COPY_COUNTS", "CopyChecker", "check_copy_ops", "compare", "out_of_order", "read_ops"]

@@ -3,7 +3,7 @@
 The graph's nodes are the transactions that completed ok or info (those that may have committed), named by
 their invocation's line index. Its edges, with the fact that makes each (its *witness*):
 
-- ww T1 -> T2: in a partition's version order (checkers/txn_order.py) restricted to offsets holding a value
+- ww T1 -> T2: in a partition's version order (checkers/txn/order.py) restricted to offsets holding a value
   sent by a node, T1 sent a value at one such offset and T2 one at the next (Jepsen treats each partition as a
   list-append object whose order is the offsets); witness (partition, offset, value, offset', value');
 - wr T1 -> T2: T2 polled a value T1 sent. Of T2's reads of one partition only the highest offset (whose writer
@@ -30,7 +30,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from kchaos.checkers.txn_tasks import WR, WR_ALL, WW, edge_array
+from kchaos.checkers.txn.tasks import WR, WR_ALL, WW, edge_array
 
 __all__ = ["CYCLE_COUNTS", "WR", "WR_ALL", "WW", "cycles", "edge_array", "reference_edges"]
 

@@ -1,6 +1,6 @@
 """A labelled corpus of txn histories: a correct Kafka's history with anomalies planted at known places.
 
-`generate(seed, ...)` returns the ops, test.json and, per anomaly kind of checkers/txn_reference.py COUNTS, the
+`generate(seed, ...)` returns the ops, test.json and, per anomaly kind of checkers/txn/reference.py COUNTS, the
 exact set of keys the definitions (docs/checkers.md) make anomalous. The base is a history of a correct Kafka
 (transactions one at a time, ok, fail or info, whose polls see what their isolation level shows, in order); each
 plant is a short scripted block on partitions and processes of its own, after the base, built to cause exactly

@@ -1,0 +1,1 @@
+"""The queue workload's checker: lost, duplicated and reordered writes, on Spark and in a reference."""

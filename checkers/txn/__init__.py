@@ -1,0 +1,1 @@
+"""The txn workload's checker: transactions' anomalies and dependency cycles, on Spark and in a reference."""
