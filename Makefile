@@ -47,7 +47,7 @@ test:
 	@$(TIER) integration $(BIN)/pytest tests/integration -v --durations=25
 
 # The product's folders, each installed as kchaos.<folder>.
-PACKAGES := core harness clusters workloads nemesis checkers reports
+PACKAGES := core harness clusters workloads nemesis evidence checkers reports
 LINTED   := kchaos $(PACKAGES) tests bench
 
 lint: install

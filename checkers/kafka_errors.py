@@ -41,7 +41,7 @@ The API, for results.json, the console and the verdict:
 
 Big logs are read by Spark tasks, one per stretch of a file (at most STRETCH_BYTES); a run whose logs total less
 than LOCAL_BYTES is read in this process with the same task function, so a small run pays no Spark job.
-Log times carry no zone: the node containers run in UTC, so they are read as UTC, like checkers/broker_logs.py.
+Log times carry no zone: the node containers run in UTC, so they are read as UTC, like evidence/broker_logs.py.
 """
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ MAX_REASONS = 5
 MAX_MESSAGE = 300
 MAX_TITLE = 80
 START_UP, SHUTDOWN = "(start-up)", "(shutdown)"
-HISTORY_START_KEY = "history_start_unix_ms"  # core/evidence_files.py; repeated to keep this module's imports small
+HISTORY_START_KEY = "history_start_unix_ms"  # evidence/files.py; repeated to keep this module's imports small
 
 Cls = Literal["internal", "expected"]
 

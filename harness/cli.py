@@ -151,9 +151,9 @@ def _explain(run: Path, console: Console, all_ranges: bool = False) -> int:
     and print each anomalous transaction's facts and cause."""
     from kchaos.checkers import rejudge_loss
     from kchaos.clusters.distribution import run_libs
+    from kchaos.evidence.explain.lost import explain
+    from kchaos.evidence.explain.txn import explain_txn, is_txn_run
     from kchaos.harness.runner import write_report_safely
-    from kchaos.reports.explain import explain
-    from kchaos.reports.explain_txn import explain_txn, is_txn_run
     if not run.is_dir():
         raise ConfigError(f"{run}: not a run directory")
     if is_txn_run(run):
@@ -220,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     from kchaos.clusters.remote import ConnectError, RemoteError
     from kchaos.core.history import HistoryError
     from kchaos.core.store import StoreError
+    from kchaos.evidence import EvidenceError
     from kchaos.reports import ReportsInputError
     try:
         if args.cmd == "cleanup" and args.hosts:
@@ -258,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         out.print(run_headline(cfg, run), markup=False, highlight=False)
         print_run(out, results)
         return exit_code(results.get("verdict") or results["valid"])
-    except (ConfigError, StoreError, CheckInputError, HistoryError, ReportsInputError) as e:
+    except (ConfigError, StoreError, CheckInputError, HistoryError, ReportsInputError, EvidenceError) as e:
         print(f"kchaos: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (EngineError, DistributionError, ImageError, ConnectError, HostCheckError) as e:

@@ -24,10 +24,10 @@ from rich.text import Text
 
 from kchaos.checkers.kafka_errors import errors_line
 from kchaos.checkers.verdict.judge import UNKNOWN, Judgement, history_line, of_valid
+from kchaos.evidence.explain.text import explain_lines
+from kchaos.evidence.explain.txn_text import txn_lines
 from kchaos.harness.spec_files import show
 from kchaos.harness.terminal import interactive
-from kchaos.reports.explain_text import explain_lines
-from kchaos.reports.explain_txn_text import txn_lines
 from kchaos.reports.severity import RICH, level, rich_verdict
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ def print_explanation(console: Console, explanation: Mapping[str, Any], all_rang
 
 
 def print_txn_explanation(console: Console, explanation: Mapping[str, Any]) -> None:
-    """A txn run's explanation (reports/explain_txn_text.py's lines) on stdout, never wrapped; then its notes, or
+    """A txn run's explanation (evidence/explain/txn_text.py's lines) on stdout, never wrapped; then its notes, or
     that no transaction was anomalous, on `console`."""
     for line in txn_lines(explanation):
         print(line)

@@ -21,7 +21,6 @@ from rich.markup import escape
 from kchaos.checkers import check_path, rejudge_loss
 from kchaos.checkers.spark import prestart
 from kchaos.core.config import TestConfig, exact_kafka_version, kafka_major
-from kchaos.core.evidence_files import HISTORY_START_KEY, ISR_FILE
 from kchaos.core.faults import write_faults
 from kchaos.core.history import History, read_history
 from kchaos.core.kafka_versions import release_timeline
@@ -29,6 +28,7 @@ from kchaos.core.page_cache import describe as describe_page_cache
 from kchaos.core.protocols import Cluster, Workload
 from kchaos.core.send_stream import merge_streams
 from kchaos.core.store import add_to_test_json, load_test_json, new_run_dir, versions, write_test_json
+from kchaos.evidence.files import HISTORY_START_KEY, ISR_FILE
 from kchaos.harness.build import Test, build_test, preflight
 from kchaos.harness.monitor import IsrMonitor
 from kchaos.harness.terminal import make_console, track
@@ -36,9 +36,9 @@ from kchaos.nemesis.driver import NemesisDriver
 from kchaos.nemesis.schedule import kills_closer_than, save_schedule
 
 if TYPE_CHECKING:
-    from kchaos.clusters.evidence import Copier
+    from kchaos.evidence.collect import Copier
 
-# The txn anomalies a run's end explains from Kafka's files (reports/explain_txn.py).
+# The txn anomalies a run's end explains from Kafka's files (evidence/explain/txn.py).
 TXN_EXPLAINED = ("torn_transaction", "G1a", "lost_write")
 
 __all__ = ["prepare", "run_test", "run", "write_report_safely", "collect_evidence_safely",
@@ -208,7 +208,7 @@ def write_report_safely(run: Path, say: Callable[[str], None]) -> Path | None:
 
 def collect_evidence_safely(cluster: Copier, topic: str, run: Path, say: Callable[[str], None]) -> None:
     """Copy Kafka's own files (segments, epoch checkpoints, metadata log) into run/evidence/raw; never fatal."""
-    from kchaos.clusters.evidence import collect
+    from kchaos.evidence.collect import collect
 
     try:
         copies = collect(cluster, topic, run / "evidence" / "raw")
@@ -229,8 +229,8 @@ def explain_safely(run: Path, say: Callable[[str], None]) -> dict[str, Any] | No
     handler = _log_to(run)
     try:
         from kchaos.clusters.distribution import run_libs
-        from kchaos.reports.explain import explain
-        from kchaos.reports.explain_text import console_lines
+        from kchaos.evidence.explain.lost import explain
+        from kchaos.evidence.explain.text import console_lines
 
         for line in console_lines(explain(run, find_libs=run_libs).to_dict(), run):
             say(line)
@@ -249,8 +249,8 @@ def explain_txn_safely(run: Path, say: Callable[[str], None]) -> None:
     handler = _log_to(run)
     try:
         from kchaos.clusters.distribution import run_libs
-        from kchaos.reports.explain_txn import explain_txn
-        from kchaos.reports.explain_txn_text import txn_console_lines
+        from kchaos.evidence.explain.txn import explain_txn
+        from kchaos.evidence.explain.txn_text import txn_console_lines
 
         for line in txn_console_lines(explain_txn(run, find_libs=run_libs).to_dict()):
             say(escape(line))  # client log lines carry [brackets] that are not markup

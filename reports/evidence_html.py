@@ -1,9 +1,9 @@
 """The "Evidence" section of report.html (templates/evidence.html.j2): the lost writes grouped by cause, each
 group a collapsible block with its sentence, its replicas' fates and its offset ranges; each affected
 partition's leader/epoch/ISR/ELR timeline from the KRaft metadata log; and after them the control plane's
-timeline (reports/control_plane.py: the quorum, the controllers, broker registration and fencing).
+timeline (evidence/control_plane.py: the quorum, the controllers, broker registration and fencing).
 
-Built from RUN/evidence/explanation.json (reports/explain.py writes it), and
+Built from RUN/evidence/explanation.json (evidence/explain/lost.py writes it), and
 for the control plane from the nodes' server.log and evidence/metadata.jsonl;
 the control plane's rows are written to evidence/control.json on the way. A
 run without explanation.json gets no section at all. However many writes were
@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kchaos.reports.control_plane import CONTROL_FILE, write_control
-from kchaos.reports.explain_text import groups_of
-from kchaos.reports.explain_why import spans_phrase
+from kchaos.evidence.control_plane import CONTROL_FILE, write_control
+from kchaos.evidence.explain.text import groups_of
+from kchaos.evidence.explain.why import spans_phrase
 from kchaos.reports.html import render
 
 __all__ = ["MAX_GROUPS", "MAX_RANGES", "evidence_section"]

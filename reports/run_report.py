@@ -43,16 +43,16 @@ from kchaos.checkers.parquet import CheckInputError, convert
 from kchaos.checkers.queue.timeline import availability as timeline_availability
 from kchaos.checkers.queue.timeline import fault_windows
 from kchaos.checkers.verdict.judge import Judgement, history_line, judge, lost_in_promise
-from kchaos.core.evidence_files import ISR_FILE, read_isr
 from kchaos.core.faults import FAULTS_FILE, FaultCatalogue, FaultsError, run_faults
 from kchaos.core.page_cache import describe as describe_page_cache
+from kchaos.evidence.explain.lost import load_explanation
+from kchaos.evidence.explain.text import groups_of
+from kchaos.evidence.explain.txn import load_txn_explanation
+from kchaos.evidence.explain.txn_text import txn_story, txn_summary
+from kchaos.evidence.files import ISR_FILE, read_isr
 from kchaos.reports import ReportsInputError, plots, txn_plots
 from kchaos.reports.copy_data import CopyRun, read_copy_run
 from kchaos.reports.evidence_html import evidence_section
-from kchaos.reports.explain import load_explanation
-from kchaos.reports.explain_text import groups_of
-from kchaos.reports.explain_txn import load_txn_explanation
-from kchaos.reports.explain_txn_text import txn_story, txn_summary
 from kchaos.reports.html import write_page, yes
 from kchaos.reports.promise import RULE, promise_of
 from kchaos.reports.severity import level, loss_rate

@@ -16,9 +16,9 @@ from typing import Any
 from kchaos.checkers.queue.reference import COUNTS as QUEUE_COUNTS
 from kchaos.checkers.txn.reference import COUNTS as TXN_COUNTS
 from kchaos.checkers.verdict.judge import COPY_KINDS, FAIL, PASS, judge
-from kchaos.core.evidence_files import ISR_FILE, read_isr
 from kchaos.core.faults import FaultCatalogue, FaultsError, read_faults
 from kchaos.core.history import read_history
+from kchaos.evidence.files import ISR_FILE, read_isr
 
 # Every checker count a prediction may name: the queue checker's, then the txn checker's that the queue lacks.
 COUNTS = QUEUE_COUNTS + tuple(k for k in TXN_COUNTS if k not in QUEUE_COUNTS)

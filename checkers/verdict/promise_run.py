@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.checkers.verdict.promise import NS, Events, IsrSample, PowerLoss, Rules, UncleanElection, classify
-from kchaos.core.evidence_files import EVIDENCE_DIR, HISTORY_START_KEY, ISR_FILE, read_jsonl
-from kchaos.core.evidence_files import METADATA_FILE as METADATA_NAME
+from kchaos.evidence.files import EVIDENCE_DIR, HISTORY_START_KEY, ISR_FILE, read_jsonl
+from kchaos.evidence.files import METADATA_FILE as METADATA_NAME
+from kchaos.evidence.power_loss import dropped_since
 
-# run-relative; written by reports/evidence.py from the KRaft metadata log
+# run-relative; written by evidence/decode.py from the KRaft metadata log
 METADATA_FILE = f"{EVIDENCE_DIR}/{METADATA_NAME}"
 
 
@@ -116,35 +117,6 @@ def controller_unclean_elections(path: Path, topic: str, operator: Iterable[Uncl
             continue
         was[p] = recovering
     return sorted(out, key=lambda u: u.time)
-
-
-def dropped_since(loss: Mapping[str, Any], topic: str, line_ns: int,
-                  start_unix_ms: float | None) -> dict[int, int] | None:
-    """Per partition of `topic`, the history time (ns) of the oldest write a power failure dropped from that
-    partition's log, from one node's `lost` entry (lazyfs's per-file report); None when the entry has no
-    per-file report (then everything unsynced was lost).
-
-    A file's time is its `oldest_unix_ms` on the run's clock (`start_unix_ms`, test.json); without the clock,
-    the nemesis line's time minus the file's `oldest_age_ms`, which is at or after the true time (the line is
-    written after the report), so the error, if any, credits the replica with a write it may not have kept.
-    """
-    files = loss.get("files")
-    if not isinstance(files, list) or loss.get("unsynced_bytes") is None:  # no report: assume the worst
-        return None
-    out: dict[int, int] = {}
-    for f in files:
-        m = re.search(rf"(?:^|/){re.escape(topic)}-(\d+)/[^/]+\.log$", str(f.get("path") or ""))
-        if not m:
-            continue
-        if start_unix_ms is not None and f.get("oldest_unix_ms") is not None:
-            t = round((float(f["oldest_unix_ms"]) - start_unix_ms) * 1e6)
-        elif f.get("oldest_age_ms") is not None:
-            t = line_ns - round(float(f["oldest_age_ms"]) * 1e6)
-        else:
-            t = -1  # no time: count the whole file as dropped
-        p = int(m.group(1))
-        out[p] = min(out.get(p, t), t)
-    return out
 
 
 def nemesis_events(lines: Iterable[Mapping[str, Any]], topic: str = "kchaos",

@@ -1,4 +1,4 @@
-"""Assertions on a real run's explanation of its lost writes (reports/explain.py), shared by the scenario tests.
+"""Assertions on a real run's explanation of its lost writes (evidence/explain/lost.py), shared by the scenario tests.
 
 Each takes a finished run directory whose runner already collected evidence/raw and explained the
 loss, rebuilds the explanation through the public `explain(run_dir, find_libs=run_libs)` and checks
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kchaos.clusters.distribution import run_libs
 from kchaos.core.history import read_history
-from kchaos.reports.explain import Explanation, explain
+from kchaos.evidence.explain.lost import Explanation, explain
 
 
 def _faults(run_dir: Path, f: str) -> list[dict]:

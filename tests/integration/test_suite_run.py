@@ -72,8 +72,8 @@ def test_quick_suite_interrupted_resumed_compared(store):
     page = render(sdir / "compare.html")
     page.assert_clean(min_images=1)
     assert "promise" in page.text
-    from kchaos.core.evidence_files import read_isr
     from kchaos.core.history import read_history
+    from kchaos.evidence.files import read_isr
     for e in entries:
         run = sdir / e["run"]
         samples = [x for x in read_isr(run / "isr.jsonl") if "error" not in x]

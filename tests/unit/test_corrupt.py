@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from kchaos import nemesis
-from kchaos.checkers.kafka_logs import dump_class_of
 from kchaos.clusters.distribution import cache_dir
 from kchaos.core.config import NemesisConfig, TestConfig, TopicConfig
+from kchaos.evidence.kafka_logs import dump_class_of
 
 FAULT_CTL = Path(__file__).resolve().parents[2] / "clusters" / "node" / "fault-ctl"
 HEADER = 61  # bytes of a v2 batch header, records after

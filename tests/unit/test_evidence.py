@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from kchaos.checkers.broker_logs import parse_lines, read_node_logs
-from kchaos.checkers.kafka_logs import metadata_records, parse_dump, read_epoch_checkpoint
-from kchaos.checkers.kraft_metadata import replay
-from kchaos.clusters.evidence import COLLECT_FILE, NodeCopy, collect, wanted
 from kchaos.core.faults import FaultCatalogue
+from kchaos.evidence.broker_logs import parse_lines, read_node_logs
+from kchaos.evidence.collect import COLLECT_FILE, NodeCopy, collect, wanted
+from kchaos.evidence.decode import Clock, EvidenceError, decode, history_clock, value_of
+from kchaos.evidence.explain.facts import _nemesis_line
+from kchaos.evidence.explain.lost import explain, load_explanation
+from kchaos.evidence.explain.why import on_disk as _on_disk
+from kchaos.evidence.kafka_logs import metadata_records, parse_dump, read_epoch_checkpoint
+from kchaos.evidence.kraft_metadata import replay
 from kchaos.harness.cli import main
-from kchaos.reports.evidence import Clock, EvidenceError, decode, history_clock, value_of
 from kchaos.reports.evidence_html import evidence_section
-from kchaos.reports.explain import explain, load_explanation
-from kchaos.reports.explain_facts import _nemesis_line
-from kchaos.reports.explain_why import on_disk as _on_disk
 
 DATA = Path(__file__).parent / "data" / "evidence"
 LAST_ISR = DATA / "last-isr-3.7.2"

@@ -1,4 +1,4 @@
-"""Lost writes grouped by cause (reports/explain_groups.py), told in one sentence each (reports/explain_why.py), on
+"""Lost writes grouped by cause (evidence/explain/groups.py), told in one sentence each (evidence/explain/why.py), on
 the console (harness/console.py) and in report.html (reports/evidence_html.py): a hand-built run in the tools'
 real formats with 1,000 lost offsets in three causes, and a fixture cut from a real acks=1 run with a split brain
 (tests/unit/data/evidence/README.md)."""
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from test_evidence import DATA, T0, _batch, _meta, _stamp, recorded_dumper
 
+from kchaos.evidence.explain.lost import explain, load_explanation
+from kchaos.evidence.explain.text import MAX_CONSOLE_GROUPS, console_lines, explain_lines, groups_of
+from kchaos.evidence.explain.why import spans_phrase
 from kchaos.reports.evidence_html import MAX_GROUPS, evidence_section
-from kchaos.reports.explain import explain, load_explanation
-from kchaos.reports.explain_text import MAX_CONSOLE_GROUPS, console_lines, explain_lines, groups_of
-from kchaos.reports.explain_why import spans_phrase
 
 SPLIT_BRAIN = DATA / "split-brain-acks1-3.7.2"
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from test_evidence import _sections
 
-from kchaos.checkers.kafka_logs import parse_dump
-from kchaos.checkers.txn_log import txn_states
-from kchaos.reports.explain_txn import explain_txn, is_txn_run, load_txn_explanation
-from kchaos.reports.explain_txn_text import txn_console_lines, txn_lines
+from kchaos.evidence.explain.txn import explain_txn, is_txn_run, load_txn_explanation
+from kchaos.evidence.explain.txn_text import txn_console_lines, txn_lines
+from kchaos.evidence.kafka_logs import parse_dump
+from kchaos.evidence.txn_log import txn_states
 
 DATA = Path(__file__).parent / "data" / "evidence"
 TORN = DATA / "txn-torn-3.7.2"
@@ -163,9 +163,9 @@ def test_a_run_without_anomalies_explains_nothing(torn_run):
 # --- the rules on made-up facts ------------------------------------------------------------------------
 
 def _story(outcome, values, ends=(), decided=None, began=None, anomalies=None):
-    from kchaos.reports.explain_txn import TxnStory
-    from kchaos.reports.explain_txn_facts import Send, TxnOp
-    from kchaos.reports.explain_txn_fates import PartitionEnd, TxnFates
+    from kchaos.evidence.explain.txn import TxnStory
+    from kchaos.evidence.explain.txn_facts import Send, TxnOp
+    from kchaos.evidence.explain.txn_fates import PartitionEnd, TxnFates
     op = TxnOp(10, 1, 1.0, 2.0, outcome, None, tuple(Send(0, v.value, 0, None) for v in values), 0, "{}",
                anomalies or {"lost_write": [v.value for v in values]})
     return TxnStory(op, TxnFates("t", 5, 0, "the records' batches", 1000, values[0].value, list(values),
@@ -178,14 +178,14 @@ def _marker(kind, offset, t):
 
 
 def _value(v, status, marker=None):
-    from kchaos.reports.explain_txn_fates import ValueFate
+    from kchaos.evidence.explain.txn_fates import ValueFate
     rec = {"node": "n1", "partition": 0, "offset": v, "time_ms": 1000, "time_s": 1.0, "producer_id": 5,
            "producer_epoch": 0, "leader_epoch": 0}
     return ValueFate(v, 0, v, status, None if status == "not written" else rec, marker)
 
 
 def test_a_committed_transaction_the_coordinator_timed_out_is_said_so():
-    from kchaos.reports.explain_txn_why import cause
+    from kchaos.evidence.explain.txn_why import cause
     abort = _marker("ABORT", 9, 12000)
     story = _story("ok", [_value(7, "aborted", abort)], [(0, abort)],
                    decided={"state": "PrepareAbort", "time_s": 11.5, "time_ms": 11500, "last_update_ms": 11500,
@@ -199,7 +199,7 @@ def test_a_committed_transaction_the_coordinator_timed_out_is_said_so():
 
 
 def test_split_markers_open_transactions_and_unexplained_ones():
-    from kchaos.reports.explain_txn_why import cause
+    from kchaos.evidence.explain.txn_why import cause
     c, a = _marker("COMMIT", 3, 1500), {**_marker("ABORT", 4, 1600), "partition": 1}
     kind, said = cause(_story("info", [_value(1, "committed", c), _value(2, "aborted", a)], [(0, c), (1, a)]))
     assert kind == "split" and said.startswith("its markers disagree: the COMMIT marker at p0 offset 3")

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from kchaos.checkers import kafka_logs
 from kchaos.clusters.kafka_node import NODE_DIR, SCRIPTS
 from kchaos.clusters.kraft import NodeSpec, server_properties
 from kchaos.core.config import ClusterConfig, ConfigError, validate
@@ -22,6 +21,7 @@ from kchaos.core.kafka_versions import (
     resolve_version,
     tools_record,
 )
+from kchaos.evidence import kafka_logs as kafka_logs
 from kchaos.harness.cli import build_parser, main
 from kchaos.harness.options import config_from_args
 from kchaos.nemesis import check_spec

@@ -9,15 +9,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LOWER = ("kchaos.checkers.queue.timeline", "kchaos.checkers.verdict.observed", "kchaos.checkers.verdict.judge",
-         "kchaos.reports.plots", "kchaos.reports.explain_facts", "kchaos.reports.evidence",
-         "kchaos.reports.control_plane", "kchaos.reports.explain_groups", "kchaos.reports.explain_text",
+         "kchaos.reports.plots", "kchaos.evidence.explain.facts", "kchaos.evidence.decode",
+         "kchaos.evidence.control_plane", "kchaos.evidence.explain.groups", "kchaos.evidence.explain.text",
          "kchaos.reports.evidence_html", "kchaos.reports.severity", "kchaos.reports.heatmap",
          "kchaos.reports.compare", "kchaos.reports.junit", "kchaos.reports.serve", "kchaos.reports.run_index",
          "kchaos.reports.trends", "kchaos.reports.regressions", "kchaos.reports.serve_trend",
          "kchaos.reports.sparkline", "kchaos.reports.txn_data", "kchaos.reports.txn_plots",
          "kchaos.reports.txn_cycles", "kchaos.reports.copy_data", "kchaos.reports.run_report",
-         "kchaos.reports.explain_txn", "kchaos.reports.explain_txn_text", "kchaos.reports.txn_evidence",
-         "kchaos.checkers.txn_log")
+         "kchaos.evidence.explain.txn", "kchaos.evidence.explain.txn_text", "kchaos.evidence.txn_decode",
+         "kchaos.evidence.txn_log")
 FORBIDDEN = ("kchaos.nemesis", "kchaos.clusters", "confluent_kafka")
 
 

@@ -1,22 +1,24 @@
 """The layers of docs/architecture.md, read from the source: every import of every module, at module level and
 inside functions, points down. core imports no other project package; the parts import core (and nemesis and
-workloads `clusters.admin`); reports import core and checkers; only harness/ (runner and command line) imports
-harness; and no two project packages import each other, directly or in a longer circle."""
+workloads `clusters.admin`); evidence imports only core; checkers import evidence; reports import evidence and
+checkers; only harness/ (runner and command line) imports harness; and no two project packages import each other,
+directly or in a longer circle."""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("core", "clusters", "nemesis", "workloads", "checkers", "reports", "harness")
+PACKAGES = ("core", "clusters", "nemesis", "workloads", "evidence", "checkers", "reports", "harness")
 # What each package may import besides itself; a name ending in a module (clusters.admin) allows only that module.
 ALLOWED = {
     "core": (),
     "clusters": ("core",),
     "nemesis": ("core", "clusters.admin"),
     "workloads": ("core", "clusters.admin"),
-    "checkers": ("core",),
-    "reports": ("core", "checkers"),
+    "evidence": ("core",),
+    "checkers": ("core", "evidence"),
+    "reports": ("core", "evidence", "checkers"),
     "harness": PACKAGES,
 }
 

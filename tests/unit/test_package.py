@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("pyproject.toml", "README.md", "kchaos", "core", "harness", "clusters", "workloads", "nemesis",
-           "checkers", "reports")
+           "evidence", "checkers", "reports")
 
 
 @pytest.fixture(scope="module")

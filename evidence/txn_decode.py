@@ -3,7 +3,7 @@
 `decode_txn(ev, libs, dumper)` takes the topic's decoded segments (reports/
 evidence.py's `Evidence`) and decodes the transaction coordinators' log
 (`RUN/evidence/raw/<node>/__transaction_state-<p>/`, one JVM, DumpLogSegments
-with `--transaction-log-decoder`, read by checkers/txn_log.py), writes
+with `--transaction-log-decoder`, read by evidence/txn_log.py), writes
 `RUN/evidence/txn_state.jsonl` (one line per state change, with its history
 time) and returns a `TxnEvidence` that answers:
 
@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kchaos.checkers.kafka_logs import DumpError, parse_dump
-from kchaos.checkers.txn_log import TxnState, txn_states
-from kchaos.core.evidence_files import EVIDENCE_DIR, RAW_DIR, TXN_STATE_DIR, TXN_STATE_FILE
-from kchaos.reports.evidence import Dumper, Evidence, value_of
+from kchaos.evidence.decode import Dumper, Evidence, value_of
+from kchaos.evidence.files import EVIDENCE_DIR, RAW_DIR, TXN_STATE_DIR, TXN_STATE_FILE
+from kchaos.evidence.kafka_logs import DumpError, parse_dump
+from kchaos.evidence.txn_log import TxnState, txn_states
 
 __all__ = ["Marker", "Placed", "TxnEvidence", "decode_txn"]
 

@@ -1,8 +1,8 @@
 """What Kafka's files say became of one transaction of the history: its producer, its values, its markers,
 its coordinator's states.
 
-`txn_fates(op, te, tid_hint)` reads, for a `TxnOp` (reports/explain_txn_facts.py)
-and the run's `TxnEvidence` (reports/txn_evidence.py):
+`txn_fates(op, te, tid_hint)` reads, for a `TxnOp` (evidence/explain/txn_facts.py)
+and the run's `TxnEvidence` (evidence/txn_decode.py):
 
 - the producer id and epoch its records carry (the most common among its
   values' records), else those its transactional id had when the op began;
@@ -18,7 +18,7 @@ and the run's `TxnEvidence` (reports/txn_evidence.py):
   when the op began to the first completed one after the op and its markers,
   and the PrepareCommit / PrepareAbort that decided its transaction.
 
-Nothing is inferred here; reports/explain_txn_why.py reads causes off these.
+Nothing is inferred here; evidence/explain/txn_why.py reads causes off these.
 """
 from __future__ import annotations
 
@@ -26,11 +26,11 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kchaos.checkers.txn_log import TxnState
+from kchaos.evidence.txn_log import TxnState
 
 if TYPE_CHECKING:
-    from kchaos.reports.explain_txn_facts import TxnOp
-    from kchaos.reports.txn_evidence import Marker, Placed, TxnEvidence
+    from kchaos.evidence.explain.txn_facts import TxnOp
+    from kchaos.evidence.txn_decode import Marker, Placed, TxnEvidence
 
 __all__ = ["MAX_STATES", "PartitionEnd", "TxnFates", "TxnStory", "ValueFate", "txn_fates"]
 

@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kchaos.checkers.broker_logs import LogEvent
-    from kchaos.reports.evidence import Evidence
-    from kchaos.reports.explain_facts import Facts
+    from kchaos.evidence.broker_logs import LogEvent
+    from kchaos.evidence.decode import Evidence
+    from kchaos.evidence.explain.facts import Facts
 
 __all__ = ["LostRange", "ReplicaFate", "replica_fates"]
 

@@ -1,6 +1,6 @@
 """One line of cause for an anomalous transaction, where Kafka's files let it be read off.
 
-`cause(story)` looks at a transaction's facts (reports/explain_txn.py's
+`cause(story)` looks at a transaction's facts (evidence/explain/txn.py's
 `TxnStory`: its op, `TxnFates`, its process's neighbouring ops) and returns
 (kind, sentence), or None when no rule fits. The rules, in order:
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kchaos.reports.explain_txn_fates import TxnStory
+    from kchaos.evidence.explain.txn_fates import TxnStory
 
 __all__ = ["HEADS", "cause", "marker_phrase", "markers_phrase", "values_phrase"]
 

@@ -3,7 +3,7 @@
 `RUN/evidence/raw/<node>/` holds what was copied off each node before teardown
 (the topic's partition directories and the KRaft metadata log, METADATA_DIR),
 with `raw/collect.json` saying what was copied and skipped; `RUN/evidence/`
-holds what reports/evidence.py decodes from it. docs/evidence.md describes
+holds what evidence/decode.py decodes from it. docs/evidence.md describes
 the files.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The transaction coordinators' log (`__transaction_state`) as DumpLogSegments decodes it.
 
-`dump(..., txn_log=True)` (checkers/kafka_logs.py) prints one record per state
+`dump(..., txn_log=True)` (evidence/kafka_logs.py) prints one record per state
 change of a transactional id, `key` naming the id and `payload` its metadata
 after the change. Kafka 3.7 prints them as text:
 
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kchaos.checkers.kafka_logs import Batch
+from kchaos.evidence.kafka_logs import Batch
 
 __all__ = ["STATES", "TxnState", "txn_states"]
 

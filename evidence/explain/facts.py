@@ -4,7 +4,7 @@
 value was acknowledged (partition, offset, time), every nemesis line (a fault
 or a mend, as the run's faults.json says), and which acknowledged values
 survived; with the evidence's metadata log and broker log lines it answers
-the questions reports/explain.py asks: who acknowledged a write (the brokers
+the questions evidence/explain/lost.py asks: who acknowledged a write (the brokers
 that believed they led then, from their state-change.log, told apart by the
 surviving log; else the metadata log's leader), the partition's state at a
 history time, the first state of a leader epoch, the faults that hit some
@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kchaos.checkers.broker_logs import LogEvent
-from kchaos.checkers.kraft_metadata import PartitionState
-from kchaos.checkers.verdict.promise_run import dropped_since
 from kchaos.core.faults import FaultCatalogue, FaultsError, run_faults
 from kchaos.core.history import read_history
-from kchaos.reports.evidence import Evidence
+from kchaos.evidence.broker_logs import LogEvent
+from kchaos.evidence.decode import Evidence
+from kchaos.evidence.kraft_metadata import PartitionState
+from kchaos.evidence.power_loss import dropped_since
 
 __all__ = ["Ack", "Facts", "Leadership", "fault_phrase", "load_facts", "node_names"]
 

@@ -2,24 +2,24 @@
 
 `explain_txn(run)` takes the anomalies of the txn check from results.json
 (torn_transaction, G1a, lost_write, aborted_read: docs/checkers.md), puts each
-on its transaction in the history (reports/explain_txn_facts.py), decodes the
-run's evidence (reports/evidence.py: the topic's segments; reports/
+on its transaction in the history (evidence/explain/txn_facts.py), decodes the
+run's evidence (evidence/decode.py: the topic's segments; reports/
 txn_evidence.py: the coordinators' `__transaction_state`) and, per anomalous
 transaction, assembles a `TxnStory`:
 
 - the op: process, values, the offsets its sends got, its outcome and error,
   the history line;
-- its facts in Kafka's files (reports/explain_txn_fates.py): producer id and
+- its facts in Kafka's files (evidence/explain/txn_fates.py): producer id and
   epoch, each value's record and the marker that decided it, the marker that
   ended it on each partition (offset, time, coordinator epoch, ms after its
   first record), the coordinator's state changes around it;
 - its process's previous transaction, the client's own log lines meanwhile
   (harness.log), and the ops a late record's marker committed too;
-- a cause where one can be read off (reports/explain_txn_why.py).
+- a cause where one can be read off (evidence/explain/txn_why.py).
 
 Stories are grouped by cause (`groups`: kind, sentence head, ops). It writes
 RUN/evidence/txn_explanation.json and returns a `TxnExplanation`;
-reports/explain_txn_text.py tells it as lines.
+evidence/explain/txn_text.py tells it as lines.
 """
 from __future__ import annotations
 
@@ -28,14 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kchaos.checkers.kafka_logs import dump
-from kchaos.core.evidence_files import EVIDENCE_DIR, TXN_EXPLANATION_FILE
 from kchaos.core.history import HistoryError
-from kchaos.reports.evidence import Dumper, EvidenceError, FindLibs, check_run, decode
-from kchaos.reports.explain_txn_facts import KINDS, TxnOp, anomalies, anomalous_ops, client_log, load_txn_ops
-from kchaos.reports.explain_txn_fates import TxnStory, txn_fates
-from kchaos.reports.explain_txn_why import HEADS, cause
-from kchaos.reports.txn_evidence import TxnEvidence, decode_txn
+from kchaos.evidence.decode import Dumper, EvidenceError, FindLibs, check_run, decode
+from kchaos.evidence.explain.txn_facts import KINDS, TxnOp, anomalies, anomalous_ops, client_log, load_txn_ops
+from kchaos.evidence.explain.txn_fates import TxnStory, txn_fates
+from kchaos.evidence.explain.txn_why import HEADS, cause
+from kchaos.evidence.files import EVIDENCE_DIR, TXN_EXPLANATION_FILE
+from kchaos.evidence.kafka_logs import dump
+from kchaos.evidence.txn_decode import TxnEvidence, decode_txn
 
 __all__ = ["TxnExplanation", "TxnStory", "explain_txn", "is_txn_run", "load_txn_explanation"]
 

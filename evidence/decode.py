@@ -1,6 +1,6 @@
 """A run's Kafka evidence decoded: segments, metadata timeline, epoch checkpoints, broker log lines, clock.
 
-`decode(run)` reads `RUN/evidence/raw/<node>/` (copied by clusters/evidence.py
+`decode(run)` reads `RUN/evidence/raw/<node>/` (copied by evidence/collect.py
 before the cluster was torn down), runs Kafka's DumpLogSegments from the
 run's own Kafka version over every segment (one JVM for the topic's data,
 one for the metadata logs), writes `RUN/evidence/segments.jsonl` (one line
@@ -25,10 +25,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from kchaos.checkers.broker_logs import LogEvent, read_node_logs
-from kchaos.checkers.kafka_logs import Batch, DumpError, dump, metadata_records, parse_dump, read_epoch_checkpoint
-from kchaos.checkers.kraft_metadata import MetadataLog, replay
-from kchaos.core.evidence_files import (
+from kchaos.evidence import EvidenceError
+from kchaos.evidence.broker_logs import LogEvent, read_node_logs
+from kchaos.evidence.files import (
     COLLECT_FILE,
     EVIDENCE_DIR,
     HISTORY_START_KEY,
@@ -37,22 +36,19 @@ from kchaos.core.evidence_files import (
     RAW_DIR,
     SEGMENTS_FILE,
 )
-from kchaos.reports import ReportsInputError
+from kchaos.evidence.kafka_logs import Batch, DumpError, dump, metadata_records, parse_dump, read_epoch_checkpoint
+from kchaos.evidence.kraft_metadata import MetadataLog, replay
 
 __all__ = ["EVIDENCE_DIR", "Clock", "Evidence", "EvidenceError", "check_run", "decode", "history_clock", "value_of"]
 
 START_KEY = HISTORY_START_KEY
 _STAMP = re.compile(r"(\d{8}T\d{6}\.\d{3})Z")
 _INT = re.compile(r"-?\d+")
-# dump(libs, files, cwd, metadata=...) -> stdout lines: checkers.kafka_logs.dump, or a stand-in in tests.
+# dump(libs, files, cwd, metadata=...) -> stdout lines: evidence.kafka_logs.dump, or a stand-in in tests.
 Dumper = Callable[..., Sequence[str]]
 # find_libs(test.json as a dict) -> the Kafka jars that decode the run's files: clusters.distribution.run_libs.
-# Passed in by the caller, so that reports never load the cluster package.
+# Passed in by the caller, so that evidence never loads the cluster package.
 FindLibs = Callable[[dict[str, Any]], Path]
-
-
-class EvidenceError(ReportsInputError):
-    """The run directory has no usable evidence (no evidence/raw, no test.json): one line, exit code 3."""
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 and the affected partitions' leader and ISR changes, with the run's fault windows for context.
 
 `control_timeline(run, explanation)` reads the run's files, never Kafka's
-tools: the nodes' server.log lines (checkers/broker_logs.py, `ControlEvent`),
+tools: the nodes' server.log lines (evidence/broker_logs.py, `ControlEvent`),
 the broker and partition records of evidence/metadata.jsonl (written by
-reports/evidence.py), node ids from nodes/<node>/server.properties, the
+evidence/decode.py), node ids from nodes/<node>/server.properties, the
 applied fault windows of results.json, and the clock and affected
 partitions of evidence/explanation.json. It returns the
 rows of report.html's control-plane table, which `write_control` also writes
@@ -27,10 +27,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kchaos.checkers.broker_logs import ControlEvent, read_control_logs
-from kchaos.core.evidence_files import EVIDENCE_DIR, METADATA_FILE
-from kchaos.reports.evidence import Clock
-from kchaos.reports.explain_facts import node_names
+from kchaos.evidence.broker_logs import ControlEvent, read_control_logs
+from kchaos.evidence.decode import Clock
+from kchaos.evidence.explain.facts import node_names
+from kchaos.evidence.files import EVIDENCE_DIR, METADATA_FILE
 
 __all__ = ["CONTROL_FILE", "control_rows", "control_timeline", "write_control"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kchaos.reports.explain_text import MAX_CONSOLE_GROUPS
+from kchaos.evidence.explain.text import MAX_CONSOLE_GROUPS
 
 __all__ = ["INDENT", "txn_console_lines", "txn_lines", "txn_story", "txn_summary"]
 

@@ -1,6 +1,6 @@
 """Lost ranges grouped by cause: the unit a person reads.
 
-Two lost ranges (reports/explain.py's LostRange) share a cause, and fall in
+Two lost ranges (evidence/explain/lost.py's LostRange) share a cause, and fall in
 one group, when they are of the same partition, were acknowledged by the same
 leader in the same leader epoch, and each replica's fate is the same (the
 status per node: truncated, did not hold, ...), contiguous or not.
@@ -14,7 +14,7 @@ sentence and the table then give each status's share.
 
 Groups come largest first (most values). Each has its ranges' offsets and
 value count, its replicas' merged fates (for the report's table) and one
-sentence in three parts (reports/explain_why.py).
+sentence in three parts (evidence/explain/why.py).
 """
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kchaos.reports.explain_why import why_parts
+from kchaos.evidence.explain.why import why_parts
 
 if TYPE_CHECKING:
-    from kchaos.reports.explain_fates import LostRange
+    from kchaos.evidence.explain.fates import LostRange
 
 __all__ = ["LostGroup", "group_ranges"]
 

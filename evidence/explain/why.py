@@ -1,6 +1,6 @@
 """How lost writes are told: one sentence for a lost range, or for several ranges that share one cause.
 
-`why_parts(ranges)` tells what a list of lost ranges (reports/explain.py's
+`why_parts(ranges)` tells what a list of lost ranges (evidence/explain/lost.py's
 LostRange: one partition) have in common, in three parts:
 
 1. what was lost and who acknowledged it: "offsets 0-195, 300-410 and 12
@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from kchaos.reports.explain_fates import LostRange, ReplicaFate
+    from kchaos.evidence.explain.fates import LostRange, ReplicaFate
 
 __all__ = ["MAX_FAULTS", "MAX_SPANS", "on_disk", "pick_faults", "spans_phrase", "why", "why_parts"]
 

@@ -1,6 +1,6 @@
 """Why each lost write was lost, told from the history and Kafka's own files.
 
-`explain(run)` decodes the run's evidence (reports/evidence.py), takes the
+`explain(run)` decodes the run's evidence (evidence/decode.py), takes the
 lost values from results.json (timeline.anomalies.lost), places each at the
 partition and offset its acknowledgement named (history.jsonl), groups them
 into ranges (per partition, same leader, epoch and ISR when acknowledged, no
@@ -18,9 +18,9 @@ value of theirs kept in between) and, for each range, assembles:
   unsynced tail (a power failure and a shorter log after restart), or
   "unknown" when the evidence does not say.
 
-The ranges are then grouped by cause (reports/explain_groups.py: same
+The ranges are then grouped by cause (evidence/explain/groups.py: same
 partition, acknowledging leader(s) and epoch, and fate of each replica), each
-group told in one sentence (reports/explain_why.py). It writes
+group told in one sentence (evidence/explain/why.py). It writes
 RUN/evidence/explanation.json and returns an `Explanation`, whose `why` is one
 sentence per range and whose `groups` say the same per cause, largest first.
 Every claim names its source; nothing is inferred from timing alone.
@@ -32,13 +32,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kchaos.checkers.kafka_logs import dump
 from kchaos.core.history import HistoryError
-from kchaos.reports.evidence import EVIDENCE_DIR, Dumper, Evidence, EvidenceError, FindLibs, check_run, decode
-from kchaos.reports.explain_facts import Facts, load_facts, node_names
-from kchaos.reports.explain_fates import LostRange, replica_fates
-from kchaos.reports.explain_groups import LostGroup, group_ranges
-from kchaos.reports.explain_why import pick_faults, why
+from kchaos.evidence.decode import EVIDENCE_DIR, Dumper, Evidence, EvidenceError, FindLibs, check_run, decode
+from kchaos.evidence.explain.facts import Facts, load_facts, node_names
+from kchaos.evidence.explain.fates import LostRange, replica_fates
+from kchaos.evidence.explain.groups import LostGroup, group_ranges
+from kchaos.evidence.explain.why import pick_faults, why
+from kchaos.evidence.kafka_logs import dump
 
 __all__ = ["EXPLANATION_FILE", "Explanation", "EvidenceError", "LostGroup", "LostRange", "explain",
            "load_explanation"]

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from kchaos.core.evidence_files import COLLECT_FILE, METADATA_DIR, TXN_STATE_DIR
+from kchaos.evidence.files import COLLECT_FILE, METADATA_DIR, TXN_STATE_DIR
 
 __all__ = ["CAP_BYTES", "COLLECT_FILE", "METADATA_DIR", "NodeCopy", "collect", "wanted"]
 
