@@ -2,7 +2,7 @@
  * lazyfs: a FUSE filesystem modelling a disk whose unsynced writes live in the page cache.
  *
  *   lazyfs [--ctl=FIFO] [--log=FILE] [--writeback-age=SECONDS [--writeback-interval=SECONDS]]
- *          [-o OPTS] BACKING_DIR MOUNTPOINT
+ *          [--manual-clock] [-o OPTS] BACKING_DIR MOUNTPOINT
  *
  * Everything passes straight through to BACKING_DIR except file data: write() (and the
  * kernel's writeback of shared mmap pages) lands in 4 KiB pages in this process's memory
@@ -10,6 +10,10 @@
  * command, the --writeback-age expiry (if given), or a clean unmount (SIGTERM, fusermount3
  * -u). SIGKILL is a power failure: what was not synced vanishes with our memory. Metadata
  * (create, rename, unlink, truncate, chmod, ...) is synchronous: it changes BACKING_DIR now.
+ *
+ * The clock (page ages, writeback, the times in the stats) is the real one, unless
+ * --manual-clock (which needs --ctl): then it starts at the real time and moves only by
+ * `advance`. File mtimes, the log's timestamps and `delay` stay on the real clock.
  *
  * Control FIFO (--ctl, one command per line):
  *   delay W F    sleep W ms in every write and F ms in every fsync (0 0: off)
@@ -39,6 +43,9 @@
  *                cut short to what fits. `limit off`: no limit (the default).
  *   full HEADROOM
  *                limit = used_bytes + HEADROOM, taken at once (no write slips in between)
+ *   advance MS   (--manual-clock only) move the clock MS milliseconds on, running on the way
+ *                each writeback wake-up that falls in them, at its time, as if the time had
+ *                passed. Done, like every command, before the next command is read.
  *
  * used_bytes is the sum of the apparent sizes of the regular files (each inode once, as
  * `du --apparent-size`): a sparse file counts in full, a file's space is freed when its last
@@ -135,6 +142,11 @@ static const char *ctl_path;
 static char *root_path; /* realpath of BACKING_DIR, to name files in the stats */
 static double writeback_age; /* seconds; 0 = never */
 static double writeback_interval; /* seconds between the flusher's wake-ups; 0: a quarter of the age, 50 ms-1 s */
+static int64_t wb_age, wb_every;  /* the same in ms, as the flusher uses them */
+static bool manual_clock;         /* --manual-clock: the clock moves only by `advance` */
+static int64_t mono0_ms, wall0_ms; /* --manual-clock: the real clocks at start */
+static _Atomic int64_t advanced_ms; /* --manual-clock: how far `advance` moved the clock */
+static int64_t next_wake_ms;      /* --manual-clock: the flusher's next wake-up */
 static FILE *logf_;
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct lfile *map[NBUCKET];
@@ -188,9 +200,21 @@ static void fuse_logger(enum fuse_log_level level, const char *fmt, va_list ap) 
 	}
 }
 
+/* Monotonic ms: page ages and writeback. */
 static int64_t now_ms(void) {
 	struct timespec t;
+	if (manual_clock)
+		return mono0_ms + advanced_ms;
 	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Wall-clock ms for the stats: moves with now_ms(). */
+static int64_t wall_ms(void) {
+	struct timespec t;
+	if (manual_clock)
+		return wall0_ms + advanced_ms;
+	clock_gettime(CLOCK_REALTIME, &t);
 	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
@@ -1133,9 +1157,7 @@ static void write_stats(const char *path) {
 		put(v[i]);
 	}
 	free(v);
-	struct timespec t;
-	clock_gettime(CLOCK_REALTIME, &t);
-	int64_t now = now_ms(), at = (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000, oldest = INT64_MAX;
+	int64_t now = now_ms(), at = wall_ms(), oldest = INT64_MAX;
 	for (size_t i = 0; rep && i < dirty; i++)
 		oldest = MIN(oldest, rep[i].dirtied);
 	if (rep)
@@ -1200,11 +1222,13 @@ static bool torn_suffix(char *arg, uint64_t *seed) {
 	return true;
 }
 
+static void advance(int64_t ms);
+
 static void command(char *line) {
 	char arg[PATH_MAX];
 	int w, s;
 	size_t n;
-	long long bytes;
+	long long bytes, ms;
 	uint64_t seed;
 	line[strcspn(line, "\r\n")] = 0;
 	if (sscanf(line, "delay %d %d", &w, &s) == 2 && w >= 0 && s >= 0) {
@@ -1243,6 +1267,11 @@ static void command(char *line) {
 		limit_bytes = used + bytes;
 		logmsg("ctl full: limit %lld bytes (%lld used + %lld headroom)", (long long)(used + bytes),
 		       (long long)used, bytes);
+	} else if (sscanf(line, "advance %lld%n", &ms, &w) == 1 && !line[w] && ms >= 0 && ms <= INT64_MAX / 4) {
+		if (manual_clock)
+			advance(ms);
+		else
+			logmsg("ctl advance: ignored: the clock is the real one (no --manual-clock)");
 	} else if (line[0]) {
 		logmsg("ctl: unknown command ignored: %s", line);
 	}
@@ -1267,24 +1296,51 @@ static void *ctl_thread(void *arg) {
 /* The kernel's periodic writeback: the flusher wakes every vm.dirty_writeback_centisecs and
  * writes back each file whose oldest dirty page is older than vm.dirty_expire_centisecs, all
  * its pages (no fsync: the host's page cache survives our death). So a write is on disk once
- * it is between the age and the age plus one interval old. */
+ * it is between the age and the age plus one interval old. One wake-up's pass; returns the
+ * oldest `dirtied` of the files it left dirty (INT64_MAX: none). */
+static int64_t writeback_pass(void) {
+	size_t n;
+	int64_t left = INT64_MAX;
+	struct lfile **v = pin_all(&n, true);
+	for (size_t i = 0; i < n; i++) {
+		int r = v[i]->ndirty && !frozen && now_ms() - v[i]->dirtied >= wb_age ? lflush(v[i], 0) : 0;
+		if (r < 0 && !frozen)
+			logmsg("writeback: inode %lu: %s", (unsigned long)v[i]->ino, strerror(-r));
+		if (v[i]->ndirty)
+			left = MIN(left, v[i]->dirtied);
+		put(v[i]);
+	}
+	free(v);
+	return left;
+}
+
 static void *writeback_thread(void *arg) {
-	int64_t age = (int64_t)(writeback_age * 1000);
-	int64_t every = writeback_interval > 0 ? MAX(1, (int64_t)(writeback_interval * 1000)) : MIN(1000, age / 4 > 50 ? age / 4 : 50);
 	(void)arg;
 	for (;;) {
-		size_t n;
-		sleep_ms((int)every);
-		struct lfile **v = pin_all(&n, true);
-		for (size_t i = 0; i < n; i++) {
-			int r = v[i]->ndirty && !frozen && now_ms() - v[i]->dirtied >= age ? lflush(v[i], 0) : 0;
-			if (r < 0 && !frozen)
-				logmsg("writeback: inode %lu: %s", (unsigned long)v[i]->ino, strerror(-r));
-			put(v[i]);
-		}
-		free(v);
+		sleep_ms((int)wb_every);
+		writeback_pass();
 	}
 	return NULL;
+}
+
+/* `advance MS` on the manual clock: the flusher's wake-ups fall at start + k * wb_every, and
+ * each one up to now + MS runs its pass with the clock at its time. A wake-up at which no page
+ * can be wb_age old is skipped: every page dirty after a pass at T (kept, or written since) is
+ * dirty from no earlier than the oldest the pass left or T. */
+static void advance(int64_t ms) {
+	int64_t to = now_ms() + ms;
+	long passes = 0;
+	while (writeback_age > 0 && next_wake_ms <= to) {
+		advanced_ms = next_wake_ms - mono0_ms;
+		int64_t due = MIN(writeback_pass(), next_wake_ms) + wb_age;
+		passes++;
+		next_wake_ms += wb_every;
+		if (due > next_wake_ms)
+			next_wake_ms += (due - next_wake_ms + wb_every - 1) / wb_every * wb_every;
+	}
+	advanced_ms = to - mono0_ms;
+	logmsg("ctl advance: %lld ms, to %lld ms after start (%ld writeback passes)", (long long)ms,
+	       (long long)(to - mono0_ms), passes);
 }
 
 /* ---- main ---- */
@@ -1345,7 +1401,7 @@ static void die(const char *fmt, ...) {
 	exit(2);
 }
 
-#define USAGE "usage: lazyfs [--ctl=FIFO] [--log=FILE] [--writeback-age=SECONDS] [--writeback-interval=SECONDS] [-o OPTS] BACKING_DIR MOUNTPOINT"
+#define USAGE "usage: lazyfs [--ctl=FIFO] [--log=FILE] [--writeback-age=SECONDS] [--writeback-interval=SECONDS] [--manual-clock] [-o OPTS] BACKING_DIR MOUNTPOINT"
 
 /* "--name=value" or "--name value" */
 static const char *optval(int argc, char **argv, int *i, const char *name) {
@@ -1363,6 +1419,7 @@ int main(int argc, char **argv) {
 	const char *pos[2], *v, *logpath = NULL;
 	char opts[4096] = "fsname=lazyfs,subtype=lazyfs", *end;
 	int npos = 0, debug = 0;
+	bool manual = false;
 	for (int i = 1; i < argc; i++) {
 		if ((v = optval(argc, argv, &i, "--ctl"))) {
 			ctl_path = v;
@@ -1376,6 +1433,8 @@ int main(int argc, char **argv) {
 			writeback_interval = strtod(v, &end);
 			if (*end || end == v || !(writeback_interval >= 0) || writeback_interval > 86400)
 				die("bad --writeback-interval %s: want seconds", v);
+		} else if (strcmp(argv[i], "--manual-clock") == 0) {
+			manual = true;
 		} else if (strncmp(argv[i], "-o", 2) == 0) {
 			v = argv[i][2] ? argv[i] + 2 : i + 1 < argc ? argv[++i] : NULL;
 			if (!v || strlen(opts) + strlen(v) + 2 > sizeof opts)
@@ -1391,6 +1450,12 @@ int main(int argc, char **argv) {
 	}
 	if (npos != 2)
 		die(USAGE);
+	if (manual && !ctl_path)
+		die("--manual-clock needs --ctl: only `advance` moves the clock");
+	wb_age = (int64_t)(writeback_age * 1000);
+	wb_every = writeback_interval > 0 ? MAX(1, (int64_t)(writeback_interval * 1000)) : MIN(1000, wb_age / 4 > 50 ? wb_age / 4 : 50);
+	if (manual) /* it starts at the real time */
+		mono0_ms = now_ms(), wall0_ms = wall_ms(), next_wake_ms = mono0_ms + wb_every, manual_clock = true;
 	if (logpath && !(logf_ = fopen(logpath, "a")))
 		die("cannot open log %s: %s", logpath, strerror(errno));
 	umask(0); /* the kernel has applied the caller's umask to the modes it sends */
@@ -1412,9 +1477,9 @@ int main(int argc, char **argv) {
 	if (ctl_path && ((unlink(ctl_path) < 0 && errno != ENOENT) || mkfifo(ctl_path, 0600) < 0))
 		die("control fifo %s: %s", ctl_path, strerror(errno));
 	count_used(root_path);
-	logmsg("start: backing=%s mountpoint=%s ctl=%s writeback-age=%gs writeback-interval=%gs options=%s used=%lld",
-	       pos[0], pos[1], ctl_path ? ctl_path : "-", writeback_age, writeback_interval, opts,
-	       (long long)used_bytes);
+	logmsg("start: backing=%s mountpoint=%s ctl=%s writeback-age=%gs writeback-interval=%gs%s options=%s used=%lld",
+	       pos[0], pos[1], ctl_path ? ctl_path : "-", writeback_age, writeback_interval,
+	       manual_clock ? " manual-clock" : "", opts, (long long)used_bytes);
 
 	fuse_set_log_func(fuse_logger);
 	char *fargv[] = { argv[0], "-o", opts, "-d", NULL };
@@ -1429,7 +1494,7 @@ int main(int argc, char **argv) {
 	pthread_t t;
 	if (ctl_path && pthread_create(&t, NULL, ctl_thread, NULL) != 0)
 		die("cannot start the control thread");
-	if (writeback_age > 0 && pthread_create(&t, NULL, writeback_thread, NULL) != 0)
+	if (writeback_age > 0 && !manual_clock && pthread_create(&t, NULL, writeback_thread, NULL) != 0)
 		die("cannot start the writeback thread");
 	logmsg("mounted %s on %s", pos[0], pos[1]);
 	/* libfuse's default of 10 workers would let a few delayed fsyncs stall every request */

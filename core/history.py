@@ -12,7 +12,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,9 +42,13 @@ class Op:
 
 class History:
     """Thread-safe append-only history file. `append` assigns index and time; lines reach the OS
-    within FLUSH_S (at once, and fsynced, with `fsync=True`)."""
+    within FLUSH_S (at once, and fsynced, with `fsync=True`).
 
-    def __init__(self, path: Path, *, fsync: bool = False):
+    The flusher waits FLUSH_S between passes with `wait(closed, FLUSH_S)`, true once the history is
+    closed: `threading.Event.wait` on the real clock, unless a test passes a manual clock's."""
+
+    def __init__(self, path: Path, *, fsync: bool = False,
+                 wait: Callable[[threading.Event, float], bool] = threading.Event.wait):
         self.path = Path(path)
         self._fh = open(self.path, "a", encoding="utf-8")
         self._lock = threading.Lock()
@@ -52,6 +56,7 @@ class History:
         self._index = 0
         self._fsync = fsync
         self._closed = threading.Event()
+        self._wait = wait
         self._flusher = threading.Thread(target=self._flush_loop, name="history-flush", daemon=True)
         self._flusher.start()
 
@@ -65,7 +70,7 @@ class History:
         return time.monotonic_ns() - self._t0
 
     def _flush_loop(self) -> None:
-        while not self._closed.wait(FLUSH_S):
+        while not self._wait(self._closed, FLUSH_S):
             with self._lock:
                 if not self._fh.closed:
                     self._fh.flush()

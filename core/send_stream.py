@@ -27,7 +27,7 @@ import shutil
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -54,10 +54,13 @@ class SendStream:
     """The send events of one process: a `SendRecorder` (workloads/producer_loop.py) writing `path`.
 
     Thread-safe; `counts` holds invoke/ok/fail/info totals. `close()` writes
-    the rest and closes the file.
+    the rest and closes the file. The flusher waits FLUSH_S between batches
+    with `wait(closed, FLUSH_S)`, true once closed: `threading.Event.wait` on
+    the real clock, unless a test passes a manual clock's.
     """
 
-    def __init__(self, path: Path, *, topic: str, t0_ns: int):
+    def __init__(self, path: Path, *, topic: str, t0_ns: int,
+                 wait: Callable[[threading.Event, float], bool] = threading.Event.wait):
         self.path = Path(path)
         self.t0 = t0_ns
         self.counts = {"send": 0, "ok": 0, "fail": 0, "info": 0}
@@ -68,6 +71,7 @@ class SendStream:
         self._fh = open(self.path, "wb")
         self._writer = pa.ipc.new_stream(self._fh, SCHEMA.with_metadata({TOPIC_KEY: topic.encode()}))
         self._closed = threading.Event()
+        self._wait = wait
         self._flusher = threading.Thread(target=self._flush_loop, name="send-stream-flush", daemon=True)
         self._flusher.start()
 
@@ -98,7 +102,7 @@ class SendStream:
             self._fh.flush()
 
     def _flush_loop(self) -> None:
-        while not self._closed.wait(FLUSH_S):
+        while not self._wait(self._closed, FLUSH_S):
             self.flush()
 
     def close(self) -> None:

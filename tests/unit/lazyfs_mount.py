@@ -65,6 +65,12 @@ class Mount:
             time.sleep(0.005)
         return json.loads(out.read_text())
 
+    def advance(self, ms: int) -> dict:
+        """`advance MS` on a --manual-clock daemon; the stats after it, by which time the writebacks that fell in
+        those MS are done."""
+        self.command(f"advance {ms}")
+        return self.stats()
+
     def __truediv__(self, name: str) -> Path:
         return self.mnt / name
 

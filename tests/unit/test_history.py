@@ -1,13 +1,10 @@
 """History recording: appended, flushed as it happens, readable after a kill."""
 import json
 import os
-import signal
-import subprocess
-import sys
 import threading
-import time
 
 import pytest
+from manual_clock import ClockedChild, ManualClock
 
 from kchaos.core.history import FLUSH_S, History, HistoryError, read_history
 
@@ -28,12 +25,13 @@ def test_index_time_and_fields(tmp_path):
 
 def test_each_line_reaches_the_os_within_the_flush_interval(tmp_path):
     path = tmp_path / "history.jsonl"
-    h = History(path)
+    clock = ManualClock()
+    h = History(path, wait=clock.wait)
     h.invoke(1, "poll")
-    # Another reader sees it soon, while the history is still open: flushed by the background thread.
-    deadline = time.monotonic() + 20 * FLUSH_S
-    while not path.read_text() and time.monotonic() < deadline:
-        time.sleep(FLUSH_S / 5)
+    clock.advance(FLUSH_S / 2)
+    assert path.read_text() == ""  # buffered till the flusher's next pass
+    clock.advance(FLUSH_S / 2)
+    # Another reader sees it, while the history is still open: flushed by the background thread.
     assert json.loads(path.read_text().splitlines()[0])["f"] == "poll"
     h.close()
 
@@ -62,18 +60,18 @@ def test_concurrent_appends_keep_indices_dense(tmp_path):
 
 def test_killed_writer_leaves_readable_history(tmp_path):
     path = tmp_path / "history.jsonl"
-    code = ("import sys, time; from kchaos.core.history import History\n"
-            f"h = History({str(path)!r})\n"
+    code = ("import os; from kchaos.core.history import History\n"
+            f"h = History({str(path)!r}, wait=wait)\n"
             "i = 0\n"
             "while True:\n"
             "    h.invoke(0, 'send', value=i); i += 1\n"
-            "    if i == 50: print('ready', flush=True)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-    assert proc.stdout.readline().strip() == "ready"
-    time.sleep(4 * FLUSH_S)  # the first 50 lines are older than the flush interval
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+            "    if i == 50: os.write(1, b'ready\\n')\n")
+    child = ClockedChild(code, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    try:
+        child.ready()
+        child.tick()  # the first 50 lines are older than the flush interval
+    finally:
+        child.kill()  # in the middle of appending
     recs = list(read_history(path))
     assert len(recs) >= 50
     assert [r["value"] for r in recs] == list(range(len(recs)))

@@ -226,14 +226,12 @@ def test_stats_count_dirty_and_synced_bytes(fs):
 
 
 def test_writeback_age_writes_old_dirty_data_through(mount):
-    fs = mount("--writeback-age", "1")
-    t = time.monotonic()
+    fs = mount("--manual-clock", "--writeback-age", "1")  # the flusher wakes every 250 ms
     put(fs / "f", b"eventually" * 100)
+    fs.advance(999)
     assert (fs.backing / "f").read_bytes() == b""
-    while (fs.backing / "f").read_bytes() != b"eventually" * 100:
-        assert time.monotonic() - t < 5, "not written back within 5 s"
-        time.sleep(0.05)
-    assert time.monotonic() - t >= 0.5
+    fs.advance(1)
+    assert (fs.backing / "f").read_bytes() == b"eventually" * 100
     fs.power_failure()
     assert (fs / "f").read_bytes() == b"eventually" * 100
 
@@ -241,19 +239,35 @@ def test_writeback_age_writes_old_dirty_data_through(mount):
 def test_writeback_waits_for_the_flusher_as_the_kernel_does(mount):
     # vm.dirty_writeback_centisecs: the flusher wakes every interval and writes back what is older than the
     # age, so a write is on disk between the age and the age plus one interval after it was made
-    fs = mount("--writeback-age", "0.5", "--writeback-interval", "2")
+    fs = mount("--manual-clock", "--writeback-age", "0.5", "--writeback-interval", "2")
+    put(fs / "first", b"1" * 100)
+    fs.advance(1999)  # long past the age, but the flusher has not woken yet
+    assert (fs.backing / "first").read_bytes() == b""
+    fs.advance(1)  # its first wake-up, 2 s after the start
+    assert (fs.backing / "first").read_bytes() == b"1" * 100
+    put(fs / "second", b"2" * 100)  # just after a wake-up: it waits for the next, not for the age
+    fs.advance(1999)
+    assert (fs.backing / "second").read_bytes() == b""
+    fs.advance(1)
+    assert (fs.backing / "second").read_bytes() == b"2" * 100
 
-    def written_back(name: str, data: bytes) -> float:
-        t = time.monotonic()
-        put(fs / name, data)
-        while (fs.backing / name).read_bytes() != data:
-            assert time.monotonic() - t < 6, f"{name} not written back within 6 s"
-            time.sleep(0.02)
-        return time.monotonic() - t
 
-    written_back("first", b"1" * 100)  # now just after one of the flusher's wake-ups
-    waited = written_back("second", b"2" * 100)
-    assert 1.5 <= waited <= 3.0, f"written back {waited:.2f} s after the write, not at the next wake-up (2 s)"
+def test_the_real_clock_is_the_default(mount):
+    """Without --manual-clock, writeback comes by itself and `advance` moves nothing. (Only lower bounds on
+    time: a slow machine makes things later, never earlier.)"""
+    fs = mount("--writeback-age", "0.2")
+    t = time.monotonic()
+    put(fs / "f", b"by itself" * 100)
+    while (fs.backing / "f").read_bytes() != b"by itself" * 100:
+        assert time.monotonic() - t < 30, "not written back within 30 s"
+        time.sleep(0.01)
+    assert time.monotonic() - t >= 0.19  # (lazyfs reads the clock after us, and rounds ms down)
+    fs = mount()
+    put(fs / "g", b"young")
+    before = time.time() * 1000
+    fs.command("advance 3600000")
+    s = report(fs)
+    assert before - 1 <= s["at_unix_ms"] <= time.time() * 1000 and s["oldest_age_ms"] < 3_600_000
 
 
 _reports = itertools.count()
@@ -313,49 +327,48 @@ def test_stats_name_each_dirty_file_with_its_ranges(fs):
     assert (s["files"], s["oldest_age_ms"], s["dirty_bytes"]) == ([], None, 0)
 
 
-def test_stats_age_each_file_by_its_oldest_dirty_page(fs):
+def test_stats_age_each_file_by_its_oldest_dirty_page(mount):
     t0 = time.time() * 1000
+    fs = mount("--manual-clock")
+    start = report(fs)["at_unix_ms"]
+    assert t0 - 1 <= start <= time.time() * 1000  # the manual clock starts at the real time
     put(fs / "old", b"o" * 100)
-    t1 = time.time() * 1000
-    time.sleep(1.0)
+    fs.advance(1000)
     put(fs / "old", b"o" * 100, off=5 * PAGE)  # a younger page does not make the file younger
-    t2 = time.time() * 1000
     put(fs / "young", b"y" * 100)
-    t3 = time.time() * 1000
     s = report(fs)
     by = files(s)
-    assert t3 - 5 <= s["at_unix_ms"] <= time.time() * 1000 + 5
-    assert by["old"]["oldest_age_ms"] >= 1000 and by["young"]["oldest_age_ms"] < 1000
-    assert s["oldest_age_ms"] == by["old"]["oldest_age_ms"]
+    assert s["at_unix_ms"] == start + 1000
+    assert (by["old"]["oldest_age_ms"], by["young"]["oldest_age_ms"], s["oldest_age_ms"]) == (1000, 0, 1000)
     for f in s["files"]:
         assert f["oldest_unix_ms"] == s["at_unix_ms"] - f["oldest_age_ms"]
-    assert t0 - 5 <= by["old"]["oldest_unix_ms"] <= t1 + 5  # (ms on both clocks, each rounded down)
-    assert t2 - 5 <= by["young"]["oldest_unix_ms"] <= t3 + 5
+    assert (by["old"]["oldest_unix_ms"], by["young"]["oldest_unix_ms"]) == (start, start + 1000)
     put(fs / "old", b"o" * 100, off=5 * PAGE, sync=True)  # nothing dirty left in it
-    t4 = time.time() * 1000
+    fs.advance(500)
     put(fs / "old", b"o" * 100, off=5 * PAGE)
-    assert files(report(fs))["old"]["oldest_unix_ms"] >= t4 - 5
+    assert files(report(fs))["old"]["oldest_unix_ms"] == start + 1500
 
 
 def test_powerfail_reports_exactly_what_is_lost_after_writeback(mount):
-    fs = mount("--writeback-age", "1")
+    fs = mount("--manual-clock", "--writeback-age", "1")
     put(fs / "old", b"written back" * 100)
-    time.sleep(2.5)
+    fs.advance(1000)
     put(fs / "new", b"lost" * 100)
+    fs.advance(300)
     s = report(fs, "powerfail")
     assert list(files(s)) == ["new"] and s["dirty_files"] == 1
-    assert files(s)["new"]["ranges"] == [[0, 400]] and s["oldest_age_ms"] < 1000
+    assert files(s)["new"]["ranges"] == [[0, 400]] and s["oldest_age_ms"] == 300
     fs.power_failure()
     assert (fs / "old").read_bytes() == b"written back" * 100
     assert (fs / "new").read_bytes() == b""
 
 
 def test_powerfail_freezes_writeback_flush_writes_and_fsyncs(mount):
-    fs = mount("--writeback-age", "1")
+    fs = mount("--manual-clock", "--writeback-age", "1")
     put(fs / "f", b"never written back" * 100)
     s = report(fs, "powerfail")
     assert list(files(s)) == ["f"]
-    time.sleep(2.0)  # the age is long past: writeback would have written it by now
+    fs.advance(2000)  # the age is long past: the flusher's passes at 1 s and after would have written it
     fs.command("flush")
     assert list(files(report(fs))) == ["f"]  # (also a barrier for the flush)
     assert (fs.backing / "f").read_bytes() == b""
@@ -375,71 +388,74 @@ def test_powerfail_freezes_writeback_flush_writes_and_fsyncs(mount):
 
 
 def test_powerfail_during_writeback_lists_exactly_the_lost_pages(mount):
-    """Pages not listed hold what was written last; listed ones lost it (random bytes: no coincidence)."""
-    fs = mount("--writeback-age", "0.2")
-    n = 256
+    """Pages not listed hold what was written last; listed ones lost it (random bytes: no coincidence).
+
+    Writes and steps of the clock interleave at random, so writebacks come and go between the writes, and the
+    power fails right after a write. A model of the flusher (it wakes every 50 ms and writes the file back whole
+    once its oldest dirty page is 200 ms old) says what the backing file holds after each step and which pages
+    are dirty at the end."""
+    fs = mount("--manual-clock", "--writeback-age", "0.2")
+    n, age, every = 256, 200, 50
     model = bytearray(random.Random(1).randbytes(n * PAGE))
     put(fs / "f", bytes(model), sync=True)
-    stop, wrote = threading.Event(), threading.Event()
+    durable, dirty = bytearray(model), set()
+    rng, now, wake, dirty_since, writebacks = random.Random(2), 0, every, 0, 0
 
-    def writer() -> None:
-        rng = random.Random(2)
-        fd = os.open(fs / "f", os.O_RDWR)
-        try:
-            while not stop.is_set():
-                off, data = rng.randrange(n * PAGE - 200), rng.randbytes(rng.randrange(16, 200))
-                try:
-                    os.pwrite(fd, data, off)
-                except OSError as e:
-                    assert e.errno == errno.EIO  # frozen
-                    return
-                model[off:off + len(data)] = data
-                wrote.set()
-                time.sleep(0.005)  # slow enough that a writeback leaves pages clean till the next
-        finally:
-            os.close(fd)
+    def write() -> None:
+        nonlocal dirty_since
+        off, data = rng.randrange(n * PAGE - 200), rng.randbytes(rng.randrange(16, 200))
+        assert os.pwrite(fd, data, off) == len(data)
+        model[off:off + len(data)] = data
+        dirty_since = dirty_since if dirty else now
+        dirty.update(range(off // PAGE, (off + len(data) - 1) // PAGE + 1))
 
-    t = threading.Thread(target=writer)
-    t.start()
+    fd = os.open(fs / "f", os.O_RDWR)
     try:
-        time.sleep(1.0)  # several writebacks meanwhile
-        # Power fails right after a write, well inside the 0.2 s writeback age: on a loaded machine the writer
-        # can be starved long enough for every page to be written back, and the test would check nothing.
-        wrote.clear()
-        assert wrote.wait(10)
+        for _ in range(60):
+            for _ in range(rng.randrange(1, 6)):
+                write()
+            step = rng.randrange(120)
+            fs.advance(step)
+            while wake <= now + step:  # the flusher's wake-ups in this step
+                if dirty and wake - dirty_since >= age:
+                    durable[:], writebacks = model, writebacks + 1
+                    dirty.clear()
+                wake += every
+            now += step
+            backing = (fs.backing / "f").read_bytes()
+            assert [p for p in range(n) if backing[p * PAGE:(p + 1) * PAGE] != durable[p * PAGE:(p + 1) * PAGE]] == []
+        write()
         s = report(fs, "powerfail")
     finally:
-        stop.set()
-        t.join()
+        os.close(fd)
+    assert writebacks >= 10 and 0 < len(dirty) < n  # the seeds make it so: the test checks something
     ranges = files(s)["f"]["ranges"] if "f" in files(s) else []
     listed = {p for a, b in ranges for p in range(a // PAGE, (b + PAGE - 1) // PAGE)}
-    assert 0 < len(listed) < n
+    assert listed == dirty and files(s)["f"]["dirty_bytes"] == len(dirty) * PAGE
     fs.power_failure()
     data = (fs / "f").read_bytes()
+    assert data == durable
     for p in range(n):
         page, want = data[p * PAGE:(p + 1) * PAGE], bytes(model[p * PAGE:(p + 1) * PAGE])
         assert (page != want) == (p in listed), f"page {p}"
 
 
 def test_dirty_age_after_a_flush_and_a_truncate(mount):
-    fs = mount("--writeback-age", "1")
+    fs = mount("--manual-clock", "--writeback-age", "1")
+    start = report(fs)["at_unix_ms"]
     put(fs / "f", b"first" * 100)
-    t = time.monotonic()
-    while (fs.backing / "f").read_bytes() != b"first" * 100:
-        assert time.monotonic() - t < 5, "not written back within 5 s"
-        time.sleep(0.02)
-    time.sleep(0.6)
-    t = time.time() * 1000
+    fs.advance(1000)
+    assert (fs.backing / "f").read_bytes() == b"first" * 100
+    fs.advance(600)
     put(fs / "f", b"second")
-    assert files(report(fs))["f"]["oldest_unix_ms"] >= t - 5  # from this write, not the first or the writeback
+    assert files(report(fs))["f"]["oldest_unix_ms"] == start + 1600  # from this write, not the first or the writeback
 
     put(fs / "g", b"old", off=5 * PAGE)
-    time.sleep(0.6)
-    t = time.time() * 1000
+    fs.advance(600)
     put(fs / "g", b"young")
-    assert files(report(fs))["g"]["oldest_age_ms"] >= 600
+    assert files(report(fs))["g"]["oldest_age_ms"] == 600
     os.truncate(fs / "g", PAGE)  # drops the old page: the file is as young as what is left
-    assert files(report(fs))["g"]["oldest_unix_ms"] >= t - 5
+    assert files(report(fs))["g"]["oldest_unix_ms"] == start + 2200
 
 
 def test_pages_kept_by_a_flush_are_dirty_from_the_flush_on(fs):

@@ -1,13 +1,11 @@
 """Per-process send streams: recorded on the history's clock, crash-safe, merged into one ordered history."""
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
+from manual_clock import ClockedChild
+
 from kchaos.core.history import History, read_history
-from kchaos.core.send_stream import FLUSH_S, PARTS_DIR, SendStream, iter_stream, merge_streams
+from kchaos.core.send_stream import PARTS_DIR, SendStream, iter_stream, merge_streams
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,23 +45,20 @@ def test_merge_interleaves_by_time_and_renumbers(tmp_path):
 
 def test_killed_writer_leaves_every_batch_it_flushed_readable(tmp_path):
     path = tmp_path / "p.arrows"
-    code = ("import time; from kchaos.core.send_stream import SendStream\n"
-            f"s = SendStream({str(path)!r}, topic='t', t0_ns=time.monotonic_ns())\n"
+    code = ("import os, time; from kchaos.core.send_stream import SendStream\n"
+            f"s = SendStream({str(path)!r}, topic='t', t0_ns=time.monotonic_ns(), wait=wait)\n"
             "i = 0\n"
             "while True:\n"
             "    s.sent(0, 0, 0, i); i += 1\n"
-            "    if i == 1000: print('ready', flush=True)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO)
-    assert proc.stdout.readline().strip() == "ready"
-    # The flusher writes every FLUSH_S; on a loaded machine its thread may wait longer for the CPU, so wait
-    # (up to 30 s) until the file holds the first 1000 sends, then kill the writer mid-stream.
-    deadline = time.monotonic() + 30
-    time.sleep(6 * FLUSH_S)
-    while time.monotonic() < deadline and (not path.exists()
-                                           or sum(b.num_rows for b in iter_stream(path)[1]) < 1000):
-        time.sleep(FLUSH_S)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+            "    if i == 1000: os.write(1, b'ready\\n')\n")
+    child = ClockedChild(code, cwd=REPO)
+    try:
+        child.ready()
+        child.tick()  # a batch with the first 1000 sends, at least, is in the file
+        for _ in range(20):  # then kill the writer mid-stream, while it writes more batches
+            child.tick(wait=False)
+    finally:
+        child.kill()
     topic, batches = iter_stream(path)
     values = [v for b in batches for v in b.column("value").to_pylist()]
     assert topic == "t"
