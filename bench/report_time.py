@@ -21,7 +21,7 @@ from pathlib import Path
 CHILD = """
 import json, resource, sys, time
 from pathlib import Path
-from kchaos.reports.run_report import write_report
+from kchaos.reports.run.report import write_report
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/corpora: the labelled histories
 t0, c0 = time.perf_counter(), time.process_time()
 page = write_report(Path(sys.argv[1]))

@@ -62,8 +62,8 @@ def _suite(args: argparse.Namespace, console: Console, out: Console, argv: list[
         print(f"kchaos: suite interrupted; continue it with: kchaos suite {args.file} --resume", file=sys.stderr)
         return EXIT_INTERRUPTED
     print_suite(out, suite.name, sdir, outcomes)
-    from kchaos.reports.junit import exit_code as suite_exit_code
-    from kchaos.reports.regressions import night_regressions
+    from kchaos.reports.suite.junit import exit_code as suite_exit_code
+    from kchaos.reports.suite.regressions import night_regressions
     try:
         regressions, before = night_regressions(Path(args.store), sdir)
     except sqlite3.Error as e:  # the suite's results stand; only the comparison with other nights is missing
@@ -79,7 +79,7 @@ def _suite(args: argparse.Namespace, console: Console, out: Console, argv: list[
 def _index(args: argparse.Namespace, out: Console) -> int:
     """`kchaos index`: bring the store's results index up to date (or rebuild it) and say what it holds."""
     from kchaos.core.store import check_store
-    from kchaos.reports.run_index import INDEX_FILE, RunIndex
+    from kchaos.reports.suite.run_index import INDEX_FILE, RunIndex
     store = check_store(args.store)
     if not store.is_dir():
         raise ConfigError(f"--store {args.store}: no such directory")
@@ -103,7 +103,7 @@ def _reports(args: argparse.Namespace, console: Console, out: Console) -> int:
             raise ConfigError(f"{path}: not a directory")
         one = (path / HISTORY_FILE).exists()
         if args.cmd == "report":
-            from kchaos.reports.run_report import write_report
+            from kchaos.reports.run.report import write_report
             runs = [path] if one else find_runs(path)
             if not runs:
                 raise ConfigError(f"{path}: no runs (history.jsonl) below this directory")
@@ -113,7 +113,7 @@ def _reports(args: argparse.Namespace, console: Console, out: Console) -> int:
         if one:
             raise ConfigError(f"{path}: one run, not a suite or a directory of runs: it has nothing to compare with "
                               f"(kchaos report {path} rewrites its report)")
-        from kchaos.reports.compare import write_compare
+        from kchaos.reports.suite.compare import write_compare
         unchecked = [r for r in find_runs(path) if not (r / RESULTS_FILE).exists()]
         if unchecked:
             console.print(f"checking {len(unchecked)} run(s) that have no results.json yet")
@@ -122,7 +122,7 @@ def _reports(args: argparse.Namespace, console: Console, out: Console) -> int:
         out.print(f"{len(rows)} configurations → {path / 'compare.html'}, {path / 'compare.csv'}",
                   markup=False, highlight=False)
         return 0
-    from kchaos.reports.serve import serve
+    from kchaos.reports.serve.server import serve
     serve(Path(args.store), args.host, args.port, say=console.print)
     return 0
 

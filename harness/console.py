@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from kchaos.harness.scenario import Scenario
     from kchaos.harness.scenario_run import VariantResult
     from kchaos.harness.suite import Suite
-    from kchaos.reports.junit import CellOutcome
-    from kchaos.reports.regressions import Regression
+    from kchaos.reports.suite.junit import CellOutcome
+    from kchaos.reports.suite.regressions import Regression
 
 WRAPPED_MIN = 8  # narrower, a wrapped column is no longer readable: it is left out instead
 SEEDS_SHOWN = 4

@@ -195,7 +195,7 @@ def _record_releases(run_dir: Path, cfg: TestConfig, cluster: Cluster) -> None:
 def write_report_safely(run: Path, say: Callable[[str], None]) -> Path | None:
     """Write run/report.html; a plotting failure is reported and logged, never fatal to the run."""
     try:
-        from kchaos.reports.run_report import write_report
+        from kchaos.reports.run.report import write_report
 
         path = write_report(run)
     except Exception as e:

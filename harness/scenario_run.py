@@ -28,8 +28,8 @@ from kchaos.core.suite_files import latest, read_progress
 from kchaos.harness.scenario import Scenario
 from kchaos.harness.scenario_stats import Rate, spreads
 from kchaos.harness.suite_run import JUNIT_FILE, Runner, run_suite
-from kchaos.reports.compare import write_compare
-from kchaos.reports.junit import CellOutcome, write_junit
+from kchaos.reports.suite.compare import write_compare
+from kchaos.reports.suite.junit import CellOutcome, write_junit
 
 RESULT_FILE = "scenario.json"
 SHOWN = ("lost", "acked", "duplicate", "not_enough_replicas", "unavailable_s")

@@ -35,9 +35,9 @@ from kchaos.core.store import check_store, stamped_dir
 from kchaos.core.suite_files import STATE_FILE, Entry, latest, read_progress, record_progress
 from kchaos.harness.suite import Suite, SuiteError
 from kchaos.harness.terminal import heading, make_console
-from kchaos.reports.compare import write_compare
-from kchaos.reports.junit import CellOutcome, write_junit
-from kchaos.reports.run_index import open_store_index
+from kchaos.reports.suite.compare import write_compare
+from kchaos.reports.suite.junit import CellOutcome, write_junit
+from kchaos.reports.suite.run_index import open_store_index
 
 JUNIT_FILE = "report.xml"
 Runner = Callable[..., tuple[Path, dict[str, Any]]]

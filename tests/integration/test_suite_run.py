@@ -90,7 +90,7 @@ def test_quick_suite_interrupted_resumed_compared(store):
         report = render(run / "report.html")
         report.assert_clean(min_images=4)
 
-    from kchaos.reports.serve import make_server
+    from kchaos.reports.serve.server import make_server
     server = make_server(store, "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:

@@ -13,7 +13,7 @@ from browser import render
 from PIL import Image
 
 from kchaos.harness.cli import main
-from kchaos.reports.compare import COLUMNS, CompareError, heatmap, write_compare
+from kchaos.reports.suite.compare import COLUMNS, CompareError, heatmap, write_compare
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 
@@ -91,7 +91,7 @@ def test_broken_promise_is_reported(runs):
 
 
 def test_heatmap_is_one_matrix_of_what_the_cells_vary(runs):
-    from kchaos.reports.heatmap import axes
+    from kchaos.reports.suite.heatmap import axes
 
     rows = write_compare(runs)
     assert axes(rows) == (["acks"], ["min_insync"])  # one nemesis: acks across, min.insync down
@@ -106,7 +106,7 @@ def test_heatmap_is_one_matrix_of_what_the_cells_vary(runs):
 
 def test_heatmap_squares_are_coloured_by_severity_not_by_verdict(runs):
     """The 97.6% cell (acks=all power-fail-all): an allowed loss reads "pass" on a red square, never a green one."""
-    from kchaos.reports.heatmap import FILL
+    from kchaos.reports.suite.heatmap import FILL
 
     rows = write_compare(runs)
     cell = {**rows[3], "acked": 1000, "lost": 976, "allowed": "976 lost (outside Kafka's guarantee)",
@@ -293,7 +293,7 @@ def test_txn_and_copy_rows_have_their_own_headline_and_empty_queue_cells(runs):
     assert line["copy (input / copied / missing / duplicated)"] == ""
     line = dict(zip(head, page.text[page.text.index("tiny-copy\t"):].splitlines()[0].split("\t")))
     assert line["copy (input / copied / missing / duplicated)"] == "4 / 3 / 1 / 1" and line["lost"] == ""
-    from kchaos.reports.junit import CellOutcome, write_junit
+    from kchaos.reports.suite.junit import CellOutcome, write_junit
     write_junit(runs / "report.xml", "s", [CellOutcome(n, n, rows[n]) for n in ("tiny-txn", "tiny-copy")])
     out = {c.get("name"): c.find("system-out").text for c in ET.parse(runs / "report.xml").getroot().iter("testcase")}
     assert "txn_committed=3" in out["tiny-txn"] and "failing_anomalies=2" in out["tiny-txn"]
@@ -302,7 +302,7 @@ def test_txn_and_copy_rows_have_their_own_headline_and_empty_queue_cells(runs):
 
 
 def test_a_txn_or_copy_square_says_its_failing_anomalies_not_a_loss_rate():
-    from kchaos.reports.heatmap import _label
+    from kchaos.reports.suite.heatmap import _label
 
     assert _label(None, "pass", None, failing=0).split("\n")[0] == "no failing anomaly"
     assert _label(None, "fail", "matches", failing=3).split("\n") == ["3 failing anomalies", "fail",
@@ -313,7 +313,7 @@ def test_a_txn_or_copy_square_says_its_failing_anomalies_not_a_loss_rate():
 
 def test_what_a_run_recorded_about_itself_is_not_its_configuration():
     """A rolling upgrade's `releases` (lists of mappings) neither splits cells nor breaks the grouping."""
-    from kchaos.reports.compare import configuration
+    from kchaos.reports.suite.compare import configuration
 
     base = {"producer": {"acks": "all"}, "nemesis": {"names": ["upgrade"], "upgrade_to": "4.4.0"}}
     a = {**base, "releases": {"n1": [{"release": "3.7.2", "from_s": 0.0}, {"release": "4.4.0", "from_s": 31.0}]}}

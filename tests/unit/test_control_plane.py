@@ -12,7 +12,7 @@ from kchaos.evidence.broker_logs import ControlEvent, parse_control_lines, read_
 from kchaos.evidence.control_plane import CONTROL_FILE, control_rows, control_timeline
 from kchaos.evidence.decode import Clock
 from kchaos.evidence.explain.lost import load_explanation
-from kchaos.reports.evidence_html import evidence_section
+from kchaos.reports.run.evidence_html import evidence_section
 
 DATA = Path(__file__).parent / "data" / "evidence"
 # rolling-power-loss-no-quorum, controllers-stopped: c1-c3 paused, n1-n3 power-failed

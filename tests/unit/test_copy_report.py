@@ -1,4 +1,4 @@
-"""report.html of a copy run (reports/copy_data.py, templates/copy.html.j2).
+"""report.html of a copy run (reports/run/copy_data.py, templates/copy.html.j2).
 
 A tiny copy history, checked by the copy checker, holds one of each thing the section shows: a value lost after
 the commit that copied it (missing), a value written twice (duplicated), a value nobody filled (invented), an
@@ -13,8 +13,8 @@ from pathlib import Path
 from browser import render
 
 from kchaos.checkers import check_path
-from kchaos.reports.copy_data import read_copy_run
-from kchaos.reports.run_report import load_run, write_report
+from kchaos.reports.run.copy_data import read_copy_run
+from kchaos.reports.run.report import load_run, write_report
 
 S = 1_000_000_000
 TEST = {"name": "tiny-copy", "topic": {"name": "t", "partitions": 2},

@@ -18,7 +18,7 @@ from kchaos.evidence.explain.why import on_disk as _on_disk
 from kchaos.evidence.kafka_logs import metadata_records, parse_dump, read_epoch_checkpoint
 from kchaos.evidence.kraft_metadata import replay
 from kchaos.harness.cli import main
-from kchaos.reports.evidence_html import evidence_section
+from kchaos.reports.run.evidence_html import evidence_section
 
 DATA = Path(__file__).parent / "data" / "evidence"
 LAST_ISR = DATA / "last-isr-3.7.2"

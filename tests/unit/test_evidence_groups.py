@@ -1,5 +1,5 @@
 """Lost writes grouped by cause (evidence/explain/groups.py), told in one sentence each (evidence/explain/why.py), on
-the console (harness/console.py) and in report.html (reports/evidence_html.py): a hand-built run in the tools'
+the console (harness/console.py) and in report.html (reports/run/evidence_html.py): a hand-built run in the tools'
 real formats with 1,000 lost offsets in three causes, and a fixture cut from a real acks=1 run with a split brain
 (tests/unit/data/evidence/README.md)."""
 import json
@@ -12,7 +12,7 @@ from test_evidence import DATA, T0, _batch, _meta, _stamp, recorded_dumper
 from kchaos.evidence.explain.lost import explain, load_explanation
 from kchaos.evidence.explain.text import MAX_CONSOLE_GROUPS, console_lines, explain_lines, groups_of
 from kchaos.evidence.explain.why import spans_phrase
-from kchaos.reports.evidence_html import MAX_GROUPS, evidence_section
+from kchaos.reports.run.evidence_html import MAX_GROUPS, evidence_section
 
 SPLIT_BRAIN = DATA / "split-brain-acks1-3.7.2"
 

@@ -227,7 +227,7 @@ def test_a_g1a_on_kafka_4_1_is_read_from_the_json_form_of_the_coordinators_log(t
 
 
 def test_report_html_shows_why_each_transaction_broke(torn_run):
-    from kchaos.reports.run_report import write_report
+    from kchaos.reports.run.report import write_report
 
     explain_txn(torn_run, libs=Path("/x"), dumper=recorded_dumper(TORN))
     html = write_report(torn_run).read_text()

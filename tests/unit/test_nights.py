@@ -1,5 +1,6 @@
-"""Nightly suites across nights: the results index (reports/run_index.py), regressions (reports/regressions.py),
-the suite page across nights in `kchaos serve`, `kchaos suite`'s regression lines and --fail-on-regression.
+"""Nightly suites across nights: the results index (reports/suite/run_index.py), regressions
+(reports/suite/regressions.py), the suite page across nights in `kchaos serve`, `kchaos suite`'s regression lines
+and --fail-on-regression.
 
 Three nights of a stand-in suite are recorded (tests/unit/test_suite.py's StandIn writes run directories as
 run_test does); the third breaks one cell.
@@ -24,8 +25,8 @@ from kchaos.core.exit_codes import EXIT_REGRESSION
 from kchaos.harness.cli import main
 from kchaos.harness.suite import load_suite
 from kchaos.harness.suite_run import run_suite
-from kchaos.reports.run_index import INDEX_FILE, RunIndex
-from kchaos.reports.trends import when
+from kchaos.reports.suite.run_index import INDEX_FILE, RunIndex
+from kchaos.reports.suite.trends import when
 
 NIGHTLY = SMALL.replace("name: small", "name: nightly").replace("repeat: 2", "repeat: 1")
 
@@ -65,7 +66,7 @@ def _write(tmp: Path, text: str) -> Path:
 
 
 def test_third_night_regression_is_found_against_the_second(nights):
-    from kchaos.reports.regressions import FAILS_NOW, NEW_KIND, night_regressions
+    from kchaos.reports.suite.regressions import FAILS_NOW, NEW_KIND, night_regressions
 
     store, sdirs, names = nights
     assert night_regressions(store, sdirs[0]) == ([], None)
@@ -220,7 +221,7 @@ def test_index_survives_a_suite_killed_halfway(tmp_path):
 WRITER = """
 import sys
 from pathlib import Path
-from kchaos.reports.run_index import RunIndex
+from kchaos.reports.suite.run_index import RunIndex
 with RunIndex(Path({store!r})) as index:
     while True:
         index.refresh(rebuild=True)

@@ -1,4 +1,4 @@
-"""The per-run report (reports/run_report.py) and its plots (reports/plots.py).
+"""The per-run report (reports/run/report.py) and its plots (reports/run/plots.py).
 
 Handmade run directories are built in tmp_path: a few sends to two
 partitions, one kill window, a lost value, and an isr.jsonl with a failed
@@ -21,8 +21,8 @@ import pytest
 from browser import render
 
 from kchaos.checkers.verdict.judge import judge
-from kchaos.reports import plots
-from kchaos.reports.run_report import REPORT_FILE, ReportError, anomaly_marks, load_run, write_report
+from kchaos.reports.run import plots as plots
+from kchaos.reports.run.report import REPORT_FILE, ReportError, anomaly_marks, load_run, write_report
 
 S = 1_000_000_000
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"

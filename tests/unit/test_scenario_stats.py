@@ -15,7 +15,7 @@ from kchaos.harness.console import print_scenario
 from kchaos.harness.scenario import load_scenario
 from kchaos.harness.scenario_run import RESULT_FILE, judge
 from kchaos.harness.scenario_stats import Rate, Spread, spreads, wilson
-from kchaos.reports.junit import CellOutcome
+from kchaos.reports.suite.junit import CellOutcome
 
 # Newcombe, "Two-sided confidence intervals for the single proportion", Stat. Med. 17 (1998), Table I,
 # method 3 (score interval without continuity correction), to 4 places.

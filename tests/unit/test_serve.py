@@ -1,4 +1,4 @@
-"""`kchaos serve` (reports/serve.py): pages of a hand-built store, content types, refusals, binding, Chromium."""
+"""`kchaos serve` (reports/serve/server.py): pages of a hand-built store, content types, refusals, binding, Chromium."""
 from __future__ import annotations
 
 import contextlib
@@ -19,7 +19,7 @@ import pytest
 from browser import render
 
 from kchaos.reports.html import png, write_page
-from kchaos.reports.serve import ServeError, make_server, serve, server_url
+from kchaos.reports.serve.server import ServeError, make_server, serve, server_url
 
 A = "20260101T100000.000Z"  # standalone run, INVALID, with report.html
 B = "20260102T100000.000Z"  # standalone run, not checked (newest: latest)

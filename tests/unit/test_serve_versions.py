@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kchaos.reports.serve import make_server, server_url
-from kchaos.reports.serve_store import href
-from kchaos.reports.serve_versions import version_table
+from kchaos.reports.serve.server import make_server, server_url
+from kchaos.reports.serve.store import href
+from kchaos.reports.serve.versions import version_table
 
 A, B = "20261126T150000.000Z", "20261126T160000.000Z"
 

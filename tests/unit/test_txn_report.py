@@ -1,4 +1,4 @@
-"""report.html of a txn run (reports/txn_data.py, txn_plots.py, txn_cycles.py) and rebalances on the run plots.
+"""report.html of a txn run (reports/run/txn_data.py, txn_plots.py, txn_cycles.py) and rebalances on the run plots.
 
 A tiny txn history, checked by the reference checker, holds one of each thing the report shows: a G0 cycle (two
 transactions interleaving their sends over two partitions), an aborted value read by a read_committed poll (G1a),
@@ -16,10 +16,10 @@ from browser import render
 from test_txn_checker import RC, H
 
 from kchaos.checkers import check_path
-from kchaos.reports.run_report import load_run, write_report
-from kchaos.reports.txn_cycles import cycle_tables, micro_ops
-from kchaos.reports.txn_data import linked_ops, read_txn_run, rebalances
-from kchaos.reports.txn_plots import per_second, txn_png
+from kchaos.reports.run.report import load_run, write_report
+from kchaos.reports.run.txn_cycles import cycle_tables, micro_ops
+from kchaos.reports.run.txn_data import linked_ops, read_txn_run, rebalances
+from kchaos.reports.run.txn_plots import per_second, txn_png
 
 S = 1_000_000_000
 
@@ -131,7 +131,7 @@ def rebalance_pixels(data: bytes) -> int:
     import matplotlib.colors as mcolors
     import matplotlib.image as mpimg
 
-    from kchaos.reports.plot_frame import REBALANCE_COLOR
+    from kchaos.reports.run.plot_frame import REBALANCE_COLOR
     img = mpimg.imread(io.BytesIO(data))[..., :3]
     want = 1 - 0.6 * (1 - np.array(mcolors.to_rgb(REBALANCE_COLOR)))
     return int((np.abs(img - want).max(axis=-1) < 0.04).sum())
@@ -150,7 +150,7 @@ def test_queue_report_draws_rebalances_of_a_subscribe_run(tmp_path):
     d = load_run(run)
     assert [(b.time_s, b.assigned, b.generation) for b in d.rebalances] == [(4.0, (0, 1), 2)]
     # drawn on every plot: dashed lines in plot_frame.REBALANCE_COLOR (alpha 0.6 over white) only where given
-    from kchaos.reports import plots
+    from kchaos.reports.run import plots as plots
     for draw in (plots.latency_png, plots.throughput_png, plots.offsets_png):
         assert rebalance_pixels(draw(d.sends, rebalances=[4.0])) > rebalance_pixels(draw(d.sends)) + 50, \
             draw.__name__

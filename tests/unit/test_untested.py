@@ -164,8 +164,8 @@ def test_a_nemesis_that_never_fired_is_unknown_and_one_that_fired_once_passes(tm
 
 @pytest.mark.spark
 def test_compare_and_junit_carry_why_unknown_and_the_unparsed_lines(tmp_path, spark):
-    from kchaos.reports.compare import write_compare
-    from kchaos.reports.junit import CellOutcome, write_junit
+    from kchaos.reports.suite.compare import write_compare
+    from kchaos.reports.suite.junit import CellOutcome, write_junit
 
     root = tmp_path / "suite"
     clean().write(root / "cut" / "r1", {**KILL, "name": "cut"}, tail=CUT)
@@ -199,5 +199,5 @@ def _write(run, lines, test):
 
 
 def _report(run) -> str:
-    from kchaos.reports.run_report import write_report
+    from kchaos.reports.run.report import write_report
     return write_report(run).read_text()

@@ -15,7 +15,7 @@ from kchaos.core.kafka_versions import feature_answer, finalize_commands, releas
 from kchaos.harness.cli import main
 from kchaos.nemesis.base import FaultSkipped
 from kchaos.nemesis.upgrade import Upgrade, plan
-from kchaos.reports.run_report import _releases
+from kchaos.reports.run.report import _releases
 
 
 def cfg(then: str = "finalize", to: str | None = "4.4.0", names: tuple[str, ...] = ("upgrade",),
@@ -209,7 +209,7 @@ def test_a_restarted_node_is_waited_for_until_it_is_back_in_its_isr_whoever_else
 
 
 def test_the_report_configuration_says_where_the_roll_went():
-    from kchaos.reports.run_report import _settings
+    from kchaos.reports.run.report import _settings
 
     rows = {r["k"]: r["v"] for r in _settings({"nemesis": {"names": ["upgrade"], "upgrade_to": "4.4.0",
                                                            "upgrade_then": "downgrade"}})}
@@ -256,7 +256,7 @@ def test_finalize_tries_again_while_a_just_restarted_voter_has_not_said_what_it_
 def test_the_report_says_what_the_finalize_answered_or_why_it_was_not_done(tmp_path):
     from test_report import S, history, make_run, render  # test_report puts tests/ (browser.py) on the path
 
-    from kchaos.reports.run_report import write_report
+    from kchaos.reports.run.report import write_report
     fin = {"process": "nemesis", "f": "finalize", "nemesis": "upgrade", "version": "4.4.0"}
     answered = [{"index": 90, "time": 7 * S, "type": "invoke", **fin},
                 {"index": 91, "time": 9 * S, "type": "ok", **fin, "metadata": "metadata.version was upgraded to 33.",

@@ -124,9 +124,9 @@ def test_one_run_gets_the_same_word_on_every_surface(spark, tmp_path, capsys, na
     from kchaos.harness.cli import main
     from kchaos.harness.console import print_suite
     from kchaos.harness.terminal import make_console
-    from kchaos.reports.compare import write_compare
-    from kchaos.reports.junit import CellOutcome, write_junit
-    from kchaos.reports.serve_store import Store
+    from kchaos.reports.serve.store import Store
+    from kchaos.reports.suite.compare import write_compare
+    from kchaos.reports.suite.junit import CellOutcome, write_junit
 
     store = tmp_path / "store"
     run = history(acks).write(store / name / "20261124T000000.000Z", run_test_json(acks))
@@ -196,9 +196,9 @@ def test_a_976_percent_loss_that_passes_is_red_on_every_surface(tmp_path):
     """The acks=all power-fail-all cell lost 97.6% of its writes, outside the guarantee."""
     from kchaos.harness.console import print_suite
     from kchaos.harness.terminal import make_console
-    from kchaos.reports.compare import write_compare
-    from kchaos.reports.junit import CellOutcome
     from kchaos.reports.severity import level
+    from kchaos.reports.suite.compare import write_compare
+    from kchaos.reports.suite.junit import CellOutcome
 
     run = tmp_path / "s" / "power-fail-all" / "20261124T000000.000Z"
     run.mkdir(parents=True)

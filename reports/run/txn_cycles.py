@@ -49,7 +49,7 @@ def cycle_tables(results: Mapping[str, Any] | None, ops: Mapping[int, Mapping[st
     """One table per example cycle of `results`, in G0, G1c, G1c_wr order: `{"kind", "what", "count", "effect",
     "rows"}`, a row per op around the cycle: `{"op", "anchor", "process", "type", "mops", "edge", "to", "why"}`,
     the edge leading from that op to the next (the last row's to the first). `ops` holds the ops' completions
-    (reports/txn_data.py); `judged` maps a kind to what it did to the verdict."""
+    (reports/run/txn_data.py); `judged` maps a kind to what it did to the verdict."""
     r = results or {}
     cycles, counts = r.get("cycles") or {}, r.get("counts") or {}
     out = []

@@ -1,6 +1,6 @@
 """The plots of a txn run: transactions per second by outcome, and transaction latency, with the checker's
 aborted reads and torn transactions marked, faults shaded and rebalances drawn as on every run plot
-(reports/plot_frame.py). Like reports/plots.py, each returns PNG bytes and never raises on empty input.
+(reports/run/plot_frame.py). Like reports/run/plots.py, each returns PNG bytes and never raises on empty input.
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from kchaos.core.faults import FaultCatalogue
-from kchaos.reports.plot_frame import fault_spans, figure, finish, mark_rebalances, note, shade
-from kchaos.reports.plots import TYPE_COLORS, MarkStyle
+from kchaos.reports.run.plot_frame import fault_spans, figure, finish, mark_rebalances, note, shade
+from kchaos.reports.run.plots import TYPE_COLORS, MarkStyle
 
 __all__ = ["OUTCOMES", "MARK_STYLES", "per_second", "txn_latency_png", "txn_png"]
 

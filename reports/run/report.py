@@ -6,17 +6,17 @@ faults.json (each nemesis's colour) and isr.jsonl (when recorded), and
 writes `run/report.html`: the verdict (checkers/verdict/judge.py: pass, fail or
 unknown, on a badge coloured by severity) with what failed and what was
 observed and allowed, what the configuration promises and how many lost
-writes were inside the promise; four plots (reports/plots.py) embedded as PNG
+writes were inside the promise; four plots (reports/run/plots.py) embedded as PNG
 data URIs; the Evidence section when writes were lost (the lost writes
-grouped by cause, reports/evidence_html.py); then configuration, anomaly
+grouped by cause, reports/run/evidence_html.py); then configuration, anomaly
 counts with examples, availability, latency, fault windows, and relative
 links to the run's files. A txn run (never converted to Parquet) has its
 transactions per second and latency instead of the send plots, and its
 example cycles as tables whose ops link to their history lines quoted in the
-page (reports/txn_data.py, txn_plots.py, txn_cycles.py). A copy run (never
+page (reports/run/txn_data.py, txn_plots.py, txn_cycles.py). A copy run (never
 converted either) has its input against its output, its copy transactions per
 second and latency, and its example anomalies linked to the copy ops that
-carried them (reports/copy_data.py). Rebalances are drawn on every plot and
+carried them (reports/run/copy_data.py). Rebalances are drawn on every plot and
 listed. docs/reports.md says how to read it.
 """
 from __future__ import annotations
@@ -50,14 +50,16 @@ from kchaos.evidence.explain.text import groups_of
 from kchaos.evidence.explain.txn import load_txn_explanation
 from kchaos.evidence.explain.txn_text import txn_story, txn_summary
 from kchaos.evidence.files import ISR_FILE, read_isr
-from kchaos.reports import ReportsInputError, plots, txn_plots
-from kchaos.reports.copy_data import CopyRun, read_copy_run
-from kchaos.reports.evidence_html import evidence_section
+from kchaos.reports import ReportsInputError
 from kchaos.reports.html import write_page, yes
 from kchaos.reports.promise import RULE, promise_of
+from kchaos.reports.run import plots as plots
+from kchaos.reports.run import txn_plots as txn_plots
+from kchaos.reports.run.copy_data import CopyRun, read_copy_run
+from kchaos.reports.run.evidence_html import evidence_section
+from kchaos.reports.run.txn_cycles import anchor, cycle_tables, op_excerpts
+from kchaos.reports.run.txn_data import Rebalance, TxnRun, read_rebalances, read_txn_run
 from kchaos.reports.severity import level, loss_rate
-from kchaos.reports.txn_cycles import anchor, cycle_tables, op_excerpts
-from kchaos.reports.txn_data import Rebalance, TxnRun, read_rebalances, read_txn_run
 
 __all__ = ["ReportError", "REPORT_FILE", "RunData", "anomaly_marks", "load_run", "write_report"]
 
@@ -86,9 +88,9 @@ class RunData:
     isr: list[dict[str, Any]] | None
     notes: list[str] = field(default_factory=list)
     faults: FaultCatalogue = field(default_factory=FaultCatalogue)
-    txn: TxnRun | None = None  # a txn run's transactions (reports/txn_data.py); None for a queue run
+    txn: TxnRun | None = None  # a txn run's transactions (reports/run/txn_data.py); None for a queue run
     rebalances: list[Rebalance] = field(default_factory=list)
-    copy: CopyRun | None = None  # a copy run's copy transactions and tallies (reports/copy_data.py)
+    copy: CopyRun | None = None  # a copy run's copy transactions and tallies (reports/run/copy_data.py)
     finalize: dict[str, Any] | None = None  # a rolling upgrade's finalize op, as _finalize shapes it
 
 

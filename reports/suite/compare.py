@@ -31,11 +31,11 @@ from kchaos.checkers.verdict.judge import COPY, COPY_KINDS, TXN, UNKNOWN, judge,
 from kchaos.checkers.verdict.table import in_faults
 from kchaos.core.page_cache import short as page_cache_short
 from kchaos.reports import ReportsInputError
-from kchaos.reports.heatmap import heatmap
 from kchaos.reports.html import write_page
 from kchaos.reports.promise import promise_of
-from kchaos.reports.run_index import index_for
 from kchaos.reports.severity import level
+from kchaos.reports.suite.heatmap import heatmap
+from kchaos.reports.suite.run_index import index_for
 
 __all__ = ["ANOMALY_KINDS", "COLUMNS", "CompareError", "QUEUE_ONLY", "Run", "WORKLOAD_COLUMNS", "anomaly_cells",
            "applies", "compare_rows", "configuration", "heatmap", "load_runs", "workload_of", "write_compare"]
@@ -100,7 +100,7 @@ def _hashable(v: Any) -> Any:
 
 def load_runs(root: Path) -> list[Run]:
     """Every run below `root` with a test.json, with its results.json's essentials ({} if it has none), from the
-    results index of the store `root` is in (refreshed below `root` first; reports/run_index.py)."""
+    results index of the store `root` is in (refreshed below `root` first; reports/suite/run_index.py)."""
     root = Path(root)
     with index_for(root) as index:
         index.refresh(root)

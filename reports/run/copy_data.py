@@ -3,7 +3,7 @@ completions, the nemesis lines, the copiers' rebalances, the input and output ta
 anomaly's value was in the input and the output, and the lines of the copy ops that carried it.
 
 A copy history is never converted to Parquet (docs/history.md, "The copy workload"), so this reads the JSON lines
-itself, as reports/txn_data.py does for a txn run. Times are seconds on the history's clock. The anomaly counts
+itself, as reports/run/txn_data.py does for a txn run. Times are seconds on the history's clock. The anomaly counts
 are the checker's (results.json) when the run was checked; the tallies it does not keep (values copied exactly
 once, distinct values duplicated) come from the same comparison, `checkers.copy.compare`, of the lines read here.
 """
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from kchaos.checkers.copy.check import COPY_COUNTS, compare
-from kchaos.reports.txn_data import Rebalance, nemesis_event, rebalances, timed_ops
+from kchaos.reports.run.txn_data import Rebalance, nemesis_event, rebalances, timed_ops
 
 __all__ = ["MAX_LINKED", "CopyExample", "CopyRun", "CopyTally", "read_copy_run"]
 
@@ -68,7 +68,7 @@ class CopyRun:
     `info` at the history's last time, latency NaN); `events`: the nemesis lines, shaped as
     `checkers.timeline.fault_windows` takes them; `rebalances`: the copiers' assign and revoke callbacks;
     `tally` and `examples` (kind by kind, in COPY_COUNTS order); `ops`: invocation index -> {"process", "type",
-    "lines": [(line number, text)]} of every copy op an example links to (reports/txn_cycles.py `op_excerpts`).
+    "lines": [(line number, text)]} of every copy op an example links to (reports/run/txn_cycles.py `op_excerpts`).
     """
 
     done_s: np.ndarray

@@ -22,8 +22,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from kchaos.reports import ReportsInputError
-from kchaos.reports.serve_store import Store
-from kchaos.reports.serve_store import href as _href
+from kchaos.reports.serve.store import Store
+from kchaos.reports.serve.store import href as _href
 
 __all__ = ["ServeError", "make_server", "serve", "server_url"]
 

@@ -1,9 +1,9 @@
 """What `kchaos serve` shows of a results store: its suites, their nights and its runs, read from the store's
-results index (reports/run_index.py), rendered as pages.
+results index (reports/suite/run_index.py), rendered as pages.
 
 A run's verdict is checkers.verdict.judge's word from results.json's essentials and test.json, coloured by
 severity (reports/severity.py); the index lists every run of the store, those inside suites too. A suite's folder
-(`/suites/<suite>/`) shows the suite across its nights, regressions first (reports/serve_trend.py).
+(`/suites/<suite>/`) shows the suite across its nights, regressions first (reports/serve/trend.py).
 """
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ from urllib.parse import quote
 
 from kchaos.checkers.verdict.judge import FAIL, PASS, UNKNOWN, judge, of_valid
 from kchaos.reports.html import render
-from kchaos.reports.regressions import Regression, of_night
-from kchaos.reports.run_index import INDEX_FILE, RunIndex, open_store_index
-from kchaos.reports.serve_trend import trend_page
-from kchaos.reports.serve_versions import version_table
+from kchaos.reports.serve.trend import trend_page
+from kchaos.reports.serve.versions import version_table
 from kchaos.reports.severity import level
-from kchaos.reports.trends import trend, when
+from kchaos.reports.suite.regressions import Regression, of_night
+from kchaos.reports.suite.run_index import INDEX_FILE, RunIndex, open_store_index
+from kchaos.reports.suite.trends import trend, when
 
 log = logging.getLogger("kchaos.serve")
 
@@ -52,7 +52,7 @@ SUITE_FILES = ("compare.html", "compare.csv", "report.xml", "suite.yaml", "suite
 
 class Store:
     """The store below `root` (resolved): what is in it, read through the store's results index
-    (reports/run_index.py, refreshed for the part a page shows), and the page of each of its directories."""
+    (reports/suite/run_index.py, refreshed for the part a page shows), and the page of each of its directories."""
 
     def __init__(self, root: Path):
         self.root = root

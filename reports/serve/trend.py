@@ -7,10 +7,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
-from kchaos.reports.regressions import regressions
-from kchaos.reports.run_index import RunIndex
-from kchaos.reports.sparkline import sparkline
-from kchaos.reports.trends import CellNight, Night, trend, when
+from kchaos.reports.suite.regressions import regressions
+from kchaos.reports.suite.run_index import RunIndex
+from kchaos.reports.suite.sparkline import sparkline
+from kchaos.reports.suite.trends import CellNight, Night, trend, when
 
 __all__ = ["trend_page"]
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kchaos.checkers.verdict.judge import FAIL, PASS
-from kchaos.reports.junit import ERROR
-from kchaos.reports.run_index import open_store_index
-from kchaos.reports.trends import Night, Trend, trend, when
+from kchaos.reports.suite.junit import ERROR
+from kchaos.reports.suite.run_index import open_store_index
+from kchaos.reports.suite.trends import Night, Trend, trend, when
 
 __all__ = ["Regression", "night_regressions", "of_night", "regressions"]
 

@@ -1,0 +1,2 @@
+"""Many runs side by side: compare.html and its heatmap, JUnit XML, the run index, nightly trends and
+regressions."""
