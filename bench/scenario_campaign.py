@@ -36,7 +36,7 @@ def predictions(versions: bool = False) -> dict[str, dict[str, str]]:
     """Each shipped scenario's variants, with the prediction its file makes today: each on its own line, or with
     `versions` on each line the scenario lists (`kchaos scenario NAME --versions listed`)."""
     from kchaos.core.kafka_versions import line_of
-    from kchaos.harness.scenario import find_scenario, load_scenario
+    from kchaos.harness.scenarios.scenario import find_scenario, load_scenario
 
     out = {}
     for name in file_order():

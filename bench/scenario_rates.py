@@ -30,7 +30,7 @@ from typing import Any
 
 from kchaos.core.exit_codes import EXIT_BAD_INPUT
 from kchaos.core.kafka_versions import DEFAULT as DEFAULT_KAFKA
-from kchaos.harness.scenario_stats import Rate, spreads
+from kchaos.harness.scenarios.stats import Rate, spreads
 
 REPO = Path(__file__).resolve().parents[1]
 LEDGER = REPO / "bench" / "data" / "scenario-rates.jsonl"

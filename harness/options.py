@@ -1,7 +1,7 @@
 """`kchaos run`'s options: the argparse definitions and the TestConfig they build.
 
 The command line adds them to its `run` subcommand; suite and scenario files
-(harness/spec_files.py) parse their run options with the same definitions.
+(harness/suites/spec_files.py) parse their run options with the same definitions.
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ GROUPS = {
 
 def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentGroup]:
     """Every `kchaos run` option, in the groups of GROUPS; return the groups by name. Suite and scenario files
-    name the same options (harness/spec_files.py)."""
+    name the same options (harness/suites/spec_files.py)."""
     g = {name: r.add_argument_group(name, about) for name, about in GROUPS.items()}
     c = g["cluster"]
     c.add_argument("--nodes", type=int, default=D.cluster.nodes, help="brokers, n1..nN")

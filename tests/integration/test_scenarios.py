@@ -18,7 +18,7 @@ from evidence_asserts import assert_followers_truncated_to_the_powerless_leader,
 
 from kchaos.checkers.verdict.observed import observe
 from kchaos.core.history import read_history
-from kchaos.harness.repro import fault_trace
+from kchaos.harness.scenarios.repro import fault_trace
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]

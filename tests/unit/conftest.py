@@ -18,7 +18,7 @@ from lazyfs_mount import Mount
 
 from kchaos.clusters.distribution import COMPLETE, cache_dir
 from kchaos.clusters.lazyfs import build
-from kchaos.harness.cli import main
+from kchaos.harness.cli.main import main
 from kchaos.workloads.java_build import compile_client, jdk_problem
 
 _SPARK_HOME = os.environ.get("SPARK_HOME")

@@ -11,7 +11,7 @@ import pytest
 from corpora.queue import generate, write
 
 from kchaos.checkers import CheckInputError, check_path, check_tree, find_runs
-from kchaos.harness.cli import main
+from kchaos.harness.cli.main import main
 
 MASTER = "local[2]"
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from kchaos.core.exit_codes import MEANINGS
-from kchaos.harness.cli import build_parser, main
+from kchaos.harness.cli.main import build_parser, main
 from kchaos.harness.options import GROUPS, D
-from kchaos.harness.scenario import find_scenario, load_scenario
-from kchaos.harness.suite import SuiteError, load_suite
+from kchaos.harness.scenarios.scenario import find_scenario, load_scenario
+from kchaos.harness.suites.suite import SuiteError, load_suite
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,8 +33,8 @@ def nothing_runs(monkeypatch):
     """Any attempt to run a suite or scenario, or to reach Docker, fails the test."""
     def refuse(*a, **k):
         raise AssertionError("something was started")
-    monkeypatch.setattr("kchaos.harness.suite_run.run_suite", refuse)
-    monkeypatch.setattr("kchaos.harness.scenario_run.run_scenario", refuse)
+    monkeypatch.setattr("kchaos.harness.suites.run.run_suite", refuse)
+    monkeypatch.setattr("kchaos.harness.scenarios.run.run_scenario", refuse)
     monkeypatch.setattr("kchaos.clusters.engine.docker_client", refuse)
 
 

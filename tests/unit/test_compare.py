@@ -12,7 +12,7 @@ import pytest
 from browser import render
 from PIL import Image
 
-from kchaos.harness.cli import main
+from kchaos.harness.cli.main import main
 from kchaos.reports.suite.compare import COLUMNS, CompareError, heatmap, write_compare
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
@@ -144,8 +144,8 @@ def test_cli_compare_exit_codes(runs, tmp_path, capsys):
 
 
 def test_recorded_suite_finishes_into_junit_and_compare(runs):
-    from kchaos.harness.suite import load_suite
-    from kchaos.harness.suite_run import finish
+    from kchaos.harness.suites.run import finish
+    from kchaos.harness.suites.suite import load_suite
 
     suite = load_suite(runs / "suite.yaml")
     outcomes = finish(suite, runs)
@@ -206,8 +206,8 @@ def test_cli_report_exit_codes(runs, tmp_path):
 
 def test_the_page_cache_model_rides_with_each_cell(runs):
     from kchaos.core.page_cache import KERNEL, plan, record
-    from kchaos.harness.suite import load_suite
-    from kchaos.harness.suite_run import finish
+    from kchaos.harness.suites.run import finish
+    from kchaos.harness.suites.suite import load_suite
 
     # two repetitions of one cell whose nodes differ only in the recorded writeback source: still one cell
     run = _only(runs, "02_acks-all_misr-1")

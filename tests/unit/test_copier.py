@@ -11,7 +11,7 @@ import pytest
 
 from kchaos.core.config import TestConfig
 from kchaos.core.history import History, read_history
-from kchaos.harness.cli import build_parser
+from kchaos.harness.cli.main import build_parser
 from kchaos.harness.options import config_from_args
 from kchaos.workloads.copier import ClientError, Copier, TxnFailed, _Session
 from kchaos.workloads.java_client import MAX_POLL_INTERVAL_MS, JavaProcess, group_consumer_props

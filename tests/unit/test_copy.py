@@ -14,7 +14,7 @@ from kchaos.checkers.copy.check import check_copy_ops, compare, out_of_order
 from kchaos.checkers.verdict.judge import judge
 from kchaos.checkers.verdict.observed import METRICS
 from kchaos.core.config import TestConfig
-from kchaos.harness.cli import build_parser
+from kchaos.harness.cli.main import build_parser
 from kchaos.harness.options import config_from_args
 from kchaos.workloads.copy import input_records, input_topic
 

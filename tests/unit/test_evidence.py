@@ -17,7 +17,7 @@ from kchaos.evidence.explain.lost import explain, load_explanation
 from kchaos.evidence.explain.why import on_disk as _on_disk
 from kchaos.evidence.kafka_logs import metadata_records, parse_dump, read_epoch_checkpoint
 from kchaos.evidence.kraft_metadata import replay
-from kchaos.harness.cli import main
+from kchaos.harness.cli.main import main
 from kchaos.reports.run.evidence_html import evidence_section
 
 DATA = Path(__file__).parent / "data" / "evidence"

@@ -1,5 +1,5 @@
 """Lost writes grouped by cause (evidence/explain/groups.py), told in one sentence each (evidence/explain/why.py), on
-the console (harness/console.py) and in report.html (reports/run/evidence_html.py): a hand-built run in the tools'
+the console (harness/cli/console.py) and in report.html (reports/run/evidence_html.py): a hand-built run in the tools'
 real formats with 1,000 lost offsets in three causes, and a fixture cut from a real acks=1 run with a split brain
 (tests/unit/data/evidence/README.md)."""
 import json

@@ -9,9 +9,9 @@ import pytest
 
 from kchaos.core.config import ConfigError, TestConfig, validate
 from kchaos.harness import full_load
-from kchaos.harness.cli import build_parser, main
+from kchaos.harness.cli.main import build_parser, main
 from kchaos.harness.options import config_from_args
-from kchaos.harness.suite import load_suite
+from kchaos.harness.suites.suite import load_suite
 from kchaos.nemesis import check_spec
 
 

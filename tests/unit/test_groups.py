@@ -16,7 +16,7 @@ from kchaos.checkers.queue.reference import check_reference
 from kchaos.checkers.spark import spark_session
 from kchaos.checkers.verdict.judge import judge
 from kchaos.core.config import TestConfig
-from kchaos.harness.cli import build_parser
+from kchaos.harness.cli.main import build_parser
 from kchaos.harness.options import config_from_args
 from kchaos.workloads.clients import make_group_consumer
 from kchaos.workloads.group import commit_outcome

@@ -468,7 +468,7 @@ def test_controller_and_state_change_logs_are_read_too(tmp_path):
 @pytest.mark.spark
 def test_the_motivating_run_checked_is_unknown_with_the_fault_named_on_every_surface(motivating, capsys):
     from kchaos.checkers import check_path
-    from kchaos.harness.cli import main
+    from kchaos.harness.cli.main import main
     from kchaos.reports.run.report import write_report
 
     assert main(["check", str(motivating.run), "--spark-master", MASTER]) == 2

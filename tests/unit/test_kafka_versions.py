@@ -22,7 +22,7 @@ from kchaos.core.kafka_versions import (
     tools_record,
 )
 from kchaos.evidence import kafka_logs as kafka_logs
-from kchaos.harness.cli import build_parser, main
+from kchaos.harness.cli.main import build_parser, main
 from kchaos.harness.options import config_from_args
 from kchaos.nemesis import check_spec
 

@@ -6,7 +6,7 @@ import pytest
 from kchaos import nemesis
 from kchaos.core.config import ConfigError, NemesisConfig, TestConfig
 from kchaos.harness.build import preflight
-from kchaos.harness.cli import build_parser
+from kchaos.harness.cli.main import build_parser
 from kchaos.harness.options import config_from_args
 from kchaos.nemesis import mix
 from kchaos.nemesis.schedule import load_schedule, make_schedule, save_schedule, schedule_names, specs_in

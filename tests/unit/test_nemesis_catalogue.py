@@ -347,7 +347,7 @@ def test_disk_faults_need_lazyfs_and_disk_full_aims_at_one_node():
 
 
 def test_the_headroom_is_an_option_of_disk_full_runs_only(tmp_path):
-    from kchaos.harness.cli import build_parser
+    from kchaos.harness.cli.main import build_parser
     from kchaos.harness.options import config_from_args
 
     def parse(*argv):

@@ -22,9 +22,9 @@ from test_serve import serving
 from test_suite import SMALL, StandIn
 
 from kchaos.core.exit_codes import EXIT_REGRESSION
-from kchaos.harness.cli import main
-from kchaos.harness.suite import load_suite
-from kchaos.harness.suite_run import run_suite
+from kchaos.harness.cli.main import main
+from kchaos.harness.suites.run import run_suite
+from kchaos.harness.suites.suite import load_suite
 from kchaos.reports.suite.run_index import INDEX_FILE, RunIndex
 from kchaos.reports.suite.trends import when
 
@@ -178,8 +178,8 @@ SLOW_SUITE = """
 import time
 from pathlib import Path
 from test_suite import StandIn
-from kchaos.harness.suite import load_suite
-from kchaos.harness.suite_run import run_suite
+from kchaos.harness.suites.suite import load_suite
+from kchaos.harness.suites.run import run_suite
 
 class Slow(StandIn):
     def __call__(self, cfg, **kw):

@@ -37,7 +37,7 @@ def test_the_wheel_installs_only_the_kchaos_package(wheel):
     tops = {n.split("/")[0] for n in wheel.namelist() if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"kchaos"}
     entry = wheel.read(next(n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt"))).decode()
-    assert "kchaos = kchaos.harness.cli:main" in entry
+    assert "kchaos = kchaos.harness.cli.main:main" in entry
 
 
 def test_the_wheel_holds_every_module_and_the_files_read_at_run_time(wheel):

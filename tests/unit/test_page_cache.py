@@ -80,7 +80,7 @@ def test_a_run_without_lazyfs_records_no_model():
 
 @pytest.mark.parametrize("age, model", [(None, NEVER), (0, NEVER), (20.0, KERNEL)])
 def test_a_replay_of_a_run_made_before_the_model_keeps_its_page_cache(tmp_path, age, model):
-    from kchaos.harness.repro import recorded_config
+    from kchaos.harness.scenarios.repro import recorded_config
     old = TestConfig().to_dict()
     del old["cluster"]["page_cache"]  # as test.json was before --page-cache
     old["cluster"]["writeback_age_s"] = age

@@ -18,9 +18,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kchaos.checkers.verdict.observed import METRICS, anomaly_kinds, observe
-from kchaos.harness.cli import main
-from kchaos.harness.scenario import Prediction, ScenarioError, find_scenario, load_scenario, scenario_names
-from kchaos.harness.scenario_run import RESULT_FILE, judge
+from kchaos.harness.cli.main import main
+from kchaos.harness.scenarios.run import RESULT_FILE, judge
+from kchaos.harness.scenarios.scenario import Prediction, ScenarioError, find_scenario, load_scenario, scenario_names
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE_RUNS = sorted(p.parent for p in (REPO / "tests/fixtures/runs").glob("*/*/results.json"))
@@ -325,8 +325,8 @@ def cli(monkeypatch):
     """main() with any attempt to run a scenario failing the test; restores main's SIGTERM handler."""
     def refuse(*a, **k):
         raise AssertionError("a scenario run was started")
-    monkeypatch.setattr("kchaos.harness.scenario_run.run_scenario", refuse)
-    monkeypatch.setattr("kchaos.harness.suite_run.run_suite", refuse)
+    monkeypatch.setattr("kchaos.harness.scenarios.run.run_scenario", refuse)
+    monkeypatch.setattr("kchaos.harness.suites.run.run_suite", refuse)
     before = signal.getsignal(signal.SIGTERM)
     yield main
     signal.signal(signal.SIGTERM, before)

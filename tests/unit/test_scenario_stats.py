@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from kchaos.harness.console import print_scenario
-from kchaos.harness.scenario import load_scenario
-from kchaos.harness.scenario_run import RESULT_FILE, judge
-from kchaos.harness.scenario_stats import Rate, Spread, spreads, wilson
+from kchaos.harness.cli.console import print_scenario
+from kchaos.harness.scenarios.run import RESULT_FILE, judge
+from kchaos.harness.scenarios.scenario import load_scenario
+from kchaos.harness.scenarios.stats import Rate, Spread, spreads, wilson
 from kchaos.reports.suite.junit import CellOutcome
 
 # Newcombe, "Two-sided confidence intervals for the single proportion", Stat. Med. 17 (1998), Table I,

@@ -9,8 +9,8 @@ import pytest
 from scenario_rates import Rep, _config
 
 from kchaos.core.kafka_versions import LINES, resolve_version
-from kchaos.harness.cli import main
-from kchaos.harness.scenario import ScenarioError, find_scenario, load_scenario, scenario_names
+from kchaos.harness.cli.main import main
+from kchaos.harness.scenarios.scenario import ScenarioError, find_scenario, load_scenario, scenario_names
 
 ALL_LINES = [x.line for x in LINES]
 

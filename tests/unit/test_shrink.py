@@ -1,4 +1,4 @@
-"""Schedule shrinking and replay (harness/shrink.py, harness/repro.py, `kchaos shrink/repro`).
+"""Schedule shrinking and replay (harness/scenarios/shrink.py, harness/scenarios/repro.py, `kchaos shrink/repro`).
 
 No cluster runs here: shrink() and repro() get a fake `runner` that stands in
 for a cluster. It decides the outcome from the candidate's schedule alone (the
@@ -20,9 +20,9 @@ import pytest
 from rich.console import Console
 
 from kchaos.checkers.verdict.observed import anomaly_kinds
-from kchaos.harness import shrink as sh
-from kchaos.harness.cli import main
-from kchaos.harness.repro import recorded_config, repro
+from kchaos.harness.cli.main import main
+from kchaos.harness.scenarios import shrink as sh
+from kchaos.harness.scenarios.repro import recorded_config, repro
 from kchaos.nemesis.schedule import load_schedule
 
 FIXTURE = next(p for p in (Path(__file__).parents[1] / "fixtures/runs/00_acks-1_misr-1").iterdir() if p.is_dir())

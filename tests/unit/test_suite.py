@@ -15,9 +15,9 @@ import pytest
 
 from kchaos.core.store import new_run_dir
 from kchaos.core.suite_files import PROGRESS_FILE, read_progress
-from kchaos.harness.cli import main
-from kchaos.harness.suite import SuiteError, load_suite
-from kchaos.harness.suite_run import run_suite
+from kchaos.harness.cli.main import main
+from kchaos.harness.suites.run import run_suite
+from kchaos.harness.suites.suite import SuiteError, load_suite
 
 REPO = Path(__file__).resolve().parents[2]
 

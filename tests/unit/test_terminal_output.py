@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from kchaos.core.store import new_run_dir
-from kchaos.harness.cli import main
-from kchaos.harness.suite import load_suite
+from kchaos.harness.cli.main import main
+from kchaos.harness.suites.suite import load_suite
 from kchaos.harness.terminal import interactive, make_console, track
 
 ANSI = re.compile(r"\x1b\[")
@@ -125,7 +125,7 @@ def test_quiet_prints_only_the_verdict(suite_cli, capsys):
 
 
 def test_a_table_too_wide_for_the_terminal_leaves_out_columns_but_not_the_cell(suite_cli, capsys, monkeypatch):
-    from kchaos.harness import cli as harness_cli
+    from kchaos.harness.cli import main as harness_cli
 
     tty = FakeTTY()
     monkeypatch.setattr(harness_cli, "make_console",

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from kchaos.core.config import JAVA_CLIENTS_DEFAULT, ConfigError, TestConfig, validate
-from kchaos.harness.cli import build_parser
+from kchaos.harness.cli.main import build_parser
 from kchaos.harness.options import config_from_args
-from kchaos.harness.repro import recorded_config
+from kchaos.harness.scenarios.repro import recorded_config
 from kchaos.nemesis import check_spec
 from kchaos.workloads.java_build import JavaBuildError, clients_version, compile_client
 from kchaos.workloads.java_client import JavaProcess

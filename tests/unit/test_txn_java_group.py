@@ -10,7 +10,7 @@ import pytest
 
 from kchaos.core.config import TestConfig, validate
 from kchaos.core.history import History, read_history
-from kchaos.harness.cli import build_parser
+from kchaos.harness.cli.main import build_parser
 from kchaos.harness.options import config_from_args
 from kchaos.nemesis import check_spec
 from kchaos.workloads.java_client import JavaProcess, group_consumer_props

@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kchaos.core.config import ConfigError, TestConfig, validate
-from kchaos.harness.cli import build_parser, main
+from kchaos.harness.cli.main import build_parser, main
 from kchaos.harness.options import config_from_args
 from kchaos.nemesis import check_spec
 from kchaos.workloads import WORKLOADS

@@ -14,7 +14,7 @@ from kchaos.checkers import check_path
 from kchaos.checkers.history_scan import scan
 from kchaos.checkers.spark import spark_session
 from kchaos.checkers.verdict.judge import NOTHING_ACKED, judge
-from kchaos.harness.cli import main
+from kchaos.harness.cli.main import main
 
 MASTER = "local[2]"
 CUT = '{"index": 99, "time": 1, "process": 0, "type": "ok", "f": "send", "val'

@@ -12,7 +12,7 @@ from kchaos import nemesis
 from kchaos.clusters.distribution import run_libs
 from kchaos.core.config import ClusterConfig, ConfigError, NemesisConfig, TestConfig, validate
 from kchaos.core.kafka_versions import feature_answer, finalize_commands, release_key, release_timeline
-from kchaos.harness.cli import main
+from kchaos.harness.cli.main import main
 from kchaos.nemesis.base import FaultSkipped
 from kchaos.nemesis.upgrade import Upgrade, plan
 from kchaos.reports.run.report import _releases

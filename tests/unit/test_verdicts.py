@@ -121,8 +121,8 @@ def run_test_json(acks: str) -> dict:
 @pytest.mark.spark
 def test_one_run_gets_the_same_word_on_every_surface(spark, tmp_path, capsys, name, history, acks, word, code,
                                                      severity):
-    from kchaos.harness.cli import main
-    from kchaos.harness.console import print_suite
+    from kchaos.harness.cli.console import print_suite
+    from kchaos.harness.cli.main import main
     from kchaos.harness.terminal import make_console
     from kchaos.reports.serve.store import Store
     from kchaos.reports.suite.compare import write_compare
@@ -194,7 +194,7 @@ def test_kchaos_check_rejudges_an_old_results_json(spark, tmp_path):
 
 def test_a_976_percent_loss_that_passes_is_red_on_every_surface(tmp_path):
     """The acks=all power-fail-all cell lost 97.6% of its writes, outside the guarantee."""
-    from kchaos.harness.console import print_suite
+    from kchaos.harness.cli.console import print_suite
     from kchaos.harness.terminal import make_console
     from kchaos.reports.severity import level
     from kchaos.reports.suite.compare import write_compare

@@ -13,7 +13,7 @@ from kchaos.core.exit_codes import EXIT_INTERRUPTED
 from kchaos.harness.options import D, spark_options
 
 if TYPE_CHECKING:
-    from kchaos.harness.scenario import Scenario
+    from kchaos.harness.scenarios.scenario import Scenario
 
 
 ABOUT = {
@@ -84,8 +84,8 @@ def run(args: argparse.Namespace, console: Console, out: Console, argv: list[str
     if args.cmd == "scenario":
         return _scenario(args, console, out, command)
     if args.cmd == "repro":
-        from kchaos.harness.console import print_repro
-        from kchaos.harness.repro import repro
+        from kchaos.harness.cli.console import print_repro
+        from kchaos.harness.scenarios.repro import repro
         _positive(args.attempts, "--attempts", 100)
         try:
             rdir, report = repro(Path(args.run), Path(args.store), attempts=args.attempts,
@@ -95,8 +95,8 @@ def run(args: argparse.Namespace, console: Console, out: Console, argv: list[str
             return EXIT_INTERRUPTED
         print_repro(out, report)
         return 0 if report["reproduced"] == report["attempts"] else 1
-    from kchaos.harness.console import print_shrunk
-    from kchaos.harness.shrink import shrink
+    from kchaos.harness.cli.console import print_shrunk
+    from kchaos.harness.scenarios.shrink import shrink
     _positive(args.max_runs, "--max-runs", 1000)
     _positive(args.attempts, "--attempts", 20)
     try:
@@ -110,9 +110,9 @@ def run(args: argparse.Namespace, console: Console, out: Console, argv: list[str
 
 
 def _scenario(args: argparse.Namespace, console: Console, out: Console, command: list[str]) -> int:
-    from kchaos.harness.console import print_scenario, print_scenarios
-    from kchaos.harness.scenario import find_scenario, load_scenario, scenario_names
-    from kchaos.harness.scenario_run import run_scenario
+    from kchaos.harness.cli.console import print_scenario, print_scenarios
+    from kchaos.harness.scenarios.run import run_scenario
+    from kchaos.harness.scenarios.scenario import find_scenario, load_scenario, scenario_names
     if args.list:
         print_scenarios(out, [load_scenario(find_scenario(name)) for name in scenario_names()])
         return 0
@@ -143,7 +143,7 @@ def _scenario(args: argparse.Namespace, console: Console, out: Console, command:
 def _dry_run(sc: Scenario, args: argparse.Namespace, only: tuple[str, ...], out: Console) -> int:
     """Print the variants the scenario would run; the file, the store and a hosts file are checked, nothing made."""
     from kchaos.core.store import check_store
-    from kchaos.harness.console import print_lines, scenario_plan
+    from kchaos.harness.cli.console import print_lines, scenario_plan
 
     suite = sc.suite(args.repeat, only).on_hosts(args.hosts)
     store = check_store(args.store)

@@ -25,9 +25,9 @@ from kchaos.checkers import judge_run
 from kchaos.checkers.verdict.judge import merge
 from kchaos.checkers.verdict.observed import ObserveError, observe
 from kchaos.core.suite_files import latest, read_progress
-from kchaos.harness.scenario import Scenario
-from kchaos.harness.scenario_stats import Rate, spreads
-from kchaos.harness.suite_run import JUNIT_FILE, Runner, run_suite
+from kchaos.harness.scenarios.scenario import Scenario
+from kchaos.harness.scenarios.stats import Rate, spreads
+from kchaos.harness.suites.run import JUNIT_FILE, Runner, run_suite
 from kchaos.reports.suite.compare import write_compare
 from kchaos.reports.suite.junit import CellOutcome, write_junit
 

@@ -33,7 +33,7 @@ from kchaos.checkers import HISTORY_FILE, find_runs, judge_run
 from kchaos.core.config import TestConfig
 from kchaos.core.store import check_store, stamped_dir
 from kchaos.core.suite_files import STATE_FILE, Entry, latest, read_progress, record_progress
-from kchaos.harness.suite import Suite, SuiteError
+from kchaos.harness.suites.suite import Suite, SuiteError
 from kchaos.harness.terminal import heading, make_console
 from kchaos.reports.suite.compare import write_compare
 from kchaos.reports.suite.junit import CellOutcome, write_junit

@@ -14,7 +14,7 @@ from typing import NoReturn
 
 from kchaos.core.exit_codes import EXIT_BAD_INPUT, MEANINGS
 from kchaos.core.suggest import did_you_mean
-from kchaos.harness import cli_experiments
+from kchaos.harness.cli import experiments as cli_experiments
 from kchaos.harness.options import D, add_run_options, spark_options
 from kchaos.harness.terminal import COLORS, UNBOUNDED, is_tty
 

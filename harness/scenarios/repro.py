@@ -22,7 +22,7 @@ from kchaos.core.config import ConfigError, TestConfig
 from kchaos.core.history import HistoryError, read_history
 from kchaos.core.page_cache import NEVER as NEVER_WRITTEN_BACK
 from kchaos.core.store import check_store, stamped_dir
-from kchaos.harness.suite_run import Runner
+from kchaos.harness.suites.run import Runner
 from kchaos.harness.terminal import heading, make_console
 
 # test.json's facts of the run, not options: what it ran on and when, never fed back as configuration.

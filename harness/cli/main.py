@@ -1,4 +1,4 @@
-"""`kchaos` command line: parse the arguments (harness/cli_parser.py), run the command, print its verdict on
+"""`kchaos` command line: parse the arguments (harness/cli/parser.py), run the command, print its verdict on
 stdout and its steps on stderr, and turn every error into one line and an exit code (core/exit_codes.py:
 0 pass, 1 fail, 2 unknown (docs/verdicts.md), 3 bad input, 4 environment, 5 the cluster failed, 6 a suite
 regressed (with --fail-on-regression), 130 interrupted).
@@ -18,9 +18,8 @@ from rich.console import Console
 
 from kchaos.core.config import ConfigError
 from kchaos.core.exit_codes import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_ENV, EXIT_INTERRUPTED, EXIT_REGRESSION
-from kchaos.harness import cli_experiments
-from kchaos.harness.cli_parser import build_parser, unrecognized
-from kchaos.harness.console import (
+from kchaos.harness.cli import experiments as cli_experiments
+from kchaos.harness.cli.console import (
     print_explanation,
     print_lines,
     print_regressions,
@@ -31,6 +30,7 @@ from kchaos.harness.console import (
     runs_summary,
     suite_plan,
 )
+from kchaos.harness.cli.parser import build_parser, unrecognized
 from kchaos.harness.options import config_from_args
 from kchaos.harness.terminal import make_console
 
@@ -43,8 +43,8 @@ def _command(argv: list[str] | None) -> list[str]:
 
 def _suite(args: argparse.Namespace, console: Console, out: Console, argv: list[str] | None) -> int:
     """`kchaos suite FILE`: run it (or with --dry-run only check it and print its cells); the table on `out`."""
-    from kchaos.harness.suite import load_suite
-    from kchaos.harness.suite_run import run_suite
+    from kchaos.harness.suites.run import run_suite
+    from kchaos.harness.suites.suite import load_suite
     if args.resume and args.dry_run:
         raise ConfigError("--dry-run shows a fresh run of the suite; drop --resume")
     if args.resume and args.seed is not None:

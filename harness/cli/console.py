@@ -26,15 +26,15 @@ from kchaos.checkers.kafka_errors import errors_line
 from kchaos.checkers.verdict.judge import UNKNOWN, Judgement, history_line, of_valid
 from kchaos.evidence.explain.text import explain_lines
 from kchaos.evidence.explain.txn_text import txn_lines
-from kchaos.harness.spec_files import show
+from kchaos.harness.suites.spec_files import show
 from kchaos.harness.terminal import interactive
 from kchaos.reports.severity import RICH, level, rich_verdict
 
 if TYPE_CHECKING:
     from kchaos.core.config import TestConfig
-    from kchaos.harness.scenario import Scenario
-    from kchaos.harness.scenario_run import VariantResult
-    from kchaos.harness.suite import Suite
+    from kchaos.harness.scenarios.run import VariantResult
+    from kchaos.harness.scenarios.scenario import Scenario
+    from kchaos.harness.suites.suite import Suite
     from kchaos.reports.suite.junit import CellOutcome
     from kchaos.reports.suite.regressions import Regression
 
@@ -255,7 +255,7 @@ def print_regressions(console: Console, regressions: Sequence[Regression], befor
 def print_scenario(console: Console, sc: Scenario, sdir: Path, results: Sequence[VariantResult]) -> None:
     """The scenario's verdict: a title line, one row per variant (verdict, variant, whether the prediction matches,
     the prediction, runs that matched it, the rate, what was observed) and a legend."""
-    from kchaos.harness.scenario_run import PER_RUN_UP_TO, SHOWN, observed_text, spread_text
+    from kchaos.harness.scenarios.run import PER_RUN_UP_TO, SHOWN, observed_text, spread_text
 
     agreed = sum(r.agreed for r in results)
     console.print(f"scenario {sc.name}: predictions matched in {agreed}/{len(results)} variants · {sdir}",

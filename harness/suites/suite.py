@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 
 from kchaos.core.config import ConfigError, TestConfig
 from kchaos.core.yaml_doc import SpecDoc
-from kchaos.harness.spec_files import SHORT, Cell, cell_config, head, preflight, run_options, show
+from kchaos.harness.suites.spec_files import SHORT, Cell, cell_config, head, preflight, run_options, show
 
 TOP_KEYS = ("name", "description", "seed", "repeat", "base", "matrix", "exclude", "include")
 

@@ -51,11 +51,11 @@ from kchaos.core.kafka_versions import (
 )
 from kchaos.core.suggest import did_you_mean
 from kchaos.core.yaml_doc import SpecDoc
-from kchaos.harness.prediction import Prediction
-from kchaos.harness.spec_files import Cell, check_cell, head, preflight, run_options
-from kchaos.harness.suite import Suite, SuiteError
+from kchaos.harness.scenarios.prediction import Prediction
+from kchaos.harness.suites.spec_files import Cell, check_cell, head, preflight, run_options
+from kchaos.harness.suites.suite import Suite, SuiteError
 
-SCENARIO_DIR = Path(__file__).resolve().parents[1] / "scenarios"
+SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 TOP_KEYS = ("name", "description", "mechanism", "prevents", "seed", "repeat", "base", "schedule", "predict",
             "versions", "variants")
 VARIANT_KEYS = ("name", "description", "options", "schedule", "predict", "predict_since")

@@ -39,7 +39,7 @@ import kchaos.nemesis as registry
 from kchaos.checkers.verdict.observed import anomaly_kinds
 from kchaos.core.config import ConfigError, TestConfig
 from kchaos.core.store import check_store, stamped_dir
-from kchaos.harness.repro import Runner, attempt, recorded_config
+from kchaos.harness.scenarios.repro import Runner, attempt, recorded_config
 from kchaos.harness.terminal import heading, make_console
 
 LEAD_IN_S, GAP_S, MIN_HOLD_S, TAIL_S = 2.0, 1.0, 1.0, 2.0

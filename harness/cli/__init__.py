@@ -1,0 +1,1 @@
+"""The `kchaos` command line: its parser, its commands, and what it prints."""

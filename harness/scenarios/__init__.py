@@ -1,0 +1,1 @@
+"""Scenarios: an exact fault schedule and a prediction, run and rated; repro and shrink of a run."""
