@@ -25,8 +25,9 @@ from kchaos.checkers.txn.check import TxnSparkChecker
 from kchaos.checkers.txn.reference import TxnChecker
 from kchaos.checkers.verdict.judge import SOURCE, TXN, Judgement, judge, judged, merge
 from kchaos.checkers.verdict.promise import Events, classify
-from kchaos.checkers.verdict.promise_run import loss_section, rules_of
+from kchaos.checkers.verdict.promise_run import loss_section
 from kchaos.core.faults import FaultsError, read_faults, run_faults
+from kchaos.core.promise import Promise
 from kchaos.core.protocols import Checker
 
 CHECKERS: dict[str, Callable[..., Checker]] = {
@@ -144,7 +145,7 @@ def judge_loss(history: Path, result: dict[str, Any]) -> dict[str, Any]:
     try:
         return loss_section(history.parent, parquet_path(history), test, result)
     except Exception as e:
-        out = classify([], Events(), rules_of(test), int((result.get("counts") or {}).get("lost") or 0))
+        out = classify([], Events(), Promise.of(test), int((result.get("counts") or {}).get("lost") or 0))
         return {**out, "error": f"{type(e).__name__}: {e}"}
 
 

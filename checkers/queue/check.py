@@ -15,10 +15,11 @@ from typing import Any, cast
 from kchaos.checkers.parquet import convert
 from kchaos.checkers.queue.anomalies import VALUES_READ, Found, anomalies
 from kchaos.checkers.queue.line_tasks import OP_TYPES, quantiles
-from kchaos.checkers.queue.reference import COUNTS, MAX_EXAMPLES, Settings, verdict
+from kchaos.checkers.queue.reference import COUNTS, MAX_EXAMPLES, verdict
 from kchaos.checkers.queue.timeline import timelines
 from kchaos.checkers.spark import spark_context
 from kchaos.core.faults import FaultCatalogue, read_faults
+from kchaos.core.promise import Promise
 
 __all__ = ["COUNTS", "MAX_EXAMPLES", "QueueChecker", "judge"]
 
@@ -74,13 +75,13 @@ class QueueChecker:
     def _result(test: dict[str, Any], stats: dict[str, Any], latency: Latency, found: dict[str, Found],
                 series: tuple[list[dict[str, Any]], list[dict[str, Any]]],
                 events: list[dict[str, Any]], faults: FaultCatalogue | None = None) -> dict[str, Any]:
-        settings = Settings.of(test)
+        settings = Promise.of(test)
         counts = {k: found[k].count if k in found else 0 for k in COUNTS}
         examples = {k: [item["key"] for item in found[k].items[:MAX_EXAMPLES]] for k in COUNTS if counts[k]}
         stats = {k: v for k, v in stats.items() if k != "span_ns"}
         stats["values_read"] = found[VALUES_READ].count if VALUES_READ in found else 0
         malformed = stats["malformed_client_ops"] + stats["malformed_records"]
-        promised = settings.promises_no_loss
+        promised = settings.no_loss
         per_epoch, per_second = series
         anomalies_ = {k: found[k].items for k in COUNTS if k != "acked" and counts[k]}
         return {"valid": judge(counts, settings.idempotence, malformed), "counts": counts,

@@ -14,12 +14,12 @@ more than one.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from kchaos.checkers.queue.reference_scan import INT64_MIN, Columns, scan
+from kchaos.core.promise import Promise
 
 MAX_EXAMPLES = 10
 COUNTS = ("acked", "lost", "unseen", "acked_offset_mismatch", "duplicate",
@@ -30,37 +30,7 @@ INVALID = ("lost", "acked_offset_mismatch", "inconsistent_offset", "unexpected",
            "poll_skip", "nonmonotonic_poll")
 # Kinds that make `valid` false only with producer idempotence on.
 INVALID_IF_IDEMPOTENT = ("duplicate", "nonmonotonic_send")
-# What an absent test.json setting means: the harness's own defaults (core/config.py).
-DEFAULTS = {"acks": "all", "idempotence": False, "min_insync": 2, "unclean": False}
-
 Key = Any  # int (a value), (p, o), or (process, p, from_offset, to_offset)
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The settings of test.json that the verdict depends on."""
-
-    acks: str
-    idempotence: bool
-    min_insync: int
-    unclean: bool
-
-    @classmethod
-    def of(cls, test: dict[str, Any] | None) -> Settings:
-        """Read from a test.json-like dict; missing settings take DEFAULTS."""
-        producer = (test or {}).get("producer") or {}
-        topic = (test or {}).get("topic") or {}
-        return cls(acks=str(producer.get("acks", DEFAULTS["acks"])),
-                   idempotence=producer.get("idempotence", DEFAULTS["idempotence"]) is True,
-                   min_insync=topic.get("min_insync", DEFAULTS["min_insync"]),
-                   unclean=topic.get("unclean", DEFAULTS["unclean"]) is not False)
-
-    @property
-    def promises_no_loss(self) -> bool:
-        """Whether Kafka's guarantee covers this configuration at all: acks=all (or -1), no unclean leader
-        election. min.insync.replicas is not part of it; whether a lost write was inside the guarantee
-        depends on what happened to the ISR after its acknowledgement (checkers/verdict/promise.py)."""
-        return self.acks in ("all", "-1") and not self.unclean
 
 
 def check_reference(ops: Iterable[dict[str, Any]], test: dict[str, Any] | None, *,
@@ -73,7 +43,7 @@ def check_reference(ops: Iterable[dict[str, Any]], test: dict[str, Any] | None, 
     `{"acks", "promised", "expected_by_configuration"}`; `stats` the Spark
     checker's stats except `unparsed_lines`.
     """
-    settings = Settings.of(test)
+    settings = Promise.of(test)
     cols = scan(ops)
     found = anomalies(cols)
     counts = {k: len(found[k]) for k in COUNTS}
@@ -82,7 +52,7 @@ def check_reference(ops: Iterable[dict[str, Any]], test: dict[str, Any] | None, 
              "partitions_incomplete": sorted((cols.partitions | _topic_partitions(test))
                                              - cols.complete)}
     malformed = cols.counters["malformed_client_ops"] + cols.counters["malformed_records"]
-    promised = settings.promises_no_loss
+    promised = settings.no_loss
     return {
         "valid": verdict(counts, settings.idempotence, malformed),
         "counts": counts,

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kchaos.checkers.kafka_errors import internal_reasons
-from kchaos.checkers.queue.reference import Settings
 from kchaos.core.page_cache import describe as describe_page_cache
+from kchaos.core.promise import Promise
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 VERDICTS = (PASS, FAIL, UNKNOWN)
@@ -103,13 +103,13 @@ def lost_in_promise(results: Mapping[str, Any], test: Mapping[str, Any] | None) 
     if "lost_in_promise" in loss:
         return int(loss["lost_in_promise"] or 0)
     lost = int((results.get("counts") or {}).get("lost") or 0)
-    return lost if Settings.of(dict(test or {})).promises_no_loss else 0
+    return lost if Promise.of(test).no_loss else 0
 
 
 def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> Judgement:
     """The verdict of a run from its results.json (None or {} when never checked) and its test.json ({} or None:
     the harness's defaults, acks=all and idempotence off). docs/verdicts.md has the table this implements."""
-    results, s = results or {}, Settings.of(dict(test or {}))
+    results, s = results or {}, Promise.of(test)
     counts = {k: int(v or 0) for k, v in (results.get("counts") or {}).items() if isinstance(v, (int, float))}
     kind = ((test or {}).get("workload") or {}).get("kind")
     if kind == TXN:
@@ -135,18 +135,17 @@ def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> 
 
     lost = counts.get("lost", 0)
     inside = min(lost, lost_in_promise(results, test))
-    cause = f"acks={s.acks}" if s.acks not in ("all", "-1") else "unclean leader election"
-    if s.promises_no_loss:
+    cause = f"acks={s.acks}" if not s.acks_all else "unclean leader election"
+    if s.no_loss:
         put("lost", inside, True, "inside Kafka's guarantee: an in-sync replica held them")
         put("lost", lost - inside, False, "outside Kafka's guarantee")
     else:
-        put("lost", lost, False, f"acks={s.acks} promises no durability" if s.acks not in ("all", "-1")
-            else "unclean leader election is configured: Kafka's guarantee does not apply")
+        put("lost", lost, False, s.no_durability or "")
     # A truncated and rewritten log shows as these kinds. They are allowed where the configuration promises no
     # loss, or where this run lost writes outside the guarantee (the truncation that caused them); per run, not
     # per partition.
-    truncated_ok = not s.promises_no_loss or lost > inside
-    rewritten = (f"a rewritten log, which {cause} allows" if not s.promises_no_loss
+    truncated_ok = not s.no_loss or lost > inside
+    rewritten = (f"a rewritten log, which {cause} allows" if not s.no_loss
                  else "a log truncated outside Kafka's guarantee")
     for kind in TRUNCATION:
         put(kind, counts.get(kind, 0), not truncated_ok,
@@ -286,7 +285,7 @@ BY_ISOLATION = {
 
 
 def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int], isolation: str | None = None,
-              settings: Settings | None = None) -> Judgement:
+              settings: Promise | None = None) -> Judgement:
     """The verdict of a txn run (docs/verdicts.md, "The txn workload"): every anomaly of TXN_FAILS fails, and
     so do unseen writes whose partition's final read completed, and the kinds of BY_ISOLATION under
     read_committed; the kinds of TXN_ALLOWED (and of BY_ISOLATION under read_uncommitted) are observed, allowed;
@@ -312,10 +311,9 @@ def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int], isolation: 
                          "(the final read of their partitions did not complete)")
     allowed = {k: counts[k] for k in TXN_ALLOWED if counts.get(k)}
     why["allowed"].update({k: TXN_ALLOWED[k] for k in allowed})
-    s = settings or Settings.of({})
-    if not s.promises_no_loss:
-        reason = (f"acks={s.acks} promises no durability" if s.acks not in ("all", "-1")
-                  else "unclean leader election is configured: Kafka's guarantee does not apply")
+    s = settings or Promise.of({})
+    if not s.no_loss:
+        reason = s.no_durability or ""
         for kind in TXN_LOSS:
             if kind in failed:
                 allowed[kind] = failed.pop(kind)
@@ -339,7 +337,7 @@ COPY_UNCOMMITTED = {"copy_duplicate": "a read_uncommitted reader also sees abort
                     "copy_reordered": "a read_uncommitted reader sees aborted copies where they were written"}
 
 
-def judge_copy(results: Mapping[str, Any], counts: Mapping[str, int], settings: Settings | None = None) -> Judgement:
+def judge_copy(results: Mapping[str, Any], counts: Mapping[str, int], settings: Promise | None = None) -> Judgement:
     """The verdict of a copy run (docs/verdicts.md): exactly-once is promised (transactional producers, offsets
     committed in the transaction, read_committed readers), so every kind of COPY_KINDS fails; under a
     read_uncommitted final read the kinds of COPY_UNCOMMITTED are observed, allowed. Where `settings` (test.json's;
@@ -348,9 +346,9 @@ def judge_copy(results: Mapping[str, Any], counts: Mapping[str, int], settings: 
     copy that stopped short of the input's end, makes a run with no other failure unknown."""
     copy = (results.get("checkers") or {}).get(COPY) or {}
     uncommitted = copy.get("isolation") == "read_uncommitted"
-    s = settings or Settings.of({})
-    unpromised = None if s.promises_no_loss else (
-        f"acks={s.acks} promises no durability, so no exactly-once" if s.acks not in ("all", "-1")
+    s = settings or Promise.of({})
+    unpromised = None if s.no_loss else (
+        f"{s.no_durability}, so no exactly-once" if not s.acks_all
         else "unclean leader election is configured: Kafka's guarantee, and exactly-once with it, does not apply")
     failed: dict[str, int] = {}
     allowed: dict[str, int] = {}

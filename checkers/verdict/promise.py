@@ -44,6 +44,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kchaos.core.promise import Promise
+
 GUARANTEE = ("a write acknowledged with acks=all is not lost as long as, at every moment after its "
              "acknowledgement, some replica in the partition's ISR (with Eligible Leader Replicas: or an eligible "
              "leader replica) still holds it (a crash keeps the page cache; a power failure keeps only what was "
@@ -99,21 +101,6 @@ class UncleanElection:
     by_controller: bool = False
 
 
-@dataclass(frozen=True)
-class Rules:
-    """What the guarantee depends on besides the events: acks, unclean config, ELR, min.insync."""
-
-    acks: str
-    unclean: bool
-    elr: bool
-    min_insync: int
-
-    @property
-    def promises(self) -> bool:
-        """Whether the configuration is covered by Kafka's guarantee at all: acks=all and unclean election off."""
-        return self.acks in ("all", "-1") and not self.unclean
-
-
 @dataclass
 class Events:
     """The run's ISR samples per partition, power losses and unclean elections, each sorted by time, and
@@ -125,11 +112,10 @@ class Events:
     fenced: frozenset[tuple[int, int]] = frozenset()
 
 
-def verdict(partition: int, acked_ns: int, ev: Events, rules: Rules) -> str | None:
+def verdict(partition: int, acked_ns: int, ev: Events, promise: Promise) -> str | None:
     """None when the write is inside the guarantee (so its loss broke the promise), else why it is not."""
-    if not rules.promises:
-        return "acks=1 or 0: an acknowledgement is not a commit" if rules.acks not in ("all", "-1") \
-            else "unclean leader election is configured"
+    if promise.not_covered:
+        return promise.not_covered
     samples = ev.isr.get(partition) or []
     before = [s for s in samples if s.time <= acked_ns]
     if not samples:
@@ -146,7 +132,7 @@ def verdict(partition: int, acked_ns: int, ev: Events, rules: Rules) -> str | No
     def none_left() -> str:
         return (f"p{partition}: in-sync replicas {_names(start)} at the acknowledgement; " + ", ".join(story)
                 + f"; ISR then {_names(prev.isr)}: no in-sync replica"
-                + (" or eligible leader replica" if rules.elr else "") + " kept these writes")
+                + (" or eligible leader replica" if promise.elr else "") + " kept these writes")
 
     for _, _, e in sorted(timeline, key=lambda x: (x[0], x[1])):
         if isinstance(e, UncleanElection):
@@ -173,7 +159,7 @@ def verdict(partition: int, acked_ns: int, ev: Events, rules: Rules) -> str | No
                 return none_left()
             continue
         removed, added = prev.isr - e.isr, e.isr - prev.isr
-        eligible = (e.elr if e.elr is not None else removed if rules.elr and len(e.isr) < rules.min_insync
+        eligible = (e.elr if e.elr is not None else removed if promise.elr and len(e.isr) < promise.min_insync
                     else frozenset())
         # with the metadata log's ELR, only ISR and ELR members count; else those removed and not eligible leave
         gone = {n for n in holders if (n not in e.isr | e.elr if e.elr is not None else n in removed - eligible)}
@@ -196,7 +182,7 @@ def _names(ids: Iterable[int]) -> str:
     return "{" + ", ".join(f"n{i}" for i in sorted(ids)) + "}"
 
 
-def classify(lost: Iterable[tuple[Any, int | None, int | None]], ev: Events, rules: Rules,
+def classify(lost: Iterable[tuple[Any, int | None, int | None]], ev: Events, promise: Promise,
              total_lost: int) -> dict[str, Any]:
     """The loss section for lost writes given as (value, partition, acked ns).
 
@@ -209,7 +195,7 @@ def classify(lost: Iterable[tuple[Any, int | None, int | None]], ev: Events, rul
         if partition is None or acked is None:
             continue
         placed += 1
-        why = verdict(int(partition), int(acked), ev, rules)
+        why = verdict(int(partition), int(acked), ev, promise)
         if why is None:
             inside += 1
             continue
@@ -221,12 +207,12 @@ def classify(lost: Iterable[tuple[Any, int | None, int | None]], ev: Events, rul
         r["first_acked_s"] = s if r["first_acked_s"] is None else min(r["first_acked_s"], s)
         r["last_acked_s"] = s if r["last_acked_s"] is None else max(r["last_acked_s"], s)
     unplaced = max(0, total_lost - placed)
-    if not rules.promises:
+    if not promise.no_loss:
         inside, outside = 0, total_lost
     else:
         inside += unplaced
-    return {"promised": rules.promises, "guarantee": GUARANTEE, "elr": rules.elr,
-            "lost_in_promise": inside, "lost_outside_promise": outside, "unplaced": unplaced if rules.promises else 0,
+    return {"promised": promise.no_loss, "guarantee": GUARANTEE, "elr": promise.elr,
+            "lost_in_promise": inside, "lost_outside_promise": outside, "unplaced": unplaced if promise.no_loss else 0,
             "outside": sorted(reasons.values(), key=lambda r: (r["partition"], r["first_acked_s"] or 0)),
-            "broken": rules.promises and inside > 0,
-            "expected_by_configuration": total_lost > 0 and not (rules.promises and inside > 0)}
+            "broken": promise.no_loss and inside > 0,
+            "expected_by_configuration": total_lost > 0 and not (promise.no_loss and inside > 0)}

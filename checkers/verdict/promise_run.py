@@ -1,7 +1,7 @@
 """A checked run's lost writes judged against Kafka's guarantee (checkers/verdict/promise.py): the run directory read.
 
 `loss_section` reads what `verdict` needs from the run: the configuration's
-Rules (test.json), the ISR per partition (the KRaft metadata log decoded into
+Promise (test.json), the ISR per partition (the KRaft metadata log decoded into
 evidence/metadata.jsonl, exact; else isr.jsonl, sampled each second), the
 fencings, the power failures with what each dropped (lazyfs's per-file
 report on the nemesis lines, placed on the history clock by test.json's
@@ -16,28 +16,14 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kchaos.checkers.verdict.promise import NS, Events, IsrSample, PowerLoss, Rules, UncleanElection, classify
+from kchaos.checkers.verdict.promise import NS, Events, IsrSample, PowerLoss, UncleanElection, classify
+from kchaos.core.promise import Promise
 from kchaos.evidence.files import EVIDENCE_DIR, HISTORY_START_KEY, ISR_FILE, read_jsonl
 from kchaos.evidence.files import METADATA_FILE as METADATA_NAME
 from kchaos.evidence.power_loss import dropped_since
 
 # run-relative; written by evidence/decode.py from the KRaft metadata log
 METADATA_FILE = f"{EVIDENCE_DIR}/{METADATA_NAME}"
-
-
-def _version(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
-
-
-def rules_of(test: Mapping[str, Any]) -> Rules:
-    """The Rules of a test.json object. ELR: Kafka 4.1 and later enable it on new clusters (kchaos formats
-    a new cluster for every run)."""
-    producer, topic = test.get("producer") or {}, test.get("topic") or {}
-    version = str((test.get("versions") or {}).get("kafka") or (test.get("cluster") or {}).get("kafka_version")
-                  or "3.7.2")
-    min_insync = topic.get("min_insync", 1)
-    return Rules(acks=str(producer.get("acks", "all")), unclean=topic.get("unclean", False) is not False,
-                 elr=_version(version) >= (4, 1), min_insync=min_insync if isinstance(min_insync, int) else 1)
 
 
 def node_id(name: Any) -> int | None:
@@ -181,9 +167,9 @@ def loss_section(run: Path, parquet: Path, test: Mapping[str, Any], results: Map
     the faults from the history's Parquet form, ISR samples from the run's isr.jsonl."""
     total = int((results.get("counts") or {}).get("lost") or 0)
     listed = [a["key"] for a in ((results.get("timeline") or {}).get("anomalies") or {}).get("lost") or []]
-    rules = rules_of(test)
-    if not total or not rules.promises or not Path(parquet).exists():
-        return {**classify([], Events(), rules, total), "isr_source": None}
+    promise = Promise.of(test)
+    if not total or not promise.no_loss or not Path(parquet).exists():
+        return {**classify([], Events(), promise, total), "isr_source": None}
     acks, lines = _rows(Path(parquet), listed)
     topic = str((test.get("topic") or {}).get("name") or "kchaos")
     start = test.get(HISTORY_START_KEY)
@@ -192,5 +178,5 @@ def loss_section(run: Path, parquet: Path, test: Mapping[str, Any], results: Map
     unclean += controller_unclean_elections(Path(run) / METADATA_FILE, topic, unclean)
     ev = Events(isr=exact or read_isr_samples(Path(run) / ISR_FILE), power=power, unclean=unclean,
                 fenced=read_fenced(Path(run) / METADATA_FILE))
-    out = classify([(v, *acks.get(v, (None, None))) for v in listed], ev, rules, total)
+    out = classify([(v, *acks.get(v, (None, None))) for v in listed], ev, promise, total)
     return {**out, "isr_source": METADATA_FILE if exact else ISR_FILE}

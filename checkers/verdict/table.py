@@ -14,8 +14,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kchaos.checkers.queue.reference import COUNTS, Settings
+from kchaos.checkers.queue.reference import COUNTS
 from kchaos.checkers.verdict.judge import of_valid
+from kchaos.core.promise import Promise
 
 __all__ = ["COLUMNS", "in_faults", "row", "write_table"]
 
@@ -38,7 +39,7 @@ def _in_faults(availability: dict[str, Any]) -> float | None:
 
 def row(root: Path, run: Path, test: dict[str, Any], result: dict[str, Any], error: str | None) -> dict[str, Any]:
     """The row of `run` (checked, with `result` as results.json holds it) below `root`."""
-    settings = Settings.of(test)
+    settings = Promise.of(test)
     counts = result.get("counts", {})
     availability = (result.get("timeline") or {}).get("availability", {})
     ok_latency = (result.get("latency_ms") or {}).get("send", {}).get("ok", {})

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.core.history import HistoryError
+from kchaos.core.promise import Promise
 from kchaos.evidence.decode import EVIDENCE_DIR, Dumper, Evidence, EvidenceError, FindLibs, check_run, decode
 from kchaos.evidence.explain.facts import Facts, load_facts, node_names
 from kchaos.evidence.explain.fates import LostRange, replica_fates
@@ -175,7 +176,7 @@ def explain(run: Path, libs: Path | None = None, dumper: Dumper = dump,
     entries = [(p, off, v, t) for p, off, v, t in placed if p is not None]
     if len(entries) < len(placed):
         notes.append(f"{len(placed) - len(entries)} lost values have no acknowledged send in the history")
-    acks_all = str((ev.test.get("producer") or {}).get("acks", "all")) in ("all", "-1")
+    acks_all = Promise.of(ev.test).acks_all
     holders = ev.holders()
     ranges = []
     for g in _group(facts, entries):

@@ -43,8 +43,10 @@ from kchaos.checkers.parquet import CheckInputError, convert
 from kchaos.checkers.queue.timeline import availability as timeline_availability
 from kchaos.checkers.queue.timeline import fault_windows
 from kchaos.checkers.verdict.judge import Judgement, history_line, judge, lost_in_promise
+from kchaos.checkers.verdict.promise import GUARANTEE
 from kchaos.core.faults import FAULTS_FILE, FaultCatalogue, FaultsError, run_faults
 from kchaos.core.page_cache import describe as describe_page_cache
+from kchaos.core.promise import Promise
 from kchaos.evidence.explain.lost import load_explanation
 from kchaos.evidence.explain.text import groups_of
 from kchaos.evidence.explain.txn import load_txn_explanation
@@ -52,7 +54,6 @@ from kchaos.evidence.explain.txn_text import txn_story, txn_summary
 from kchaos.evidence.files import ISR_FILE, read_isr
 from kchaos.reports import ReportsInputError
 from kchaos.reports.html import write_page, yes
-from kchaos.reports.promise import RULE, promise_of
 from kchaos.reports.run import plots as plots
 from kchaos.reports.run import txn_plots as txn_plots
 from kchaos.reports.run.copy_data import CopyRun, read_copy_run
@@ -379,8 +380,8 @@ def write_report(run: Path) -> Path:
     nodes = sorted(p for p in (d.run / "nodes").iterdir() if p.is_dir()) if (d.run / "nodes").is_dir() else []
     explanation = load_explanation(d.run)
     return write_page(
-        d.run / REPORT_FILE, f"kchaos: {name} {d.run.name}", template="report.html.j2", d=d, name=name, rule=RULE,
-        promise=promise_of(d.test), lost=lost, judgement=j, severity=severity, page_cache=describe_page_cache(d.test),
+        d.run / REPORT_FILE, f"kchaos: {name} {d.run.name}", template="report.html.j2", d=d, name=name, rule=GUARANTEE,
+        promise=Promise.of(d.test), lost=lost, judgement=j, severity=severity, page_cache=describe_page_cache(d.test),
         kafka_errors=(logged := (d.results or {}).get("kafka_errors")),
         kafka_errors_line=errors_line(logged) if logged else None,
         history_line=history_line((d.results or {}).get("history") or {}),

@@ -25,14 +25,13 @@ from typing import Any
 
 import pandas as pd
 
-from kchaos.checkers.queue.reference import Settings
 from kchaos.checkers.txn.reference import COUNTS as TXN_COUNTS
 from kchaos.checkers.verdict.judge import COPY, COPY_KINDS, TXN, UNKNOWN, judge, lost_in_promise, merge
 from kchaos.checkers.verdict.table import in_faults
 from kchaos.core.page_cache import short as page_cache_short
+from kchaos.core.promise import Promise
 from kchaos.reports import ReportsInputError
 from kchaos.reports.html import write_page
-from kchaos.reports.promise import promise_of
 from kchaos.reports.severity import level
 from kchaos.reports.suite.heatmap import heatmap
 from kchaos.reports.suite.run_index import index_for
@@ -166,7 +165,7 @@ def _workload_facts(kind: str, res: dict[str, Any], failed: dict[str, int]) -> d
 def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matched: dict[str, bool]
            ) -> dict[str, Any]:
     """One run's share of its row: its configuration's columns, its verdict and counts (zero when never checked)."""
-    res, settings = run.results, Settings.of(run.test)
+    res, settings = run.results, Promise.of(run.test)
     kind = workload_of(run.test)
     j = judge(res, run.test)
     counts = res.get("counts") or {}
@@ -188,7 +187,7 @@ def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matche
             "lost_in_promise": lost_in_promise(res, run.test) if counts else 0,
             "ok_in_faults": ok, "invoked_in_faults": invoked,
             "send_p50_ms": latency.get("p50"), "send_p99_ms": latency.get("p99"),
-            "promise": promise_of(run.test), "page_cache": page_cache_short(run.test), "run_dirs": rel}
+            "promise": Promise.of(run.test), "page_cache": page_cache_short(run.test), "run_dirs": rel}
 
 
 def _logged(summary: dict[str, Any]) -> dict[str, int]:

@@ -178,10 +178,10 @@ def test_recorded_suite_finishes_into_junit_and_compare(runs):
 ])
 def test_promise_rules(acks, misr, unclean, idem, text, lost_breaks, dup_breaks):
     from kchaos.checkers.verdict.judge import judge
-    from kchaos.reports.promise import promise_of
+    from kchaos.core.promise import Promise
 
     test = {"producer": {"acks": acks, "idempotence": idem}, "topic": {"min_insync": misr, "unclean": unclean}}
-    assert promise_of(test).text == text
+    assert Promise.of(test).text == text
     word = {True: "fail", False: "pass"}
     assert judge({"counts": {"lost": 1, "duplicate": 0}}, test).verdict == word[lost_breaks]
     outside = {"counts": {"lost": 1, "duplicate": 0}, "loss": {"lost_in_promise": 0}}

@@ -6,20 +6,26 @@ import json
 import pytest
 
 from kchaos.checkers.parquet import convert
-from kchaos.checkers.verdict.promise import Events, IsrSample, PowerLoss, Rules, UncleanElection, classify, verdict
+from kchaos.checkers.verdict.promise import (
+    Events,
+    IsrSample,
+    PowerLoss,
+    UncleanElection,
+    classify,
+    verdict,
+)
 from kchaos.checkers.verdict.promise_run import (
     controller_unclean_elections,
     loss_section,
     nemesis_events,
     read_fenced,
     read_metadata_samples,
-    rules_of,
 )
-from kchaos.reports.promise import promise_of
+from kchaos.core.promise import Promise
 
 S = 1_000_000_000
-KAFKA_37 = Rules(acks="all", unclean=False, elr=False, min_insync=2)
-KAFKA_41 = Rules(acks="all", unclean=False, elr=True, min_insync=2)
+KAFKA_37 = Promise(acks="all", unclean=False, elr=False, min_insync=2)
+KAFKA_41 = Promise(acks="all", unclean=False, elr=True, min_insync=2)
 
 
 def isr(*samples: tuple[float, int, set[int]]) -> dict[int, list[IsrSample]]:
@@ -150,27 +156,27 @@ def test_unclean_election_is_outside():
 
 
 def test_acks_1_promises_nothing():
-    rules = rules_of({"producer": {"acks": "1"}, "topic": {"min_insync": 2}})
+    rules = Promise.of({"producer": {"acks": "1"}, "topic": {"min_insync": 2}})
     out = classify([(1, 0, 5 * S), (2, 0, 6 * S)], Events(isr=isr((0, 1, {1, 2, 3}))), rules, total_lost=2)
     assert (out["promised"], out["lost_in_promise"], out["lost_outside_promise"], out["broken"]) == (False, 0, 2,
                                                                                                       False)
-    assert promise_of({"producer": {"acks": "1"}}).text == "none"
+    assert Promise.of({"producer": {"acks": "1"}}).text == "none"
 
 
 def test_min_insync_1_is_covered_too():
     # The guarantee does not depend on min.insync.replicas: acks=all with min.insync=1 is covered.
-    assert rules_of({"producer": {"acks": "all"}, "topic": {"min_insync": 1}}).promises
-    assert promise_of({"producer": {"acks": "all"}, "topic": {"min_insync": 1}}).text == "no loss"
+    assert Promise.of({"producer": {"acks": "all"}, "topic": {"min_insync": 1}}).no_loss
+    assert Promise.of({"producer": {"acks": "all"}, "topic": {"min_insync": 1}}).text == "no loss"
 
 
 def test_unclean_config_promises_nothing():
-    assert promise_of({"topic": {"unclean": True}}).text == "none: unclean leader election is configured"
+    assert Promise.of({"topic": {"unclean": True}}).text == "none: unclean leader election is configured"
 
 
 def test_elr_is_on_from_kafka_41():
-    assert not rules_of({"cluster": {"kafka_version": "3.7.2"}}).elr
-    assert not rules_of({"versions": {"kafka": "4.0.0"}}).elr
-    assert rules_of({"versions": {"kafka": "4.1.0"}}).elr
+    assert not Promise.of({"cluster": {"kafka_version": "3.7.2"}}).elr
+    assert not Promise.of({"versions": {"kafka": "4.0.0"}}).elr
+    assert Promise.of({"versions": {"kafka": "4.1.0"}}).elr
 
 
 def test_classify_counts_and_groups_reasons():
