@@ -13,31 +13,36 @@ from kchaos.core.history import History
 Valid = bool | str  # True, False or "unknown"
 
 
-@runtime_checkable
-class Cluster(Protocol):
-    """A running Kafka cluster of named nodes (Jepsen's DB)."""
+class Topology(Protocol):
+    """Which nodes a cluster has, how to reach them, and when they are ready: what a workload needs."""
 
     nodes: list[str]  # brokers
     controllers: list[str]  # KRaft controllers (the same nodes as brokers in combined mode)
 
-    def setup(self) -> None:
-        """Create and start every node; return once every broker is registered."""
-
-    def teardown(self) -> None:
-        """Kill the Kafka kchaos runs (an operator's own is left running), keep its config and logs in
-        the run directory, and remove what was made for the nodes (containers and network; kchaos's
-        files on hosts). Idempotent."""
-
-    def page_cache_record(self) -> dict[str, Any]:
-        """What each node's page cache does with unsynced data (test.json's `page_cache`), after setup."""
-        ...
-
-    def restore(self) -> None:
-        """Resume and start Kafka wherever it is paused or down. Faults are undone by the nemeses
-        that made them, never by the cluster."""
-
     def bootstrap(self) -> str:
         """The `bootstrap.servers` string clients use."""
+
+    def node_of(self, node_id: int) -> str | None:
+        """The node with Kafka id `node_id`, or None (e.g. for -1, "no leader")."""
+
+    def address(self, node: str) -> str:
+        """`node`'s address on the cluster network."""
+
+    def listener(self, node: str) -> str:
+        """`node`'s Kafka listener, `address:port`, as clients reach that broker alone."""
+
+    def client_address(self) -> str:
+        """The address clients reach the nodes from."""
+
+    def wait_brokers(self, timeout: float | None = None) -> None:
+        """Wait until every broker is registered."""
+
+    def wait_topic(self, topic: str, rf: int, timeout: float = 120.0) -> None:
+        """Wait until every partition of `topic` has a leader and `rf` in-sync replicas."""
+
+
+class NodeControl(Topology, Protocol):
+    """Acting on one node's Kafka and machine: what most nemeses need."""
 
     def kill(self, node: str) -> None:
         """SIGKILL the Kafka process on `node`; the machine and its page cache stay."""
@@ -63,21 +68,6 @@ class Cluster(Protocol):
     def data_dir(self, node: str) -> str:
         """Kafka's log directory on `node`."""
 
-    def copy_out(self, node: str, directory: str, files: list[str], dest: Path) -> int:
-        """Copy `files` (relative to `directory` on `node`) into `dest`; return the bytes moved."""
-
-    def node_of(self, node_id: int) -> str | None:
-        """The node with Kafka id `node_id`, or None (e.g. for -1, "no leader")."""
-
-    def address(self, node: str) -> str:
-        """`node`'s address on the cluster network."""
-
-    def listener(self, node: str) -> str:
-        """`node`'s Kafka listener, `address:port`, as clients reach that broker alone."""
-
-    def client_address(self) -> str:
-        """The address clients reach the nodes from."""
-
     def fault_ctl(self, node: str, *args: str) -> str:
         """Run the node's fault tool (iptables, tc, lazyfs control); raise on failure."""
 
@@ -85,20 +75,11 @@ class Cluster(Protocol):
         """Starve `node`'s Kafka to `share` of the CPU (Docker: of one core, for the container; a host: of the
         time, by a stop/continue duty cycle), or lift it (None)."""
 
-    def wait_brokers(self, timeout: float | None = None) -> None:
-        """Wait until every broker is registered."""
 
-    def wait_topic(self, topic: str, rf: int, timeout: float = 120.0) -> None:
-        """Wait until every partition of `topic` has a leader and `rf` in-sync replicas."""
+class Releases(Protocol):
+    """The Kafka release each node runs, for a rolling upgrade."""
 
-    def log_tail(self, node: str, lines: int = 15) -> str:
-        """The last lines of `node`'s Kafka logs."""
-
-    def log_files(self, node: str, dest: Path) -> list[Path]:
-        """Copy `node`'s logs and config into `dest`; return the files written."""
-
-    # Releases, for a rolling upgrade: `release` is the Kafka release each node runs, or runs at its next start.
-    release: dict[str, str]
+    release: dict[str, str]  # the release each node runs, or runs at its next start
 
     def stage_release(self, version: str) -> None:
         """Put Kafka `version`'s jars on every node beside those it runs."""
@@ -108,6 +89,45 @@ class Cluster(Protocol):
 
     def upgrade_features(self, version: str, step: int) -> str:
         """Step `step` of finalizing a roll to `version` (kafka-features upgrade); return the tool's last line."""
+
+
+class RollingUpgrade(NodeControl, Releases, Protocol):
+    """Node control and releases: what a rolling upgrade needs."""
+
+
+class NodeFiles(Protocol):
+    """Files off the nodes: Kafka's logs and data, for the run directory and the evidence."""
+
+    def copy_out(self, node: str, directory: str, files: list[str], dest: Path) -> int:
+        """Copy `files` (relative to `directory` on `node`) into `dest`; return the bytes moved."""
+
+    def log_tail(self, node: str, lines: int = 15) -> str:
+        """The last lines of `node`'s Kafka logs."""
+
+    def log_files(self, node: str, dest: Path) -> list[Path]:
+        """Copy `node`'s logs and config into `dest`; return the files written."""
+
+
+@runtime_checkable
+class Cluster(RollingUpgrade, NodeFiles, Protocol):
+    """A running Kafka cluster of named nodes (Jepsen's DB): its lifecycle, and every smaller protocol. The runner
+    holds one; a workload, nemesis or evidence step asks only for the protocol it uses."""
+
+    def setup(self) -> None:
+        """Create and start every node; return once every broker is registered."""
+
+    def teardown(self) -> None:
+        """Kill the Kafka kchaos runs (an operator's own is left running), keep its config and logs in
+        the run directory, and remove what was made for the nodes (containers and network; kchaos's
+        files on hosts). Idempotent."""
+
+    def page_cache_record(self) -> dict[str, Any]:
+        """What each node's page cache does with unsynced data (test.json's `page_cache`), after setup."""
+        ...
+
+    def restore(self) -> None:
+        """Resume and start Kafka wherever it is paused or down. Faults are undone by the nemeses
+        that made them, never by the cluster."""
 
 
 class FaultSkipped(RuntimeError):
@@ -121,16 +141,16 @@ class Workload(Protocol):
     def counts(self) -> dict[str, int]:
         """Live tallies for the progress line: send, ok, info, fail, polled."""
 
-    def setup(self, cluster: Cluster) -> None:
+    def setup(self, cluster: Topology) -> None:
         """Create topics and anything else the workload needs."""
 
-    def start(self, cluster: Cluster, history: History) -> None:
+    def start(self, cluster: Topology, history: History) -> None:
         """Start the client processes in the background."""
 
     def stop(self) -> None:
         """Stop the client processes and wait for their outstanding operations."""
 
-    def final_read(self, cluster: Cluster, history: History) -> dict[int, bool]:
+    def final_read(self, cluster: Topology, history: History) -> dict[int, bool]:
         """After faults have healed, read everything back (drain) into the history; return, per
         partition, whether the read reached the high watermark."""
 

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from kchaos.core.config import TestConfig
 from kchaos.core.history import History
-from kchaos.core.protocols import Cluster, FaultSkipped, Nemesis
+from kchaos.core.protocols import FaultSkipped, Nemesis, NodeControl
 from kchaos.nemesis.targets import Target, fault_op, resolve
 
 __all__ = ["FaultSkipped", "ScheduledOp", "Package", "periodic", "targeted", "TargetedNemesis", "NodeFault",
@@ -125,14 +125,14 @@ class TargetedNemesis:
     `stop_f` mends all of them.
     """
 
-    def __init__(self, name: str, fault: NodeFault, cluster: Cluster, cfg: TestConfig,
+    def __init__(self, name: str, fault: NodeFault, cluster: NodeControl, cfg: TestConfig,
                  start_f: str, stop_f: str, default_target: str):
         self.name, self.fault, self.cluster, self.default_target = name, fault, cluster, default_target
         self.topic = cfg.topic.name
         self.start_f, self.stop_f = start_f, stop_f
         self.active: set[str] = set()
 
-    def setup(self, cluster: Cluster, history: History) -> None:
+    def setup(self, cluster: NodeControl, history: History) -> None:
         """Nothing to prepare."""
 
     def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
@@ -159,12 +159,12 @@ class TargetedNemesis:
         self.fault.heal()
 
 
-def targeted(name: str, make_fault: Callable[[Cluster, TestConfig], NodeFault], *, start_f: str, stop_f: str,
+def targeted(name: str, make_fault: Callable[[NodeControl, TestConfig], NodeFault], *, start_f: str, stop_f: str,
              targets: tuple[str, ...], colors: dict[str, str],
              duration: Callable[[TestConfig], float] | None = None, needs_lazyfs: bool = False,
              needs_faketime: bool = False) -> Package:
     """A package of a NodeFault applied periodically to a target, mended after `duration(cfg)` seconds."""
-    def make(cluster: Cluster, cfg: TestConfig) -> Nemesis:
+    def make(cluster: NodeControl, cfg: TestConfig) -> Nemesis:
         return TargetedNemesis(name, make_fault(cluster, cfg), cluster, cfg, start_f, stop_f, targets[0])
 
     def schedule(rng: random.Random, cfg: TestConfig, spec: str, target: str | None) -> list[ScheduledOp]:

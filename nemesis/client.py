@@ -14,7 +14,7 @@ from typing import Any
 
 from kchaos.core.config import TestConfig
 from kchaos.core.history import History
-from kchaos.core.protocols import Cluster, CrashableClients, FaultSkipped
+from kchaos.core.protocols import CrashableClients, FaultSkipped, NodeControl
 from kchaos.nemesis.base import Package, ScheduledOp, periodic
 
 COLORS = {"crash": "#9c755f"}
@@ -25,10 +25,10 @@ class CrashClient:
 
     name = "crash-client"
 
-    def __init__(self, cluster: Cluster, cfg: TestConfig, workload: CrashableClients):
+    def __init__(self, cluster: NodeControl, cfg: TestConfig, workload: CrashableClients):
         self.workload, self.restart_after = workload, cfg.nemesis.restart_delay
 
-    def setup(self, cluster: Cluster, history: History) -> None:
+    def setup(self, cluster: NodeControl, history: History) -> None:
         """Nothing to prepare."""
 
     def invoke(self, op: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from kchaos.core.protocols import Cluster
+from kchaos.core.protocols import NodeControl
 from kchaos.nemesis.base import outlive_lag, targeted
 
 MAX_SKEW_S = 60  # a drawn offset is 1..MAX_SKEW_S seconds, ahead or behind
@@ -34,7 +34,7 @@ def draw_offsets(nodes: list[str], op: dict[str, Any]) -> dict[str, int]:
 class Skew:
     """`fault-ctl clock S` on each target, S drawn per node (`draw_offsets`); the mend sets 0 again."""
 
-    def __init__(self, cluster: Cluster):
+    def __init__(self, cluster: NodeControl):
         self.cluster = cluster
 
     def begin(self, nodes: list[str], op: dict[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import random
 from typing import Any
 
 from kchaos.core.config import TestConfig
-from kchaos.core.protocols import Cluster, FaultSkipped
+from kchaos.core.protocols import FaultSkipped, NodeControl
 from kchaos.nemesis.base import targeted
 
 TARGETS = ("leader", "follower", "one")
@@ -30,7 +30,7 @@ FLIPS = 3  # bits flipped per fault, each in its own record batch
 class Corrupt:
     """Flips bits in a closed segment of one partition on each target node; mending restores them."""
 
-    def __init__(self, cluster: Cluster, cfg: TestConfig, flips: int = FLIPS):
+    def __init__(self, cluster: NodeControl, cfg: TestConfig, flips: int = FLIPS):
         self.cluster, self.topic, self.partitions, self.flips = cluster, cfg.topic.name, cfg.topic.partitions, flips
 
     def partition_dir(self, node: str, partition: int) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kchaos.core.protocols import Cluster
+from kchaos.core.protocols import NodeControl
 from kchaos.nemesis.base import last_json, outlive_lag, targeted
 
 COLORS = {"disk-full": "#8c564b", "disk-free": "#59a14f"}
@@ -24,7 +24,7 @@ class DiskFull:
     """Fills the disk of nodes `headroom` bytes above what their data takes now; the mend frees it and starts
     Kafka."""
 
-    def __init__(self, cluster: Cluster, headroom: int):
+    def __init__(self, cluster: NodeControl, headroom: int):
         self.cluster, self.headroom = cluster, headroom
         self.refused: dict[str, int] = {}  # lazyfs's ENOSPC count when the fault began, per node
 

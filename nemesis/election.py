@@ -17,7 +17,7 @@ from confluent_kafka import ElectionType, KafkaException, TopicPartition
 from kchaos.clusters import admin
 from kchaos.core.config import TestConfig
 from kchaos.core.history import History
-from kchaos.core.protocols import Cluster, FaultSkipped
+from kchaos.core.protocols import FaultSkipped, NodeControl
 from kchaos.nemesis.base import Package, ScheduledOp, periodic
 
 TIMEOUT_S = 15.0
@@ -28,10 +28,10 @@ class UncleanElection:
 
     name = "elect-unclean"
 
-    def __init__(self, cluster: Cluster, cfg: TestConfig):
+    def __init__(self, cluster: NodeControl, cfg: TestConfig):
         self.cluster, self.topic = cluster, cfg.topic.name
 
-    def setup(self, cluster: Cluster, history: History) -> None:
+    def setup(self, cluster: NodeControl, history: History) -> None:
         """Nothing to prepare."""
 
     def invoke(self, op: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from kchaos.core.protocols import Cluster
+from kchaos.core.protocols import NodeControl
 from kchaos.nemesis.base import Package, outlive_lag, outlive_session, targeted
 
 Grudge = dict[str, set[str]]  # node -> nodes (or addresses) whose packets it drops
@@ -76,7 +76,7 @@ class NetFault:
     Rules carry the nemesis's name as a tag, so overlapping network faults mend independently.
     """
 
-    def __init__(self, cluster: Cluster, tag: str, grudge: GrudgeFn | None, *, clients: bool = False,
+    def __init__(self, cluster: NodeControl, tag: str, grudge: GrudgeFn | None, *, clients: bool = False,
                  loss: float | None = None, quorum: bool = False):
         self.cluster, self.tag, self.grudge, self.clients, self.loss = cluster, tag, grudge, clients, loss
         self.quorum = quorum  # the grudge is among the dedicated controllers only: brokers reach every node

@@ -17,7 +17,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kchaos.core.protocols import Cluster
+from kchaos.core.protocols import NodeControl
 from kchaos.nemesis.base import last_json, targeted
 
 COLORS = {"power-fail": "#000000", "start": "#59a14f"}
@@ -43,7 +43,7 @@ class PowerFail:
     `torn`: a power failure in the middle of a writeback (`fault-ctl power-fail torn SEED`), SEED being the
     op's `pick`: every file keeps its unsynced data but the tail of its last write."""
 
-    def __init__(self, cluster: Cluster, torn: bool = False):
+    def __init__(self, cluster: NodeControl, torn: bool = False):
         self.cluster, self.torn = cluster, torn
 
     def _fail(self, node: str, seed: int | None = None) -> dict[str, Any]:

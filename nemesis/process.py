@@ -9,7 +9,7 @@ from typing import Any
 
 from kchaos.core.config import TestConfig
 from kchaos.core.history import History
-from kchaos.core.protocols import Cluster
+from kchaos.core.protocols import NodeControl
 from kchaos.nemesis.base import FaultSkipped, Package, ScheduledOp, outlive_session, periodic, targeted
 
 log = logging.getLogger("kchaos.nemesis")
@@ -18,7 +18,7 @@ COLORS = {"kill": "#e15759", "stop": "#f28e2b", "pause": "#b07aa1", "start": "#5
           "roll": "#edc948"}
 
 
-def _running(cluster: Cluster, nodes: list[str], verb: str) -> list[str]:
+def _running(cluster: NodeControl, nodes: list[str], verb: str) -> list[str]:
     """The nodes of `nodes` whose Kafka runs; FaultSkipped when none does."""
     up = [n for n in nodes if cluster.is_running(n)]
     if not up:
@@ -29,7 +29,7 @@ def _running(cluster: Cluster, nodes: list[str], verb: str) -> list[str]:
 class Signal:
     """Kill (SIGKILL), stop (SIGTERM, wait) or pause (SIGSTOP) Kafka on nodes; mend by start or SIGCONT."""
 
-    def __init__(self, cluster: Cluster, verb: str):
+    def __init__(self, cluster: NodeControl, verb: str):
         self.cluster, self.verb = cluster, verb
 
     def begin(self, nodes: list[str], op: dict[str, Any]) -> dict[str, Any]:
@@ -63,10 +63,10 @@ class RollingRestart:
 
     name = "rolling-restart"
 
-    def __init__(self, cluster: Cluster, cfg: TestConfig):
+    def __init__(self, cluster: NodeControl, cfg: TestConfig):
         self.cluster, self.cfg = cluster, cfg
 
-    def setup(self, cluster: Cluster, history: History) -> None:
+    def setup(self, cluster: NodeControl, history: History) -> None:
         """Nothing to prepare."""
 
     def invoke(self, op: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kchaos.core.protocols import Cluster
+from kchaos.core.protocols import NodeControl
 from kchaos.nemesis.base import outlive_lag, targeted
 
 # 512 bit/s towards port 9092: a follower's fetch request (and the ACKs for the
@@ -27,7 +27,7 @@ NODES = ("one", "minority", "majority", "all", "leader", "follower", "followers"
 class Each:
     """Runs `fault-ctl START...` on each target node, `fault-ctl STOP...` to mend, and STOP everywhere to heal."""
 
-    def __init__(self, cluster: Cluster, start: list[str], stop: list[str], record: dict[str, Any]):
+    def __init__(self, cluster: NodeControl, start: list[str], stop: list[str], record: dict[str, Any]):
         self.cluster, self.start, self.stop, self.record = cluster, start, stop, record
 
     def begin(self, nodes: list[str], op: dict[str, Any]) -> dict[str, Any]:
@@ -58,7 +58,7 @@ class Stall:
 
     TAG = "stall-follower"
 
-    def __init__(self, cluster: Cluster):
+    def __init__(self, cluster: NodeControl):
         self.cluster = cluster
 
     def begin(self, nodes: list[str], op: dict[str, Any]) -> dict[str, Any]:
@@ -82,9 +82,9 @@ class Stall:
 
 class CpuStarve:
     """Starves a node's Kafka of CPU (in Docker a CFS quota on its container, on a host a SIGSTOP/SIGCONT duty
-    cycle: Cluster.set_cpu); mending removes it."""
+    cycle: NodeControl.set_cpu); mending removes it."""
 
-    def __init__(self, cluster: Cluster, share: float = CPU_SHARE):
+    def __init__(self, cluster: NodeControl, share: float = CPU_SHARE):
         self.cluster, self.share = cluster, share
 
     def begin(self, nodes: list[str], op: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kchaos.clusters import admin
-from kchaos.core.protocols import Cluster, FaultSkipped
+from kchaos.core.protocols import FaultSkipped, NodeControl
 
 KINDS = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller")
 PARTITIONED = ("leader", "follower", "followers")
@@ -57,7 +57,7 @@ def fault_op(f: str, target: Target, rng: random.Random, partitions: int) -> dic
     return op
 
 
-def active_controller(cluster: Cluster) -> str:
+def active_controller(cluster: NodeControl) -> str:
     """The node that is the active KRaft controller, from the controllers' persisted quorum state.
 
     Every controller writes `quorum-state` (leader id and epoch) when its view
@@ -80,7 +80,7 @@ def active_controller(cluster: Cluster) -> str:
     return active
 
 
-def resolve(cluster: Cluster, topic: str, op: dict[str, Any]) -> list[str]:
+def resolve(cluster: NodeControl, topic: str, op: dict[str, Any]) -> list[str]:
     """The nodes `op`'s target names right now (sorted); FaultSkipped when there are none.
 
     An op may instead name its nodes outright (`"nodes": ["n2"]`), as a
@@ -145,7 +145,7 @@ def await_isr(read_isr: Callable[[], tuple[int, ...]], size: int, timeout: float
         sleep(poll)
 
 
-def awaited(cluster: Cluster, topic: str, op: dict[str, Any], stop: threading.Event) -> dict[str, Any]:
+def awaited(cluster: NodeControl, topic: str, op: dict[str, Any], stop: threading.Event) -> dict[str, Any]:
     """Honour an op's precondition `await_isr: N` (and `await_s`): hold the fault until partition
     `op["partition"]` (default 0) has at most N in-sync replicas. Returns what to record: {} for an
     op without one, else `{"awaited_s": ..., "awaited_isr": [node names]}`. FaultSkipped as soon as

@@ -45,7 +45,7 @@ from kchaos.clusters import admin
 from kchaos.core.config import TestConfig
 from kchaos.core.history import History
 from kchaos.core.kafka_versions import line_of
-from kchaos.core.protocols import Cluster
+from kchaos.core.protocols import RollingUpgrade
 from kchaos.nemesis.base import FaultSkipped, Package, ScheduledOp
 from kchaos.nemesis.process import Signal
 
@@ -67,10 +67,10 @@ class Upgrade:
     name = "upgrade"
     finish_schedule = True  # the driver plays a roll to its end after the time limit, before healing
 
-    def __init__(self, cluster: Cluster, cfg: TestConfig):
+    def __init__(self, cluster: RollingUpgrade, cfg: TestConfig):
         self.cluster, self.cfg = cluster, cfg
 
-    def setup(self, cluster: Cluster, history: History) -> None:
+    def setup(self, cluster: RollingUpgrade, history: History) -> None:
         """Stage the new release's jars on every node."""
         cluster.stage_release(str(self.cfg.nemesis.upgrade_to))
 

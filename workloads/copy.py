@@ -31,7 +31,7 @@ from kchaos.clusters import admin
 from kchaos.clusters.admin import CLIENT_LOG
 from kchaos.core.config import TestConfig, TopicConfig
 from kchaos.core.history import History
-from kchaos.core.protocols import Cluster
+from kchaos.core.protocols import Topology
 from kchaos.workloads.clients import keep_report, make_producer
 from kchaos.workloads.copier import Copier, CopierClient, copy_group
 from kchaos.workloads.copier_rdkafka import RdkafkaCopierClient
@@ -86,14 +86,14 @@ class CopyWorkload:
         values copied (ok)."""
         return self._tally.snapshot()
 
-    def setup(self, cluster: Cluster) -> None:
+    def setup(self, cluster: Topology) -> None:
         """Create the output (the test topic) and the input topic; wait until both are fully replicated."""
         admin.create_topic(cluster.bootstrap(), self.cfg.topic)
         admin.create_topic(cluster.bootstrap(), self.input)
         cluster.wait_topic(self.cfg.topic.name, self.cfg.topic.replication_factor)
         cluster.wait_topic(self.input.name, self.input.replication_factor)
 
-    def start(self, cluster: Cluster, history: History) -> None:
+    def start(self, cluster: Topology, history: History) -> None:
         """Fill the input (before returning, so before the faults start), then start one thread per copier; with
         the Java client, its JVM first, shared by every copier."""
         self._stop.clear()
@@ -172,7 +172,7 @@ class CopyWorkload:
         history.complete(op, "ok" if not lag else "info", topic=self.input.name, complete=not lag,
                          **({"behind": lag} if lag else {}))
 
-    def final_read(self, cluster: Cluster, history: History) -> dict[int, bool]:
+    def final_read(self, cluster: Topology, history: History) -> dict[int, bool]:
         """Drain every output partition from its start to its high watermark at --txn-isolation; return which
         completed."""
         w = self.cfg.workload

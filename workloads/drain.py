@@ -18,13 +18,13 @@ import time
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kchaos.core.history import History
-from kchaos.core.protocols import Cluster
+from kchaos.core.protocols import Topology
 from kchaos.workloads.clients import make_consumer, to_records
 
 log = logging.getLogger("kchaos.drain")
 
 
-def drain_all(cluster: Cluster, history: History, topic: str, partitions: int, *,
+def drain_all(cluster: Topology, history: History, topic: str, partitions: int, *,
               process: int, timeout: float, isolation: str | None = None) -> dict[int, bool]:
     """Drain partitions 0..partitions-1 in turn, sharing one deadline; return {partition: complete}.
     `isolation` is the consumers' isolation.level (None: librdkafka's default, read_committed)."""

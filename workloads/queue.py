@@ -21,7 +21,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from kchaos.clusters import admin
 from kchaos.core.config import TestConfig
 from kchaos.core.history import History, Op
-from kchaos.core.protocols import Cluster
+from kchaos.core.protocols import Topology
 from kchaos.workloads.clients import make_consumer, make_group_consumer, to_records
 from kchaos.workloads.drain import drain_all
 from kchaos.workloads.group import Member, group_id
@@ -55,12 +55,12 @@ class QueueWorkload:
                 c[k] += v
         return c
 
-    def setup(self, cluster: Cluster) -> None:
+    def setup(self, cluster: Topology) -> None:
         """Create the test topic and wait until it is fully replicated on every broker."""
         admin.create_topic(cluster.bootstrap(), self.cfg.topic)
         cluster.wait_topic(self.topic, self.cfg.topic.replication_factor)
 
-    def start(self, cluster: Cluster, history: History) -> None:
+    def start(self, cluster: Topology, history: History) -> None:
         """Start every producer (thread or worker process) and consumer thread."""
         self._stop.clear()
         w = self.cfg.workload
@@ -117,7 +117,7 @@ class QueueWorkload:
         for m in self._members.values():
             m.close_abandoned()
 
-    def final_read(self, cluster: Cluster, history: History) -> dict[int, bool]:
+    def final_read(self, cluster: Topology, history: History) -> dict[int, bool]:
         """Drain every partition from its start to its high watermark; return which completed."""
         w = self.cfg.workload
         process = w.producers * w.in_flight + w.consumers

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from kchaos.clusters import admin
 from kchaos.core.config import TestConfig
 from kchaos.core.history import History
-from kchaos.core.protocols import Cluster
+from kchaos.core.protocols import Topology
 from kchaos.workloads.drain import drain_all
 from kchaos.workloads.threads import Tally, join_all
 from kchaos.workloads.txn_client import FINAL_ISOLATION, TxnClient
@@ -43,12 +43,12 @@ class TxnWorkload:
         """Transactions invoked ("send"), completed ok/fail/info, and records polled so far."""
         return self._tally.snapshot()
 
-    def setup(self, cluster: Cluster) -> None:
+    def setup(self, cluster: Topology) -> None:
         """Create the test topic and wait until it is fully replicated on every broker."""
         admin.create_topic(cluster.bootstrap(), self.cfg.topic)
         cluster.wait_topic(self.topic, self.cfg.topic.replication_factor)
 
-    def start(self, cluster: Cluster, history: History) -> None:
+    def start(self, cluster: Topology, history: History) -> None:
         """Start one client thread per process; with the Java client, its JVM first, shared by every process."""
         self._stop.clear()
         make: Callable[..., TxnClient] = TxnClient
@@ -92,7 +92,7 @@ class TxnWorkload:
             self._jvm.close()
             self._jvm = None
 
-    def final_read(self, cluster: Cluster, history: History) -> dict[int, bool]:
+    def final_read(self, cluster: Topology, history: History) -> dict[int, bool]:
         """Drain every partition, read_committed, from its start to its high watermark; return which completed."""
         return drain_all(cluster, history, self.topic, self.cfg.topic.partitions, process=self.cfg.workload.producers,
                          timeout=self.cfg.workload.drain_timeout_s, isolation=FINAL_ISOLATION)
