@@ -200,23 +200,20 @@ static void fuse_logger(enum fuse_log_level level, const char *fmt, va_list ap) 
 	}
 }
 
-/* Monotonic ms: page ages and writeback. */
-static int64_t now_ms(void) {
+/* ms on clock `id`, or, with --manual-clock, `start` (its value at start-up) plus what `advance` added. */
+static int64_t clock_ms(clockid_t id, int64_t start) {
 	struct timespec t;
 	if (manual_clock)
-		return mono0_ms + advanced_ms;
-	clock_gettime(CLOCK_MONOTONIC, &t);
+		return start + advanced_ms;
+	clock_gettime(id, &t);
 	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
+/* Monotonic ms: page ages and writeback. */
+static int64_t now_ms(void) { return clock_ms(CLOCK_MONOTONIC, mono0_ms); }
+
 /* Wall-clock ms for the stats: moves with now_ms(). */
-static int64_t wall_ms(void) {
-	struct timespec t;
-	if (manual_clock)
-		return wall0_ms + advanced_ms;
-	clock_gettime(CLOCK_REALTIME, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
+static int64_t wall_ms(void) { return clock_ms(CLOCK_REALTIME, wall0_ms); }
 
 static void sleep_ms(int ms) {
 	struct timespec t = { ms / 1000, (long)(ms % 1000) * 1000000 };
