@@ -1,4 +1,5 @@
 """The nemesis driver records every fault, turns unappliable faults into `info`, and heals once."""
+import threading
 import time
 
 from kchaos.core.config import TestConfig
@@ -14,12 +15,14 @@ class Recorder:
 
     def __init__(self, cluster, cfg):
         self.calls, self.healed = [], 0
+        self.invoked = threading.Event()  # set by the first invoke: the test waits on it, not on the clock
 
     def setup(self, cluster, history):
         pass
 
     def invoke(self, op):
         self.calls.append(op)
+        self.invoked.set()
         if op["f"] == "skip":
             raise FaultSkipped("no leader")
         if op["f"] == "boom":
@@ -74,13 +77,19 @@ def test_await_isr_is_held_by_the_driver_and_recorded(tmp_path, monkeypatch):
 
 def test_stop_and_heal_cuts_an_await_isr_wait_short(tmp_path, monkeypatch):
     from kchaos.clusters import admin
-    monkeypatch.setattr(admin, "partitions", lambda *a, **k: {0: admin.PartitionState(0, 1, (1, 2, 3), (1, 2, 3))})
+    waiting = threading.Event()  # the driver has asked for the ISR: it is in the wait
+
+    def partitions(*a, **k):
+        waiting.set()
+        return {0: admin.PartitionState(0, 1, (1, 2, 3), (1, 2, 3))}
+
+    monkeypatch.setattr(admin, "partitions", partitions)
     h = History(tmp_path / "h.jsonl")
     rec = Recorder(None, TestConfig())
     d = NemesisDriver({"rec": rec}, FullIsr(), h, [ScheduledOp(0.0, "rec", {"f": "kill", "await_isr": 1,
                                                                            "await_s": 60})], "t")
     d.start()
-    time.sleep(0.5)
+    assert waiting.wait(30)
     t0 = time.monotonic()
     d.stop_and_heal()
     assert time.monotonic() - t0 < 10  # the wait would hold the heal for the op's 60 s
@@ -102,9 +111,10 @@ def _played(tmp_path, finish: bool) -> list[tuple[str, str]]:
     h = History(tmp_path / f"h{finish}.jsonl")
     sched = [ScheduledOp(0.0, "roll", {"f": "upgrade"}), ScheduledOp(30, "rec", {"f": "kill"}),
              ScheduledOp(31, "roll", {"f": "upgrade"}), ScheduledOp(32, "roll", {"f": "finalize"})]
-    d = NemesisDriver({"rec": Recorder(None, TestConfig()), "roll": Roll(None, TestConfig())}, None, h, sched, "t")
+    roll = Roll(None, TestConfig())
+    d = NemesisDriver({"rec": Recorder(None, TestConfig()), "roll": roll}, None, h, sched, "t")
     d.start()
-    time.sleep(0.2)  # the first op played; the rest lie past the "time limit"
+    assert roll.invoked.wait(30)  # the first op played; the rest lie past the "time limit"
     d.stop_and_heal(finish=finish)
     h.close()
     return [(r["nemesis"], r["f"]) for r in read_history(h.path) if r["type"] == "ok"]
