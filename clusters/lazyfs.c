@@ -155,6 +155,7 @@ static struct page *pool; /* free pages, linked through their first bytes */
 static size_t npool;
 static _Atomic uint64_t dirty_pages, synced_bytes, dropped_bytes, nwrites, nfsyncs;
 static _Atomic int write_delay_ms, fsync_delay_ms;
+static _Atomic long long delayed_ms; /* every ms `delay` has slept, for the stats */
 static _Atomic unsigned clears; /* `clear` commands so far */
 static _Atomic bool frozen;     /* `powerfail` came: no data may reach the backing files */
 static _Atomic int64_t used_bytes;       /* apparent size of every regular file, each inode once */
@@ -219,6 +220,14 @@ static void sleep_ms(int ms) {
 	struct timespec t = { ms / 1000, (long)(ms % 1000) * 1000000 };
 	while (ms > 0 && nanosleep(&t, &t) < 0 && errno == EINTR)
 		;
+}
+
+/* The `delay` command's sleep, counted in the stats' delayed_ms. */
+static void delay(int ms) {
+	if (ms > 0) {
+		delayed_ms += ms;
+		sleep_ms(ms);
+	}
 }
 
 static int ret(int r) { return r < 0 ? -errno : 0; }
@@ -903,7 +912,7 @@ static int fs_read(const char *path, char *buf, size_t size, off_t off, struct f
 
 static int fs_write(const char *path, const char *buf, size_t size, off_t off, struct fuse_file_info *fi) {
 	(void)path;
-	sleep_ms(write_delay_ms);
+	delay(write_delay_ms);
 	nwrites++;
 	return lwrite(FH(fi), buf, size, off);
 }
@@ -928,7 +937,7 @@ static int fs_release(const char *path, struct fuse_file_info *fi) {
 
 static int fs_fsync(const char *path, int datasync, struct fuse_file_info *fi) {
 	(void)path;
-	sleep_ms(fsync_delay_ms);
+	delay(fsync_delay_ms);
 	nfsyncs++;
 	return lflush(FH(fi), datasync ? 1 : 2);
 }
@@ -993,7 +1002,7 @@ static int fs_releasedir(const char *path, struct fuse_file_info *fi) {
 
 static int fs_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi) {
 	(void)path;
-	sleep_ms(fsync_delay_ms);
+	delay(fsync_delay_ms);
 	nfsyncs++;
 	return ret(datasync ? fdatasync(dirfd(DH(fi))) : fsync(dirfd(DH(fi))));
 }
@@ -1164,11 +1173,13 @@ static void write_stats(const char *path) {
 	if (f) {
 		fprintf(f, "{\"dirty_bytes\": %llu, \"dirty_files\": %zu, \"synced_bytes\": %llu, "
 			   "\"dropped_bytes\": %llu, \"writes\": %llu, \"fsyncs\": %llu, "
-			   "\"write_delay_ms\": %d, \"fsync_delay_ms\": %d, \"pid\": %d, \"at_unix_ms\": %lld, "
+			   "\"write_delay_ms\": %d, \"fsync_delay_ms\": %d, \"delayed_ms\": %lld, \"pid\": %d, "
+			   "\"at_unix_ms\": %lld, "
 			   "\"used_bytes\": %lld, \"enospc\": %llu, ",
 			(unsigned long long)dirty_pages * PAGE, dirty, (unsigned long long)synced_bytes,
 			(unsigned long long)dropped_bytes, (unsigned long long)nwrites,
-			(unsigned long long)nfsyncs, write_delay_ms, fsync_delay_ms, (int)getpid(), (long long)at,
+			(unsigned long long)nfsyncs, write_delay_ms, fsync_delay_ms, (long long)delayed_ms, (int)getpid(),
+			(long long)at,
 			(long long)used_bytes, (unsigned long long)nenospc);
 		int64_t lim = limit_bytes;
 		if (lim >= 0)
