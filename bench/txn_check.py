@@ -2,7 +2,7 @@
 synthetic txn histories of growing size; print seconds and the growth per unit size.
 
     .venv/bin/python bench/txn_check.py --ops 1000000 2000000
-    .venv/bin/python bench/txn_check.py --ops 1000000 10000000   # the 1M -> 10M
+    .venv/bin/python bench/txn_check.py --ops 1000000 10000000   # from 1M to 10M ops
 
 A history is a correct Kafka's (processes running one transaction at a time, 1-4 sends and polls each, some
 aborted, some info; every consumer assigned every partition, polls of up to 100 records; final reads of every
