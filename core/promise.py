@@ -5,13 +5,13 @@ Whether a lost write broke the promise is decided write by write in checkers/ver
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kchaos.core.config import ProducerConfig, TopicConfig
 from kchaos.core.kafka_versions import DEFAULT as DEFAULT_KAFKA
+from kchaos.core.kafka_versions import release_key
 
 __all__ = ["Promise"]
 
@@ -46,7 +46,7 @@ class Promise:
                    idempotence=producer.get("idempotence", cls.idempotence) is True,
                    min_insync=min_insync if isinstance(min_insync, int) else cls.min_insync,
                    unclean=topic.get("unclean", cls.unclean) is not False,
-                   elr=_release(version) >= (4, 1))
+                   elr=release_key(version) >= (4, 1))
 
     @property
     def acks_all(self) -> bool:
@@ -71,11 +71,6 @@ class Promise:
         return "unclean leader election is configured" if self.unclean else None
 
     @property
-    def void(self) -> str | None:
-        """Why an acks=all configuration promises no durability (acks=0/1 simply promise nothing)."""
-        return self.not_covered if self.acks_all else None
-
-    @property
     def no_durability(self) -> str | None:
         """Why the configuration promises no durability, as a verdict says it; None when it promises no loss."""
         if not self.acks_all:
@@ -84,10 +79,7 @@ class Promise:
 
     @property
     def text(self) -> str:
-        """"no loss", "no duplicates", both joined by "and", or "none" (with the reason when void)."""
+        """"no loss", "no duplicates", both joined by "and", or "none" (with the reason where acks=all promises
+        nothing: acks=0/1 simply promise nothing)."""
         kinds = [k for k, on in (("no loss", self.no_loss), ("no duplicates", self.no_duplicates)) if on]
-        return " and ".join(kinds) or (f"none: {self.void}" if self.void else "none")
-
-
-def _release(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+        return " and ".join(kinds) or (f"none: {self.not_covered}" if self.acks_all and self.not_covered else "none")

@@ -39,7 +39,7 @@ from kchaos.evidence.files import (
 from kchaos.evidence.kafka_logs import Batch, DumpError, dump, metadata_records, parse_dump, read_epoch_checkpoint
 from kchaos.evidence.kraft_metadata import MetadataLog, replay
 
-__all__ = ["EVIDENCE_DIR", "Clock", "Evidence", "EvidenceError", "check_run", "decode", "history_clock", "value_of"]
+__all__ = ["EVIDENCE_DIR", "Clock", "Evidence", "check_run", "decode", "history_clock", "value_of"]
 
 START_KEY = HISTORY_START_KEY
 _STAMP = re.compile(r"(\d{8}T\d{6}\.\d{3})Z")

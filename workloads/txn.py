@@ -15,13 +15,15 @@ from kchaos.core.history import History
 from kchaos.core.protocols import Topology
 from kchaos.workloads.drain import drain_all
 from kchaos.workloads.threads import Tally, join_all
-from kchaos.workloads.txn_client import FINAL_ISOLATION, TxnClient
+from kchaos.workloads.txn_client import TxnClient
 
 if TYPE_CHECKING:
     from kchaos.workloads.java_build import JavaProgram
     from kchaos.workloads.java_client import JavaProcess
 
 log = logging.getLogger("kchaos.txn")
+
+FINAL_ISOLATION = "read_committed"  # the final read sees what was committed, whatever the polls' isolation
 
 
 class TxnWorkload:

@@ -52,7 +52,6 @@ log = logging.getLogger("kchaos.txn")
 
 MAX_MICRO_OPS = 4
 KEYS_PER_PARTITION = 4
-FINAL_ISOLATION = "read_committed"  # the final read sees what was committed, whatever the polls' isolation
 
 
 def draw_txn(rng: random.Random, partitions: int, next_value: Callable[[], int]) -> list[list[Any]]:

@@ -34,15 +34,15 @@ from typing import Any
 
 from kchaos.core.history import HistoryError
 from kchaos.core.promise import Promise
-from kchaos.evidence.decode import EVIDENCE_DIR, Dumper, Evidence, EvidenceError, FindLibs, check_run, decode
+from kchaos.evidence import EvidenceError
+from kchaos.evidence.decode import EVIDENCE_DIR, Dumper, Evidence, FindLibs, check_run, decode
 from kchaos.evidence.explain.facts import Facts, load_facts, node_names
 from kchaos.evidence.explain.fates import LostRange, replica_fates
 from kchaos.evidence.explain.groups import LostGroup, group_ranges
 from kchaos.evidence.explain.why import pick_faults, why
 from kchaos.evidence.kafka_logs import dump
 
-__all__ = ["EXPLANATION_FILE", "Explanation", "EvidenceError", "LostGroup", "LostRange", "explain",
-           "load_explanation"]
+__all__ = ["EXPLANATION_FILE", "Explanation", "explain", "load_explanation"]
 
 EXPLANATION_FILE = "explanation.json"
 

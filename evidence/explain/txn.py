@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.core.history import HistoryError
-from kchaos.evidence.decode import Dumper, EvidenceError, FindLibs, check_run, decode
+from kchaos.evidence import EvidenceError
+from kchaos.evidence.decode import Dumper, FindLibs, check_run, decode
 from kchaos.evidence.explain.txn_facts import KINDS, TxnOp, anomalies, anomalous_ops, client_log, load_txn_ops
 from kchaos.evidence.explain.txn_fates import TxnStory, txn_fates
 from kchaos.evidence.explain.txn_why import HEADS, cause
@@ -37,7 +38,7 @@ from kchaos.evidence.files import EVIDENCE_DIR, TXN_EXPLANATION_FILE
 from kchaos.evidence.kafka_logs import dump
 from kchaos.evidence.txn_decode import TxnEvidence, decode_txn
 
-__all__ = ["TxnExplanation", "TxnStory", "explain_txn", "is_txn_run", "load_txn_explanation"]
+__all__ = ["TxnExplanation", "explain_txn", "is_txn_run", "load_txn_explanation"]
 
 _CLIENT_LOG_SLACK_MS = 1000  # the client logs an op's end a little after the history records it
 

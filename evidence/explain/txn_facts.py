@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.core.history import HistoryError
-from kchaos.evidence.decode import EvidenceError
+from kchaos.evidence import EvidenceError
 
 __all__ = ["KINDS", "Send", "TxnOp", "anomalies", "anomalous_ops", "client_log", "load_txn_ops"]
 

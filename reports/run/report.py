@@ -54,8 +54,7 @@ from kchaos.evidence.explain.txn_text import txn_story, txn_summary
 from kchaos.evidence.files import ISR_FILE, read_isr
 from kchaos.reports import ReportsInputError
 from kchaos.reports.html import write_page, yes
-from kchaos.reports.run import plots as plots
-from kchaos.reports.run import txn_plots as txn_plots
+from kchaos.reports.run import plots, txn_plots
 from kchaos.reports.run.copy_data import CopyRun, read_copy_run
 from kchaos.reports.run.evidence_html import evidence_section
 from kchaos.reports.run.txn_cycles import anchor, cycle_tables, op_excerpts

@@ -29,10 +29,12 @@ def pytest_runtest_setup(item):
     """A test that starts Spark, here or in a child process, is marked `spark`: the quick tier (`-m "not spark"`)
     runs without it. Unmarked, a SparkContext cannot start (its fixtures neither), because SPARK_HOME names no
     Spark."""
-    if item.get_closest_marker("spark") is not None:
-        os.environ.pop("SPARK_HOME", None) if _SPARK_HOME is None else os.environ.update(SPARK_HOME=_SPARK_HOME)
-    else:
+    if item.get_closest_marker("spark") is None:
         os.environ["SPARK_HOME"] = "/this-test-is-not-marked-spark"
+    elif _SPARK_HOME is None:
+        os.environ.pop("SPARK_HOME", None)
+    else:
+        os.environ["SPARK_HOME"] = _SPARK_HOME
 
 
 @pytest.fixture(scope="session")

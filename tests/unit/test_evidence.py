@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from kchaos.core.faults import FaultCatalogue
+from kchaos.evidence import EvidenceError
 from kchaos.evidence.broker_logs import parse_lines, read_node_logs
 from kchaos.evidence.collect import COLLECT_FILE, NodeCopy, collect, wanted
-from kchaos.evidence.decode import Clock, EvidenceError, decode, history_clock, value_of
+from kchaos.evidence.decode import Clock, decode, history_clock, value_of
 from kchaos.evidence.explain.facts import _nemesis_line
 from kchaos.evidence.explain.lost import explain, load_explanation
 from kchaos.evidence.explain.why import on_disk as _on_disk

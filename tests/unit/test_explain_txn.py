@@ -163,9 +163,8 @@ def test_a_run_without_anomalies_explains_nothing(torn_run):
 # --- the rules on made-up facts ------------------------------------------------------------------------
 
 def _story(outcome, values, ends=(), decided=None, began=None, anomalies=None):
-    from kchaos.evidence.explain.txn import TxnStory
     from kchaos.evidence.explain.txn_facts import Send, TxnOp
-    from kchaos.evidence.explain.txn_fates import PartitionEnd, TxnFates
+    from kchaos.evidence.explain.txn_fates import PartitionEnd, TxnFates, TxnStory
     op = TxnOp(10, 1, 1.0, 2.0, outcome, None, tuple(Send(0, v.value, 0, None) for v in values), 0, "{}",
                anomalies or {"lost_write": [v.value for v in values]})
     return TxnStory(op, TxnFates("t", 5, 0, "the records' batches", 1000, values[0].value, list(values),

@@ -21,7 +21,7 @@ from kchaos.core.faults import (
 )
 from kchaos.evidence.explain.facts import _nemesis_line
 from kchaos.nemesis.schedule import make_schedule, specs_in
-from kchaos.reports.run import plots as plots
+from kchaos.reports.run import plots
 
 S = 1_000_000_000
 # A nemesis the registry before faults.json never had: only a catalogue can say what its ops do.

@@ -21,7 +21,7 @@ from kchaos.core.kafka_versions import (
     resolve_version,
     tools_record,
 )
-from kchaos.evidence import kafka_logs as kafka_logs
+from kchaos.evidence import kafka_logs
 from kchaos.harness.cli.main import build_parser, main
 from kchaos.harness.options import config_from_args
 from kchaos.nemesis import check_spec

@@ -102,25 +102,20 @@ def test_every_project_import_names_the_kchaos_package():
 
 
 def _module_graph() -> dict[str, set[str]]:
-    """Every project module (dotted, under kchaos) and the project modules it imports, wherever the import
-    stands (TYPE_CHECKING blocks and function bodies included). `from pkg import mod` is an edge to the module, not
-    to the package: a module's parent package is imported first anyway, and is no circle."""
-    files = {"kchaos": ROOT / "kchaos", **{f"kchaos.{p}": ROOT / p for p in PACKAGES}}
-    modules: dict[str, Path] = {}
-    for dotted, folder in files.items():
-        for path in folder.rglob("*.py"):
-            parts = [x for x in path.relative_to(folder).with_suffix("").parts if x != "__init__"]
-            modules[".".join([dotted, *parts])] = path
-    graph: dict[str, set[str]] = {m: set() for m in modules}
-    for name, path in modules.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                graph[name] |= {a.name for a in node.names if a.name in modules}
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                subs = {f"{node.module}.{a.name}" for a in node.names} & modules.keys()
-                graph[name] |= subs if len(subs) == len(node.names) else {node.module, *subs} & modules.keys()
-        graph[name].discard(name)
-    return graph
+    """Every project module (dotted, below kchaos) and the project modules it imports, as `_imports` reads them.
+    An imported name stands for the longest module it starts with: `from pkg import mod` is an edge to the module,
+    not to the package (a module's parent package is imported first anyway, and is no circle), and
+    `from pkg.mod import f` is an edge to pkg.mod."""
+    modules = {".".join([pkg, *[x for x in p.relative_to(ROOT / pkg).with_suffix("").parts if x != "__init__"]]):
+               (pkg, p) for pkg, p in _modules()}
+
+    def module(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    return {name: {m for _, imported in _imports(path, pkg) if (m := module(imported)) not in (None, name)}
+            for name, (pkg, path) in modules.items()}
 
 
 def test_no_two_modules_import_each_other_in_a_circle():

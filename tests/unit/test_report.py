@@ -21,7 +21,7 @@ import pytest
 from browser import render
 
 from kchaos.checkers.verdict.judge import judge
-from kchaos.reports.run import plots as plots
+from kchaos.reports.run import plots
 from kchaos.reports.run.report import REPORT_FILE, ReportError, anomaly_marks, load_run, write_report
 
 S = 1_000_000_000

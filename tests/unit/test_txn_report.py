@@ -150,7 +150,7 @@ def test_queue_report_draws_rebalances_of_a_subscribe_run(tmp_path):
     d = load_run(run)
     assert [(b.time_s, b.assigned, b.generation) for b in d.rebalances] == [(4.0, (0, 1), 2)]
     # drawn on every plot: dashed lines in plot_frame.REBALANCE_COLOR (alpha 0.6 over white) only where given
-    from kchaos.reports.run import plots as plots
+    from kchaos.reports.run import plots
     for draw in (plots.latency_png, plots.throughput_png, plots.offsets_png):
         assert rebalance_pixels(draw(d.sends, rebalances=[4.0])) > rebalance_pixels(draw(d.sends)) + 50, \
             draw.__name__
