@@ -15,7 +15,7 @@ rounds of the three, one after the other:
   unthrottled: the ceiling;
 - VerifiableProducer, inside node n1, `--records / 2` records: the recording producer of Kafka's own
   system tests, which prints a JSON line per acknowledgement;
-- the kchaos queue workload (workloads/queue.py) for `--seconds`, 8-byte values, no consumers,
+- the kchaos queue workload (workloads/queue/workload.py) for `--seconds`, 8-byte values, no consumers,
   recording every send into the history: ok sends recorded per second, from the merged history.
 
 Prints records per second for each, per round and the median over rounds, the ratios
@@ -49,7 +49,7 @@ from kchaos.core.kafka_versions import perf_command
 from kchaos.core.send_stream import merge_streams
 from kchaos.harness import full_load
 from kchaos.harness.runner import prepare
-from kchaos.workloads.queue import QueueWorkload
+from kchaos.workloads.queue.workload import QueueWorkload
 
 REPO = Path(__file__).resolve().parents[1]
 TOOL = ["kafka-ctl", "tool"]

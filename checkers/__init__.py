@@ -1,49 +1,30 @@
 """Checkers: find the anomalies of a recorded history, judge the run (checkers/verdict/judge.py), write results.json.
 
-A new checker is one module implementing core.protocols.Checker (with a
-constructor taking `master=`, and `check_many` for checking several runs in
-one job) plus one line in CHECKERS.
+Which checkers a run gets is its workload's word (core/workload_kind.py, `WorkloadKind.checkers`): a checker is
+one module implementing core.protocols.Checker (with a constructor taking `master=`, and `check_many` for checking
+several runs in one job) plus one line in its workload's list. A workload whose history converts to Parquet (the
+queue) has it converted once, validated on the way, and its runs checked many to a Spark job; the others' checkers
+read and validate the history themselves.
 """
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from kchaos.checkers.compose import exit_code, merge_valid, run_checkers
-from kchaos.checkers.copy.check import COPY, CopyChecker
-from kchaos.checkers.corrupt_reads import KIND as CORRUPT_READ
-from kchaos.checkers.corrupt_reads import corrupt_reads
 from kchaos.checkers.history_scan import HistoryScan, nemesis_section, scan
 from kchaos.checkers.kafka_errors import kafka_errors
 from kchaos.checkers.parquet import CheckInputError, convert, parquet_path
-from kchaos.checkers.queue.check import QueueChecker
 from kchaos.checkers.spark import prestart
-from kchaos.checkers.txn.check import TxnSparkChecker
-from kchaos.checkers.txn.reference import TxnChecker
-from kchaos.checkers.verdict.judge import SOURCE, TXN, Judgement, judge, judged, merge
+from kchaos.checkers.verdict.judge import Judgement, judge, judged, merge
 from kchaos.checkers.verdict.promise import Events, classify
 from kchaos.checkers.verdict.promise_run import loss_section
 from kchaos.core.faults import FaultsError, read_faults, run_faults
 from kchaos.core.promise import Promise
-from kchaos.core.protocols import Checker
-
-CHECKERS: dict[str, Callable[..., Checker]] = {
-    SOURCE: QueueChecker,
-}
-# Workloads whose histories the queue checkers cannot read: their own checkers, by workload kind. Their runs are
-# neither converted to Parquet nor given the queue checkers; the checker validates the history itself. The txn
-# workload's runs on Spark, as the queue's does; its reference (TxnChecker, checkers/txn/reference.py) stays the
-# definition it is tested against and the baseline it is timed against (REFERENCE_CHECKERS).
-WORKLOAD_CHECKERS: dict[str, dict[str, Callable[..., Checker]]] = {
-    TXN: {TXN: TxnSparkChecker},
-    COPY: {COPY: CopyChecker},
-}
-REFERENCE_CHECKERS: dict[str, dict[str, Callable[..., Checker]]] = {
-    TXN: {TXN: TxnChecker},
-}
+from kchaos.core.workload_kind import KINDS, UnknownWorkload, WorkloadKind, kind_of, name_of
 
 HISTORY_FILE = "history.jsonl"
 TEST_FILE = "test.json"
@@ -51,9 +32,9 @@ RESULTS_FILE = "results.json"
 # Copied from the queue checker's result to the top level of results.json.
 SUMMARY_KEYS = ("counts", "examples", "loss", "stats", "latency_ms", "timeline")
 
-__all__ = ["CHECKERS", "REFERENCE_CHECKERS", "WORKLOAD_CHECKERS", "CheckInputError", "QueueChecker", "check_path",
-           "check_runs", "check_tree", "exit_code", "find_runs", "judge", "judge_loss", "judge_run", "merge_valid",
-           "rejudge_loss", "run_checkers", "validate_history"]
+__all__ = ["CheckInputError", "check_path", "check_runs", "check_tree", "exit_code", "find_runs", "judge",
+           "judge_loss", "judge_run", "merge_valid", "rejudge_loss", "run_checkers", "validate_history",
+           "workload_of_run"]
 
 
 def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
@@ -84,50 +65,52 @@ def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
     facts = scan(history)
     test = _load_test(history.parent / TEST_FILE)
     _check_faults(history.parent)
-    own = WORKLOAD_CHECKERS.get(workload_kind(test, history))
-    if own is not None:
-        return _write_result(history, run_own(own, test, history, spark_master), facts, spark_master)
-    prestart(spark_master)  # the JVM starts while the history converts
-    convert(history, validate=True)
-    checkers = {name: make(master=spark_master) for name, make in CHECKERS.items()}
-    return _write_result(history, run_checkers(checkers, test, history), facts, spark_master)
+    kind = workload_of_run(test, history)
+    if kind.parquet:
+        prestart(spark_master)  # the JVM starts while the history converts
+        convert(history, validate=True)
+    composed = run_own(kind, test, history, spark_master)
+    return _write_result(history, kind, composed, facts, spark_master)
 
 
-def workload_kind(test: dict[str, Any], history: Path) -> str:
-    """The workload that recorded `history`: test.json's `workload.kind`; without one, "txn" if one of the
-    history's first 1000 lines is a txn op, else "queue"."""
-    kind = (test.get("workload") or {}).get("kind")
-    if isinstance(kind, str):
-        return kind
-    with open(history, encoding="utf-8", errors="replace") as fh:
-        for _, line in zip(range(1000), fh):
-            if '"f":"txn"' in line.replace(" ", ""):
-                return TXN
-    return SOURCE
+def workload_of_run(test: Mapping[str, Any], history: Path) -> WorkloadKind:
+    """The workload that recorded `history`: test.json's `workload.kind`; without one, the first workload whose
+    own ops (`history_ops`) are in the history's first 1000 lines, else the default. CheckInputError for a
+    workload kchaos does not know."""
+    if "kind" not in (test.get("workload") or {}):
+        with open(history, encoding="utf-8", errors="replace") as fh:
+            head = [line.replace(" ", "") for _, line in zip(range(1000), fh)]
+        for name in KINDS:
+            own = kind_of(name)
+            if any(f'"f":"{f}"' in line for f in own.history_ops for line in head):
+                return own
+    try:
+        return kind_of(name_of(test))
+    except UnknownWorkload as e:
+        raise CheckInputError(f"{history.parent / TEST_FILE}: {e}") from None
 
 
-def run_own(checkers: dict[str, Callable[..., Checker]], test: dict[str, Any], history: Path,
-            spark_master: str = "local[*]") -> dict[str, Any]:
-    """Run a workload's own checkers (WORKLOAD_CHECKERS) like `run_checkers`, on Spark master `spark_master`,
-    except that a CheckInputError (a malformed history) propagates: bad input, not an unknown verdict."""
-    return run_checkers({name: make(master=spark_master) for name, make in checkers.items()}, test, history,
-                        passthrough=(CheckInputError,))
+def run_own(kind: WorkloadKind, test: dict[str, Any], history: Path, spark_master: str = "local[*]"
+            ) -> dict[str, Any]:
+    """Run a workload's checkers (`run_checkers`) on Spark master `spark_master`. Where the checkers read the
+    history itself (not its Parquet, validated while it converted), a CheckInputError (a malformed history)
+    propagates: bad input, not an unknown verdict."""
+    return run_checkers({name: make(master=spark_master) for name, make in kind.checkers().items()}, test, history,
+                        passthrough=() if kind.parquet else (CheckInputError,))
 
 
-def _write_result(history: Path, composed: dict[str, Any], facts: HistoryScan, spark_master: str) -> dict[str, Any]:
-    source = next((k for k in (TXN, COPY) if k in composed), SOURCE)
-    queue = composed.get(source, {})
+def _write_result(history: Path, kind: WorkloadKind, composed: dict[str, Any], facts: HistoryScan,
+                  spark_master: str) -> dict[str, Any]:
+    source = composed.get(next(iter(kind.checkers())), {})
     test = _load_test(history.parent / TEST_FILE)
     result: dict[str, Any] = {"valid": composed["valid"]}
-    result.update({k: queue[k] for k in (*SUMMARY_KEYS, "unseen_undecided", "cycles") if k in queue})
+    result.update({k: source[k] for k in (*SUMMARY_KEYS, "unseen_undecided", "cycles") if k in source})
     result["history"] = facts.as_json()
     asked = tuple((test.get("nemesis") or {}).get("names") or ())
     result["nemesis"] = nemesis_section(facts, run_faults(history.parent, facts.nemesis), asked)
     if "loss" in result:
         result["loss"] = {**result["loss"], **judge_loss(history, result)}
-    if source == SOURCE and "counts" in result and (flipped := corrupt_reads(history)) is not None:
-        result["counts"] = {**result["counts"], CORRUPT_READ: flipped["count"]}
-        result["examples"] = {**(result.get("examples") or {}), CORRUPT_READ: flipped["examples"]}
+    result = kind.amend(history, result)
     result["checkers"] = {k: v for k, v in composed.items() if k != "valid"}
     if (logged := kafka_errors(history.parent, spark_master, history=facts)) is not None:
         result["kafka_errors"] = logged
@@ -226,12 +209,14 @@ def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]") -> 
     errors: dict[Path, str] = {}
     facts: dict[Path, HistoryScan] = {}
     prestart(spark_master)  # the JVM starts while the histories convert
-    own: dict[Path, dict[str, Any]] = {}  # runs of workloads with checkers of their own, checked one by one
+    own: dict[Path, dict[str, Any]] = {}  # runs of workloads whose checkers read the history, checked one by one
+    kinds: dict[Path, WorkloadKind] = {}
     for run in runs:
         try:
             test = _load_test(run / TEST_FILE)
             _check_faults(run)
-            if workload_kind(test, run / HISTORY_FILE) in WORKLOAD_CHECKERS:
+            kinds[run] = kind = workload_of_run(test, run / HISTORY_FILE)
+            if not kind.parquet:
                 own[run] = check_path(run, spark_master)
                 continue
             facts[run] = scan(run / HISTORY_FILE)
@@ -240,13 +225,14 @@ def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]") -> 
         except CheckInputError as e:
             errors[run] = str(e)
     results: dict[Path, dict[str, Any]] = {}
-    for name, make in CHECKERS.items():
+    for name, make in {n: m for run, _ in good for n, m in kinds[run].checkers().items()}.items():
+        batch = [(run, test) for run, test in good if name in kinds[run].checkers()]
         checker = make(master=spark_master)
         try:
-            many = checker.check_many([(test, run / HISTORY_FILE) for run, test in good])
+            many = checker.check_many([(test, run / HISTORY_FILE) for run, test in batch])
         except Exception as e:
-            many = [{"valid": "unknown", "error": f"{type(e).__name__}: {e}"}] * len(good)
-        for (run, _), res in zip(good, many):
+            many = [{"valid": "unknown", "error": f"{type(e).__name__}: {e}"}] * len(batch)
+        for (run, _), res in zip(batch, many):
             results.setdefault(run, {})[name] = res
     rows = []
     for run in runs:
@@ -259,7 +245,8 @@ def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]") -> 
         test = dict(good)[run]
         per = results[run]
         composed = {"valid": merge_valid(*(r["valid"] for r in per.values())), **per}
-        rows.append(row(root, run, test, _write_result(run / HISTORY_FILE, composed, facts[run], spark_master), None))
+        rows.append(row(root, run, test, _write_result(run / HISTORY_FILE, kinds[run], composed, facts[run],
+                                                       spark_master), None))
     return rows
 
 

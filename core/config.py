@@ -109,22 +109,22 @@ class WorkloadConfig:
     drain_timeout_s: float = 120.0
     # With rate "max": what harness/full_load.py picked for the machine and why (cores, picked, explicit, why).
     full_load: dict[str, Any] | None = field(default=None, hash=False)
-    # The txn workload (workloads/txn.py): the isolation level of its consumers' polls, and the share of its
+    # The txn workload (workloads/txn/workload.py): the isolation level of its consumers' polls, and the share of its
     # transactions it aborts on purpose; the share of its ops that are an assign or a subscribe (Jepsen's sub-p).
     txn_isolation: str = "read_committed"
     txn_abort_p: float = 0.1
     txn_sub_p: float = 0.0
-    # The queue workload's consumers (workloads/group.py): assigned every partition (assign), or members of one
+    # The queue workload's consumers (workloads/queue/group.py): assigned every partition (assign), or members of one
     # consumer group (subscribe) that commit after processing (sync) or automatically (auto), rebalancing by the
     # classic protocol or KIP-848's consumer protocol.
     consumer_mode: str = "assign"
     group_commit: str = "sync"
     group_protocol: str = "classic"
-    # The client library of the txn and copy workloads: "python" (librdkafka) or "java" (workloads/java_txn.py,
-    # workloads/java_copier.py), and for java the version of its kafka-clients jar (4.x: KIP-890 transactions).
+    # The client library of the txn and copy workloads: "python" (librdkafka) or "java" (workloads/txn/java.py,
+    # workloads/copy/java_copier.py), and for java the version of its kafka-clients jar (4.x: KIP-890 transactions).
     client: str = "python"
     client_version: str | None = None
-    # The copy workload (workloads/copy.py): values in its input topic (0: --rate x --time-limit), whether the input
+    # The copy workload (workloads/copy/): values in its input topic (0: --rate x --time-limit), whether the input
     # is one partition whose order the output must keep, and records per transaction (also a copier's poll size).
     copy_records: int = 0
     copy_order: bool = False

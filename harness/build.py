@@ -22,11 +22,11 @@ from kchaos.core.hosts import HostsFile, load_hosts
 from kchaos.core.kafka_versions import UnsupportedVersion, tools_record
 from kchaos.core.protocols import Cluster, Nemesis, Workload
 from kchaos.core.suggest import did_you_mean
+from kchaos.core.workload_kind import UnknownWorkload, kind_of
 from kchaos.nemesis.base import ScheduledOp
 from kchaos.nemesis.mix import lazy_families
 from kchaos.nemesis.schedule import make_schedule, schedule_names, specs_in
 from kchaos.nemesis.targets import KINDS
-from kchaos.workloads import WORKLOADS
 from kchaos.workloads.java_build import JavaBuildError, JavaProgram, compile_client, jdk_problem
 
 
@@ -84,11 +84,13 @@ def preflight(cfg: TestConfig) -> TestConfig:
         cfg = cfg.with_(nemesis=replace(n, schedule_file=path, names=schedule_names(Path(path))))
     if cfg.cluster.hosts:
         cfg = _from_hosts(cfg, load_hosts(cfg.cluster.hosts))
-    if cfg.workload.kind not in WORKLOADS:
-        raise ConfigError(f"unknown workload {cfg.workload.kind!r}; known: {', '.join(sorted(WORKLOADS))}")
+    try:
+        kind = kind_of(cfg.workload.kind)
+    except UnknownWorkload as e:
+        raise ConfigError(str(e)) from None
     validate(cfg, lambda spec: _check_nemesis(spec, cfg.topic.partitions))
     clients = [s for s in cfg.nemesis.names if s != "none" and s != "mix" and nemeses.split(s)[0].needs_workload]
-    if clients and cfg.workload.kind not in ("txn", "copy") and cfg.workload.consumer_mode != "subscribe":
+    if clients and not kind.crashable(cfg):
         raise ConfigError(f"--nemesis {clients[0]} crashes group members: it needs --consumer-mode subscribe "
                           "(or --workload txn or copy)")
     quorum = [s for s in cfg.nemesis.names if s not in ("none", "mix")
@@ -134,9 +136,8 @@ def java_client(version: str, kafka_dist: str | None = None) -> JavaProgram:
 def _workload(cfg: TestConfig) -> Workload:
     """The workload of the registry; `--client java` hands it the compiled Java client."""
     w = cfg.workload
-    if w.client == "java":
-        return WORKLOADS[w.kind](cfg, java=java_client(str(w.client_version), cfg.cluster.kafka_dist))
-    return WORKLOADS[w.kind](cfg)
+    java = java_client(str(w.client_version), cfg.cluster.kafka_dist) if w.client == "java" else None
+    return kind_of(w.kind).make(cfg, java=java)
 
 
 def _check_nemesis(spec: str, partitions: int) -> None:

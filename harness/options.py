@@ -22,6 +22,7 @@ from kchaos.core.config import (
     java_clients_version,
     uses_disk_full,
 )
+from kchaos.core.workload_kind import UnknownWorkload, kind_of
 from kchaos.harness import full_load
 
 D = TestConfig()  # every option's default
@@ -240,7 +241,7 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
         topic=TopicConfig(partitions=a.partitions, replication_factor=a.rf, min_insync=a.min_insync,
                           unclean=a.unclean, flush_messages=a.flush_messages,
                           segment_ms=a.segment_ms),
-        producer=ProducerConfig(acks=str(a.acks), idempotence=a.idempotence or a.workload in ("txn", "copy"),
+        producer=ProducerConfig(acks=str(a.acks), idempotence=a.idempotence or _idempotent(a.workload),
                                 retries=a.retries,
                                 linger_ms=load["linger_ms"], max_in_flight=a.max_in_flight,
                                 delivery_timeout_ms=a.delivery_timeout_ms, request_timeout_ms=a.request_timeout_ms,
@@ -282,3 +283,12 @@ def _load(a: argparse.Namespace) -> dict:
     defaults = {"producers": D.workload.producers, "producer_processes": D.workload.producer_processes,
                 "in_flight": D.workload.in_flight, "linger_ms": D.producer.linger_ms}
     return {k: defaults[k] if v is None else v for k, v in given.items()}
+
+
+def _idempotent(workload: str) -> bool:
+    """Whether the workload's producers are idempotent whatever --idempotence says (transactional producers); a
+    workload the registry does not know is refused later, by name."""
+    try:
+        return kind_of(workload).idempotent
+    except UnknownWorkload:
+        return False

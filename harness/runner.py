@@ -8,6 +8,7 @@ check the history; when writes were lost, explain them (docs/evidence.md).
 """
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -16,9 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.markup import escape
 
-from kchaos.checkers import check_path, rejudge_loss
+from kchaos.checkers import check_path
 from kchaos.checkers.spark import prestart
 from kchaos.core.config import TestConfig, exact_kafka_version, kafka_major
 from kchaos.core.faults import write_faults
@@ -28,6 +28,7 @@ from kchaos.core.page_cache import describe as describe_page_cache
 from kchaos.core.protocols import Cluster, Workload
 from kchaos.core.send_stream import merge_streams
 from kchaos.core.store import add_to_test_json, load_test_json, new_run_dir, versions, write_test_json
+from kchaos.core.workload_kind import Explainer, kind_of
 from kchaos.evidence.files import HISTORY_START_KEY, ISR_FILE
 from kchaos.harness.build import Test, build_test, preflight
 from kchaos.harness.monitor import IsrMonitor
@@ -38,11 +39,7 @@ from kchaos.nemesis.schedule import kills_closer_than, save_schedule
 if TYPE_CHECKING:
     from kchaos.evidence.collect import Copier
 
-# The txn anomalies a run's end explains from Kafka's files (evidence/explain/txn.py).
-TXN_EXPLAINED = ("torn_transaction", "G1a", "lost_write")
-
-__all__ = ["prepare", "run_test", "run", "write_report_safely", "collect_evidence_safely",
-           "explain_safely", "explain_txn_safely"]
+__all__ = ["prepare", "run_test", "run", "write_report_safely", "collect_evidence_safely", "explain_safely"]
 log = logging.getLogger("kchaos.runner")
 RECOVERY_TIMEOUT_S = 60.0
 
@@ -127,16 +124,7 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         say(describe_page_cache(load_test_json(run_dir / "test.json")))
         workload.setup(cluster)
         w = cfg.workload
-        clients = _copy_line(cfg) if w.kind == "copy" else (
-            f"workload: {w.producers} producer{'s' * (w.producers != 1)} at "
-            + (f"{w.rate:g}/s" if w.rate != "max" else "full load")
-            + (f", {w.in_flight} sends in flight each" if w.in_flight > 1 else "")
-            + (f", in {w.producer_processes} processes" if w.producer_processes else "")
-            + (f", {w.consumers} consumer{'s' * (w.consumers != 1)}"
-               + (f" in one group ({w.group_commit} commits, {w.group_protocol} protocol)"
-                  if w.consumer_mode == "subscribe" else "") if w.kind != "txn" else
-               f", transactions (abort {w.txn_abort_p:g}, polls {w.txn_isolation}"
-               + (f", Java client kafka-clients {w.client_version})" if w.client == "java" else ")")))
+        clients = kind_of(w.kind).describe(cfg)
         say(clients + f"; nemesis: {','.join(cfg.nemesis.names)}"
             + (f" ({w.full_load['why']})" if w.full_load else ""))
         monitor.start()
@@ -174,10 +162,9 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         handler.close()
     say("checking the history with Spark")
     results = check_path(run_dir, cfg.spark_master)
-    if (results.get("counts") or {}).get("lost"):
-        results = explain_safely(run_dir, say) or results
-    elif any((results.get("counts") or {}).get(k) for k in TXN_EXPLAINED):
-        explain_txn_safely(run_dir, say)
+    explainer = kind_of(cfg.workload.kind).explainer
+    if explainer is not None and explainer.wanted(results.get("counts") or {}):
+        results = explain_safely(explainer, run_dir, say) or results
     write_report_safely(run_dir, say)
     return run_dir, results
 
@@ -222,53 +209,25 @@ def collect_evidence_safely(cluster: Copier, topic: str, run: Path, say: Callabl
     log.info("evidence: %s", ", ".join(f"{c.node} {c.files} files {c.bytes} bytes" for c in copies))
 
 
-def explain_safely(run: Path, say: Callable[[str], None]) -> dict[str, Any] | None:
-    """Write run/evidence/explanation.json, say why the writes were lost (the largest groups by cause), and judge
-    the loss again against Kafka's guarantee with the exact ISR of the metadata log; return the new results (None
-    on failure, never fatal)."""
+def explain_safely(explainer: Explainer, run: Path, say: Callable[[str], None]) -> dict[str, Any] | None:
+    """Explain the run's anomalies from Kafka's files (its workload's `explainer`: explanation.json for lost
+    writes, with the loss judged again against the metadata log's exact ISR; txn_explanation.json for anomalous
+    transactions), say the largest groups by cause, and return the results as they now are (None on failure,
+    never fatal)."""
     handler = _log_to(run)
     try:
         from kchaos.clusters.distribution import run_libs
-        from kchaos.evidence.explain.lost import explain
-        from kchaos.evidence.explain.text import console_lines
 
-        for line in console_lines(explain(run, find_libs=run_libs).to_dict(), run):
+        for line in explainer.summary(explainer.explain(run, run_libs), run):
             say(line)
-        return rejudge_loss(run)
+        return json.loads((run / "results.json").read_text(encoding="utf-8"))
     except Exception as e:
         log.exception("explanation failed")
-        say(f"[yellow]lost writes not explained: {type(e).__name__}: {e}[/]")
+        say(f"[yellow]anomalies not explained: {type(e).__name__}: {e}[/]")
         return None
     finally:
         logging.getLogger().removeHandler(handler)
         handler.close()
-
-
-def explain_txn_safely(run: Path, say: Callable[[str], None]) -> None:
-    """Write run/evidence/txn_explanation.json and say each anomalous transaction's cause (a few); never fatal."""
-    handler = _log_to(run)
-    try:
-        from kchaos.clusters.distribution import run_libs
-        from kchaos.evidence.explain.txn import explain_txn
-        from kchaos.evidence.explain.txn_text import txn_console_lines
-
-        for line in txn_console_lines(explain_txn(run, find_libs=run_libs).to_dict()):
-            say(escape(line))  # client log lines carry [brackets] that are not markup
-    except Exception as e:
-        log.exception("txn explanation failed")
-        say(f"[yellow]transactions not explained: {type(e).__name__}: {e}[/]")
-    finally:
-        logging.getLogger().removeHandler(handler)
-        handler.close()
-
-
-def _copy_line(cfg: TestConfig) -> str:
-    """The console's line about a copy workload."""
-    w = cfg.workload
-    return (f"workload: {w.consumers} copier{'s' * (w.consumers != 1)} at "
-            + (f"{w.rate:g} records/s" if w.rate != "max" else "full speed") + f", {w.txn_size} per transaction, input "
-            + ("one partition, its order kept" if w.copy_order else f"{cfg.topic.partitions} partitions")
-            + f", final read {w.txn_isolation}")
 
 
 def _progress(console: Console, limit: float, workload: Workload, driver: NemesisDriver, label: str) -> None:

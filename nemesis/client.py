@@ -2,8 +2,8 @@
 transaction process of the txn workload, a copier of the copy workload) and starts a new one with the same
 identity in its place.
 
-The workload does the crashing (`CrashableClients.crash_client`, workloads/group.py, workloads/txn.py): a thread
-cannot be killed, so the process abandons its clients without closing them (no commit of its own, no LeaveGroup,
+The workload does the crashing (`CrashableClients.crash_client` of the workload's clients): a thread cannot be
+killed, so the process abandons its clients without closing them (no commit of its own, no LeaveGroup,
 no abort), as a crashed process would leave them, and starts new ones, same client.id (and transactional.id),
 after `--restart-delay` seconds. The op is one-shot: nothing to mend.
 """

@@ -5,8 +5,8 @@ the history as they do on librdkafka; only the client calls run in one JVM
 (workloads/java/KchaosTxnClient.java): a JSON request per line on its stdin,
 a JSON reply per line on its stdout, each tagged with the logical process
 (`p`) whose own thread in the JVM runs it. The clients' settings are made
-here, from the same options as librdkafka's. workloads/java_txn.py and
-workloads/java_copier.py are the two workloads' clients.
+here, from the same options as librdkafka's. workloads/txn/java.py and
+workloads/copy/java_copier.py are the two workloads' clients.
 """
 from __future__ import annotations
 

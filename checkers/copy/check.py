@@ -1,4 +1,4 @@
-"""The checker of the copy workload (workloads/copy.py): the output read at the end must equal the input.
+"""The checker of the copy workload (workloads/copy/workload.py): the output read at the end must equal the input.
 
 The input is every value a `fill` op recorded as written (`records`); values whose fill send failed (`unacked`)
 may or may not be in it. The output is what the final read (`drain` ops of the output topic) returned, each
@@ -27,11 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.checkers.parquet import CheckInputError
-from kchaos.checkers.verdict.judge import COPY, COPY_KINDS
 from kchaos.core.history import HistoryError, read_history
 
 __all__ = ["COPY", "COPY_COUNTS", "CopyChecker", "check_copy_ops", "compare", "out_of_order", "read_ops"]
 
+COPY = "copy"  # the checker's name in results.json's `checkers`
+COPY_KINDS = {"copy_missing": "an input value never reached the committed output",
+              "copy_duplicate": "a value is in the output more than once",
+              "copy_invented": "an output value is not in the input",
+              "copy_reordered": "the output does not keep the input's order (--copy-order)"}
 COPY_COUNTS = tuple(COPY_KINDS)
 MAX_EXAMPLES = 10
 

@@ -34,7 +34,9 @@ from kchaos.checkers.txn.order import ORDER_COUNTS
 from kchaos.checkers.txn.reference import BASE_COUNTS, COMMITTED, MAX_EXAMPLES, assemble, isolation_of
 from kchaos.checkers.txn.tasks import partition_task, value_task
 
-__all__ = ["TxnSparkChecker", "check_txn_spark"]
+__all__ = ["TXN", "TxnSparkChecker", "check_txn_spark"]
+
+TXN = "txn"  # the checker's name in results.json's `checkers`
 
 STRETCH_BYTES = 8 << 20  # a parse task's share of the history, at most
 PARTITION_BUCKETS = VALUE_BUCKETS = 8

@@ -22,21 +22,13 @@ from typing import Any
 from kchaos.checkers.kafka_errors import internal_reasons
 from kchaos.core.page_cache import describe as describe_page_cache
 from kchaos.core.promise import Promise
+from kchaos.core.workload_kind import UnknownWorkload, kind_of_test
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 VERDICTS = (PASS, FAIL, UNKNOWN)
 # results.json's `valid`, kept for compatibility
 VALID: dict[str, bool | str] = {PASS: True, FAIL: False, UNKNOWN: "unknown"}
-SOURCE = "queue"  # the checker whose counts results.json summarises; its own `valid` is superseded here
 FIELDS = ("verdict", "failed", "allowed", "why", "undecided")
-
-# A log truncated and rewritten shows as these; they fail only where no allowed loss explains them.
-TRUNCATION = ("acked_offset_mismatch", "inconsistent_offset", "nonmonotonic_poll")
-NEVER = {"unexpected": "a value was read that no send ever invoked",
-         "poll_skip": "a consumer jumped past records that exist",
-         "corrupt_read": "a reader was handed a record the corrupt nemesis flipped on disk, not the value "
-                         "acknowledged at its offset (a consumer with check.crcs=false)"}
-
 
 @dataclass(frozen=True)
 class Judgement:
@@ -108,79 +100,28 @@ def lost_in_promise(results: Mapping[str, Any], test: Mapping[str, Any] | None) 
 
 def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> Judgement:
     """The verdict of a run from its results.json (None or {} when never checked) and its test.json ({} or None:
-    the harness's defaults, acks=all and idempotence off). docs/verdicts.md has the table this implements."""
-    results, s = results or {}, Promise.of(test)
+    the harness's defaults, acks=all and idempotence off), by the verdict rules of the run's workload
+    (core/workload_kind.py). docs/verdicts.md has the tables the workloads implement."""
+    results = results or {}
     counts = {k: int(v or 0) for k, v in (results.get("counts") or {}).items() if isinstance(v, (int, float))}
-    kind = ((test or {}).get("workload") or {}).get("kind")
-    if kind == TXN:
-        return judge_txn(results, counts, ((test or {}).get("workload") or {}).get("txn_isolation"), s)
-    if kind == COPY:
-        return judge_copy(results, counts, s)
-    undecided = [f"checker {name} failed: {c['error']}" for name, c in (results.get("checkers") or {}).items()
-                 if isinstance(c, Mapping) and c.get("error")]
-    others = [(n, c.get("valid")) for n, c in (results.get("checkers") or {}).items()
-              if n != SOURCE and isinstance(c, Mapping)]
+    try:
+        kind = kind_of_test(test)
+    except UnknownWorkload as e:
+        return Judgement(UNKNOWN, undecided=(str(e),))
+    judgement: Judgement = kind.judge(results, counts, Promise.of(test), test or {})
+    return judgement
+
+
+def undecided_checks(results: Mapping[str, Any], counts: Mapping[str, int], acknowledged: int | None) -> list[str]:
+    """Why a run is unknown before any anomaly is weighed: a checker's error, a run never checked or whose
+    checker reported no counts, and `cannot_pass`'s reasons."""
+    out = [f"checker {name} failed: {c['error']}" for name, c in (results.get("checkers") or {}).items()
+           if isinstance(c, Mapping) and c.get("error")]
     if not counts:
-        undecided.append("the run was not checked" if not results else "the checker reported no counts")
+        out.append("the run was not checked" if not results else "the checker reported no counts")
     else:
-        undecided += cannot_pass(results, counts, kind)
-    failed: dict[str, int] = {}
-    allowed: dict[str, int] = {}
-    why: dict[str, dict[str, str]] = {"failed": {}, "allowed": {}}
-
-    def put(kind: str, n: int, fails: bool, reason: str) -> None:
-        if n:
-            (failed if fails else allowed)[kind] = n
-            why["failed" if fails else "allowed"][kind] = reason
-
-    lost = counts.get("lost", 0)
-    inside = min(lost, lost_in_promise(results, test))
-    cause = f"acks={s.acks}" if not s.acks_all else "unclean leader election"
-    if s.no_loss:
-        put("lost", inside, True, "inside Kafka's guarantee: an in-sync replica held them")
-        put("lost", lost - inside, False, "outside Kafka's guarantee")
-    else:
-        put("lost", lost, False, s.no_durability or "")
-    # A truncated and rewritten log shows as these kinds. They are allowed where the configuration promises no
-    # loss, or where this run lost writes outside the guarantee (the truncation that caused them); per run, not
-    # per partition.
-    truncated_ok = not s.no_loss or lost > inside
-    rewritten = (f"a rewritten log, which {cause} allows" if not s.no_loss
-                 else "a log truncated outside Kafka's guarantee")
-    for kind in TRUNCATION:
-        put(kind, counts.get(kind, 0), not truncated_ok,
-            rewritten if truncated_ok else "the log changed, and no write was lost outside Kafka's guarantee")
-    put("duplicate", counts.get("duplicate", 0), s.idempotence,
-        "idempotence is on" if s.idempotence else "idempotence is off: a retried send may be written twice")
-    reorder_fails = s.idempotence and not truncated_ok
-    put("nonmonotonic_send", counts.get("nonmonotonic_send", 0), reorder_fails,
-        "idempotence is on" if reorder_fails else rewritten if s.idempotence
-        else "idempotence is off: retries may reorder sends")
-    for kind, reason in NEVER.items():
-        put(kind, counts.get(kind, 0), True, reason)
-    put("failed_visible", counts.get("failed_visible", 0), False,
-        "a send reported failed was written: not against Kafka's guarantee")
-    commits = group_commit(test)
-    put("committed_unconsumed", counts.get("committed_unconsumed", 0), commits == "sync",
-        "the group committed offsets past records no member processed, though it commits only after processing "
-        "(at-least-once)" if commits == "sync" else "auto-commit commits the positions of what poll returned, "
-        "processed or not" if commits == "auto" else "the consumers are no group members committing after processing")
-    put("double_consumed", counts.get("double_consumed", 0), False,
-        "a queue is at-least-once: a record may be delivered again")
-    for name, v in others:
-        if v is False:
-            put(f"checker:{name}", 1, True, f"checker {name} found an anomaly")
-        elif v is not True and not (results.get("checkers") or {})[name].get("error"):
-            undecided.append(f"checker {name} could not decide")
-    if counts.get("unseen"):
-        undecided.append(f"{counts['unseen']} acknowledged writes could not be looked for "
-                         "(the final read of their partitions did not complete)")
-    stats = results.get("stats") or {}
-    malformed = int(stats.get("malformed_client_ops") or 0) + int(stats.get("malformed_records") or 0)
-    if malformed:
-        undecided.append(f"{malformed} client operations or records could not be parsed")
-    verdict = FAIL if failed else UNKNOWN if undecided else PASS
-    return Judgement(verdict, failed, allowed, why, tuple(undecided))
+        out += cannot_pass(results, acknowledged)
+    return out
 
 
 NOTHING_ACKED = "nothing was acknowledged, so nothing could be lost"
@@ -197,18 +138,7 @@ def history_line(history: Mapping[str, Any]) -> str | None:
     return f"history: {unparsed} unparsed line{'s' if unparsed != 1 else ''}{cut}"
 
 
-def acknowledged(results: Mapping[str, Any], counts: Mapping[str, int], kind: str | None) -> int | None:
-    """The writes a checked run acknowledged, by workload `kind`: the queue's acknowledged sends (`counts.acked`),
-    the txn workload's sends in committed transactions (`stats.committed_sends`), the copy workload's input values
-    (`counts.input`); None where the results do not say."""
-    if kind == TXN:
-        n = (results.get("stats") or {}).get("committed_sends")
-    else:
-        n = counts.get("input" if kind == COPY else "acked")
-    return int(n) if isinstance(n, (int, float)) else None
-
-
-def cannot_pass(results: Mapping[str, Any], counts: Mapping[str, int], kind: str | None) -> list[str]:
+def cannot_pass(results: Mapping[str, Any], acknowledged: int | None) -> list[str]:
     """Why a checked run cannot pass, whatever it found: its history is damaged (`history`: a cut-off last line;
     any other damaged line is bad input, never checked), it acknowledged nothing (NOTHING_ACKED), its nemesis was
     asked for faults and applied none (results.json's `nemesis`), or Kafka logged an internal fault
@@ -219,7 +149,7 @@ def cannot_pass(results: Mapping[str, Any], counts: Mapping[str, int], kind: str
     history = results.get("history") or {}
     if history.get("cut_off_last_line"):
         out.append(f"the last line of the history was cut off; judged on the {history.get('lines')} lines before it")
-    if acknowledged(results, counts, kind) == 0:
+    if acknowledged == 0:
         out.append(NOTHING_ACKED)
     if (why := no_fault(results.get("nemesis") or {})) is not None:
         out.append(why)
@@ -240,13 +170,6 @@ def no_fault(nemesis: Mapping[str, Any]) -> str | None:
             f"{int(nemesis.get('not_applied') or 0)} skipped or failed" + (f" ({reasons})" if reasons else ""))
 
 
-def group_commit(test: Mapping[str, Any] | None) -> str | None:
-    """How a subscribe-mode run's consumers committed (`sync` or `auto`, test.json's `workload.group_commit`),
-    None for assigned consumers."""
-    w = (test or {}).get("workload") or {}
-    return (w.get("group_commit") or "sync") if w.get("consumer_mode") == "subscribe" else None
-
-
 def judged(results: dict[str, Any], test: Mapping[str, Any] | None) -> dict[str, Any]:
     """`results` with the verdict fields set (verdict, failed, allowed, why, undecided) and `valid` made to match,
     the verdict fields first after `valid`, then the page-cache model in one line (core/page_cache.py); the input is
@@ -254,125 +177,6 @@ def judged(results: dict[str, Any], test: Mapping[str, Any] | None) -> dict[str,
     j = judge(results, test)
     rest = {k: v for k, v in results.items() if k not in ("valid", *FIELDS, "page_cache")}
     return {"valid": j.valid, **j.as_json(), "page_cache": describe_page_cache(test or {}), **rest}
-
-
-TXN = "txn"  # the workload whose runs checkers/txn/reference.py checks, and these rules judge
-TXN_FAILS = {"lost_write": "a committed write is missing below offsets that were read, or after a poll read it",
-             "G1a": "a read_committed reader saw a value of an aborted transaction",
-             "torn_transaction": "only part of a committed transaction became visible",
-             "duplicate": "a value was written twice, though the producer is transactional",
-             "inconsistent_offsets": "one offset of a partition held two different values",
-             "poll_skip": "a consumer jumped past records that exist, within one assignment",
-             "nonmonotonic_poll": "a consumer went back in a partition, within one assignment",
-             "int_poll_skip": "a transaction's polls jumped past records that exist",
-             "int_nonmonotonic_poll": "a transaction's polls went back in a partition",
-             "nonmonotonic_send": "a transactional producer's later transaction was written below its earlier one",
-             "int_nonmonotonic_send": "a transaction's sends to one partition were written out of order"}
-TXN_ALLOWED = {"aborted_read": "read_uncommitted polls see transactions that later abort",
-               "G0": "Kafka does not isolate writes: concurrent transactions' sends interleave in each partition",
-               "G1c": "its cycles go through ww edges, which only say how concurrent sends interleaved",
-               "int_send_skip": "another transaction's sends may land between one transaction's sends"}
-# Kinds a lost or rewritten log shows as: they fail where the configuration promises no loss, and are observed,
-# allowed where it does not (unclean leader election), as the queue workload's `lost` and truncation kinds are.
-TXN_LOSS = ("lost_write", "unseen", "inconsistent_offsets")
-# Kinds that read_uncommitted polls explain, and that fail under read_committed: (why allowed, why failed).
-BY_ISOLATION = {
-    "precommitted_read": ("a read_uncommitted poll sees its own transaction's sends",
-                          "a read_committed poll saw its own transaction's sends before the commit"),
-    "G1c_wr": ("read_uncommitted polls see transactions before they commit",
-               "transactions read each other's writes: impossible if each saw only committed data"),
-}
-
-
-def judge_txn(results: Mapping[str, Any], counts: Mapping[str, int], isolation: str | None = None,
-              settings: Promise | None = None) -> Judgement:
-    """The verdict of a txn run (docs/verdicts.md, "The txn workload"): every anomaly of TXN_FAILS fails, and
-    so do unseen writes whose partition's final read completed, and the kinds of BY_ISOLATION under
-    read_committed; the kinds of TXN_ALLOWED (and of BY_ISOLATION under read_uncommitted) are observed, allowed;
-    unseen writes in partitions whose final read did not complete make it unknown. Where `settings` (test.json's;
-    None: the defaults, which promise no loss) do not promise no loss, as under unclean leader election, the kinds
-    of TXN_LOSS are observed, allowed instead of failing, as the queue workload's lost writes are. The isolation
-    level is the checker's, else `isolation` (test.json's: a page reading only `essentials` has no checker's
-    result)."""
-    txn = (results.get("checkers") or {}).get(TXN) or {}
-    failed = {k: counts[k] for k in TXN_FAILS if counts.get(k)}
-    why: dict[str, dict[str, str]] = {"failed": {k: TXN_FAILS[k] for k in failed}, "allowed": {}}
-    undecided = [f"checker {TXN} failed: {txn['error']}"] if txn.get("error") else []
-    if not counts:
-        undecided.append("the run was not checked" if not results else "the checker reported no counts")
-    else:
-        undecided += cannot_pass(results, counts, TXN)
-    open_ = int(results.get("unseen_undecided") or txn.get("unseen_undecided") or 0)
-    if counts.get("unseen", 0) > open_:
-        failed["unseen"] = counts["unseen"] - open_
-        why["failed"]["unseen"] = "committed writes the completed final read did not find"
-    if open_:
-        undecided.append(f"{open_} committed writes could not be looked for "
-                         "(the final read of their partitions did not complete)")
-    allowed = {k: counts[k] for k in TXN_ALLOWED if counts.get(k)}
-    why["allowed"].update({k: TXN_ALLOWED[k] for k in allowed})
-    s = settings or Promise.of({})
-    if not s.no_loss:
-        reason = s.no_durability or ""
-        for kind in TXN_LOSS:
-            if kind in failed:
-                allowed[kind] = failed.pop(kind)
-                why["failed"].pop(kind, None)
-                why["allowed"][kind] = reason
-    for kind, (ok_why, bad_why) in BY_ISOLATION.items():
-        if counts.get(kind):
-            fine = (txn.get("isolation") or isolation) == "read_uncommitted"
-            (allowed if fine else failed)[kind] = counts[kind]
-            why["allowed" if fine else "failed"][kind] = ok_why if fine else bad_why
-    return Judgement(FAIL if failed else UNKNOWN if undecided else PASS, failed, allowed, why, tuple(undecided))
-
-
-COPY = "copy"  # the workload checkers/copy/check.py checks, and these rules judge
-COPY_KINDS = {"copy_missing": "an input value never reached the committed output",
-              "copy_duplicate": "a value is in the output more than once",
-              "copy_invented": "an output value is not in the input",
-              "copy_reordered": "the output does not keep the input's order (--copy-order)"}
-# Kinds a read_uncommitted final read of the output explains: it also sees aborted and unfinished transactions.
-COPY_UNCOMMITTED = {"copy_duplicate": "a read_uncommitted reader also sees aborted and unfinished copies",
-                    "copy_reordered": "a read_uncommitted reader sees aborted copies where they were written"}
-
-
-def judge_copy(results: Mapping[str, Any], counts: Mapping[str, int], settings: Promise | None = None) -> Judgement:
-    """The verdict of a copy run (docs/verdicts.md): exactly-once is promised (transactional producers, offsets
-    committed in the transaction, read_committed readers), so every kind of COPY_KINDS fails; under a
-    read_uncommitted final read the kinds of COPY_UNCOMMITTED are observed, allowed. Where `settings` (test.json's;
-    None: the defaults) do not promise no loss, as under unclean leader election, every kind is observed, allowed:
-    a rewritten input, output or offsets log can show as any of them. A final read that did not complete, or a
-    copy that stopped short of the input's end, makes a run with no other failure unknown."""
-    copy = (results.get("checkers") or {}).get(COPY) or {}
-    uncommitted = copy.get("isolation") == "read_uncommitted"
-    s = settings or Promise.of({})
-    unpromised = None if s.no_loss else (
-        f"{s.no_durability}, so no exactly-once" if not s.acks_all
-        else "unclean leader election is configured: Kafka's guarantee, and exactly-once with it, does not apply")
-    failed: dict[str, int] = {}
-    allowed: dict[str, int] = {}
-    why: dict[str, dict[str, str]] = {"failed": {}, "allowed": {}}
-    for kind, reason in COPY_KINDS.items():
-        if counts.get(kind):
-            fine = uncommitted and kind in COPY_UNCOMMITTED
-            (allowed if fine or unpromised else failed)[kind] = counts[kind]
-            why["allowed" if fine or unpromised else "failed"][kind] = (
-                COPY_UNCOMMITTED[kind] if fine else unpromised or reason)
-    undecided = [f"checker {COPY} failed: {copy['error']}"] if copy.get("error") else []
-    if not counts:
-        undecided.append("the run was not checked" if not results else "the checker reported no counts")
-    else:
-        undecided += cannot_pass(results, counts, COPY)
-    if copy.get("incomplete_partitions"):
-        undecided.append(f"the final read of output partitions {copy['incomplete_partitions']} did not complete")
-        if set(failed) == {"copy_missing"}:
-            failed, why["failed"] = {}, {}  # the missing values may be in what was never read
-    if counts.get("uncopied"):
-        at = ", ".join(f"partition {p} at offset {o}" for p, o in (copy.get("uncopied") or {}).items())
-        undecided.append(f"the copy stopped short of the input's end{f' ({at})' if at else ''}: {counts['uncopied']} "
-                         "values were never copied, which says nothing of exactly-once")
-    return Judgement(FAIL if failed else UNKNOWN if undecided else PASS, failed, allowed, why, tuple(undecided))
 
 
 def essentials(results: Mapping[str, Any]) -> dict[str, Any]:

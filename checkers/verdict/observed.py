@@ -13,15 +13,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kchaos.checkers.queue.reference import COUNTS as QUEUE_COUNTS
-from kchaos.checkers.txn.reference import COUNTS as TXN_COUNTS
-from kchaos.checkers.verdict.judge import COPY_KINDS, FAIL, PASS, judge
+from kchaos.checkers.verdict.judge import FAIL, PASS, judge
 from kchaos.core.faults import FaultCatalogue, FaultsError, read_faults
 from kchaos.core.history import read_history
+from kchaos.core.workload_kind import all_kinds
 from kchaos.evidence.files import ISR_FILE, read_isr
 
-# Every checker count a prediction may name: the queue checker's, then the txn checker's that the queue lacks.
-COUNTS = QUEUE_COUNTS + tuple(k for k in TXN_COUNTS if k not in QUEUE_COUNTS)
+# Every checker count a prediction may name, each once, in the registry's order of the workloads; then the anomaly
+# kinds a workload's checker counts beyond them, with what each means.
+COUNTS = tuple(dict.fromkeys(k for kind in all_kinds() for k in kind.counts))
+OTHER_KINDS = {k: f"{kind.name} workload: {why}" for kind in all_kinds() for k, why in kind.anomalies.items()
+               if k not in COUNTS}
 TXN_OUTCOMES = ("ok", "fail", "info")
 
 # A stretch this long without any acknowledged write counts as unavailability.
@@ -29,7 +31,7 @@ OUTAGE_GAP_S = 1.0
 
 METRICS: dict[str, str] = {
     **{k: f"checker count: {k}" for k in COUNTS},
-    **{k: f"copy workload: {why}" for k, why in COPY_KINDS.items()},
+    **OTHER_KINDS,
     "send_ok": "sends acknowledged",
     "send_fail": "sends that definitely failed",
     "send_info": "sends whose outcome is unknown (timeouts)",
@@ -65,7 +67,7 @@ def observe(run: Path) -> dict[str, float]:
     except (OSError, json.JSONDecodeError) as e:
         raise ObserveError(f"{run}: no readable results.json ({e}); check the run first (kchaos check)") from None
     counts = results.get("counts") or {}
-    out: dict[str, float] = {k: int(counts.get(k) or 0) for k in (*COUNTS, *COPY_KINDS)}
+    out: dict[str, float] = {k: int(counts.get(k) or 0) for k in (*COUNTS, *OTHER_KINDS)}
     try:
         catalogue = read_faults(run)
     except FaultsError as e:
@@ -147,4 +149,4 @@ def anomaly_kinds(results: dict[str, Any]) -> list[str]:
     """The anomaly kinds a results.json found (counts > 0), most severe first, allowed by the configuration or
     not (an acks=1 run's lost writes are what repro and shrink look for); `acked` is not an anomaly."""
     counts = results.get("counts") or {}
-    return [k for k in (*COUNTS, *COPY_KINDS) if k != "acked" and counts.get(k)]
+    return [k for k in (*COUNTS, *OTHER_KINDS) if k != "acked" and counts.get(k)]

@@ -38,7 +38,7 @@ from kchaos.evidence.files import EVIDENCE_DIR, TXN_EXPLANATION_FILE
 from kchaos.evidence.kafka_logs import dump
 from kchaos.evidence.txn_decode import TxnEvidence, decode_txn
 
-__all__ = ["TxnExplanation", "explain_txn", "is_txn_run", "load_txn_explanation"]
+__all__ = ["TxnExplanation", "explain_txn", "load_txn_explanation"]
 
 _CLIENT_LOG_SLACK_MS = 1000  # the client logs an op's end a little after the history records it
 
@@ -59,15 +59,6 @@ class TxnExplanation:
         """JSON-able form (what txn_explanation.json holds)."""
         return {"run": self.run, "counts": self.counts, "transactions": [s.to_dict() for s in self.stories],
                 "groups": list(self.groups), "clock": self.clock, "notes": list(self.notes)}
-
-
-def is_txn_run(run: Path) -> bool:
-    """Whether the run's test.json says its workload is txn."""
-    try:
-        test = json.loads((Path(run) / "test.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return (test.get("workload") or {}).get("kind") == "txn"
 
 
 def _committed_with(te: TxnEvidence, ops: list[TxnOp], story: TxnStory) -> dict[tuple[int, int], list[int]]:

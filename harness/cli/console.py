@@ -24,14 +24,13 @@ from rich.text import Text
 
 from kchaos.checkers.kafka_errors import errors_line
 from kchaos.checkers.verdict.judge import UNKNOWN, Judgement, history_line, of_valid
-from kchaos.evidence.explain.text import explain_lines
-from kchaos.evidence.explain.txn_text import txn_lines
 from kchaos.harness.suites.spec_files import show
 from kchaos.harness.terminal import interactive
 from kchaos.reports.severity import RICH, level, rich_verdict
 
 if TYPE_CHECKING:
     from kchaos.core.config import TestConfig
+    from kchaos.core.workload_kind import Explainer
     from kchaos.harness.scenarios.run import VariantResult
     from kchaos.harness.scenarios.scenario import Scenario
     from kchaos.harness.suites.suite import Suite
@@ -157,26 +156,17 @@ def runs_summary(results: dict[str, Any]) -> str:
 
 # --- lost writes ---
 
-def print_explanation(console: Console, explanation: Mapping[str, Any], all_ranges: bool = False) -> None:
-    """`explain_lines` on stdout, never wrapped (a sentence is one line, however long); then the explanation's
-    notes, or that no write was lost, on `console`."""
-    for line in explain_lines(explanation, all_ranges):
+def print_explanation(console: Console, explainer: Explainer, explanation: Mapping[str, Any],
+                      all_groups: bool = False) -> None:
+    """The explainer's lines on stdout, never wrapped (a sentence is one line, however long); then the
+    explanation's notes, or that there was nothing to explain, on `console`."""
+    lines = explainer.lines(explanation, all_groups)
+    for line in lines:
         print(line)
     for note in explanation.get("notes") or []:
         console.print(f"note: {note}", markup=False, highlight=False)
-    if not explanation.get("ranges"):
-        console.print("no lost writes to explain")
-
-
-def print_txn_explanation(console: Console, explanation: Mapping[str, Any]) -> None:
-    """A txn run's explanation (evidence/explain/txn_text.py's lines) on stdout, never wrapped; then its notes, or
-    that no transaction was anomalous, on `console`."""
-    for line in txn_lines(explanation):
-        print(line)
-    for note in explanation.get("notes") or []:
-        console.print(f"note: {note}", markup=False, highlight=False)
-    if not explanation.get("transactions"):
-        console.print("no torn transactions, G1a, lost_write or aborted_read to explain")
+    if not lines:
+        console.print(explainer.nothing)
 
 
 # --- a suite ---

@@ -25,7 +25,6 @@ from kchaos.harness.cli.console import (
     print_regressions,
     print_run,
     print_suite,
-    print_txn_explanation,
     run_headline,
     runs_summary,
     suite_plan,
@@ -146,24 +145,24 @@ def _check(args: argparse.Namespace, console: Console, out: Console) -> int:
 
 
 def _explain(run: Path, console: Console, all_ranges: bool = False) -> int:
-    """`kchaos explain RUN`: rebuild evidence/explanation.json and report.html; print one sentence per group of lost
-    ranges with one cause (with `all_ranges`, one per range). For a txn run: rebuild evidence/txn_explanation.json
-    and print each anomalous transaction's facts and cause."""
-    from kchaos.checkers import rejudge_loss
+    """`kchaos explain RUN`: explain the run's anomalies from Kafka's files by its workload's explainer, rebuild
+    report.html, and print the explanation: for lost writes, one sentence per group of lost ranges with one cause
+    (with `all_ranges`, one per range), and the loss judged again; for a txn run, each anomalous transaction's
+    facts and cause."""
+    from kchaos.checkers import CheckInputError, workload_of_run
     from kchaos.clusters.distribution import run_libs
-    from kchaos.evidence.explain.lost import explain
-    from kchaos.evidence.explain.txn import explain_txn, is_txn_run
     from kchaos.harness.runner import write_report_safely
-    if not run.is_dir():
+    if not run.is_dir() or not (run / "history.jsonl").is_file():
         raise ConfigError(f"{run}: not a run directory")
-    if is_txn_run(run):
-        print_txn_explanation(console, explain_txn(run, find_libs=run_libs).to_dict())
-        write_report_safely(run, console.print)
+    try:
+        test = json.loads((run / "test.json").read_text(encoding="utf-8")) if (run / "test.json").is_file() else {}
+        explainer = workload_of_run(test if isinstance(test, dict) else {}, run / "history.jsonl").explainer
+    except (OSError, ValueError, CheckInputError) as e:
+        raise ConfigError(f"{run}: {e}") from None
+    if explainer is None:
+        console.print("nothing to explain: this workload's anomalies are not read off Kafka's files")
         return 0
-    exp = explain(run, find_libs=run_libs)
-    if exp.ranges:
-        rejudge_loss(run)
-    print_explanation(console, exp.to_dict(), all_ranges)
+    print_explanation(console, explainer, explainer.explain(run, run_libs), all_ranges)
     write_report_safely(run, console.print)
     return 0
 

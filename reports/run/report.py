@@ -1,23 +1,20 @@
 """The per-run report: one self-contained report.html in the run directory.
 
 `write_report(run)` reads test.json, results.json (when the run was checked),
-the history (through its Parquet form, `checkers.parquet.convert`),
-faults.json (each nemesis's colour) and isr.jsonl (when recorded), and
-writes `run/report.html`: the verdict (checkers/verdict/judge.py: pass, fail or
-unknown, on a badge coloured by severity) with what failed and what was
-observed and allowed, what the configuration promises and how many lost
-writes were inside the promise; four plots (reports/run/plots.py) embedded as PNG
-data URIs; the Evidence section when writes were lost (the lost writes
-grouped by cause, reports/run/evidence_html.py); then configuration, anomaly
-counts with examples, availability, latency, fault windows, and relative
-links to the run's files. A txn run (never converted to Parquet) has its
-transactions per second and latency instead of the send plots, and its
-example cycles as tables whose ops link to their history lines quoted in the
-page (reports/run/txn_data.py, txn_plots.py, txn_cycles.py). A copy run (never
-converted either) has its input against its output, its copy transactions per
-second and latency, and its example anomalies linked to the copy ops that
-carried them (reports/run/copy_data.py). Rebalances are drawn on every plot and
-listed. docs/reports.md says how to read it.
+the history (through its workload's section, reports/run/section.py: the
+queue's sends from the history's Parquet form, a txn or copy run's
+transactions from its JSON lines), faults.json (each nemesis's colour) and
+isr.jsonl (when recorded), and writes `run/report.html`: the verdict
+(checkers/verdict/judge.py: pass, fail or unknown, on a badge coloured by
+severity) with what failed and what was observed and allowed, what the
+configuration promises and how many lost writes were inside the promise; the
+workload's plots (reports/run/plots.py, txn_plots.py) embedded as PNG data URIs
+and its own tables; the Evidence section when writes were lost (the lost
+writes grouped by cause, reports/run/evidence_html.py); then configuration,
+anomaly counts with examples, availability, latency, fault windows, and
+relative links to the run's files. Ops that examples name link to their
+history lines quoted in the page (reports/run/txn_cycles.py). Rebalances are
+drawn on every plot and listed. docs/reports.md says how to read it.
 """
 from __future__ import annotations
 
@@ -29,17 +26,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import numpy as np
-import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from markupsafe import Markup
 
-from kchaos.checkers import workload_kind
-from kchaos.checkers.copy.check import COPY
+from kchaos.checkers import workload_of_run
 from kchaos.checkers.kafka_errors import errors_line
-from kchaos.checkers.parquet import CheckInputError, convert
+from kchaos.checkers.parquet import CheckInputError
 from kchaos.checkers.queue.timeline import availability as timeline_availability
 from kchaos.checkers.queue.timeline import fault_windows
 from kchaos.checkers.verdict.judge import Judgement, history_line, judge, lost_in_promise
@@ -49,26 +41,20 @@ from kchaos.core.page_cache import describe as describe_page_cache
 from kchaos.core.promise import Promise
 from kchaos.evidence.explain.lost import load_explanation
 from kchaos.evidence.explain.text import groups_of
-from kchaos.evidence.explain.txn import load_txn_explanation
-from kchaos.evidence.explain.txn_text import txn_story, txn_summary
 from kchaos.evidence.files import ISR_FILE, read_isr
 from kchaos.reports import ReportsInputError
 from kchaos.reports.html import write_page, yes
-from kchaos.reports.run import plots, txn_plots
-from kchaos.reports.run.copy_data import CopyRun, read_copy_run
+from kchaos.reports.run import plots
 from kchaos.reports.run.evidence_html import evidence_section
-from kchaos.reports.run.txn_cycles import anchor, cycle_tables, op_excerpts
-from kchaos.reports.run.txn_data import Rebalance, TxnRun, read_rebalances, read_txn_run
+from kchaos.reports.run.section import Section, sends_section
+from kchaos.reports.run.txn_cycles import cycle_tables, op_excerpts
+from kchaos.reports.run.txn_data import Rebalance
 from kchaos.reports.severity import level, loss_rate
 
-__all__ = ["ReportError", "REPORT_FILE", "RunData", "anomaly_marks", "load_run", "write_report"]
+__all__ = ["ReportError", "REPORT_FILE", "RunData", "load_run", "write_report"]
 
 REPORT_FILE = "report.html"
-QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 MAX_REBALANCES = 40  # rows of the rebalance table; the plots draw every one
-_COLUMNS = ["time", "process", "type", "f", "partition", "value", "offset", "latency_ns", "epoch", "index",
-            "nemesis", "detail"]
-
 
 class ReportError(ReportsInputError):
     """The run directory cannot be reported on (no history.jsonl or no readable test.json)."""
@@ -81,16 +67,14 @@ class RunData:
     run: Path
     test: dict[str, Any]
     results: dict[str, Any] | None
-    sends: plots.Sends
+    section: Section  # the workload's part of the page (reports/run/section.py)
     windows: list[dict[str, Any]]
     availability: dict[str, Any] | None
     latency: dict[str, Any]
     isr: list[dict[str, Any]] | None
     notes: list[str] = field(default_factory=list)
     faults: FaultCatalogue = field(default_factory=FaultCatalogue)
-    txn: TxnRun | None = None  # a txn run's transactions (reports/run/txn_data.py); None for a queue run
     rebalances: list[Rebalance] = field(default_factory=list)
-    copy: CopyRun | None = None  # a copy run's copy transactions and tallies (reports/run/copy_data.py)
     finalize: dict[str, Any] | None = None  # a rolling upgrade's finalize op, as _finalize shapes it
 
 
@@ -99,58 +83,6 @@ def _json(path: Path, what: str) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise ReportError(f"{path}: unreadable {what} ({e})") from None
-
-
-def _read_history(history: Path) -> pa.Table:
-    try:
-        out = convert(history)
-    except CheckInputError:
-        out = convert(history, validate=False)  # malformed: still plot what can be read
-    t = pq.read_table(out, columns=_COLUMNS)
-    return t.filter(pc.or_(pc.equal(t["f"], "send"), pc.equal(t["process"], "nemesis")))
-
-
-def _np(col: pa.ChunkedArray, fill: Any) -> np.ndarray:
-    return col.fill_null(fill).to_numpy()
-
-
-def _sends(t: pa.Table) -> tuple[plots.Sends, list[dict[str, Any]]]:
-    """The completed sends, and per-epoch send counts (the checker's availability input)."""
-    s = t.filter(pc.equal(t["f"], "send"))
-    kind = _np(s["type"], "").astype(object)
-    epoch = _np(s["epoch"], -1)
-    per_epoch = pd.crosstab(epoch, kind, rownames=["epoch"]).reindex(columns=["invoke", "ok", "fail", "info"],
-                                                                     fill_value=0).rename(columns={"invoke": "invoked"})
-    done = (kind != "invoke") & s["latency_ns"].is_valid().to_numpy(zero_copy_only=False)
-    time, lat = _np(s["time"], 0)[done], _np(s["latency_ns"], 0)[done]
-    sends = plots.Sends(invoke_s=(time - lat) / 1e9, done_s=time / 1e9, latency_ms=lat / 1e6, type=kind[done],
-                        partition=_np(s["partition"], plots.NULL)[done], value=_np(s["value"], plots.NULL)[done],
-                        offset=_np(s["offset"], plots.NULL)[done])
-    return sends, per_epoch.reset_index().to_dict("records")
-
-
-def _events(t: pa.Table) -> list[dict[str, Any]]:
-    rows = t.filter(pc.equal(t["process"], "nemesis")).select(
-        ["index", "time", "type", "f", "nemesis", "epoch", "detail"]).to_pylist()
-    for r in rows:
-        try:
-            r["detail"] = json.loads(r["detail"]) if r["detail"] else {}
-        except ValueError:
-            r["detail"] = {}
-        r["epoch"] = r["epoch"] or 0
-    return [r for r in rows if r["time"] is not None and r["index"] is not None and r["f"] and r["type"]]
-
-
-def _latency(latency_ms: np.ndarray, types: np.ndarray) -> dict[str, Any]:
-    """Per completion type, the count, quantiles and max of `latency_ms` (NaN: no latency, left out)."""
-    out = {}
-    for k in plots.TYPES:
-        lat = np.sort(latency_ms[(types == k) & np.isfinite(latency_ms)])
-        if len(lat):
-            # Like the checker's: a latency that occurred, the smallest with >= q of them at or below it.
-            out[k] = {"count": len(lat), **{name: round(float(lat[max(0, int(np.ceil(q * len(lat))) - 1)]), 3)
-                                            for name, q in QUANTILES}, "max": round(float(lat[-1]), 3)}
-    return out
 
 
 def load_run(run: Path) -> RunData:
@@ -179,28 +111,13 @@ def load_run(run: Path) -> RunData:
             notes.append(str(e))
         if not isinstance(results, dict):
             results = None
-    txn, copy, moves = None, None, []
-    per_epoch: list[dict[str, Any]]
     try:
-        kind = workload_kind(test, history)
-        if kind == COPY:  # never converted to Parquet either
-            copy = read_copy_run(history, test, results)
-            sends, per_epoch, events, moves = plots.Sends.empty(), [], list(copy.events), list(copy.rebalances)
-        elif kind == "txn":  # never converted to Parquet: read as JSON lines
-            txn = read_txn_run(history, results, str((test.get("workload") or {}).get("txn_isolation")
-                                                     or "read_committed"))
-            sends, per_epoch, events, moves = plots.Sends.empty(), [], txn.events, txn.rebalances
-        else:
-            t = _read_history(history)
-            sends, per_epoch = _sends(t)
-            events = _events(t)
-            if (test.get("workload") or {}).get("consumer_mode") == "subscribe":
-                moves = read_rebalances(history)
+        section = workload_of_run(test, history).report(history, test, results)
     except (CheckInputError, OSError, pa.ArrowException) as e:
         notes.append(f"history could not be read: {e}")
-        sends, per_epoch, events = plots.Sends.empty(), [], []
+        section = sends_section(plots.Sends.empty(), results)
     tl = (results or {}).get("timeline") or {}
-    ops = [*events, *(tl.get("windows") or [])]
+    ops = [*section.events, *(tl.get("windows") or [])]
     try:
         faults = run_faults(run, ops)
     except FaultsError as e:
@@ -208,31 +125,13 @@ def load_run(run: Path) -> RunData:
         faults = run_faults(None, ops)
     windows = tl.get("windows")
     if windows is None:
-        windows = fault_windows(events, faults)
-    avail = tl.get("availability") or (timeline_availability(windows, per_epoch, []) if per_epoch else None)
-    x = txn if txn is not None else copy
-    latency = ((results or {}).get("latency_ms") or {}).get("send") or (
-        _latency(x.latency_ms, x.type) if x is not None else _latency(sends.latency_ms, sends.type))
+        windows = fault_windows(section.events, faults)
+    avail = tl.get("availability") or (timeline_availability(windows, section.per_epoch, [])
+                                       if section.per_epoch else None)
+    latency = ((results or {}).get("latency_ms") or {}).get("send") or section.latency
     isr = read_isr(run / ISR_FILE) if (run / ISR_FILE).is_file() else None
-    return RunData(run, test, results, sends, windows, avail, latency, isr, notes, faults, txn, moves, copy=copy,
-                   finalize=_finalize(events))
-
-
-def anomaly_marks(results: Mapping[str, Any] | None) -> plots.Marks:
-    """What the offsets plot marks, from results.json: the keys of timeline.anomalies and of examples."""
-    r = results or {}
-    anomalies = (r.get("timeline") or {}).get("anomalies") or {}
-    examples = r.get("examples") or {}
-
-    def keys(kind: str) -> list:
-        return [a.get("key") for a in anomalies.get(kind) or []] + list(examples.get(kind) or [])
-
-    values = lambda kind: sorted({k for k in keys(kind) if isinstance(k, int)})  # noqa: E731
-    pairs = {tuple(k) for k in keys("inconsistent_offset") if isinstance(k, list) and len(k) == 2}
-    exposed = {tuple(a["key"]): a.get("exposed_s") for a in anomalies.get("inconsistent_offset") or []
-               if isinstance(a.get("key"), list) and len(a["key"]) == 2}
-    return plots.Marks(lost=values("lost"), mismatch=values("acked_offset_mismatch"), inconsistent=sorted(pairs),
-                       exposed_s=exposed, counts=r.get("counts") or {})
+    return RunData(run, test, results, section, windows, avail, latency, isr, notes, faults, section.rebalances,
+                   finalize=_finalize(section.events))
 
 
 def _settings(test: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -309,19 +208,6 @@ def _windows(d: RunData) -> list[dict[str, Any]]:
     return rows
 
 
-def _txn_why(run: Path, ops: dict[int, Any]) -> dict[str, Any] | None:
-    """A txn run's explanation (evidence/txn_explanation.json, written by the run's end or `kchaos explain`) as the
-    page shows it: the summary line, then per transaction its op (linked where its lines are quoted), kinds, cause
-    and the facts' lines; None when the run has none."""
-    exp = load_txn_explanation(run)
-    if not exp or not exp.get("transactions"):
-        return None
-    return {"summary": txn_summary(exp), "rows": [
-        {"op": t["index"], "anchor": anchor(t["index"]) if t["index"] in ops else None,
-         "kinds": ", ".join(t.get("anomalies") or {}), "cause": t.get("cause") or "not read off the files",
-         "facts": "\n".join(txn_story(t))} for t in exp["transactions"]]}
-
-
 def _releases(test: Mapping[str, Any]) -> list[dict[str, Any]]:
     """test.json's `releases` (a rolling upgrade) as table rows: node, release, runs from, stopped."""
     rel = test.get("releases")
@@ -361,21 +247,12 @@ def write_report(run: Path) -> Path:
     j = judge(d.results, d.test)  # the same word results.json, the console and compare give
     severity = level(j.verdict, lost, counts.get("acked"), bool(j.allowed))
     w, c, rb = d.windows, d.faults, [b.time_s for b in d.rebalances]
-    x = d.txn if d.txn is not None else d.copy
-    if x is None:
-        pngs: dict[str, Any] = {
-            "latency": plots.latency_png(d.sends, w, catalogue=c, rebalances=rb),
-            "throughput": plots.throughput_png(d.sends, w, catalogue=c, rebalances=rb),
-            "offsets": plots.offsets_png(d.sends, w, anomaly_marks(d.results), catalogue=c, rebalances=rb)}
-    else:
-        marks = d.txn.marks if d.txn is not None else None
-        pngs = {"txn": txn_plots.txn_png(x.done_s, x.type, w, marks=marks, counts=counts, rebalances=rb, catalogue=c),
-                "txn_latency": txn_plots.txn_latency_png(x.done_s, x.type, x.latency_ms, w, rebalances=rb, catalogue=c)}
+    pngs = d.section.draw(w, c, rb, counts)
     if d.isr is not None:
         errors = sum(1 for s in d.isr if "error" in s)
         pngs.update(isr=plots.isr_png(d.isr, w, (d.test.get("topic") or {}).get("min_insync"), catalogue=c,
                                       rebalances=rb), isr_samples=len(d.isr) - errors, isr_errors=errors)
-    ops = d.txn.ops if d.txn is not None else dict(d.copy.ops) if d.copy is not None else {}
+    ops = dict(d.section.ops)
     nodes = sorted(p for p in (d.run / "nodes").iterdir() if p.is_dir()) if (d.run / "nodes").is_dir() else []
     explanation = load_explanation(d.run)
     return write_page(
@@ -388,9 +265,7 @@ def write_report(run: Path) -> Path:
         inside=None if lost is None else lost_in_promise(d.results or {}, d.test),
         settings=_settings(d.test), anomalies=_anomalies(d, j), availability=_availability(d.availability),
         cycles=cycle_tables(d.results, ops, {k: _effect(k, j) for k in counts}), op_lines=op_excerpts(ops),
-        rebalances=d.rebalances[:MAX_REBALANCES], releases=_releases(d.test),
-        txn_stats=(d.results or {}).get("stats") if d.txn else None,
-        txn_why=_txn_why(d.run, ops) if d.txn is not None else None,
+        rebalances=d.rebalances[:MAX_REBALANCES], releases=_releases(d.test), **d.section.context,
         latency=[{"type": k, **v} for k, v in d.latency.items()], windows=_windows(d), plots=pngs, isr_file=ISR_FILE,
         evidence=Markup("".join(evidence_section(d.run, explanation))), causes=len(groups_of(explanation or {})),
         files=[(quote(f), f) for f in ("history.jsonl", "results.json", "test.json", "schedule.json", FAULTS_FILE,

@@ -25,19 +25,19 @@ from typing import Any
 
 import pandas as pd
 
-from kchaos.checkers.txn.reference import COUNTS as TXN_COUNTS
-from kchaos.checkers.verdict.judge import COPY, COPY_KINDS, TXN, UNKNOWN, judge, lost_in_promise, merge
+from kchaos.checkers.verdict.judge import UNKNOWN, judge, lost_in_promise, merge
 from kchaos.checkers.verdict.table import in_faults
 from kchaos.core.page_cache import short as page_cache_short
 from kchaos.core.promise import Promise
+from kchaos.core.workload_kind import UnknownWorkload, WorkloadKind, all_kinds, kind_of, name_of
 from kchaos.reports import ReportsInputError
 from kchaos.reports.html import write_page
 from kchaos.reports.severity import level
 from kchaos.reports.suite.heatmap import heatmap
 from kchaos.reports.suite.run_index import index_for
 
-__all__ = ["ANOMALY_KINDS", "COLUMNS", "CompareError", "QUEUE_ONLY", "Run", "WORKLOAD_COLUMNS", "anomaly_cells",
-           "applies", "compare_rows", "configuration", "heatmap", "load_runs", "workload_of", "write_compare"]
+__all__ = ["COLUMNS", "CompareError", "Run", "WRITES_ONLY", "anomaly_cells", "anomaly_kinds", "applies",
+           "compare_rows", "configuration", "heatmap", "load_runs", "workload_columns", "write_compare"]
 
 # Options that do not change what is being measured; runs differing only in these are repetitions.
 NOT_CONFIGURATION = {"name", "seed", "store", "spark_master", "versions", "argv", "cluster.kafka_dist",
@@ -52,20 +52,30 @@ COLUMNS = ("cell", "verdict", "severity", "prediction", "workload", *ALWAYS, "ot
            "availability_in_faults", "send_p50_ms", "send_p99_ms", "promise", "page_cache", "run_dirs")
 SUMMED = ("runs", "pass", "fail", "unknown", "checked", "acked", "lost", "duplicate", "lost_in_promise",
           "ok_in_faults", "invoked_in_faults", "unparsed_lines", "kafka_internal", "kafka_errors")
-# The txn and copy workloads' anomaly kinds and the consumer group's: a column each (after COLUMNS) when some run
-# has one. A queue run contributes only the group kinds: its order kinds go with its lost writes and stay in `fails`.
-GROUP_KINDS = ("committed_unconsumed", "double_consumed")
-ANOMALY_KINDS = tuple(k for k in (*TXN_COUNTS, *COPY_KINDS, *GROUP_KINDS) if k not in ("duplicate", "acked"))
-# The headline numbers of the other workloads: columns (after COLUMNS, before the anomaly kinds) only when some row
-# runs that workload. `failing_anomalies` counts the anomalies that failed a run (Judgement.failed, summed).
-WORKLOAD_COLUMNS = {TXN: ("txn_committed", "txn_aborted", "txn_info"), COPY: ("copy_input", "copy_copied")}
 FAILING = "failing_anomalies"
-# Columns that mean something for a queue run only: empty in a txn or copy row.
-QUEUE_ONLY = ("acked", "lost", "lost_in_promise", "lost_outside_promise", "loss_rate", "duplicate",
-              "availability_in_faults", "send_p50_ms", "send_p99_ms")
-# Which workload's checker counts each anomaly kind: a kind is empty in the other workloads' rows.
-_KIND_OF = {**dict.fromkeys(TXN_COUNTS, TXN), **dict.fromkeys(COPY_KINDS, COPY), **dict.fromkeys(GROUP_KINDS, "queue")}
-WORKLOAD_SUMMED = (*WORKLOAD_COLUMNS[TXN], *WORKLOAD_COLUMNS[COPY], FAILING)
+# Columns that mean something only for a workload whose headline is acknowledged writes (`WorkloadKind.writes`).
+WRITES_ONLY = ("acked", "lost", "lost_in_promise", "lost_outside_promise", "loss_rate", "duplicate",
+               "availability_in_faults", "send_p50_ms", "send_p99_ms")
+
+
+def anomaly_kinds() -> tuple[str, ...]:
+    """The anomaly kinds the registered workloads give a column (`WorkloadKind.anomalies`), in registry order: a
+    column each (after COLUMNS) when some run has one, empty in the rows of a workload that does not count it. A
+    queue run's order kinds go with its lost writes and stay in `fails`."""
+    return tuple(dict.fromkeys(k for kind in all_kinds() for k in kind.anomalies if k not in ("duplicate", "acked")))
+
+
+def workload_columns() -> dict[str, tuple[str, ...]]:
+    """The headline numbers of the workloads whose headline is not acknowledged writes (`WorkloadKind.columns`),
+    by workload: columns (after COLUMNS, before the anomaly kinds) only when some row runs that workload, with
+    `failing_anomalies`, the anomalies that failed a run (Judgement.failed, summed)."""
+    return {kind.name: kind.columns for kind in all_kinds() if kind.columns}
+
+
+def _workload_summed() -> tuple[str, ...]:
+    return (*(c for cs in workload_columns().values() for c in cs), FAILING)
+
+
 SCENARIO_FILE = "scenario.json"
 
 
@@ -131,33 +141,31 @@ def predictions(root: Path) -> dict[str, bool]:
 
 
 def applies(workload: str, column: str) -> bool:
-    """Whether `column` of compare.csv means something for a row of `workload` (queue, txn or copy): the queue's
-    numbers only for queue rows, each workload's headline numbers and anomaly kinds only for its own."""
-    if column in QUEUE_ONLY:
-        return workload == "queue"
+    """Whether `column` of compare.csv means something for a row of `workload`: the numbers of acknowledged writes
+    only for a workload whose headline they are, each workload's headline numbers and anomaly kinds only for its
+    own rows. Nothing of a workload kchaos does not know applies but the configuration's columns."""
+    kind = _kind(workload)
+    if column in WRITES_ONLY:
+        return kind is not None and kind.writes
     if column == FAILING:
-        return workload in WORKLOAD_COLUMNS
-    mine = next((w for w, cs in WORKLOAD_COLUMNS.items() if column in cs), None) or _KIND_OF.get(column)
-    return mine is None or mine == workload
+        return kind is not None and bool(kind.columns)
+    owners = [k for k in all_kinds() if column in k.columns or column in k.anomalies]
+    return not owners or kind in owners
 
 
-def workload_of(test: dict[str, Any]) -> str:
-    """The workload a run's test.json names (`workload.kind`): queue, txn or copy; queue when it names none."""
-    kind = (test.get("workload") or {}).get("kind")
-    return kind if isinstance(kind, str) and kind else "queue"
+def _kind(name: str) -> WorkloadKind | None:
+    try:
+        return kind_of(name)
+    except UnknownWorkload:
+        return None
 
 
-def _workload_facts(kind: str, res: dict[str, Any], failed: dict[str, int]) -> dict[str, int]:
-    """A txn or copy run's headline numbers (WORKLOAD_SUMMED, 0 where another workload's: blanked per row later)."""
-    counts, stats = res.get("counts") or {}, res.get("stats") or {}
-    out = dict.fromkeys(WORKLOAD_SUMMED, 0)
-    if kind == TXN:
-        out.update(txn_committed=int(stats.get("txn_ok") or 0), txn_aborted=int(stats.get("txn_fail") or 0),
-                   txn_info=int(stats.get("txn_info") or 0))
-    elif kind == COPY:
-        out.update(copy_input=int(counts.get("input") or 0),
-                   copy_copied=int(counts.get("input") or 0) - int(counts.get("copy_missing") or 0))
-    if kind in WORKLOAD_COLUMNS:
+def _workload_facts(kind: WorkloadKind | None, res: dict[str, Any], failed: dict[str, int]) -> dict[str, int]:
+    """A run's headline numbers when they are not acknowledged writes (every workload's and `failing_anomalies`,
+    0 where another workload's: blanked per row later)."""
+    out = dict.fromkeys(_workload_summed(), 0)
+    if kind is not None and kind.columns:
+        out.update(kind.facts(res))
         out[FAILING] = sum(int(n) for n in failed.values())
     return out
 
@@ -166,7 +174,8 @@ def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matche
            ) -> dict[str, Any]:
     """One run's share of its row: its configuration's columns, its verdict and counts (zero when never checked)."""
     res, settings = run.results, Promise.of(run.test)
-    kind = workload_of(run.test)
+    name = name_of(run.test)
+    kind = _kind(name)
     j = judge(res, run.test)
     counts = res.get("counts") or {}
     ok, invoked = in_faults((res.get("timeline") or {}).get("availability") or {})
@@ -176,13 +185,14 @@ def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matche
             "rf": cfg.get("topic.replication_factor"), "unclean": settings.unclean,
             "idempotence": settings.idempotence, "nemesis": ",".join(cfg.get("nemesis.names") or ()) or None,
             "other": " ".join(f"{k.split('.')[-1]}={cfg.get(k)}" for k in varying) or None,
-            "workload": kind,
+            "workload": name,
             "runs": 1, **{v: int(j.verdict == v) for v in ("pass", "fail", "unknown")}, "verdict": j.verdict,
             "judgement": j, "matched": matched.get(rel),
             "checked": bool(counts), **{k: counts.get(k) or 0 for k in ("acked", "lost", "duplicate")},
             "unparsed_lines": int((res.get("history") or {}).get("unparsed_lines") or 0),
             **_logged(res.get("kafka_errors") or {}),
-            **{k: int(counts.get(k) or 0) if kind != "queue" or k in GROUP_KINDS else 0 for k in ANOMALY_KINDS},
+            **{k: int(counts.get(k) or 0) if kind is not None and k in kind.anomalies else 0
+               for k in anomaly_kinds()},
             **_workload_facts(kind, res, dict(j.failed)),
             "lost_in_promise": lost_in_promise(res, run.test) if counts else 0,
             "ok_in_faults": ok, "invoked_in_faults": invoked,
@@ -224,22 +234,23 @@ def _prediction(matched: pd.Series) -> str | None:
 
 
 def compare_rows(root: Path, runs: list[Run]) -> pd.DataFrame:
-    """One row per configuration cell of `runs` (columns COLUMNS, then a column per kind of ANOMALY_KINDS some
+    """One row per configuration cell of `runs` (columns COLUMNS, then a column per kind of `anomaly_kinds` some
     cell has; missing values None), in the order cells first appear (sorted run paths): counts summed over
     repetitions, the median of their p50, the largest p99, the verdict merged over repetitions."""
     configs = [configuration(r.test) for r in runs]
+    summed, kinds_of_anomaly, headlines = _workload_summed(), anomaly_kinds(), workload_columns()
     keys = [dict(c) for c in dict.fromkeys(configs)]
     varying = sorted(k for k in set().union(*keys) if k not in SHOWN and len({repr(d.get(k)) for d in keys}) > 1)
     matched = predictions(Path(root))
     # object columns keep ints and None as they are (rf, min_insync); only the measured columns are numbers
     facts = pd.DataFrame([{"config": c, **_facts(Path(root), r, dict(c), varying, matched)}
                           for r, c in zip(runs, configs)], dtype=object).astype(
-        {**dict.fromkeys((*SUMMED, *WORKLOAD_SUMMED, *ANOMALY_KINDS), "int64"), "send_p50_ms": float,
+        {**dict.fromkeys((*SUMMED, *summed, *kinds_of_anomaly), "int64"), "send_p50_ms": float,
          "send_p99_ms": float})
     rows = facts.groupby("config", sort=False).agg({
         "cell": lambda names: ",".join(sorted(set(names))),
         **dict.fromkeys((*ALWAYS, "workload", "other", "promise", "page_cache"), "first"),
-        **dict.fromkeys((*SUMMED, *WORKLOAD_SUMMED, *ANOMALY_KINDS), "sum"), "send_p50_ms": "median",
+        **dict.fromkeys((*SUMMED, *summed, *kinds_of_anomaly), "sum"), "send_p50_ms": "median",
         "send_p99_ms": "max", "run_dirs": " ".join,
         "verdict": lambda vs: merge(list(vs)), "judgement": list, "matched": list})
     rows["lost_outside_promise"] = rows.lost - rows.lost_in_promise
@@ -254,10 +265,10 @@ def compare_rows(root: Path, runs: list[Run]) -> pd.DataFrame:
                         zip(rows.verdict, rows.lost, rows.acked, rows.allowed)]
     rows["prediction"] = rows.matched.map(_prediction)
     rows["promise"] = [p.text for p in rows.promise]
-    present = [k for k in ANOMALY_KINDS if rows[k].any()]
+    present = [k for k in kinds_of_anomaly if rows[k].any()]
     kinds = set(rows.workload)
-    headline = [c for w, cs in WORKLOAD_COLUMNS.items() if w in kinds for c in cs]
-    headline += [FAILING] if kinds & set(WORKLOAD_COLUMNS) else []
+    headline = [c for w, cs in headlines.items() if w in kinds for c in cs]
+    headline += [FAILING] if kinds & set(headlines) else []
     out = rows[[*COLUMNS, *headline, *present]].astype(object)
     out = out.where(out.notna(), None).reset_index(drop=True)
     # The workload is part of the configuration, so a row's runs share one: blank what does not apply to it.
@@ -268,10 +279,10 @@ def compare_rows(root: Path, runs: list[Run]) -> pd.DataFrame:
 
 
 def anomaly_cells(table: pd.DataFrame) -> list[list[dict[str, Any]]]:
-    """Per row of a compare_rows table, its non-zero ANOMALY_KINDS as `{"kind", "count", "fails"}` (fails: the
+    """Per row of a compare_rows table, its non-zero `anomaly_kinds` as `{"kind", "count", "fails"}` (fails: the
     kind failed one of the cell's runs), for the headline table's one "anomalies" cell."""
     failed = table.attrs.get("failed_kinds") or [set()] * len(table)
-    kinds = [k for k in ANOMALY_KINDS if k in table.columns]
+    kinds = [k for k in anomaly_kinds() if k in table.columns]
     return [[{"kind": k, "count": r[k], "fails": k in f} for k in kinds if r[k]]
             for r, f in zip(table.to_dict("records"), failed)]
 

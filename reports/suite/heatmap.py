@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kchaos.checkers.verdict.judge import FAIL, merge
+from kchaos.core.workload_kind import UnknownWorkload, kind_of
 from kchaos.reports.severity import LEVELS, level
 
 # Severity colours of the squares, and the ink that reads on each (the pages' badges use the same hues).
@@ -92,7 +93,7 @@ def heatmap(rows: Sequence[dict[str, Any]]) -> bytes | None:
         x, y = xs.index(_place(r, across, "all runs")), ys.index(_place(r, down, "all"))
         s = squares.setdefault((x, y), {"lost": 0, "acked": 0, "verdicts": [], "allowed": False, "predictions": [],
                                         "failing": 0, "writes": False})
-        s["writes"] |= r.get("workload") not in ("txn", "copy")  # a queue run's acked writes: a loss rate
+        s["writes"] |= writes(r.get("workload"))  # its acked writes give a loss rate
         s["failing"] += r.get("failing_anomalies") or 0
         s["lost"] += r.get("lost") or 0
         s["acked"] += r.get("acked") or 0
@@ -145,3 +146,12 @@ def heatmap(rows: Sequence[dict[str, Any]]) -> bytes | None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", pad_inches=0.15)
     return buf.getvalue()
+
+
+def writes(workload: str | None) -> bool:
+    """Whether a row's workload has acknowledged writes as its headline (a loss rate means something for it)."""
+    try:
+        return kind_of(workload).writes
+    except UnknownWorkload:
+        return False
+

@@ -1,6 +1,6 @@
 """The simulation behind tests/corpora/queue.py: a queue-workload run with anomalies planted by construction.
 
-A run has three phases, as in workloads/queue.py and workloads/drain.py:
+A run has three phases, as in workloads/queue/workload.py and workloads/drain.py:
 
 - main: sync producers send, consumers assign then poll (capped per
   partition), nemesis ops come and go; invocations and completions of

@@ -17,7 +17,7 @@ from kchaos.core.config import ClusterConfig, NemesisConfig, ProducerConfig, Tes
 from kchaos.core.history import History, read_history
 from kchaos.nemesis.driver import NemesisDriver
 from kchaos.nemesis.targets import active_controller
-from kchaos.workloads.queue import QueueWorkload
+from kchaos.workloads.queue.workload import QueueWorkload
 
 TOPIC = TopicConfig()
 CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="lazyfs"))

@@ -243,7 +243,7 @@ def test_txn_and_group_anomalies_get_columns_only_when_some_cell_has_them(runs):
     rows = _by_cell(write_compare(runs))
     with open(runs / "compare.csv") as fh:
         header = tuple(next(csv.reader(fh)))
-    # the txn headline numbers, then only the kinds some cell has, in ANOMALY_KINDS order
+    # the txn headline numbers, then only the kinds some cell has, in `anomaly_kinds` order
     assert header == (*COLUMNS, "txn_committed", "txn_aborted", "txn_info", "failing_anomalies", "G1a",
                       "torn_transaction", "G0")
     assert (rows["tiny-txn"]["G1a"], rows["tiny-txn"]["torn_transaction"], rows["tiny-txn"]["G0"]) == (1, 1, 1)

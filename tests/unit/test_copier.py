@@ -1,4 +1,4 @@
-"""The copier's session rules (workloads/copier.py) on a scripted client, whichever library runs it: the ops it
+"""The copier's session rules (workloads/copy/copier.py) on a scripted client, whichever library runs it: the ops it
 records for a copy, an abort, an unknown commit, a rebalance and a crash; and the Java client's pieces that need
 no cluster (its settings, its rebalance events, its JVM answering the copier's steps over the pipe)."""
 from __future__ import annotations
@@ -13,9 +13,9 @@ from kchaos.core.config import TestConfig
 from kchaos.core.history import History, read_history
 from kchaos.harness.cli.main import build_parser
 from kchaos.harness.options import config_from_args
-from kchaos.workloads.copier import ClientError, Copier, TxnFailed, _Session
+from kchaos.workloads.copy.copier import ClientError, Copier, TxnFailed, _Session
+from kchaos.workloads.copy.java_copier import JavaCopierClient, rebalances
 from kchaos.workloads.java_client import MAX_POLL_INTERVAL_MS, JavaProcess, group_consumer_props
-from kchaos.workloads.java_copier import JavaCopierClient, rebalances
 from kchaos.workloads.rebalance import Rebalance
 
 
@@ -133,7 +133,7 @@ def test_a_crash_after_producing_leaves_the_transaction_open_and_abandons_the_cl
 
 
 def test_a_failed_poll_or_init_is_retried(tmp_path, monkeypatch):
-    monkeypatch.setattr("kchaos.workloads.copier.time.sleep", lambda s: None)
+    monkeypatch.setattr("kchaos.workloads.copy.copier.time.sleep", lambda s: None)
     tries = iter([ClientError("coordinator not available"), None])
 
     class FlakyInit(Script):

@@ -16,7 +16,7 @@ from kchaos.checkers.verdict.observed import METRICS
 from kchaos.core.config import TestConfig
 from kchaos.harness.cli.main import build_parser
 from kchaos.harness.options import config_from_args
-from kchaos.workloads.copy import input_records, input_topic
+from kchaos.workloads.copy.workload import input_records, input_topic
 
 COPY = ["--workload", "copy"]
 

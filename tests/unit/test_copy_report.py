@@ -13,7 +13,7 @@ from pathlib import Path
 from browser import render
 
 from kchaos.checkers import check_path
-from kchaos.reports.run.copy_data import read_copy_run
+from kchaos.reports.run.copy_data import CopyRun, read_copy_run
 from kchaos.reports.run.report import load_run, write_report
 
 S = 1_000_000_000
@@ -83,7 +83,7 @@ def test_an_unchecked_copy_run_takes_its_counts_from_the_history(tmp_path):
     assert {(e.kind, e.value) for e in x.examples} == {("copy_missing", 1), ("copy_duplicate", 2),
                                                        ("copy_invented", 77)}
     d = load_run(run)
-    assert d.copy is not None and d.txn is None and set(d.latency) == {"ok", "fail"}
+    assert isinstance(d.section.data, CopyRun) and set(d.latency) == {"ok", "fail"}
 
 
 def test_copy_report_in_a_browser(tmp_path):

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from test_evidence import _sections
 
-from kchaos.evidence.explain.txn import explain_txn, is_txn_run, load_txn_explanation
+from kchaos.core.workload_kind import kind_of_test
+from kchaos.evidence.explain.txn import explain_txn, load_txn_explanation
 from kchaos.evidence.explain.txn_text import txn_console_lines, txn_lines
 from kchaos.evidence.kafka_logs import parse_dump
 from kchaos.evidence.txn_log import txn_states
@@ -99,7 +100,7 @@ def test_transaction_markers_keep_their_coordinator_epoch_and_batches_their_prod
 
 def test_a_torn_transaction_and_a_g1a_are_explained_from_the_files(torn_run):
     calls: list = []
-    assert is_txn_run(torn_run)
+    assert kind_of_test(json.loads((torn_run / "test.json").read_text())).name == "txn"
     exp = explain_txn(torn_run, libs=Path("/x"), dumper=recorded_dumper(TORN, calls))
     assert any(txn for _, _, txn in calls)  # the coordinators' log was decoded with the decoder
     by = {s.op.index: s for s in exp.stories}

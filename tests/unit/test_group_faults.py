@@ -47,7 +47,7 @@ class _Member:
 
 def test_crash_client_picks_among_the_members_holding_partitions():
     from kchaos.core.config import TestConfig
-    from kchaos.workloads.queue import QueueWorkload
+    from kchaos.workloads.queue.workload import QueueWorkload
 
     w = QueueWorkload(TestConfig())
     w._members = {2: _Member(set()), 3: _Member({0, 1, 2}), 4: _Member(set())}

@@ -19,7 +19,7 @@ from kchaos.core.config import TestConfig
 from kchaos.harness.cli.main import build_parser
 from kchaos.harness.options import config_from_args
 from kchaos.workloads.clients import make_group_consumer
-from kchaos.workloads.group import commit_outcome
+from kchaos.workloads.queue.group import commit_outcome
 from kchaos.workloads.rebalance import generation_of, group_id, parse_generation
 
 MASTER = "local[2]"

@@ -23,3 +23,17 @@ def test_evidence_checkers_and_reports_import_no_nemesis_cluster_or_kafka_client
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_a_workload_is_known_without_its_clients():
+    """What the checkers and reports ask of a workload (core/workload_kind.py) loads no Kafka client: everything
+    but `make`."""
+    code = ("import json, sys\n"
+            "from kchaos.core.promise import Promise\n"
+            "from kchaos.core.workload_kind import all_kinds\n"
+            "for kind in all_kinds():\n"
+            "    kind.checkers(), kind.judge({}, {}, Promise.of({}), {}), kind.acknowledged({}, {}), kind.facts({})\n"
+            f"print(json.dumps(sorted({{k for k in sys.modules if k.startswith({FORBIDDEN!r})}})))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []

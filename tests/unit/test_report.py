@@ -22,7 +22,8 @@ from browser import render
 
 from kchaos.checkers.verdict.judge import judge
 from kchaos.reports.run import plots
-from kchaos.reports.run.report import REPORT_FILE, ReportError, anomaly_marks, load_run, write_report
+from kchaos.reports.run.report import REPORT_FILE, ReportError, load_run, write_report
+from kchaos.reports.run.section import anomaly_marks
 
 S = 1_000_000_000
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
@@ -176,9 +177,9 @@ def test_load_run_computes_what_the_checker_would(tmp_path):
     assert d.results is None and d.windows == WINDOWS
     assert d.availability["overall"] == RESULTS["timeline"]["availability"]["overall"]
     assert d.availability["outside_faults"] == RESULTS["timeline"]["availability"]["outside_faults"]
-    assert len(d.sends) == 11 and sorted(set(d.sends.type)) == ["fail", "info", "ok"]
+    assert len(d.section.data) == 11 and sorted(set(d.section.data.type)) == ["fail", "info", "ok"]
     assert d.latency["ok"]["count"] == 9 and d.latency["ok"]["max"] == pytest.approx(20.0)
-    np.testing.assert_allclose(d.sends.done_s - d.sends.invoke_s, d.sends.latency_ms / 1000)
+    np.testing.assert_allclose(d.section.data.done_s - d.section.data.invoke_s, d.section.data.latency_ms / 1000)
 
 
 def test_report_error_without_history_or_test(tmp_path):
@@ -203,7 +204,7 @@ def test_malformed_history_is_still_reported(tmp_path):
     lines = (run / "history.jsonl").read_text().splitlines(keepends=True)
     (run / "history.jsonl").write_text("".join(lines[:5]) + "garbage\n" + "".join(lines[5:]) + '{"index": 99, "ti')
     d = load_run(run)
-    assert len(d.sends) == 11 and d.windows == WINDOWS
+    assert len(d.section.data) == 11 and d.windows == WINDOWS
     assert len(re.findall("<img ", write_report(run).read_text())) == 4
 
 
@@ -246,8 +247,8 @@ def test_fault_windows_are_drawn(tmp_path):
     d = load_run(make_run(tmp_path))
     kill = plots.nemesis_color("kill")
     width = plots.WIDTH * 100 * (6.0 - 3.0) / 10  # the window's share of a ~10 s x axis, in pixels
-    for draw in (lambda w: plots.latency_png(d.sends, w), lambda w: plots.throughput_png(d.sends, w),
-                 lambda w: plots.offsets_png(d.sends, w), lambda w: plots.isr_png(d.isr, w)):
+    for draw in (lambda w: plots.latency_png(d.section.data, w), lambda w: plots.throughput_png(d.section.data, w),
+                 lambda w: plots.offsets_png(d.section.data, w), lambda w: plots.isr_png(d.isr, w)):
         with_w, without = draw(d.windows), draw([])
         assert_plot(with_w)
         assert shaded_pixels(without, kill) == 0
@@ -257,8 +258,8 @@ def test_fault_windows_are_drawn(tmp_path):
 def test_plots_are_pngs(tmp_path):
     d = load_run(make_run(tmp_path))
     marks = plots.Marks(lost=[106])
-    for data in (plots.latency_png(d.sends, d.windows), plots.throughput_png(d.sends, d.windows),
-                 plots.offsets_png(d.sends, d.windows, marks), plots.isr_png(d.isr, d.windows, 2)):
+    for data in (plots.latency_png(d.section.data, d.windows), plots.throughput_png(d.section.data, d.windows),
+                 plots.offsets_png(d.section.data, d.windows, marks), plots.isr_png(d.isr, d.windows, 2)):
         assert_plot(data)
 
 
@@ -274,18 +275,19 @@ def test_empty_inputs_give_plots_not_errors():
 
 def test_lost_and_mismatched_values_are_marked(tmp_path):
     d = load_run(make_run(tmp_path))
-    t, p, o = plots.offset_marks(d.sends, anomaly_marks(RESULTS))["lost"]
+    t, p, o = plots.offset_marks(d.section.data, anomaly_marks(RESULTS))["lost"]
     assert (t.tolist(), p.tolist(), o.tolist()) == ([pytest.approx(5.51)], [0], [2])  # value 106's ack
     marks = plots.Marks(lost=[106, 999], mismatch=[107], inconsistent=[(1, 2), (0, 9)], exposed_s={(0, 9): 8.0})
-    placed = plots.offset_marks(d.sends, marks)
-    sent = {int(v): (float(t), int(p), int(o)) for v, t, p, o, k in
-            zip(d.sends.value, d.sends.done_s, d.sends.partition, d.sends.offset, d.sends.type) if k == "ok"}
+    placed = plots.offset_marks(d.section.data, marks)
+    s = d.section.data
+    sent = {int(v): (float(t), int(p), int(o))
+            for v, t, p, o, k in zip(s.value, s.done_s, s.partition, s.offset, s.type) if k == "ok"}
     assert list(zip(*[a.tolist() for a in placed["lost"]])) == [sent[106]]  # 999 was never acknowledged
     assert list(zip(*[a.tolist() for a in placed["acked_offset_mismatch"]])) == [sent[107]]
     at_1_2 = [v for v, (_, p, o) in sent.items() if (p, o) == (1, 2)]
     assert sorted(zip(*[a.tolist() for a in placed["inconsistent_offset"]])) == sorted(
         [sent[v] for v in at_1_2] + [(8.0, 0, 9)])
-    assert plots.offset_marks(d.sends, plots.Marks())["lost"][0].size == 0
+    assert plots.offset_marks(d.section.data, plots.Marks())["lost"][0].size == 0
 
 
 def test_lost_marks_show_in_the_plot(tmp_path):
@@ -295,10 +297,10 @@ def test_lost_marks_show_in_the_plot(tmp_path):
     red = np.array([0xd6, 0x27, 0x28]) / 255
 
     def reds(marks: plots.Marks) -> int:
-        img = mpimg.imread(io.BytesIO(plots.offsets_png(d.sends, [], marks)))[..., :3]
+        img = mpimg.imread(io.BytesIO(plots.offsets_png(d.section.data, [], marks)))[..., :3]
         return int((np.abs(img - red).max(axis=-1) < 0.08).sum())
 
-    values = [int(v) for v, k in zip(d.sends.value, d.sends.type) if k == "ok"]
+    values = [int(v) for v, k in zip(d.section.data.value, d.section.data.type) if k == "ok"]
     assert reds(plots.Marks(lost=values, counts={"lost": 0})) > reds(plots.Marks(counts={"lost": 0})) + 50
 
 
@@ -375,4 +377,4 @@ def test_recorded_run(recorded, tmp_path):
     anomalies = (results.get("timeline") or {}).get("anomalies") or {}
     lost = {a["key"] for a in anomalies.get("lost") or []} | set((results.get("examples") or {}).get("lost") or [])
     d = load_run(run)
-    assert len(plots.offset_marks(d.sends, anomaly_marks(results))["lost"][0]) == len(lost)
+    assert len(plots.offset_marks(d.section.data, anomaly_marks(results))["lost"][0]) == len(lost)

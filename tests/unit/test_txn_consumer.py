@@ -1,10 +1,10 @@
-"""A txn process's consumer (workloads/txn_consumer.py): every change of its assignment is one rebalance line,
+"""A txn process's consumer (workloads/txn/consumer.py): every change of its assignment is one rebalance line,
 and an abandoned consumer's callbacks record nothing; with stand-ins for confluent-kafka's consumers."""
 from __future__ import annotations
 
 from confluent_kafka import TopicPartition
 
-import kchaos.workloads.txn_consumer as tc
+import kchaos.workloads.txn.consumer as tc
 from kchaos.core.config import TestConfig, WorkloadConfig
 from kchaos.core.history import History, read_history
 

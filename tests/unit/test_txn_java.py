@@ -18,7 +18,7 @@ from kchaos.harness.scenarios.repro import recorded_config
 from kchaos.nemesis import check_spec
 from kchaos.workloads.java_build import JavaBuildError, clients_version, compile_client
 from kchaos.workloads.java_client import JavaProcess
-from kchaos.workloads.java_txn import JavaTxnClient
+from kchaos.workloads.txn.java import JavaTxnClient
 
 
 def cfg(*argv: str) -> TestConfig:

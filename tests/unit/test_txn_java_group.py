@@ -14,9 +14,9 @@ from kchaos.harness.cli.main import build_parser
 from kchaos.harness.options import config_from_args
 from kchaos.nemesis import check_spec
 from kchaos.workloads.java_client import JavaProcess, group_consumer_props
-from kchaos.workloads.java_txn import JavaTxnClient
-from kchaos.workloads.java_txn_consumer import JavaConsumerError, JavaTxnConsumer, rebalances
 from kchaos.workloads.rebalance import Rebalance
+from kchaos.workloads.txn.java import JavaTxnClient
+from kchaos.workloads.txn.java_consumer import JavaConsumerError, JavaTxnConsumer, rebalances
 
 SUBSCRIBE = ("--workload", "txn", "--client", "java", "--consumer-mode", "subscribe")
 

@@ -152,6 +152,6 @@ def test_queue_report_draws_rebalances_of_a_subscribe_run(tmp_path):
     # drawn on every plot: dashed lines in plot_frame.REBALANCE_COLOR (alpha 0.6 over white) only where given
     from kchaos.reports.run import plots
     for draw in (plots.latency_png, plots.throughput_png, plots.offsets_png):
-        assert rebalance_pixels(draw(d.sends, rebalances=[4.0])) > rebalance_pixels(draw(d.sends)) + 50, \
+        assert rebalance_pixels(draw(d.section.data, rebalances=[4.0])) > rebalance_pixels(draw(d.section.data)) + 50, \
             draw.__name__
     assert "<h2>Rebalances</h2>" in write_report(run).read_text()

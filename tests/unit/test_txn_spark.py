@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from test_txn_corpus import labels, shapes
 from test_txn_definitions import CASES, found
 
-from kchaos.checkers import WORKLOAD_CHECKERS, CheckInputError, check_path
+from kchaos.checkers import CheckInputError, check_path
 from kchaos.checkers.spark import spark_context
-from kchaos.checkers.txn.check import TxnSparkChecker, check_txn_spark
+from kchaos.checkers.txn.check import TXN, TxnSparkChecker, check_txn_spark
 from kchaos.checkers.txn.reference import COUNTS, TxnChecker, check_txn_file
-from kchaos.checkers.verdict.judge import TXN
+from kchaos.core.workload_kind import kind_of
 
 pytestmark = pytest.mark.spark
 
@@ -82,7 +82,7 @@ def test_a_completion_whose_invocation_is_in_an_earlier_stretch_must_mirror_it(s
 
 
 def test_kchaos_check_uses_spark_for_a_txn_run_and_keeps_the_reference(sc, tmp_path):
-    assert WORKLOAD_CHECKERS[TXN] == {TXN: TxnSparkChecker}
+    assert kind_of(TXN).checkers() == {TXN: TxnSparkChecker}
     corpus = generate(5, txns=20, plant={"G1c": 1, "poll_skip": 1})
     history = write(corpus, tmp_path / "run")
     r = check_path(history.parent, MASTER)

@@ -8,12 +8,12 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kchaos.core.config import ConfigError, TestConfig, validate
+from kchaos.core.workload_kind import kind_of
 from kchaos.harness.cli.main import build_parser, main
 from kchaos.harness.options import config_from_args
 from kchaos.nemesis import check_spec
-from kchaos.workloads import WORKLOADS
-from kchaos.workloads.txn import TxnWorkload
-from kchaos.workloads.txn_client import MAX_MICRO_OPS, TxnClient, draw_txn
+from kchaos.workloads.txn.client import MAX_MICRO_OPS, TxnClient, draw_txn
+from kchaos.workloads.txn.workload import TxnWorkload
 
 
 def cfg(*argv: str) -> TestConfig:
@@ -24,7 +24,7 @@ def cfg(*argv: str) -> TestConfig:
 
 def test_workload_txn_is_registered_and_turns_idempotence_on():
     c = cfg("--workload", "txn", "--txn-isolation", "read_uncommitted", "--txn-abort-p", "0.25")
-    assert WORKLOADS[c.workload.kind] is TxnWorkload
+    assert isinstance(kind_of(c.workload.kind).make(c), TxnWorkload)
     assert (c.workload.txn_isolation, c.workload.txn_abort_p, c.producer.idempotence) == ("read_uncommitted", 0.25,
                                                                                           True)
     assert TestConfig.from_dict(c.to_dict()) == c

@@ -1,4 +1,4 @@
-"""A txn process's consumer (workloads/txn.py), and the lines that record its assignment changing.
+"""A txn process's consumer (workloads/txn/workload.py), and the lines that record its assignment changing.
 
 Assign mode (`--consumer-mode assign`): the process's first consumer is assigned every partition from offset 0;
 its group, `kchaos-txn<process>`, only stores what the process's transactions commit. Subscribe mode: the

@@ -42,7 +42,7 @@ class LoopSpec:
         """The ProducerLoop of producer instance `instance`; its values are instance+1 + instances*i."""
         import itertools
 
-        from kchaos.workloads.producer_loop import ProducerLoop
+        from kchaos.workloads.queue.producer_loop import ProducerLoop
 
         return ProducerLoop(self.bootstrap, ProducerConfig(**self.producer), topic=self.topic,
                             partitions=self.partitions, producer=instance, in_flight=self.in_flight,

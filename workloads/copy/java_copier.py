@@ -1,6 +1,6 @@
 """A copier session's clients on the Kafka Java client (`--client java` with `--workload copy`).
 
-Each step of workloads/copier.py's session is one request to the shared JVM (workloads/java_client.py), run by
+Each step of workloads/copy/copier.py's session is one request to the shared JVM (workloads/java_client.py), run by
 the slot's thread there (workloads/java/KchaosCopier.java): the consumer is a classic-protocol member of the copy
 group at read_committed, the producer transactional (KIP-890's protocol with kafka-clients 4.x on 4.x brokers).
 The session in the harness records the history and checks for a crash between the steps, as on librdkafka.
@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from kchaos.core.config import TestConfig
-from kchaos.workloads.copier import ClientError, TxnFailed, copy_group
+from kchaos.workloads.copy.copier import ClientError, TxnFailed, copy_group
 from kchaos.workloads.java_client import JavaClientError, JavaProcess, group_consumer_props, producer_props
 from kchaos.workloads.rebalance import Rebalance
 
@@ -24,7 +24,7 @@ def rebalances(events: list[dict[str, Any]]) -> list[Rebalance]:
 
 
 class JavaCopierClient:
-    """workloads/copier.py's CopierClient in the JVM. A new session replaces the slot's clients there; `abandon`
+    """workloads/copy/copier.py's CopierClient in the JVM. A new session replaces the slot's clients there; `abandon`
     keeps the crashed ones unclosed until the JVM exits. JavaClientError (the JVM died or went silent) ends the
     session."""
 

@@ -1,4 +1,4 @@
-"""A txn process's consumer on the Kafka Java client: workloads/txn_consumer.py's TxnConsumer, its client in the JVM.
+"""A txn process's consumer on the Kafka Java client: workloads/txn/consumer.py's TxnConsumer, its client in the JVM.
 
 The state that decides the history's lines stays here, as on librdkafka: which partitions are assigned by hand,
 whether the consumer is a group member, whether a transaction commits its positions. The consumer itself is the
@@ -16,7 +16,7 @@ from kchaos.core.config import TestConfig
 from kchaos.core.history import History
 from kchaos.workloads.java_client import consumer_props, group_consumer_props
 from kchaos.workloads.rebalance import Rebalance
-from kchaos.workloads.txn_consumer import BATCH, TxnConsumer
+from kchaos.workloads.txn.consumer import BATCH, TxnConsumer
 
 Call = Callable[..., dict[str, Any]]  # (op, **request) -> reply, the process's request to the JVM
 

@@ -2,7 +2,7 @@
 
 A micro-op is `["send", key, value]` or `["poll"]`. Every process has a
 transactional producer of its own (its own `transactional.id`) and a consumer
-of its own (workloads/txn_consumer.py): assigned every partition from offset 0,
+of its own (workloads/txn/consumer.py): assigned every partition from offset 0,
 or with `--consumer-mode subscribe` a member of the run's group. With
 `--txn-sub-p`, an op is instead, as Jepsen's `sub-p`, an `assign` (a seeded
 subset of partitions) or a `subscribe`. An op runs its micro-ops
@@ -43,7 +43,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from kchaos.core.config import TestConfig, txn_timeout_ms
 from kchaos.core.history import History, Op
 from kchaos.workloads.clients import keep_report, make_producer
-from kchaos.workloads.txn_consumer import TxnConsumer
+from kchaos.workloads.txn.consumer import TxnConsumer
 
 if TYPE_CHECKING:
     pass
@@ -131,7 +131,7 @@ class TxnClient:
             self.close()
 
     def open(self) -> None:
-        """This process's consumer (workloads/txn_consumer.py)."""
+        """This process's consumer (workloads/txn/consumer.py)."""
         self.reader.start()
 
     def close(self) -> None:

@@ -9,7 +9,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from kchaos.core.config import TestConfig, txn_timeout_ms
 from kchaos.workloads.clients import make_group_consumer, make_producer, to_records
-from kchaos.workloads.copier import ClientError, TxnFailed, copy_group
+from kchaos.workloads.copy.copier import ClientError, TxnFailed, copy_group
 from kchaos.workloads.rebalance import Rebalance, drop, leave, subscribe
 
 
@@ -18,7 +18,7 @@ def _text(e: Exception) -> str:
 
 
 class RdkafkaCopierClient:
-    """workloads/copier.py's CopierClient on librdkafka: one consumer, and a producer per successful init."""
+    """workloads/copy/copier.py's CopierClient on librdkafka: one consumer, and a producer per successful init."""
 
     def __init__(self, cfg: TestConfig, bootstrap: str, slot: int):
         self.cfg, self.bootstrap, self.slot = cfg, bootstrap, slot

@@ -5,7 +5,7 @@ from --seed and records invoke and completion in the history as it does on
 librdkafka; only the client calls run in the JVM (workloads/java_client.py's
 pipe). The JVM applies TxnClient.transact's rules for ok, fail and info, and
 the consumer's rebalances come back as events the harness records as the same
-`rebalance` lines (workloads/java_txn_consumer.py), so a history does not say
+`rebalance` lines (workloads/txn/java_consumer.py), so a history does not say
 which client ran.
 
 crash-client: `crash` tells the JVM at once (a request it reads as it
@@ -31,8 +31,8 @@ from typing import Any
 from kchaos.core.config import TestConfig
 from kchaos.core.history import History
 from kchaos.workloads.java_client import JavaClientError, JavaProcess, producer_props
-from kchaos.workloads.java_txn_consumer import JavaTxnConsumer
-from kchaos.workloads.txn_client import TxnClient
+from kchaos.workloads.txn.client import TxnClient
+from kchaos.workloads.txn.java_consumer import JavaTxnConsumer
 
 log = logging.getLogger("kchaos.txn.java")
 

@@ -1,0 +1,126 @@
+"""The registry of workloads, and what a workload is beyond its clients (`WorkloadKind`).
+
+A workload is one package below `kchaos.workloads` whose `__init__` defines `KIND`, an object implementing
+WorkloadKind: its clients, the line the console says about them, its checkers, its verdict rules, its
+headline numbers and the explanation of its anomalies. `KINDS` names the package: one line registers a
+workload. The registry names packages rather than importing them, so the checkers and reports below the
+workloads reach a workload's rules through `kind_of` when a run needs them, and a workload's `__init__` imports
+no client library (its clients load in `make`).
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from kchaos.core.config import TestConfig
+    from kchaos.core.promise import Promise
+    from kchaos.core.protocols import Checker, Workload
+
+DEFAULT = "queue"
+# The one line per workload: its name (`--workload`, test.json's `workload.kind`) and its package.
+KINDS: dict[str, str] = {
+    "queue": "kchaos.workloads.queue",
+    "txn": "kchaos.workloads.txn",
+    "copy": "kchaos.workloads.copy",
+}
+
+
+class Explainer(Protocol):
+    """How a workload's anomalies are explained from Kafka's own files (docs/evidence.md)."""
+
+    nothing: str  # what `kchaos explain` says of a run with nothing to explain
+
+    def wanted(self, counts: Mapping[str, int]) -> bool:
+        """Whether a checked run with these counts has anything to explain."""
+
+    def explain(self, run: Path, find_libs: Callable[[dict[str, Any]], Path]) -> dict[str, Any]:
+        """Explain the run's anomalies, write the explanation under run/evidence (and, where the explanation
+        changes the verdict's inputs, results.json again); return the explanation."""
+
+    def summary(self, explanation: Mapping[str, Any], run: Path) -> list[str]:
+        """The few lines (rich markup) a run's end says of the explanation."""
+
+    def lines(self, explanation: Mapping[str, Any], all_groups: bool = False) -> list[str]:
+        """`kchaos explain`'s lines, plain text; none when there is nothing to explain."""
+
+
+class WorkloadKind(Protocol):
+    """A workload beyond its clients: everything the harness, the checkers and the reports ask of it."""
+
+    name: str
+    # Whether its headline is acknowledged writes and their loss (the queue's): loss rates, availability in
+    # faults and send latency mean something for its runs.
+    writes: bool
+    # Whether its producers are idempotent whatever --idempotence says (transactional producers).
+    idempotent: bool
+    # Whether its history converts to Parquet and its checkers may check many runs in one Spark job.
+    parquet: bool
+    # Op names (a history line's "f") that only its histories have: how a history without test.json is known.
+    history_ops: tuple[str, ...]
+    # The counts its checker writes that a scenario's prediction may name (checkers/verdict/observed.py).
+    counts: tuple[str, ...]
+    # The anomaly kinds that compare gives a column in its rows, with what each means.
+    anomalies: Mapping[str, str]
+    # Its headline numbers in compare: the columns, and their values from a results.json (`facts`).
+    columns: tuple[str, ...]
+    explainer: Explainer | None
+
+    def make(self, cfg: TestConfig, java: Any = None) -> Workload:
+        """The run's clients (`java`: the compiled Java client, for `--client java`)."""
+
+    def describe(self, cfg: TestConfig) -> str:
+        """The console's line about the run's clients (`workload: ...`)."""
+
+    def crashable(self, cfg: TestConfig) -> bool:
+        """Whether the crash-client nemesis has clients to crash under `cfg`."""
+
+    def checkers(self) -> Mapping[str, Callable[..., Checker]]:
+        """Its checkers by name, the first its own (the one results.json summarises), each built with `master=`."""
+
+    def amend(self, history: Path, result: dict[str, Any]) -> dict[str, Any]:
+        """results.json after its checkers, with what else the history shows (the queue: corrupt reads)."""
+
+    def judge(self, results: Mapping[str, Any], counts: Mapping[str, int], promise: Promise,
+              test: Mapping[str, Any]) -> Any:
+        """The verdict of a checked run (a checkers.verdict.judge.Judgement): its verdict rules."""
+
+    def acknowledged(self, results: Mapping[str, Any], counts: Mapping[str, int]) -> int | None:
+        """The writes a checked run acknowledged; None where the results do not say."""
+
+    def facts(self, results: Mapping[str, Any]) -> dict[str, int]:
+        """The values of `columns` for one run."""
+
+    def report(self, history: Path, test: Mapping[str, Any], results: Mapping[str, Any] | None) -> Any:
+        """Its part of report.html (a reports.run.section.Section), read from the run's history."""
+
+
+class UnknownWorkload(ValueError):
+    """A workload name the registry does not know."""
+
+
+def kind_of(name: str | None) -> WorkloadKind:
+    """The workload registered as `name` (None: the default, queue). UnknownWorkload for any other name."""
+    name = name or DEFAULT
+    if name not in KINDS:
+        raise UnknownWorkload(f"unknown workload {name!r}; known: {', '.join(sorted(KINDS))}")
+    kind: WorkloadKind = importlib.import_module(KINDS[name]).KIND
+    return kind
+
+
+def name_of(test: Mapping[str, Any] | None) -> str:
+    """The workload a test.json names (`workload.kind`); the default when it names none."""
+    kind = ((test or {}).get("workload") or {}).get("kind")
+    return kind if isinstance(kind, str) and kind else DEFAULT
+
+
+def kind_of_test(test: Mapping[str, Any] | None) -> WorkloadKind:
+    """The workload a test.json names (`kind_of(name_of(test))`)."""
+    return kind_of(name_of(test))
+
+
+def all_kinds() -> list[WorkloadKind]:
+    """Every registered workload, in registry order."""
+    return [kind_of(name) for name in KINDS]

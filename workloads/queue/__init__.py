@@ -1,0 +1,125 @@
+"""The queue workload: producers send unique integers to the test topic, consumers read them back, and every
+acknowledged write must be read at the end (docs/running.md). `KIND` is what the rest of kchaos asks of it;
+its clients load only when a run makes them."""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from kchaos.checkers.queue.reference import COUNTS
+from kchaos.core.config import TestConfig
+from kchaos.core.promise import Promise
+from kchaos.core.protocols import Checker, Workload
+
+# The consumer group's anomaly kinds (--consumer-mode subscribe): a column each in compare.
+GROUP_KINDS = {"committed_unconsumed": "the group committed offsets past records no member processed",
+               "double_consumed": "a record was processed by two members"}
+
+
+class LostWrites:
+    """The queue's explanation: each lost write placed in Kafka's own files, grouped by cause."""
+
+    nothing = "no lost writes to explain"
+
+    def wanted(self, counts: Mapping[str, int]) -> bool:
+        """A run that lost writes."""
+        return bool(counts.get("lost"))
+
+    def explain(self, run: Path, find_libs: Callable[[dict[str, Any]], Path]) -> dict[str, Any]:
+        """Write run/evidence/explanation.json and judge the lost writes again against Kafka's guarantee with the
+        exact ISR of the metadata log (results.json rewritten)."""
+        from kchaos.checkers import rejudge_loss
+        from kchaos.evidence.explain.lost import explain
+
+        explanation = explain(run, find_libs=find_libs).to_dict()
+        rejudge_loss(run)
+        return explanation
+
+    def summary(self, explanation: Mapping[str, Any], run: Path) -> list[str]:
+        """The largest groups of lost writes by cause."""
+        from kchaos.evidence.explain.text import console_lines
+
+        return console_lines(explanation, run)
+
+    def lines(self, explanation: Mapping[str, Any], all_groups: bool = False) -> list[str]:
+        """One sentence per group (with `all_groups`, per lost range)."""
+        from kchaos.evidence.explain.text import explain_lines
+
+        return explain_lines(explanation, all_groups) if explanation.get("ranges") else []
+
+
+class Queue:
+    """The queue workload's registry entry (core/workload_kind.py)."""
+
+    name = "queue"
+    writes = True
+    idempotent = False
+    parquet = True
+    history_ops: tuple[str, ...] = ()
+    counts: tuple[str, ...] = COUNTS
+    anomalies = GROUP_KINDS
+    columns: tuple[str, ...] = ()
+    explainer = LostWrites()
+
+    def make(self, cfg: TestConfig, java: Any = None) -> Workload:
+        """Producers and consumers in the harness (or producer processes, `--producer-processes`)."""
+        from kchaos.workloads.queue.workload import QueueWorkload
+
+        return QueueWorkload(cfg)
+
+    def describe(self, cfg: TestConfig) -> str:
+        """`workload: 4 producers at 100/s, 2 consumers in one group (sync commits, classic protocol)`."""
+        w = cfg.workload
+        return (f"workload: {w.producers} producer{'s' * (w.producers != 1)} at "
+                + (f"{w.rate:g}/s" if w.rate != "max" else "full load")
+                + (f", {w.in_flight} sends in flight each" if w.in_flight > 1 else "")
+                + (f", in {w.producer_processes} processes" if w.producer_processes else "")
+                + f", {w.consumers} consumer{'s' * (w.consumers != 1)}"
+                + (f" in one group ({w.group_commit} commits, {w.group_protocol} protocol)"
+                   if w.consumer_mode == "subscribe" else ""))
+
+    def crashable(self, cfg: TestConfig) -> bool:
+        """Group members can be crashed; assigned consumers cannot."""
+        return cfg.workload.consumer_mode == "subscribe"
+
+    def checkers(self) -> dict[str, Callable[..., Checker]]:
+        """The queue checker (Spark, on the history's Parquet)."""
+        from kchaos.checkers.queue.check import QueueChecker
+
+        return {"queue": QueueChecker}
+
+    def amend(self, history: Path, result: dict[str, Any]) -> dict[str, Any]:
+        """Add the reads of records the corrupt nemesis flipped on disk (`corrupt_read`)."""
+        from kchaos.checkers.corrupt_reads import KIND, corrupt_reads
+
+        if "counts" in result and (flipped := corrupt_reads(history)) is not None:
+            result = {**result, "counts": {**result["counts"], KIND: flipped["count"]},
+                      "examples": {**(result.get("examples") or {}), KIND: flipped["examples"]}}
+        return result
+
+    def judge(self, results: Mapping[str, Any], counts: Mapping[str, int], promise: Promise,
+              test: Mapping[str, Any]) -> Any:
+        """workloads/queue/verdict.py."""
+        from kchaos.workloads.queue.verdict import judge_queue
+
+        return judge_queue(results, counts, promise, test)
+
+    def acknowledged(self, results: Mapping[str, Any], counts: Mapping[str, int]) -> int | None:
+        """Acknowledged sends (`counts.acked`)."""
+        from kchaos.workloads.queue.verdict import acknowledged
+
+        return acknowledged(counts)
+
+    def facts(self, results: Mapping[str, Any]) -> dict[str, int]:
+        """None beyond compare's own columns for writes."""
+        return {}
+
+    def report(self, history: Path, test: Mapping[str, Any], results: Mapping[str, Any] | None) -> Any:
+        """reports/run/section.py."""
+        from kchaos.reports.run.section import queue_section
+
+        return queue_section(history, test, results)
+
+
+KIND = Queue()

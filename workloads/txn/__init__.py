@@ -1,0 +1,118 @@
+"""The txn workload: transactions of sends and polls, after Jepsen's Kafka test, checked for the anomalies of
+transactional isolation (docs/running.md, docs/checkers.md). `KIND` is what the rest of kchaos asks of it; its
+clients load only when a run makes them."""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from kchaos.checkers.txn.reference import COUNTS
+from kchaos.core.config import TestConfig
+from kchaos.core.promise import Promise
+from kchaos.core.protocols import Checker, Workload
+
+# The anomalies a run's end explains from Kafka's files (evidence/explain/txn.py).
+EXPLAINED = ("torn_transaction", "G1a", "lost_write")
+
+
+class TxnExplainer:
+    """The txn workload's explanation: each anomalous transaction's facts and cause, from Kafka's files."""
+
+    nothing = "no torn transactions, G1a, lost_write or aborted_read to explain"
+
+    def wanted(self, counts: Mapping[str, int]) -> bool:
+        """A run with a torn transaction, a G1a or a lost write."""
+        return any(counts.get(k) for k in EXPLAINED)
+
+    def explain(self, run: Path, find_libs: Callable[[dict[str, Any]], Path]) -> dict[str, Any]:
+        """Write run/evidence/txn_explanation.json."""
+        from kchaos.evidence.explain.txn import explain_txn
+
+        return explain_txn(run, find_libs=find_libs).to_dict()
+
+    def summary(self, explanation: Mapping[str, Any], run: Path) -> list[str]:
+        """The summary line, then each anomalous transaction's cause (a few); client log lines carry [brackets]
+        that are not markup."""
+        from rich.markup import escape
+
+        from kchaos.evidence.explain.txn_text import txn_console_lines
+
+        return [escape(line) for line in txn_console_lines(explanation)]
+
+    def lines(self, explanation: Mapping[str, Any], all_groups: bool = False) -> list[str]:
+        """Each anomalous transaction's facts and cause."""
+        from kchaos.evidence.explain.txn_text import txn_lines
+
+        return txn_lines(explanation)
+
+
+class Txn:
+    """The txn workload's registry entry (core/workload_kind.py)."""
+
+    name = "txn"
+    writes = False
+    idempotent = True
+    parquet = False
+    history_ops = ("txn",)
+    counts: tuple[str, ...] = COUNTS
+    anomalies = dict.fromkeys(COUNTS, "")
+    columns = ("txn_committed", "txn_aborted", "txn_info")
+    explainer = TxnExplainer()
+
+    def make(self, cfg: TestConfig, java: Any = None) -> Workload:
+        """Transactional processes on librdkafka, or on Kafka's Java client (`java`)."""
+        from kchaos.workloads.txn.workload import TxnWorkload
+
+        return TxnWorkload(cfg, java=java)
+
+    def describe(self, cfg: TestConfig) -> str:
+        """`workload: 4 producers at 100/s, transactions (abort 0.1, polls read_committed)`."""
+        w = cfg.workload
+        return (f"workload: {w.producers} producer{'s' * (w.producers != 1)} at "
+                + (f"{w.rate:g}/s" if w.rate != "max" else "full load")
+                + f", transactions (abort {w.txn_abort_p:g}, polls {w.txn_isolation}"
+                + (f", Java client kafka-clients {w.client_version})" if w.client == "java" else ")"))
+
+    def crashable(self, cfg: TestConfig) -> bool:
+        """Its processes can always be crashed."""
+        return True
+
+    def checkers(self) -> dict[str, Callable[..., Checker]]:
+        """The txn checker on Spark; its reference (checkers/txn/reference.py) stays the definition it is tested
+        against."""
+        from kchaos.checkers.txn.check import TXN, TxnSparkChecker
+
+        return {TXN: TxnSparkChecker}
+
+    def amend(self, history: Path, result: dict[str, Any]) -> dict[str, Any]:
+        """Nothing to add."""
+        return result
+
+    def judge(self, results: Mapping[str, Any], counts: Mapping[str, int], promise: Promise,
+              test: Mapping[str, Any]) -> Any:
+        """workloads/txn/verdict.py, with test.json's isolation where the checker's result is not at hand."""
+        from kchaos.workloads.txn.verdict import judge_txn
+
+        return judge_txn(results, counts, (test.get("workload") or {}).get("txn_isolation"), promise)
+
+    def acknowledged(self, results: Mapping[str, Any], counts: Mapping[str, int]) -> int | None:
+        """Sends in committed transactions."""
+        from kchaos.workloads.txn.verdict import acknowledged
+
+        return acknowledged(results)
+
+    def facts(self, results: Mapping[str, Any]) -> dict[str, int]:
+        """Committed, aborted and indefinite transactions."""
+        stats = results.get("stats") or {}
+        return {"txn_committed": int(stats.get("txn_ok") or 0), "txn_aborted": int(stats.get("txn_fail") or 0),
+                "txn_info": int(stats.get("txn_info") or 0)}
+
+    def report(self, history: Path, test: Mapping[str, Any], results: Mapping[str, Any] | None) -> Any:
+        """reports/run/section.py."""
+        from kchaos.reports.run.section import txn_section
+
+        return txn_section(history, test, results)
+
+
+KIND = Txn()
