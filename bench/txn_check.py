@@ -97,7 +97,7 @@ def write_history(run: Path, ops: int, seed: int = 1, processes: int = 4, partit
                 q, nxt = q + 2, nxt + 3
         for p in range(partitions):
             b.drain(drainer, p, [[p, o, v] for o, v, s in logs[p] if s == 1])
-    test = {"workload": {"kind": "txn", "txn_isolation": "read_committed"}, "topic": {"partitions": q}}
+    test = {"workload": {"kind": "txn", "options": {"isolation": "read_committed"}}, "topic": {"partitions": q}}
     (run / "test.json").write_text(json.dumps(test))
     return test
 

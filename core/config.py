@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -15,15 +15,13 @@ from kchaos.core.kafka_versions import DEFAULT as KAFKA_DEFAULT
 from kchaos.core.kafka_versions import UnsupportedVersion, release_key, resolve_version
 from kchaos.core.page_cache import MODELS as PAGE_CACHE_MODELS
 from kchaos.core.page_cache import NEVER as NEVER_WRITTEN_BACK
+from kchaos.core.workload_kind import KINDS, UnknownWorkload, all_kinds, kind_of
 
 ACKS = ("0", "1", "all")
 STORAGES = ("auto", "lazyfs", "plain")
 ISOLATIONS = ("read_committed", "read_uncommitted")
 CONSUMER_MODES = ("assign", "subscribe")
-GROUP_COMMITS = ("sync", "auto")
 GROUP_PROTOCOLS = ("classic", "consumer")
-MAX_TXN_SIZE = 10000  # --txn-size: records one copy transaction holds at most
-MAX_COPY_RECORDS = 10_000_000  # --copy-records: the input the copy workload fills before the faults
 CLIENTS = ("python", "java")  # --client: librdkafka (confluent-kafka-python), or the Kafka Java client
 JAVA_CLIENTS_DEFAULT = "4.1.0"  # kafka-clients of the Java client when the brokers run a Kafka before 4.0
 MAX_RETRIES = 2147483647  # librdkafka's default: retry until delivery.timeout.ms
@@ -98,9 +96,9 @@ class ClusterConfig:
 
 @dataclass(frozen=True)
 class WorkloadConfig:
-    """The clients: which workload, how many clients and how fast."""
+    """The clients: which workload, how many clients and how fast, and the workload's own options."""
 
-    kind: str = "queue"  # the registry name of the workload (workloads/__init__.py)
+    kind: str = "queue"  # the registry name of the workload (core/workload_kind.py)
     producers: int = 4
     consumers: int = 2
     rate: float | str = 100.0  # target sends per second, all producers together, or "max": unthrottled
@@ -109,26 +107,20 @@ class WorkloadConfig:
     drain_timeout_s: float = 120.0
     # With rate "max": what harness/full_load.py picked for the machine and why (cores, picked, explicit, why).
     full_load: dict[str, Any] | None = field(default=None, hash=False)
-    # The txn workload (workloads/txn/workload.py): the isolation level of its consumers' polls, and the share of its
-    # transactions it aborts on purpose; the share of its ops that are an assign or a subscribe (Jepsen's sub-p).
-    txn_isolation: str = "read_committed"
-    txn_abort_p: float = 0.1
-    txn_sub_p: float = 0.0
-    # The queue workload's consumers (workloads/queue/group.py): assigned every partition (assign), or members of one
-    # consumer group (subscribe) that commit after processing (sync) or automatically (auto), rebalancing by the
-    # classic protocol or KIP-848's consumer protocol.
+    # The consumers: assigned every partition (assign), or members of one consumer group (subscribe) rebalancing by
+    # the classic protocol or KIP-848's consumer protocol.
     consumer_mode: str = "assign"
-    group_commit: str = "sync"
     group_protocol: str = "classic"
-    # The client library of the txn and copy workloads: "python" (librdkafka) or "java" (workloads/txn/java.py,
-    # workloads/copy/java_copier.py), and for java the version of its kafka-clients jar (4.x: KIP-890 transactions).
+    # The client library: "python" (librdkafka) or "java" (the Kafka Java client, for the workloads that have one),
+    # and for java the version of its kafka-clients jar (4.x: KIP-890 transactions).
     client: str = "python"
     client_version: str | None = None
-    # The copy workload (workloads/copy/): values in its input topic (0: --rate x --time-limit), whether the input
-    # is one partition whose order the output must keep, and records per transaction (also a copier's poll size).
-    copy_records: int = 0
-    copy_order: bool = False
-    txn_size: int = 10
+    # The workload's own options, a frozen dataclass of its package (`WorkloadKind.options`); None: its defaults.
+    options: Any = None
+
+    def __post_init__(self) -> None:
+        if self.options is None and self.kind in KINDS:  # an unknown kind is refused by `validate`, by name
+            object.__setattr__(self, "options", kind_of(self.kind).options())
 
 
 @dataclass(frozen=True)
@@ -171,45 +163,11 @@ class TestConfig:
     nemesis: NemesisConfig = field(default_factory=NemesisConfig)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict; `from_dict` inverts it."""
+        """A JSON-ready dict of every field; `from_dict` inverts it."""
         d = asdict(self)
         d["nemesis"]["names"] = list(self.nemesis.names)
-        if "mix" in self.nemesis.names:
-            d["nemesis"]["mix_families"] = list(self.nemesis.mix_families)
-        else:  # only mix reads it: other runs' test.json stays as before, comparable with older runs
-            del d["nemesis"]["mix_families"]
-        if "upgrade" not in self.nemesis.names:  # as mix_families: only the upgrade nemesis reads them
-            del d["nemesis"]["upgrade_to"], d["nemesis"]["upgrade_then"]
-        if not uses_disk_full(self.nemesis):  # as mix_families: only the disk-full nemesis reads it
-            del d["nemesis"]["disk_full_headroom"]
-        if self.producer.socket_timeout_ms is None:  # as does a run's that keeps librdkafka's socket timeout
-            del d["producer"]["socket_timeout_ms"]
-        if self.cluster.hosts is None:  # a Docker run's test.json stays as before
-            del d["cluster"]["hosts"]
-        if not self.topic.segment_ms:  # a run on Kafka's segment.ms: its test.json stays as before
-            del d["topic"]["segment_ms"]
-        if not self.cluster.faketime:  # a run without clock faults: its Kafka's clock is the host's
-            del d["cluster"]["faketime"]
-        if self.cluster.kafka_features:
-            d["cluster"]["kafka_features"] = list(self.cluster.kafka_features)
-        else:  # as a run's on the release's default features
-            del d["cluster"]["kafka_features"]
-        if self.workload.full_load is None:  # only --rate max records a pick
-            del d["workload"]["full_load"]
-        if self.workload.kind != "txn":  # a queue run's test.json stays as before
-            del d["workload"]["txn_abort_p"]
-            if self.workload.kind != "copy":  # copy keeps it: the isolation of its final read
-                del d["workload"]["txn_isolation"]
-        if not self.workload.txn_sub_p:  # as is a txn run's without sub-p ops
-            del d["workload"]["txn_sub_p"]
-        if self.workload.kind != "copy":
-            del d["workload"]["copy_records"], d["workload"]["copy_order"], d["workload"]["txn_size"]
-        if self.workload.consumer_mode == "assign":  # an assign-mode run's test.json stays as before
-            del d["workload"]["consumer_mode"], d["workload"]["group_commit"], d["workload"]["group_protocol"]
-        elif self.workload.kind == "txn":  # a txn member's offsets commit with its transactions
-            del d["workload"]["group_commit"]
-        if self.workload.client == "python":  # so does a run on librdkafka's
-            del d["workload"]["client"], d["workload"]["client_version"]
+        d["nemesis"]["mix_families"] = list(self.nemesis.mix_families)
+        d["cluster"]["kafka_features"] = list(self.cluster.kafka_features)
         return d
 
     @classmethod
@@ -232,6 +190,21 @@ class TestConfig:
         return replace(self, **changes)
 
 
+def with_defaults(test: Mapping[str, Any]) -> dict[str, Any]:
+    """A test.json with every configuration field it leaves out filled with its default (its workload's defaults
+    for `workload.options`): how a reader sees a test.json written before a field existed, or written by hand."""
+    kind = (test.get("workload") or {}).get("kind") or WorkloadConfig.kind
+    workload = WorkloadConfig(kind=kind) if kind in KINDS else WorkloadConfig()
+    return _merged(TestConfig(workload=workload).to_dict(), test)
+
+
+def _merged(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merged(out[k], v) if isinstance(out.get(k), dict) and isinstance(v, Mapping) else v
+    return out
+
+
 def _build(klass: type, value: Any, where: str) -> Any:
     if not isinstance(value, dict):
         raise ConfigError(f"{where} must be a mapping")
@@ -243,6 +216,12 @@ def _build(klass: type, value: Any, where: str) -> Any:
         value = {**value, **{k: tuple(value[k]) for k in ("names", "mix_families") if k in value}}
     if klass is ClusterConfig and "kafka_features" in value:
         value = {**value, "kafka_features": tuple(value["kafka_features"])}
+    if klass is WorkloadConfig and value.get("options") is not None:
+        try:
+            kind = kind_of(value.get("kind", WorkloadConfig.kind))
+        except UnknownWorkload as e:
+            raise ConfigError(str(e)) from None
+        value = {**value, "options": _build(kind.options, value["options"], f"{where}.options")}
     return klass(**value)
 
 
@@ -254,18 +233,18 @@ def _check_upgrade(n: NemesisConfig, c: ClusterConfig) -> None:
     newer than --kafka-version (Kafka rolls back only a roll whose features were not finalized: --upgrade-then
     downgrade)."""
     if "upgrade" not in n.names:
-        _check(n.upgrade_to is None, "--upgrade-to applies to --nemesis upgrade only")
+        require(n.upgrade_to is None, "--upgrade-to applies to --nemesis upgrade only")
         return
-    _check(n.upgrade_then in UPGRADE_THEN,
+    require(n.upgrade_then in UPGRADE_THEN,
            f"--upgrade-then must be one of {', '.join(UPGRADE_THEN)}; got {n.upgrade_then!r}")
-    _check(n.upgrade_to is not None, "--nemesis upgrade needs --upgrade-to VERSION, the release to roll every node to")
-    _check(not c.kafka_dist, "--nemesis upgrade rolls between releases from Maven Central; it takes no --kafka-dist")
+    require(n.upgrade_to is not None, "--nemesis upgrade needs --upgrade-to VERSION, the release to roll every node to")
+    require(not c.kafka_dist, "--nemesis upgrade rolls between releases from Maven Central; it takes no --kafka-dist")
     try:
         to = resolve_version(str(n.upgrade_to))
     except UnsupportedVersion as e:
         raise ConfigError(str(e).replace("--kafka-version", "--upgrade-to", 1)) from None
-    _check(to == n.upgrade_to, f"--upgrade-to {n.upgrade_to} names a line: give its release {to}")
-    _check(release_key(to) > release_key(c.kafka_version),
+    require(to == n.upgrade_to, f"--upgrade-to {n.upgrade_to} names a line: give its release {to}")
+    require(release_key(to) > release_key(c.kafka_version),
            f"--upgrade-to {to} is not newer than --kafka-version {c.kafka_version}: a rolling downgrade is "
            "--upgrade-then downgrade, after the roll up")
 
@@ -301,13 +280,21 @@ def txn_timeout_ms(p: ProducerConfig) -> int:
     return p.delivery_timeout_ms + 5000
 
 
-def _check(cond: bool, msg: str) -> None:
+def require(cond: bool, msg: str) -> None:
+    """ConfigError(msg) unless `cond`."""
     if not cond:
         raise ConfigError(msg)
 
 
-def _int(v: Any) -> bool:
+def is_int(v: Any) -> bool:
+    """Whether `v` is an int and not a bool."""
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_fraction(v: Any, below_one: bool = False) -> bool:
+    """Whether `v` is a number in [0, 1] ([0, 1) with `below_one`), not a bool."""
+    return (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v
+            and (v < 1 if below_one else v <= 1))
 
 
 def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None) -> TestConfig:
@@ -316,107 +303,88 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
     `check_nemesis(spec)` raises ValueError for a nemesis name it does not know.
     """
     t, p, c, w, n = cfg.topic, cfg.producer, cfg.cluster, cfg.workload, cfg.nemesis
-    _check(bool(re.fullmatch(r"[A-Za-z0-9._-]{1,64}", cfg.name)),
+    require(bool(re.fullmatch(r"[A-Za-z0-9._-]{1,64}", cfg.name)),
            f"test name {cfg.name!r} must be 1-64 of letters, digits, '.', '_' or '-'")
-    _check(_int(cfg.seed) and cfg.seed >= 0, f"--seed must be a non-negative integer, got {cfg.seed!r}")
-    _check(cfg.time_limit > 0, f"--time-limit must be positive, got {cfg.time_limit}")
-    _check(bool(re.fullmatch(r"[A-Za-z0-9._-]{1,200}", t.name)),
+    require(is_int(cfg.seed) and cfg.seed >= 0, f"--seed must be a non-negative integer, got {cfg.seed!r}")
+    require(cfg.time_limit > 0, f"--time-limit must be positive, got {cfg.time_limit}")
+    require(bool(re.fullmatch(r"[A-Za-z0-9._-]{1,200}", t.name)),
            f"topic name {t.name!r} is not a legal Kafka topic name")
-    _check(_int(c.nodes) and 1 <= c.nodes <= 9, f"--nodes must be 1..9, got {c.nodes}")
-    _check(_int(c.controllers) and c.controllers in (0, 1, 3, 5),
+    require(is_int(c.nodes) and 1 <= c.nodes <= 9, f"--nodes must be 1..9, got {c.nodes}")
+    require(is_int(c.controllers) and c.controllers in (0, 1, 3, 5),
            f"--controllers must be 0 (combined mode), 1, 3 or 5, got {c.controllers}")
-    _check(_int(t.partitions) and t.partitions >= 1, f"--partitions must be >= 1, got {t.partitions}")
-    _check(_int(t.replication_factor) and t.replication_factor >= 1, f"--rf must be >= 1, got {t.replication_factor}")
+    require(is_int(t.partitions) and t.partitions >= 1, f"--partitions must be >= 1, got {t.partitions}")
+    require(is_int(t.replication_factor) and t.replication_factor >= 1,
+            f"--rf must be >= 1, got {t.replication_factor}")
     for f in c.kafka_features:
-        _check(bool(re.fullmatch(r"[a-z][a-z0-9._]*=\d+", f)),
+        require(bool(re.fullmatch(r"[a-z][a-z0-9._]*=\d+", f)),
                f"--kafka-feature must be NAME=LEVEL (like eligible.leader.replicas.version=1), got {f!r}")
-    _check(not c.kafka_features or feature_flags_at_format(c.kafka_version),
+    require(not c.kafka_features or feature_flags_at_format(c.kafka_version),
            f"--kafka-feature needs Kafka 3.9 or later (its storage tool's --feature), not --kafka-version "
            f"{c.kafka_version}")
-    _check(t.replication_factor <= c.nodes,
+    require(t.replication_factor <= c.nodes,
            f"--rf {t.replication_factor} is larger than --nodes {c.nodes}: a partition needs one broker per replica")
-    _check(_int(t.min_insync) and t.min_insync >= 1, f"--min-insync must be >= 1, got {t.min_insync}")
-    _check(t.min_insync <= t.replication_factor,
+    require(is_int(t.min_insync) and t.min_insync >= 1, f"--min-insync must be >= 1, got {t.min_insync}")
+    require(t.min_insync <= t.replication_factor,
            f"--min-insync {t.min_insync} is larger than --rf {t.replication_factor}: "
            "acks=all writes could never succeed")
-    _check(_int(t.flush_messages) and t.flush_messages >= 0,
+    require(is_int(t.flush_messages) and t.flush_messages >= 0,
            f"--flush-messages must be >= 0 (0: Kafka's default, never), got {t.flush_messages}")
-    _check(_int(t.segment_ms) and t.segment_ms >= 0,
+    require(is_int(t.segment_ms) and t.segment_ms >= 0,
            f"--segment-ms must be >= 0 (0: Kafka's default, 7 days), got {t.segment_ms}")
-    _check(p.acks in ACKS, f"--acks must be one of 0, 1, all; got {p.acks!r}")
-    _check(_int(p.retries) and 0 <= p.retries <= MAX_RETRIES, f"--retries must be 0..{MAX_RETRIES}, got {p.retries}")
-    _check(_int(p.linger_ms) and p.linger_ms >= 0, f"--linger-ms must be >= 0, got {p.linger_ms}")
-    _check(_int(p.max_in_flight) and p.max_in_flight >= 1, f"--max-in-flight must be >= 1, got {p.max_in_flight}")
-    _check(p.request_timeout_ms > 0 and p.delivery_timeout_ms >= p.request_timeout_ms + p.linger_ms,
+    require(p.acks in ACKS, f"--acks must be one of 0, 1, all; got {p.acks!r}")
+    require(is_int(p.retries) and 0 <= p.retries <= MAX_RETRIES, f"--retries must be 0..{MAX_RETRIES}, got {p.retries}")
+    require(is_int(p.linger_ms) and p.linger_ms >= 0, f"--linger-ms must be >= 0, got {p.linger_ms}")
+    require(is_int(p.max_in_flight) and p.max_in_flight >= 1, f"--max-in-flight must be >= 1, got {p.max_in_flight}")
+    require(p.request_timeout_ms > 0 and p.delivery_timeout_ms >= p.request_timeout_ms + p.linger_ms,
            "delivery timeout must be >= request timeout + linger")
-    _check(p.socket_timeout_ms is None or (_int(p.socket_timeout_ms) and p.socket_timeout_ms >= 10),
+    require(p.socket_timeout_ms is None or (is_int(p.socket_timeout_ms) and p.socket_timeout_ms >= 10),
            f"--socket-timeout-ms must be >= 10, got {p.socket_timeout_ms}")
-    if p.socket_timeout_ms is not None and w.kind in ("txn", "copy"):
-        _check(p.socket_timeout_ms <= txn_timeout_ms(p) + 100,
+    try:
+        kind = kind_of(w.kind)
+    except UnknownWorkload as e:
+        raise ConfigError(str(e)) from None
+    if p.socket_timeout_ms is not None and kind.transactional:
+        require(p.socket_timeout_ms <= txn_timeout_ms(p) + 100,
                f"--socket-timeout-ms must be <= the transaction timeout + 100 ms ({txn_timeout_ms(p) + 100}: "
                "--delivery-timeout-ms + 5000 + 100), as librdkafka requires of a transactional producer")
     if p.idempotence:
-        _check(p.acks == "all", f"--idempotence needs --acks all (Kafka refuses it with acks={p.acks})")
-        _check(p.max_in_flight <= 5, "--idempotence needs --max-in-flight <= 5")
-        _check(p.retries > 0, "--idempotence needs --retries > 0")
-    _check(w.rate == "max" or (isinstance(w.rate, (int, float)) and not isinstance(w.rate, bool)
+        require(p.acks == "all", f"--idempotence needs --acks all (Kafka refuses it with acks={p.acks})")
+        require(p.max_in_flight <= 5, "--idempotence needs --max-in-flight <= 5")
+        require(p.retries > 0, "--idempotence needs --retries > 0")
+    require(w.rate == "max" or (isinstance(w.rate, (int, float)) and not isinstance(w.rate, bool)
                                and 0 < w.rate < float("inf")),
            f"--rate must be a positive number or max, got {w.rate}")
-    _check(_int(w.producers) and w.producers >= 1, f"--producers must be >= 1, got {w.producers}")
-    _check(_int(w.consumers) and w.consumers >= 0, f"--consumers must be >= 0, got {w.consumers}")
-    _check(_int(w.in_flight) and w.in_flight >= 1, f"--in-flight must be >= 1, got {w.in_flight}")
-    _check(_int(w.producer_processes) and 0 <= w.producer_processes <= w.producers,
+    require(is_int(w.producers) and w.producers >= 1, f"--producers must be >= 1, got {w.producers}")
+    require(is_int(w.consumers) and w.consumers >= 0, f"--consumers must be >= 0, got {w.consumers}")
+    require(is_int(w.in_flight) and w.in_flight >= 1, f"--in-flight must be >= 1, got {w.in_flight}")
+    require(is_int(w.producer_processes) and 0 <= w.producer_processes <= w.producers,
            f"--producer-processes must be 0..--producers ({w.producers}), got {w.producer_processes}")
-    _check(w.drain_timeout_s > 0, "drain timeout must be positive")
-    _check(w.txn_isolation in ISOLATIONS,
-           f"--txn-isolation must be one of {', '.join(ISOLATIONS)}; got {w.txn_isolation!r}")
-    _check(isinstance(w.txn_abort_p, (int, float)) and not isinstance(w.txn_abort_p, bool)
-           and 0 <= w.txn_abort_p <= 1, f"--txn-abort-p must be a fraction in [0, 1], got {w.txn_abort_p!r}")
-    _check(w.consumer_mode in CONSUMER_MODES,
-           f"--consumer-mode must be one of {', '.join(CONSUMER_MODES)}; got {w.consumer_mode!r}")
-    _check(w.group_commit in GROUP_COMMITS,
-           f"--group-commit must be one of {', '.join(GROUP_COMMITS)}; got {w.group_commit!r}")
-    _check(w.group_protocol in GROUP_PROTOCOLS,
-           f"--group-protocol must be one of {', '.join(GROUP_PROTOCOLS)}; got {w.group_protocol!r}")
-    _check(isinstance(w.txn_sub_p, (int, float)) and not isinstance(w.txn_sub_p, bool)
-           and 0 <= w.txn_sub_p < 1, f"--txn-sub-p must be a fraction in [0, 1), got {w.txn_sub_p!r}")
-    _check(not w.txn_sub_p or w.kind == "txn", "--txn-sub-p applies to --workload txn only")
+    require(w.drain_timeout_s > 0, "drain timeout must be positive")
+    require(w.consumer_mode in CONSUMER_MODES,
+            f"--consumer-mode must be one of {', '.join(CONSUMER_MODES)}; got {w.consumer_mode!r}")
+    require(w.group_protocol in GROUP_PROTOCOLS,
+            f"--group-protocol must be one of {', '.join(GROUP_PROTOCOLS)}; got {w.group_protocol!r}")
     if w.consumer_mode == "subscribe":
-        _check(w.kind == "txn" or w.consumers >= 1, "--consumer-mode subscribe needs --consumers >= 1")
-        _check(w.group_protocol != "consumer" or kafka_major(c.kafka_version) >= 4,
-               f"--group-protocol consumer (KIP-848) needs Kafka 4.0 or later, not --kafka-version {c.kafka_version}")
-    _check(w.client in CLIENTS, f"--client must be one of {', '.join(CLIENTS)}; got {w.client!r}")
+        require(w.group_protocol != "consumer" or kafka_major(c.kafka_version) >= 4,
+                f"--group-protocol consumer (KIP-848) needs Kafka 4.0 or later, not --kafka-version {c.kafka_version}")
+    require(w.client in CLIENTS, f"--client must be one of {', '.join(CLIENTS)}; got {w.client!r}")
     if w.client == "java":
-        _check(w.kind in ("txn", "copy"), f"--client java runs only --workload txn or copy, not {w.kind}")
-        _check(isinstance(w.client_version, str) and bool(re.fullmatch(r"([4-9]|\d\d+)\.\d+\.\d+", w.client_version)),
-               f"the Java client needs kafka-clients 4.0 or later, got {w.client_version!r}")
+        require(w.client in kind.clients, f"--client java runs only --workload "
+                f"{' or '.join(k.name for k in all_kinds() if 'java' in k.clients)}, not {w.kind}")
+        require(isinstance(w.client_version, str)
+                and bool(re.fullmatch(r"([4-9]|\d\d+)\.\d+\.\d+", w.client_version)),
+                f"the Java client needs kafka-clients 4.0 or later, got {w.client_version!r}")
     else:
-        _check(w.client_version is None, "a kafka-clients version applies only to --client java")
-    _check(_int(w.txn_size) and 1 <= w.txn_size <= MAX_TXN_SIZE,
-           f"--txn-size must be 1..{MAX_TXN_SIZE} records, got {w.txn_size!r}")
-    _check(_int(w.copy_records) and 0 <= w.copy_records <= MAX_COPY_RECORDS,
-           f"--copy-records must be 0..{MAX_COPY_RECORDS} (0: --rate x --time-limit), got {w.copy_records!r}")
-    if w.kind != "copy":
-        _check(not w.copy_order and not w.copy_records and w.txn_size == WorkloadConfig.txn_size,
-               "--copy-order, --copy-records and --txn-size apply only to --workload copy")
-    else:
-        _check(p.idempotence, "--workload copy needs --idempotence: its copiers' producers are transactional")
-        _check(w.consumers >= 1, "--workload copy needs --consumers >= 1: the copiers are its consumers")
-        _check(w.copy_records > 0 or w.rate != "max", "--workload copy with --rate max needs --copy-records N")
-        _check(w.in_flight == 1 and w.producer_processes == 0,
-               "--workload copy runs its copiers in the harness: it takes no --in-flight or --producer-processes")
-    if w.kind == "txn":
-        _check(p.idempotence, "--workload txn needs --idempotence: a transactional producer is idempotent")
-        _check(w.in_flight == 1 and w.producer_processes == 0,
-               "--workload txn runs one transaction at a time per producer, in the harness: "
-               "it takes no --in-flight or --producer-processes")
-    _check(n.interval > 0, f"--interval must be positive, got {n.interval}")
-    _check(0 <= n.jitter < 1, f"--jitter must be in [0, 1), got {n.jitter}")
-    _check(n.restart_delay >= 0, f"--restart-delay must be >= 0, got {n.restart_delay}")
-    _check(_int(n.disk_full_headroom) and n.disk_full_headroom >= 0,
+        require(w.client_version is None, "a kafka-clients version applies only to --client java")
+    require(isinstance(w.options, kind.options), f"workload options of {w.kind} must be its own, got {w.options!r}")
+    kind.validate(cfg)
+    require(n.interval > 0, f"--interval must be positive, got {n.interval}")
+    require(0 <= n.jitter < 1, f"--jitter must be in [0, 1), got {n.jitter}")
+    require(n.restart_delay >= 0, f"--restart-delay must be >= 0, got {n.restart_delay}")
+    require(is_int(n.disk_full_headroom) and n.disk_full_headroom >= 0,
            f"--disk-full-headroom must be a number of bytes >= 0, got {n.disk_full_headroom!r}")
     twice = sorted({x for x in n.names if n.names.count(x) > 1})
-    _check(not twice, f"--nemesis names {', '.join(twice)} more than once")
+    require(not twice, f"--nemesis names {', '.join(twice)} more than once")
     _check_upgrade(n, c)
     if check_nemesis is not None:
         for name in n.names:
@@ -428,22 +396,22 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
         net = ipaddress.ip_network(c.subnet)
     except ValueError:
         raise ConfigError(f"--subnet {c.subnet!r} is not a network like 172.30.77.0/24") from None
-    _check(net.version == 4 and net.is_private and net.num_addresses >= 32,
+    require(net.version == 4 and net.is_private and net.num_addresses >= 32,
            f"--subnet {c.subnet} must be a private IPv4 network of /27 or larger")
     if not c.kafka_dist:  # a user's distribution brings its own version
         try:
-            _check(resolve_version(c.kafka_version) == c.kafka_version,
+            require(resolve_version(c.kafka_version) == c.kafka_version,
                    f"--kafka-version {c.kafka_version} names a line: "
                    f"give its release {resolve_version(c.kafka_version)}")
         except UnsupportedVersion as e:
             raise ConfigError(str(e)) from None
-    _check(c.storage in STORAGES, f"--storage must be one of {', '.join(STORAGES)}; got {c.storage!r}")
-    _check(c.page_cache in PAGE_CACHE_MODELS,
+    require(c.storage in STORAGES, f"--storage must be one of {', '.join(STORAGES)}; got {c.storage!r}")
+    require(c.page_cache in PAGE_CACHE_MODELS,
            f"--page-cache must be one of {', '.join(PAGE_CACHE_MODELS)}; got {c.page_cache!r}")
-    _check(c.writeback_age_s is None or c.writeback_age_s >= 0,
+    require(c.writeback_age_s is None or c.writeback_age_s >= 0,
            f"--writeback-age must be >= 0 seconds, got {c.writeback_age_s}")
-    _check(not (c.page_cache == NEVER_WRITTEN_BACK and c.writeback_age_s),
+    require(not (c.page_cache == NEVER_WRITTEN_BACK and c.writeback_age_s),
            f"--page-cache {NEVER_WRITTEN_BACK} never writes back: it takes no --writeback-age {c.writeback_age_s:g}"
            if c.writeback_age_s else "")
-    _check(c.replica_lag_time_max_ms > 0 and c.broker_session_timeout_ms > 0, "Kafka timeouts must be positive")
+    require(c.replica_lag_time_max_ms > 0 and c.broker_session_timeout_ms > 0, "Kafka timeouts must be positive")
     return cfg

@@ -12,12 +12,15 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 if TYPE_CHECKING:
-    from kchaos.core.config import TestConfig
-    from kchaos.core.promise import Promise
     from kchaos.core.protocols import Checker, Workload
+
+# core/config.py reads the registry (a workload's options and its checks), so the protocols below take the
+# configuration and the promise untyped: `cfg` is a core.config.TestConfig, `promise` a core.promise.Promise.
+TestConfig: TypeAlias = Any
+Promise: TypeAlias = Any
 
 DEFAULT = "queue"
 # The one line per workload: its name (`--workload`, test.json's `workload.kind`) and its package.
@@ -54,8 +57,13 @@ class WorkloadKind(Protocol):
     # Whether its headline is acknowledged writes and their loss (the queue's): loss rates, availability in
     # faults and send latency mean something for its runs.
     writes: bool
-    # Whether its producers are idempotent whatever --idempotence says (transactional producers).
-    idempotent: bool
+    # Whether its producers are transactional (and so idempotent, whatever --idempotence says).
+    transactional: bool
+    # The client libraries it runs on (`--client`): "python" (librdkafka), "java" (the Kafka Java client).
+    clients: tuple[str, ...]
+    # Its own options: a frozen dataclass whose fields' metadata name their `kchaos run` flag (`flag`);
+    # test.json's `workload.options`.
+    options: type
     # Whether its history converts to Parquet and its checkers may check many runs in one Spark job.
     parquet: bool
     # Op names (a history line's "f") that only its histories have: how a history without test.json is known.
@@ -67,6 +75,10 @@ class WorkloadKind(Protocol):
     # Its headline numbers in compare: the columns, and their values from a results.json (`facts`).
     columns: tuple[str, ...]
     explainer: Explainer | None
+
+    def validate(self, cfg: TestConfig) -> None:
+        """Raise ConfigError (core/config.py) unless its options, and the rest of `cfg` as far as it is concerned,
+        are runnable."""
 
     def make(self, cfg: TestConfig, java: Any = None) -> Workload:
         """The run's clients (`java`: the compiled Java client, for `--client java`)."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import secrets
+from dataclasses import fields
+from typing import Any
 
 from kchaos.core.config import (
     CLIENTS,
@@ -22,7 +24,7 @@ from kchaos.core.config import (
     java_clients_version,
     uses_disk_full,
 )
-from kchaos.core.workload_kind import UnknownWorkload, kind_of
+from kchaos.core.workload_kind import UnknownWorkload, all_kinds, kind_of
 from kchaos.harness import full_load
 
 D = TestConfig()  # every option's default
@@ -150,25 +152,25 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                         "(confluent-kafka); java: the Kafka Java client (KIP-890 transactions), kafka-clients of "
                         "--kafka-version from 4.0 on, else "
                         f"{JAVA_CLIENTS_DEFAULT}; needs a JDK (java, javac) on PATH (default: python)")
-    p.add_argument("--txn-abort-p", type=float, default=D.workload.txn_abort_p, metavar="P",
-                   help="--workload txn: the share of transactions aborted on purpose")
-    p.add_argument("--txn-sub-p", type=float, default=D.workload.txn_sub_p, metavar="P",
+    p.add_argument("--txn-abort-p", type=float, default=None, metavar="P",
+                   help="--workload txn: the share of transactions aborted on purpose (default 0.1)")
+    p.add_argument("--txn-sub-p", type=float, default=None, metavar="P",
                    help="--workload txn: the share of ops that are, as Jepsen's sub-p, an assign (a random "
                         "subset of partitions) or a subscribe instead of a transaction (default 0)")
-    p.add_argument("--txn-size", type=int, default=D.workload.txn_size, metavar="N",
-                   help="--workload copy: input records each copy transaction holds at most")
-    p.add_argument("--copy-records", type=int, default=D.workload.copy_records, metavar="N",
+    p.add_argument("--txn-size", type=int, default=None, metavar="N",
+                   help="--workload copy: input records each copy transaction holds at most (default 10)")
+    p.add_argument("--copy-records", type=int, default=None, metavar="N",
                    help="--workload copy: values filled into the input topic before the faults (default: --rate x "
                         "--time-limit; the copiers copy at --rate, so the copy lasts the run)")
-    p.add_argument("--copy-order", action=argparse.BooleanOptionalAction, default=D.workload.copy_order,
+    p.add_argument("--copy-order", action=argparse.BooleanOptionalAction, default=None,
                    help="--workload copy: one input partition, copied to output partition 0, whose order the "
                         "output must keep")
-    g["consumer"].add_argument("--txn-isolation", default=D.workload.txn_isolation,
+    g["consumer"].add_argument("--txn-isolation", default=None,
                                metavar="{read_committed,read_uncommitted}",
                                help="--workload txn: the isolation level of the polls inside transactions; under "
                                     "read_uncommitted aborted reads are expected (the final read is read_committed). "
                                     "--workload copy: the isolation level of the final read of the output (the "
-                                    "copiers always read committed input)")
+                                    "copiers always read committed input) (default read_committed)")
     g["consumer"].add_argument("--consumer-mode", default=D.workload.consumer_mode, metavar="{assign,subscribe}",
                                help="assign: each consumer is assigned every partition from offset 0; subscribe: the "
                                     "consumers join one group (kchaos-<seed>-group), rebalance and commit "
@@ -233,8 +235,6 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
     for flag, given in (("--group-commit", a.group_commit), ("--group-protocol", a.group_protocol)):
         if given is not None and a.consumer_mode != "subscribe":
             raise ConfigError(f"{flag} only applies to --consumer-mode subscribe")
-    if a.group_commit is not None and a.workload == "txn":
-        raise ConfigError("--group-commit does not apply to --workload txn: its offsets commit with the transaction")
     load = _load(a)
     return TestConfig(
         name=a.name, seed=seed, time_limit=a.time_limit, store=a.store, spark_master=a.spark_master,
@@ -254,15 +254,12 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                               page_cache=a.page_cache, writeback_age_s=a.writeback_age, hosts=a.hosts,
                               kafka_features=tuple(a.kafka_feature)),
         workload=WorkloadConfig(kind=a.workload, producers=load["producers"], consumers=a.consumers, rate=a.rate,
-                                txn_isolation=a.txn_isolation, txn_abort_p=a.txn_abort_p, client=a.client,
-                                txn_sub_p=a.txn_sub_p,
+                                client=a.client, options=_workload_options(a),
                                 client_version=(java_clients_version(exact_kafka_version(a.kafka_version))
                                                 if a.client == "java" else None),
                                 in_flight=load["in_flight"], producer_processes=load["producer_processes"],
                                 full_load=load.get("full_load"), consumer_mode=a.consumer_mode,
-                                group_commit=a.group_commit or D.workload.group_commit,
-                                group_protocol=a.group_protocol or D.workload.group_protocol,
-                                txn_size=a.txn_size, copy_records=a.copy_records, copy_order=a.copy_order),
+                                group_protocol=a.group_protocol or D.workload.group_protocol),
         nemesis=NemesisConfig(names=a.nemesis or D.nemesis.names, interval=a.interval, jitter=a.jitter,
                               restart_delay=a.restart_delay, schedule_file=a.schedule,
                               mix_families=D.nemesis.mix_families if a.mix_families is None else a.mix_families,
@@ -285,10 +282,42 @@ def _load(a: argparse.Namespace) -> dict:
     return {k: defaults[k] if v is None else v for k, v in given.items()}
 
 
+def _workload_options(a: argparse.Namespace) -> Any:
+    """The workload's own options from the flags its options' fields name (`flag` in their metadata), its defaults
+    where not given; ConfigError for a flag given that only other workloads take. None for a workload the registry
+    does not know: it is refused later, by name."""
+    try:
+        kind = kind_of(a.workload)
+    except UnknownWorkload:
+        return None
+    mine = {f.metadata["flag"]: f.name for f in fields(kind.options)}
+    for flag in dict.fromkeys(f.metadata["flag"] for k in all_kinds() for f in fields(k.options)):
+        if flag not in mine and getattr(a, _dest(flag), None) is not None:
+            takers = [k.name for k in all_kinds() if flag in {f.metadata["flag"] for f in fields(k.options)}]
+            raise ConfigError(f"{flag} applies to --workload {' or '.join(takers)} only")
+    return kind.options(**{name: given for flag, name in mine.items()
+                           if (given := getattr(a, _dest(flag), None)) is not None})
+
+
+def for_its_workload(a: argparse.Namespace) -> argparse.Namespace:
+    """`a` without the workload options its workload does not take (flags of other workloads' options, left
+    unset): a suite's base and matrix give each cell the options its workload takes."""
+    try:
+        mine = {f.metadata["flag"] for f in fields(kind_of(a.workload).options)}
+    except UnknownWorkload:
+        return a
+    others = {f.metadata["flag"] for k in all_kinds() for f in fields(k.options)} - mine
+    return argparse.Namespace(**{**vars(a), **{_dest(flag): None for flag in others if hasattr(a, _dest(flag))}})
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
 def _idempotent(workload: str) -> bool:
     """Whether the workload's producers are idempotent whatever --idempotence says (transactional producers); a
     workload the registry does not know is refused later, by name."""
     try:
-        return kind_of(workload).idempotent
+        return kind_of(workload).transactional
     except UnknownWorkload:
         return False

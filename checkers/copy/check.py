@@ -47,10 +47,10 @@ def check_copy_ops(ops: Iterable[dict[str, Any]], test: dict[str, Any] | None) -
     `output`, `unacked`, `uncopied`), `examples` (up to MAX_EXAMPLES values of each kind), `isolation`, and
     `uncopied`: where the copy stopped short, input partition -> the group's committed offset."""
     t = test or {}
-    w = t.get("workload") or {}
+    options = (t.get("workload") or {}).get("options") or {}
     out_topic = (t.get("topic") or {}).get("name")
     partitions = int((t.get("topic") or {}).get("partitions") or 1)
-    order = bool(w.get("copy_order"))
+    order = bool(options.get("order"))
     filled: list[tuple[int, int, int]] = []
     unacked: set[int] = set()
     read: dict[tuple[int, int], int] = {}
@@ -85,7 +85,7 @@ def check_copy_ops(ops: Iterable[dict[str, Any]], test: dict[str, Any] | None) -
     elif counts["copy_missing"] and incomplete and not any(counts[k] for k in COPY_COUNTS if k != "copy_missing"):
         valid = "unknown"  # the missing values may be in the part of the output never read
     return {"valid": valid, "counts": counts, "examples": {k: sorted(found[k])[:MAX_EXAMPLES] for k in COPY_COUNTS},
-            "isolation": str(w.get("txn_isolation") or "read_committed"), "incomplete_partitions": incomplete,
+            "isolation": str(options.get("isolation") or "read_committed"), "incomplete_partitions": incomplete,
             "copy_order": order, "uncopied": {str(p): o for p, o in sorted(behind.items())} if uncopied else {}}
 
 

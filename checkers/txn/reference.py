@@ -53,7 +53,7 @@ COMMITTED, UNCOMMITTED = "read_committed", "read_uncommitted"
 
 def isolation_of(test: dict[str, Any] | None) -> str:
     """The polls' isolation level recorded in test.json (read_committed when absent)."""
-    return str(((test or {}).get("workload") or {}).get("txn_isolation") or COMMITTED)
+    return str((((test or {}).get("workload") or {}).get("options") or {}).get("isolation") or COMMITTED)
 
 
 def check_txn_file(history: Path, test: dict[str, Any] | None) -> dict[str, Any]:

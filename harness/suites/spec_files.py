@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 from kchaos.core.config import ConfigError, TestConfig
 from kchaos.core.suggest import did_you_mean
 from kchaos.core.yaml_doc import SpecDoc, option_key
-from kchaos.harness.options import add_run_options, config_from_args
+from kchaos.harness.options import add_run_options, config_from_args, for_its_workload
 
 # Chosen by the suite itself, or by `kchaos suite` options.
 NOT_IN_SUITE = ("name", "store", "keep", "spark_master", "spark_driver_host")
@@ -154,7 +154,7 @@ def parse_run_options(options: dict[str, Any], fail: Callable[[str], NoReturn]) 
 def cell_config(cell: Cell, seed: int, store: Path, spark_master: str,
                 fail: Callable[[str], NoReturn]) -> TestConfig:
     """The TestConfig of one run of `cell` (not yet preflighted); `fail(message)` if its options do not parse."""
-    args = parse_run_options(dict(cell.options), fail)
+    args = for_its_workload(parse_run_options(dict(cell.options), fail))
     args.name, args.store, args.spark_master, args.seed = cell.name, str(store), spark_master, seed
     return config_from_args(args)
 

@@ -97,7 +97,7 @@ def read_copy_run(history: Path, test: Mapping[str, Any] | None, results: Mappin
     test topic (test.json's `topic.name`); `results` (results.json) gives the counts and examples when checked."""
     t = test or {}
     out_topic = (t.get("topic") or {}).get("name")
-    order = bool((t.get("workload") or {}).get("copy_order"))
+    order = bool(((t.get("workload") or {}).get("options") or {}).get("order"))
     done, types, latency, moves = [], [], [], []
     events: list[dict[str, Any]] = []
     opened: dict[Any, tuple[int, int]] = {}  # process -> (invocation index, time)

@@ -27,6 +27,7 @@ import pandas as pd
 
 from kchaos.checkers.verdict.judge import UNKNOWN, judge, lost_in_promise, merge
 from kchaos.checkers.verdict.table import in_faults
+from kchaos.core.config import with_defaults
 from kchaos.core.page_cache import short as page_cache_short
 from kchaos.core.promise import Promise
 from kchaos.core.workload_kind import UnknownWorkload, WorkloadKind, all_kinds, kind_of, name_of
@@ -93,9 +94,10 @@ class Run:
 
 
 def configuration(test: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    """The options of `test` that define its configuration cell, as sorted (dotted key, value) pairs. What a run
-    recorded about itself (its page cache, the releases a rolling upgrade ran) is not configuration."""
-    flat = (pd.json_normalize(test).to_dict("records") or [{}])[0]
+    """The options of `test` that define its configuration cell, as sorted (dotted key, value) pairs, a field it
+    leaves out at its default (core.config.with_defaults). What a run recorded about itself (its page cache, the
+    releases a rolling upgrade ran) is not configuration."""
+    flat = (pd.json_normalize(with_defaults(test)).to_dict("records") or [{}])[0]
     return tuple(sorted((k, _hashable(v)) for k, v in flat.items()
                         if k not in NOT_CONFIGURATION and not k.startswith(("page_cache.", "releases."))))
 

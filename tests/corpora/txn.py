@@ -110,7 +110,7 @@ def generate(seed: int, *, txns: int = 40, partitions: int = 3, processes: int =
         b.drain(processes, p, [[p, o, v] for o, v, vis in logs[p] if vis])
     if cut_off:
         b.add(process=0, type="invoke", f="txn", value=[["send", 0, b.fresh()]])
-    test = {"workload": {"kind": "txn", "txn_isolation": isolation}, "topic": {"partitions": state["p"]}}
+    test = {"workload": {"kind": "txn", "options": {"isolation": isolation}}, "topic": {"partitions": state["p"]}}
     return TxnCorpus(b.ops, test, labels)
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from kchaos.checkers.parquet import CheckInputError
 from kchaos.checkers.verdict.judge import FAIL, PASS, UNKNOWN, Judgement, undecided_checks
-from kchaos.core.config import TestConfig
+from kchaos.core.config import TestConfig, require
 from kchaos.core.promise import Promise
 from kchaos.reports.html import ENV
 from kchaos.reports.run.section import Section
@@ -59,18 +60,30 @@ class EchoChecker:
         return [self.check(test, path) for test, path in runs]
 
 
+@dataclass(frozen=True)
+class EchoOptions:
+    """How many echoes each process sends (`--echoes`, a flag no parser has: the echo runs are written by hand)."""
+
+    echoes: int = field(default=3, metadata={"flag": "--echoes"})
+
+
 class Echo:
     """The echo workload's registry entry."""
 
     name = "echo"
     writes = False
-    idempotent = False
+    transactional = False
+    clients = ("python",)
+    options = EchoOptions
     parquet = False
     history_ops = ("echo",)
     counts: tuple[str, ...] = (LOST,)
     anomalies = {LOST: "an acknowledged echo was not read back"}
     columns = ("echo_acked",)
     explainer = None
+
+    def validate(self, cfg: TestConfig) -> None:
+        require(cfg.workload.options.echoes >= 1, "--echoes must be >= 1")
 
     def make(self, cfg: TestConfig, java: Any = None) -> Any:
         raise NotImplementedError("the echo workload has no clients: its runs are written by the tests")

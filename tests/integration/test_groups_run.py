@@ -30,4 +30,4 @@ def test_subscribe_with_a_crashed_member_is_valid_with_sync_commits(store):
     polled = [o for o in ops if o["f"] == "poll" and o["type"] == "ok" and o["records"]]
     assert polled and all("generation" in o for o in polled)
     test = json.loads((run / "test.json").read_text())
-    assert test["workload"]["consumer_mode"] == "subscribe" and test["workload"]["group_commit"] == "sync"
+    assert test["workload"]["consumer_mode"] == "subscribe" and test["workload"]["options"]["group_commit"] == "sync"

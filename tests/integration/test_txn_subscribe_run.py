@@ -28,7 +28,7 @@ def test_txn_subscribe_under_kill_leader_and_crash_client_is_valid_and_its_rebal
     assert any(any(later["process"] == c["process"] and later["f"] == "txn" and later["type"] == "ok"
                    for later in ops[c["index"]:]) for c in crashes), "no crashed process committed again"
     assert {o["f"] for o in ops if o["type"] == "ok"} >= {"assign", "subscribe"}, "no sub-p op"
-    assert test["workload"]["consumer_mode"] == "subscribe" and "group_commit" not in test["workload"]
+    assert test["workload"]["consumer_mode"] == "subscribe" and "group_commit" not in test["workload"]["options"]
     # Read without the rebalance lines, the same history usually has jumps: the rebalances are what excused them
     # (the run passed). Whether a poll jumps at all is the run's timing, so a run without one only says so; the
     # excuse itself is proven on planted histories (tests/unit/test_txn_order.py).

@@ -35,8 +35,9 @@ def run_cfg(*argv: str) -> TestConfig:
     ([*COPY, "--txn-isolation", "dirty"], "--txn-isolation must be one of read_committed, read_uncommitted"),
     ([*COPY, "--rate", "max"], "--workload copy with --rate max needs --copy-records N"),
     ([*COPY, "--in-flight", "2"], "--workload copy runs its copiers in the harness"),
-    (["--copy-order"], "--copy-order, --copy-records and --txn-size apply only to --workload copy"),
-    (["--txn-size", "5"], "--copy-order, --copy-records and --txn-size apply only to --workload copy"),
+    (["--copy-order"], "--copy-order applies to --workload copy only"),
+    (["--txn-size", "5"], "--txn-size applies to --workload copy only"),
+    (["--workload", "txn", "--copy-records", "5"], "--copy-records applies to --workload copy only"),
     (["--txn-size", "many"], "argument --txn-size: invalid int value: 'many'"),
 ])
 def test_bad_copy_options_are_one_line_errors_exiting_3(argv, needle, refused_run):
@@ -46,12 +47,13 @@ def test_bad_copy_options_are_one_line_errors_exiting_3(argv, needle, refused_ru
 def test_copy_settings_go_in_test_json_and_replay():
     c = run_cfg(*COPY, "--copy-order", "--txn-size", "7", "--copy-records", "500", "--nemesis", "crash-client")
     w = c.to_dict()["workload"]
-    assert (w["kind"], w["copy_order"], w["txn_size"], w["copy_records"]) == ("copy", True, 7, 500)
+    assert (w["kind"], w["options"]) == ("copy", {"order": True, "txn_size": 7, "records": 500,
+                                                  "isolation": "read_committed"})
     assert c.producer.idempotence  # the copiers' producers are transactional
     assert TestConfig.from_dict(c.to_dict()) == c
     dirty = run_cfg(*COPY, "--txn-isolation", "read_uncommitted").to_dict()["workload"]
-    assert dirty["txn_isolation"] == "read_uncommitted" and "txn_abort_p" not in dirty  # the checker reads it
-    assert "txn_size" not in run_cfg().to_dict()["workload"]  # a queue run's test.json stays as before
+    assert dirty["options"]["isolation"] == "read_uncommitted"  # the checker reads it
+    assert run_cfg().to_dict()["workload"]["options"] == {"group_commit": "sync"}  # a queue run's: its own
     assert input_topic(c).partitions == 1 and input_topic(c).name == f"{c.topic.name}-in"
     assert input_records(c) == 500
     plain = run_cfg(*COPY, "--partitions", "3", "--rate", "50", "--time-limit", "20")
@@ -85,7 +87,7 @@ def test_kinds_on_tiny_lists():
 
 def copy_test(order=False, isolation="read_committed", partitions=1):
     return {"topic": {"name": "t", "partitions": partitions},
-            "workload": {"kind": "copy", "copy_order": order, "txn_isolation": isolation}}
+            "workload": {"kind": "copy", "options": {"order": order, "isolation": isolation}}}
 
 
 def history(inputs, outputs, complete=True, unacked=()):

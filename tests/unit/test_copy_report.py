@@ -18,7 +18,7 @@ from kchaos.reports.run.report import load_run, write_report
 
 S = 1_000_000_000
 TEST = {"name": "tiny-copy", "topic": {"name": "t", "partitions": 2},
-        "workload": {"kind": "copy", "copy_order": False, "txn_isolation": "read_committed"}}
+        "workload": {"kind": "copy", "options": {"order": False, "isolation": "read_committed"}}}
 
 
 def tiny_run(root: Path, test: dict | None = None) -> Path:
@@ -105,7 +105,7 @@ def test_copy_report_in_a_browser(tmp_path):
 
 
 def test_a_kind_the_configuration_allows_is_not_red_and_says_why(tmp_path):
-    uncommitted = {**TEST, "workload": {**TEST["workload"], "txn_isolation": "read_uncommitted"}}
+    uncommitted = {**TEST, "workload": {**TEST["workload"], "options": {"isolation": "read_uncommitted"}}}
     html = write_report(tiny_run(tmp_path, uncommitted)).read_text()
     row = re.search(r"<td>duplicated</td>(.*?)</tr>", html, re.S).group(1)
     assert "valid-false" not in row and "<em>observed, allowed</em>" in row and "read_uncommitted reader" in row

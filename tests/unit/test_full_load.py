@@ -59,7 +59,7 @@ def test_without_max_nothing_is_picked(cores):
     d = TestConfig()
     assert (c.workload.producers, c.workload.producer_processes, c.workload.in_flight, c.producer.linger_ms) == \
         (d.workload.producers, d.workload.producer_processes, d.workload.in_flight, d.producer.linger_ms)
-    assert c.workload.full_load is None and "full_load" not in c.to_dict()["workload"]
+    assert c.workload.full_load is None and c.to_dict()["workload"]["full_load"] is None
     assert cfg("--rate", "250", "--in-flight", "7").workload.in_flight == 7
 
 

@@ -39,8 +39,7 @@ def run_cfg(*argv: str) -> TestConfig:
     ([*SUBSCRIBE, "--group-commit", "later"], "--group-commit must be one of sync, auto"),
     ([*SUBSCRIBE, "--group-protocol", "consumer"],
      "--group-protocol consumer (KIP-848) needs Kafka 4.0 or later, not --kafka-version 3.7.2"),
-    ([*SUBSCRIBE, "--workload", "txn", "--group-commit", "auto"],
-     "--group-commit does not apply to --workload txn: its offsets commit with the transaction"),
+    ([*SUBSCRIBE, "--workload", "txn", "--group-commit", "auto"], "--group-commit applies to --workload queue only"),
     (["--workload", "txn", "--txn-sub-p", "1"], "--txn-sub-p must be a fraction in [0, 1), got 1.0"),
     (["--txn-sub-p", "0.1"], "--txn-sub-p applies to --workload txn only"),
     ([*SUBSCRIBE, "--consumers", "0"], "--consumer-mode subscribe needs --consumers >= 1"),
@@ -53,12 +52,12 @@ def test_bad_group_options_are_one_line_errors_exiting_3(argv, needle, refused_r
 def test_group_settings_go_in_test_json_and_replay():
     c = run_cfg(*SUBSCRIBE, "--group-commit", "auto")
     w = c.to_dict()["workload"]
-    assert (w["consumer_mode"], w["group_commit"], w["group_protocol"]) == ("subscribe", "auto", "classic")
+    assert (w["consumer_mode"], w["options"]["group_commit"], w["group_protocol"]) == ("subscribe", "auto", "classic")
     assert TestConfig.from_dict(c.to_dict()) == c
     assert run_cfg(*SUBSCRIBE, "--kafka-version", "4.0.0", "--group-protocol", "consumer").workload.group_protocol \
         == "consumer"
-    assert run_cfg(*SUBSCRIBE).workload.group_commit == "sync"
-    assert "consumer_mode" not in run_cfg().to_dict()["workload"]  # an assign-mode test.json stays as before
+    assert run_cfg(*SUBSCRIBE).workload.options.group_commit == "sync"
+    assert run_cfg().to_dict()["workload"]["consumer_mode"] == "assign"  # every field is written
     assert group_id(7) == "kchaos-7-group"
 
 
@@ -197,8 +196,8 @@ def test_group_counts_reference_and_spark_agree(tmp_path):
 
 def test_committed_unconsumed_fails_only_with_sync_commits_and_double_consumed_never():
     results = {"counts": {"acked": 4, "committed_unconsumed": 1, "double_consumed": 2}}
-    sync = judge(results, {"workload": {"consumer_mode": "subscribe", "group_commit": "sync"}})
-    auto = judge(results, {"workload": {"consumer_mode": "subscribe", "group_commit": "auto"}})
+    sync = judge(results, {"workload": {"consumer_mode": "subscribe", "options": {"group_commit": "sync"}}})
+    auto = judge(results, {"workload": {"consumer_mode": "subscribe", "options": {"group_commit": "auto"}}})
     assert sync.verdict == "fail" and dict(sync.failed) == {"committed_unconsumed": 1}
     assert dict(sync.allowed) == {"double_consumed": 2}
     assert auto.verdict == "pass" and dict(auto.allowed) == {"committed_unconsumed": 1, "double_consumed": 2}

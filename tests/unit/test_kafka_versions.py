@@ -212,10 +212,10 @@ def test_a_bad_kafka_feature_is_a_one_line_error_exiting_3(argv, needle, refused
     refused_run(argv, needle)
 
 
-def test_kafka_features_go_in_test_json_only_when_set():
+def test_kafka_features_go_in_test_json():
     def cluster(*argv):
         return config_from_args(build_parser().parse_args(["run", "--seed", "1", *argv])).to_dict()["cluster"]
-    assert "kafka_features" not in cluster("--kafka-version", "4.0")
+    assert cluster("--kafka-version", "4.0")["kafka_features"] == []
     c = cluster("--kafka-version", "4.0", "--kafka-feature", "eligible.leader.replicas.version=1")
     assert c["kafka_features"] == ["eligible.leader.replicas.version=1"]
     assert validate_cluster_features(c)

@@ -37,3 +37,16 @@ def test_a_workload_is_known_without_its_clients():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_a_configuration_is_built_without_the_checkers():
+    """core/config.py reads a workload's options from the registry: its package's `__init__` loads no checker,
+    report or client."""
+    code = ("import json, sys\n"
+            "from kchaos.core.config import TestConfig, WorkloadConfig\n"
+            "for kind in ('queue', 'txn', 'copy'): TestConfig(workload=WorkloadConfig(kind=kind)).to_dict()\n"
+            "print(json.dumps(sorted({k for k in sys.modules if k.startswith(('kchaos.checkers', 'kchaos.reports', "
+            "'kchaos.evidence', 'pyarrow', *" + repr(FORBIDDEN) + "))})))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []

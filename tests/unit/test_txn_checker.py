@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from kchaos.checkers import CheckInputError, check_path, exit_code
 from kchaos.checkers.txn.reference import COUNTS, check_txn, parse_ops
 
-RC = {"workload": {"kind": "txn", "txn_isolation": "read_committed"}}
-RU = {"workload": {"kind": "txn", "txn_isolation": "read_uncommitted"}}
+RC = {"workload": {"kind": "txn", "options": {"isolation": "read_committed"}}}
+RU = {"workload": {"kind": "txn", "options": {"isolation": "read_uncommitted"}}}
 
 
 class H:

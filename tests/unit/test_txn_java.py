@@ -49,9 +49,9 @@ def test_client_java_records_its_kafka_clients_version_and_a_replay_reads_it_bac
     assert json.loads((run / "test.json").read_text())["workload"]["client"] == "java"
 
 
-def test_a_python_client_run_s_test_json_stays_as_before():
+def test_a_python_client_run_s_test_json_names_librdkafka():
     w = cfg("--workload", "txn").to_dict()["workload"]
-    assert "client" not in w and "client_version" not in w
+    assert (w["client"], w["client_version"]) == ("python", None)
 
 
 @pytest.mark.parametrize("change, needle", [

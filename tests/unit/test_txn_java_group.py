@@ -35,7 +35,7 @@ def lines(path) -> list[tuple]:
 def test_subscribe_sub_p_and_crash_client_are_accepted_with_the_java_client():
     c = cfg(*SUBSCRIBE, "--txn-sub-p", "0.02", "--nemesis", "crash-client", "--group-protocol", "consumer",
             "--kafka-version", "4.1.0")
-    assert (c.workload.client, c.workload.consumer_mode, c.workload.txn_sub_p) == ("java", "subscribe", 0.02)
+    assert (c.workload.client, c.workload.consumer_mode, c.workload.options.sub_p) == ("java", "subscribe", 0.02)
 
 
 def test_a_java_member_s_settings_follow_the_group_protocol_and_isolation():

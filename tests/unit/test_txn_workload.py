@@ -25,13 +25,15 @@ def cfg(*argv: str) -> TestConfig:
 def test_workload_txn_is_registered_and_turns_idempotence_on():
     c = cfg("--workload", "txn", "--txn-isolation", "read_uncommitted", "--txn-abort-p", "0.25")
     assert isinstance(kind_of(c.workload.kind).make(c), TxnWorkload)
-    assert (c.workload.txn_isolation, c.workload.txn_abort_p, c.producer.idempotence) == ("read_uncommitted", 0.25,
-                                                                                          True)
+    assert (c.workload.options.isolation, c.workload.options.abort_p, c.producer.idempotence) == (
+        "read_uncommitted", 0.25, True)
     assert TestConfig.from_dict(c.to_dict()) == c
 
 
 def test_a_queue_runs_test_json_has_no_txn_settings():
-    assert "txn_isolation" not in cfg().to_dict()["workload"]
+    assert cfg().to_dict()["workload"]["options"] == {"group_commit": "sync"}
+    with pytest.raises(ConfigError, match="--txn-isolation applies to --workload txn or copy only"):
+        cfg("--txn-isolation", "read_uncommitted")
 
 
 @pytest.mark.parametrize("argv, needle", [

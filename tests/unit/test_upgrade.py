@@ -38,11 +38,11 @@ def test_bad_upgrade_options_are_one_line(c, message):
         validate(c)
 
 
-def test_good_options_and_test_json_carries_them_only_for_upgrade():
+def test_good_options_go_in_test_json():
     assert validate(cfg()).nemesis.upgrade_to == "4.4.0"
     assert cfg().to_dict()["nemesis"]["upgrade_then"] == "finalize"
     plain = TestConfig().to_dict()["nemesis"]
-    assert "upgrade_to" not in plain and "upgrade_then" not in plain
+    assert (plain["upgrade_to"], plain["upgrade_then"]) == (None, "finalize")
 
 
 def test_the_command_line_refuses_before_anything_is_made(tmp_path, capsys):

@@ -224,7 +224,7 @@ def test_a_976_percent_loss_that_passes_is_red_on_every_surface(tmp_path):
 def test_a_read_uncommitted_txn_run_is_judged_alike_from_its_essentials():
     # What compare and serve keep of results.json (essentials) must give the run's own word: precommitted_read and
     # G1c_wr are allowed under read_uncommitted, and unseen writes in unfinished partitions leave it unknown.
-    test = {"workload": {"kind": "txn", "txn_isolation": "read_uncommitted"}}
+    test = {"workload": {"kind": "txn", "options": {"isolation": "read_uncommitted"}}}
     results = {"counts": {"precommitted_read": 3, "aborted_read": 2, "unseen": 1}, "unseen_undecided": 1,
                "checkers": {"txn": {"valid": "unknown", "isolation": "read_uncommitted", "counts": {}}}}
     own = judge(results, test)

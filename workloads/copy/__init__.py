@@ -7,24 +7,48 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kchaos.checkers.copy.check import COPY, COPY_KINDS
-from kchaos.core.config import TestConfig
+from kchaos.core.config import ISOLATIONS, TestConfig, is_int, require
 from kchaos.core.promise import Promise
 from kchaos.core.protocols import Checker, Workload
+from kchaos.workloads.copy.options import MAX_COPY_RECORDS, MAX_TXN_SIZE, CopyOptions
 
 
 class Copy:
     """The copy workload's registry entry (core/workload_kind.py)."""
 
-    name = COPY
+    name = "copy"
     writes = False
-    idempotent = True
+    transactional = True
+    clients = ("python", "java")
+    options = CopyOptions
     parquet = False
     history_ops = ("copy",)
     counts: tuple[str, ...] = ()
-    anomalies = COPY_KINDS
     columns = ("copy_input", "copy_copied")
     explainer = None
+
+    @property
+    def anomalies(self) -> dict[str, str]:
+        """The copy checker's kinds, with what each means."""
+        from kchaos.checkers.copy.check import COPY_KINDS
+
+        return COPY_KINDS
+
+    def validate(self, cfg: TestConfig) -> None:
+        """Its sizes and isolation level are in range; its copiers are transactional consumers in the harness."""
+        w, o = cfg.workload, cfg.workload.options
+        require(o.isolation in ISOLATIONS,
+                f"--txn-isolation must be one of {', '.join(ISOLATIONS)}; got {o.isolation!r}")
+        require(is_int(o.txn_size) and 1 <= o.txn_size <= MAX_TXN_SIZE,
+                f"--txn-size must be 1..{MAX_TXN_SIZE} records, got {o.txn_size!r}")
+        require(is_int(o.records) and 0 <= o.records <= MAX_COPY_RECORDS,
+                f"--copy-records must be 0..{MAX_COPY_RECORDS} (0: --rate x --time-limit), got {o.records!r}")
+        require(cfg.producer.idempotence,
+                "--workload copy needs --idempotence: its copiers' producers are transactional")
+        require(w.consumers >= 1, "--workload copy needs --consumers >= 1: the copiers are its consumers")
+        require(o.records > 0 or w.rate != "max", "--workload copy with --rate max needs --copy-records N")
+        require(w.in_flight == 1 and w.producer_processes == 0,
+                "--workload copy runs its copiers in the harness: it takes no --in-flight or --producer-processes")
 
     def make(self, cfg: TestConfig, java: Any = None) -> Workload:
         """Copiers on librdkafka, or on Kafka's Java client (`java`)."""
@@ -37,9 +61,9 @@ class Copy:
         w = cfg.workload
         return (f"workload: {w.consumers} copier{'s' * (w.consumers != 1)} at "
                 + (f"{w.rate:g} records/s" if w.rate != "max" else "full speed")
-                + f", {w.txn_size} per transaction, input "
-                + ("one partition, its order kept" if w.copy_order else f"{cfg.topic.partitions} partitions")
-                + f", final read {w.txn_isolation}")
+                + f", {w.options.txn_size} per transaction, input "
+                + ("one partition, its order kept" if w.options.order else f"{cfg.topic.partitions} partitions")
+                + f", final read {w.options.isolation}")
 
     def crashable(self, cfg: TestConfig) -> bool:
         """Its copiers can always be crashed."""
@@ -47,7 +71,7 @@ class Copy:
 
     def checkers(self) -> dict[str, Callable[..., Checker]]:
         """The copy checker: the output read at the end against the input."""
-        from kchaos.checkers.copy.check import CopyChecker
+        from kchaos.checkers.copy.check import COPY, CopyChecker
 
         return {COPY: CopyChecker}
 

@@ -159,7 +159,7 @@ class _Session:
         self.c, self.h, self.p = c, c.history, c.slot
         self.after_crash = after_crash
         self.out_topic, self.out_parts = cfg.topic.name, cfg.topic.partitions
-        self.size = cfg.workload.txn_size
+        self.size = cfg.workload.options.txn_size
         self.dead = False
         self.generation: int | None = None
         self.client = c.make_client(c.slot)

@@ -34,7 +34,7 @@ class JavaCopierClient:
         # A reply is due within the client's own timeouts (flush, send offsets, commit, abort: each the
         # delivery timeout).
         self.deadline = 5 * timeout_ms / 1000 + 30
-        consumer = group_consumer_props(bootstrap, f"copy{slot}", copy_group(cfg.seed), cfg.workload.txn_size,
+        consumer = group_consumer_props(bootstrap, f"copy{slot}", copy_group(cfg.seed), cfg.workload.options.txn_size,
                                         timeout_ms)
         self._call("open", input=input_topic, timeout_ms=timeout_ms, consumer=consumer)
 

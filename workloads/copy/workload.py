@@ -52,14 +52,14 @@ def input_topic(cfg: TestConfig) -> TopicConfig:
     """The input topic: `<topic>-in`, one partition with --copy-order, else --partitions; the test topic's
     durability settings."""
     return dataclasses.replace(cfg.topic, name=f"{cfg.topic.name}-in",
-                               partitions=1 if cfg.workload.copy_order else cfg.topic.partitions)
+                               partitions=1 if cfg.workload.options.order else cfg.topic.partitions)
 
 
 def input_records(cfg: TestConfig) -> int:
     """How many values the input is filled with: --copy-records, else --rate x --time-limit."""
     w = cfg.workload
-    if w.copy_records:
-        return w.copy_records
+    if w.options.records:
+        return w.options.records
     return MAX_RATE_RECORDS if w.rate == "max" else max(1, int(float(w.rate) * cfg.time_limit))
 
 
@@ -100,7 +100,7 @@ class CopyWorkload:
         self.history, self.bootstrap = history, cluster.bootstrap()
         fill(cluster.bootstrap(), self.cfg, self.input, history, self.cfg.workload.consumers, self.count)
         w = self.cfg.workload
-        interval = 0.0 if w.rate == "max" else w.txn_size * w.consumers / float(w.rate)
+        interval = 0.0 if w.rate == "max" else w.options.txn_size * w.consumers / float(w.rate)
         make = self._client_maker(cluster.bootstrap())
         for slot in range(w.consumers):
             copier = Copier(self.cfg, history, slot, self.input.name, interval, self.count, make)
@@ -177,7 +177,7 @@ class CopyWorkload:
         completed."""
         w = self.cfg.workload
         return drain_all(cluster, history, self.cfg.topic.name, self.cfg.topic.partitions, process=w.consumers + 1,
-                         timeout=w.drain_timeout_s, isolation=w.txn_isolation)
+                         timeout=w.drain_timeout_s, isolation=w.options.isolation)
 
 
 def copy_lag(bootstrap: str, group: str, topic: TopicConfig) -> list[list[int]]:

@@ -7,10 +7,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kchaos.checkers.queue.reference import COUNTS
-from kchaos.core.config import TestConfig
+from kchaos.core.config import TestConfig, require
 from kchaos.core.promise import Promise
 from kchaos.core.protocols import Checker, Workload
+from kchaos.workloads.queue.options import GROUP_COMMITS, QueueOptions
 
 # The consumer group's anomaly kinds (--consumer-mode subscribe): a column each in compare.
 GROUP_KINDS = {"committed_unconsumed": "the group committed offsets past records no member processed",
@@ -54,13 +54,28 @@ class Queue:
 
     name = "queue"
     writes = True
-    idempotent = False
+    transactional = False
+    clients = ("python",)
+    options = QueueOptions
     parquet = True
     history_ops: tuple[str, ...] = ()
-    counts: tuple[str, ...] = COUNTS
     anomalies = GROUP_KINDS
     columns: tuple[str, ...] = ()
     explainer = LostWrites()
+
+    @property
+    def counts(self) -> tuple[str, ...]:
+        """The queue checker's counts."""
+        from kchaos.checkers.queue.reference import COUNTS
+
+        return COUNTS
+
+    def validate(self, cfg: TestConfig) -> None:
+        """Its commit mode is known; subscribed consumers need at least one consumer."""
+        w, o = cfg.workload, cfg.workload.options
+        require(o.group_commit in GROUP_COMMITS,
+                f"--group-commit must be one of {', '.join(GROUP_COMMITS)}; got {o.group_commit!r}")
+        require(w.consumer_mode != "subscribe" or w.consumers >= 1, "--consumer-mode subscribe needs --consumers >= 1")
 
     def make(self, cfg: TestConfig, java: Any = None) -> Workload:
         """Producers and consumers in the harness (or producer processes, `--producer-processes`)."""
@@ -76,7 +91,7 @@ class Queue:
                 + (f", {w.in_flight} sends in flight each" if w.in_flight > 1 else "")
                 + (f", in {w.producer_processes} processes" if w.producer_processes else "")
                 + f", {w.consumers} consumer{'s' * (w.consumers != 1)}"
-                + (f" in one group ({w.group_commit} commits, {w.group_protocol} protocol)"
+                + (f" in one group ({w.options.group_commit} commits, {w.group_protocol} protocol)"
                    if w.consumer_mode == "subscribe" else ""))
 
     def crashable(self, cfg: TestConfig) -> bool:

@@ -92,7 +92,7 @@ def acknowledged(counts: Mapping[str, int]) -> int | None:
 
 
 def group_commit(test: Mapping[str, Any] | None) -> str | None:
-    """How a subscribe-mode run's consumers committed (`sync` or `auto`, test.json's `workload.group_commit`),
+    """How a subscribe-mode run's consumers committed (`sync` or `auto`, test.json's `workload.options.group_commit`),
     None for assigned consumers."""
     w = (test or {}).get("workload") or {}
-    return (w.get("group_commit") or "sync") if w.get("consumer_mode") == "subscribe" else None
+    return ((w.get("options") or {}).get("group_commit") or "sync") if w.get("consumer_mode") == "subscribe" else None

@@ -77,8 +77,9 @@ class QueueWorkload:
         first = w.producers * w.in_flight
         for c in range(w.consumers):
             if w.consumer_mode == "subscribe":
-                m = self._members[first + c] = Member(cluster.bootstrap(), history, first + c, self.topic,
-                                                      self.cfg.seed, w.group_commit, w.group_protocol, self._count)
+                m = Member(cluster.bootstrap(), history, first + c, self.topic, self.cfg.seed,
+                           w.options.group_commit, w.group_protocol, self._count)
+                self._members[first + c] = m
                 self._spawn(f"consumer-{c}", m.run, self._stop.is_set)
             else:
                 self._spawn(f"consumer-{c}", self._consume, cluster.bootstrap(), history, first + c)

@@ -7,10 +7,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kchaos.checkers.txn.reference import COUNTS
-from kchaos.core.config import TestConfig
+from kchaos.core.config import ISOLATIONS, TestConfig, is_fraction, require
 from kchaos.core.promise import Promise
 from kchaos.core.protocols import Checker, Workload
+from kchaos.workloads.txn.options import TxnOptions
 
 # The anomalies a run's end explains from Kafka's files (evidence/explain/txn.py).
 EXPLAINED = ("torn_transaction", "G1a", "lost_write")
@@ -52,13 +52,39 @@ class Txn:
 
     name = "txn"
     writes = False
-    idempotent = True
+    transactional = True
+    clients = ("python", "java")
+    options = TxnOptions
     parquet = False
     history_ops = ("txn",)
-    counts: tuple[str, ...] = COUNTS
-    anomalies = dict.fromkeys(COUNTS, "")
     columns = ("txn_committed", "txn_aborted", "txn_info")
     explainer = TxnExplainer()
+
+    @property
+    def counts(self) -> tuple[str, ...]:
+        """The txn checker's counts."""
+        from kchaos.checkers.txn.reference import COUNTS
+
+        return COUNTS
+
+    @property
+    def anomalies(self) -> dict[str, str]:
+        """Every count of the txn checker: a compare column each."""
+        return dict.fromkeys(self.counts, "")
+
+    def validate(self, cfg: TestConfig) -> None:
+        """Its isolation level and fractions are in range; its producers are idempotent and run one transaction at
+        a time in the harness."""
+        w, o = cfg.workload, cfg.workload.options
+        require(o.isolation in ISOLATIONS,
+                f"--txn-isolation must be one of {', '.join(ISOLATIONS)}; got {o.isolation!r}")
+        require(is_fraction(o.abort_p), f"--txn-abort-p must be a fraction in [0, 1], got {o.abort_p!r}")
+        require(is_fraction(o.sub_p, below_one=True), f"--txn-sub-p must be a fraction in [0, 1), got {o.sub_p!r}")
+        require(cfg.producer.idempotence,
+                "--workload txn needs --idempotence: a transactional producer is idempotent")
+        require(w.in_flight == 1 and w.producer_processes == 0,
+                "--workload txn runs one transaction at a time per producer, in the harness: "
+                "it takes no --in-flight or --producer-processes")
 
     def make(self, cfg: TestConfig, java: Any = None) -> Workload:
         """Transactional processes on librdkafka, or on Kafka's Java client (`java`)."""
@@ -71,7 +97,7 @@ class Txn:
         w = cfg.workload
         return (f"workload: {w.producers} producer{'s' * (w.producers != 1)} at "
                 + (f"{w.rate:g}/s" if w.rate != "max" else "full load")
-                + f", transactions (abort {w.txn_abort_p:g}, polls {w.txn_isolation}"
+                + f", transactions (abort {w.options.abort_p:g}, polls {w.options.isolation}"
                 + (f", Java client kafka-clients {w.client_version})" if w.client == "java" else ")"))
 
     def crashable(self, cfg: TestConfig) -> bool:
@@ -94,7 +120,7 @@ class Txn:
         """workloads/txn/verdict.py, with test.json's isolation where the checker's result is not at hand."""
         from kchaos.workloads.txn.verdict import judge_txn
 
-        return judge_txn(results, counts, (test.get("workload") or {}).get("txn_isolation"), promise)
+        return judge_txn(results, counts, ((test.get("workload") or {}).get("options") or {}).get("isolation"), promise)
 
     def acknowledged(self, results: Mapping[str, Any], counts: Mapping[str, int]) -> int | None:
         """Sends in committed transactions."""

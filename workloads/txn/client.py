@@ -113,11 +113,11 @@ class TxnClient:
                 if not self.ready() and not self._init_producer(stopped):
                     break
                 due = max(due + self.interval, time.monotonic()) if self.interval else due
-                if self.cfg.workload.txn_sub_p and self.sub_rng.random() < self.cfg.workload.txn_sub_p:
+                if self.cfg.workload.options.sub_p and self.sub_rng.random() < self.cfg.workload.options.sub_p:
                     self.resubscribe(*draw_sub(self.sub_rng, self.partitions))
                     continue
                 mops = draw_txn(self.rng, self.partitions, lambda: next(self._values))
-                abort = self.rng.random() < self.cfg.workload.txn_abort_p
+                abort = self.rng.random() < self.cfg.workload.options.abort_p
                 op = self.history.invoke(self.process, "txn", value=mops)
                 self.count("send")
                 type_, done, error = self.transact(mops, abort)

@@ -78,12 +78,12 @@ class TxnConsumer:
         self._leave()
         w = self.cfg.workload
         consumer = make_group_consumer(self.bootstrap, f"txn{self.process}", self.group, auto_commit=False,
-                                       protocol=w.group_protocol, isolation=w.txn_isolation)
+                                       protocol=w.group_protocol, isolation=w.options.isolation)
         self.consumer, self.member = consumer, True
         subscribe(consumer, self.topic, self._on_rebalance, live=lambda: consumer is self.consumer)
 
     def _manual_consumer(self) -> Consumer:
-        return make_consumer(self.bootstrap, f"txn{self.process}", self.cfg.workload.txn_isolation,
+        return make_consumer(self.bootstrap, f"txn{self.process}", self.cfg.workload.options.isolation,
                              group=self.group)
 
     def _leave(self) -> None:

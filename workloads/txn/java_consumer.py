@@ -41,10 +41,10 @@ class JavaTxnConsumer(TxnConsumer):
         self.call = call
         timeout_ms = cfg.producer.delivery_timeout_ms
         w = cfg.workload
-        self.manual_props = {**consumer_props(bootstrap, f"txn{process}", w.txn_isolation, timeout_ms),
+        self.manual_props = {**consumer_props(bootstrap, f"txn{process}", w.options.isolation, timeout_ms),
                              "group.id": self.group}
         self.member_props = group_consumer_props(bootstrap, f"txn{process}", self.group, BATCH, timeout_ms,
-                                                 protocol=w.group_protocol, isolation=w.txn_isolation)
+                                                 protocol=w.group_protocol, isolation=w.options.isolation)
 
     def start(self, again: bool = False) -> None:
         """The process's consumer as its mode says (TxnConsumer.start), in the JVM."""
