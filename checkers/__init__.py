@@ -9,6 +9,7 @@ read and validate the history themselves.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,6 +26,10 @@ from kchaos.checkers.verdict.promise_run import loss_section
 from kchaos.core.faults import FaultsError, read_faults, run_faults
 from kchaos.core.promise import Promise
 from kchaos.core.workload_kind import KINDS, UnknownWorkload, WorkloadKind, kind_of, name_of
+from kchaos.evidence.decode import FindLibs, decode
+from kchaos.evidence.files import EVIDENCE_DIR, RAW_DIR
+
+log = logging.getLogger(__name__)
 
 HISTORY_FILE = "history.jsonl"
 TEST_FILE = "test.json"
@@ -33,11 +38,11 @@ RESULTS_FILE = "results.json"
 SUMMARY_KEYS = ("counts", "examples", "loss", "stats", "latency_ms", "timeline")
 
 __all__ = ["CheckInputError", "check_path", "check_runs", "check_tree", "exit_code", "find_runs", "judge",
-           "judge_loss", "judge_run", "merge_valid", "rejudge_loss", "run_checkers", "validate_history",
+           "judge_loss", "judge_run", "merge_valid", "run_checkers", "validate_history",
            "workload_of_run"]
 
 
-def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
+def check_path(path: Path, spark_master: str = "local[*]", find_libs: FindLibs | None = None) -> dict[str, Any]:
     """Check a run directory (holding history.jsonl) or a bare history file.
 
     test.json beside the history is used if present, else `{}` (idempotence
@@ -50,7 +55,9 @@ def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
     history.jsonl, an unreadable test.json or faults.json, or a malformed
     history (see `validate_history`). The history is converted to Parquet
     beside it once (checkers/parquet.py), validated on the way; the checkers
-    read that.
+    read that. With `find_libs` (the Kafka jars of a run's test.json), a run
+    that lost writes has its evidence decoded (evidence/decode.py) before the
+    loss is judged, so the KRaft metadata log gives the exact ISR.
     """
     path = Path(path)
     if not path.exists():
@@ -70,7 +77,7 @@ def check_path(path: Path, spark_master: str = "local[*]") -> dict[str, Any]:
         prestart(spark_master)  # the JVM starts while the history converts
         convert(history, validate=True)
     composed = run_own(kind, test, history, spark_master)
-    return _write_result(history, kind, composed, facts, spark_master)
+    return _write_result(history, kind, composed, facts, spark_master, find_libs)
 
 
 def workload_of_run(test: Mapping[str, Any], history: Path) -> WorkloadKind:
@@ -100,7 +107,7 @@ def run_own(kind: WorkloadKind, test: dict[str, Any], history: Path, spark_maste
 
 
 def _write_result(history: Path, kind: WorkloadKind, composed: dict[str, Any], facts: HistoryScan,
-                  spark_master: str) -> dict[str, Any]:
+                  spark_master: str, find_libs: FindLibs | None = None) -> dict[str, Any]:
     source = composed.get(next(iter(kind.checkers())), {})
     test = _load_test(history.parent / TEST_FILE)
     result: dict[str, Any] = {"valid": composed["valid"]}
@@ -109,6 +116,8 @@ def _write_result(history: Path, kind: WorkloadKind, composed: dict[str, Any], f
     asked = tuple((test.get("nemesis") or {}).get("names") or ())
     result["nemesis"] = nemesis_section(facts, run_faults(history.parent, facts.nemesis), asked)
     if "loss" in result:
+        if find_libs is not None and (result.get("counts") or {}).get("lost"):
+            _decode(history.parent, find_libs)
         result["loss"] = {**result["loss"], **judge_loss(history, result)}
     result = kind.amend(history, result)
     result["checkers"] = {k: v for k, v in composed.items() if k != "valid"}
@@ -132,20 +141,15 @@ def judge_loss(history: Path, result: dict[str, Any]) -> dict[str, Any]:
         return {**out, "error": f"{type(e).__name__}: {e}"}
 
 
-def rejudge_loss(run: Path) -> dict[str, Any]:
-    """Apply the guarantee again to a checked run's lost writes (after its evidence was decoded, the KRaft
-    metadata log gives the exact ISR), judge the run again and rewrite results.json; return the results.
-    Raises CheckInputError when the run was never checked."""
-    path = Path(run) / RESULTS_FILE
+def _decode(run: Path, find_libs: FindLibs) -> None:
+    """Decode the run's evidence (segments and the KRaft metadata log) if it has some; a failure is logged and
+    leaves the loss to be judged on the sampled ISR."""
+    if not (run / EVIDENCE_DIR / RAW_DIR).is_dir():
+        return
     try:
-        result = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise CheckInputError(f"{path}: no readable results ({e})") from None
-    if "loss" in result:
-        result["loss"] = {**result["loss"], **judge_loss(Path(run) / HISTORY_FILE, result)}
-        result = judged(result, _load_test(Path(run) / TEST_FILE))
-        _write_json(path, result)
-    return result
+        decode(run, find_libs=find_libs)
+    except Exception:
+        log.exception("evidence not decoded before judging the loss")
 
 
 def judge_run(run: Path) -> Judgement:
@@ -175,7 +179,7 @@ def find_runs(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def check_tree(root: Path, spark_master: str = "local[*]") -> dict[str, Any]:
+def check_tree(root: Path, spark_master: str = "local[*]", find_libs: FindLibs | None = None) -> dict[str, Any]:
     """Check every run below `root` in one Spark job; one row per run.
 
     Each run gets its results.json as `check_path` writes it; `root` gets
@@ -191,13 +195,14 @@ def check_tree(root: Path, spark_master: str = "local[*]") -> dict[str, Any]:
     runs = find_runs(root)
     if not runs:
         raise CheckInputError(f"{root}: no runs ({HISTORY_FILE}) below this directory")
-    rows = check_runs(root, runs, spark_master)
+    rows = check_runs(root, runs, spark_master, find_libs)
     write_table(root, rows)
     return {"verdict": merge([r["verdict"] for r in rows]), "valid": merge_valid(*(r["valid"] for r in rows)),
             "runs": rows}
 
 
-def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]") -> list[dict[str, Any]]:
+def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]", find_libs: FindLibs | None = None
+               ) -> list[dict[str, Any]]:
     """Check `runs` (run directories below `root`) in one Spark job; return their rows (checkers/verdict/table.py).
 
     Each run gets its results.json; a malformed run gets a row with its
@@ -217,7 +222,7 @@ def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]") -> 
             _check_faults(run)
             kinds[run] = kind = workload_of_run(test, run / HISTORY_FILE)
             if not kind.parquet:
-                own[run] = check_path(run, spark_master)
+                own[run] = check_path(run, spark_master, find_libs)
                 continue
             facts[run] = scan(run / HISTORY_FILE)
             convert(run / HISTORY_FILE, validate=True)
@@ -246,7 +251,7 @@ def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]") -> 
         per = results[run]
         composed = {"valid": merge_valid(*(r["valid"] for r in per.values())), **per}
         rows.append(row(root, run, test, _write_result(run / HISTORY_FILE, kinds[run], composed, facts[run],
-                                                       spark_master), None))
+                                                       spark_master, find_libs), None))
     return rows
 
 

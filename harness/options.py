@@ -24,7 +24,7 @@ from kchaos.core.config import (
     java_clients_version,
     uses_disk_full,
 )
-from kchaos.core.workload_kind import UnknownWorkload, all_kinds, kind_of
+from kchaos.core.workload_kind import KINDS, UnknownWorkload, all_kinds, kind_of
 from kchaos.harness import full_load
 
 D = TestConfig()  # every option's default
@@ -142,7 +142,7 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                    help="run the producers in K worker processes, each recording its own stream merged "
                         "into history.jsonl after the run (0: threads of the harness) "
                         f"(default: {D.workload.producer_processes}; --rate max picks it)")
-    p.add_argument("--workload", default=D.workload.kind, metavar="{queue,txn,copy}",
+    p.add_argument("--workload", default=D.workload.kind, metavar="{" + ",".join(KINDS) + "}",
                    help="queue: one record per send, consumers poll; txn: transactions of up to 4 sends and polls "
                         "(docs/history.md), one at a time per producer, each producer with a consumer of its own; "
                         "copy: --consumers copiers copy a filled input topic to the test topic exactly once "

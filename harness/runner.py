@@ -20,6 +20,7 @@ from rich.console import Console
 
 from kchaos.checkers import check_path
 from kchaos.checkers.spark import prestart
+from kchaos.clusters.distribution import run_libs
 from kchaos.core.config import TestConfig, exact_kafka_version, kafka_major
 from kchaos.core.faults import write_faults
 from kchaos.core.history import History, read_history
@@ -161,7 +162,7 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         logging.getLogger().removeHandler(handler)
         handler.close()
     say("checking the history with Spark")
-    results = check_path(run_dir, cfg.spark_master)
+    results = check_path(run_dir, cfg.spark_master, find_libs=run_libs)
     explainer = kind_of(cfg.workload.kind).explainer
     if explainer is not None and explainer.wanted(results.get("counts") or {}):
         results = explain_safely(explainer, run_dir, say) or results
@@ -211,13 +212,11 @@ def collect_evidence_safely(cluster: Copier, topic: str, run: Path, say: Callabl
 
 def explain_safely(explainer: Explainer, run: Path, say: Callable[[str], None]) -> dict[str, Any] | None:
     """Explain the run's anomalies from Kafka's files (its workload's `explainer`: explanation.json for lost
-    writes, with the loss judged again against the metadata log's exact ISR; txn_explanation.json for anomalous
+    writes; txn_explanation.json for anomalous
     transactions), say the largest groups by cause, and return the results as they now are (None on failure,
     never fatal)."""
     handler = _log_to(run)
     try:
-        from kchaos.clusters.distribution import run_libs
-
         for line in explainer.summary(explainer.explain(run, run_libs), run):
             say(line)
         return json.loads((run / "results.json").read_text(encoding="utf-8"))

@@ -3,8 +3,7 @@
 `judge(results, test)` is the only place the verdict is decided. It reads results.json's counts, its
 `loss` section (how many lost writes Kafka's guarantee covered), its stats and its checkers' errors, and
 test.json's producer and topic settings. results.json, the console, report.html, compare, serve, JUnit
-and the exit code all take their word from it, and a results.json written before verdicts existed is
-judged the same way when any of them reads it.
+and the exit code all take their word from it.
 
 - **fail**: the run shows an anomaly its configuration promises against (a lost write inside Kafka's
   guarantee, a duplicate with idempotence on, a value nobody sent, ...);
@@ -44,13 +43,12 @@ class Judgement:
 
     @classmethod
     def from_results(cls, results: Mapping[str, Any]) -> Judgement:
-        """The judgement results.json holds (written by `judged`); a results.json without one (written before
-        verdicts) has its `valid` as the verdict and no grounds: `judge` it with its test.json instead."""
+        """The judgement results.json holds (written by `judged`); unknown, saying so, for one that holds none."""
         if results.get("verdict") in VERDICTS:
             return cls(results["verdict"], dict(results.get("failed") or {}), dict(results.get("allowed") or {}),
                        {k: dict(v) for k, v in (results.get("why") or {}).items()},
                        tuple(results.get("undecided") or ()))
-        return cls(of_valid(results.get("valid")))
+        return cls(UNKNOWN, undecided=("results.json holds no verdict: check the run again",))
 
     @property
     def valid(self) -> bool | str:
@@ -87,15 +85,13 @@ def _texts(counts: Mapping[str, int], why: Mapping[str, str]) -> list[str]:
     return [f"{n} {k}" + (f" ({why[k]})" if why.get(k) else "") for k, n in counts.items()]
 
 
-def lost_in_promise(results: Mapping[str, Any], test: Mapping[str, Any] | None) -> int:
-    """Lost writes of a checked run that Kafka's guarantee covered (`loss.lost_in_promise`). A results.json written
-    before the per-write rule has no such count: then every lost write is inside when the configuration promises
-    no loss, none when it does not."""
+def lost_in_promise(results: Mapping[str, Any]) -> int | None:
+    """Lost writes of a checked run that Kafka's guarantee covered (`loss.lost_in_promise`); None where results.json
+    does not say (no lost write was judged against the guarantee: a run that lost none has 0)."""
     loss = results.get("loss") or {}
     if "lost_in_promise" in loss:
         return int(loss["lost_in_promise"] or 0)
-    lost = int((results.get("counts") or {}).get("lost") or 0)
-    return lost if Promise.of(test).no_loss else 0
+    return None if (results.get("counts") or {}).get("lost") else 0
 
 
 def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> Judgement:

@@ -97,6 +97,7 @@ def _reports(args: argparse.Namespace, console: Console, out: Console) -> int:
     """compare, report and serve; errors propagate to main's handlers."""
     if args.cmd in ("compare", "report"):
         from kchaos.checkers import HISTORY_FILE, RESULTS_FILE, check_runs, find_runs
+        from kchaos.clusters.distribution import run_libs
         path = Path(args.path)
         if not path.is_dir():
             raise ConfigError(f"{path}: not a directory")
@@ -116,7 +117,7 @@ def _reports(args: argparse.Namespace, console: Console, out: Console) -> int:
         unchecked = [r for r in find_runs(path) if not (r / RESULTS_FILE).exists()]
         if unchecked:
             console.print(f"checking {len(unchecked)} run(s) that have no results.json yet")
-            check_runs(path, unchecked, args.spark_master)
+            check_runs(path, unchecked, args.spark_master, find_libs=run_libs)
         rows = write_compare(path)
         out.print(f"{len(rows)} configurations → {path / 'compare.html'}, {path / 'compare.csv'}",
                   markup=False, highlight=False)
@@ -129,9 +130,10 @@ def _reports(args: argparse.Namespace, console: Console, out: Console) -> int:
 def _check(args: argparse.Namespace, console: Console, out: Console) -> int:
     """`kchaos check PATH`: the verdict and counts (or the JSON results) on `out`; the exit code is the verdict."""
     from kchaos.checkers import HISTORY_FILE, check_path, check_tree, exit_code
+    from kchaos.clusters.distribution import run_libs
     path = Path(args.path)
     many = path.is_dir() and not (path / HISTORY_FILE).exists()
-    results = (check_tree if many else check_path)(path, args.spark_master)
+    results = (check_tree if many else check_path)(path, args.spark_master, find_libs=run_libs)
     if not many and path.is_dir() and (path / "test.json").exists():
         from kchaos.harness.runner import write_report_safely
         write_report_safely(path, console.print)
@@ -147,7 +149,7 @@ def _check(args: argparse.Namespace, console: Console, out: Console) -> int:
 def _explain(run: Path, console: Console, all_ranges: bool = False) -> int:
     """`kchaos explain RUN`: explain the run's anomalies from Kafka's files by its workload's explainer, rebuild
     report.html, and print the explanation: for lost writes, one sentence per group of lost ranges with one cause
-    (with `all_ranges`, one per range), and the loss judged again; for a txn run, each anomalous transaction's
+    (with `all_ranges`, one per range); for a txn run, each anomalous transaction's
     facts and cause."""
     from kchaos.checkers import CheckInputError, workload_of_run
     from kchaos.clusters.distribution import run_libs

@@ -59,7 +59,7 @@ COMMANDS = {
               "one again, and a missing index, or one of another version, is rebuilt by itself."),
     "explain": ("say why each lost write was lost, or each transaction torn, from Kafka's own files",
                 "(Re)build RUN/evidence/explanation.json from the Kafka files the run collected "
-                "(RUN/evidence/raw), judge the loss again against Kafka's guarantee, rewrite report.html, and "
+                "(RUN/evidence/raw), rewrite report.html, and "
                 "print why the writes were lost: one sentence per group of lost ranges with one cause, largest "
                 "first, or with --all one per range. For a txn run, (re)build RUN/evidence/txn_explanation.json "
                 "and print each torn transaction (and G1a, lost_write, aborted_read) with its producer, markers, "

@@ -262,7 +262,7 @@ def write_report(run: Path) -> Path:
         kafka_errors_line=errors_line(logged) if logged else None,
         history_line=history_line((d.results or {}).get("history") or {}),
         rate=loss_rate(lost, counts.get("acked")), acked=counts.get("acked"),
-        inside=None if lost is None else lost_in_promise(d.results or {}, d.test),
+        inside=None if lost is None else lost_in_promise(d.results or {}),
         settings=_settings(d.test), anomalies=_anomalies(d, j), availability=_availability(d.availability),
         cycles=cycle_tables(d.results, ops, {k: _effect(k, j) for k in counts}), op_lines=op_excerpts(ops),
         rebalances=d.rebalances[:MAX_REBALANCES], releases=_releases(d.test), **d.section.context,

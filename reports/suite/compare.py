@@ -196,7 +196,7 @@ def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matche
             **{k: int(counts.get(k) or 0) if kind is not None and k in kind.anomalies else 0
                for k in anomaly_kinds()},
             **_workload_facts(kind, res, dict(j.failed)),
-            "lost_in_promise": lost_in_promise(res, run.test) if counts else 0,
+            "lost_in_promise": lost_in_promise(res) or 0,
             "ok_in_faults": ok, "invoked_in_faults": invoked,
             "send_p50_ms": latency.get("p50"), "send_p99_ms": latency.get("p99"),
             "promise": Promise.of(run.test), "page_cache": page_cache_short(run.test), "run_dirs": rel}

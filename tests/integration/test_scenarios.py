@@ -100,6 +100,7 @@ def test_last_isr_power_loss_loses_writes_outside_the_guarantee_and_names_the_tr
     loss = json.loads((run_dir / "results.json").read_text())["loss"]
     assert power["awaited_isr"] == [leader]  # the fault waited until the leader was the ISR's last member
     assert loss["promised"] and not loss["broken"]
+    assert loss["isr_source"] == "evidence/metadata.jsonl"  # the evidence was decoded before the loss was judged
     assert all(f"{{{leader}}} lost power" in o["reason"] and f"ISR then {{{leader}}}" in o["reason"]
                for o in loss["outside"]), loss["outside"]
     assert_followers_truncated_to_the_powerless_leader(run_dir)

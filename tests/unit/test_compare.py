@@ -80,7 +80,7 @@ def test_repetitions_group_and_other_options_split(runs):
 def test_broken_promise_is_reported(runs):
     res_path = _only(runs, "03_acks-all_misr-2") / "results.json"
     res = json.loads(res_path.read_text())
-    res["counts"]["lost"], res["valid"] = 3, False
+    res["counts"]["lost"], res["loss"]["lost_in_promise"] = 3, 3
     res_path.write_text(json.dumps(res))
     rows = _by_cell(write_compare(runs))
     broken = rows["03_acks-all_misr-2"]
@@ -158,7 +158,7 @@ def test_recorded_suite_finishes_into_junit_and_compare(runs):
     assert "observed, allowed: 182 lost (acks=1 promises no durability)" in lossy.find("system-out").text
     res_path = _only(runs, "03_acks-all_misr-2") / "results.json"
     res = json.loads(res_path.read_text())
-    res["counts"]["lost"] = 1
+    res["counts"]["lost"] = res["loss"]["lost_in_promise"] = 1
     res_path.write_text(json.dumps(res))
     outcomes = finish(suite, runs)
     assert not outcomes[3].passed and outcomes[3].failure.startswith("fail: 1 lost (inside Kafka's guarantee")
@@ -183,7 +183,8 @@ def test_promise_rules(acks, misr, unclean, idem, text, lost_breaks, dup_breaks)
     test = {"producer": {"acks": acks, "idempotence": idem}, "topic": {"min_insync": misr, "unclean": unclean}}
     assert Promise.of(test).text == text
     word = {True: "fail", False: "pass"}
-    assert judge({"counts": {"lost": 1, "duplicate": 0}}, test).verdict == word[lost_breaks]
+    inside = {"counts": {"lost": 1, "duplicate": 0}, "loss": {"lost_in_promise": 1}}
+    assert judge(inside, test).verdict == word[lost_breaks]
     outside = {"counts": {"lost": 1, "duplicate": 0}, "loss": {"lost_in_promise": 0}}
     assert judge(outside, test).verdict == "pass"  # every loss outside the guarantee
     assert judge({"counts": {"lost": 0, "duplicate": 2}}, test).verdict == word[dup_breaks]

@@ -166,7 +166,7 @@ def test_a_changed_or_removed_run_is_noticed(tmp_path):
     store = tmp_path / "results"
     sdir, _ = run_suite(s, store, runner=Night(5.0))
     run = next(sdir.glob("03_*/2*"))
-    (run / "results.json").write_text(json.dumps({"counts": {"acked": 100, "lost": 9}}))
+    (run / "results.json").write_text(json.dumps({"counts": {"acked": 100, "lost": 9}, "loss": {"lost_in_promise": 9}}))
     with RunIndex(store) as index:
         assert index.refresh().updated == 1
         assert {r["run"]: r["verdict"] for r in index.runs()}[run.relative_to(store.resolve()).as_posix()] == "fail"

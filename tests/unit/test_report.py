@@ -42,7 +42,7 @@ RESULTS = {
                "inconsistent_offset": 1, "unexpected": 0, "failed_visible": 0, "poll_skip": 0,
                "nonmonotonic_poll": 0, "nonmonotonic_send": 0},
     "examples": {"lost": [106], "acked_offset_mismatch": [106], "inconsistent_offset": [[1, 2]]},
-    "loss": {"acks": "all", "promised": True, "expected_by_configuration": False},
+    "loss": {"acks": "all", "promised": True, "expected_by_configuration": False, "lost_in_promise": 1},
     "stats": {"send_invoke": 11, "send_ok": 9, "send_fail": 1, "send_info": 1,
               "partitions_complete": [0, 1], "partitions_incomplete": []},
     "latency_ms": {"send": {"ok": {"count": 9, "p50": 10.0, "p90": 20.0, "p99": 20.0, "max": 20.0}}},

@@ -216,7 +216,8 @@ def handmade(tmp_path: Path, h: HistoryBuilder, valid=True) -> Path:
     run.mkdir()
     (run / "history.jsonl").write_text(h.text())
     (run / "test.json").write_text(json.dumps({"name": "h", "producer": {"acks": "all"}}))
-    (run / "results.json").write_text(json.dumps({"valid": valid, "counts": {"acked": 8, "lost": 1}}))
+    (run / "results.json").write_text(json.dumps({"valid": valid, "counts": {"acked": 8, "lost": 1},
+                                                  "loss": {"lost_in_promise": 1}}))
     return run
 
 

@@ -87,7 +87,8 @@ def cache(tmp_path, monkeypatch):
 def run_dir(sdir: Path, rel: str, lost: int, acked: int = 100) -> None:
     run = sdir / rel
     run.mkdir(parents=True)
-    (run / "results.json").write_text(json.dumps({"valid": lost == 0, "counts": {"acked": acked, "lost": lost}}))
+    (run / "results.json").write_text(json.dumps({"valid": lost == 0, "counts": {"acked": acked, "lost": lost},
+                                                  "loss": {"lost_in_promise": lost}}))
     (run / "history.jsonl").write_text("")
     (run / "test.json").write_text(json.dumps({"versions": {"kafka": "3.7.2"}}))
 

@@ -133,7 +133,8 @@ class StandIn:
             raise RuntimeError("cluster exploded\nsecond line")
         lost, unseen = self.lost.get(cfg.name, 0), self.unseen.get(cfg.name, 0)
         results = {"valid": lost == 0 and (unseen == 0 or "unknown"),
-                   "counts": {"acked": 100, "lost": lost, "duplicate": 0, "unseen": unseen}}
+                   "counts": {"acked": 100, "lost": lost, "duplicate": 0, "unseen": unseen},
+                   "loss": {"lost_in_promise": lost}}
         (run / "results.json").write_text(json.dumps(results))
         return run, results
 

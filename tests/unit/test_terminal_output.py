@@ -168,8 +168,8 @@ def test_check_prints_its_summary_on_stdout(tmp_path, monkeypatch, capsys):
     run = tmp_path / "run"
     run.mkdir()
     (run / "history.jsonl").write_text("")
-    results = {"valid": False, "counts": {"acked": 10, "lost": 2}, "examples": {"lost": [3, 7]}}
-    monkeypatch.setattr("kchaos.checkers.check_path", lambda path, master: results)
+    results = {"valid": False, "verdict": "fail", "counts": {"acked": 10, "lost": 2}, "examples": {"lost": [3, 7]}}
+    monkeypatch.setattr("kchaos.checkers.check_path", lambda path, master, find_libs: results)
     assert main(["check", str(run)]) == 1
     out, err = capsys.readouterr()
     assert out.splitlines()[0] == "verdict: fail" and "e.g. lost: [3, 7]" in out and "lost" in out
@@ -183,6 +183,6 @@ def test_check_of_many_runs_never_cuts_a_run_path(tmp_path, monkeypatch, capsys)
     row = {"run": long, "verdict": "pass", "valid": True, "acks": "all", "min_insync": 2, "acked": 5, "lost": 0,
            "loss_promised": True, "availability_in_faults": 0.5, "error": None}
     monkeypatch.setattr("kchaos.checkers.check_tree",
-                        lambda path, master: {"verdict": "pass", "valid": True, "runs": [row]})
+                        lambda path, master, find_libs: {"verdict": "pass", "valid": True, "runs": [row]})
     assert main(["check", str(tmp_path)]) == 0
     assert any(line.startswith(long + " ") for line in capsys.readouterr().out.splitlines())

@@ -35,7 +35,7 @@ def res(loss: dict | None = None, **counts: int) -> dict:
     (res(lost=5), UNCLEAN, PASS, {}, {"lost": 5}),
     (res({"lost_in_promise": 0}, lost=976), ALL, PASS, {}, {"lost": 976}),  # outside Kafka's guarantee
     (res({"lost_in_promise": 2}, lost=5), ALL, FAIL, {"lost": 2}, {"lost": 3}),  # a broken promise
-    (res(lost=5), ALL, FAIL, {"lost": 5}, {}),  # recorded before the per-write rule: every loss inside
+    (res(lost=5), ALL, UNKNOWN, {}, {}),  # never judged against the guarantee: neither failed nor allowed
     (res(duplicate=3), ALL, PASS, {}, {"duplicate": 3}),  # idempotence off
     (res(duplicate=3), IDEMPOTENT, FAIL, {"duplicate": 3}, {}),
     (res(nonmonotonic_send=2), ALL, PASS, {}, {"nonmonotonic_send": 2}),
@@ -173,21 +173,24 @@ def test_one_run_gets_the_same_word_on_every_surface(spark, tmp_path, capsys, na
 
 
 @pytest.mark.spark
-def test_kchaos_check_rejudges_an_old_results_json(spark, tmp_path):
-    """rejudge_loss (kchaos explain) and a reader of a results.json without a verdict give the same word."""
-    from kchaos.checkers import check_path, judge_run, rejudge_loss
+def test_lost_writes_never_judged_against_the_guarantee_make_a_no_loss_run_unknown(spark, tmp_path):
+    """A results.json without `loss.lost_in_promise` says nothing of which lost writes the guarantee covered: a
+    configuration that promises no loss is unknown until `kchaos check` judges them; one that promises none is
+    judged as always."""
+    from kchaos.checkers import check_path, judge_run
+    from kchaos.checkers.verdict.judge import Judgement, judge
 
-    run = lossy("1").write(tmp_path / "run", run_test_json("1"))
-    check_path(run, MASTER)
-    old = json.loads((run / "results.json").read_text())
-    for k in ("verdict", "failed", "allowed", "why", "undecided"):
-        old.pop(k)
-    old["valid"] = False  # what the checker wrote before verdicts
-    (run / "results.json").write_text(json.dumps(old))
-    assert judge_run(run).verdict == PASS  # read without a verdict: judged from the counts and test.json
-    again = rejudge_loss(run)
-    assert (again["verdict"], again["valid"]) == (PASS, True)
-    assert json.loads((run / "results.json").read_text())["verdict"] == PASS
+    run = lossy("all").write(tmp_path / "run", run_test_json("all"))
+    checked = check_path(run, MASTER)
+    assert checked["counts"]["lost"] and "lost_in_promise" in checked["loss"]
+    unjudged = {**checked, "loss": {k: v for k, v in checked["loss"].items() if k != "lost_in_promise"}}
+    (run / "results.json").write_text(json.dumps(unjudged))
+    j = judge_run(run)
+    assert j.verdict == UNKNOWN and "lost" not in j.failed and "lost" not in j.allowed
+    assert any("not judged against Kafka's guarantee" in u for u in j.undecided)
+    acks1 = judge(unjudged, run_test_json("1"))
+    assert acks1.allowed["lost"] == checked["counts"]["lost"]
+    assert Judgement.from_results({"valid": False}).verdict == UNKNOWN  # no stored verdict: nothing to trust
 
 
 # --- colour follows severity -------------------------------------------------------------------------------

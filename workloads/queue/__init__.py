@@ -27,14 +27,10 @@ class LostWrites:
         return bool(counts.get("lost"))
 
     def explain(self, run: Path, find_libs: Callable[[dict[str, Any]], Path]) -> dict[str, Any]:
-        """Write run/evidence/explanation.json and judge the lost writes again against Kafka's guarantee with the
-        exact ISR of the metadata log (results.json rewritten)."""
-        from kchaos.checkers import rejudge_loss
+        """Write run/evidence/explanation.json."""
         from kchaos.evidence.explain.lost import explain
 
-        explanation = explain(run, find_libs=find_libs).to_dict()
-        rejudge_loss(run)
-        return explanation
+        return explain(run, find_libs=find_libs).to_dict()
 
     def summary(self, explanation: Mapping[str, Any], run: Path) -> list[str]:
         """The largest groups of lost writes by cause."""
