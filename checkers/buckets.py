@@ -46,8 +46,7 @@ ROW_GROUP_ROWS = 1 << 18  # rows a file buffers before writing them as one row g
 # p: partition; o: offset (none: an ack without one); v: value; t: time; proc: the process;
 # stream: the consumer's stream (polls); seq: reads, the record's place in the history;
 # acks and committed offsets, the line number of the invocation; prod: an ack's producer instance (none: its
-# process's); gen: a poll's consumer group generation (none: not a group member's; layouts written before
-# 2026-11-26 have no such column).
+# process's); gen: a poll's consumer group generation (none: not a group member's).
 # "None" is stored as the int64 minimum, not as a null: the files are the checker's own, and a column
 # without a validity bitmap is written and read as one plain buffer.
 P_SCHEMA = pa.schema([("role", pa.int8()), ("p", pa.int64()), ("o", pa.int64()), ("v", pa.int64()),

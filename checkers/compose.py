@@ -53,7 +53,7 @@ def run_checkers(checkers: Mapping[str, Checker], test: dict[str, Any],
 
 
 def exit_code(valid: Valid | str) -> int:
-    """The CLI exit status for a verdict (checkers/verdict/judge.py) or the `valid` matching it: pass or True -> 0,
+    """The CLI exit status for a verdict or the `valid` matching it: pass or True -> 0,
     fail or False -> 1, unknown -> 2.
 
     (3, bad input, is decided before any checker runs.) Raises ValueError otherwise.

@@ -1,4 +1,4 @@
-"""Reads of records the `corrupt` nemesis flipped on disk (nemesis/corrupt.py), told apart from Kafka's anomalies.
+"""Reads of records the `corrupt` nemesis flipped on disk, told apart from Kafka's anomalies.
 
 A flipped value a reader is handed (librdkafka's default `check.crcs=false` does not check batch CRCs) shows
 to the queue checker as `unexpected` when it is not a number a producer sent, but a flipped digit is often

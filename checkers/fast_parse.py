@@ -5,7 +5,7 @@ Client lines go through pyarrow's JSON reader against a strict schema
 which may carry any JSON type in any field, through `json`; the validation
 checks that can be done on a whole column are done vectorised. Whenever a
 chunk might hold a line that validation would reject, or that the strict
-schema cannot hold, `parse_chunk` returns None and checkers/parquet.py redoes
+schema cannot hold, `parse_chunk` returns None and the converter redoes
 the chunk line by line, which raises the exact one-line error or converts
 it leniently.
 """

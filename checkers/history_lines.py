@@ -1,6 +1,6 @@
 """One history line as the converter sees it: validation messages and its row of the Parquet schema.
 
-Helpers of checkers/parquet.py for the lines that take the slow path (and
+Helpers of the Parquet converter for the lines that take the slow path (and
 for nemesis lines, which always go through `json`).
 """
 from __future__ import annotations

@@ -6,7 +6,7 @@ parses only those that mention the nemesis (a few hundred in a run of millions).
 anything is written, for a file that holds no operation at all (empty, blank, or a single cut-off line): such a
 file is not a history, and checking it would judge nothing.
 
-A harness killed mid-run leaves at worst one cut-off last line (core/history.py): a final line without a newline
+A harness killed mid-run leaves at worst one cut-off last line: a final line without a newline
 that is not JSON. Every checker skips it; `scan` says so (`cut_off_last_line`), so that the verdict can say it
 judged the lines before it. Any other damaged line is bad input, which the checkers' own validation raises.
 """

@@ -41,7 +41,7 @@ The API, for results.json, the console and the verdict:
 
 Big logs are read by Spark tasks, one per stretch of a file (at most STRETCH_BYTES); a run whose logs total less
 than LOCAL_BYTES is read in this process with the same task function, so a small run pays no Spark job.
-Log times carry no zone: the node containers run in UTC, so they are read as UTC, like evidence/broker_logs.py.
+Log times carry no zone: the node containers run in UTC, so they are read as UTC, as the evidence's broker logs are.
 """
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ MAX_REASONS = 5
 MAX_MESSAGE = 300
 MAX_TITLE = 80
 START_UP, SHUTDOWN = "(start-up)", "(shutdown)"
-HISTORY_START_KEY = "history_start_unix_ms"  # evidence/files.py; repeated to keep this module's imports small
+HISTORY_START_KEY = "history_start_unix_ms"  # kchaos.evidence.files's; repeated to keep this module's imports small
 
 Cls = Literal["internal", "expected"]
 
@@ -473,7 +473,7 @@ def kafka_errors(run_dir: Path, spark_master: str = "local[*]", *, history: Hist
                  stretch_bytes: int = STRETCH_BYTES, local_bytes: int = LOCAL_BYTES) -> dict[str, Any] | None:
     """Every ERROR and FATAL line of the run's node logs, grouped and classified (the module docstring has the
     shape). None when the run directory has no node logs. `history`: the scan of the run's history, when the
-    caller has one (checkers/history_scan.py; else it is scanned here), for the faults' windows. Logs of
+    caller has one (a `HistoryScan`; else it is scanned here), for the faults' windows. Logs of
     `local_bytes` or more in all are read by Spark tasks of at most `stretch_bytes` each; smaller ones in this
     process."""
     run = Path(run_dir)

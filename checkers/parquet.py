@@ -2,14 +2,14 @@
 
 `convert(history)` writes `<stem>.parquet` beside the history (history.jsonl ->
 history.parquet) with the columns of checkers.spark.HISTORY_SCHEMA, in line
-order, plus the columns checkers/pairing.py derives from that order
+order, plus the columns `Pairing` derives from that order
 (latency_ns, stream, epoch, acked_before; docs/history.md), and reuses
 it while it is up to date: written by this converter version, from a source
 of the same size and modification time (a killed run's history that grew is
 converted again). It writes to a hidden temporary name, then renames.
 
 The file is read in chunks of lines (CHUNK_BYTES), never whole. Each chunk
-takes the fast path of checkers/fast_parse.py: client lines parsed by
+takes the fast path (`parse_chunk`): client lines parsed by
 pyarrow's JSON reader against a strict schema (`process`, `partition` and
 `value` integers), nemesis lines (which may carry any JSON type in any field)
 by `json`, and the checks below vectorised. A chunk the fast path cannot vouch
@@ -68,7 +68,7 @@ from kchaos.core.history import OP_TYPES
 __all__ = ["ARROW_SCHEMA", "CONVERTER_VERSION", "CheckInputError", "client_op_problem", "convert", "pairing_problem",
            "parquet_path", "with_derived", "write_tables"]
 
-CONVERTER_VERSION = "4"
+CONVERTER_VERSION = "5"
 CHUNK_BYTES = 16 << 20
 PARSE_AHEAD = 2  # chunks parsed at once, ahead of the one being derived and written
 _META = b"kchaos.history"

@@ -1,6 +1,6 @@
 """The one SparkSession checkers share, and the history read with an explicit schema.
 
-The history is read from its Parquet form (checkers/parquet.py), converted
+The history is read from its Parquet form, converted
 once beside history.jsonl.
 
 Spark binds to loopback only and runs without its UI: a checker is an offline
@@ -36,9 +36,9 @@ DRIVER_HOST_ENV = "KCHAOS_SPARK_DRIVER_HOST"
 DRIVER_MEMORY_ENV = "KCHAOS_SPARK_DRIVER_MEMORY"
 CORRUPT = "_corrupt_record"
 
-# The columns of history.parquet (checkers/parquet.py ARROW_SCHEMA): a line's own
+# The columns of history.parquet (`parquet.ARROW_SCHEMA`): a line's own
 # fields, the nemesis name and the rest of a nemesis line as JSON (`detail`),
-# and what the converter derived from history order (checkers/pairing.py).
+# and what the converter derived from history order (`Pairing`).
 HISTORY_SCHEMA = T.StructType([
     T.StructField("index", T.LongType()),
     T.StructField("time", T.LongType()),

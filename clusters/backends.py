@@ -1,5 +1,5 @@
 """Backend registry: one line per backend. A backend turns a test's configuration into the
-Provisioner (clusters/cluster.py) that makes or reaches its nodes; `--hosts` picks `ssh`."""
+`Provisioner` that makes or reaches its nodes; `--hosts` picks `ssh`."""
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -1,6 +1,6 @@
 """A KRaft cluster of KafkaNodes, on machines a provisioner made (containers) or found (SSH hosts).
 
-`KafkaCluster` is the one implementation of the Cluster protocol (core/protocols.py): Kafka's
+`KafkaCluster` is the one implementation of the Cluster protocol (`kchaos.core.protocols`): Kafka's
 lifecycle, readiness and node control, written once against `KafkaNode`. What differs between
 backends sits behind `Provisioner`: where the nodes come from, how they are reached, where
 kchaos keeps its files on them, and how a node's CPU is capped.
@@ -331,7 +331,7 @@ class KafkaCluster:
         return self._guard(self.node(node).is_running)
 
     def fault_ctl(self, node: str, *args: str) -> str:
-        """Run `fault-ctl ARGS` on `node` (see clusters/node/fault-ctl); ClusterError quoting it on failure."""
+        """Run `fault-ctl ARGS`, the node's fault script, on `node`; ClusterError quoting it on failure."""
         return self._guard(lambda: self.node(node).fault_ctl(*args))
 
     def set_cpu(self, node: str, share: float | None) -> None:

@@ -199,7 +199,7 @@ class KafkaNode:
         return self.exec([f"{self.layout.bin}/kafka-ctl", "status"])[0] == 0
 
     def fault_ctl(self, *args: str) -> str:
-        """Run `fault-ctl ARGS` (clusters/node/fault-ctl); NodeError quoting it on failure."""
+        """Run `fault-ctl ARGS`, the node's fault script; NodeError quoting it on failure."""
         return self.script("fault-ctl", *args, timeout=60.0)
 
     # --- files -------------------------------------------------------------------------------

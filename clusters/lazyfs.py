@@ -1,4 +1,4 @@
-"""Build the `lazyfs` FUSE filesystem (clusters/lazyfs.c) and cache the binary.
+"""Build the `lazyfs` FUSE filesystem from its C source (lazyfs.c, shipped in this package) and cache the binary.
 
 lazyfs passes a backing directory through, except that written file data stays in the
 daemon's memory until fsync: SIGKILL it, `fusermount3 -u -z` the mountpoint and start it

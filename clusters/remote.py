@@ -1,7 +1,7 @@
 """One node's transport, as kafkatest's Service sits on `node.account`: run a command, put a file, get a file.
 
-`Remote` is the protocol; clusters/remote_docker.py implements it over `docker exec` and
-clusters/remote_ssh.py over SSH (paramiko). Kafka's service logic is meant to sit on it and
+`Remote` is the protocol; `DockerRemote` implements it over `docker exec` and
+`SshRemote` over SSH (paramiko). Kafka's service logic is meant to sit on it and
 never know which one it has.
 
 Every command runs under coreutils `timeout` on the node itself, so a command that outlives

@@ -1,6 +1,6 @@
 """Remote over the Docker Engine API: commands with `docker exec`, files with put_archive/get_archive.
 
-The timeout is enforced inside the container by coreutils `timeout` (see clusters/remote.py), not
+The timeout is enforced inside the container by coreutils `timeout`, as every Remote's is, not
 by a thread with a deadline in the harness: the Engine API has no way to kill an exec, so a
 harness-side deadline would return while the command went on running in the node. The Docker
 client's own socket timeout (docker_client() sets 300 s) is the backstop if dockerd itself hangs.

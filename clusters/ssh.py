@@ -1,6 +1,6 @@
-"""SSH backend: Kafka on machines that already exist, listed in a hosts file (core/hosts.py).
+"""SSH backend: Kafka on machines that already exist, listed in a hosts file (`HostsFile`).
 
-The harness reaches every host over SSH (clusters/remote_ssh.py), checks what kchaos needs there,
+The harness reaches every host over SSH (`SshRemote`), checks what kchaos needs there,
 and puts everything it makes in one directory it owns (`dir` of the hosts file, default
 /var/lib/kchaos): the node scripts in bin/, the Kafka jars in dist/<version>/ (kept between
 runs: uploaded once per version), config and logs in conf/, Kafka's data in data/, pid files and

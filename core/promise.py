@@ -1,7 +1,7 @@
 """What a run's configuration promises, read from its test.json: the one place that decides it.
 
-The verdict (checkers/verdict/), the explanations (evidence/explain/) and the reports ask `Promise.of(test)`.
-Whether a lost write broke the promise is decided write by write in checkers/verdict/promise.py.
+The verdict, the explanations of lost writes and the reports ask `Promise.of(test)`.
+Whether a lost write broke the promise is decided write by write in `kchaos.checkers.verdict.promise`.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Per-process send streams, and their merge into the one ordered history.
 
-A producer worker process (workloads/queue/producer_procs.py) records its sends in
+A producer worker process (of `ProducerProcesses`) records its sends in
 its own Arrow IPC stream, `history.parts/<name>.arrows`, instead of the
 shared history.jsonl: packing an event into a fixed-size record costs a
 fraction of a JSON line, and no lock or pipe is shared between processes. Every event carries the
@@ -51,7 +51,7 @@ _TYPE_DICT = pa.array(TYPES, pa.string())
 
 
 class SendStream:
-    """The send events of one process: a `SendRecorder` (workloads/queue/producer_loop.py) writing `path`.
+    """The send events of one process: a `SendRecorder` writing `path`.
 
     Thread-safe; `counts` holds invoke/ok/fail/info totals. `close()` writes
     the rest and closes the file. The flusher waits FLUSH_S between batches

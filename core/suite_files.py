@@ -14,7 +14,7 @@ STATE_FILE, PROGRESS_FILE = "suite.json", "progress.jsonl"
 @dataclass(frozen=True)
 class Entry:
     """One finished repetition: `status` "done" (checked; `verdict` is its verdict, pass, fail or unknown, and
-    `valid` the matching results.json value) or "error". Lines written before verdicts have no `verdict`."""
+    `valid` the matching results.json value) or "error" (no verdict)."""
 
     cell: str
     rep: int

@@ -2,9 +2,9 @@
 and the affected partitions' leader and ISR changes, with the run's fault windows for context.
 
 `control_timeline(run, explanation)` reads the run's files, never Kafka's
-tools: the nodes' server.log lines (evidence/broker_logs.py, `ControlEvent`),
+tools: the nodes' server.log lines (as `ControlEvent`s),
 the broker and partition records of evidence/metadata.jsonl (written by
-evidence/decode.py), node ids from nodes/<node>/server.properties, the
+`kchaos.evidence.decode`), node ids from nodes/<node>/server.properties, the
 applied fault windows of results.json, and the clock and affected
 partitions of evidence/explanation.json. It returns the
 rows of report.html's control-plane table, which `write_control` also writes

@@ -1,6 +1,6 @@
 """A run's Kafka evidence decoded: segments, metadata timeline, epoch checkpoints, broker log lines, clock.
 
-`decode(run)` reads `RUN/evidence/raw/<node>/` (copied by evidence/collect.py
+`decode(run)` reads `RUN/evidence/raw/<node>/` (copied off the nodes
 before the cluster was torn down), runs Kafka's DumpLogSegments from the
 run's own Kafka version over every segment (one JVM for the topic's data,
 one for the metadata logs), writes `RUN/evidence/segments.jsonl` (one line

@@ -3,7 +3,7 @@
 `RUN/evidence/raw/<node>/` holds what was copied off each node before teardown
 (the topic's partition directories and the KRaft metadata log, METADATA_DIR),
 with `raw/collect.json` saying what was copied and skipped; `RUN/evidence/`
-holds what evidence/decode.py decodes from it. docs/evidence.md describes
+holds what `kchaos.evidence.decode` decodes from it. docs/evidence.md describes
 the files.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ __all__ = ["EVIDENCE_DIR", "RAW_DIR", "COLLECT_FILE", "METADATA_DIR", "SEGMENTS_
 
 HISTORY_START_KEY = "history_start_unix_ms"  # in test.json: the wall clock (unix ms) at history time 0
 
-ISR_FILE = "isr.jsonl"  # in the run directory: the ISR of every partition, sampled each second (harness/monitor.py)
+ISR_FILE = "isr.jsonl"  # in the run directory: the ISR of every partition, sampled each second by the harness's monitor
 
 EVIDENCE_DIR = "evidence"  # under the run directory
 RAW_DIR = "raw"  # under EVIDENCE_DIR: one directory per node

@@ -4,7 +4,7 @@
 files (one JVM) with `--print-data-log`, adding `--cluster-metadata-decoder`
 for the KRaft metadata log, and `parse_dump(lines)` turns its text into
 `Batch`es. With `txn_log=True` it adds `--transaction-log-decoder`, for the
-transaction coordinators' `__transaction_state` log (evidence/txn_log.py reads
+transaction coordinators' `__transaction_state` log (`txn_log.txn_states` reads
 the records it prints). The text format is the same in Kafka 3.7 and 4.1 (checked against
 both): a `Dumping FILE` line per file, one `baseOffset: ...` line per batch
 and one `| offset: ...` line per record, ending in `payload: TEXT` (the

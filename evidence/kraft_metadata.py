@@ -1,7 +1,6 @@
 """The KRaft metadata log replayed: each partition's leader, leader epoch, ISR and ELR over time.
 
-Input: the decoded records of `__cluster_metadata` (evidence/kafka_logs.py,
-`metadata_records`). Replay follows Kafka's own rules
+Input: the decoded records of `__cluster_metadata` (`kafka_logs.metadata_records`). Replay follows Kafka's own rules
 (`PartitionRegistration.merge`, the same in 3.7 and 4.1): a PartitionRecord
 sets the whole state; a PartitionChangeRecord changes only the fields it
 carries, and one that carries `leader` (even the same leader, or -1) bumps

@@ -1,9 +1,9 @@
 """A txn run's transactions in Kafka's own files: producers' records, transaction markers, coordinator states.
 
-`decode_txn(ev, libs, dumper)` takes the topic's decoded segments (reports/
-evidence.py's `Evidence`) and decodes the transaction coordinators' log
+`decode_txn(ev, libs, dumper)` takes the topic's decoded segments (an
+`Evidence`) and decodes the transaction coordinators' log
 (`RUN/evidence/raw/<node>/__transaction_state-<p>/`, one JVM, DumpLogSegments
-with `--transaction-log-decoder`, read by evidence/txn_log.py), writes
+with `--transaction-log-decoder`, read by `txn_log.txn_states`), writes
 `RUN/evidence/txn_state.jsonl` (one line per state change, with its history
 time) and returns a `TxnEvidence` that answers:
 

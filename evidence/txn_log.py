@@ -1,6 +1,6 @@
 """The transaction coordinators' log (`__transaction_state`) as DumpLogSegments decodes it.
 
-`dump(..., txn_log=True)` (evidence/kafka_logs.py) prints one record per state
+`kafka_logs.dump(..., txn_log=True)` prints one record per state
 change of a transactional id, `key` naming the id and `payload` its metadata
 after the change. Kafka 3.7 prints them as text:
 

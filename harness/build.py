@@ -3,7 +3,7 @@
 `build_test(cfg)` checks the configuration against every registry (backends, workloads, nemeses)
 and returns a `Test` holding the parts a run composes: the provisioner of its nodes, its
 workload, its nemesis packages and its fault schedule. Only this module reads the registries;
-the runner (harness/runner.py) composes whatever parts a Test holds and names no concrete class.
+the runner composes whatever parts a Test holds and names no concrete class.
 """
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def help_text() -> str:
 
 def parse_rate(text: str) -> float | str:
     """`--rate`'s value: a number of sends per second, or "max"; otherwise an argparse error (one line, exit 3).
-    Whether the number is positive is checked with the other options (core/config.py)."""
+    Whether the number is positive is checked with the other options."""
     if text.strip().lower() == MAX:
         return MAX
     try:

@@ -49,6 +49,7 @@ GROUPS = {
     "topic": "the test topic and its durability settings",
     "producer": "the producers: what an acknowledgement promises, and the load",
     "consumer": "the consumers that read while the faults happen",
+    "workload options": "each workload's own (--workload NAME: ...); another workload's is an error",
     "faults": "what breaks, when and for how long; the seed draws the schedule",
     "checking": "where the Spark checker runs",
     "output": "where the run goes and what is printed",
@@ -152,37 +153,16 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                         "(confluent-kafka); java: the Kafka Java client (KIP-890 transactions), kafka-clients of "
                         "--kafka-version from 4.0 on, else "
                         f"{JAVA_CLIENTS_DEFAULT}; needs a JDK (java, javac) on PATH (default: python)")
-    p.add_argument("--txn-abort-p", type=float, default=None, metavar="P",
-                   help="--workload txn: the share of transactions aborted on purpose (default 0.1)")
-    p.add_argument("--txn-sub-p", type=float, default=None, metavar="P",
-                   help="--workload txn: the share of ops that are, as Jepsen's sub-p, an assign (a random "
-                        "subset of partitions) or a subscribe instead of a transaction (default 0)")
-    p.add_argument("--txn-size", type=int, default=None, metavar="N",
-                   help="--workload copy: input records each copy transaction holds at most (default 10)")
-    p.add_argument("--copy-records", type=int, default=None, metavar="N",
-                   help="--workload copy: values filled into the input topic before the faults (default: --rate x "
-                        "--time-limit; the copiers copy at --rate, so the copy lasts the run)")
-    p.add_argument("--copy-order", action=argparse.BooleanOptionalAction, default=None,
-                   help="--workload copy: one input partition, copied to output partition 0, whose order the "
-                        "output must keep")
-    g["consumer"].add_argument("--txn-isolation", default=None,
-                               metavar="{read_committed,read_uncommitted}",
-                               help="--workload txn: the isolation level of the polls inside transactions; under "
-                                    "read_uncommitted aborted reads are expected (the final read is read_committed). "
-                                    "--workload copy: the isolation level of the final read of the output (the "
-                                    "copiers always read committed input) (default read_committed)")
     g["consumer"].add_argument("--consumer-mode", default=D.workload.consumer_mode, metavar="{assign,subscribe}",
                                help="assign: each consumer is assigned every partition from offset 0; subscribe: the "
                                     "consumers join one group (kchaos-<seed>-group), rebalance and commit "
                                     "(docs/running.md)")
-    g["consumer"].add_argument("--group-commit", default=None, metavar="{sync,auto}",
-                               help="--consumer-mode subscribe: commit synchronously after each poll is recorded "
-                                    "(sync, the default), or let the client commit in the background (auto)")
     g["consumer"].add_argument("--group-protocol", default=None, metavar="{classic,consumer}",
                                help="--consumer-mode subscribe: the rebalance protocol, group.protocol (default "
                                     "classic; consumer is KIP-848's and needs Kafka 4.0 or later)")
     g["consumer"].add_argument("--consumers", type=int, default=D.workload.consumers, metavar="N",
                                help="consumers polling every partition from offset 0 during the run")
+    _workload_arguments(g["workload options"])
     f = g["faults"]
     f.add_argument("--nemesis", type=_csv, default=None, metavar="FAULTS",
                    help="comma-separated faults, each optionally NAME:TARGET (e.g. kill:majority), or none; "
@@ -280,6 +260,26 @@ def _load(a: argparse.Namespace) -> dict:
     defaults = {"producers": D.workload.producers, "producer_processes": D.workload.producer_processes,
                 "in_flight": D.workload.in_flight, "linger_ms": D.producer.linger_ms}
     return {k: defaults[k] if v is None else v for k, v in given.items()}
+
+
+def _workload_arguments(group: argparse._ArgumentGroup) -> None:
+    """One option per flag that a registered workload's options name (`flag`, `help`, `metavar` in each field's
+    metadata; a flag several workloads take says what it means to each). Unset (None) unless given: a workload
+    takes its own defaults."""
+    owners: dict[str, list[tuple[str, Any]]] = {}
+    for kind in all_kinds():
+        for f in fields(kind.options):
+            owners.setdefault(f.metadata["flag"], []).append((kind.name, f))
+    for flag, them in owners.items():
+        first = them[0][1]
+        default = " or ".join(dict.fromkeys(str(f.default).lower() if isinstance(f.default, bool) else str(f.default)
+                                            for _, f in them))
+        text = "; ".join(f"--workload {name}: {f.metadata['help']}" for name, f in them) + f" (default {default})"
+        if isinstance(first.default, bool):
+            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
+        else:
+            group.add_argument(flag, type=type(first.default), default=None, metavar=first.metadata.get("metavar"),
+                               help=text)
 
 
 def _workload_options(a: argparse.Namespace) -> Any:

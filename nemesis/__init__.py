@@ -1,6 +1,6 @@
 """Nemesis registry: one line per module of packages. `--nemesis a,b:target` names entries here.
 
-`mix` is no package: it draws a schedule of other packages' faults (nemesis/mix.py).
+`mix` is no package: it draws a schedule of other packages' faults (`kchaos.nemesis.mix`).
 """
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ class Package:
     targets: tuple[str, ...] = ()
     fs: tuple[str, ...] = ()
     needs_lazyfs: bool = False
-    # `make` takes the workload as a third argument (a nemesis acting on the clients, nemesis/client.py).
+    # `make` takes the workload as a third argument (a nemesis acting on the clients, `crash-client`).
     needs_workload: bool = False
     # fs[1] mends what fs[0] breaks; False when the later ops are more steps of the same change (upgrade).
     mends: bool = True

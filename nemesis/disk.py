@@ -1,6 +1,6 @@
 """A full disk: the node's log directory stops growing. Writes and file growth there fail with ENOSPC.
 
-The log directory lives on lazyfs (clusters/lazyfs.c). `fault-ctl disk-full
+The log directory lives on lazyfs. `fault-ctl disk-full
 HEADROOM` sets a limit of the data's current size (the files' apparent sizes,
 `used_bytes`) plus HEADROOM bytes (`--disk-full-headroom`): the write that would
 pass it is cut short to what fits, every later one fails with ENOSPC, and so do

@@ -1,6 +1,6 @@
 """Page-cache loss: a node loses power. Its Kafka dies and every write it had not fsynced is gone.
 
-The log directories live on lazyfs (see clusters/lazyfs.c), which holds
+The log directories live on lazyfs, a FUSE filesystem which holds
 written data in memory until it is fsynced. `fault-ctl power-fail` freezes
 Kafka, freezes lazyfs and takes its report (`powerfail`), SIGKILLs both, and
 remounts: what comes back is what was synced or written back. Several nodes fail

@@ -4,7 +4,7 @@ A schedule is a JSON list of `{"at": seconds, "nemesis": spec, "op": {...}}`,
 times relative to the start of the workload. Each nemesis spec draws from its
 own generator seeded by (seed, spec), so adding a nemesis to a run does not
 move the faults of the others. `mix` draws one schedule whose entries name
-the concrete specs it picked (nemesis/mix.py).
+the concrete specs it picked.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """How bad a run or a suite cell looks, for its colour: a level from its verdict and its loss rate.
 
-The words follow the verdict (checkers/verdict/judge.py); the colour follows this level. A cell that passed
+The words follow the verdict; the colour follows this level. A cell that passed
 while losing 97.6% of its writes, all of them allowed, is therefore red and says "pass": never green.
 docs/verdicts.md shows the levels.
 """

@@ -86,8 +86,8 @@ def make_consumer(bootstrap: str, client_id: str, isolation: str | None = None, 
     })
 
 
-# librdkafka's timeouts for a classic group member: a member that stops polling (a crashed client in
-# workloads/queue/group.py) is evicted within seconds, not the default 5 minutes.
+# librdkafka's timeouts for a classic group member: a member that stops polling (a crashed client)
+# is evicted within seconds, not the default 5 minutes.
 MAX_POLL_INTERVAL_MS = 10000
 AUTO_COMMIT_INTERVAL_MS = 1000
 

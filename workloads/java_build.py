@@ -1,5 +1,5 @@
-"""The Java client (workloads/java/: KchaosTxnClient.java, its main; KchaosTxnConsumer.java, KchaosCopier.java and
-the rebalance listener they share, KchaosRebalances.java): is there a JDK, and
+"""The Java client (`kchaos.workloads.java`: KchaosTxnClient.java, its main; KchaosTxnConsumer.java,
+KchaosCopier.java and the rebalance listener they share, KchaosRebalances.java): is there a JDK, and
 compiling it, cached.
 
 It is compiled with `javac` against a Kafka distribution's jars and cached by
@@ -44,7 +44,7 @@ class JavaProgram:
     clients_version: str
 
     def command(self) -> list[str]:
-        """The command line that starts the client; it then reads requests on stdin (workloads/java_client.py)."""
+        """The command line that starts the client; it then reads requests on stdin (a `JavaProcess`'s)."""
         return [self.java, "-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                 "-cp", f"{self.classes}:{self.libs}/*", MAIN_CLASS]
 

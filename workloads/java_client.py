@@ -2,11 +2,11 @@
 
 The harness stays the driver: its threads draw the ops from --seed and record
 the history as they do on librdkafka; only the client calls run in one JVM
-(workloads/java/KchaosTxnClient.java): a JSON request per line on its stdin,
+(`KchaosTxnClient`'s main): a JSON request per line on its stdin,
 a JSON reply per line on its stdout, each tagged with the logical process
 (`p`) whose own thread in the JVM runs it. The clients' settings are made
-here, from the same options as librdkafka's. workloads/txn/java.py and
-workloads/copy/java_copier.py are the two workloads' clients.
+here, from the same options as librdkafka's. `JavaTxnClient` and
+`JavaCopierClient` are the two workloads' clients.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class JavaClientError(RuntimeError):
 
 
 def producer_props(bootstrap: str, p: ProducerConfig, txn_id: str) -> dict[str, str]:
-    """The Java producer's settings: workloads/clients.py's make_producer, in the Java client's names."""
+    """The Java producer's settings: `clients.make_producer`, in the Java client's names."""
     return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in {
         "bootstrap.servers": bootstrap,
         "client.id": txn_id,
@@ -54,7 +54,7 @@ def producer_props(bootstrap: str, p: ProducerConfig, txn_id: str) -> dict[str, 
 
 
 def consumer_props(bootstrap: str, client_id: str, isolation: str, timeout_ms: int) -> dict[str, str]:
-    """The Java consumer's settings: workloads/clients.py's make_consumer, in the Java client's names."""
+    """The Java consumer's settings: `clients.make_consumer`, in the Java client's names."""
     return {k: str(v) for k, v in {
         "bootstrap.servers": bootstrap,
         "client.id": client_id,
@@ -75,7 +75,7 @@ def consumer_props(bootstrap: str, client_id: str, isolation: str, timeout_ms: i
 
 def group_consumer_props(bootstrap: str, client_id: str, group: str, max_records: int, timeout_ms: int, *,
                          protocol: str = "classic", isolation: str = "read_committed") -> dict[str, str]:
-    """The settings of a Java group member: workloads/clients.py's make_group_consumer without auto-commit, at
+    """The settings of a Java group member: `clients.make_group_consumer` without auto-commit, at
     `isolation`, each poll returning at most `max_records` records. `protocol` is group.protocol: classic, or
     consumer (KIP-848), whose timeouts the broker sets (the Java client refuses them set)."""
     props = {**consumer_props(bootstrap, client_id, isolation, timeout_ms), **{k: str(v) for k, v in {

@@ -1,6 +1,6 @@
 """A consumer group's rebalance callbacks as events: which partitions were assigned or revoked, under which
-generation. The queue workload's group members (workloads/queue/group.py) and the txn workload's subscribe-mode
-consumers (workloads/txn/consumer.py) subscribe through `subscribe` and record the events each its own way
+generation. The queue workload's group members and the txn workload's subscribe-mode
+consumers subscribe through `subscribe` and record the events each its own way
 (docs/history.md).
 
 The generation is read from librdkafka's serialized group metadata (`consumer_group_metadata()`, the

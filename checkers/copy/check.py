@@ -1,4 +1,4 @@
-"""The checker of the copy workload (workloads/copy/workload.py): the output read at the end must equal the input.
+"""The checker of the copy workload: the output read at the end must equal the input.
 
 The input is every value a `fill` op recorded as written (`records`); values whose fill send failed (`unacked`)
 may or may not be in it. The output is what the final read (`drain` ops of the output topic) returned, each
@@ -17,7 +17,7 @@ may or may not be in it. The output is what the final read (`drain` ops of the o
 Kafka promises exactly-once here (idempotent, transactional producers; offsets committed in the transaction;
 read_committed readers), so every kind fails the run under read_committed. Under a read_uncommitted final
 read, duplicates and reorderings are what aborted and unfinished transactions leave visible: observed,
-allowed (checkers/verdict/judge.py `judge_copy`).
+allowed (the verdict's `judge_copy`).
 """
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
 """The anomaly half of the Spark queue checker: two shuffle-free Spark jobs over the bucket layout.
 
 The converter leaves each history's sends and read records bucketed by Kafka
-partition and by value (checkers/buckets.py), so every anomaly of
+partition and by value, so every anomaly of
 docs/checkers.md can be found by tasks that each see whole partitions or
 whole values, and no Spark shuffle is needed:
 
-1. partition job: one task per group of `p<k>` files (checkers/queue/tasks.py
-   `partition_task`): the offset and stream kinds, and per partition its
-   highest read offset and when its final read completed;
+1. partition job: one task per group of `p<k>` files (`partition_task`): the
+   offset and stream kinds, and per partition its highest read offset and when
+   its final read completed;
 2. value job: one task per group of `v<k>` files (`value_task`), given (1)'s
    per-partition facts: the value kinds.
 
@@ -122,7 +122,7 @@ def _run_job(sc: SparkContext, tasks: list[Any], fn: Callable, name: str) -> lis
 def anomalies(sc: SparkContext, parquets: list[Path], limit: int
               ) -> tuple[Result, dict[int, dict[int, int]], dict[int, dict[str, Any]]]:
     """(run -> kind -> Found for every kind with a non-zero count, run -> {partition: when its final
-    read completed}, run -> its merged line results (checkers/queue/line_tasks.py)) for the converted
+    read completed}, run -> its merged line-task results) for the converted
     histories `parquets` (run i is parquets[i]). Two Spark jobs: partition and line tasks, then
     value tasks."""
     parallelism = sc.defaultParallelism

@@ -1,8 +1,7 @@
 """The queue checker: were acknowledged sends kept, and did reads agree with each other?
 
 Every count is computed by Spark tasks over the history's Parquet form and its
-bucket layout (checkers/queue/anomalies.py, checkers/queue/tasks.py,
-checkers/queue/line_tasks.py); the driver only receives counts, at most `limit`
+bucket layout; the driver only receives counts, at most `limit`
 anomalies per kind, the partition lists, per-second and per-epoch send
 counts, latency samples and the nemesis lines. Definitions are in
 docs/checkers.md. `check_many` checks several histories in the same two jobs.
@@ -48,9 +47,9 @@ class QueueChecker:
         `valid` is False if an invalid anomaly was found, else "unknown" if some
         acked value could not be looked for (unseen) or some client op could not
         be parsed, else True. `loss` says whether the configuration promised no
-        loss, as checkers/queue/reference.py does. `test` may be empty: missing
+        loss, as the reference checker does. `test` may be empty: missing
         settings take the harness's defaults (idempotence off). `timeline` is
-        checkers/queue/timeline.py's section: fault windows, availability, and each
+        the section `timelines` makes: fault windows, availability, and each
         anomaly (up to `limit` per kind) with when it was acked and exposed;
         the roles of fault ops come from faults.json beside the history (when
         absent, from the history itself; FaultsError when malformed).
@@ -95,7 +94,7 @@ class QueueChecker:
 def judge(counts: dict[str, int], idempotent: bool, malformed: int = 0) -> bool | str:
     """False if an invalid anomaly was counted, else "unknown" if unseen or malformed, else True.
 
-    The reference's verdict (checkers/queue/reference.py): duplicate and
+    The reference checker's verdict: duplicate and
     nonmonotonic_send are invalid only under idempotence (without it a retried
     send may legitimately be written twice, or reordered).
     """

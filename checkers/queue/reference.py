@@ -1,7 +1,7 @@
 """The reference checker: the executable definition of every anomaly in docs/checkers.md.
 
 Single process, no Spark: one streaming pass over the history keeps compact
-columns (checkers/queue/reference_scan.py), then a handful of numpy sorts find
+columns (`reference_scan.scan`), then a handful of numpy sorts find
 every anomaly. Everything is O(n log n) in the number of records, so it is
 also the speed baseline for the Spark checker.
 

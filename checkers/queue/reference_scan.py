@@ -2,7 +2,7 @@
 
 Every number the anomaly definitions need is appended to an `array` (8 bytes
 a number, no per-record Python objects kept), so a 10M-op history fits in a
-few hundred MB; pass 2 (checkers/queue/reference.py) works on these columns with
+few hundred MB; pass 2 (the reference checker) works on these columns with
 numpy. Per op the work is O(1) plus the op's records, which are appended in
 bulk.
 """

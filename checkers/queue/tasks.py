@@ -45,15 +45,11 @@ def _load(files: list[tuple[int, str]]) -> dict[int, dict[str, np.ndarray]]:
     for run, ts in tables.items():
         t = pa.concat_tables(ts)
         out[run] = {name: _ints(t.column(name)) for name in t.column_names}
-        if "gen" not in out[run]:  # a layout written before group generations were recorded
-            out[run]["gen"] = np.full(t.num_rows, NULL)
     return out
 
 
 def _ints(col: pa.ChunkedArray) -> np.ndarray:
-    arr = col.combine_chunks().cast(pa.int64())
-    # Layouts written since 2026-11-24 hold no nulls (NULL is stored as is); older ones may.
-    return (arr.fill_null(NULL) if arr.null_count else arr).to_numpy(zero_copy_only=False)
+    return col.combine_chunks().cast(pa.int64()).to_numpy(zero_copy_only=False)
 
 
 def _starts(*cols: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ and calls `timelines`. Promises:
 - the output is plain dicts, lists, ints, floats, strings, bools and None.
 
 Nemesis ops pair by (spec, f) in file order. The roles of ops come from the
-run's fault catalogue (core/faults.py: the run's faults.json, or for runs
+run's fault catalogue (`FaultCatalogue`: the run's faults.json, or for runs
 recorded before it, the specs the nemesis lines name as the registry then
 described them). A nemesis's break op opens a window at its invoke line; the
 completion of its mend op or of "heal" by the same spec closes every window

@@ -1,16 +1,16 @@
-"""The Spark txn checker: checkers/txn/reference.py's counts, examples and cycles, computed by three Spark jobs.
+"""The Spark txn checker: the reference txn checker's counts, examples and cycles, computed by three Spark jobs.
 
-1. parse (checkers/txn/flat.py): one task per stretch of history.jsonl writes its reads and sends as bucket
+1. parse (`parse_task`): one task per stretch of history.jsonl writes its reads and sends as bucket
    files into `history.txn/` beside the history; the driver pairs completions with invocations across
    stretches, raises the first malformed line as CheckInputError, as the reference does, and writes the sends of
    the transactions the run cut off (in their keys' partitions when test.json records the count) as one more
    range;
-2. values (checkers/txn/tasks.py `value_task`): one task per value bucket;
+2. values (`value_task`): one task per value bucket;
 3. partitions (`partition_task`): one task per partition bucket, given (2)'s info transactions with a read value
    and a broadcast of every value's writer: the order kinds and the ww and wr edges.
 
 The driver adds the counts, keeps the smallest keys, decides torn transactions from (2)'s per-transaction
-sets, and finds G0 and G1c in the collected edges with checkers/txn/cycles.py, the search the reference runs.
+sets, and finds G0 and G1c in the collected edges with `cycles`, the search the reference runs.
 """
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def _run(sc: SparkContext, what: str, fn: Any, jobs: list[Any]) -> list[Any]:
 
 def check_txn_spark(sc: SparkContext, history: Path, test: dict[str, Any] | None,
                     max_examples: int = MAX_EXAMPLES, stretch_bytes: int = STRETCH_BYTES) -> dict[str, Any]:
-    """`check_txn_file(history, test)`'s result (checkers/txn/reference.py), computed on Spark; CheckInputError
+    """`check_txn_file(history, test)`'s result, computed on Spark; CheckInputError
     naming the first malformed line. The history is parsed in stretches of at most `stretch_bytes`; the bucket
     files live in `history.txn/` beside the history while it runs."""
     history = Path(history).resolve()

@@ -3,7 +3,7 @@
 The graph's nodes are the transactions that completed ok or info (those that may have committed), named by
 their invocation's line index. Its edges, with the fact that makes each (its *witness*):
 
-- ww T1 -> T2: in a partition's version order (checkers/txn/order.py) restricted to offsets holding a value
+- ww T1 -> T2: in a partition's version order (`version_order`) restricted to offsets holding a value
   sent by a node, T1 sent a value at one such offset and T2 one at the next (Jepsen treats each partition as a
   list-append object whose order is the offsets); witness (partition, offset, value, offset', value');
 - wr T1 -> T2: T2 polled a value T1 sent. Of T2's reads of one partition only the highest offset (whose writer
@@ -40,7 +40,7 @@ CANDIDATES = 32  # transactions (or wr edges) of a component a shortest example 
 
 
 def reference_edges(txns: list[Any], log: dict[int, dict[int, set[int]]]) -> np.ndarray:
-    """The ww and wr edges (edge_array) of transactions `txns` (checkers/txn_history.Txn) and version order `log`."""
+    """The ww and wr edges (edge_array) of transactions `txns` (`lines.Txn`s) and version order `log`."""
     nodes = {t.index for t in txns if t.type in ("ok", "info")}
     writer = {v: t.index for t in txns if t.index in nodes for v, _, _ in t.sends}
     rows: list[tuple[int, ...]] = []

@@ -1,6 +1,6 @@
 """The Spark txn checker's first job: each task parses one stretch of history.jsonl into flat numpy columns.
 
-A task (`parse_task`) reads its byte range of the history with checkers/txn/lines.py, and writes its read
+A task (`parse_task`) reads its byte range of the history with a `LineParser`, and writes its read
 records and sends twice, bucketed by Kafka partition (`r<range>.p<bucket>.npz`) and by value
 (`r<range>.v<bucket>.npz`), into a work directory beside the history; it returns a small summary (`Stretch`).
 The driver then pairs completions with invocations across stretches (`stitch`): a transaction is named by its
@@ -185,7 +185,7 @@ class Stitched:
 def stitch(stretches: list[Stretch], partitions: int | None = None) -> Stitched:
     """Pair each stretch's heads with the invocations earlier stretches left open, in history order. The
     invocations still open at the end were cut off; their sends lie in partition key mod `partitions`, or -1 when
-    that is None (checkers/txn/lines.py `cut_off`)."""
+    that is None (`lines.cut_off`)."""
     errors = [s.error for s in stretches if s.error]
     open_: dict[int, tuple[int, list[list[Any]]]] = {}
     fixup, types = [], {"ok": 0, "fail": 0, "info": 0}

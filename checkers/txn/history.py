@@ -1,5 +1,5 @@
 """A txn workload history read and validated (docs/history.md, "The txn workload"): transactions, final reads,
-rebalances. Line by line in checkers/txn/lines.py; here, a whole file, with errors naming the file and line."""
+rebalances. Line by line in `LineParser`; here, a whole file, with errors naming the file and line."""
 from __future__ import annotations
 
 import json

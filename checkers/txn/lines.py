@@ -4,7 +4,7 @@ Pure Python (json and dataclasses only), so the Spark txn checker's tasks can ca
 `LineParser` reads lines in history order; with `partial=True` it reads one stretch of the history (a Spark
 task's share) whose start is unknown: a completion of a process seen nowhere before in the stretch is kept as a
 `Head` for the driver to pair with an invocation of an earlier stretch. A line the checker cannot use raises
-BadLine; checkers/txn/history.py turns it into a CheckInputError naming the file and line.
+BadLine; `history.parse` turns it into a CheckInputError naming the file and line.
 """
 from __future__ import annotations
 

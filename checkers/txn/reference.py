@@ -19,11 +19,10 @@ every anomaly. The names are Jepsen's (jepsen/tests/kafka.clj):
   (a cut-off transaction's partitions: its keys mod test.json's partition count);
 - `duplicate`: a value at two or more distinct (partition, offset), counting its
   reads and its send's offset (of an ok or info transaction);
-- the order kinds of checkers/txn/order.py (precommitted_read, inconsistent_offsets, poll and send skips and
-  reorderings, within a transaction or between two) and the dependency cycles G0 and G1c of
-  checkers/txn/cycles.py.
+- the order kinds (precommitted_read, inconsistent_offsets, poll and send skips and reorderings, within a
+  transaction or between two) and the dependency cycles G0 and G1c.
 
-checkers/txn/check.py computes the same result on Spark; `assemble` is where both end.
+The Spark txn checker (`check_txn_spark`) computes the same result; `assemble` is where both end.
 """
 from __future__ import annotations
 
@@ -68,7 +67,7 @@ def check_txn(parsed: Parsed, test: dict[str, Any] | None, *,
 
     Returns `{"valid", "counts", "examples", "cycles", "unseen_undecided", "isolation", "stats"}`: `counts` has
     every kind of COUNTS (keys: values; for torn_transaction the line index of the transaction's invocation; the
-    order kinds' keys are in checkers/txn/order.py; G0 and G1c count components, checkers/txn/cycles.py);
+    order kinds' keys are those `order_anomalies` gives; G0 and G1c count components);
     `examples` the smallest keys of each non-zero kind but G0 and G1c, whose example cycle is in `cycles`;
     `unseen_undecided` the unseen values whose partition's final read did not complete (they may be there).
     `valid` is False for any kind of INVALID, a precommitted_read or G1c_wr under read_committed or an unseen

@@ -1,7 +1,7 @@
-"""What the Spark txn checker's second and third jobs compute: numpy over the bucket files of checkers/txn/flat.py.
+"""What the Spark txn checker's second and third jobs compute: numpy over the bucket files of the first job.
 
-The definitions are docs/checkers.md's, computed as checkers/txn/reference.py, txn_order.py and txn_cycles.py
-compute them:
+The definitions are docs/checkers.md's, computed as the reference txn checker
+computes them:
 
 - `value_task` (files `v<k>`: whole values): lost_write, unseen (and how many undecided), G1a, aborted_read,
   duplicate, precommitted_read, the number of values read; for torn_transaction, the transactions with a value

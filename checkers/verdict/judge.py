@@ -97,7 +97,7 @@ def lost_in_promise(results: Mapping[str, Any]) -> int | None:
 def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> Judgement:
     """The verdict of a run from its results.json (None or {} when never checked) and its test.json ({} or None:
     the harness's defaults, acks=all and idempotence off), by the verdict rules of the run's workload
-    (core/workload_kind.py). docs/verdicts.md has the tables the workloads implement."""
+    (its `WorkloadKind`). docs/verdicts.md has the tables the workloads implement."""
     results = results or {}
     counts = {k: int(v or 0) for k, v in (results.get("counts") or {}).items() if isinstance(v, (int, float))}
     try:
@@ -138,7 +138,7 @@ def cannot_pass(results: Mapping[str, Any], acknowledged: int | None) -> list[st
     """Why a checked run cannot pass, whatever it found: its history is damaged (`history`: a cut-off last line;
     any other damaged line is bad input, never checked), it acknowledged nothing (NOTHING_ACKED), its nemesis was
     asked for faults and applied none (results.json's `nemesis`), or Kafka logged an internal fault
-    (`kafka_errors`, checkers/kafka_errors.py). After Jepsen's stats checker, in which an operation that never
+    (`kafka_errors`). After Jepsen's stats checker, in which an operation that never
     succeeded makes a test invalid, and its redpanda assert checker: a verdict never says more than the run
     shows."""
     out = []
@@ -168,7 +168,7 @@ def no_fault(nemesis: Mapping[str, Any]) -> str | None:
 
 def judged(results: dict[str, Any], test: Mapping[str, Any] | None) -> dict[str, Any]:
     """`results` with the verdict fields set (verdict, failed, allowed, why, undecided) and `valid` made to match,
-    the verdict fields first after `valid`, then the page-cache model in one line (core/page_cache.py); the input is
+    the verdict fields first after `valid`, then the page-cache model in one line; the input is
     not changed."""
     j = judge(results, test)
     rest = {k: v for k, v in results.items() if k not in ("valid", *FIELDS, "page_cache")}

@@ -1,4 +1,4 @@
-"""A checked run's lost writes judged against Kafka's guarantee (checkers/verdict/promise.py): the run directory read.
+"""A checked run's lost writes judged against Kafka's guarantee (`promise.verdict`): the run directory read.
 
 `loss_section` reads what `verdict` needs from the run: the configuration's
 Promise (test.json), the ISR per partition (the KRaft metadata log decoded into
@@ -22,12 +22,12 @@ from kchaos.evidence.files import EVIDENCE_DIR, HISTORY_START_KEY, ISR_FILE, rea
 from kchaos.evidence.files import METADATA_FILE as METADATA_NAME
 from kchaos.evidence.power_loss import dropped_since
 
-# run-relative; written by evidence/decode.py from the KRaft metadata log
+# run-relative; written by kchaos.evidence.decode from the KRaft metadata log
 METADATA_FILE = f"{EVIDENCE_DIR}/{METADATA_NAME}"
 
 
 def node_id(name: Any) -> int | None:
-    """Broker id of a node name: nodes are n<id> (clusters/kraft.py layout)."""
+    """Broker id of a node name: nodes are n<id>, as the KRaft cluster names them."""
     m = re.fullmatch(r"n(\d+)", str(name))
     return int(m.group(1)) if m else None
 

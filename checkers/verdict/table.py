@@ -1,7 +1,7 @@
 """One row per checked run: what `kchaos check DIR` prints and writes as checks.json and checks.csv.
 
 A row names the run (its path below the checked directory), its verdict
-(checkers/verdict/judge.py: pass, fail or unknown, and `valid` matching it), its
+(pass, fail or unknown, and `valid` matching it), its
 configuration (acks, min.insync.replicas, unclean election, idempotence,
 nemeses), every anomaly count, whether the configuration promised no loss,
 send availability (overall and inside fault windows) and send latency.

@@ -4,7 +4,7 @@
 value was acknowledged (partition, offset, time), every nemesis line (a fault
 or a mend, as the run's faults.json says), and which acknowledged values
 survived; with the evidence's metadata log and broker log lines it answers
-the questions evidence/explain/lost.py asks: who acknowledged a write (the brokers
+the questions that explanation asks: who acknowledged a write (the brokers
 that believed they led then, from their state-change.log, told apart by the
 surviving log; else the metadata log's leader), the partition's state at a
 history time, the first state of a leader epoch, the faults that hit some

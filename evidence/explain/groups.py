@@ -1,6 +1,6 @@
 """Lost ranges grouped by cause: the unit a person reads.
 
-Two lost ranges (evidence/explain/lost.py's LostRange) share a cause, and fall in
+Two lost ranges (`LostRange`s) share a cause, and fall in
 one group, when they are of the same partition, were acknowledged by the same
 leader in the same leader epoch, and each replica's fate is the same (the
 status per node: truncated, did not hold, ...), contiguous or not.
@@ -14,7 +14,7 @@ sentence and the table then give each status's share.
 
 Groups come largest first (most values). Each has its ranges' offsets and
 value count, its replicas' merged fates (for the report's table) and one
-sentence in three parts (evidence/explain/why.py).
+sentence in three parts (`why_parts`).
 """
 from __future__ import annotations
 

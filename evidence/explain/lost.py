@@ -1,6 +1,6 @@
 """Why each lost write was lost, told from the history and Kafka's own files.
 
-`explain(run)` decodes the run's evidence (evidence/decode.py), takes the
+`explain(run)` decodes the run's evidence (`kchaos.evidence.decode`), takes the
 lost values from results.json (timeline.anomalies.lost), places each at the
 partition and offset its acknowledgement named (history.jsonl), groups them
 into ranges (per partition, same leader, epoch and ISR when acknowledged, no
@@ -18,9 +18,9 @@ value of theirs kept in between) and, for each range, assembles:
   unsynced tail (a power failure and a shorter log after restart), or
   "unknown" when the evidence does not say.
 
-The ranges are then grouped by cause (evidence/explain/groups.py: same
+The ranges are then grouped by cause (same
 partition, acknowledging leader(s) and epoch, and fate of each replica), each
-group told in one sentence (evidence/explain/why.py). It writes
+group told in one sentence. It writes
 RUN/evidence/explanation.json and returns an `Explanation`, whose `why` is one
 sentence per range and whose `groups` say the same per cause, largest first.
 Every claim names its source; nothing is inferred from timing alone.

@@ -2,24 +2,23 @@
 
 `explain_txn(run)` takes the anomalies of the txn check from results.json
 (torn_transaction, G1a, lost_write, aborted_read: docs/checkers.md), puts each
-on its transaction in the history (evidence/explain/txn_facts.py), decodes the
-run's evidence (evidence/decode.py: the topic's segments; reports/
-txn_evidence.py: the coordinators' `__transaction_state`) and, per anomalous
+on its transaction in the history (a `TxnOp`), decodes the run's evidence (the
+topic's segments, the coordinators' `__transaction_state`) and, per anomalous
 transaction, assembles a `TxnStory`:
 
 - the op: process, values, the offsets its sends got, its outcome and error,
   the history line;
-- its facts in Kafka's files (evidence/explain/txn_fates.py): producer id and
+- its facts in Kafka's files (`TxnFates`): producer id and
   epoch, each value's record and the marker that decided it, the marker that
   ended it on each partition (offset, time, coordinator epoch, ms after its
   first record), the coordinator's state changes around it;
 - its process's previous transaction, the client's own log lines meanwhile
   (harness.log), and the ops a late record's marker committed too;
-- a cause where one can be read off (evidence/explain/txn_why.py).
+- a cause where one can be read off (`txn_why.cause`).
 
 Stories are grouped by cause (`groups`: kind, sentence head, ops). It writes
 RUN/evidence/txn_explanation.json and returns a `TxnExplanation`;
-evidence/explain/txn_text.py tells it as lines.
+`kchaos.evidence.explain.txn_text` tells it as lines.
 """
 from __future__ import annotations
 

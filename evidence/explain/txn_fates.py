@@ -1,8 +1,8 @@
 """What Kafka's files say became of one transaction of the history: its producer, its values, its markers,
 its coordinator's states.
 
-`txn_fates(op, te, tid_hint)` reads, for a `TxnOp` (evidence/explain/txn_facts.py)
-and the run's `TxnEvidence` (evidence/txn_decode.py):
+`txn_fates(op, te, tid_hint)` reads, for a `TxnOp` (one transaction of the history)
+and the run's `TxnEvidence` (its transactions in Kafka's files):
 
 - the producer id and epoch its records carry (the most common among its
   values' records), else those its transactional id had when the op began;
@@ -18,7 +18,7 @@ and the run's `TxnEvidence` (evidence/txn_decode.py):
   when the op began to the first completed one after the op and its markers,
   and the PrepareCommit / PrepareAbort that decided its transaction.
 
-Nothing is inferred here; evidence/explain/txn_why.py reads causes off these.
+Nothing is inferred here; `txn_why.cause` reads causes off these.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One line of cause for an anomalous transaction, where Kafka's files let it be read off.
 
-`cause(story)` looks at a transaction's facts (evidence/explain/txn.py's
+`cause(story)` looks at a transaction's facts (its
 `TxnStory`: its op, `TxnFates`, its process's neighbouring ops) and returns
 (kind, sentence), or None when no rule fits. The rules, in order:
 

@@ -1,7 +1,7 @@
 """How lost writes are told: one sentence for a lost range, or for several ranges that share one cause.
 
-`why_parts(ranges)` tells what a list of lost ranges (evidence/explain/lost.py's
-LostRange: one partition) have in common, in three parts:
+`why_parts(ranges)` tells what a list of lost ranges (`LostRange`s of
+one partition) have in common, in three parts:
 
 1. what was lost and who acknowledged it: "offsets 0-195, 300-410 and 12
    more ranges of p0 (1,204 values) were acknowledged 11.5 s–14.7 s by n1 in

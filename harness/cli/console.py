@@ -3,11 +3,11 @@ summary, why writes were lost (the largest groups by cause, and `kchaos explain`
 and repro tables with a legend under them, the scenarios there are, and what `--dry-run` would run.
 
 Verdicts are the words of docs/verdicts.md (pass, fail, unknown; a scenario's prediction matches or misses,
-beside the verdict), coloured by severity (reports/severity.py): never green for a run that lost writes.
+beside the verdict), coloured by severity: never green for a run that lost writes.
 
 A table fits a terminal by wrapping its least important columns, then leaving them out, and says which it
 left out; the cell (or variant) name and the verdict are never shortened. Off a terminal every column is as
-wide as its content (harness/terminal.py).
+wide as its content.
 """
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def run_summary(results: dict[str, Any]) -> str:
 
 
 def print_run(console: Console, results: dict[str, Any]) -> None:
-    """`run_summary` on `console`, its verdict line coloured by the run's severity (reports/severity.py)."""
+    """`run_summary` on `console`, its verdict line coloured by the run's severity."""
     counts = results.get("counts") or {}
     j = Judgement.from_results(results)
     style = RICH[level(j.verdict, counts.get("lost"), counts.get("acked"), bool(j.allowed))]

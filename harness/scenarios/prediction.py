@@ -1,4 +1,4 @@
-"""A scenario's prediction: a decidable statement about a run's observed metrics (checkers/verdict/observed.py), such as
+"""A scenario's prediction: a decidable statement about a run's observed metrics, such as
 `lost == 0 and not_enough_replicas > 0`. Parsed and checked before anything runs; decided on a finished run."""
 from __future__ import annotations
 

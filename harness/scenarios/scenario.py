@@ -9,7 +9,7 @@
     base: {acks: all, min_insync: 1, partitions: 1, time_limit: 40}      # kchaos run options
     schedule:                       # a fault schedule (schedule.json entries), replayed as given
       - {at: 3, nemesis: slow-follower, op: {f: start-slow, target: followers, partition: 0}}
-    predict: lost > 0               # decided on the run's observed metrics (checkers/verdict/observed.py)
+    predict: lost > 0               # decided on the run's observed metrics
     versions: ["3.7", "3.9", "4.4"] # the Kafka lines it is measured on (kchaos scenario --versions listed)
     variants:                       # optional: the same experiment under other settings
       - {name: clean, options: {unclean: false}, predict: lost == 0 and unavailable_s > 5}

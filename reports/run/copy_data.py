@@ -3,7 +3,7 @@ completions, the nemesis lines, the copiers' rebalances, the input and output ta
 anomaly's value was in the input and the output, and the lines of the copy ops that carried it.
 
 A copy history is never converted to Parquet (docs/history.md, "The copy workload"), so this reads the JSON lines
-itself, as reports/run/txn_data.py does for a txn run. Times are seconds on the history's clock. The anomaly counts
+itself, as `read_txn_run` does for a txn run. Times are seconds on the history's clock. The anomaly counts
 are the checker's (results.json) when the run was checked; the tallies it does not keep (values copied exactly
 once, distinct values duplicated) come from the same comparison, `checkers.copy.compare`, of the lines read here.
 """
@@ -31,7 +31,7 @@ MAX_SHOWN = 10  # example values per kind (results.json keeps 10)
 class CopyTally:
     """A copy run's input against its output: values `filled` (acknowledged fill records), `unacked` (fill sends
     that failed: maybe in the input), `output` records read, input values `copied_once` (exactly once in the
-    output), and the four kinds of checkers/copy/check.py: `missing`, `duplicated` (occurrences beyond the first;
+    output), and the copy checker's four kinds: `missing`, `duplicated` (occurrences beyond the first;
     `duplicated_values` distinct values), `invented`, `reordered` (None: the order was not checked)."""
 
     filled: int
@@ -68,7 +68,7 @@ class CopyRun:
     `info` at the history's last time, latency NaN); `events`: the nemesis lines, shaped as
     `checkers.timeline.fault_windows` takes them; `rebalances`: the copiers' assign and revoke callbacks;
     `tally` and `examples` (kind by kind, in COPY_COUNTS order); `ops`: invocation index -> {"process", "type",
-    "lines": [(line number, text)]} of every copy op an example links to (reports/run/txn_cycles.py `op_excerpts`).
+    "lines": [(line number, text)]} of every copy op an example links to (as `op_excerpts` gives them).
     """
 
     done_s: np.ndarray

@@ -1,9 +1,9 @@
 """The "Evidence" section of report.html (templates/evidence.html.j2): the lost writes grouped by cause, each
 group a collapsible block with its sentence, its replicas' fates and its offset ranges; each affected
 partition's leader/epoch/ISR/ELR timeline from the KRaft metadata log; and after them the control plane's
-timeline (evidence/control_plane.py: the quorum, the controllers, broker registration and fencing).
+timeline (the quorum, the controllers, broker registration and fencing).
 
-Built from RUN/evidence/explanation.json (evidence/explain/lost.py writes it), and
+Built from RUN/evidence/explanation.json (the lost writes explained), and
 for the control plane from the nodes' server.log and evidence/metadata.jsonl;
 the control plane's rows are written to evidence/control.json on the way. A
 run without explanation.json gets no section at all. However many writes were

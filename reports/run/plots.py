@@ -4,9 +4,9 @@ Every plot function returns PNG bytes and never raises on empty input: no
 sends, no windows or no samples give an empty plot with a note. Times are
 seconds on the history's clock (`time` / 1e9), the clock of
 `results.json`'s timeline and of isr.jsonl. The figure, the shaded fault
-windows and the legend come from reports/run/plot_frame.py, and so do the
+windows and the legend come from `plot_frame`, and so do the
 rebalances every plot draws when given their times (`rebalances`). Fault colours come
-from the run's fault catalogue (core/faults.py), passed as `catalogue`;
+from the run's fault catalogue (a `FaultCatalogue`), passed as `catalogue`;
 without one, they are what they were before faults.json.
 """
 from __future__ import annotations

@@ -1,19 +1,19 @@
 """The per-run report: one self-contained report.html in the run directory.
 
 `write_report(run)` reads test.json, results.json (when the run was checked),
-the history (through its workload's section, reports/run/section.py: the
+the history (through its workload's `Section`: the
 queue's sends from the history's Parquet form, a txn or copy run's
 transactions from its JSON lines), faults.json (each nemesis's colour) and
 isr.jsonl (when recorded), and writes `run/report.html`: the verdict
-(checkers/verdict/judge.py: pass, fail or unknown, on a badge coloured by
+(pass, fail or unknown, on a badge coloured by
 severity) with what failed and what was observed and allowed, what the
 configuration promises and how many lost writes were inside the promise; the
-workload's plots (reports/run/plots.py, txn_plots.py) embedded as PNG data URIs
+workload's plots embedded as PNG data URIs
 and its own tables; the Evidence section when writes were lost (the lost
-writes grouped by cause, reports/run/evidence_html.py); then configuration,
+writes grouped by cause); then configuration,
 anomaly counts with examples, availability, latency, fault windows, and
 relative links to the run's files. Ops that examples name link to their
-history lines quoted in the page (reports/run/txn_cycles.py). Rebalances are
+history lines quoted in the page. Rebalances are
 drawn on every plot and listed. docs/reports.md says how to read it.
 """
 from __future__ import annotations
@@ -67,7 +67,7 @@ class RunData:
     run: Path
     test: dict[str, Any]
     results: dict[str, Any] | None
-    section: Section  # the workload's part of the page (reports/run/section.py)
+    section: Section  # the workload's part of the page
     windows: list[dict[str, Any]]
     availability: dict[str, Any] | None
     latency: dict[str, Any]
@@ -219,7 +219,7 @@ def _releases(test: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _finalize(events: list[dict[str, Any]]) -> dict[str, Any] | None:
     """A rolling upgrade's last `finalize` op, for the Releases section: when it ran (seconds of the run), how it
-    ended, and what Kafka answered (nemesis/upgrade.py: metadata, refused, restarted, features, features_tries,
+    ended, and what Kafka answered (the op's fields: metadata, refused, restarted, features, features_tries,
     error). None in a run without one; an op the run ended before it completed has no `type`."""
     ops = [e for e in events if e["f"] == "finalize"]
     inv = next((e for e in reversed(ops) if e["type"] == "invoke"), None)

@@ -1,9 +1,9 @@
-"""The example cycles of a txn run (results.json's `cycles`, checkers/txn/cycles.py) as report.html shows them:
+"""The example cycles of a txn run (results.json's `cycles`) as report.html shows them:
 one small table per cycle, and the history lines of every op the report links to.
 
 A link to an op goes to an anchor inside report.html (`#op-<invocation index>`), where the op's invocation and
-completion lines are quoted with their line numbers in history.jsonl: the report stays one self-contained file
-(reports/html.py), readable from a CI artifact, and `kchaos serve` serves history.jsonl as plain text, which has
+completion lines are quoted with their line numbers in history.jsonl: the report stays one self-contained file,
+readable from a CI artifact, and `kchaos serve` serves history.jsonl as plain text, which has
 no anchors to link to.
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ def cycle_tables(results: Mapping[str, Any] | None, ops: Mapping[int, Mapping[st
     """One table per example cycle of `results`, in G0, G1c, G1c_wr order: `{"kind", "what", "count", "effect",
     "rows"}`, a row per op around the cycle: `{"op", "anchor", "process", "type", "mops", "edge", "to", "why"}`,
     the edge leading from that op to the next (the last row's to the first). `ops` holds the ops' completions
-    (reports/run/txn_data.py); `judged` maps a kind to what it did to the verdict."""
+    (as `read_txn_run` reads them); `judged` maps a kind to what it did to the verdict."""
     r = results or {}
     cycles, counts = r.get("cycles") or {}, r.get("counts") or {}
     out = []

@@ -1,6 +1,6 @@
 """The plots of a txn run: transactions per second by outcome, and transaction latency, with the checker's
-aborted reads and torn transactions marked, faults shaded and rebalances drawn as on every run plot
-(reports/run/plot_frame.py). Like reports/run/plots.py, each returns PNG bytes and never raises on empty input.
+aborted reads and torn transactions marked, faults shaded and rebalances drawn as on every run plot.
+Like every run plot, each returns PNG bytes and never raises on empty input.
 """
 from __future__ import annotations
 

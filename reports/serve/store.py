@@ -1,9 +1,9 @@
 """What `kchaos serve` shows of a results store: its suites, their nights and its runs, read from the store's
-results index (reports/suite/run_index.py), rendered as pages.
+results index, rendered as pages.
 
 A run's verdict is checkers.verdict.judge's word from results.json's essentials and test.json, coloured by
-severity (reports/severity.py); the index lists every run of the store, those inside suites too. A suite's folder
-(`/suites/<suite>/`) shows the suite across its nights, regressions first (reports/serve/trend.py).
+severity; the index lists every run of the store, those inside suites too. A suite's folder
+(`/suites/<suite>/`) shows the suite across its nights, regressions first.
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ SUITE_FILES = ("compare.html", "compare.csv", "report.xml", "suite.yaml", "suite
 
 class Store:
     """The store below `root` (resolved): what is in it, read through the store's results index
-    (reports/suite/run_index.py, refreshed for the part a page shows), and the page of each of its directories."""
+    (refreshed for the part a page shows), and the page of each of its directories."""
 
     def __init__(self, root: Path):
         self.root = root

@@ -1,9 +1,8 @@
 """The scenario × Kafka line table of `kchaos serve`: for each scenario variant, on each line it ran, how many
 repetitions bore its prediction out, each repetition a square linked to its run.
 
-Read from the scenario.json files below `scenarios/` in the store (harness/scenarios/run.py writes one per
-scenario run). A variant run on another line than its own is named NAME-kafka-LINE (core/kafka_versions.py);
-it is shown in NAME's row, in LINE's column.
+Read from the scenario.json files below `scenarios/` in the store, one per scenario run. A variant run on another
+line than its own is named NAME-kafka-LINE; it is shown in NAME's row, in LINE's column.
 """
 from __future__ import annotations
 

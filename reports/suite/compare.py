@@ -3,8 +3,8 @@
 Runs are grouped by their whole configuration except what does not change the
 experiment (name, seed, store, Spark master, where Kafka came from): the
 repetitions of one suite cell form one row. A row's verdict is its runs'
-verdicts merged (checkers/verdict/judge.py: fail > unknown > pass), its severity
-the colour it gets (reports/severity.py), and, below a scenario, whether its
+verdicts merged (fail > unknown > pass), its severity
+the colour it gets, and, below a scenario, whether its
 runs matched their prediction (scenario.json).
 
 The headline numbers depend on the workload. A queue row has acknowledged and
@@ -111,7 +111,7 @@ def _hashable(v: Any) -> Any:
 
 def load_runs(root: Path) -> list[Run]:
     """Every run below `root` with a test.json, with its results.json's essentials ({} if it has none), from the
-    results index of the store `root` is in (refreshed below `root` first; reports/suite/run_index.py)."""
+    results index of the store `root` is in (refreshed below `root` first)."""
     root = Path(root)
     with index_for(root) as index:
         index.refresh(root)
@@ -204,7 +204,7 @@ def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matche
 
 def _logged(summary: dict[str, Any]) -> dict[str, int]:
     """A run's Kafka log columns: the kinds of internal fault Kafka logged (each makes the run unknown), and its
-    ERROR and FATAL lines of every kind (checkers/kafka_errors.py)."""
+    ERROR and FATAL lines of every kind."""
     return {"kafka_internal": int((summary.get("kinds") or {}).get("internal") or 0),
             "kafka_errors": int(summary.get("errors") or 0) + int(summary.get("fatals") or 0)}
 

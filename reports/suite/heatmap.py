@@ -2,7 +2,7 @@
 
 The axes are what the compared cells vary: the faults (nemeses) across when they vary, and every other
 varying setting (acks, min.insync.replicas, ...) combined down the side; without varying faults, the first
-varying setting goes across. A square's colour is its severity (reports/severity.py), so a cell that lost
+varying setting goes across. A square's colour is its severity, so a cell that lost
 most of its writes is red whatever its verdict; the words in it are its loss rate and its verdict.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """JUnit XML for a suite: one <testcase> per configuration cell, readable by every CI system.
 
-A cell's word is its verdict (checkers/verdict/judge.py, docs/verdicts.md), merged over its repetitions: a cell
+A cell's word is its verdict (docs/verdicts.md), merged over its repetitions: a cell
 that fails gets <failure>, an unknown one <skipped> (the checker could not decide: not a pass, not a
 failure), and one whose repetition could not be run <error>. Anomalies the configuration allows (loss
 under acks=1, loss outside Kafka's guarantee) pass, and are listed in the case's output. A scenario's
@@ -46,7 +46,7 @@ class CellOutcome:
 
     @property
     def severity(self) -> str:
-        """The cell's severity (reports/severity.py), for its colour."""
+        """The cell's severity, for its colour."""
         r = self.row or {}
         return r.get("severity") or level(self.verdict, r.get("lost"), r.get("acked"), bool(r.get("allowed")))
 

@@ -1,5 +1,5 @@
 """A suite across nights: for each cell and each night, the verdict, loss rate, p99 send latency and anomaly kinds,
-read from the results index (reports/suite/run_index.py).
+read from the results index.
 
 A night is one run of a suite (`<store>/suites/<suite>/<stamp>/`). A cell's verdict on a night is its repetitions'
 verdicts merged (checkers.verdict.merge), or "error" when a repetition could not be run; its loss rate is the

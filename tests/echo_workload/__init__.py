@@ -62,9 +62,9 @@ class EchoChecker:
 
 @dataclass(frozen=True)
 class EchoOptions:
-    """How many echoes each process sends (`--echoes`, a flag no parser has: the echo runs are written by hand)."""
+    """How many echoes each process sends."""
 
-    echoes: int = field(default=3, metadata={"flag": "--echoes"})
+    echoes: int = field(default=3, metadata={"flag": "--echoes", "metavar": "N", "help": "echoes per process"})
 
 
 class Echo:

@@ -10,7 +10,7 @@ import pytest
 from test_evidence import DATA, T0, _batch, _meta, _stamp, recorded_dumper
 
 from kchaos.evidence.explain.lost import explain, load_explanation
-from kchaos.evidence.explain.text import MAX_CONSOLE_GROUPS, console_lines, explain_lines, groups_of
+from kchaos.evidence.explain.text import MAX_CONSOLE_GROUPS, console_lines, explain_lines
 from kchaos.evidence.explain.why import spans_phrase
 from kchaos.reports.run.evidence_html import MAX_GROUPS, evidence_section
 
@@ -202,15 +202,6 @@ def test_the_console_says_at_most_five_groups_then_how_many_more():
     assert lines[-1] == "… 2995 more groups (2,995 values): kchaos explain results/x"
     assert lines[0].startswith("why: offset 0 of p0") and lines[2].endswith("no replica holds them now.")
     assert console_lines({"ranges": [], "groups": []}, "r") == []
-
-
-def test_an_explanation_written_before_groups_counts_each_range_as_a_group():
-    old = _many(7)
-    del old["groups"]
-    groups = groups_of(old)
-    assert len(groups) == 7 and groups[0]["why"] == old["ranges"][0]["why"]
-    lines = console_lines(old, "r")
-    assert lines[0] == "why: offset 0 of p0 (1 value) was lost." and lines[-1].startswith("… 2 more groups")
 
 
 def test_the_report_section_stays_small_however_many_groups(tmp_path):

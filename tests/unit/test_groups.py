@@ -2,7 +2,6 @@
 reference and Spark alike, on tiny histories."""
 from __future__ import annotations
 
-import json
 import struct
 from typing import Any
 
@@ -204,19 +203,29 @@ def test_committed_unconsumed_fails_only_with_sync_commits_and_double_consumed_n
 
 
 @pytest.mark.spark
-def test_older_bucket_layouts_without_generations_still_check(tmp_path):
+def test_a_layout_written_by_an_older_converter_is_written_again(tmp_path):
+    """The bucket layout and the Parquet form are the checker's own cache: one written by another converter
+    version (here an older one, whose layout had no generations) is rebuilt, not read."""
     import pyarrow.parquet as pq
 
     from kchaos.checkers.buckets import bucket_files
+    from kchaos.checkers.parquet import CONVERTER_VERSION
     h, _ = tiny("double_consumed")
     history = h.write(tmp_path / "old") / "history.jsonl"
     pq_path = convert(history, validate=False)
     for f in bucket_files(pq_path)[0]:
         pq.write_table(pq.read_table(f).drop_columns(["gen"]), f)
+    table = pq.read_table(pq_path)
+    meta = {k: v for k, v in (table.schema.metadata or {}).items()}
+    key = next(k for k, v in meta.items() if CONVERTER_VERSION.encode() in v and b"version" in v)
+    meta[key] = meta[key].replace(f'"version": "{CONVERTER_VERSION}"'.encode(), b'"version": "4"')
+    pq.write_table(table.replace_schema_metadata(meta), pq_path)
+    convert(history, validate=False)
+    assert all("gen" in pq.read_schema(f).names for f in bucket_files(pq_path)[0])
     spark_session(MASTER)
-    r = QueueChecker(master=MASTER).check({}, history)
-    assert r["counts"]["double_consumed"] == 0 and r["counts"]["acked"] == 4
-    assert json.dumps(r["counts"])
+    fresh = h.write(tmp_path / "fresh") / "history.jsonl"
+    r, expected = (QueueChecker(master=MASTER).check({}, x) for x in (history, fresh))
+    assert r["counts"] == expected["counts"] and r["counts"]["double_consumed"] > 0 and r["counts"]["acked"] == 4
 
 
 def test_drop_destroys_abandoned_members_whose_callbacks_hold_them():

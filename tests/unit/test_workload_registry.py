@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from kchaos.checkers import check_path, judge_run
+from kchaos.core.config import ConfigError, TestConfig, validate
 from kchaos.core.workload_kind import KINDS, UnknownWorkload, kind_of
+from kchaos.harness.cli.parser import build_parser
+from kchaos.harness.options import config_from_args
 from kchaos.reports.run.report import write_report
 from kchaos.reports.suite.compare import write_compare
 
@@ -58,6 +61,16 @@ def test_the_echo_workload_is_checked_judged_reported_and_compared(echo, tmp_pat
     assert {c: (r["workload"], r["verdict"], r["echo_acked"], r["echo_lost"]) for c, r in rows.items()} == {
         "lossy": ("echo", "fail", "3", "1"), "fine": ("echo", "pass", "3", "0"), "unclean": ("echo", "pass", "2", "1")}
     assert {r["acked"] for r in rows.values()} == {""}  # the queue's numbers do not apply to it
+
+
+def test_its_options_are_kchaos_run_options_and_go_in_test_json(echo):
+    cfg = config_from_args(build_parser().parse_args(["run", "--workload", "echo", "--echoes", "5", "--seed", "1"]))
+    assert cfg.workload.options.echoes == 5 and cfg.to_dict()["workload"]["options"] == {"echoes": 5}
+    assert TestConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ConfigError, match="--echoes must be >= 1"):
+        validate(config_from_args(build_parser().parse_args(["run", "--workload", "echo", "--echoes", "0"])))
+    with pytest.raises(ConfigError, match="--echoes applies to --workload echo only"):
+        config_from_args(build_parser().parse_args(["run", "--echoes", "5"]))
 
 
 def test_a_history_names_its_workload_when_test_json_does_not(echo, tmp_path):

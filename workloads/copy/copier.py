@@ -1,4 +1,4 @@
-"""One copier slot of the copy workload (workloads/copy/workload.py): a group consumer of the input and a transactional
+"""One copier slot of the copy workload: a group consumer of the input and a transactional
 producer of the output, replaced after a fatal error or a crash.
 
 A copier session subscribes to the input (group `kchaos-<seed>-copy`, auto-commit off, read_committed), makes a
@@ -13,8 +13,8 @@ one (new consumer, new producer, same transactional.id) takes over. Rebalances a
 `revoke` ops (the callbacks a poll ran, in order, when it returns); a batch polled across a rebalance is dropped
 and the copier seeks back to the committed offsets.
 
-The session's steps run on a CopierClient: librdkafka's (workloads/copy/copier_rdkafka.py) or, with `--client java`,
-the Kafka Java client's in the JVM (workloads/copy/java_copier.py). The session here records the history and applies
+The session's steps run on a CopierClient: librdkafka's (`RdkafkaCopierClient`) or, with `--client java`,
+the Kafka Java client's in the JVM (`JavaCopierClient`). The session here records the history and applies
 the rules, so a history does not say which client ran.
 
 `crash()` models a crashed copier process: at its next return from the client, mid-transaction if it holds a

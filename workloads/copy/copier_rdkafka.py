@@ -18,7 +18,7 @@ def _text(e: Exception) -> str:
 
 
 class RdkafkaCopierClient:
-    """workloads/copy/copier.py's CopierClient on librdkafka: one consumer, and a producer per successful init."""
+    """The `CopierClient` on librdkafka: one consumer, and a producer per successful init."""
 
     def __init__(self, cfg: TestConfig, bootstrap: str, slot: int):
         self.cfg, self.bootstrap, self.slot = cfg, bootstrap, slot
@@ -40,8 +40,8 @@ class RdkafkaCopierClient:
         self.producer = producer
 
     def subscribe(self, topic: str) -> None:
-        """Subscribe to `topic`; the rebalance callbacks a consume serves are kept for its poll (workloads/rebalance.py
-        `subscribe`), those its close serves are not."""
+        """Subscribe to `topic`; the rebalance callbacks a consume serves are kept for its poll (`rebalance.subscribe`),
+        those its close serves are not."""
         assert self.consumer is not None
         subscribe(self.consumer, topic, self._seen, live=lambda: self._events is not None)
 

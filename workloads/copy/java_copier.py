@@ -1,7 +1,7 @@
 """A copier session's clients on the Kafka Java client (`--client java` with `--workload copy`).
 
-Each step of workloads/copy/copier.py's session is one request to the shared JVM (workloads/java_client.py), run by
-the slot's thread there (workloads/java/KchaosCopier.java): the consumer is a classic-protocol member of the copy
+Each step of a copier's session is one request to the shared JVM (a `JavaProcess`), run by
+the slot's thread there (the JVM's `KchaosCopier`): the consumer is a classic-protocol member of the copy
 group at read_committed, the producer transactional (KIP-890's protocol with kafka-clients 4.x on 4.x brokers).
 The session in the harness records the history and checks for a crash between the steps, as on librdkafka.
 """
@@ -24,7 +24,7 @@ def rebalances(events: list[dict[str, Any]]) -> list[Rebalance]:
 
 
 class JavaCopierClient:
-    """workloads/copy/copier.py's CopierClient in the JVM. A new session replaces the slot's clients there; `abandon`
+    """The `CopierClient` in the JVM. A new session replaces the slot's clients there; `abandon`
     keeps the crashed ones unclosed until the JVM exits. JavaClientError (the JVM died or went silent) ends the
     session."""
 

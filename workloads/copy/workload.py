@@ -4,13 +4,13 @@ Before the faults, `start` creates the input topic `<topic>-in` (one partition w
 `--partitions`) and fills it with the values 0..N-1 (N = `--copy-records`, else `--rate` x `--time-limit`), value
 i to input partition i mod partitions, each chunk of sends one `fill` op. The output is the test topic itself, so
 the nemeses' targets (a partition's leader), the ISR monitor and the evidence are the output's. Then `--consumers`
-copiers (workloads/copy/copier.py) copy the input to the output inside transactions that commit their input offsets,
+copiers (`Copier`) copy the input to the output inside transactions that commit their input offsets,
 `--txn-size` records at a time, together at `--rate` records per second. After the heal, `stop` lets them finish
 the copy at full speed: until the group's committed offsets reach the end of the input (the `copied` op), at
 most --drain-timeout. The final read drains the output from
 its start to its high watermarks at `--txn-isolation` (read_committed by default). The history shapes are in
-docs/history.md; checkers/copy/check.py compares the output read with the input. With `--client java` the copiers'
-consumers and producers are the Kafka Java client's, in one JVM (workloads/copy/java_copier.py); the fill, the
+docs/history.md; the copy checker compares the output read with the input. With `--client java` the copiers'
+consumers and producers are the Kafka Java client's, in one JVM; the fill, the
 progress reads and the final read stay on librdkafka.
 
 Processes: copiers 0..C-1 (C = `--consumers`), the fill C, the final read C+1.

@@ -15,7 +15,7 @@ Each member is one process. It records, in this order (docs/history.md):
   records returned before a rebalance and after it are never in one poll op, and an `assign` ends the
   consumer's stream for the checkers as a manual assignment does.
 
-The generation comes from workloads/rebalance.py, which turns the callbacks into events.
+The generation comes from `kchaos.workloads.rebalance`, which turns the callbacks into events.
 
 `crash()` models a client crash: at its next return from the client, the member records its open poll
 as `info` (the records it held were never processed) and abandons its consumer without closing it (no

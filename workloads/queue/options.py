@@ -8,7 +8,10 @@ GROUP_COMMITS = ("sync", "auto")
 
 @dataclass(frozen=True)
 class QueueOptions:
-    """How subscribed consumers (`--consumer-mode subscribe`) commit: after each poll is recorded (sync), or in
-    the background (auto). Each field's `flag` is its `kchaos run` option."""
+    """How subscribed consumers (`--consumer-mode subscribe`) commit. Each field's metadata is its `kchaos run`
+    option: `flag`, `help`, `metavar`."""
 
-    group_commit: str = field(default="sync", metadata={"flag": "--group-commit"})
+    group_commit: str = field(default="sync", metadata={
+        "flag": "--group-commit", "metavar": "{sync,auto}",
+        "help": "with --consumer-mode subscribe, commit synchronously after each poll is recorded (sync), or let "
+                "the client commit in the background (auto)"})

@@ -11,7 +11,7 @@ this is a synchronous producer: one record, wait for its report, the next.
 The loop is paced to a share of the target rate (an infinite rate: every free
 slot sends at once) and resumes the rate after a stall instead of bursting to
 catch up. It records through a `SendRecorder`:
-the history itself (one process) or a per-process stream (core/send_stream.py).
+the history itself (one process) or a per-process stream (a `SendStream`).
 """
 from __future__ import annotations
 

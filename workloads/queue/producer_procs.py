@@ -2,7 +2,7 @@
 
 `ProducerProcesses.start` spawns K processes; producer instance p runs in
 process p mod K, one thread per instance, and records into that process's
-`history.parts/producers-<k>.arrows` (core/send_stream.py) on the
+`history.parts/producers-<k>.arrows` (a `SendStream`) on the
 history's clock. The harness merges the streams into history.jsonl after the
 run. A worker whose harness died (SIGKILL) flushes what it has and exits
 within a flush interval; `kchaos cleanup` finds any left by their command line.

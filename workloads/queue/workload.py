@@ -1,13 +1,13 @@
 """Queue workload: producers send unique integers to chosen partitions, consumers poll them back.
 
 Each producer instance keeps up to `in_flight` sends outstanding, each slot its
-own logical process (workloads/queue/producer_loop.py), at a share of the target
+own logical process (a `ProducerLoop`), at a share of the target
 rate; the partition of every send is drawn from the instance's own seeded
 generator. Producer instances run as threads of the harness, recording into
 the history, or in `producer_processes` worker processes with their own send
-streams (workloads/queue/producer_procs.py). Consumers are threads, one process each:
+streams (`ProducerProcesses`). Consumers are threads, one process each:
 assigned every partition (`--consumer-mode assign`), or members of one consumer
-group (`subscribe`, workloads/queue/group.py).
+group (`subscribe`, each a `Member`).
 """
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ class QueueWorkload:
     def crash_client(self, pick: int, restart_after: float) -> dict[str, object]:
         """Crash one group member, chosen by `pick` among those holding partitions (among all when none does: a
         member with nothing assigned has nothing to lose): it abandons its consumer at its next return from the
-        client and starts a new one, as the same process, `restart_after` seconds later (workloads/queue/group.py).
+        client and starts a new one, as the same process, `restart_after` seconds later (`Member.crash`).
         Returns `{"member": process, "restart_after": ...}`; ValueError when no consumer is a group member."""
         if not self._members:
             raise ValueError("crash-client needs --consumer-mode subscribe: no consumer is a group member")
@@ -181,7 +181,7 @@ def record_committed(bootstrap: str, history: History, topic: str, partitions: i
 
 
 class HistorySends:
-    """A SendRecorder (workloads/queue/producer_loop.py) writing sends into the history, for producer threads."""
+    """A `SendRecorder` writing sends into the history, for producer threads."""
 
     def __init__(self, history: History, topic: str, count):
         self.history = history

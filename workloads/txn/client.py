@@ -2,7 +2,7 @@
 
 A micro-op is `["send", key, value]` or `["poll"]`. Every process has a
 transactional producer of its own (its own `transactional.id`) and a consumer
-of its own (workloads/txn/consumer.py): assigned every partition from offset 0,
+of its own (a `TxnConsumer`): assigned every partition from offset 0,
 or with `--consumer-mode subscribe` a member of the run's group. With
 `--txn-sub-p`, an op is instead, as Jepsen's `sub-p`, an `assign` (a seeded
 subset of partitions) or a `subscribe`. An op runs its micro-ops
@@ -131,7 +131,7 @@ class TxnClient:
             self.close()
 
     def open(self) -> None:
-        """This process's consumer (workloads/txn/consumer.py)."""
+        """Start this process's consumer (its `TxnConsumer`)."""
         self.reader.start()
 
     def close(self) -> None:

@@ -1,4 +1,4 @@
-"""A txn process's consumer (workloads/txn/workload.py), and the lines that record its assignment changing.
+"""A txn process's consumer, and the lines that record its assignment changing.
 
 Assign mode (`--consumer-mode assign`): the process's first consumer is assigned every partition from offset 0;
 its group, `kchaos-txn<process>`, only stores what the process's transactions commit. Subscribe mode: the
@@ -8,7 +8,7 @@ exactly-once pattern. Either way the polls read at `--txn-isolation`.
 
 Every change of the assignment is one `rebalance` line of the process (docs/history.md, "Rebalances"):
 `revoked` and `assigned` partitions and, from a group, the `generation` (`lost` for an assignment lost). A
-group's callbacks (workloads/rebalance.py) each write one. The `assign` and `subscribe` ops of
+group's callbacks (`rebalance.subscribe`) each write one. The `assign` and `subscribe` ops of
 `--txn-sub-p` replace the consumer: the old one is closed (a group member's revocation is its callback's
 line; a manual assignment's, a line), and the new one is assigned the op's partitions by hand (one line:
 assigned), or subscribes. A manual assignment after the first resumes from the offsets the process's group
@@ -16,7 +16,7 @@ committed (else the log start); so does a consumer started again after a crash.
 
 A crashed consumer is abandoned (`abandon`): never polled again, as a killed process leaves it (the group
 evicts it when its session or max.poll.interval.ms runs out), its callbacks record nothing, and at the end of
-the run it is let go of unclosed (workloads/rebalance.py `drop`). A member that leaves (an `assign` or
+the run it is let go of unclosed (`rebalance.drop`). A member that leaves (an `assign` or
 `subscribe` op, the end of the run) serves its revocation before it closes (`leave`).
 """
 from __future__ import annotations

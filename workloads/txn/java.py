@@ -2,10 +2,10 @@
 
 Each process's thread (TxnClient's loop) draws its transactions and sub-p ops
 from --seed and records invoke and completion in the history as it does on
-librdkafka; only the client calls run in the JVM (workloads/java_client.py's
+librdkafka; only the client calls run in the JVM (a `JavaProcess`'s
 pipe). The JVM applies TxnClient.transact's rules for ok, fail and info, and
 the consumer's rebalances come back as events the harness records as the same
-`rebalance` lines (workloads/txn/java_consumer.py), so a history does not say
+`rebalance` lines (`JavaTxnConsumer`), so a history does not say
 which client ran.
 
 crash-client: `crash` tells the JVM at once (a request it reads as it

@@ -1,8 +1,8 @@
-"""A txn process's consumer on the Kafka Java client: workloads/txn/consumer.py's TxnConsumer, its client in the JVM.
+"""A txn process's consumer on the Kafka Java client: `TxnConsumer`, its client in the JVM.
 
 The state that decides the history's lines stays here, as on librdkafka: which partitions are assigned by hand,
 whether the consumer is a group member, whether a transaction commits its positions. The consumer itself is the
-JVM's (workloads/java/KchaosTxnConsumer.java): `assign` and `subscribe` replace it there, and every rebalance
+JVM's (`KchaosTxnConsumer`): `assign` and `subscribe` replace it there, and every rebalance
 callback of the current member (inside a poll, or the close of a leaving member) comes back as an event with
 the reply of the request it ran in; `record` writes each as the `rebalance` line librdkafka's callback writes
 (TxnConsumer._on_rebalance), before the op that request belongs to completes.

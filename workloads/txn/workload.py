@@ -1,5 +1,5 @@
-"""The transactional workload: P processes run transactions (workloads/txn/client.py, or the Kafka Java
-client's workloads/txn/java.py with `--client java`), one at a time each, then one more drains every
+"""The transactional workload: P processes run transactions (`TxnClient`, or the Kafka Java
+client's `JavaTxnClient` with `--client java`), one at a time each, then one more drains every
 partition read_committed."""
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ FINAL_ISOLATION = "read_committed"  # the final read sees what was committed, wh
 
 class TxnWorkload:
     """Processes 0..P-1 (P = `--producers`) run transactions one at a time; process P drains at the end. With
-    `java` (`--client java`), the transactions run on the Kafka Java client (workloads/txn/java.py)."""
+    `java` (`--client java`), the transactions run on the Kafka Java client (`JavaTxnClient`)."""
 
     def __init__(self, cfg: TestConfig, java: JavaProgram | None = None):
         self.cfg, self.java = cfg, java
@@ -70,7 +70,7 @@ class TxnWorkload:
     def crash_client(self, pick: int, restart_after: float) -> dict[str, Any]:
         """Crash one process, chosen by `pick`: at its next return from the client it abandons its producer
         and consumer and, `restart_after` seconds later, starts new ones with the same identity (the module
-        doc; on the Java client, workloads/txn/java.py). Returns `{"member": process, "restart_after": ...}`;
+        doc; on the Java client, `JavaTxnClient`). Returns `{"member": process, "restart_after": ...}`;
         ValueError before the processes started."""
         if not self._clients:
             raise ValueError("crash-client has no txn process to crash yet")
