@@ -33,18 +33,11 @@ demo: setup
 	$(KCHAOS) suite suites/demo.yaml
 	@echo "== reports: results/suites/demo/latest/compare.html and each run's report.html; browse with: $(KCHAOS) serve"
 
-# Each tier prints its time. Lint and types first: they take seconds. The unit tests run on two workers
-# (pytest-xdist): most are single-threaded Python, and CI has two cores. Those that start Spark are a tier of their
-# own, so that the quick tier answers first.
-TIER = bash -c 'start=$$SECONDS; "$${@:2}"; rc=$$?; echo "== tier $$1: $$((SECONDS - start)) s, exit $$rc"; exit $$rc' tier
-
+# The host and the venv first; then the unit lane (lint, types, the unit tests on two pytest-xdist workers, those
+# that start Spark as a tier of their own) runs beside the cluster lane (Kafka jars and the node image, then the
+# integration tests), which mostly waits on Kafka. Each tier prints its time (tests/tiers.sh).
 test:
-	@$(TIER) setup $(MAKE) --no-print-directory setup
-	@$(TIER) lint $(MAKE) --no-print-directory lint
-	@$(TIER) types $(MAKE) --no-print-directory types
-	@$(TIER) unit $(BIN)/pytest tests/unit -n 2 -m "not spark" -v --durations=10
-	@$(TIER) unit-spark $(BIN)/pytest tests/unit -n 2 -m spark -v --durations=10
-	@$(TIER) integration $(BIN)/pytest tests/integration -v --durations=25
+	@bash tests/tiers.sh
 
 # The product's folders, each installed as kchaos.<folder>.
 PACKAGES := core harness clusters workloads nemesis evidence checkers reports

@@ -1,0 +1,39 @@
+#!/bin/bash
+# `make test`: the host and the venv first, then two lanes at once. The unit lane (lint, types, the unit tests, the
+# unit tests that start Spark) needs only the venv; the cluster lane (Kafka jars and the node image, then the
+# integration tests, one cluster at a time) needs Docker and waits on Kafka far more than it computes. Each tier
+# prints its time. The cluster lane writes build/integration.log, printed whole once both lanes are done, so the
+# log is never two tiers' lines interleaved. The exit code is the first failing tier's, else 0.
+set -u
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+tier() {
+  local name=$1 start=$SECONDS rc
+  shift
+  "$@"
+  rc=$?
+  echo "== tier $name: $((SECONDS - start)) s, exit $rc"
+  return $rc
+}
+begin=$SECONDS
+tier host make --no-print-directory host install || exit $?
+mkdir -p build
+set -m  # the cluster lane in a process group of its own: an interrupt stops all of it
+(tier prepare make --no-print-directory prepare &&
+  tier integration "$BIN/pytest" tests/integration -v --durations=25) > build/integration.log 2>&1 &
+cluster=$!
+trap 'kill -- -$cluster 2>/dev/null; kill $cluster 2>/dev/null; exit 130' INT TERM
+echo "== the cluster lane (prepare, integration) runs beside the unit lane; its log: build/integration.log"
+rc=0
+for t in lint types; do
+  tier $t make --no-print-directory $t || { r=$?; [ $rc -eq 0 ] && rc=$r; }
+done
+tier unit "$BIN/pytest" tests/unit -n 2 -m "not spark" -v --durations=10 || { r=$?; [ $rc -eq 0 ] && rc=$r; }
+tier unit-spark "$BIN/pytest" tests/unit -n 2 -m spark -v --durations=10 || { r=$?; [ $rc -eq 0 ] && rc=$r; }
+echo "== unit lane done at $((SECONDS - begin)) s; waiting for the cluster lane"
+wait $cluster
+crc=$?
+cat build/integration.log
+[ $rc -eq 0 ] && rc=$crc
+echo "== make test: $((SECONDS - begin)) s, exit $rc"
+exit $rc
