@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 if TYPE_CHECKING:
     from kchaos.core.protocols import Checker, Workload
 
-# core/config.py reads the registry (a workload's options and its checks), so the protocols below take the
-# configuration and the promise untyped: `cfg` is a core.config.TestConfig, `promise` a core.promise.Promise.
+# The configuration reads the registry (a workload's options and its checks), so the protocols below take it and
+# the promise untyped: `cfg` is a kchaos.core.config.TestConfig, `promise` a kchaos.core.promise.Promise.
 TestConfig: TypeAlias = Any
 Promise: TypeAlias = Any
 
@@ -40,8 +40,8 @@ class Explainer(Protocol):
         """Whether a checked run with these counts has anything to explain."""
 
     def explain(self, run: Path, find_libs: Callable[[dict[str, Any]], Path]) -> dict[str, Any]:
-        """Explain the run's anomalies, write the explanation under run/evidence (and, where the explanation
-        changes the verdict's inputs, results.json again); return the explanation."""
+        """Explain the run's anomalies from its decoded evidence, write the explanation under run/evidence and
+        return it (results.json is left as the check wrote it)."""
 
     def summary(self, explanation: Mapping[str, Any], run: Path) -> list[str]:
         """The few lines (rich markup) a run's end says of the explanation."""
@@ -61,14 +61,14 @@ class WorkloadKind(Protocol):
     transactional: bool
     # The client libraries it runs on (`--client`): "python" (librdkafka), "java" (the Kafka Java client).
     clients: tuple[str, ...]
-    # Its own options: a frozen dataclass whose fields' metadata name their `kchaos run` flag (`flag`);
-    # test.json's `workload.options`.
+    # Its own options: a frozen dataclass whose fields' metadata make their `kchaos run` options (`flag`, `help`,
+    # `metavar`); test.json's `workload.options`.
     options: type
     # Whether its history converts to Parquet and its checkers may check many runs in one Spark job.
     parquet: bool
     # Op names (a history line's "f") that only its histories have: how a history without test.json is known.
     history_ops: tuple[str, ...]
-    # The counts its checker writes that a scenario's prediction may name (checkers/verdict/observed.py).
+    # The counts its checker writes that a scenario's prediction may name (its observed metrics).
     counts: tuple[str, ...]
     # The anomaly kinds that compare gives a column in its rows, with what each means.
     anomalies: Mapping[str, str]
@@ -77,7 +77,7 @@ class WorkloadKind(Protocol):
     explainer: Explainer | None
 
     def validate(self, cfg: TestConfig) -> None:
-        """Raise ConfigError (core/config.py) unless its options, and the rest of `cfg` as far as it is concerned,
+        """Raise ConfigError unless its options, and the rest of `cfg` as far as it is concerned,
         are runnable."""
 
     def make(self, cfg: TestConfig, java: Any = None) -> Workload:
