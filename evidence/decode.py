@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -138,6 +139,26 @@ class Evidence:
         return max((b.last_offset + 1 for b in self.batches[(node, partition)]), default=0)
 
 
+# The last few tool outputs this process read, by what they were read from: a run checked and then explained in one
+# process (`kchaos run`) decodes its files once.
+_DUMPS: OrderedDict[tuple[Any, ...], Sequence[str]] = OrderedDict()
+MAX_DUMPS = 4
+
+
+def dumped(dumper: Dumper, libs: Path, files: Sequence[str], cwd: Path, **kw: Any) -> Sequence[str]:
+    """`dumper(libs, files, cwd, **kw)`, or its output from an earlier call on the same files unchanged (their
+    sizes and modification times) in this process."""
+    stats = tuple((f, (s := (Path(cwd) / f).stat()).st_size, s.st_mtime_ns) for f in files)
+    key = (dumper, str(libs), str(cwd), stats, tuple(sorted(kw.items())))
+    if key in _DUMPS:
+        _DUMPS.move_to_end(key)
+        return _DUMPS[key]
+    out = _DUMPS[key] = list(dumper(libs, files, cwd, **kw))
+    while len(_DUMPS) > MAX_DUMPS:
+        _DUMPS.popitem(last=False)
+    return out
+
+
 def _no_libs(test: dict[str, Any]) -> Path:
     raise RuntimeError("no Kafka jars to decode with (the caller passed neither libs nor find_libs)")
 
@@ -160,7 +181,7 @@ def _decode_metadata(raw: Path, libs: Path, notes: list[str], dumper: Dumper
         notes.append("no __cluster_metadata segments were collected: no leader/ISR timeline")
         return None, None
     per_node: dict[str, list[dict[str, Any]]] = {}
-    for b in parse_dump(dumper(libs, files, raw, metadata=True), notes):
+    for b in parse_dump(dumped(dumper, libs, files, raw, metadata=True), notes):
         node = b.file.split("/", 1)[0]
         per_node.setdefault(node, []).extend(metadata_records([b]))
     if not per_node:
@@ -234,7 +255,7 @@ def decode(run: Path, libs: Path | None = None, dumper: Dumper = dump, find_libs
     try:
         libs = libs or (find_libs or _no_libs)(test)
         files = _segment_files(raw, lambda d: bool(is_topic(d)))
-        for b in parse_dump(dumper(libs, files, raw), notes):
+        for b in parse_dump(dumped(dumper, libs, files, raw), notes):
             node, folder = b.file.split("/")[:2]
             # cast: the dumper was given only `files`, each in a folder is_topic matched
             batches[(node, int(cast(re.Match[str], is_topic(folder)).group(1)))].append(b)

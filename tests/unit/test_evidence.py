@@ -264,6 +264,26 @@ def test_the_caller_finds_the_kafka_jars_from_test_json(last_isr_run):
     assert not any(bare.batches.values()) and any("no Kafka jars to decode with" in n for n in bare.notes)
 
 
+def test_a_run_decoded_twice_in_one_process_runs_the_tool_once_per_unchanged_file_set(last_isr_run):
+    """`kchaos run` decodes a lossy run's files before judging the loss and again to explain it: the second
+    decode reads the first one's tool output, unless a file changed."""
+    calls = []
+    recorded = recorded_dumper(LAST_ISR)
+
+    def dumper(libs, files, cwd, metadata=False):
+        calls.append(metadata)
+        return recorded(libs, files, cwd, metadata=metadata)
+
+    first = decode(last_isr_run, libs=Path("/x"), dumper=dumper)
+    again = decode(last_isr_run, libs=Path("/x"), dumper=dumper)
+    assert sorted(calls) == [False, True]  # segments and the metadata log, once each
+    assert again.batches == first.batches and again.metadata_node == first.metadata_node
+    segment = next((last_isr_run / "evidence" / "raw").rglob("*.log"))
+    segment.write_bytes(segment.read_bytes() + b"\0")  # a changed file: read again
+    decode(last_isr_run, libs=Path("/x"), dumper=dumper)
+    assert len(calls) > 2
+
+
 def test_explain_refuses_a_directory_without_evidence(tmp_path, last_isr_run):
     with pytest.raises(EvidenceError, match="no test.json"):
         explain(tmp_path)
