@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 KCHAOS  := $(BIN)/kchaos
 
-.PHONY: setup host install prepare demo test lint types unit integration cleanup clean
+.PHONY: setup host install jars prepare demo test lint types unit integration cleanup clean
 
 setup: host install prepare
 
@@ -26,6 +26,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 # Kafka jars from Maven Central and the node image (debootstrap + docker import), cached.
 prepare: install
 	$(KCHAOS) prepare
+
+# The default release's Kafka jars alone (cached): what the unit tests that compile the Java client read.
+jars: install
+	$(BIN)/python -c 'from kchaos.clusters.distribution import resolve; from kchaos.core.kafka_versions import DEFAULT; resolve(DEFAULT)'
 
 # Three 60-second runs as one suite (suites/demo.yaml): a summary table, compare.html with a heatmap,
 # and a report.html per run. Exit 1 would mean acks=all with min.insync=2 lost data: the table says which.

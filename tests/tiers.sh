@@ -1,6 +1,6 @@
 #!/bin/bash
-# `make test`: the host and the venv first, then two lanes at once. The unit lane (lint, types, the unit tests, the
-# unit tests that start Spark) needs only the venv; the cluster lane (Kafka jars and the node image, then the
+# `make test`: the host, the venv and the Kafka jars first, then two lanes at once. The unit lane (lint, types,
+# the unit tests, the unit tests that start Spark) needs only those; the cluster lane (the node image, then the
 # integration tests, one cluster at a time) needs Docker and waits on Kafka far more than it computes. Each tier
 # prints its time. The cluster lane writes build/integration.log, printed whole once both lanes are done, so the
 # log is never two tiers' lines interleaved. The exit code is the first failing tier's, else 0.
@@ -17,6 +17,8 @@ tier() {
 }
 begin=$SECONDS
 tier host make --no-print-directory host install || exit $?
+# The jars before the lanes part: unit tests compile the Java client against them, and skip without them.
+tier jars make --no-print-directory jars || exit $?
 mkdir -p build
 set -m  # the cluster lane in a process group of its own: an interrupt stops all of it
 (tier prepare make --no-print-directory prepare &&
