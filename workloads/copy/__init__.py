@@ -14,7 +14,7 @@ from kchaos.workloads.copy.options import MAX_COPY_RECORDS, MAX_TXN_SIZE, CopyOp
 
 
 class Copy:
-    """The copy workload's registry entry (core/workload_kind.py)."""
+    """The copy workload's registry entry (`kchaos.core.workload_kind`)."""
 
     name = "copy"
     writes = False

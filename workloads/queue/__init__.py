@@ -46,7 +46,7 @@ class LostWrites:
 
 
 class Queue:
-    """The queue workload's registry entry (core/workload_kind.py)."""
+    """The queue workload's registry entry (`kchaos.core.workload_kind`)."""
 
     name = "queue"
     writes = True

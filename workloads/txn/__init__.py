@@ -48,7 +48,7 @@ class TxnExplainer:
 
 
 class Txn:
-    """The txn workload's registry entry (core/workload_kind.py)."""
+    """The txn workload's registry entry (`kchaos.core.workload_kind`)."""
 
     name = "txn"
     writes = False
