@@ -76,7 +76,7 @@ def check_path(path: Path, spark_master: str = "local[*]", find_libs: FindLibs |
     if kind.parquet:
         prestart(spark_master)  # the JVM starts while the history converts
         convert(history, validate=True)
-    composed = run_own(kind, test, history, spark_master)
+    composed = _run_workload_checkers(kind, test, history, spark_master)
     return _write_result(history, kind, composed, facts, spark_master, find_libs)
 
 
@@ -97,7 +97,7 @@ def workload_of_run(test: Mapping[str, Any], history: Path) -> WorkloadKind:
         raise CheckInputError(f"{history.parent / TEST_FILE}: {e}") from None
 
 
-def run_own(kind: WorkloadKind, test: dict[str, Any], history: Path, spark_master: str = "local[*]"
+def _run_workload_checkers(kind: WorkloadKind, test: dict[str, Any], history: Path, spark_master: str = "local[*]"
             ) -> dict[str, Any]:
     """Run a workload's checkers (`run_checkers`) on Spark master `spark_master`. Where the checkers read the
     history itself (not its Parquet, validated while it converted), a CheckInputError (a malformed history)

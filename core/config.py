@@ -15,7 +15,7 @@ from kchaos.core.kafka_versions import DEFAULT as KAFKA_DEFAULT
 from kchaos.core.kafka_versions import UnsupportedVersion, release_key, resolve_version
 from kchaos.core.page_cache import MODELS as PAGE_CACHE_MODELS
 from kchaos.core.page_cache import NEVER as NEVER_WRITTEN_BACK
-from kchaos.core.workload_kind import KINDS, UnknownWorkload, all_kinds, kind_of
+from kchaos.core.workload_kind import UnknownWorkload, WorkloadKind, all_kinds, kind_of, known
 
 ACKS = ("0", "1", "all")
 STORAGES = ("auto", "lazyfs", "plain")
@@ -119,8 +119,8 @@ class WorkloadConfig:
     options: Any = None
 
     def __post_init__(self) -> None:
-        if self.options is None and self.kind in KINDS:  # an unknown kind is refused by `validate`, by name
-            object.__setattr__(self, "options", kind_of(self.kind).options())
+        if self.options is None and (kind := known(self.kind)) is not None:  # `validate` refuses an unknown one
+            object.__setattr__(self, "options", kind.options())
 
 
 @dataclass(frozen=True)
@@ -190,11 +190,19 @@ class TestConfig:
         return replace(self, **changes)
 
 
+def workload_kind(name: str) -> WorkloadKind:
+    """The workload registered as `name`; ConfigError naming the known ones for any other."""
+    try:
+        return kind_of(name)
+    except UnknownWorkload as e:
+        raise ConfigError(str(e)) from None
+
+
 def with_defaults(test: Mapping[str, Any]) -> dict[str, Any]:
     """A test.json with every configuration field it leaves out filled with its default (its workload's defaults
     for `workload.options`): how a reader sees a test.json written before a field existed, or written by hand."""
     kind = (test.get("workload") or {}).get("kind") or WorkloadConfig.kind
-    workload = WorkloadConfig(kind=kind) if kind in KINDS else WorkloadConfig()
+    workload = WorkloadConfig(kind=kind) if known(kind) is not None else WorkloadConfig()
     return _merged(TestConfig(workload=workload).to_dict(), test)
 
 
@@ -217,10 +225,7 @@ def _build(klass: type, value: Any, where: str) -> Any:
     if klass is ClusterConfig and "kafka_features" in value:
         value = {**value, "kafka_features": tuple(value["kafka_features"])}
     if klass is WorkloadConfig and value.get("options") is not None:
-        try:
-            kind = kind_of(value.get("kind", WorkloadConfig.kind))
-        except UnknownWorkload as e:
-            raise ConfigError(str(e)) from None
+        kind = workload_kind(value.get("kind", WorkloadConfig.kind))
         value = {**value, "options": _build(kind.options, value["options"], f"{where}.options")}
     return klass(**value)
 
@@ -339,10 +344,7 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
            "delivery timeout must be >= request timeout + linger")
     require(p.socket_timeout_ms is None or (is_int(p.socket_timeout_ms) and p.socket_timeout_ms >= 10),
            f"--socket-timeout-ms must be >= 10, got {p.socket_timeout_ms}")
-    try:
-        kind = kind_of(w.kind)
-    except UnknownWorkload as e:
-        raise ConfigError(str(e)) from None
+    kind = workload_kind(w.kind)
     if p.socket_timeout_ms is not None and kind.transactional:
         require(p.socket_timeout_ms <= txn_timeout_ms(p) + 100,
                f"--socket-timeout-ms must be <= the transaction timeout + 100 ms ({txn_timeout_ms(p) + 100}: "

@@ -122,6 +122,14 @@ def kind_of(name: str | None) -> WorkloadKind:
     return kind
 
 
+def known(name: str | None) -> WorkloadKind | None:
+    """The workload registered as `name` (None: the default), or None for a name the registry does not know."""
+    try:
+        return kind_of(name)
+    except UnknownWorkload:
+        return None
+
+
 def name_of(test: Mapping[str, Any] | None) -> str:
     """The workload a test.json names (`workload.kind`); the default when it names none."""
     kind = ((test or {}).get("workload") or {}).get("kind")

@@ -16,13 +16,13 @@ import kchaos.nemesis as nemeses
 from kchaos.clusters.backends import BACKENDS
 from kchaos.clusters.cluster import KafkaCluster, Provisioner
 from kchaos.clusters.distribution import DistributionError, KafkaDist, cache_dir, check_user_dist, resolve
-from kchaos.core.config import ConfigError, TestConfig, validate
+from kchaos.core.config import ConfigError, TestConfig, validate, workload_kind
 from kchaos.core.faults import FaultKind
 from kchaos.core.hosts import HostsFile, load_hosts
 from kchaos.core.kafka_versions import UnsupportedVersion, tools_record
 from kchaos.core.protocols import Cluster, Nemesis, Workload
 from kchaos.core.suggest import did_you_mean
-from kchaos.core.workload_kind import UnknownWorkload, kind_of
+from kchaos.core.workload_kind import kind_of
 from kchaos.nemesis.base import ScheduledOp
 from kchaos.nemesis.mix import lazy_families
 from kchaos.nemesis.schedule import make_schedule, schedule_names, specs_in
@@ -84,10 +84,7 @@ def preflight(cfg: TestConfig) -> TestConfig:
         cfg = cfg.with_(nemesis=replace(n, schedule_file=path, names=schedule_names(Path(path))))
     if cfg.cluster.hosts:
         cfg = _from_hosts(cfg, load_hosts(cfg.cluster.hosts))
-    try:
-        kind = kind_of(cfg.workload.kind)
-    except UnknownWorkload as e:
-        raise ConfigError(str(e)) from None
+    kind = workload_kind(cfg.workload.kind)
     validate(cfg, lambda spec: _check_nemesis(spec, cfg.topic.partitions))
     clients = [s for s in cfg.nemesis.names if s != "none" and s != "mix" and nemeses.split(s)[0].needs_workload]
     if clients and not kind.crashable(cfg):

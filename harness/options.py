@@ -24,7 +24,7 @@ from kchaos.core.config import (
     java_clients_version,
     uses_disk_full,
 )
-from kchaos.core.workload_kind import KINDS, UnknownWorkload, all_kinds, kind_of
+from kchaos.core.workload_kind import KINDS, WorkloadKind, all_kinds, known
 from kchaos.harness import full_load
 
 D = TestConfig()  # every option's default
@@ -282,18 +282,22 @@ def _workload_arguments(group: argparse._ArgumentGroup) -> None:
                                help=text)
 
 
+def _flags(kind: WorkloadKind) -> dict[str, str]:
+    """The `kchaos run` flags of a workload's options, each with the field it sets."""
+    return {f.metadata["flag"]: f.name for f in fields(kind.options)}
+
+
 def _workload_options(a: argparse.Namespace) -> Any:
     """The workload's own options from the flags its options' fields name (`flag` in their metadata), its defaults
     where not given; ConfigError for a flag given that only other workloads take. None for a workload the registry
     does not know: it is refused later, by name."""
-    try:
-        kind = kind_of(a.workload)
-    except UnknownWorkload:
+    kind = known(a.workload)
+    if kind is None:
         return None
-    mine = {f.metadata["flag"]: f.name for f in fields(kind.options)}
-    for flag in dict.fromkeys(f.metadata["flag"] for k in all_kinds() for f in fields(k.options)):
+    mine = _flags(kind)
+    for flag in dict.fromkeys(flag for k in all_kinds() for flag in _flags(k)):
         if flag not in mine and getattr(a, _dest(flag), None) is not None:
-            takers = [k.name for k in all_kinds() if flag in {f.metadata["flag"] for f in fields(k.options)}]
+            takers = [k.name for k in all_kinds() if flag in _flags(k)]
             raise ConfigError(f"{flag} applies to --workload {' or '.join(takers)} only")
     return kind.options(**{name: given for flag, name in mine.items()
                            if (given := getattr(a, _dest(flag), None)) is not None})
@@ -302,11 +306,10 @@ def _workload_options(a: argparse.Namespace) -> Any:
 def for_its_workload(a: argparse.Namespace) -> argparse.Namespace:
     """`a` without the workload options its workload does not take (flags of other workloads' options, left
     unset): a suite's base and matrix give each cell the options its workload takes."""
-    try:
-        mine = {f.metadata["flag"] for f in fields(kind_of(a.workload).options)}
-    except UnknownWorkload:
+    kind = known(a.workload)
+    if kind is None:
         return a
-    others = {f.metadata["flag"] for k in all_kinds() for f in fields(k.options)} - mine
+    others = {flag for k in all_kinds() for flag in _flags(k)} - set(_flags(kind))
     return argparse.Namespace(**{**vars(a), **{_dest(flag): None for flag in others if hasattr(a, _dest(flag))}})
 
 
@@ -317,7 +320,5 @@ def _dest(flag: str) -> str:
 def _idempotent(workload: str) -> bool:
     """Whether the workload's producers are idempotent whatever --idempotence says (transactional producers); a
     workload the registry does not know is refused later, by name."""
-    try:
-        return kind_of(workload).transactional
-    except UnknownWorkload:
-        return False
+    kind = known(workload)
+    return kind is not None and kind.transactional

@@ -27,7 +27,7 @@ The Spark txn checker (`check_txn_spark`) computes the same result; `assemble` i
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +50,9 @@ MAX_EXAMPLES = 10
 COMMITTED, UNCOMMITTED = "read_committed", "read_uncommitted"
 
 
-def isolation_of(test: dict[str, Any] | None) -> str:
-    """The polls' isolation level recorded in test.json (read_committed when absent)."""
+def isolation_of(test: Mapping[str, Any] | None) -> str:
+    """The isolation level a txn or copy run's test.json records (`workload.options.isolation`; read_committed
+    when absent)."""
     return str((((test or {}).get("workload") or {}).get("options") or {}).get("isolation") or COMMITTED)
 
 

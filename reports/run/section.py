@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from jinja2 import Template
 
 from kchaos.checkers.parquet import CheckInputError, convert
+from kchaos.checkers.txn.reference import isolation_of
 from kchaos.core.faults import FaultCatalogue
 from kchaos.evidence.explain.txn import load_txn_explanation
 from kchaos.evidence.explain.txn_text import txn_story, txn_summary
@@ -181,7 +182,7 @@ def _txn_why(run: Path, ops: Mapping[int, Any]) -> dict[str, Any] | None:
 def txn_section(history: Path, test: Mapping[str, Any], results: Mapping[str, Any] | None) -> Section:
     """A txn run's section, read from its history as JSON lines (never converted to Parquet): transactions per
     second and latency, the explanation from Kafka's files, example cycles."""
-    isolation = _isolation(test)
+    isolation = isolation_of(test)
     txn = read_txn_run(history, results, isolation)
     return Section("txn.html.j2", "transaction", txn, _txn_draw(txn.done_s, txn.type, txn.latency_ms, txn.marks),
                    events=list(txn.events), rebalances=list(txn.rebalances),
@@ -197,9 +198,5 @@ def copy_section(history: Path, test: Mapping[str, Any], results: Mapping[str, A
     return Section("copy.html.j2", "copy transaction", copy, _txn_draw(copy.done_s, copy.type, copy.latency_ms, None),
                    events=list(copy.events), rebalances=list(copy.rebalances),
                    latency=latency_table(copy.latency_ms, copy.type), ops=dict(copy.ops),
-                   context={"isolation": _isolation(test)})
+                   context={"isolation": isolation_of(test)})
 
-
-def _isolation(test: Mapping[str, Any]) -> str:
-    """A txn or copy run's isolation level (test.json's `workload.options.isolation`)."""
-    return str(((test.get("workload") or {}).get("options") or {}).get("isolation") or "read_committed")

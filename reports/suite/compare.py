@@ -30,7 +30,7 @@ from kchaos.checkers.verdict.table import in_faults
 from kchaos.core.config import with_defaults
 from kchaos.core.page_cache import short as page_cache_short
 from kchaos.core.promise import Promise
-from kchaos.core.workload_kind import UnknownWorkload, WorkloadKind, all_kinds, kind_of, name_of
+from kchaos.core.workload_kind import WorkloadKind, all_kinds, known, name_of
 from kchaos.reports import ReportsInputError
 from kchaos.reports.html import write_page
 from kchaos.reports.severity import level
@@ -146,20 +146,13 @@ def applies(workload: str, column: str) -> bool:
     """Whether `column` of compare.csv means something for a row of `workload`: the numbers of acknowledged writes
     only for a workload whose headline they are, each workload's headline numbers and anomaly kinds only for its
     own rows. Nothing of a workload kchaos does not know applies but the configuration's columns."""
-    kind = _kind(workload)
+    kind = known(workload)
     if column in WRITES_ONLY:
         return kind is not None and kind.writes
     if column == FAILING:
         return kind is not None and bool(kind.columns)
     owners = [k for k in all_kinds() if column in k.columns or column in k.anomalies]
     return not owners or kind in owners
-
-
-def _kind(name: str) -> WorkloadKind | None:
-    try:
-        return kind_of(name)
-    except UnknownWorkload:
-        return None
 
 
 def _workload_facts(kind: WorkloadKind | None, res: dict[str, Any], failed: dict[str, int]) -> dict[str, int]:
@@ -177,7 +170,7 @@ def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matche
     """One run's share of its row: its configuration's columns, its verdict and counts (zero when never checked)."""
     res, settings = run.results, Promise.of(run.test)
     name = name_of(run.test)
-    kind = _kind(name)
+    kind = known(name)
     j = judge(res, run.test)
     counts = res.get("counts") or {}
     ok, invoked = in_faults((res.get("timeline") or {}).get("availability") or {})

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kchaos.checkers.verdict.judge import FAIL, merge
-from kchaos.core.workload_kind import UnknownWorkload, kind_of
+from kchaos.core.workload_kind import known
 from kchaos.reports.severity import LEVELS, level
 
 # Severity colours of the squares, and the ink that reads on each (the pages' badges use the same hues).
@@ -150,8 +150,6 @@ def heatmap(rows: Sequence[dict[str, Any]]) -> bytes | None:
 
 def writes(workload: str | None) -> bool:
     """Whether a row's workload has acknowledged writes as its headline (a loss rate means something for it)."""
-    try:
-        return kind_of(workload).writes
-    except UnknownWorkload:
-        return False
+    kind = known(workload)
+    return kind is not None and kind.writes
 

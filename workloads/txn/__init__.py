@@ -118,9 +118,10 @@ class Txn:
     def judge(self, results: Mapping[str, Any], counts: Mapping[str, int], promise: Promise,
               test: Mapping[str, Any]) -> Any:
         """workloads/txn/verdict.py, with test.json's isolation where the checker's result is not at hand."""
+        from kchaos.checkers.txn.reference import isolation_of
         from kchaos.workloads.txn.verdict import judge_txn
 
-        return judge_txn(results, counts, ((test.get("workload") or {}).get("options") or {}).get("isolation"), promise)
+        return judge_txn(results, counts, isolation_of(test), promise)
 
     def acknowledged(self, results: Mapping[str, Any], counts: Mapping[str, int]) -> int | None:
         """Sends in committed transactions."""
