@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +58,10 @@ class DockerProvisioner:
             raise ClusterError("no node image: prepare() was not called")
         ensure_free(self.client)
         self._create_network()
-        nodes = {}
-        for spec in self.specs:
-            nodes[spec.name] = KafkaNode(spec, self._create_container(spec, Path(run_dir) / "nodes" / spec.name))
-        return nodes
+        with ThreadPoolExecutor(len(self.specs)) as pool:
+            remotes = pool.map(lambda spec: self._create_container(spec, Path(run_dir) / "nodes" / spec.name),
+                               self.specs)
+            return {spec.name: KafkaNode(spec, remote) for spec, remote in zip(self.specs, remotes)}
 
     def _create_network(self) -> None:
         net = ipaddress.ip_network(self.cfg.subnet)

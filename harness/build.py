@@ -53,8 +53,10 @@ class Test:
         return KafkaCluster(self.cfg.cluster, self.provisioner, run_dir, say=say)
 
     def nemeses(self, cluster: Cluster) -> dict[str, Nemesis]:
-        """A nemesis per spec of the schedule, aimed at `cluster`."""
-        return {s: self.make_nemesis(s, cluster, self.cfg) for s in self.specs}
+        """A nemesis per spec of the schedule, aimed at `cluster`, in the order they heal: the packages that
+        heal first (network faults) before the others, each group in the specs' order."""
+        ordered = sorted(self.specs, key=lambda s: not nemeses.split(s)[0].heal_first)
+        return {s: self.make_nemesis(s, cluster, self.cfg) for s in ordered}
 
     def record(self) -> dict[str, Any]:
         """What test.json adds for this test beyond its configuration: the hosts file as read (with

@@ -33,6 +33,7 @@ from kchaos.core.workload_kind import Explainer, kind_of
 from kchaos.evidence.files import HISTORY_START_KEY, ISR_FILE
 from kchaos.harness.build import Test, build_test, preflight
 from kchaos.harness.monitor import IsrMonitor
+from kchaos.harness.phases import WORKLOAD, Phases
 from kchaos.harness.terminal import make_console, track
 from kchaos.nemesis.driver import NemesisDriver
 from kchaos.nemesis.schedule import kills_closer_than, save_schedule
@@ -93,7 +94,9 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         console.print(f"[bold cyan]•[/] {m}")
         log.info(m)
 
-    test.provisioner.prepare(test.dist, say)
+    timer = Phases()
+    with timer.phase("prepare"):
+        test.provisioner.prepare(test.dist, say)
     run_dir = new_run_dir(Path(cfg.store).expanduser(), cfg.name)
     handler = _log_to(run_dir)
     say(f"run directory {run_dir}")
@@ -120,32 +123,39 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
     try:
         say(f"starting {len(set(cluster.nodes) | set(cluster.controllers))}-node Kafka {test.dist.version} cluster "
             f"({test.provisioner.kind})")
-        cluster.setup()
-        add_to_test_json(run_dir, page_cache=cluster.page_cache_record())
-        say(describe_page_cache(load_test_json(run_dir / "test.json")))
-        workload.setup(cluster)
+        with timer.phase("cluster start"):
+            cluster.setup()
+            add_to_test_json(run_dir, page_cache=cluster.page_cache_record())
+            say(describe_page_cache(load_test_json(run_dir / "test.json")))
+            workload.setup(cluster)
         w = cfg.workload
         clients = kind_of(w.kind).describe(cfg)
         say(clients + f"; nemesis: {','.join(cfg.nemesis.names)}"
             + (f" ({w.full_load['why']})" if w.full_load else ""))
-        monitor.start()
-        workload.start(cluster, history)
-        driver.start()
-        _progress(console, cfg.time_limit, workload, driver, label)
-        say("healing: every nemesis undoes its faults; every node's Kafka runs again")
-        driver.stop_and_heal()
-        cluster.restore()
-        _wait_recovered(cluster, cfg, say)
-        workload.stop()
-        monitor.stop()
+        with timer.phase(WORKLOAD):
+            monitor.start()
+            workload.start(cluster, history)
+            driver.start()
+            _progress(console, cfg.time_limit, workload, driver, label)
+        with timer.phase("heal"):
+            say("healing: every nemesis undoes its faults; every node's Kafka runs again")
+            driver.stop_and_heal()
+            cluster.restore()
+        with timer.phase("recovery"):
+            _wait_recovered(cluster, cfg, say)
+        with timer.phase("clients stop"):
+            workload.stop()
+            monitor.stop()
         # The faults are over: Spark's JVM and Python workers start (seconds) while the final read, the evidence
         # and the teardown wait on the cluster, rather than after them.
         prestart(cfg.spark_master)
-        say("final read: draining every partition to its high watermark")
-        complete = workload.final_read(cluster, history)
+        with timer.phase("final read"):
+            say("final read: draining every partition to its high watermark")
+            complete = workload.final_read(cluster, history)
         if not all(complete.values()):
             say(f"[yellow]final read incomplete for partitions {[p for p, c in complete.items() if not c]}[/]")
-        collect_evidence_safely(cluster, cfg.topic.name, run_dir, say)
+        with timer.phase("evidence"):
+            collect_evidence_safely(cluster, cfg.topic.name, run_dir, say)
     except BaseException:
         log.exception("run stopped by an exception; healing and tearing down")
         raise
@@ -158,15 +168,21 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         if "upgrade" in test.specs:
             _record_releases(run_dir, cfg, cluster)
         if not keep:
-            cluster.teardown()
+            with timer.phase("teardown"):
+                cluster.teardown()
         logging.getLogger().removeHandler(handler)
         handler.close()
     say("checking the history with Spark")
-    results = check_path(run_dir, cfg.spark_master, find_libs=run_libs)
+    with timer.phase("check"):
+        results = check_path(run_dir, cfg.spark_master, find_libs=run_libs)
     explainer = kind_of(cfg.workload.kind).explainer
     if explainer is not None and explainer.wanted(results.get("counts") or {}):
-        results = explain_safely(explainer, run_dir, say) or results
-    write_report_safely(run_dir, say)
+        with timer.phase("explain"):
+            results = explain_safely(explainer, run_dir, say) or results
+    with timer.phase("report"):
+        write_report_safely(run_dir, say)
+    timer.write(run_dir)
+    say(timer.line())
     return run_dir, results
 
 

@@ -60,6 +60,9 @@ class Package:
     # the nodes' Kafka must run under libfaketime (preflight then sets cluster.faketime; a host needs Debian's
     # faketime package).
     needs_faketime: bool = False
+    # Healed before the packages without it (a network fault): a broker restarted while it is cut off from the
+    # controllers cannot catch up with the metadata log, and so neither serves nor listens, until the cut heals.
+    heal_first: bool = False
 
 
 def periodic(rng: random.Random, cfg: TestConfig, name: str,

@@ -119,7 +119,7 @@ def _net(name: str, targets: tuple[str, ...], grudge: GrudgeFn | None = None, **
     colors = {start: COLORS["start-partition"], stop: COLORS["stop-partition"]}
     pkg = targeted(name, lambda c, cfg: NetFault(c, name, grudge, **kw), start_f=start, stop_f=stop,
                    targets=targets, colors=colors, duration=lambda cfg: max(outlive_lag(cfg), outlive_session(cfg)))
-    return replace(pkg, needs_controllers=QUORUM) if kw.get("quorum") else pkg
+    return replace(pkg, heal_first=True, needs_controllers=QUORUM if kw.get("quorum") else 0)
 
 
 ONE = ("one", "leader", "follower", "followers", "controller", "minority", "majority")

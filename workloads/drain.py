@@ -5,7 +5,8 @@ the last stable offset, which an open transaction holds back, and a read that st
 itself complete with committed records after it unread. A read_committed read waits instead, until the
 transaction ends (at worst the coordinator aborts it after transaction.timeout.ms) or the deadline.
 
-Each consumed batch is one `drain` op; the op that reaches the high
+Every partition is read at once, each by a process of its own (one op outstanding per process, as
+everywhere in the history). Each consumed batch is one `drain` op; the op that reaches the high
 watermark carries `"complete": true`. A failed attempt is recorded as `info`
 and the read resumes after the last offset received, with a fresh consumer,
 until the partition is complete or the deadline passes.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -22,16 +24,21 @@ from kchaos.core.protocols import Topology
 from kchaos.workloads.clients import make_consumer, to_records
 
 log = logging.getLogger("kchaos.drain")
+MAX_DRAINERS = 16  # partitions read at once; each reader is one consumer
 
 
 def drain_all(cluster: Topology, history: History, topic: str, partitions: int, *,
               process: int, timeout: float, isolation: str | None = None) -> dict[int, bool]:
-    """Drain partitions 0..partitions-1 in turn, sharing one deadline; return {partition: complete}.
-    `isolation` is the consumers' isolation.level (None: librdkafka's default, read_committed)."""
+    """Drain partitions 0..partitions-1 at once, partition p by process `process + p`, sharing one deadline;
+    return {partition: complete}. `isolation` is the consumers' isolation.level (None: librdkafka's default,
+    read_committed)."""
     deadline = time.monotonic() + timeout
-    return {p: drain_partition(cluster.bootstrap(), history, topic, p, process=process, deadline=deadline,
+    bootstrap = cluster.bootstrap()
+    with ThreadPoolExecutor(max(1, min(partitions, MAX_DRAINERS)), thread_name_prefix="drain") as pool:
+        done = {p: pool.submit(drain_partition, bootstrap, history, topic, p, process=process + p, deadline=deadline,
                                isolation=isolation)
-            for p in range(partitions)}
+                for p in range(partitions)}
+        return {p: f.result() for p, f in done.items()}
 
 
 def drain_partition(bootstrap: str, history: History, topic: str, partition: int, *,

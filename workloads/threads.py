@@ -3,8 +3,10 @@ to end."""
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
+import traceback
 
 
 class Tally:
@@ -27,7 +29,7 @@ class Tally:
 
 def join_all(threads: list[threading.Thread], timeout: float, log: logging.Logger) -> list[threading.Thread]:
     """Wait until every thread ended or `timeout` seconds passed, whichever is first (one deadline for all of
-    them); warn of those still running, and return them.
+    them); warn of those still running, with where each one is, and return them.
 
     A thread still running then is stuck past every timeout its client calls were given (librdkafka's
     send_offsets_to_transaction can ignore its timeout, confluentinc/librdkafka#5456): its op stays an
@@ -39,4 +41,8 @@ def join_all(threads: list[threading.Thread], timeout: float, log: logging.Logge
     alive = [t for t in threads if t.is_alive()]
     if alive:
         log.warning("client threads still running after %.0f s, left behind: %s", timeout, [t.name for t in alive])
+        frames = sys._current_frames()
+        for t in alive:
+            if t.ident in frames:
+                log.warning("%s is at:\n%s", t.name, "".join(traceback.format_stack(frames[t.ident])).rstrip())
     return alive

@@ -1,4 +1,5 @@
-"""One real cluster shared by the tests of a module (the fault modules), and the heal that runs after each test."""
+"""One real cluster shared by the tests of a module or folder (the fault tests), and the heal that runs after each
+test."""
 from __future__ import annotations
 
 import time
@@ -11,7 +12,10 @@ import pytest
 from kchaos import nemesis
 from kchaos.clusters import admin
 from kchaos.clusters.docker import DockerCluster, cleanup
-from kchaos.core.config import TestConfig
+from kchaos.core.config import ClusterConfig, TestConfig, TopicConfig
+
+# The configuration of the cluster the tests in lazyfs/ share: lazyfs storage, the default topic.
+LAZYFS = TestConfig(topic=TopicConfig(), cluster=ClusterConfig(storage="lazyfs"))
 
 
 @contextmanager

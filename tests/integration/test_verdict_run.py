@@ -18,7 +18,7 @@ def test_a_run_that_acknowledged_nothing_and_applied_no_fault_is_unknown(store, 
     schedule = tmp_path / "schedule.json"
     schedule.write_text(json.dumps(SCHEDULE))
     proc = subprocess.run([*KCHAOS, "run", "--store", str(store), "--name", "nothing-tested", "--workload", "txn",
-                           "--txn-abort-p", "1", "--time-limit", "15", "--rate", "20", "--schedule", str(schedule)],
+                           "--txn-abort-p", "1", "--time-limit", "9", "--rate", "20", "--schedule", str(schedule)],
                           capture_output=True, text=True, timeout=900)
     run = (store / "latest").resolve()
     results = json.loads((run / "results.json").read_text())

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from kchaos.core.config import ClusterConfig, ConfigError, NemesisConfig, TestConfig, TopicConfig
-from kchaos.harness.build import preflight
+from kchaos.harness.build import Test, preflight
 
 
 def hosts_file(tmp_path, external: bool, pause: bool = True, roles=("both", "both", "both", "broker")):
@@ -75,3 +75,19 @@ def test_corrupt_needs_a_topic_that_rolls_its_segments(tmp_path):
         preflight(c)
     ok = preflight(c.with_(topic=TopicConfig(segment_ms=5000)))
     assert ok.cluster.storage == "plain" and ok.to_dict()["topic"]["segment_ms"] == 5000
+
+
+def test_network_faults_heal_before_the_others():
+    """A broker restarted while still cut off from the controllers neither serves nor listens: the nemeses come
+    back network ones first, so that the heal reconnects the nodes before it restarts their Kafka."""
+    made: list[str] = []
+
+    def make(spec, cluster, cfg_):
+        made.append(spec)
+        return spec
+
+    specs = ("kill-leader", "partition-leader", "pause", "partition-one:majority")
+    test = Test(cfg=TestConfig(), provisioner=None, workload=None, schedule=[], specs=specs, make_nemesis=make,
+                faults=(), dist=None)
+    order = ["partition-leader", "partition-one:majority", "kill-leader", "pause"]
+    assert list(test.nemeses(cluster=None)) == order and made == order

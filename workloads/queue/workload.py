@@ -33,7 +33,7 @@ log = logging.getLogger("kchaos.workload")
 
 class QueueWorkload:
     """P producer instances of N slots (processes 0..P*N-1, instance p owning p*N..p*N+N-1), consumers
-    P*N..P*N+C-1, and process P*N+C draining at the end, on the test topic."""
+    P*N..P*N+C-1, and processes P*N+C.. draining at the end (P*N+C+p reads partition p), on the test topic."""
 
     def __init__(self, cfg: TestConfig):
         self.cfg = cfg

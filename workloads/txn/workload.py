@@ -27,8 +27,9 @@ FINAL_ISOLATION = "read_committed"  # the final read sees what was committed, wh
 
 
 class TxnWorkload:
-    """Processes 0..P-1 (P = `--producers`) run transactions one at a time; process P drains at the end. With
-    `java` (`--client java`), the transactions run on the Kafka Java client (`JavaTxnClient`)."""
+    """Processes 0..P-1 (P = `--producers`) run transactions one at a time; processes P.. drain at the end
+    (P+p reads partition p). With `java` (`--client java`), the transactions run on the Kafka Java client
+    (`JavaTxnClient`)."""
 
     def __init__(self, cfg: TestConfig, java: JavaProgram | None = None):
         self.cfg, self.java = cfg, java

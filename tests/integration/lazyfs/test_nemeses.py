@@ -1,32 +1,23 @@
-"""Every fault against one real cluster (on lazyfs): its effect on Kafka observed, its heal verified.
-
-The cluster is shared by the tests of this module; each test heals what it
-broke and waits for a fully in-sync topic again before the next one starts.
-"""
+"""Every fault against one real cluster (on lazyfs, shared by this folder's tests: conftest.py): its effect on
+Kafka observed, its heal verified."""
 import re
 import threading
 import time
 
 import pytest
 from confluent_kafka import KafkaException, Producer
-from shared_cluster import heal, topic_cluster, until
+from shared_cluster import LAZYFS, heal, until
 
 from kchaos import nemesis
 from kchaos.clusters import admin
-from kchaos.core.config import ClusterConfig, NemesisConfig, ProducerConfig, TestConfig, TopicConfig
+from kchaos.core.config import NemesisConfig, ProducerConfig
 from kchaos.core.history import History, read_history
 from kchaos.nemesis.driver import NemesisDriver
 from kchaos.nemesis.targets import active_controller
 from kchaos.workloads.queue.workload import QueueWorkload
 
-TOPIC = TopicConfig()
-CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="lazyfs"))
-
-
-@pytest.fixture(scope="module")
-def cluster(node_image, tmp_path_factory):
-    with topic_cluster(node_image, tmp_path_factory.mktemp("nemeses"), CFG) as c:
-        yield c
+CFG = LAZYFS
+TOPIC = CFG.topic
 
 
 # The nemeses the running test made (by `make`): the heal after it undoes theirs. Healing every nemesis after

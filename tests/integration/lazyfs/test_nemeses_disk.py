@@ -2,8 +2,8 @@
 each file's last write (torn-write). Each test observes the effect in Kafka's own logs and metadata, then the
 heal, and checks that every acknowledged record is still there and nothing else is.
 
-The cluster is shared by the tests of this module, as in test_nemeses.py; each test heals what it broke and
-waits for a fully in-sync topic again before the next one starts. The wall clock of each fault's apply and
+The cluster is shared by this folder's tests (conftest.py); each test heals what it broke and waits for a fully
+in-sync topic again before the next one starts. The wall clock of each fault's apply and
 heal ops is printed (`pytest -s`): findings/benchmarks.md quotes them.
 """
 import re
@@ -12,14 +12,13 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from shared_cluster import heal, topic_cluster, until
+from shared_cluster import LAZYFS, heal, until
 
 from kchaos import nemesis
 from kchaos.clusters import admin
-from kchaos.core.config import ClusterConfig, TestConfig, TopicConfig
 
-TOPIC = TopicConfig()
-CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="lazyfs"))
+CFG = LAZYFS
+TOPIC = CFG.topic
 # Kafka 3.7's own words (kafka.log.LogManager, LogDirFailureChannel)
 # Kafka halts on a full disk by whichever write fails first: a partition's append takes the log directory offline
 # (all of them: the broker shuts down), or the metadata log's append fails in the Raft IO thread (a fatal fault).
@@ -27,12 +26,6 @@ HALTED = ("ERROR Shutdown broker because all log dirs in /var/lib/kafka/data hav
           "ERROR Encountered fatal fault: Unexpected error in raft IO thread")
 APPEND_FAILED = "ERROR Error while appending records to "
 NO_SPACE = "java.io.IOException: No space left on device"
-
-
-@pytest.fixture(scope="module")
-def cluster(node_image, tmp_path_factory):
-    with topic_cluster(node_image, tmp_path_factory.mktemp("nemeses-disk"), CFG) as c:
-        yield c
 
 
 @pytest.fixture
