@@ -23,7 +23,7 @@ from kchaos.clusters.kafka_node import KafkaNode, NodeError
 from kchaos.clusters.kraft import NodeSpec, server_properties
 from kchaos.core import page_cache
 from kchaos.core.config import ClusterConfig
-from kchaos.core.kafka_versions import UnsupportedVersion, feature_answer, finalize_commands, node_env
+from kchaos.core.kafka_versions import feature_answer, finalize_commands, scripts_env
 
 log = logging.getLogger("kchaos.cluster")
 # How often the readiness waits ask the brokers again: each run waits four times (brokers and topic, at setup
@@ -167,7 +167,7 @@ class KafkaCluster:
         props = server_properties(spec, self.specs, self.cfg, data_dir=node.data_dir,
                                   bind=self.provisioner.bind)
         self.node_dir(name).mkdir(parents=True, exist_ok=True)
-        env = {**self.provisioner.node_env(name), **_line_env(self.cfg.kafka_version),
+        env = {**self.provisioner.node_env(name), **scripts_env(self.cfg.kafka_version),
                **({"KCHAOS_CLOCK_FAULTS": "1"} if self.cfg.faketime else {})}
         if self.cfg.storage == "lazyfs":
             self.writeback[name] = wb = page_cache.plan(self.cfg.page_cache, self.cfg.writeback_age_s,
@@ -284,7 +284,7 @@ class KafkaCluster:
 
     def use_release(self, node: str, version: str) -> None:
         """Have `node`'s next start run Kafka `version` (staged): its jars and its line's node settings."""
-        env = {**self._env[node], **_line_env(version)}
+        env = {**self._env[node], **scripts_env(version)}
         self._guard(lambda: self.node(node).use_libs(self._staged[version][node], env))
         self.release[node] = version
 
@@ -357,12 +357,3 @@ class KafkaCluster:
             return fn()
         except NodeError as e:
             raise ClusterError(str(e)) from None
-
-
-def _line_env(version: str) -> dict[str, str]:
-    """The node scripts' settings for Kafka `version`'s line; a user's distribution of a line kchaos does not list
-    gets the 3.7 line's (the scripts' defaults)."""
-    try:
-        return node_env(version)
-    except UnsupportedVersion:
-        return {}

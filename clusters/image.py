@@ -20,6 +20,7 @@ import docker.errors
 
 from kchaos.clusters import lazyfs
 from kchaos.clusters.distribution import KafkaDist, cache_dir
+from kchaos.core.kafka_versions import scripts_env
 
 NODE_DIR = Path(__file__).with_name("node")
 SUITE = "bookworm"
@@ -137,7 +138,8 @@ def ensure_node_image(client: docker.DockerClient, dist: KafkaDist, base_image: 
             except OSError:
                 shutil.copy2(jar, ctxp / "libs" / jar.name)
         try:
-            client.images.build(path=ctx, tag=tag, buildargs={"BASE": base}, labels={IMAGE_LABEL: "node"},
+            client.images.build(path=ctx, tag=tag, buildargs={"BASE": base, **scripts_env(dist.version)},
+                                labels={IMAGE_LABEL: "node"},
                                 rm=True, forcerm=True, pull=False)
         except docker.errors.BuildError as e:
             log = " | ".join(str(x.get("stream", x.get("error", ""))).strip() for x in e.build_log if x)[-400:]

@@ -181,6 +181,15 @@ def node_env(version: str) -> dict[str, str]:
     return {"KCHAOS_STORAGE_TOOL": STORAGE_TOOL, "KCHAOS_LOG4J2": "1" if x.log4j2 else "0"}
 
 
+def scripts_env(version: str) -> dict[str, str]:
+    """`node_env` for Kafka `version`'s line; for a user's distribution of a line kchaos does not list, nothing
+    (the scripts' defaults: the 3.7 line's)."""
+    try:
+        return node_env(version)
+    except UnsupportedVersion:
+        return {}
+
+
 def perf_command(version: str, topic: str, records: int, bootstrap: str, acks: str) -> list[str]:
     """ProducerPerformance's command line (class and arguments) for `records` 8-byte records on Kafka `version`."""
     args = [PERF_CLASS, "--topic", topic, "--num-records", str(records), "--record-size", "8", "--throughput", "-1"]
@@ -198,6 +207,6 @@ def tools_record(version: str) -> dict[str, str]:
 
 
 __all__ = ["KafkaLine", "LINES", "DEFAULT", "UnsupportedVersion", "resolve_version", "line_of", "dump_class",
-           "node_env", "perf_command", "tools_record", "on_line_name", "split_on_line", "release_key",
+           "node_env", "scripts_env", "perf_command", "tools_record", "on_line_name", "split_on_line", "release_key",
            "finalize_commands", "release_timeline",
            "LINE_NAMES"]

@@ -179,6 +179,7 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
     if explainer is not None and explainer.wanted(results.get("counts") or {}):
         with timer.phase("explain"):
             results = explain_safely(explainer, run_dir, say) or results
+    timer.write(run_dir)  # for the report to link to; written again with the report's own time below
     with timer.phase("report"):
         write_report_safely(run_dir, say)
     timer.write(run_dir)

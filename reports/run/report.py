@@ -269,6 +269,7 @@ def write_report(run: Path) -> Path:
         latency=[{"type": k, **v} for k, v in d.latency.items()], windows=_windows(d), plots=pngs, isr_file=ISR_FILE,
         evidence=Markup("".join(evidence_section(d.run, explanation))), causes=len(groups_of(explanation or {})),
         files=[(quote(f), f) for f in ("history.jsonl", "results.json", "test.json", "schedule.json", FAULTS_FILE,
-                                       ISR_FILE, "harness.log", "history.parquet") if (d.run / f).is_file()],
+                                       ISR_FILE, "phases.json", "harness.log", "history.parquet")
+               if (d.run / f).is_file()],
         nodes=[(n.name, [(quote(f"nodes/{n.name}/{f}"), f) for f in files]) for n in nodes
                if (files := sorted(f.name for f in n.iterdir() if f.is_file()))])

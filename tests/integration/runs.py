@@ -20,6 +20,7 @@ def finished_run(store: Path, name: str, options: list[str], timeout: float = 90
     proc = subprocess.run([*KCHAOS, "run", "--store", str(store), "--name", name, *options],
                           capture_output=True, text=True, timeout=timeout)
     run = (Path(store) / "latest").resolve()
+    assert (run / "results.json").is_file(), (proc.returncode, "no results.json", proc.stderr[-3000:])
     results = json.loads((run / "results.json").read_text())
     assert proc.returncode == {"pass": 0, "unknown": 2}.get(results.get("verdict")) and held(results), \
         (proc.returncode, results.get("failed"), results.get("undecided"), proc.stderr[-3000:])
