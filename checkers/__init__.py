@@ -23,7 +23,7 @@ from kchaos.checkers.spark import prestart
 from kchaos.checkers.verdict.judge import Judgement, judge, judged, merge
 from kchaos.checkers.verdict.promise import Events, classify
 from kchaos.checkers.verdict.promise_run import loss_section
-from kchaos.core.faults import FaultsError, read_faults, run_faults
+from kchaos.core.faults import FaultsError, read_faults
 from kchaos.core.promise import Promise
 from kchaos.core.workload_kind import KINDS, UnknownWorkload, WorkloadKind, kind_of, name_of
 from kchaos.evidence.decode import FindLibs, decode
@@ -52,8 +52,9 @@ def check_path(path: Path, spark_master: str = "local[*]", find_libs: FindLibs |
     results.json beside the history: `verdict` is checkers.verdict.judge's
     word, and `valid` matches it (True pass, False fail, "unknown"). Raises CheckInputError, before
     running any checker, for a missing path, a directory without
-    history.jsonl, an unreadable test.json or faults.json, or a malformed
-    history (see `validate_history`). The history is converted to Parquet
+    history.jsonl, an unreadable test.json, a faults.json beside the history
+    that is unreadable or, when the history has nemesis lines, missing, or a
+    malformed history (see `validate_history`). The history is converted to Parquet
     beside it once (checkers/parquet.py), validated on the way; the checkers
     read that. With `find_libs` (the Kafka jars of a run's test.json), a run
     that lost writes has its evidence decoded (evidence/decode.py) before the
@@ -71,7 +72,7 @@ def check_path(path: Path, spark_master: str = "local[*]", find_libs: FindLibs |
         merge_streams(history.parent)  # a killed run's producer streams (core/send_stream.py)
     facts = scan(history)
     test = _load_test(history.parent / TEST_FILE)
-    _check_faults(history.parent)
+    _check_faults(history.parent, facts)
     kind = workload_of_run(test, history)
     if kind.parquet:
         prestart(spark_master)  # the JVM starts while the history converts
@@ -114,7 +115,7 @@ def _write_result(history: Path, kind: WorkloadKind, composed: dict[str, Any], f
     result.update({k: source[k] for k in (*SUMMARY_KEYS, "unseen_undecided", "cycles") if k in source})
     result["history"] = facts.as_json()
     asked = tuple((test.get("nemesis") or {}).get("names") or ())
-    result["nemesis"] = nemesis_section(facts, run_faults(history.parent, facts.nemesis), asked)
+    result["nemesis"] = nemesis_section(facts, read_faults(history.parent, facts.nemesis), asked)
     if "loss" in result:
         if find_libs is not None and (result.get("counts") or {}).get("lost"):
             _decode(history.parent, find_libs)
@@ -219,12 +220,12 @@ def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]", fin
     for run in runs:
         try:
             test = _load_test(run / TEST_FILE)
-            _check_faults(run)
+            facts[run] = scan(run / HISTORY_FILE)
+            _check_faults(run, facts[run])
             kinds[run] = kind = workload_of_run(test, run / HISTORY_FILE)
             if not kind.parquet:
                 own[run] = check_path(run, spark_master, find_libs)
                 continue
-            facts[run] = scan(run / HISTORY_FILE)
             convert(run / HISTORY_FILE, validate=True)
             good.append((run, test))
         except CheckInputError as e:
@@ -267,10 +268,12 @@ def _load_test(path: Path) -> dict[str, Any]:
     return test
 
 
-def _check_faults(run: Path) -> None:
-    """CheckInputError unless the run's faults.json, if any, is readable (the queue checker reads it)."""
+def _check_faults(run: Path, facts: HistoryScan) -> None:
+    """CheckInputError unless faults.json describes the run's nemesis lines (`read_faults`): the checkers read from
+    it which nemesis ops are faults (results.json's `nemesis` section, the fault windows), so a verdict never
+    weighs faults it cannot tell apart."""
     try:
-        read_faults(run)
+        read_faults(run, facts.nemesis)
     except FaultsError as e:
         raise CheckInputError(str(e)) from None
 

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from kchaos.core.faults import run_faults
+from kchaos.core.faults import read_faults
 
 if TYPE_CHECKING:
     from kchaos.checkers.history_scan import HistoryScan
@@ -397,7 +397,7 @@ def _windows(run: Path, facts: HistoryScan | None) -> tuple[list[_Window], float
         except CheckInputError:
             return [], None
     ops, first_client, last = facts.nemesis, facts.first_client_ns, facts.last_ns
-    catalogue = run_faults(run, ops)
+    catalogue = read_faults(run, ops)
     try:
         test = json.loads((run / "test.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -473,7 +473,8 @@ def kafka_errors(run_dir: Path, spark_master: str = "local[*]", *, history: Hist
                  stretch_bytes: int = STRETCH_BYTES, local_bytes: int = LOCAL_BYTES) -> dict[str, Any] | None:
     """Every ERROR and FATAL line of the run's node logs, grouped and classified (the module docstring has the
     shape). None when the run directory has no node logs. `history`: the scan of the run's history, when the
-    caller has one (a `HistoryScan`; else it is scanned here), for the faults' windows. Logs of
+    caller has one (a `HistoryScan`; else it is scanned here), for the faults' windows, whose roles come from the
+    run's faults.json (`read_faults`, whose FaultsError propagates). Logs of
     `local_bytes` or more in all are read by Spark tasks of at most `stretch_bytes` each; smaller ones in this
     process."""
     run = Path(run_dir)

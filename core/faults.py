@@ -1,13 +1,12 @@
 """The run's fault catalogue: for each nemesis a run used, which op breaks, which mends, and its plot colours.
 
 The runner writes it as `faults.json` in the run directory, before the
-workload starts (docs/history.md). Checkers and reports read it from there,
-so they need neither the nemesis registry nor anything it imports, and a run
-directory alone is enough to check, explain and report on the run again.
-
-Runs recorded before `faults.json` existed are described from the nemesis
-specs their history names (`FaultCatalogue.from_history`), as the registry
-described those nemeses then.
+workload starts (docs/history.md); the command line writes one beside a
+history that has none, from the nemesis registry. Checkers and reports read it
+from there, so they need neither the nemesis registry nor anything it
+imports, and a run directory alone is enough to check, explain and report on
+the run again. A catalogue is only ever read from faults.json
+(`read_faults`) or built from `FaultKind`s by whoever knows the nemeses.
 """
 from __future__ import annotations
 
@@ -18,42 +17,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-__all__ = ["FAULTS_FILE", "FaultsError", "FaultKind", "FaultCatalogue", "write_faults", "read_faults", "run_faults"]
+__all__ = ["FAULTS_FILE", "FaultsError", "FaultKind", "FaultCatalogue", "write_faults", "read_faults"]
 
 FAULTS_FILE = "faults.json"
 Role = Literal["break", "mend"]
 
-# The nemesis registry as it was before faults.json existed, for runs recorded then: each package's break op,
-# and each break op's mend op (None: a one-shot fault) and colours. Never extended: later runs carry faults.json.
-_LEGACY_BREAKS: dict[str, str] = {
-    **dict.fromkeys(("kill", "kill-leader", "kill-controller"), "kill"),
-    "stop": "stop", "pause": "pause", "rolling-restart": "roll",
-    **dict.fromkeys(("partition-one", "partition-leader", "partition-controller", "partition-halves",
-                     "partition-majorities-ring", "partition-bridge", "partition-oneway", "partition-client"),
-                    "start-partition"),
-    "flaky": "start-flaky",
-    **dict.fromkeys(("power-fail", "power-fail-leader", "power-fail-all"), "power-fail"),
-    "slow-follower": "start-slow", "stall-follower": "start-stall", "slow-disk": "start-slow-disk",
-    "cpu-starve": "start-starve", "elect-unclean": "elect-unclean",
-}
-_LEGACY: dict[str, tuple[str | None, dict[str, str]]] = {
-    "kill": ("start", {"kill": "#e15759", "start": "#59a14f"}),
-    "stop": ("start", {"stop": "#f28e2b", "start": "#59a14f"}),
-    "pause": ("resume", {"pause": "#b07aa1", "resume": "#59a14f"}),
-    "roll": (None, {"roll": "#edc948"}),
-    "start-partition": ("stop-partition", {"start-partition": "#4e79a7", "stop-partition": "#a0cbe8"}),
-    "start-flaky": ("stop-flaky", {"start-flaky": "#4e79a7", "stop-flaky": "#a0cbe8"}),
-    "power-fail": ("start", {"power-fail": "#000000", "start": "#59a14f"}),
-    "start-slow": ("stop-slow", {"start-slow": "#76b7b2", "stop-slow": "#bab0ac"}),
-    "start-stall": ("stop-stall", {"start-stall": "#499894", "stop-stall": "#bab0ac"}),
-    "start-slow-disk": ("stop-slow-disk", {"start-slow-disk": "#9c755f", "stop-slow-disk": "#bab0ac"}),
-    "start-starve": ("stop-starve", {"start-starve": "#ff9da7", "stop-starve": "#bab0ac"}),
-    "elect-unclean": (None, {"elect-unclean": "#d37295"}),
-}
-
 
 class FaultsError(ValueError):
-    """The run's faults.json exists but does not describe faults: one line naming the file and the problem."""
+    """The run's faults.json does not describe its faults (missing, unreadable or malformed): one line naming the
+    file and the problem."""
 
 
 @dataclass(frozen=True)
@@ -134,38 +106,6 @@ class FaultCatalogue:
         """faults.json's text: a JSON list, one kind a line (so diffs stay readable)."""
         return "[\n" + ",\n".join(json.dumps(k.to_dict()) for k in self.kinds) + "\n]\n"
 
-    @classmethod
-    def from_history(cls, ops: Iterable[Mapping[str, Any]]) -> FaultCatalogue:
-        """The catalogue of a run recorded before faults.json, from its nemesis lines (or fault windows).
-
-        Every spec the ops name whose package (the spec before any ":") the
-        registry had then is described as the registry described it; other
-        specs are left out, as unknown.
-        """
-        kinds: dict[str, FaultKind] = {}
-        for op in ops:
-            spec = op.get("nemesis")
-            if isinstance(spec, str) and spec not in kinds and (kind := _legacy_kind(spec)) is not None:
-                kinds[spec] = kind
-        return cls(tuple(kinds.values()))
-
-    @classmethod
-    def legacy(cls) -> FaultCatalogue:
-        """Every package of the registry before faults.json existed, each under its own name."""
-        return cls(tuple(_legacy_fault(name, breaks) for name, breaks in _LEGACY_BREAKS.items()))
-
-
-def _legacy_kind(spec: str) -> FaultKind | None:
-    breaks = _LEGACY_BREAKS.get(spec.partition(":")[0])
-    if breaks is None:
-        return None
-    return _legacy_fault(spec, breaks)
-
-
-def _legacy_fault(spec: str, breaks: str) -> FaultKind:
-    mends, colors = _LEGACY[breaks]
-    return FaultKind(spec, breaks, mends, colors)
-
 
 def write_faults(run: Path, kinds: Iterable[FaultKind]) -> Path:
     """Write the run's catalogue as `run/faults.json`; return its path."""
@@ -174,14 +114,21 @@ def write_faults(run: Path, kinds: Iterable[FaultKind]) -> Path:
     return path
 
 
-def read_faults(run: Path) -> FaultCatalogue | None:
-    """The catalogue in `run/faults.json`; None when the run has none (it predates the file).
+def read_faults(run: Path, nemesis: Iterable[Mapping[str, Any]]) -> FaultCatalogue:
+    """The catalogue in `run/faults.json`; `nemesis` is the run's nemesis lines (or its fault windows).
 
-    FaultsError when the file is there but unreadable or not a catalogue.
+    Without the file, a run whose lines name no nemesis gets the empty
+    catalogue, which describes it exactly; for one whose lines name some,
+    which of their ops break and which mend is unknown: FaultsError. FaultsError
+    too when the file is unreadable or not a catalogue.
     """
     path = Path(run) / FAULTS_FILE
     if not path.is_file():
-        return None
+        named = sorted({spec for op in nemesis if isinstance(spec := op.get("nemesis"), str) and spec})
+        if named:
+            raise FaultsError(f"{path}: missing, so it is unknown which ops of {', '.join(named)} break something "
+                              f"and which mend it")
+        return FaultCatalogue()
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -198,9 +145,3 @@ def read_faults(run: Path) -> FaultCatalogue | None:
         return FaultCatalogue(tuple(kinds))
     except ValueError as e:
         raise FaultsError(f"{path}: {e}") from None
-
-
-def run_faults(run: Path | None, ops: Iterable[Mapping[str, Any]] = ()) -> FaultCatalogue:
-    """The run's catalogue: `run/faults.json` when it exists, else derived from `ops` (its nemesis lines)."""
-    found = read_faults(run) if run is not None else None
-    return found if found is not None else FaultCatalogue.from_history(ops)

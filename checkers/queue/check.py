@@ -51,8 +51,9 @@ class QueueChecker:
         settings take the harness's defaults (idempotence off). `timeline` is
         the section `timelines` makes: fault windows, availability, and each
         anomaly (up to `limit` per kind) with when it was acked and exposed;
-        the roles of fault ops come from faults.json beside the history (when
-        absent, from the history itself; FaultsError when malformed).
+        the roles of fault ops come from faults.json beside the history
+        (`read_faults`: FaultsError when it is malformed, or missing while the
+        history has nemesis lines).
         """
         return self.check_many([(test, Path(history_path))])[0]
 
@@ -60,20 +61,20 @@ class QueueChecker:
         """`check` for several histories at once: the same Spark jobs over all of them, one result each."""
         if not runs:
             return []
-        faults = [read_faults(Path(path).parent) for _, path in runs]
         sc = spark_context(self.master)
         parquets = [convert(Path(path).resolve(), validate=False) for _, path in runs]
         found, done, lines = anomalies(sc, parquets, self.limit)
         out = []
-        for i, (test, _) in enumerate(runs):
+        for i, (test, path) in enumerate(runs):
             stats, latency, series = _summaries(lines[i], _topic_partitions(test), set(done.get(i, {})))
-            out.append(self._result(test, stats, latency, found.get(i, {}), series, lines[i]["events"], faults[i]))
+            faults = read_faults(Path(path).parent, lines[i]["events"])
+            out.append(self._result(test, stats, latency, found.get(i, {}), series, lines[i]["events"], faults))
         return out
 
     @staticmethod
     def _result(test: dict[str, Any], stats: dict[str, Any], latency: Latency, found: dict[str, Found],
                 series: tuple[list[dict[str, Any]], list[dict[str, Any]]],
-                events: list[dict[str, Any]], faults: FaultCatalogue | None = None) -> dict[str, Any]:
+                events: list[dict[str, Any]], faults: FaultCatalogue) -> dict[str, Any]:
         settings = Promise.of(test)
         counts = {k: found[k].count if k in found else 0 for k in COUNTS}
         examples = {k: [item["key"] for item in found[k].items[:MAX_EXAMPLES]] for k in COUNTS if counts[k]}

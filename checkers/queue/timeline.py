@@ -14,9 +14,8 @@ and calls `timelines`. Promises:
 - the output is plain dicts, lists, ints, floats, strings, bools and None.
 
 Nemesis ops pair by (spec, f) in file order. The roles of ops come from the
-run's fault catalogue (`FaultCatalogue`: the run's faults.json, or for runs
-recorded before it, the specs the nemesis lines name as the registry then
-described them). A nemesis's break op opens a window at its invoke line; the
+run's fault catalogue (`FaultCatalogue`, read from the run's faults.json). A
+nemesis's break op opens a window at its invoke line; the
 completion of its mend op or of "heal" by the same spec closes every window
 of that spec still open (faults stack). Any other op (one-shot faults such as rolling-restart's roll,
 unknown nemeses or ops) is a window of its own span, invoke to completion.
@@ -53,10 +52,6 @@ def _start_stop(faults: FaultCatalogue, spec: str | None) -> tuple[str | None, s
     return kind.breaks, kind.mends
 
 
-def _catalogue(faults: FaultCatalogue | None, events: Iterable[Mapping[str, Any]]) -> FaultCatalogue:
-    return faults if faults is not None else FaultCatalogue.from_history(events)
-
-
 @dataclass
 class _Window:
     nemesis: str | None
@@ -80,8 +75,7 @@ class _Window:
                 "applied": self.applied}
 
 
-def _windows(events: Sequence[Mapping[str, Any]], faults: FaultCatalogue | None) -> list[_Window]:
-    faults = _catalogue(faults, events)
+def _windows(events: Sequence[Mapping[str, Any]], faults: FaultCatalogue) -> list[_Window]:
     pending: dict[tuple[str | None, str], deque[_Window | None]] = {}
     open_: dict[str | None, list[_Window]] = {}
     out: list[_Window] = []
@@ -113,11 +107,11 @@ def _windows(events: Sequence[Mapping[str, Any]], faults: FaultCatalogue | None)
     return out
 
 
-def fault_windows(events: Iterable[Mapping[str, Any]], faults: FaultCatalogue | None = None) -> list[dict[str, Any]]:
+def fault_windows(events: Iterable[Mapping[str, Any]], faults: FaultCatalogue) -> list[dict[str, Any]]:
     """One window per fault op of the run's nemesis lines (`events`), sorted by start.
 
-    `faults` is the run's catalogue (None: derived from `events`, as for a run
-    recorded before faults.json).
+    `faults` is the run's catalogue: a nemesis it does not describe has no
+    break or mend op, so each of its ops is a window of its own span.
 
     Each is `{"nemesis", "f", "start_s", "end_s", "first_epoch", "last_epoch",
     "targets", "applied"}`: end_s and last_epoch are None for a window never
@@ -219,7 +213,7 @@ def _describe(e: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def anomaly_timelines(anomalies: Mapping[str, Sequence[Mapping[str, Any]]], events: Sequence[Mapping[str, Any]],
-                      limit_events: int = 5, faults: FaultCatalogue | None = None) -> dict[str, list[dict[str, Any]]]:
+                      limit_events: int = 5, *, faults: FaultCatalogue) -> dict[str, list[dict[str, Any]]]:
     """For each anomaly kind, its anomalies with the nemesis events that came before each.
 
     Returns `{kind: [{"key", "acked_s", "exposed_s", "nemesis": [index, ...]}],
@@ -262,14 +256,13 @@ def anomaly_timelines(anomalies: Mapping[str, Sequence[Mapping[str, Any]]], even
 def timelines(events: Sequence[Mapping[str, Any]], per_epoch: Sequence[Mapping[str, Any]],
               per_second: Sequence[Mapping[str, Any]],
               anomalies: Mapping[str, Sequence[Mapping[str, Any]]],
-              faults: FaultCatalogue | None = None) -> dict[str, Any]:
+              faults: FaultCatalogue) -> dict[str, Any]:
     """The whole "timelines" section: `{"windows", "availability", "anomalies", "events"}`.
 
     windows as `fault_windows`, availability as `availability`, anomalies the
     per-kind lists of `anomaly_timelines` and events its referenced nemesis
-    lines; `faults` is the run's catalogue (None: derived from `events`).
+    lines; `faults` is the run's catalogue.
     """
-    faults = _catalogue(faults, events)
     windows = fault_windows(events, faults)
     anoms = anomaly_timelines(anomalies, events, faults=faults)
     referenced = anoms.pop("events")

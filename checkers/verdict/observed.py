@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.checkers.verdict.judge import FAIL, PASS, judge
-from kchaos.core.faults import FaultCatalogue, FaultsError, read_faults
+from kchaos.core.faults import FaultsError, read_faults
 from kchaos.core.history import read_history
 from kchaos.core.workload_kind import all_kinds
 from kchaos.evidence.files import ISR_FILE, read_isr
@@ -55,12 +55,13 @@ METRICS: dict[str, str] = {
 
 
 class ObserveError(ValueError):
-    """The run directory has no results.json or history to observe, or an unreadable faults.json."""
+    """The run directory has no results.json or history to observe, or no faults.json that describes its nemesis
+    lines."""
 
 
 def observe(run: Path) -> dict[str, float]:
-    """The METRICS of one checked run directory; ObserveError if it was never checked or its faults.json is
-    malformed."""
+    """The METRICS of one checked run directory; ObserveError if it was never checked or its faults.json does not
+    describe its nemesis lines (`read_faults`)."""
     run = Path(run)
     try:
         results = json.loads((run / "results.json").read_text())
@@ -69,10 +70,9 @@ def observe(run: Path) -> dict[str, float]:
     counts = results.get("counts") or {}
     out: dict[str, float] = {k: int(counts.get(k) or 0) for k in (*COUNTS, *OTHER_KINDS)}
     try:
-        catalogue = read_faults(run)
+        out.update(_from_history(run))
     except FaultsError as e:
         raise ObserveError(str(e)) from None
-    out.update(_from_history(run / "history.jsonl", catalogue))
     out.update(_from_isr(read_isr(run / ISR_FILE)))
     try:
         test = json.loads((run / "test.json").read_text())
@@ -85,20 +85,18 @@ def observe(run: Path) -> dict[str, float]:
     return out
 
 
-def _from_history(path: Path, catalogue: FaultCatalogue | None) -> dict[str, float]:
-    """The history's metrics; a fault is an ok completion of a break op of `catalogue` (None: of any nemesis
-    the registry had before faults.json)."""
-    starts = (catalogue if catalogue is not None else FaultCatalogue.legacy()).break_ops
+def _from_history(run: Path) -> dict[str, float]:
+    """The metrics of the run's history; a fault is an ok completion of a break op of its faults.json
+    (`read_faults`, whose FaultsError propagates)."""
     sends = {"ok": 0, "fail": 0, "info": 0}
     txns = dict.fromkeys(TXN_OUTCOMES, 0)
-    refused = faults = 0
-    first = last = last_fault = None
+    refused = 0
+    first = last = None
     acks: list[int] = []
-    for op in read_history(path):
+    nemesis: list[dict[str, Any]] = []
+    for op in read_history(run / "history.jsonl"):
         if op.get("process") == "nemesis":
-            if op.get("type") == "ok" and op.get("f") in starts:
-                faults += 1
-                last_fault = op.get("time")
+            nemesis.append(op)
             continue
         if op.get("f") == "txn" and op.get("type") in txns:
             txns[op["type"]] += 1
@@ -115,6 +113,9 @@ def _from_history(path: Path, catalogue: FaultCatalogue | None) -> dict[str, flo
                 acks.append(t)
             if "NOT_ENOUGH_REPLICAS" in str(op.get("error") or ""):
                 refused += 1
+    starts = read_faults(run, nemesis).break_ops
+    applied = [op.get("time") for op in nemesis if op.get("type") == "ok" and op.get("f") in starts]
+    faults, last_fault = len(applied), applied[-1] if applied else None
     gaps = [(b - a) / 1e9 for a, b in zip([first, *acks], [*acks, last]) if a is not None and b is not None]
     outages = [g for g in gaps if g >= OUTAGE_GAP_S]
     recovery = 0.0

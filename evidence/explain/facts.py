@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kchaos.core.faults import FaultCatalogue, FaultsError, run_faults
+from kchaos.core.faults import FaultCatalogue, FaultsError, read_faults
 from kchaos.core.history import read_history
 from kchaos.evidence.broker_logs import LogEvent
 from kchaos.evidence.decode import Evidence
@@ -302,10 +302,10 @@ def load_facts(run: Path, ev: Evidence, names: dict[int, str], lost: set[int]) -
             ops.append(rec)
     notes: list[str] = []
     try:
-        faults = run_faults(run, ops)
+        faults = read_faults(run, ops)
     except FaultsError as e:
-        notes.append(f"{e}; which nemesis ops are faults was taken from the history instead")
-        faults = run_faults(None, ops)
+        notes.append(f"{e}; every nemesis op is taken for a fault")
+        faults = FaultCatalogue()
     nemesis = [n for rec in ops if (n := _nemesis_line(rec, faults, ev.topic, ev.clock.start_unix_ms)) is not None]
     if not names:
         names = {i: f"n{i}" for i in range(1, 10)}

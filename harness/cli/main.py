@@ -169,6 +169,41 @@ def _explain(run: Path, console: Console, all_ranges: bool = False) -> int:
     return 0
 
 
+def _describe_faults(path: Path) -> list[Path]:
+    """Write faults.json beside each history that `kchaos check`, `compare`, `report` or `explain` will read at
+    `path` (a history file, a run directory, or a directory with runs below it) and that has none: one entry for
+    each nemesis spec its nemesis lines name, as the nemesis registry describes it now. A spec the registry does
+    not know is left out, so none of its ops counts as a fault. A history that cannot be scanned gets nothing:
+    the command itself says what is wrong with it. Returns the files written."""
+    from kchaos import nemesis
+    from kchaos.checkers import HISTORY_FILE, CheckInputError, find_runs
+    from kchaos.checkers.history_scan import scan
+    from kchaos.core.faults import FAULTS_FILE, write_faults
+    if path.is_file():
+        histories = [path]
+    elif path.is_dir():
+        histories = [path / HISTORY_FILE] if (path / HISTORY_FILE).is_file() else \
+            [run / HISTORY_FILE for run in find_runs(path)]
+    else:
+        return []
+    written = []
+    for history in histories:
+        if (history.parent / FAULTS_FILE).exists():
+            continue
+        try:
+            ops = scan(history).nemesis
+        except CheckInputError:
+            continue
+        kinds = []
+        for spec in dict.fromkeys(op["nemesis"] for op in ops if isinstance(op.get("nemesis"), str)):
+            try:
+                kinds.append(nemesis.fault_kind(spec))
+            except ValueError:
+                continue
+        written.append(write_faults(history.parent, kinds))
+    return written
+
+
 def _versions(out: Console) -> int:
     """Print `kchaos versions`: each line kchaos runs, its latest patch, and what of it is cached."""
     from kchaos.clusters.distribution import cached_versions
@@ -223,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     from kchaos.core.store import StoreError
     from kchaos.evidence import EvidenceError
     from kchaos.reports import ReportsInputError
+    written: list[Path] = []
     try:
         if args.cmd == "cleanup" and args.hosts:
             from kchaos.clusters.ssh import cleanup_hosts
@@ -241,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
             image = prepare(args.kafka_version, args.kafka_dist, args.base_image, console)
             out.print(f"node image: {image}", markup=False, highlight=False)
             return 0
+        if args.cmd in ("check", "compare", "report", "explain"):
+            written = _describe_faults(Path(args.run if args.cmd == "explain" else args.path))
         if args.cmd == "check":
             return _check(args, console, out)
         if args.cmd == "suite":
@@ -261,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         print_run(out, results)
         return exit_code(results.get("verdict") or results["valid"])
     except (ConfigError, StoreError, CheckInputError, HistoryError, ReportsInputError, EvidenceError) as e:
+        for path in written:  # bad input leaves nothing behind
+            path.unlink(missing_ok=True)
         print(f"kchaos: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (EngineError, DistributionError, ImageError, ConnectError, HostCheckError) as e:

@@ -41,11 +41,9 @@ class Span:
 
 
 def nemesis_color(spec: str | None, catalogue: FaultCatalogue | None = None) -> str:
-    """The colour of a nemesis: the colour of its break op in `catalogue` (None: as for a run without
-    faults.json), else a fixed one keyed by its package name (the spec before any ":")."""
-    if catalogue is None:
-        catalogue = FaultCatalogue.from_history([{"nemesis": spec}])
-    kind = catalogue.get(spec)
+    """The colour of a nemesis: the colour of its break op in `catalogue` (the run's faults.json), else (no
+    catalogue, or a nemesis it does not describe) a fixed one keyed by its package name (the spec before any ":")."""
+    kind = catalogue.get(spec) if catalogue is not None else None
     if kind is not None and kind.color:
         return kind.color
     name = (spec or "?").partition(":")[0]
@@ -57,12 +55,8 @@ def fault_spans(windows: Iterable[Mapping[str, Any]], end_s: float | None = None
     """One Span per window of `results.json`'s timeline (same order); windows without a start are left out.
 
     A window that never closed (end_s None) ends at `end_s`, or at its own start
-    when that is None too. Colours as `nemesis_color` with `catalogue` (None:
-    the catalogue derived from the windows, as for a run without faults.json).
+    when that is None too. Colours as `nemesis_color` with `catalogue`.
     """
-    windows = list(windows)
-    if catalogue is None:
-        catalogue = FaultCatalogue.from_history(windows)
     out = []
     for w in windows:
         start = w.get("start_s")

@@ -7,7 +7,7 @@ seconds on the history's clock (`time` / 1e9), the clock of
 windows and the legend come from `plot_frame`, and so do the
 rebalances every plot draws when given their times (`rebalances`). Fault colours come
 from the run's fault catalogue (a `FaultCatalogue`), passed as `catalogue`;
-without one, they are what they were before faults.json.
+without one, each nemesis is drawn in a colour keyed by its package name.
 """
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ from kchaos.checkers.queue.timeline import availability as timeline_availability
 from kchaos.checkers.queue.timeline import fault_windows
 from kchaos.checkers.verdict.judge import Judgement, history_line, judge, lost_in_promise
 from kchaos.checkers.verdict.promise import GUARANTEE
-from kchaos.core.faults import FAULTS_FILE, FaultCatalogue, FaultsError, run_faults
+from kchaos.core.faults import FAULTS_FILE, FaultCatalogue, FaultsError, read_faults
 from kchaos.core.page_cache import describe as describe_page_cache
 from kchaos.core.promise import Promise
 from kchaos.evidence.explain.lost import load_explanation
@@ -117,12 +117,11 @@ def load_run(run: Path) -> RunData:
         notes.append(f"history could not be read: {e}")
         section = sends_section(plots.Sends.empty(), results)
     tl = (results or {}).get("timeline") or {}
-    ops = [*section.events, *(tl.get("windows") or [])]
     try:
-        faults = run_faults(run, ops)
+        faults = read_faults(run, [*section.events, *(tl.get("windows") or [])])
     except FaultsError as e:
-        notes.append(f"{e}; fault colours and roles were read from the history instead")
-        faults = run_faults(None, ops)
+        notes.append(f"{e}; each nemesis op is shown as a fault of its own, in a colour keyed by its nemesis's name")
+        faults = FaultCatalogue()
     windows = tl.get("windows")
     if windows is None:
         windows = fault_windows(section.events, faults)

@@ -13,12 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corpora.sim import ANOMALIES, PLANTS, TOPIC, Simulation
+from corpora.sim import ANOMALIES, NEMESIS, PLANTS, TOPIC, Simulation
+from kchaos import nemesis
+from kchaos.core.faults import write_faults
 
 __all__ = ["ANOMALIES", "PLANTS", "Corpus", "LargeCorpus", "generate", "write", "write_large"]
 
 # write_large: history lines per main-phase send, measured on the defaults below.
 LINES_PER_SEND = 2.17
+# faults.json as the runner writes it for the simulation's nemesis.
+FAULTS = (nemesis.fault_kind(NEMESIS),)
 
 
 @dataclass(frozen=True)
@@ -91,19 +95,20 @@ def generate(seed: int, *, sends: int, partitions: int = 3, producers: int = 4, 
 
 
 def write(corpus: Corpus, run_dir: Path) -> Path:
-    """Write `corpus` as run_dir/history.jsonl and run_dir/test.json; return run_dir."""
+    """Write `corpus` as run_dir/history.jsonl, run_dir/test.json and run_dir/faults.json; return run_dir."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir / "history.jsonl", "w", encoding="utf-8") as fh:
         for op in corpus.ops:
             fh.write(json.dumps(op, separators=(",", ":")) + "\n")
     (run_dir / "test.json").write_text(json.dumps(corpus.test, indent=2) + "\n", encoding="utf-8")
+    write_faults(run_dir, FAULTS)
     return run_dir
 
 
 def write_large(run_dir: Path, seed: int, ops: int, *, per_kind: int = 10,
                 partitions: int = 6) -> LargeCorpus:
-    """Stream a history of about `ops` lines to run_dir/history.jsonl (and test.json).
+    """Stream a history of about `ops` lines to run_dir/history.jsonl (and test.json, faults.json).
 
     Never holds the history in memory (only the simulated log, 8 bytes a
     record). Plants `per_kind` of every kind in PLANTS, so the labels hold
@@ -124,4 +129,5 @@ def write_large(run_dir: Path, seed: int, ops: int, *, per_kind: int = 10,
             lines += 1
     test = _test(seed, sim.total, 4, 2, False, "all")
     (run_dir / "test.json").write_text(json.dumps(test, indent=2) + "\n", encoding="utf-8")
+    write_faults(run_dir, FAULTS)
     return LargeCorpus(path=path, lines=lines, test=test, planted=sim.labels)

@@ -41,6 +41,7 @@ NEEDS_OFFSETS = ("acked_offset_mismatch", "nonmonotonic_send", "lost_read_bound"
 POLL_CAP = 50        # records per partition per poll
 CONSUMER_WEIGHT = 0.15  # a consumer acts this often relative to a producer
 NEMESIS_RATE = 0.002
+NEMESIS = "kill-leader"  # the one nemesis the simulation runs
 REASSIGN_RATE = 0.01
 
 
@@ -155,9 +156,9 @@ class Simulation:
                     self._complete_consumer(proc)
 
     def _nemesis(self) -> None:
-        self._emit("nemesis", "invoke", "kill", nemesis="kill-leader", target="leader",
+        self._emit("nemesis", "invoke", "kill", nemesis=NEMESIS, target="leader",
                   partition=self.rng.randrange(self.total), pick=self.rng.getrandbits(31))
-        self._emit("nemesis", "ok", "kill", nemesis="kill-leader", targets=["n1"], nodes=["n1"],
+        self._emit("nemesis", "ok", "kill", nemesis=NEMESIS, targets=["n1"], nodes=["n1"],
                   value="n1", partition={"n1": ["n2"]}, skipped=[])
 
     # --- producers ---------------------------------------------------------------------

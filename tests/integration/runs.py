@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kchaos.core.faults import run_faults
+from kchaos.core.faults import read_faults
 
 KCHAOS = [sys.executable, "-m", "kchaos"]
 KAFKA_INTERNAL = "Kafka reported "  # checkers/kafka_errors.py internal_reasons: each reason starts so
@@ -124,7 +124,7 @@ def fault_windows(run: Path, ops: list[dict[str, Any]]) -> list[tuple[int, int]]
     """(from, to) of each fault the nemesis applied: its break op's invocation to the completion of the next mend
     op (or `heal`) of the same nemesis, as the run's faults.json says which op breaks and which mends; a one-shot
     fault (nothing mends it) spans its own op."""
-    catalogue = run_faults(run, ops)
+    catalogue = read_faults(run, ops)
     invoked: dict[str, int] = {}
     open_: dict[str, list[int]] = {}
     windows: list[tuple[int, int]] = []

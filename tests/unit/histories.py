@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,18 @@ from corpora.queue import PLANTS
 from corpora.sim import NEEDS_CONSUMER, NEEDS_OFFSETS, TAIL_PLANTS
 from hypothesis import strategies as st
 
+from kchaos import nemesis
+from kchaos.core.faults import write_faults
+
 MS = 1_000_000
+
+
+def write_registry_faults(run_dir: Path, ops: Iterable[Mapping[str, Any]]) -> Path:
+    """Write run_dir/faults.json as the runner writes it: the nemesis registry's word on each spec the nemesis
+    lines of `ops` name."""
+    specs = dict.fromkeys(op["nemesis"] for op in ops
+                          if op.get("process") == "nemesis" and isinstance(op.get("nemesis"), str))
+    return write_faults(run_dir, [nemesis.fault_kind(s) for s in specs])
 
 
 class HistoryBuilder:
@@ -81,9 +93,11 @@ class HistoryBuilder:
         return "".join(json.dumps(r) + "\n" for r in self.ops)
 
     def write(self, run_dir: Path, test: dict[str, Any] | None = None, tail: str = "") -> Path:
-        """Write history.jsonl (plus `tail` verbatim) and test.json if given; return run_dir."""
+        """Write history.jsonl (plus `tail` verbatim), faults.json as the runner writes it (the nemesis registry's
+        word on each spec the history names) and test.json if given; return run_dir."""
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "history.jsonl").write_text(self.text() + tail, encoding="utf-8")
+        write_registry_faults(run_dir, self.ops)
         if test is not None:
             (run_dir / "test.json").write_text(json.dumps(test), encoding="utf-8")
         return run_dir

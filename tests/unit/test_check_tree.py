@@ -45,7 +45,7 @@ def test_one_job_gives_each_run_what_checking_it_alone_gives(suite, tmp_path):
         together = json.loads((suite / name / "results.json").read_text())
         alone_dir = tmp_path / name
         alone_dir.mkdir(parents=True)
-        for f in ("history.jsonl", "test.json"):
+        for f in ("history.jsonl", "test.json", "faults.json"):
             (alone_dir / f).write_bytes((suite / name / f).read_bytes())
         alone = check_path(alone_dir, MASTER)
         assert together["counts"] == alone["counts"] and together["examples"] == alone["examples"]

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from browser import render
+from histories import write_registry_faults
 
 from kchaos.checkers import check_path
 from kchaos.reports.run.copy_data import CopyRun, read_copy_run
@@ -50,6 +51,7 @@ def tiny_run(root: Path, test: dict | None = None) -> Path:
     ops = [{"index": i, "time": int((1 + i * 0.5) * S), **op} for i, op in enumerate(lines)]
     (run / "history.jsonl").write_text("".join(json.dumps(op) + "\n" for op in ops))
     (run / "test.json").write_text(json.dumps(test or TEST))
+    write_registry_faults(run, ops)
     check_path(run)
     return run
 

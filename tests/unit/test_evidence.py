@@ -7,6 +7,7 @@ from datetime import UTC
 from pathlib import Path
 
 import pytest
+from histories import write_registry_faults
 
 from kchaos.core.faults import FaultCatalogue
 from kchaos.evidence import EvidenceError
@@ -374,6 +375,7 @@ def isolated_leader_run(tmp_path) -> Path:
        nodes=["n1", "n2", "n3"])
     hist.sort(key=lambda h: h["time"])
     (run / "history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in hist))
+    write_registry_faults(run, hist)
     (run / "results.json").write_text(json.dumps({"counts": {"lost": 5}, "timeline": {"anomalies": {"lost": [
         {"key": v, "acked_s": None} for v in range(11, 16)]}}}))
     logs = {"n1": [(0.5, "state-change.log", "INFO [Broker id=1] Leader kchaos-0 with topic id Some(T) starts at "

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from histories import write_registry_faults
 from test_evidence import DATA, T0, _batch, _meta, _stamp, recorded_dumper
 
 from kchaos.evidence.explain.lost import explain, load_explanation
@@ -106,6 +107,7 @@ def three_causes_run(tmp_path) -> Path:
                           "dir=/var/lib/kafka/data] Truncating to offset 10 (kafka.log.UnifiedLog)"))
     hist.sort(key=lambda h: h["time"])
     (run / "history.jsonl").write_text("".join(json.dumps({"index": i, **h}) + "\n" for i, h in enumerate(hist)))
+    write_registry_faults(run, hist)
     (run / "results.json").write_text(json.dumps({"counts": {"lost": len(lost)}, "timeline": {"anomalies": {
         "lost": [{"key": v, "acked_s": None} for v in lost]}}}))
     dump_seg, dump_meta = [], []

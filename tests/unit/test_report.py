@@ -19,8 +19,10 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 import pytest
 from browser import render
+from histories import write_registry_faults
 
 from kchaos.checkers.verdict.judge import judge
+from kchaos.core.faults import FaultCatalogue
 from kchaos.reports.run import plots
 from kchaos.reports.run.report import REPORT_FILE, ReportError, load_run, write_report
 from kchaos.reports.run.section import anomaly_marks
@@ -97,7 +99,9 @@ def make_run(root: Path, *, results: bool = True, isr: bool = True, ops: list[di
     (run / "nodes" / "n1" / "server.log").write_text("started\n")
     (run / "test.json").write_text(json.dumps(TEST))
     (run / "schedule.json").write_text("[]\n")
-    (run / "history.jsonl").write_text("".join(json.dumps(o) + "\n" for o in (history() if ops is None else ops)))
+    ops = history() if ops is None else ops
+    (run / "history.jsonl").write_text("".join(json.dumps(o) + "\n" for o in ops))
+    write_registry_faults(run, ops)
     if results:
         (run / "results.json").write_text(json.dumps(RESULTS))
     if isr:
@@ -222,11 +226,12 @@ def test_fault_spans_are_the_windows_of_results():
         {"nemesis": "partition-leader", "f": "start-partition", "start_s": 6.0, "end_s": None, "applied": True},
         {"nemesis": "pause:majority", "f": "pause", "start_s": 7.0, "end_s": 7.5, "applied": False},
         {"nemesis": "mystery", "f": "boom", "start_s": 8.0, "end_s": 8.2, "applied": True}]
-    spans = plots.fault_spans(windows, end_s=12.0)
+    from kchaos.nemesis import PACKAGES, fault_kind
+    catalogue = FaultCatalogue(tuple(fault_kind(s) for s in ("kill", "partition-leader", "pause:majority")))
+    spans = plots.fault_spans(windows, end_s=12.0, catalogue=catalogue)
     assert [(s.start, s.end, s.label, s.applied, s.open) for s in spans] == [
         (3.0, 6.0, "kill", True, False), (6.0, 12.0, "partition-leader", True, True),
         (7.0, 7.5, "pause:majority", False, False), (8.0, 8.2, "mystery", True, False)]
-    from kchaos.nemesis import PACKAGES
     assert spans[0].color == PACKAGES["kill"].colors["kill"]
     assert spans[2].color == PACKAGES["pause"].colors["pause"]  # the family's colour, whatever the target
     assert spans[3].color == plots.nemesis_color("mystery") == plots.nemesis_color("mystery")
@@ -245,10 +250,13 @@ def shaded_pixels(data: bytes, color: str) -> int:
 def test_fault_windows_are_drawn(tmp_path):
     """Each plot is shaded in the nemesis's colour where its window is, and only then."""
     d = load_run(make_run(tmp_path))
-    kill = plots.nemesis_color("kill")
+    c = d.faults
+    kill = plots.nemesis_color("kill", c)
     width = plots.WIDTH * 100 * (6.0 - 3.0) / 10  # the window's share of a ~10 s x axis, in pixels
-    for draw in (lambda w: plots.latency_png(d.section.data, w), lambda w: plots.throughput_png(d.section.data, w),
-                 lambda w: plots.offsets_png(d.section.data, w), lambda w: plots.isr_png(d.isr, w)):
+    for draw in (lambda w: plots.latency_png(d.section.data, w, catalogue=c),
+                 lambda w: plots.throughput_png(d.section.data, w, catalogue=c),
+                 lambda w: plots.offsets_png(d.section.data, w, catalogue=c),
+                 lambda w: plots.isr_png(d.isr, w, catalogue=c)):
         with_w, without = draw(d.windows), draw([])
         assert_plot(with_w)
         assert shaded_pixels(without, kill) == 0

@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from histories import HistoryBuilder
+from histories import HistoryBuilder, write_registry_faults
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -232,10 +232,13 @@ def test_observe_handmade_history(tmp_path):
     send(1, 8, "fail", error="KafkaError{code=NOT_ENOUGH_REPLICAS}")
     send(1, 9, "fail", error="KafkaError{code=MSG_SIZE_TOO_LARGE}")
     send(1, 10, "info", error="KafkaError{code=_MSG_TIMED_OUT}")
-    for f, kind in (("kill", "invoke"), ("kill", "ok"), ("start", "invoke"), ("start", "ok"),
-                    ("start-partition", "info"), ("start-partition", "ok"), ("stop-partition", "ok")):
-        h.op("nemesis", kind, f)
-    m = observe(handmade(tmp_path, h, valid=False))
+    for f, kind, spec in (("kill", "invoke", "kill"), ("kill", "ok", "kill"), ("start", "invoke", "kill"),
+                          ("start", "ok", "kill"), ("start-partition", "info", "partition-one"),
+                          ("start-partition", "ok", "partition-one"), ("stop-partition", "ok", "partition-one")):
+        h.op("nemesis", kind, f, nemesis=spec)
+    run = handmade(tmp_path, h, valid=False)
+    write_registry_faults(run, h.ops)
+    m = observe(run)
     assert m["longest_outage_s"] == pytest.approx(5.0) and m["unavailable_s"] == pytest.approx(5.0)
     assert (m["send_ok"], m["send_fail"], m["send_info"], m["not_enough_replicas"]) == (8, 2, 1, 1)
     assert m["faults"] == 2  # the ok kill and the ok start-partition; not start, stop-partition, invokes, infos

@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
+from histories import write_registry_faults
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -48,6 +49,7 @@ class H:
         run.mkdir(parents=True, exist_ok=True)
         (run / "test.json").write_text(json.dumps(test))
         (run / "history.jsonl").write_text("".join(json.dumps(o) + "\n" for o in self.ops))
+        write_registry_faults(run, self.ops)
         return run
 
 
