@@ -229,7 +229,7 @@ def _fates(rs: Sequence[LostRange], n: int) -> list[str]:
     lacked: dict[str, list[str]] = {}
     for f, _ in fates:
         if f.status == "did not hold":
-            end = f"log end {f.offset} at {_s(f.time_s)}"
+            end = (f"its log ended at {f.offset - 1}" if f.offset else "its log was empty") + f" at {_s(f.time_s)}"
             if end not in lacked.setdefault(f.node, []):
                 lacked[f.node].append(end)
     if lacked:

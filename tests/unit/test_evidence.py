@@ -451,7 +451,7 @@ def test_isolated_acks1_leader_is_named_as_the_replica_that_truncated(isolated_l
     for part in ("offsets 10-14 of p0 (5 values)", "by n1 in leader epoch 0 while ISR = {n1,n2,n3} as n1 knew it",
                  "from 5.0 s on, the controller had made n2 leader with epoch 1; n1 did not know",
                  "n1 was cut off from n2, n3 at 3.0 s", "n2 was elected with epoch 1 at 5.0 s and its log ended at 9",
-                 "n1 truncated to 10 (at 9.6 s)", "n3 (log end 10 at 6.5 s) did not hold them",
+                 "n1 truncated to 10 (at 9.6 s)", "n3 (its log ended at 9 at 6.5 s) did not hold them",
                  "no replica holds them now", "for n2 the evidence does not say"):
         assert part in why, (part, why)
 
