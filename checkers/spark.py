@@ -12,6 +12,7 @@ the local address to bind and advertise instead.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -29,6 +30,9 @@ from kchaos.checkers.spark_jvm import ensure_quiet_jvm
 
 if TYPE_CHECKING:
     from py4j.java_gateway import JVMView
+
+# py4j says at INFO each time a Python thread's gateway connection closes: noise in a run's harness.log
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 APP_NAME = "kchaos-check"
 LOOPBACK = "127.0.0.1"

@@ -3,8 +3,10 @@
 Order (Jepsen's): set up the cluster and topic; start clients and the fault
 schedule; at the time limit stop the schedule and heal everything; let the
 clients run until the cluster has recovered; stop them; drain every
-partition; copy Kafka's own files out (evidence/raw); tear the cluster down;
-check the history; when writes were lost, explain them (docs/evidence.md).
+partition; copy Kafka's own files out (evidence/raw); tear the cluster down
+while the history is checked (the check reads only the run directory's own
+files); when writes were lost, explain them (docs/evidence.md), from the node
+logs the teardown kept.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,6 +123,8 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
     workload = test.workload
     driver = NemesisDriver(test.nemeses(cluster), cluster, history, test.schedule, cfg.topic.name)
     monitor = IsrMonitor(cluster.bootstrap(), cfg.topic.name, history, run_dir / ISR_FILE)
+    tearing: Future[None] | None = None
+    finished = False
     try:
         say(f"starting {len(set(cluster.nodes) | set(cluster.controllers))}-node Kafka {test.dist.version} cluster "
             f"({test.provisioner.kind})")
@@ -156,6 +161,7 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
             say(f"[yellow]final read incomplete for partitions {[p for p, c in complete.items() if not c]}[/]")
         with timer.phase("evidence"):
             collect_evidence_safely(cluster, cfg.topic.name, run_dir, say)
+        finished = True
     except BaseException:
         log.exception("run stopped by an exception; healing and tearing down")
         raise
@@ -168,13 +174,21 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         if "upgrade" in test.specs:
             _record_releases(run_dir, cfg, cluster)
         if not keep:
-            with timer.phase("teardown"):
-                cluster.teardown()
-        logging.getLogger().removeHandler(handler)
-        handler.close()
+            tearing = _tear_down(cluster, timer, beside=finished)
+        if tearing is None:
+            logging.getLogger().removeHandler(handler)
+            handler.close()
     say("checking the history with Spark")
-    with timer.phase("check"):
-        results = check_path(run_dir, cfg.spark_master, find_libs=run_libs)
+    try:
+        with timer.phase("check"):
+            results = check_path(run_dir, cfg.spark_master, find_libs=run_libs)
+    finally:
+        if tearing is not None:
+            try:
+                tearing.result()  # the explanation reads the node logs the teardown keeps; its error is the run's
+            finally:
+                logging.getLogger().removeHandler(handler)
+                handler.close()
     explainer = kind_of(cfg.workload.kind).explainer
     if explainer is not None and explainer.wanted(results.get("counts") or {}):
         with timer.phase("explain"):
@@ -185,6 +199,21 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
     timer.write(run_dir)
     say(timer.line())
     return run_dir, results
+
+
+def _tear_down(cluster: Cluster, timer: Phases, beside: bool) -> Future[None] | None:
+    """Tear `cluster` down, timed as the teardown phase: in a thread whose future is returned when `beside` (the
+    run finished, and the check may run meanwhile), else here and now (an interrupted run tears down first)."""
+    def teardown() -> None:
+        with timer.phase("teardown"):
+            cluster.teardown()
+    if not beside:
+        teardown()
+        return None
+    pool = ThreadPoolExecutor(1, thread_name_prefix="teardown")
+    future = pool.submit(teardown)
+    pool.shutdown(wait=False)  # the thread runs on; the interpreter waits for it at exit, even after an interrupt
+    return future
 
 
 def _record_releases(run_dir: Path, cfg: TestConfig, cluster: Cluster) -> None:

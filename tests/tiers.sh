@@ -1,7 +1,9 @@
 #!/bin/bash
 # `make test`: the host, the venv and the Kafka jars first, then two lanes at once. The unit lane (lint, types,
-# the unit tests, the unit tests that start Spark) needs only those; the cluster lane (the node image, then the
-# integration tests, one cluster at a time) needs Docker and waits on Kafka far more than it computes. Each tier
+# the unit tests, the unit tests that start Spark) needs only those, and then runs the integration tests marked
+# `beside`, which start no Kafka cluster, once the cluster lane has built the images; the cluster lane (the node
+# image, then the other integration tests, one cluster at a time) needs Docker and waits on Kafka far more than it
+# computes. Each tier
 # prints its time. The cluster lane writes build/integration.log, printed whole once both lanes are done, so the
 # log is never two tiers' lines interleaved. The exit code is the first failing tier's, else 0.
 set -u
@@ -21,18 +23,26 @@ tier host make --no-print-directory host install || exit $?
 tier jars make --no-print-directory jars || exit $?
 mkdir -p build
 set -m  # the cluster lane in a process group of its own: an interrupt stops all of it
-(tier prepare make --no-print-directory prepare &&
-  tier integration "$BIN/pytest" tests/integration -v --durations=25) > build/integration.log 2>&1 &
+rm -f build/prepared
+(tier prepare make --no-print-directory prepare && touch build/prepared &&
+  tier integration "$BIN/pytest" tests/integration -m "not beside" -v --durations=25) > build/integration.log 2>&1 &
 cluster=$!
 trap 'kill -- -$cluster 2>/dev/null; kill $cluster 2>/dev/null; exit 130' INT TERM
 echo "== the cluster lane (prepare, integration) runs beside the unit lane; its log: build/integration.log"
 rc=0
-# The unit lane yields the CPU to the cluster lane, which takes longer and whose Kafka nodes must not starve.
+# The unit lane yields the CPU to the cluster lane (at the lowest priority: it has time to spare), which takes
+# longer and whose Kafka nodes must not starve.
 for t in lint types; do
-  tier $t nice -n 10 make --no-print-directory $t || { r=$?; [ $rc -eq 0 ] && rc=$r; }
+  tier $t nice -n 19 make --no-print-directory $t || { r=$?; [ $rc -eq 0 ] && rc=$r; }
 done
-tier unit nice -n 10 "$BIN/pytest" tests/unit -n 2 -m "not spark" -v --durations=10 || { r=$?; [ $rc -eq 0 ] && rc=$r; }
-tier unit-spark nice -n 10 "$BIN/pytest" tests/unit -n 2 -m spark -v --durations=10 || { r=$?; [ $rc -eq 0 ] && rc=$r; }
+tier unit nice -n 19 "$BIN/pytest" tests/unit -n 2 -m "not spark" -v --durations=10 || { r=$?; [ $rc -eq 0 ] && rc=$r; }
+tier unit-spark nice -n 19 "$BIN/pytest" tests/unit -n 2 -m spark -v --durations=10 || { r=$?; [ $rc -eq 0 ] && rc=$r; }
+# The integration tests that start no Kafka cluster (SSH hosts alone, a Spark cluster) run here rather than in the
+# cluster lane, once its prepare tier has built the images they start from.
+while [ ! -e build/prepared ] && kill -0 $cluster 2>/dev/null; do sleep 2; done
+if [ -e build/prepared ]; then
+  tier beside nice -n 19 "$BIN/pytest" tests/integration -m beside -v --durations=5 || { r=$?; [ $rc -eq 0 ] && rc=$r; }
+fi
 echo "== unit lane done at $((SECONDS - begin)) s; waiting for the cluster lane"
 wait $cluster
 crc=$?

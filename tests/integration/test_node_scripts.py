@@ -22,7 +22,7 @@ from kchaos.clusters.remote import Result
 from kchaos.clusters.remote_ssh import SshPool, SshRemote, to_remote
 from kchaos.core.hosts import load_hosts
 
-pytestmark = pytest.mark.cluster
+pytestmark = pytest.mark.beside
 
 NODE_DIR = Path(__file__).resolve().parents[2] / "clusters" / "node"
 SCRIPTS = ("kafka-ctl", "fault-ctl", "log4j.properties", "log4j-tools.properties")

@@ -9,6 +9,7 @@ import pytest
 from spark_standalone import StandaloneSpark
 
 KCHAOS = [sys.executable, "-m", "kchaos"]
+pytestmark = pytest.mark.beside
 
 
 @pytest.fixture

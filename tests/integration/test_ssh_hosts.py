@@ -14,12 +14,14 @@ from kchaos.clusters.remote import AuthFailed, HostKeyUnknown, HostUnreachable
 from kchaos.clusters.remote_ssh import SshPool, to_remote
 from kchaos.core.hosts import load_hosts
 
-pytestmark = pytest.mark.cluster
+pytestmark = pytest.mark.beside
+# beside the Docker backend's 172.30.77.0/24 and the SSH backend tests' hosts, which may run at the same time
+SUBNET = "172.30.80.0/24"
 
 
 @pytest.fixture(scope="module")
 def hosts():
-    with ssh_hosts(3) as h:
+    with ssh_hosts(3, subnet=SUBNET) as h:
         yield h
 
 
