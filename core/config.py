@@ -200,7 +200,7 @@ def workload_kind(name: str) -> WorkloadKind:
 
 def with_defaults(test: Mapping[str, Any]) -> dict[str, Any]:
     """A test.json with every configuration field it leaves out filled with its default (its workload's defaults
-    for `workload.options`): how a reader sees a test.json written before a field existed, or written by hand."""
+    for `workload.options`): how a reader sees a test.json that lacks a field (one written by hand)."""
     kind = (test.get("workload") or {}).get("kind") or WorkloadConfig.kind
     workload = WorkloadConfig(kind=kind) if known(kind) is not None else WorkloadConfig()
     return _merged(TestConfig(workload=workload).to_dict(), test)

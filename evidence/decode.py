@@ -11,9 +11,8 @@ topic's partition states, broker fencing and registrations, features, each
 with wall-clock and history time), and returns an `Evidence`.
 
 History time (ns since history.jsonl was opened, monotonic) maps to wall
-clock through test.json's `history_start_unix_ms`; runs recorded before it
-existed use the run directory's UTC name (made milliseconds before the
-history opened) and say so.
+clock through test.json's `history_start_unix_ms`; without it, times are
+unknown and the explanation says so.
 """
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -43,7 +41,6 @@ from kchaos.evidence.kraft_metadata import MetadataLog, replay
 __all__ = ["EVIDENCE_DIR", "Clock", "Evidence", "check_run", "decode", "history_clock", "value_of"]
 
 START_KEY = HISTORY_START_KEY
-_STAMP = re.compile(r"(\d{8}T\d{6}\.\d{3})Z")
 _INT = re.compile(r"-?\d+")
 # dump(libs, files, cwd, metadata=...) -> stdout lines: evidence.kafka_logs.dump, or a stand-in in tests.
 Dumper = Callable[..., Sequence[str]]
@@ -57,7 +54,7 @@ class Clock:
     """Maps history time (seconds since the history opened) to wall clock (unix ms) and back."""
 
     start_unix_ms: float | None
-    source: str  # "test.json", "run directory name (±10 ms)" or "unknown"
+    source: str  # "test.json" or "unknown"
 
     def to_s(self, unix_ms: float | None) -> float | None:
         """History seconds of a wall-clock time (None when either is unknown)."""
@@ -72,30 +69,13 @@ class Clock:
         return self.start_unix_ms + seconds * 1000
 
 
-def _stamp_ms(text: str) -> float | None:
-    m = _STAMP.search(text)
-    if not m:
-        return None
-    t = datetime.strptime(m.group(1), "%Y%m%dT%H%M%S.%f").replace(tzinfo=UTC)
-    return t.timestamp() * 1000
-
-
-def history_clock(run: Path, test: dict[str, Any]) -> Clock:
-    """The run's Clock: test.json's stamp, else the run directory's name (or the one harness.log names)."""
+def history_clock(test: dict[str, Any]) -> Clock:
+    """The run's Clock: test.json's stamp, which the runner writes the moment the history opens; unknown
+    without one."""
     start = test.get(START_KEY)
     if isinstance(start, (int, float)):
         return Clock(float(start), "test.json")
-    ms = _stamp_ms(Path(run).resolve().name)
-    log = Path(run) / "harness.log"
-    if ms is None and log.is_file():
-        with open(log, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if " run directory " in line:
-                    ms = _stamp_ms(line.rsplit("/", 1)[-1])
-                    break
-    if ms is None:
-        return Clock(None, "unknown")
-    return Clock(ms, "run directory name (±10 ms)")
+    return Clock(None, "unknown")
 
 
 def value_of(payload: str | None) -> int | str | None:
@@ -231,7 +211,7 @@ def decode(run: Path, libs: Path | None = None, dumper: Dumper = dump, find_libs
     except ValueError as e:
         raise EvidenceError(f"{run}/test.json: not JSON ({e})") from None
     topic = (test.get("topic") or {}).get("name") or "kchaos"
-    clock = history_clock(run, test)
+    clock = history_clock(test)
     notes: list[str] = []
     collect: dict[str, Any] = {}
     if (raw / COLLECT_FILE).is_file():

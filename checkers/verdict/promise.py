@@ -72,8 +72,8 @@ class PowerLoss:
     `oldest` says, for brokers whose lazyfs reported each file it dropped, per partition the history time
     (ns) of the oldest write dropped from that partition's log: what the broker wrote before it had been
     written back (the writeback age) and survived. A broker in `oldest` without an entry for a partition
-    kept all of that partition's log. A broker in `dropped` but not in `oldest` (runs recorded before
-    lazyfs reported per file) lost everything it had not fsynced.
+    kept all of that partition's log. A broker in `dropped` but not in `oldest` (its lazyfs reported no
+    file) lost everything it had not fsynced.
     """
 
     time: int

@@ -20,7 +20,6 @@ from rich.console import Console
 from kchaos.checkers.verdict.observed import anomaly_kinds
 from kchaos.core.config import ConfigError, TestConfig
 from kchaos.core.history import HistoryError, read_history
-from kchaos.core.page_cache import NEVER as NEVER_WRITTEN_BACK
 from kchaos.core.store import check_store, stamped_dir
 from kchaos.harness.suites.run import Runner
 from kchaos.harness.terminal import heading, make_console
@@ -49,10 +48,6 @@ def recorded_config(run: Path) -> tuple[TestConfig, dict[str, Any]]:
     if not isinstance(test, dict) or not isinstance(results, dict):
         raise ConfigError(f"{run}: test.json and results.json must hold JSON objects")
     recorded = {k: v for k, v in test.items() if k not in RECORDED_ONLY}
-    cluster = recorded.get("cluster")
-    if isinstance(cluster, dict) and "page_cache" not in cluster and not cluster.get("writeback_age_s"):
-        # recorded before --page-cache: lazyfs never wrote back then, and a replay must not start to
-        recorded["cluster"] = {**cluster, "page_cache": NEVER_WRITTEN_BACK}
     try:
         cfg = TestConfig.from_dict(recorded)
     except (ConfigError, TypeError) as e:

@@ -202,15 +202,11 @@ def test_collect_caps_topic_data_per_node_and_records_errors(tmp_path):
 
 # --- clock -------------------------------------------------------------------------------------
 
-def test_history_clock_prefers_test_json_then_the_run_directory_name(tmp_path):
-    assert history_clock(tmp_path, {"history_start_unix_ms": 1000.5}) == Clock(1000.5, "test.json")
-    run = tmp_path / "20261123T082819.248Z"
-    run.mkdir()
-    c = history_clock(run, {})
-    assert c.start_unix_ms == 1795422499248.0 and c.source.startswith("run directory name")
+def test_history_clock_is_test_json_s_stamp_else_unknown():
+    c = history_clock({"history_start_unix_ms": 1795422499248.0})
+    assert c == Clock(1795422499248.0, "test.json")
     assert c.to_s(1795422527559) == 28.311 and c.to_unix_ms(1.0) == 1795422500248.0
-    assert history_clock(LAST_ISR, {}).start_unix_ms == 1795422499248.0  # named in harness.log
-    assert history_clock(tmp_path, {}) == Clock(None, "unknown") and Clock(None, "unknown").to_s(5) is None
+    assert history_clock({}) == Clock(None, "unknown") and Clock(None, "unknown").to_s(5) is None
 
 
 # --- explanation -------------------------------------------------------------------------------
@@ -241,7 +237,7 @@ def test_last_isr_power_loss_is_explained_by_followers_truncating_to_the_empty_l
     assert {s["node"] for s in segs} == {"n1", "n2", "n3"} and segs[0]["records"][0] == [0, 204]
     meta = [json.loads(x) for x in (last_isr_run / "evidence/metadata.jsonl").read_text().splitlines()]
     assert any(m["type"] == "broker" and m["kind"] == "fenced" and m["broker"] == 1 for m in meta)
-    assert "history start time from the run directory name (±10 ms)" in exp.notes
+    assert not any("start time" in n for n in exp.notes)  # test.json has it
 
 
 def test_without_metadata_or_broker_logs_the_explanation_says_unknown(last_isr_run):

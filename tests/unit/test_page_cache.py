@@ -78,13 +78,11 @@ def test_a_run_without_lazyfs_records_no_model():
     assert "no lazyfs" in describe({"cluster": {"storage": "plain"}, "page_cache": record({}, "plain")})
 
 
-@pytest.mark.parametrize("age, model", [(None, NEVER), (0, NEVER), (20.0, KERNEL)])
-def test_a_replay_of_a_run_made_before_the_model_keeps_its_page_cache(tmp_path, age, model):
+@pytest.mark.parametrize("model, age", [(NEVER, None), (KERNEL, None), (KERNEL, 20.0)])
+def test_a_replay_keeps_the_recorded_page_cache(tmp_path, model, age):
     from kchaos.harness.scenarios.repro import recorded_config
-    old = TestConfig().to_dict()
-    del old["cluster"]["page_cache"]  # as test.json was before --page-cache
-    old["cluster"]["writeback_age_s"] = age
-    (tmp_path / "test.json").write_text(json.dumps(old))
+    recorded = TestConfig(cluster=ClusterConfig(page_cache=model, writeback_age_s=age)).to_dict()
+    (tmp_path / "test.json").write_text(json.dumps(recorded))
     (tmp_path / "schedule.json").write_text("[]")
     (tmp_path / "results.json").write_text("{}")
     cfg, _ = recorded_config(tmp_path)

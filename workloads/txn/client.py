@@ -99,7 +99,8 @@ class TxnClient:
         self.txn_id = f"kchaos-{cfg.seed}-txn-{process}"
         self.producer: Producer | None = None
         self.reader = TxnConsumer(cfg, bootstrap, history, process)
-        self.sub_rng = random.Random(f"{cfg.seed}/txn-sub/{process}")  # apart: --txn-sub-p 0 draws as before
+        # a stream of its own: with --txn-sub-p 0 the other draws are the same
+        self.sub_rng = random.Random(f"{cfg.seed}/txn-sub/{process}")
         self._crash = threading.Event()
         self.restart_after = 0.0
         self.abandoned: list[Producer] = []
