@@ -1,6 +1,6 @@
-"""Checkers: find the anomalies of a recorded history, judge the run (checkers/verdict/judge.py), write results.json.
+"""Checkers: find the anomalies of a recorded history, judge the run (`kchaos.checkers.verdict`), write results.json.
 
-Which checkers a run gets is its workload's word (core/workload_kind.py, `WorkloadKind.checkers`): a checker is
+Which checkers a run gets is its workload's word (`WorkloadKind.checkers`): a checker is
 one module implementing core.protocols.Checker (with a constructor taking `master=`, and `check_many` for checking
 several runs in one job) plus one line in its workload's list. A workload whose history converts to Parquet (the
 queue) has it converted once, validated on the way, and its runs checked many to a Spark job; the others' checkers
@@ -55,9 +55,9 @@ def check_path(path: Path, spark_master: str = "local[*]", find_libs: FindLibs |
     history.jsonl, an unreadable test.json, a faults.json beside the history
     that is unreadable or, when the history has nemesis lines, missing, or a
     malformed history (see `validate_history`). The history is converted to Parquet
-    beside it once (checkers/parquet.py), validated on the way; the checkers
+    beside it once (`convert`), validated on the way; the checkers
     read that. With `find_libs` (the Kafka jars of a run's test.json), a run
-    that lost writes has its evidence decoded (evidence/decode.py) before the
+    that lost writes has its evidence decoded (`decode`) before the
     loss is judged, so the KRaft metadata log gives the exact ISR.
     """
     path = Path(path)
@@ -69,7 +69,7 @@ def check_path(path: Path, spark_master: str = "local[*]", find_libs: FindLibs |
     if history.name == HISTORY_FILE:
         from kchaos.core.send_stream import merge_streams  # here: pyarrow's IPC costs start-up in every checker
 
-        merge_streams(history.parent)  # a killed run's producer streams (core/send_stream.py)
+        merge_streams(history.parent)  # a killed run's producer streams, into its history
     facts = scan(history)
     test = _load_test(history.parent / TEST_FILE)
     _check_faults(history.parent, facts)
@@ -131,7 +131,7 @@ def _write_result(history: Path, kind: WorkloadKind, composed: dict[str, Any], f
 
 
 def judge_loss(history: Path, result: dict[str, Any]) -> dict[str, Any]:
-    """Kafka's guarantee applied to each lost write of a checked run (checkers/verdict/promise.py); the run's
+    """Kafka's guarantee applied to each lost write of a checked run (`kchaos.checkers.verdict.promise`); the run's
     isr.jsonl and test.json beside `history` are read. Never fails the check: an unreadable input leaves
     every loss inside the promise and says why."""
     test = _load_test(history.parent / TEST_FILE)
@@ -154,7 +154,7 @@ def _decode(run: Path, find_libs: FindLibs) -> None:
 
 
 def judge_run(run: Path) -> Judgement:
-    """The verdict of a run directory from its results.json and test.json (checkers/verdict/judge.py), as every surface
+    """The verdict of a run directory from its results.json and test.json (`judge`), as every surface
     shows it; "unknown" (not checked) without a readable results.json."""
     try:
         results = json.loads((Path(run) / RESULTS_FILE).read_text(encoding="utf-8"))
@@ -184,7 +184,7 @@ def check_tree(root: Path, spark_master: str = "local[*]", find_libs: FindLibs |
     """Check every run below `root` in one Spark job; one row per run.
 
     Each run gets its results.json as `check_path` writes it; `root` gets
-    checks.json and checks.csv with a row per run (see checkers/verdict/table.py).
+    checks.json and checks.csv with a row per run (see `kchaos.checkers.verdict.table`).
     A run whose input is malformed gets a row with its one-line error and
     verdict "unknown"; the others are still checked. Returns `{"verdict",
     "valid" (merged over every run), "runs": [row, ...]}`. Raises CheckInputError if
@@ -204,7 +204,7 @@ def check_tree(root: Path, spark_master: str = "local[*]", find_libs: FindLibs |
 
 def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]", find_libs: FindLibs | None = None
                ) -> list[dict[str, Any]]:
-    """Check `runs` (run directories below `root`) in one Spark job; return their rows (checkers/verdict/table.py).
+    """Check `runs` (run directories below `root`) in one Spark job; return their rows (`row`).
 
     Each run gets its results.json; a malformed run gets a row with its
     one-line error and verdict "unknown".
@@ -297,7 +297,7 @@ def validate_history(path: Path) -> None:
     unknown op types, client ops whose fields have the wrong types (which
     the checker could not use), and completions that complete nothing (no
     outstanding invocation of the same f by that process). Nemesis ops may
-    carry anything. Validation is the Parquet conversion (checkers/parquet.py):
+    carry anything. Validation is the Parquet conversion (`convert`):
     a valid history is left converted beside it.
     """
     convert(Path(path), validate=True)

@@ -1,6 +1,6 @@
 """The check layout: the history's sends and read records, bucketed so Spark tasks need no shuffle.
 
-`convert` (checkers/parquet.py) writes, beside history.parquet, a directory
+`convert` (`kchaos.checkers.parquet`) writes, beside history.parquet, a directory
 `<stem>.buckets/` with two sets of Parquet files, filled chunk by chunk as the
 history streams by (never held whole):
 
@@ -16,7 +16,7 @@ history streams by (never held whole):
   value kinds need (acked, lost, unseen, duplicate, unexpected,
   failed_visible) lies within one value.
 
-Only usable client ops contribute (checkers/pairing.py `usable_mask`), and only
+Only usable client ops contribute (`usable_mask` in `kchaos.checkers.pairing`), and only
 well-formed records ([partition, offset, value], no nulls), with value,
 partition and producer inherited by a completion from its invocation.
 """

@@ -75,11 +75,11 @@ class ClusterConfig:
     # "lazyfs": log directories on the lazy FUSE filesystem (unsynced writes can be lost);
     # "plain": the container's own disk; "auto": lazyfs when a nemesis needs it.
     storage: str = "auto"
-    # lazyfs's page cache (core/page_cache.py): "kernel" writes unsynced data back as the node's Linux
+    # lazyfs's page cache (`kchaos.core.page_cache`): "kernel" writes unsynced data back as the node's Linux
     # does (vm.dirty_expire/writeback_centisecs); "never-written-back" is the worst case.
     page_cache: str = "kernel"
     writeback_age_s: float | None = None  # set the writeback age by hand; 0 = never; None: the model's
-    # A hosts file (core/hosts.py): run on those machines over SSH instead of in Docker containers.
+    # A hosts file (`kchaos.core.hosts`): run on those machines over SSH instead of in Docker containers.
     hosts: str | None = None
     # Feature levels the storage is formatted with, "NAME=LEVEL" (`kafka-storage format --feature`, Kafka 3.9+),
     # e.g. eligible.leader.replicas.version=1 to turn Eligible Leader Replicas on in a new 4.0 cluster.
@@ -90,7 +90,7 @@ class ClusterConfig:
 
     @property
     def backend(self) -> str:
-        """The registry name of the backend that provides the nodes (clusters/backends.py)."""
+        """The registry name of the backend that provides the nodes (`BACKENDS` in `kchaos.clusters.backends`)."""
         return "ssh" if self.hosts else "docker"
 
 
@@ -98,14 +98,14 @@ class ClusterConfig:
 class WorkloadConfig:
     """The clients: which workload, how many clients and how fast, and the workload's own options."""
 
-    kind: str = "queue"  # the registry name of the workload (core/workload_kind.py)
+    kind: str = "queue"  # the registry name of the workload (`KINDS` in `kchaos.core.workload_kind`)
     producers: int = 4
     consumers: int = 2
     rate: float | str = 100.0  # target sends per second, all producers together, or "max": unthrottled
     in_flight: int = 1  # sends each producer instance keeps outstanding, one logical process per slot
     producer_processes: int = 0  # worker OS processes running the producers; 0 = threads of the harness
     drain_timeout_s: float = 120.0
-    # With rate "max": what harness/full_load.py picked for the machine and why (cores, picked, explicit, why).
+    # With rate "max": what `kchaos.harness.full_load` picked for the machine and why (cores, picked, explicit, why).
     full_load: dict[str, Any] | None = field(default=None, hash=False)
     # The consumers: assigned every partition (assign), or members of one consumer group (subscribe) rebalancing by
     # the classic protocol or KIP-848's consumer protocol.
@@ -132,11 +132,11 @@ class NemesisConfig:
     jitter: float = 0.3  # fraction of interval, uniform +/-
     restart_delay: float = 5.0  # seconds a killed node stays down (and the shortest any fault lasts)
     schedule_file: str | None = None  # replay this schedule.json instead of drawing one from the seed
-    # what `--nemesis mix` draws from (nemesis/mix.py); not "operator": an unclean election voids the promise
+    # what `--nemesis mix` draws from (`kchaos.nemesis.mix`); not "operator": an unclean election voids the promise
     mix_families: tuple[str, ...] = ("process", "network", "page-cache", "slow", "disk")
     upgrade_to: str | None = None  # --nemesis upgrade: the release every node is rolled to
     upgrade_then: str = "finalize"  # after the roll: finalize (bump the features), stay, or downgrade (roll back)
-    # --nemesis disk-full (nemesis/disk.py): the bytes its log directory may still grow by once the disk is full
+    # --nemesis disk-full: the bytes its log directory may still grow by once the disk is full
     disk_full_headroom: int = 4096
 
 

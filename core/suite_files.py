@@ -1,5 +1,5 @@
 """The files of a suite run's directory that more than the suite runner reads: suite.json (what was run) and
-progress.jsonl (one line per finished repetition, appended and flushed). harness/suites/run.py writes them;
+progress.jsonl (one line per finished repetition, appended and flushed). The suite runner writes them;
 `kchaos serve` shows a suite's progress from them."""
 from __future__ import annotations
 

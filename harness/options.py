@@ -1,7 +1,7 @@
 """`kchaos run`'s options: the argparse definitions and the TestConfig they build.
 
 The command line adds them to its `run` subcommand; suite and scenario files
-(harness/suites/spec_files.py) parse their run options with the same definitions.
+(`kchaos.harness.suites.spec_files`) parse their run options with the same definitions.
 """
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ GROUPS = {
 
 def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentGroup]:
     """Every `kchaos run` option, in the groups of GROUPS; return the groups by name. Suite and scenario files
-    name the same options (harness/suites/spec_files.py)."""
+    name the same options (`kchaos.harness.suites.spec_files`)."""
     g = {name: r.add_argument_group(name, about) for name, about in GROUPS.items()}
     c = g["cluster"]
     c.add_argument("--nodes", type=int, default=D.cluster.nodes, help="brokers, n1..nN")
@@ -252,7 +252,7 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
 
 def _load(a: argparse.Namespace) -> dict:
     """--producers, --producer-processes, --in-flight and --linger-ms: as given, else the defaults, else (with
-    --rate max) picked for this machine (harness/full_load.py), with the record of the pick as "full_load"."""
+    --rate max) picked for this machine (`full_load.pick`), with the record of the pick as "full_load"."""
     given = {k: getattr(a, k) for k in full_load.PICKED}
     if a.rate == full_load.MAX:
         record = full_load.pick(full_load.usable_cores(), given)

@@ -1,8 +1,8 @@
-"""What one Spark task of the queue checker computes: numpy over a few bucket files (checkers/buckets.py).
+"""What one Spark task of the queue checker computes: numpy over a few bucket files (`kchaos.checkers.buckets`).
 
 A task gets `[(run, path), ...]`, reads those files with pyarrow and returns a
 small dict per run. The definitions are docs/checkers.md's, computed as
-checkers/queue/reference.py computes them:
+`kchaos.checkers.queue.reference` computes them:
 
 - `partition_task` (files `p<k>`, whole Kafka partitions): inconsistent_offset,
   acked_offset_mismatch, poll_skip, nonmonotonic_poll, nonmonotonic_send, the

@@ -1,5 +1,5 @@
-"""`kchaos` command line: parse the arguments (harness/cli/parser.py), run the command, print its verdict on
-stdout and its steps on stderr, and turn every error into one line and an exit code (core/exit_codes.py:
+"""`kchaos` command line: parse the arguments (`kchaos.harness.cli.parser`), run the command, print its verdict
+on stdout and its steps on stderr, and turn every error into one line and an exit code (`kchaos.core.exit_codes`:
 0 pass, 1 fail, 2 unknown (docs/verdicts.md), 3 bad input, 4 environment, 5 the cluster failed, 6 a suite
 regressed (with --fail-on-regression), 130 interrupted).
 """

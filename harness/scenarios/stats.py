@@ -4,7 +4,7 @@ spread (min, median, max) of the metrics it was decided on.
 A repetition that errored (the cluster or the harness broke, or the run was
 never checked) is not evidence either way: it is counted apart, as
 `errored`, and is neither in k nor in n. `kchaos scenario`, its
-scenario.json and report.xml, and bench/scenario_rates.py all use these.
+scenario.json and report.xml, and the bench's scenario_rates script all use these.
 """
 from __future__ import annotations
 

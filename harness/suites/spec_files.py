@@ -1,5 +1,6 @@
 """What suite and scenario files share: the header check, run options as `kchaos run` parses them, the cell (one
-configuration of run options) and its preflight. The YAML document with line numbers is core/yaml_doc.py.
+configuration of run options) and its preflight. The YAML document with line numbers is `SpecDoc` in
+`kchaos.core.yaml_doc`.
 
 Every error names the file, the line and the key (`suite.yaml:9: matrix.acks: ...`) and is raised as the
 error class the document was opened with (a ConfigError: the command line exits 3).

@@ -1,5 +1,5 @@
 """A workload's part of report.html: what it read from the run's history, its plots, and the template that shows
-them (core/workload_kind.py, `WorkloadKind.report`).
+them (`WorkloadKind.report`).
 
 The template defines four macros that report.html.j2 calls with the page's context: `headline()` (the verdict
 line's numbers), `body()` (where the plots and the workload's own tables go), `intro()` (the paragraph above the

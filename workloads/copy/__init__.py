@@ -81,7 +81,8 @@ class Copy:
 
     def judge(self, results: Mapping[str, Any], counts: Mapping[str, int], promise: Promise,
               test: Mapping[str, Any]) -> Any:
-        """workloads/copy/verdict.py."""
+        """The verdict of a copy run from its results.json, its `counts` and what its configuration promises
+        (exactly-once where it promises no loss)."""
         from kchaos.workloads.copy.verdict import judge_copy
 
         return judge_copy(results, counts, promise)
@@ -99,7 +100,8 @@ class Copy:
                 "copy_copied": int(counts.get("input") or 0) - int(counts.get("copy_missing") or 0)}
 
     def report(self, history: Path, test: Mapping[str, Any], results: Mapping[str, Any] | None) -> Any:
-        """reports/run/section.py."""
+        """A copy run's part of report.html, read from its history: the input against the output, copy transactions
+        per second and latency, example anomalies."""
         from kchaos.reports.run.section import copy_section
 
         return copy_section(history, test, results)

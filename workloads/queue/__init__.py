@@ -111,7 +111,7 @@ class Queue:
 
     def judge(self, results: Mapping[str, Any], counts: Mapping[str, int], promise: Promise,
               test: Mapping[str, Any]) -> Any:
-        """workloads/queue/verdict.py."""
+        """The verdict of a queue run from its results.json, its `counts` and what its configuration promises."""
         from kchaos.workloads.queue.verdict import judge_queue
 
         return judge_queue(results, counts, promise, test)
@@ -127,7 +127,8 @@ class Queue:
         return {}
 
     def report(self, history: Path, test: Mapping[str, Any], results: Mapping[str, Any] | None) -> Any:
-        """reports/run/section.py."""
+        """The queue's part of report.html: its sends from the history's Parquet form, and a subscribe-mode run's
+        rebalances."""
         from kchaos.reports.run.section import queue_section
 
         return queue_section(history, test, results)

@@ -12,7 +12,7 @@ from kchaos.core.promise import Promise
 from kchaos.core.protocols import Checker, Workload
 from kchaos.workloads.txn.options import TxnOptions
 
-# The anomalies a run's end explains from Kafka's files (evidence/explain/txn.py).
+# The anomalies a run's end explains from Kafka's files (`kchaos.evidence.explain.txn`).
 EXPLAINED = ("torn_transaction", "G1a", "lost_write")
 
 
@@ -105,7 +105,7 @@ class Txn:
         return True
 
     def checkers(self) -> dict[str, Callable[..., Checker]]:
-        """The txn checker on Spark; its reference (checkers/txn/reference.py) stays the definition it is tested
+        """The txn checker on Spark; its reference (`kchaos.checkers.txn.reference`) stays the definition it is tested
         against."""
         from kchaos.checkers.txn.check import TXN, TxnSparkChecker
 
@@ -117,7 +117,8 @@ class Txn:
 
     def judge(self, results: Mapping[str, Any], counts: Mapping[str, int], promise: Promise,
               test: Mapping[str, Any]) -> Any:
-        """workloads/txn/verdict.py, with test.json's isolation where the checker's result is not at hand."""
+        """The verdict of a txn run by its rules (`judge_txn`), with test.json's isolation where the checker's
+        result is not at hand."""
         from kchaos.checkers.txn.reference import isolation_of
         from kchaos.workloads.txn.verdict import judge_txn
 
@@ -136,7 +137,8 @@ class Txn:
                 "txn_info": int(stats.get("txn_info") or 0)}
 
     def report(self, history: Path, test: Mapping[str, Any], results: Mapping[str, Any] | None) -> Any:
-        """reports/run/section.py."""
+        """A txn run's part of report.html, read from its history: transactions per second and latency, the
+        explanation from Kafka's files, example cycles."""
         from kchaos.reports.run.section import txn_section
 
         return txn_section(history, test, results)
