@@ -8,10 +8,12 @@ from collections.abc import Iterable
 def close_names(word: str, known: Iterable[str], n: int = 3) -> list[str]:
     """Up to `n` names of `known` that `word` is probably a typo of, closest first (may be empty)."""
     known = list(dict.fromkeys(known))
-    close = difflib.get_close_matches(word, known, n=n, cutoff=0.6)
-    # difflib misses a long name typed as its start (--max-in for --max-in-flight); a prefix is as good a guess
-    close += [k for k in known if len(word) >= 3 and k.startswith(word) and k not in close]
-    return close[:n]
+    # A name typed as its start (--time for --time-limit, --max-in for --max-in-flight) is the surest guess, and one
+    # difflib misses or ranks below names that merely look alike.
+    starts = [k for k in known if len(word) >= 3 and k.startswith(word) and k != word]
+    if starts:
+        return starts[:n]
+    return difflib.get_close_matches(word, known, n=n, cutoff=0.6)
 
 
 def did_you_mean(word: str, known: Iterable[str], n: int = 3) -> str:

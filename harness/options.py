@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import secrets
+from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
@@ -26,12 +27,22 @@ from kchaos.core.config import (
 )
 from kchaos.core.workload_kind import KINDS, WorkloadKind, all_kinds, known
 from kchaos.harness import full_load
+from kchaos.nemesis.mix import FAMILIES
 
 D = TestConfig()  # every option's default
 
 
 def _csv(s: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in s.split(",") if x.strip())
+
+
+def _names(what: str) -> Callable[[str], tuple[str, ...]]:
+    """A comma-separated list that must name at least one `what` (an empty one is a mistake, not the default)."""
+    def parse(s: str) -> tuple[str, ...]:
+        if not (names := _csv(s)):
+            raise argparse.ArgumentTypeError(f"names no {what}")
+        return names
+    return parse
 
 
 def spark_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -164,12 +175,12 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                                help="consumers polling every partition from offset 0 during the run")
     _workload_arguments(g["workload options"])
     f = g["faults"]
-    f.add_argument("--nemesis", type=_csv, default=None, metavar="FAULTS",
+    f.add_argument("--nemesis", type=_names("fault (none: no faults)"), default=None, metavar="FAULTS",
                    help="comma-separated faults, each optionally NAME:TARGET (e.g. kill:majority), or none; "
                         "see docs/nemeses.md (default: kill-leader)")
-    f.add_argument("--mix-families", type=_csv, default=None, metavar="FAMILIES",
-                   help="with --nemesis mix: comma-separated fault families it draws from: process, network, "
-                        "page-cache, slow, disk, operator (default: all but operator)")
+    f.add_argument("--mix-families", type=_names("family"), default=None, metavar="FAMILIES",
+                   help=f"with --nemesis mix: comma-separated fault families it draws from: {', '.join(FAMILIES)} "
+                        f"(default: {', '.join(D.nemesis.mix_families)})")
     f.add_argument("--schedule", default=None, metavar="FILE",
                    help="replay this schedule.json (from a run directory or written by hand); the nemeses are the "
                         "ones it names (default: draw the faults from the seed)")

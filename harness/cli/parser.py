@@ -131,12 +131,14 @@ def _hanging(line: str, width: int, indent: str) -> str:
 
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose help uses HelpFormatter and whose errors are one line and exit code 3 (argparse's
-    own 2 would read as "unknown"), suggesting the name meant for a mistyped choice."""
+    own 2 would read as "unknown"), suggesting the name meant for a mistyped choice. An option is taken only by
+    its whole name: a prefix is an unrecognized argument, with the option probably meant."""
 
     commands: dict[str, argparse.ArgumentParser]
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
+        kwargs.setdefault("allow_abbrev", False)  # `--ack 1` is a mistake to name, not --acks to guess
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
     def error(self, message: str) -> NoReturn:

@@ -132,6 +132,11 @@ def test_scenario_dry_run_prints_the_variants_and_creates_nothing(tmp_path, monk
 
 @pytest.mark.parametrize("argv, hint", [
     (["run", "--acsk", "1"], "unrecognized arguments: --acsk 1 (did you mean --acks?)"),
+    # an option's start is not taken for it: named, not guessed
+    (["run", "--ack", "1"], "unrecognized arguments: --ack 1 (did you mean --acks?)"),
+    (["run", "--time", "5"], "unrecognized arguments: --time 5 (did you mean --time-limit?)"),
+    (["run", "--nemesis", ""], "argument --nemesis: names no fault"),
+    (["run", "--nemesis", "mix", "--mix-families", ","], "argument --mix-families: names no family"),
     (["suite", "x.yaml", "--dryrun"], "(did you mean --dry-run?)"),
     (["run", "--nemesis", "kill-leadr"], "unknown nemesis 'kill-leadr' (did you mean kill-leader"),
     (["run", "--nemesis", "kill:majorty"], "unknown target 'majorty' (did you mean majority"),
@@ -178,3 +183,11 @@ def test_compare_refuses_a_single_run(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "one run, not a suite or a directory of runs" in err and len(err.splitlines()) == 1
     assert sorted(os.listdir(run)) == before  # no compare.csv, no compare.html
+
+
+def test_the_mix_families_help_names_every_family_and_the_default(capsys):
+    from kchaos.core.config import NemesisConfig
+    from kchaos.nemesis.mix import FAMILIES
+    assert main(["run", "--help"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.lstrip().startswith("--mix-families"))
+    assert all(f in line for f in FAMILIES) and f"(default: {', '.join(NemesisConfig().mix_families)})" in line
