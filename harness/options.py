@@ -67,6 +67,12 @@ GROUPS = {
 }
 
 
+# The run options `kchaos run --help` shows: what most runs set. `--help-all` shows every one.
+COMMON = frozenset({"--kafka-version", "--nodes", "--hosts", "--partitions", "--min-insync", "--unclean", "--acks",
+                    "--rate", "--producers", "--workload", "--consumers", "--nemesis", "--interval", "--time-limit",
+                    "--seed", "--name", "--store", "--quiet"})
+
+
 def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentGroup]:
     """Every `kchaos run` option, in the groups of GROUPS; return the groups by name. Suite and scenario files
     name the same options (`kchaos.harness.suites.spec_files`)."""

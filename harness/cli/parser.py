@@ -15,7 +15,7 @@ from typing import NoReturn
 from kchaos.core.exit_codes import EXIT_BAD_INPUT, MEANINGS
 from kchaos.core.suggest import did_you_mean
 from kchaos.harness.cli import experiments as cli_experiments
-from kchaos.harness.options import D, add_run_options, spark_options
+from kchaos.harness.options import COMMON, D, add_run_options, spark_options
 from kchaos.harness.terminal import COLORS, UNBOUNDED, is_tty
 
 ABOUT = ("Jepsen-style chaos testing for Apache Kafka: run Kafka clusters under faults, record every operation, "
@@ -135,11 +135,37 @@ class Parser(argparse.ArgumentParser):
     its whole name: a prefix is an unrecognized argument, with the option probably meant."""
 
     commands: dict[str, argparse.ArgumentParser]
+    brief: frozenset[str] | None = None  # when set, the options --help shows; --help-all shows every one
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         kwargs.setdefault("allow_abbrev", False)  # `--ack 1` is a mistake to name, not --acks to guess
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def format_help(self) -> str:
+        """The help; with `brief` set, only those options and their groups' titles, then how to see the rest."""
+        if self.brief is None:
+            return super().format_help()
+        hidden = [a for a in self._actions if a.option_strings and a.help != argparse.SUPPRESS
+                  and not set(a.option_strings) & self.brief and not isinstance(a, (argparse._HelpAction, _HelpAll))]
+        saved = [(a, a.help) for a in hidden] + [(g, g.description) for g in self._action_groups]
+        for a in hidden:
+            a.help = argparse.SUPPRESS
+        for g in self._action_groups:
+            g.description = None
+        try:
+            text = super().format_help()
+        finally:
+            for x, about in saved:
+                if isinstance(x, argparse.Action):
+                    x.help = about
+                else:
+                    x.description = about
+        return text.rstrip("\n") + f"\n\n{len(hidden)} more options, in the same groups: {self.prog} --help-all\n"
+
+    def format_full_help(self) -> str:
+        """The help with every option, each group with its description."""
+        return super().format_help()
 
     def error(self, message: str) -> NoReturn:
         """Print `kchaos: error: MESSAGE` (with a "did you mean" for a mistyped choice) and exit 3."""
@@ -151,6 +177,18 @@ class Parser(argparse.ArgumentParser):
                 (hint or f" (choose from {', '.join(known)})")
         print(f"kchaos: error: {message}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
+
+
+class _HelpAll(argparse.Action):
+    """--help-all: print the help with every option and exit."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, argparse.SUPPRESS, nargs=0, default=argparse.SUPPRESS,
+                         help="show every option, not only the common ones, and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        print(parser.format_full_help() if isinstance(parser, Parser) else parser.format_help(), end="")
+        parser.exit()
 
 
 def unrecognized(parser: Parser, command: str | None, extra: list[str]) -> str:
@@ -185,7 +223,12 @@ def build_parser() -> Parser:
     def command(name: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=COMMANDS[name][0], description=COMMANDS[name][1])
 
-    groups = add_run_options(command("run"))
+    run = command("run")
+    run.usage = "kchaos run [OPTIONS]"
+    groups = add_run_options(run)
+    run.add_argument("--help-all", action=_HelpAll)
+    if isinstance(run, Parser):
+        run.brief = COMMON
     c = command("check")
     c.add_argument("path", help="a run directory, a history.jsonl, or a directory with runs below it")
     c.add_argument("--json", action="store_true", help="print the results object as JSON instead of the summary")

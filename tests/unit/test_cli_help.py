@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 from importlib import metadata
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from kchaos.core.exit_codes import MEANINGS
 from kchaos.harness.cli.main import build_parser, main
-from kchaos.harness.options import GROUPS, D
+from kchaos.harness.options import COMMON, GROUPS, D
 from kchaos.harness.scenarios.scenario import find_scenario, load_scenario
 from kchaos.harness.suites.suite import SuiteError, load_suite
 
@@ -38,9 +39,14 @@ def nothing_runs(monkeypatch):
     monkeypatch.setattr("kchaos.clusters.engine.docker_client", refuse)
 
 
-def _help(argv: list[str], capsys) -> str:
-    assert main([*argv, "--help"]) == 0
+def _help(argv: list[str], capsys, flag: str = "--help") -> str:
+    assert main([*argv, flag]) == 0
     return capsys.readouterr().out
+
+
+def _all(name: str) -> str:
+    """The flag that shows every option of command `name`."""
+    return "--help-all" if getattr(build_parser().commands[name], "brief", None) else "--help"
 
 
 def test_every_command_has_a_line_and_a_paragraph(capsys):
@@ -55,9 +61,10 @@ def test_every_command_has_a_line_and_a_paragraph(capsys):
 
 def test_every_option_has_help_and_shows_its_default(capsys):
     for name, sub in build_parser().commands.items():
-        text = " ".join(_help([name], capsys).split())
+        text = " ".join(_help([name], capsys, _all(name)).split())
         for action in sub._actions:
-            if not action.option_strings or isinstance(action, argparse._HelpAction):
+            if not action.option_strings or isinstance(action, argparse._HelpAction) or \
+                    action.dest == argparse.SUPPRESS:  # --help, --help-all, --version
                 continue
             assert action.help, f"{name} {action.option_strings}"
             shown = sub._get_formatter()._expand_help(action)  # what --help prints beside the option
@@ -65,8 +72,19 @@ def test_every_option_has_help_and_shows_its_default(capsys):
         assert "(default: None)" not in text and "default: %" not in text, name
 
 
+def test_run_help_shows_the_common_options_and_points_to_the_rest(capsys):
+    short, full = _help(["run"], capsys), _help(["run"], capsys, "--help-all")
+    assert len(short.splitlines()) <= 45 < len(full.splitlines())
+    assert short.splitlines()[0] == "usage: kchaos run [OPTIONS]"
+    shown = {o for line in short.splitlines() if (m := re.match(r"  (-\w, )?(--[\w-]+)(?:[ ,]|$)(?:.*?(--no-[\w-]+))?",
+                                                                 line)) for o in m.groups()[1:] if o}
+    assert shown == COMMON | {"--help", "--help-all", "--no-unclean"}
+    hidden = [a for a in build_parser().commands["run"]._actions if not set(a.option_strings) & shown]
+    assert short.rstrip().endswith(f"\n{len(hidden)} more options, in the same groups: kchaos run --help-all")
+
+
 def test_run_options_are_grouped(capsys):
-    text = _help(["run"], capsys)
+    text = _help(["run"], capsys, "--help-all")
     heads = [line[:-1] for line in text.splitlines() if line.endswith(":") and not line.startswith(" ")]
     assert heads == ["options", *GROUPS]
     section = text[text.index("\nproducer:"):text.index("\nconsumer:")]
@@ -188,6 +206,6 @@ def test_compare_refuses_a_single_run(tmp_path, capsys):
 def test_the_mix_families_help_names_every_family_and_the_default(capsys):
     from kchaos.core.config import NemesisConfig
     from kchaos.nemesis.mix import FAMILIES
-    assert main(["run", "--help"]) == 0
+    assert main(["run", "--help-all"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.lstrip().startswith("--mix-families"))
     assert all(f in line for f in FAMILIES) and f"(default: {', '.join(NemesisConfig().mix_families)})" in line
