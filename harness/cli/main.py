@@ -12,7 +12,7 @@ import signal
 import sqlite3
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from rich.console import Console
 
@@ -127,8 +127,20 @@ def _reports(args: argparse.Namespace, console: Console, out: Console) -> int:
     return 0
 
 
+# What `check --json` leaves out of results.json unless --full: the per-second timeline and each checker's own
+# details, which grow with the run (megabytes for a long one).
+JSON_DETAILS = ("timeline", "checkers")
+
+
+def json_summary(results: dict[str, Any]) -> dict[str, Any]:
+    """A run's results without JSON_DETAILS: the verdict, counts, reasons, loss, stats and latencies."""
+    return {k: v for k, v in results.items() if k not in JSON_DETAILS}
+
+
 def _check(args: argparse.Namespace, console: Console, out: Console) -> int:
     """`kchaos check PATH`: the verdict and counts (or the JSON results) on `out`; the exit code is the verdict."""
+    if args.full and not args.json:
+        raise ConfigError("--full only applies to --json")
     from kchaos.checkers import HISTORY_FILE, check_path, check_tree, exit_code
     from kchaos.clusters.distribution import run_libs
     path = Path(args.path)
@@ -138,7 +150,7 @@ def _check(args: argparse.Namespace, console: Console, out: Console) -> int:
         from kchaos.harness.runner import write_report_safely
         write_report_safely(path, console.print)
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps(results if args.full or many else json_summary(results), indent=2))
     elif many:
         out.print(runs_summary(results), markup=False, highlight=False)
     else:

@@ -231,7 +231,11 @@ def build_parser() -> Parser:
         run.brief = COMMON
     c = command("check")
     c.add_argument("path", help="a run directory, a history.jsonl, or a directory with runs below it")
-    c.add_argument("--json", action="store_true", help="print the results object as JSON instead of the summary")
+    c.add_argument("--json", action="store_true", help="print the verdict, counts and reasons as JSON instead of "
+                   "the summary: results.json without its per-second timeline and per-checker details (for a "
+                   "directory of runs, a row per run)")
+    c.add_argument("--full", action="store_true", help="with --json: the whole results object, as results.json "
+                   "holds it")
     spark_options(c)
     s = command("suite")
     s.add_argument("file", help="suite YAML file (see suites/ and docs/suites.md)")

@@ -168,14 +168,19 @@ def test_check_prints_its_summary_on_stdout(tmp_path, monkeypatch, capsys):
     run = tmp_path / "run"
     run.mkdir()
     (run / "history.jsonl").write_text("")
-    results = {"valid": False, "verdict": "fail", "counts": {"acked": 10, "lost": 2}, "examples": {"lost": [3, 7]}}
+    summary = {"valid": False, "verdict": "fail", "counts": {"acked": 10, "lost": 2}, "examples": {"lost": [3, 7]}}
+    results = {**summary, "timeline": [{"second": s, "ok": 1} for s in range(1000)], "checkers": {"queue": {}}}
     monkeypatch.setattr("kchaos.checkers.check_path", lambda path, master, find_libs: results)
     assert main(["check", str(run)]) == 1
     out, err = capsys.readouterr()
     assert out.splitlines()[0] == "verdict: fail" and "e.g. lost: [3, 7]" in out and "lost" in out
     assert err == ""
     assert main(["check", str(run), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out) == summary  # what grows with the run is left out
+    assert main(["check", str(run), "--json", "--full"]) == 1
     assert json.loads(capsys.readouterr().out) == results
+    assert main(["check", str(run), "--full"]) == 3
+    assert capsys.readouterr().err == "kchaos: error: --full only applies to --json\n"
 
 
 def test_check_of_many_runs_never_cuts_a_run_path(tmp_path, monkeypatch, capsys):
