@@ -4,14 +4,45 @@
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MAX_CONSOLE_GROUPS", "console_lines", "explain_lines", "groups_of"]
+__all__ = ["LINE_WIDTH", "MAX_CONSOLE_GROUPS", "console_lines", "explain_lines", "groups_of", "prefixed",
+           "short_lines"]
 
 MAX_CONSOLE_GROUPS = 5
-_INDENT = "     "  # under the text after "why: "
+LINE_WIDTH = 150  # what a line of the console or a log holds at most, where a sentence has a place to break
+_WHY = "why: "
+_INDENT = " " * len(_WHY)  # under the text after "why: "
+
+
+def short_lines(text: str, width: int = LINE_WIDTH) -> list[str]:
+    """`text` in lines of at most `width` characters: broken after "; " between clauses and, in a clause still
+    longer, after ", ". Every word is kept and in order; a piece with no such break stays whole, however long."""
+    pieces: list[str] = []
+    for clause in re.split(r"(?<=;) ", text):
+        pieces += re.split(r"(?<=,) ", clause) if len(clause) > width else [clause]
+    lines: list[str] = []
+    for piece in pieces:
+        if lines and len(lines[-1]) + 1 + len(piece) <= width:
+            lines[-1] += " " + piece
+        else:
+            lines.append(piece)
+    return lines
+
+
+def prefixed(parts: list[str], first: str, rest: str, width: int = LINE_WIDTH) -> list[str]:
+    """Each of `parts` on short lines of its own (`short_lines`), the first line after `first`, every other
+    after `rest` (an indent as wide)."""
+    lines = [line for part in parts for line in short_lines(part, width - max(len(first), len(rest)))]
+    return [(rest if i else first) + line for i, line in enumerate(lines)]
+
+
+def _said(parts: list[str], width: int) -> list[str]:
+    """A sentence's parts as "why: " lines, the ones after the first indented."""
+    return prefixed(parts, _WHY, _INDENT, width)
 
 
 def groups_of(explanation: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -27,12 +58,11 @@ def console_lines(explanation: Mapping[str, Any], run: Path | str, limit: int = 
     groups = groups_of(explanation)
     lines = []
     for g in groups[:limit]:
-        parts = [p for p in g.get("parts") or [g.get("why", "")] if p]
+        parts = [p for p in g.get("parts") or [g.get("why", "")] if p][:3]
         if not parts:
             continue
         parts[-1] = parts[-1].rstrip(".") + "."
-        lines.append(f"why: {parts[0]}")
-        lines += [f"{_INDENT}{p}" for p in parts[1:3]]
+        lines += _said(parts, LINE_WIDTH)
     rest = len(groups) - min(limit, len(groups))
     if rest:
         values = sum(g.get("values") or 0 for g in groups[limit:])
@@ -42,7 +72,15 @@ def console_lines(explanation: Mapping[str, Any], run: Path | str, limit: int = 
 
 def explain_lines(explanation: Mapping[str, Any], all_ranges: bool = False) -> list[str]:
     """What `kchaos explain` prints: one sentence per group, largest first; with `all_ranges`, one sentence per
-    lost range instead (offset order), as explanation.json's `why` has them."""
+    lost range instead (offset order), as explanation.json's `why` has them. Each sentence is said in short lines
+    (`short_lines`: "why: ", then the rest indented); a blank line parts two sentences."""
     if all_ranges:
-        return [r.get("why") or "" for r in explanation.get("ranges") or []]
-    return [g.get("why") or "" for g in groups_of(explanation)]
+        sentences = [[r.get("why") or ""] for r in explanation.get("ranges") or []]
+    else:
+        sentences = [[p for p in g.get("parts") or [g.get("why") or ""] if p] for g in groups_of(explanation)]
+    lines: list[str] = []
+    for parts in sentences:
+        if parts:
+            parts[-1] = parts[-1].rstrip(".") + "."
+            lines += ([""] if lines else []) + _said(parts, LINE_WIDTH)
+    return lines

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kchaos.evidence.explain.text import MAX_CONSOLE_GROUPS
+from kchaos.evidence.explain.text import MAX_CONSOLE_GROUPS, prefixed
 
 __all__ = ["INDENT", "txn_console_lines", "txn_lines", "txn_story", "txn_summary"]
 
@@ -89,7 +89,8 @@ def txn_story(t: Mapping[str, Any]) -> list[str]:
     lines.append(f"{INDENT}markers of producer {t.get('producer_id')} epoch {t.get('producer_epoch')}: {_ends(t)}")
     lines.append(f"{INDENT}coordinator, {_states(t)}")
     lines += [f"{INDENT}client ({_s(c['time_s'])}): {c['text']}" for c in t.get("client_log") or []]
-    lines.append(f"{INDENT}cause: {t.get('cause') or 'not read off the files: the facts above are all there is'}")
+    lines += prefixed([t.get("cause") or "not read off the files: the facts above are all there is"],
+                      f"{INDENT}cause: ", INDENT + " " * len("cause: "))
     return lines
 
 
@@ -98,7 +99,7 @@ def txn_lines(explanation: Mapping[str, Any]) -> list[str]:
     ts = explanation.get("transactions") or []
     if not ts:
         return []
-    lines = [txn_summary(explanation)]
+    lines = prefixed([txn_summary(explanation)], "", INDENT)
     for t in ts:
         lines += txn_story(t)
     return lines
@@ -116,7 +117,9 @@ def txn_summary(explanation: Mapping[str, Any]) -> str:
 def txn_console_lines(explanation: Mapping[str, Any], limit: int = MAX_CONSOLE_GROUPS) -> list[str]:
     """What a txn run's console says about its anomalous transactions: the summary line, then "why: op N: cause"
     for the first `limit` transactions."""
-    lines = txn_lines(explanation)[:1]
-    for t in (explanation.get("transactions") or [])[:limit]:
-        lines.append(f"why: op {t['index']}: {t.get('cause') or 'not read off the files (kchaos explain RUN)'}")
+    ts = explanation.get("transactions") or []
+    lines = prefixed([txn_summary(explanation)], "", INDENT) if ts else []
+    for t in ts[:limit]:
+        lines += prefixed([f"op {t['index']}: {t.get('cause') or 'not read off the files (kchaos explain RUN)'}"],
+                          "why: ", "     ")
     return lines

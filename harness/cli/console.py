@@ -158,8 +158,8 @@ def runs_summary(results: dict[str, Any]) -> str:
 
 def print_explanation(console: Console, explainer: Explainer, explanation: Mapping[str, Any],
                       all_groups: bool = False) -> None:
-    """The explainer's lines on stdout, never wrapped (a sentence is one line, however long); then the
-    explanation's notes, or that there was nothing to explain, on `console`."""
+    """The explainer's lines on stdout as the explainer broke them (short lines, never wrapped or cut by the
+    terminal); then the explanation's notes, or that there was nothing to explain, on `console`."""
     lines = explainer.lines(explanation, all_groups)
     for line in lines:
         print(line)

@@ -3,15 +3,18 @@ the console (harness/cli/console.py) and in report.html (reports/run/evidence_ht
 real formats with 1,000 lost offsets in three causes, and a fixture cut from a real acks=1 run with a split brain
 (tests/unit/data/evidence/README.md)."""
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 from histories import write_registry_faults
+from hypothesis import given
+from hypothesis import strategies as st
 from test_evidence import DATA, T0, _batch, _meta, _stamp, recorded_dumper
 
 from kchaos.evidence.explain.lost import explain, load_explanation
-from kchaos.evidence.explain.text import MAX_CONSOLE_GROUPS, console_lines, explain_lines
+from kchaos.evidence.explain.text import LINE_WIDTH, MAX_CONSOLE_GROUPS, console_lines, explain_lines, short_lines
 from kchaos.evidence.explain.why import spans_phrase
 from kchaos.reports.run.evidence_html import MAX_GROUPS, evidence_section
 
@@ -155,7 +158,13 @@ def test_a_thousand_lost_offsets_in_three_causes_are_three_groups(three_causes_r
     saved = load_explanation(run)
     assert [g["values"] for g in saved["groups"]] == [400, 350, 250] and len(saved["ranges"]) == 5
     assert saved["why"] == exp.why  # one sentence per range, as before groups
-    assert explain_lines(saved) == [g.why for g in exp.groups] and explain_lines(saved, True) == exp.why
+    # kchaos explain: each sentence in short lines ("why: ", then indented; each of a group's three parts on lines
+    # of its own), a blank line between two
+    groups = [" ".join(g.parts).rstrip(".") + "." for g in exp.groups]
+    for lines, sentences in ((explain_lines(saved), groups), (explain_lines(saved, True), exp.why)):
+        said = [" ".join(x.strip() for x in block.split("\n")) for block in "\n".join(lines).split("\n\n")]
+        assert said == [f"why: {s}" for s in sentences]
+        assert all(len(x) <= LINE_WIDTH and x.startswith(("why: ", "     ")) for x in lines if x)
 
 
 def test_a_real_acks1_split_brain_is_one_group_acknowledged_by_both_leaders(tmp_path):
@@ -178,8 +187,10 @@ def test_a_real_acks1_split_brain_is_one_group_acknowledged_by_both_leaders(tmp_
     n2 = next(r for r in brain.replicas if r["node"] == "n2")
     assert n2["statuses"] == {"truncated": 59, "unknown": 23, "did not hold": 55}
     lines = console_lines(exp.to_dict(), run)
-    assert len(lines) == 6 and lines[0].startswith("why: offsets 1276-2332 of p2") and lines[3].startswith("why: ")
-    assert all("\n" not in line for line in lines)
+    starts = [i for i, line in enumerate(lines) if line.startswith("why: ")]
+    assert len(starts) == 2 and lines[0].startswith("why: offsets 1276-2332 of p2") and len(lines) > 6
+    assert all("\n" not in line and len(line) <= LINE_WIDTH for line in lines)
+    assert " ".join(x.strip() for x in lines[:starts[1]]) == "why: " + " ".join(brain.parts) + "."  # every word
 
 
 def _many(n: int) -> dict:
@@ -221,3 +232,14 @@ def test_offsets_of_many_ranges_name_two_and_count_the_rest():
     assert spans_phrase([(1276, 2153), (1277, 2332), (2333, 2400)]) == "offsets 1276-2400"  # overlapping, adjacent
     assert spans_phrase([(None, None)]) == "offsets unknown"
     assert spans_phrase([(1, 2), (4, 4), (None, None)]) == "offsets 1-2, 4 and 1 range of unknown offsets"
+
+
+@given(st.lists(st.text(alphabet="ab ,;", min_size=1, max_size=60), min_size=1, max_size=30), st.integers(20, 160))
+def test_short_lines_keep_every_word_and_break_only_between_clauses(pieces, width):
+    text = " ".join(" ".join(p.split()) for p in pieces if p.split())
+    lines = short_lines(text, width)
+    assert " ".join(lines) == text  # every character, in order: only a space after ";" or "," became a break
+    assert all(line.endswith((";", ",")) for line in lines[:-1]) if text else lines == [""]
+    # a line over the width is one piece that has no break inside
+    assert all(len(x) <= width or not re.search(r"[;,] ", x) for x in lines)
+
