@@ -70,7 +70,7 @@ GROUPS = {
 # The run options `kchaos run --help` shows: what most runs set. `--help-all` shows every one.
 COMMON = frozenset({"--kafka-version", "--nodes", "--hosts", "--partitions", "--min-insync", "--unclean", "--acks",
                     "--rate", "--producers", "--workload", "--consumers", "--nemesis", "--interval", "--time-limit",
-                    "--seed", "--name", "--store", "--quiet"})
+                    "--seed", "--name", "--store", "--quiet", "--dry-run"})
 
 
 def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentGroup]:

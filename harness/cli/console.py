@@ -329,6 +329,40 @@ def print_scenarios(console: Console, scenarios: Sequence[Scenario]) -> None:
 
 # --- --dry-run ---
 
+def run_plan(cfg: TestConfig, where: Path) -> list[str]:
+    """What `kchaos run` would do with `cfg` (through preflight): the cluster, topic, producers and clients, and
+    every fault op of the schedule with its time, nemesis and op; nothing is started or created."""
+    from kchaos.core.workload_kind import kind_of
+    from kchaos.nemesis.schedule import kills_closer_than, make_schedule
+
+    c, t, p = cfg.cluster, cfg.topic, cfg.producer
+    schedule = make_schedule(cfg)
+    where_nodes = f"on the hosts of {c.hosts}" if c.hosts else "in Docker containers"
+    controllers = f" and {c.controllers} controllers" if c.controllers else ""
+    lines = [f"run {cfg.name}: seed {cfg.seed}, {_minutes(cfg.time_limit)} of workload → {where}",
+             f"cluster: Kafka {c.kafka_version}, {c.nodes} brokers{controllers} {where_nodes}, storage {c.storage}",
+             f"topic: {t.partitions} partitions, rf {t.replication_factor}, min.insync {t.min_insync}, "
+             f"unclean election {'on' if t.unclean else 'off'}",
+             f"producers: acks={p.acks}, idempotence {'on' if p.idempotence else 'off'}",
+             kind_of(cfg.workload.kind).describe(cfg)]
+    n = cfg.nemesis
+    source = f"replayed from {n.schedule_file}" if n.schedule_file else f"drawn from seed {cfg.seed}"
+    if schedule:
+        lines.append(f"faults: {', '.join(n.names)}; {len(schedule)} op{'s' * (len(schedule) != 1)} {source}, "
+                     "then the heal")
+    else:
+        lines.append("faults: none" if n.names == ("none",) else
+                     f"faults: {', '.join(n.names)}; no op fits in --time-limit {cfg.time_limit:g} s: none")
+    for s in schedule:
+        detail = " ".join(f"{k}={v}" for k, v in s.op.items() if k not in ("f", "pick"))
+        lines.append(f"  {s.at:6.1f} s  {s.nemesis}  {s.op.get('f')}{' ' + detail if detail else ''}")
+    session_s = c.broker_session_timeout_ms / 1000
+    if (gap := kills_closer_than(schedule, session_s)) is not None:
+        lines.append(f"note: kills {gap:.1f} s apart, under broker.session.timeout.ms ({session_s:g} s): a killed "
+                     f"broker's restart is refused until its session expires")
+    return lines
+
+
 def suite_plan(suite: Suite, seed: int | None, where: Path) -> list[str]:
     """What `kchaos suite FILE` would run: the options every cell shares, then each cell with its seeds."""
     runs = len(suite.cells) * suite.repeat

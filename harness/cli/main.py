@@ -26,6 +26,7 @@ from kchaos.harness.cli.console import (
     print_run,
     print_suite,
     run_headline,
+    run_plan,
     runs_summary,
     suite_plan,
 )
@@ -306,6 +307,10 @@ def main(argv: list[str] | None = None) -> int:
         from kchaos.harness.build import preflight
         from kchaos.harness.runner import run_test
         cfg = preflight(config_from_args(args))
+        if args.dry_run:
+            from kchaos.core.store import check_store
+            print_lines(out, run_plan(cfg, check_store(cfg.store) / cfg.name / "<UTC stamp>"))
+            return 0
         run, results = run_test(cfg, argv=_command(argv), console=console, keep=args.keep)
         out.print(run_headline(cfg, run), markup=False, highlight=False)
         print_run(out, results)

@@ -227,6 +227,8 @@ def build_parser() -> Parser:
     run.usage = "kchaos run [OPTIONS]"
     groups = add_run_options(run)
     run.add_argument("--help-all", action=_HelpAll)
+    run.add_argument("--dry-run", action="store_true", help="check the options and print the cluster, the clients "
+                     "and every fault of the schedule with its time; start nothing, create nothing")
     if isinstance(run, Parser):
         run.brief = COMMON
     c = command("check")

@@ -209,3 +209,23 @@ def test_the_mix_families_help_names_every_family_and_the_default(capsys):
     assert main(["run", "--help-all"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.lstrip().startswith("--mix-families"))
     assert all(f in line for f in FAMILIES) and f"(default: {', '.join(NemesisConfig().mix_families)})" in line
+
+
+def test_run_dry_run_prints_the_plan_and_starts_and_creates_nothing(tmp_path, capsys, nothing_runs):
+    from kchaos.core.config import NemesisConfig, TestConfig
+    from kchaos.nemesis.schedule import make_schedule
+    store = tmp_path / "store"
+    argv = ["run", "--dry-run", "--nemesis", "kill-leader,partition-one", "--interval", "7", "--seed", "5",
+            "--acks", "1", "--store", str(store)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"run queue: seed 5, 60 s of workload → {store}/queue/<UTC stamp>"
+    assert "producers: acks=1, idempotence off" in out
+    ops = make_schedule(TestConfig(seed=5, nemesis=NemesisConfig(names=("kill-leader", "partition-one"), interval=7)))
+    shown = [line for line in out if line.startswith("  ") and " s  " in line]
+    assert [(float(x.split()[0]), x.split()[2], x.split()[3]) for x in shown] == \
+        [(round(o.at, 1), o.nemesis, o.op["f"]) for o in ops]
+    assert out[-1].startswith("note: kills 6.0 s apart, under broker.session.timeout.ms (9 s)")
+    assert not store.exists()
+    assert main([*argv[:-2], "--rf", "5", "--store", str(store)]) == 3  # bad input is still bad
+    assert not store.exists()
