@@ -1,4 +1,5 @@
-"""The results store: `<store>/<test-name>/<UTC timestamp>/`, with `<store>/latest` at the newest run."""
+"""The results store: `<store>/<test-name>/<UTC timestamp>/`, with `<store>/latest` at the newest run (a suite's
+or scenario's runs included)."""
 from __future__ import annotations
 
 import json
@@ -12,6 +13,7 @@ from typing import Any
 
 from kchaos.core import __version__
 from kchaos.core.config import TestConfig
+from kchaos.core.suite_files import STATE_FILE
 
 
 class StoreError(ValueError):
@@ -46,14 +48,25 @@ def stamped_dir(parent: Path) -> Path:
             time.sleep(0.001)  # two in one millisecond: the next stamp still sorts by time
 
 
-def new_run_dir(store: Path, test_name: str) -> Path:
-    """Create a fresh run directory (`stamped_dir`) and point `<store>/latest` at it."""
-    run = stamped_dir(store / test_name)
-    link = store / "latest"
-    tmp = store / f".latest.{os.getpid()}"
+def point_latest(parent: Path, target: Path) -> None:
+    """Make `parent/latest` a relative link to `target` (below `parent`), replacing any it was, in one rename."""
+    tmp = parent / f".latest.{os.getpid()}"
     tmp.unlink(missing_ok=True)
-    tmp.symlink_to(run.relative_to(store))
-    tmp.replace(link)
+    tmp.symlink_to(target.relative_to(parent))
+    tmp.replace(parent / "latest")
+
+
+def results_root(store: Path) -> Path:
+    """The results root of runs made in `store`: `store` itself, or, when `store` is a suite's or scenario's run
+    (`<root>/<suites|scenarios>/<name>/<stamp>`, holding its suite.json), that root."""
+    return store.parents[2] if (store / STATE_FILE).is_file() and len(store.parents) > 2 else store
+
+
+def new_run_dir(store: Path, test_name: str) -> Path:
+    """Create a fresh run directory (`stamped_dir`) and point the results root's `latest` at it
+    (`results_root`): the newest run is `<root>/latest`, whether it ran alone or in a suite or scenario."""
+    run = stamped_dir(store / test_name)
+    point_latest(results_root(store), run)
     return run
 
 

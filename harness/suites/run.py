@@ -18,7 +18,6 @@ gives them.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
 import sqlite3
@@ -31,7 +30,7 @@ from rich.console import Console
 
 from kchaos.checkers import HISTORY_FILE, find_runs, judge_run
 from kchaos.core.config import TestConfig
-from kchaos.core.store import check_store, stamped_dir
+from kchaos.core.store import check_store, point_latest, stamped_dir
 from kchaos.core.suite_files import STATE_FILE, Entry, latest, read_progress, record_progress
 from kchaos.harness.suites.suite import Suite, SuiteError
 from kchaos.harness.terminal import heading, make_console
@@ -48,12 +47,6 @@ def _cells_json(suite: Suite) -> list[dict[str, Any]]:
             for c in suite.cells]
 
 
-def _point_latest(parent: Path, target: Path) -> None:
-    tmp = parent / f".latest.{os.getpid()}"
-    tmp.unlink(missing_ok=True)
-    tmp.symlink_to(target.name)
-    tmp.replace(parent / "latest")
-
 
 def start(suite: Suite, store: Path, seed: int, argv: list[str], kind: str = "suites") -> Path:
     """Create a fresh suite directory `store/kind/name/stamp` holding suite.yaml and suite.json; return it."""
@@ -63,7 +56,7 @@ def start(suite: Suite, store: Path, seed: int, argv: list[str], kind: str = "su
     state = {"name": suite.name, "description": suite.description, "file": str(suite.path), "seed": seed,
              "repeat": suite.repeat, "cells": _cells_json(suite), "argv": argv, "started": sdir.name}
     (sdir / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
-    _point_latest(parent, sdir)
+    point_latest(parent, sdir)
     return sdir
 
 

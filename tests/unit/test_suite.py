@@ -162,6 +162,10 @@ def test_run_goes_on_past_errors_and_fails_broken_promises(tmp_path):
     assert cases[names[0]].find("failure") is None
     assert (sdir / "compare.csv").exists() and (sdir / "compare.html").exists()
     assert (sdir.parent / "latest").resolve() == sdir.resolve()
+    # the store's latest is the newest run, made in the suite; the suite's own directory has no latest of its own
+    newest = max((r for c in s.cells for r in (sdir / c.name).glob("2*")), key=lambda r: r.name)  # stamps sort
+    assert (tmp_path / "results" / "latest").resolve() == newest.resolve() and newest.parent.name == names[3]
+    assert not (sdir / "latest").exists()
     assert [c[1] for c in runner.calls] == [s.run_seed(3, c, r) for c in s.cells for r in range(2)]
 
 
