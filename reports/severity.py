@@ -33,6 +33,38 @@ def level(verdict: str, lost: int | None = 0, acked: int | None = 0, allowed: bo
     return "unknown" if verdict == UNKNOWN else "clean"
 
 
+def loss_words(lost: int | None, acked: int | None, inside: int | None) -> str | None:
+    """The loss in words, or None when nothing acknowledged was lost: `99.5% of acknowledged writes lost (3,951
+    of 3,970), outside Kafka's guarantee`; `inside` is how many of them Kafka's guarantee covered (None: not
+    judged)."""
+    if not lost:
+        return None
+    rate = loss_rate(lost, acked)
+    share = f"{lost:,} acknowledged writes lost" if rate is None else \
+        f"{rate * 100:.3g}% of acknowledged writes lost ({lost:,} of {acked:,})"
+    if inside is None:
+        return share
+    if not inside:
+        return f"{share}, outside Kafka's guarantee"
+    return f"{share}, {'all' if inside == lost else f'{inside:,}'} of them inside Kafka's guarantee"
+
+
+def verdict_words(verdict: str, lost: int | None, acked: int | None, inside: int | None, allowed: bool) -> str:
+    """The verdict word, then its severity in words with what made it so, so that no colour is needed to read it:
+    `pass · severe: 99.5% of acknowledged writes lost (3,951 of 3,970), outside Kafka's guarantee`; `pass` alone
+    for a clean run."""
+    severity = level(verdict, lost, acked, allowed)
+    words = loss_words(lost, acked, inside)
+    if words is None and acked == 0 and verdict != FAIL:
+        words = "nothing was acknowledged"
+    if severity in ("clean", "unknown"):
+        return f"{verdict} · {words}" if words else verdict
+    if words is None:
+        words = "anomalies its configuration promises against" if verdict == FAIL else \
+            "anomalies its configuration allows"
+    return f"{verdict} · {severity}: {words}"
+
+
 def rich_verdict(verdict: str, severity: str) -> str:
     """The verdict word in rich markup, coloured by `severity`."""
     return f"[{RICH[severity]}]{verdict}[/]"

@@ -23,10 +23,10 @@ from rich.table import Table
 from rich.text import Text
 
 from kchaos.checkers.kafka_errors import errors_line
-from kchaos.checkers.verdict.judge import UNKNOWN, Judgement, history_line, of_valid
+from kchaos.checkers.verdict.judge import UNKNOWN, Judgement, history_line, lost_in_promise, of_valid
 from kchaos.harness.suites.spec_files import show
 from kchaos.harness.terminal import interactive
-from kchaos.reports.severity import RICH, level, rich_verdict
+from kchaos.reports.severity import RICH, level, rich_verdict, verdict_words
 
 if TYPE_CHECKING:
     from kchaos.core.config import TestConfig
@@ -104,11 +104,14 @@ def run_headline(cfg: TestConfig, run: Path) -> str:
 
 
 def run_summary(results: dict[str, Any]) -> str:
-    """One screen of a run's results: the verdict with what failed, what was observed and allowed, and why it is
-    unknown (docs/verdicts.md), the page-cache model, the faults Kafka reported about itself (one line), then the
-    counts and up to five examples of each anomaly."""
+    """One screen of a run's results: the verdict and its severity in words (`verdict_words`), what failed, what
+    was observed and allowed, and why it is unknown (docs/verdicts.md), the page-cache model, the faults Kafka
+    reported about itself (one line), then the counts and up to five examples of each anomaly."""
     j = Judgement.from_results(results)
     lines = j.lines()
+    counts = results.get("counts") or {}
+    lines[0] = "verdict: " + verdict_words(j.verdict, counts.get("lost"), counts.get("acked"),
+                                           lost_in_promise(results), bool(j.allowed))
     # An unknown verdict already gives the damage as its reason; a failed one must still say it.
     if j.verdict != UNKNOWN and (damaged := history_line(results.get("history") or {})) is not None:
         lines.append(damaged)
@@ -171,14 +174,17 @@ def print_explanation(console: Console, explainer: Explainer, explanation: Mappi
 
 # --- a suite ---
 
-SUITE_COLUMNS = (Column("verdict", keep=True), Column("cell", keep=True),
+SUITE_COLUMNS = (Column("verdict", keep=True), Column("severity", drop=7), Column("cell", keep=True),
                  Column("runs pass/fail/?", "right", drop=3), Column("acked", "right", drop=5),
                  Column("lost (rate)", "right", drop=1), Column("inside promise", "right", drop=2),
                  Column("in faults", "right", drop=4), Column("promise", drop=6))
+MAX_RATES = 5  # loss rates a suite's headline names
 SUITE_LEGEND = {
     "verdict": "verdict: fail when a run shows an anomaly its configuration promises against, unknown when the "
                "checker could not decide, else pass; error when a run could not be run (docs/verdicts.md); "
-               "the colour is the severity (red from 10% of the writes lost)",
+               "the colour is the severity's",
+    "severity": "severity: severe when a promise broke or 10% or more of the acknowledged writes were lost, "
+                "serious from 1%, noted for less or for other anomalies the configuration allows, else clean",
     "runs pass/fail/?": "runs pass/fail/?: the cell's runs, then how many passed / failed / are unknown",
     "inside promise": "inside promise: lost writes that Kafka's guarantee covered (each fails the run); "
                       "- when the configuration promises no loss",
@@ -193,17 +199,14 @@ def print_suite(console: Console, name: str, sdir: Path, outcomes: Sequence[Cell
     """The suite's verdict: a title line, one row per cell (verdict, cell, runs, acked, lost, lost inside the
     promise, availability in faults, promise), a legend, what failed or was observed and allowed per cell, and
     where compare.html and report.xml are."""
-    tally = Counter(o.result for o in outcomes)
-    words = ", ".join(f"{tally[w]} {w if w != 'pass' else 'passed'}" for w in ("pass", "fail", "unknown", "error")
-                      if tally[w] and w != "pass")
-    console.print(f"suite {name}: {tally['pass']}/{len(outcomes)} cells passed{', ' + words if words else ''} · {sdir}",
-                  style="bold", markup=False)
+    console.print(f"suite {name}: {suite_words(outcomes)} · {sdir}", style="bold", markup=False)
     rows = []
     for o in outcomes:
         r = o.row or {}
         rate, avail = r.get("loss_rate"), r.get("availability_in_faults")
         inside = r.get("lost_in_promise") if str(r.get("promise", "")).startswith("no loss") else None
-        rows.append([rich_verdict(o.result, "severe" if o.error else o.severity), o.short,
+        severity = "severe" if o.error else o.severity
+        rows.append([rich_verdict(o.result, severity), rich_verdict(severity, severity), o.short,
                      f"{r.get('runs', 0)}: {r.get('pass', 0)}/{r.get('fail', 0)}/{r.get('unknown', 0)}",
                      _or_dash(r.get("acked")), _or_dash(r.get("lost")) + ("" if rate is None else f" ({rate:.1%})"),
                      "-" if inside is None else str(inside), "-" if avail is None else f"{avail:.0%}",
@@ -224,6 +227,23 @@ def print_suite(console: Console, name: str, sdir: Path, outcomes: Sequence[Cell
                       markup=False)
     _legend(console, [v for k, v in SUITE_LEGEND.items() if k not in hidden], hidden, "compare.html has every column")
     console.print(f"compare: {sdir / 'compare.html'}  junit: {sdir / 'report.xml'}", markup=False)
+
+
+def suite_words(outcomes: Sequence[CellOutcome]) -> str:
+    """What a suite's cells came to, in words that carry the severity: `3 of 3 cells kept Kafka's promise · 2 of
+    them lost acknowledged writes it does not cover (19.9%, 99.5%)`, then how many broke it, are unknown or could
+    not run."""
+    tally = Counter(o.result for o in outcomes)
+    words = [f"{tally['pass']} of {len(outcomes)} cell{'s' * (len(outcomes) != 1)} kept Kafka's promise"]
+    words += [f"{tally[k]} {what}" for k, what in (("fail", "broke it"), ("unknown", "unknown"),
+                                                   ("error", "could not run")) if tally[k]]
+    lossy = [o.row["loss_rate"] for o in outcomes if o.result == "pass" and o.row and o.row.get("lost")
+             and o.row.get("loss_rate") is not None]
+    said = ", ".join(words)
+    if lossy:
+        rates = ", ".join(f"{r:.1%}" for r in lossy[:MAX_RATES]) + (", …" if len(lossy) > MAX_RATES else "")
+        said += f" · {len(lossy)} of them lost acknowledged writes it does not cover ({rates})"
+    return said
 
 
 def print_regressions(console: Console, regressions: Sequence[Regression], before: Path | None) -> None:

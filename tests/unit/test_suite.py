@@ -219,16 +219,17 @@ def test_cli_exit_code_is_1_when_a_promise_breaks_or_a_run_errors(tmp_path, monk
     monkeypatch.setattr(harness_runner, "run_test", StandIn(lost={names[0]: 5}))  # acks=1 loses: allowed
     assert main(["suite", str(path), "--store", store]) == 0
     out = capsys.readouterr().out
-    assert "4/4 cells passed" in out and "observed, allowed: 5 lost (acks=1 promises no durability)" in out
+    assert "4 of 4 cells kept Kafka's promise" in out
+    assert "observed, allowed: 5 lost (acks=1 promises no durability)" in out
     monkeypatch.setattr(harness_runner, "run_test", StandIn(lost={names[3]: 5}))  # acks=all misr=2 loses
     assert main(["suite", str(path), "--store", store]) == 1
-    assert "3/4 cells passed, 1 fail" in capsys.readouterr().out
+    assert "3 of 4 cells kept Kafka's promise, 1 broke it" in capsys.readouterr().out
     monkeypatch.setattr(harness_runner, "run_test", StandIn(fail={names[1]}))
     assert main(["suite", str(path), "--store", store]) == 1
     assert any(line.startswith("error ") for line in capsys.readouterr().out.splitlines())
     monkeypatch.setattr(harness_runner, "run_test", StandIn(unseen={names[2]: 3}))  # nothing failed, one unknown
     assert main(["suite", str(path), "--store", store]) == 2
-    assert "3/4 cells passed, 1 unknown" in capsys.readouterr().out
+    assert "3 of 4 cells kept Kafka's promise, 1 unknown" in capsys.readouterr().out
     monkeypatch.setattr(harness_runner, "run_test", StandIn(stop_after=0))
     assert main(["suite", str(path), "--store", store]) == 130
     assert "--resume" in capsys.readouterr().err

@@ -79,7 +79,8 @@ def test_piped_suite_output_is_neither_wrapped_nor_cut_nor_coloured(suite_cli, c
         assert any(line.startswith("pass") and cell.short() in line for line in out_lines), out
         assert any(line.startswith("── ") and cell.label() in line for line in err_lines), err
         assert any(str(sdir / cell.name) in line for line in err_lines), err  # the whole run directory
-    assert out_lines[0] == f"suite {suite_cli.suite.name}: 4/4 cells passed · {sdir}"
+    assert out_lines[0] == (f"suite {suite_cli.suite.name}: 4 of 4 cells kept Kafka's promise · 2 of them lost "
+                            f"acknowledged writes it does not cover (5.0%, 5.0%) · {sdir}")
     assert f"compare: {sdir / 'compare.html'}  junit: {sdir / 'report.xml'}" in out_lines
     assert any(line.startswith("runs pass/fail/?: ") for line in out_lines)  # the legend under the table
     # acks=1 cells lost 5 of 100: allowed, so they pass, and say what they observed
@@ -118,10 +119,10 @@ def test_quiet_prints_only_the_verdict(suite_cli, capsys):
     assert suite_cli("--quiet") == 0
     out, err = capsys.readouterr()
     assert err == ""  # no header, no headings, no steps
-    assert "4/4 cells passed" in out and all(c.short() in out for c in suite_cli.suite.cells)
+    assert "4 of 4 cells kept Kafka's promise" in out and all(c.short() in out for c in suite_cli.suite.cells)
     assert main(["-q", "suite", str(suite_cli.suite.path), "--store", str(suite_cli.store)]) == 0
     out, err = capsys.readouterr()
-    assert err == "" and "4/4 cells passed" in out
+    assert err == "" and "4 of 4 cells kept Kafka's promise" in out
 
 
 def test_a_table_too_wide_for_the_terminal_leaves_out_columns_but_not_the_cell(suite_cli, capsys, monkeypatch):
@@ -136,7 +137,7 @@ def test_a_table_too_wide_for_the_terminal_leaves_out_columns_but_not_the_cell(s
     assert interactive(make_console(tty))
     rows = [line for line in text.splitlines() if line.split()[:1] in (["pass"], ["fail"])]
     assert len(rows) == 4 and all(any(c.short() in r for r in rows) for c in suite_cli.suite.cells)
-    assert "left out to fit the terminal: promise, acked" in text
+    assert "left out to fit the terminal: severity, promise, acked" in text  # the colour still says the severity
     table = text[text.index("verdict"):text.index("acks=1 partition-majorities-ring controllers=3: observed")]
     assert all(len(line) <= 72 for line in table.splitlines()), table
 
@@ -173,7 +174,8 @@ def test_check_prints_its_summary_on_stdout(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("kchaos.checkers.check_path", lambda path, master, find_libs: results)
     assert main(["check", str(run)]) == 1
     out, err = capsys.readouterr()
-    assert out.splitlines()[0] == "verdict: fail" and "e.g. lost: [3, 7]" in out and "lost" in out
+    assert out.splitlines()[0] == "verdict: fail · severe: 20% of acknowledged writes lost (2 of 10)"
+    assert "e.g. lost: [3, 7]" in out
     assert err == ""
     assert main(["check", str(run), "--json"]) == 1
     assert json.loads(capsys.readouterr().out) == summary  # what grows with the run is left out

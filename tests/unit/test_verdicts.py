@@ -136,7 +136,9 @@ def test_one_run_gets_the_same_word_on_every_surface(spark, tmp_path, capsys, na
     # kchaos check: judged again from the history; its exit code and its console line
     assert main(["check", str(run), "--spark-master", MASTER]) == code
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"verdict: {word}"
+    # the word, then the severity in words where it is serious or severe: no colour is needed to read it
+    assert out[0].split(" · ")[0] == f"verdict: {word}"
+    assert (f" · {severity}: " in out[0]) == (severity in ("serious", "severe")), out[0]
     results = json.loads((run / "results.json").read_text())
     assert results["verdict"] == word and results["valid"] == {PASS: True, FAIL: False, UNKNOWN: "unknown"}[word]
     if word == PASS:
