@@ -30,13 +30,14 @@ cluster=$!
 trap 'kill -- -$cluster 2>/dev/null; kill $cluster 2>/dev/null; exit 130' INT TERM
 echo "== the cluster lane (prepare, integration) runs beside the unit lane; its log: build/integration.log"
 rc=0
-# The unit lane yields the CPU to the cluster lane (at the lowest priority: it has time to spare), which takes
-# longer and whose Kafka nodes must not starve.
+# The unit lane yields the CPU to the cluster lane, which takes longer and whose Kafka nodes must not starve: it
+# runs at the lowest priority and on one pytest worker, so that one of the two cores is always the cluster's. It
+# has time to spare: it ends long before the cluster lane does.
 for t in lint types; do
   tier $t nice -n 19 make --no-print-directory $t || { r=$?; [ $rc -eq 0 ] && rc=$r; }
 done
-tier unit nice -n 19 "$BIN/pytest" tests/unit -n 2 -m "not spark" -v --durations=10 || { r=$?; [ $rc -eq 0 ] && rc=$r; }
-tier unit-spark nice -n 19 "$BIN/pytest" tests/unit -n 2 -m spark -v --durations=10 || { r=$?; [ $rc -eq 0 ] && rc=$r; }
+tier unit nice -n 19 "$BIN/pytest" tests/unit -n 1 -m "not spark" -v --durations=10 || { r=$?; [ $rc -eq 0 ] && rc=$r; }
+tier unit-spark nice -n 19 "$BIN/pytest" tests/unit -n 1 -m spark -v --durations=10 || { r=$?; [ $rc -eq 0 ] && rc=$r; }
 # The integration tests that start no Kafka cluster (SSH hosts alone, a Spark cluster) run here rather than in the
 # cluster lane, once its prepare tier has built the images they start from.
 while [ ! -e build/prepared ] && kill -0 $cluster 2>/dev/null; do sleep 2; done
