@@ -53,3 +53,26 @@ class Phases:
         """One line for the console: every phase's seconds, then the fixed cost beside the workload's."""
         parts = ", ".join(f"{k} {v:.1f} s" for k, v in self.seconds.items())
         return f"time: {parts}; {self.fixed():.1f} s besides the workload"
+
+
+# A run's fixed cost assumed where the store has no run to measure it by (this 2-core machine's, rounded up).
+FIXED_S_GUESS = 20.0
+RECENT = 50  # how many of a store's newest runs a typical fixed cost is taken from
+
+
+def typical_fixed(store: Path) -> tuple[float, int]:
+    """The fixed cost to expect of a run in `store`: the median `fixed_s` of the phases.json of its newest runs (at
+    most RECENT), and how many that is; FIXED_S_GUESS and 0 when it has none."""
+    found = sorted(Path(store).glob(f"**/{PHASES_FILE}"), key=lambda p: p.stat().st_mtime)[-RECENT:] \
+        if Path(store).is_dir() else []
+    costs = []
+    for path in found:
+        try:
+            costs.append(float(json.loads(path.read_text(encoding="utf-8"))["fixed_s"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    if not costs:
+        return FIXED_S_GUESS, 0
+    costs.sort()
+    return costs[len(costs) // 2], len(costs)
+

@@ -24,6 +24,7 @@ from rich.text import Text
 
 from kchaos.checkers.kafka_errors import errors_line
 from kchaos.checkers.verdict.judge import UNKNOWN, Judgement, history_line, lost_in_promise, of_valid
+from kchaos.harness.phases import typical_fixed
 from kchaos.harness.suites.spec_files import show
 from kchaos.harness.terminal import interactive
 from kchaos.reports.severity import RICH, level, rich_verdict, verdict_words
@@ -387,8 +388,13 @@ def suite_plan(suite: Suite, seed: int | None, where: Path) -> list[str]:
     """What `kchaos suite FILE` would run: the options every cell shares, then each cell with its seeds."""
     runs = len(suite.cells) * suite.repeat
     seconds = suite.repeat * sum(suite.config(c, 0, Path("/tmp"), "local[*]").time_limit for c in suite.cells)
+    fixed, measured = typical_fixed(where.parents[2])
     lines = [f"suite {suite.name}: {len(suite.cells)} cells × {_times(suite.repeat)} = {runs} runs, "
-             f"seed {'random' if seed is None else seed}, {_minutes(seconds)} of workload → {where}"]
+             f"seed {'random' if seed is None else seed}, {_minutes(seconds)} of workload → {where}",
+             f"about {_about(seconds + runs * fixed)} in all: each run also spends about {fixed:.0f} s starting, "
+             "healing, reading, checking and reporting ("
+             + ("a guess: this store has no run to measure it by" if not measured else "as this store's newest run did"
+                if measured == 1 else f"the median of this store's {measured} newest runs") + ")"]
     shared = _shared([c.options for c in suite.cells], [c.params for c in suite.cells])
     if shared:
         lines.append("every cell: " + " ".join(f"{k}={show(v)}" for k, v in shared))
@@ -430,6 +436,14 @@ def _seeds(seeds: list[int]) -> str:
 
 def _times(n: int) -> str:
     return "1 repetition" if n == 1 else f"{n} repetitions"
+
+
+def _about(seconds: float) -> str:
+    """An estimate's duration: `50 s`, `25 min`, `3 h 07 min`."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def _minutes(seconds: float) -> str:

@@ -28,3 +28,16 @@ def test_the_fixed_cost_leaves_out_the_workload_only():
     timer = Phases()
     timer.seconds.update({"cluster start": 9.0, WORKLOAD: 60.0, "check": 2.0})
     assert timer.fixed() == pytest.approx(timer.total() - 60.0)
+
+
+def test_a_typical_fixed_cost_is_the_median_of_the_stores_newest_runs(tmp_path):
+    from kchaos.harness.phases import FIXED_S_GUESS, RECENT, typical_fixed
+    assert typical_fixed(tmp_path / "none") == (FIXED_S_GUESS, 0)
+    for i, fixed in enumerate([30.0, 10.0, 12.0, 11.0]):  # runs alone and in a suite alike
+        run = tmp_path / ("suites/s/20261129T000000.000Z/cell" if i % 2 else "queue") / f"2026112{i}T000000.000Z"
+        run.mkdir(parents=True)
+        (run / PHASES_FILE).write_text(json.dumps({"phases": {}, "total_s": 99.0, "fixed_s": fixed}))
+    (tmp_path / "queue" / "broken").mkdir()
+    (tmp_path / "queue" / "broken" / PHASES_FILE).write_text("{")  # a run killed while writing it: skipped
+    assert typical_fixed(tmp_path) == (12.0, 4)
+    assert RECENT >= 4
