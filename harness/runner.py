@@ -28,6 +28,7 @@ from kchaos.core.config import TestConfig, exact_kafka_version, kafka_major
 from kchaos.core.faults import write_faults
 from kchaos.core.history import History, read_history
 from kchaos.core.kafka_versions import release_timeline
+from kchaos.core.lines import LINE_WIDTH, short_lines
 from kchaos.core.page_cache import describe as describe_page_cache
 from kchaos.core.protocols import Cluster, Workload
 from kchaos.core.send_stream import merge_streams
@@ -94,7 +95,7 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
     cfg = test.cfg
 
     def say(m: str) -> None:
-        console.print(f"[bold cyan]•[/] {m}")
+        console.print("[bold cyan]•[/] " + "\n  ".join(short_lines(m, LINE_WIDTH - 2)))
         log.info(m)
 
     timer = Phases()

@@ -4,33 +4,17 @@
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LINE_WIDTH", "MAX_CONSOLE_GROUPS", "console_lines", "explain_lines", "groups_of", "prefixed",
-           "short_lines"]
+from kchaos.core.lines import LINE_WIDTH, short_lines
+
+__all__ = ["MAX_CONSOLE_GROUPS", "console_lines", "explain_lines", "groups_of", "prefixed"]
 
 MAX_CONSOLE_GROUPS = 5
-LINE_WIDTH = 150  # what a line of the console or a log holds at most, where a sentence has a place to break
 _WHY = "why: "
 _INDENT = " " * len(_WHY)  # under the text after "why: "
-
-
-def short_lines(text: str, width: int = LINE_WIDTH) -> list[str]:
-    """`text` in lines of at most `width` characters: broken after "; " between clauses and, in a clause still
-    longer, after ", ". Every word is kept and in order; a piece with no such break stays whole, however long."""
-    pieces: list[str] = []
-    for clause in re.split(r"(?<=;) ", text):
-        pieces += re.split(r"(?<=,) ", clause) if len(clause) > width else [clause]
-    lines: list[str] = []
-    for piece in pieces:
-        if lines and len(lines[-1]) + 1 + len(piece) <= width:
-            lines[-1] += " " + piece
-        else:
-            lines.append(piece)
-    return lines
 
 
 def prefixed(parts: list[str], first: str, rest: str, width: int = LINE_WIDTH) -> list[str]:

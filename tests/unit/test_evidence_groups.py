@@ -13,8 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_evidence import DATA, T0, _batch, _meta, _stamp, recorded_dumper
 
+from kchaos.core.lines import LINE_WIDTH, short_lines
 from kchaos.evidence.explain.lost import explain, load_explanation
-from kchaos.evidence.explain.text import LINE_WIDTH, MAX_CONSOLE_GROUPS, console_lines, explain_lines, short_lines
+from kchaos.evidence.explain.text import MAX_CONSOLE_GROUPS, console_lines, explain_lines
 from kchaos.evidence.explain.why import spans_phrase
 from kchaos.reports.run.evidence_html import MAX_GROUPS, evidence_section
 
