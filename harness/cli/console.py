@@ -24,6 +24,7 @@ from rich.text import Text
 
 from kchaos.checkers.kafka_errors import errors_line
 from kchaos.checkers.verdict.judge import UNKNOWN, Judgement, history_line, lost_in_promise, of_valid
+from kchaos.core.lines import LINE_WIDTH, short_lines
 from kchaos.harness.phases import typical_fixed
 from kchaos.harness.suites.spec_files import show
 from kchaos.harness.terminal import interactive
@@ -91,7 +92,7 @@ def _needed(columns: Sequence[Column], rows: Sequence[Sequence[str]], shown: lis
 
 def _legend(console: Console, lines: list[str], hidden: list[str], more: str) -> None:
     for line in lines:
-        console.print(line, style="dim", markup=False, soft_wrap=False)
+        console.print("\n  ".join(short_lines(line, LINE_WIDTH - 2)), style="dim", markup=False, soft_wrap=False)
     if hidden:
         console.print(f"left out to fit the terminal: {', '.join(hidden)} ({more})", style="dim", markup=False,
                       soft_wrap=False)
@@ -196,11 +197,52 @@ SUITE_LEGEND = {
 GROUNDS_SHOWN = 10  # cells whose failed and allowed anomalies are listed under the suite table
 
 
+@dataclass(frozen=True)
+class Compared:
+    """A configuration of `kchaos compare` as the suite table shows a cell: its compare row, verdict and
+    severity."""
+
+    row: dict[str, Any]
+    error: str | None = None
+
+    @property
+    def result(self) -> str:
+        """The row's verdict."""
+        return str(self.row.get("verdict") or UNKNOWN)
+
+    @property
+    def severity(self) -> str:
+        """The row's severity (compare.csv's column)."""
+        return str(self.row.get("severity") or "unknown")
+
+    @property
+    def short(self) -> str:
+        """The row's cell, as compare.csv names it."""
+        return str(self.row.get("cell") or "")
+
+
+def print_compare(console: Console, root: Path, rows: Sequence[dict[str, Any]]) -> None:
+    """What `kchaos compare` found: a title line, the configurations as the suite table shows cells, the legend,
+    and where compare.html and compare.csv are."""
+    cells = [Compared(r) for r in rows]
+    runs = sum(int(r.get("runs") or 0) for r in rows)
+    console.print(f"compare {root}: {len(rows)} configurations, {runs} runs · {suite_words(cells, 'configuration')}",
+                  style="bold", markup=False)
+    _cell_table(console, cells)
+    console.print(f"compare: {root / 'compare.html'}  csv: {root / 'compare.csv'}", markup=False)
+
+
 def print_suite(console: Console, name: str, sdir: Path, outcomes: Sequence[CellOutcome]) -> None:
-    """The suite's verdict: a title line, one row per cell (verdict, cell, runs, acked, lost, lost inside the
-    promise, availability in faults, promise), a legend, what failed or was observed and allowed per cell, and
+    """The suite's verdict: a title line, one row per cell (verdict, severity, cell, runs, acked, lost, lost inside
+    the promise, availability in faults, promise), a legend, what failed or was observed and allowed per cell, and
     where compare.html and report.xml are."""
     console.print(f"suite {name}: {suite_words(outcomes)} · {sdir}", style="bold", markup=False)
+    _cell_table(console, outcomes)
+    console.print(f"compare: {sdir / 'compare.html'}  junit: {sdir / 'report.xml'}", markup=False)
+
+
+def _cell_table(console: Console, outcomes: Sequence[CellOutcome | Compared]) -> None:
+    """One row per cell, what failed or was observed and allowed per cell, and the legend."""
     rows = []
     for o in outcomes:
         r = o.row or {}
@@ -222,20 +264,20 @@ def print_suite(console: Console, name: str, sdir: Path, outcomes: Sequence[Cell
         parts += [f"observed, allowed: {row['allowed']}"] if row.get("allowed") else []
         parts += [f"unknown because: {row['unknown_because']}"] if row.get("unknown_because") else []
         parts += [f"page cache: {row['page_cache']}"] if row.get("page_cache") else []
-        console.print(f"{o.short}: {'; '.join(parts)}", markup=False, highlight=False)
+        console.print("\n  ".join(short_lines(f"{o.short}: {'; '.join(parts)}", LINE_WIDTH - 2)), markup=False,
+                      highlight=False)
     if len(grounds) > GROUNDS_SHOWN:
         console.print(f"... {len(grounds) - GROUNDS_SHOWN} more cells with anomalies: compare.html lists them",
                       markup=False)
     _legend(console, [v for k, v in SUITE_LEGEND.items() if k not in hidden], hidden, "compare.html has every column")
-    console.print(f"compare: {sdir / 'compare.html'}  junit: {sdir / 'report.xml'}", markup=False)
 
 
-def suite_words(outcomes: Sequence[CellOutcome]) -> str:
-    """What a suite's cells came to, in words that carry the severity: `3 of 3 cells kept Kafka's promise · 2 of
-    them lost acknowledged writes it does not cover (19.9%, 99.5%)`, then how many broke it, are unknown or could
-    not run."""
+def suite_words(outcomes: Sequence[CellOutcome | Compared], what: str = "cell") -> str:
+    """What a suite's cells (or `what`) came to, in words that carry the severity: `3 of 3 cells kept Kafka's
+    promise · 2 of them lost acknowledged writes it does not cover (19.9%, 99.5%)`, then how many broke it, are
+    unknown or could not run."""
     tally = Counter(o.result for o in outcomes)
-    words = [f"{tally['pass']} of {len(outcomes)} cell{'s' * (len(outcomes) != 1)} kept Kafka's promise"]
+    words = [f"{tally['pass']} of {len(outcomes)} {what}{'s' * (len(outcomes) != 1)} kept Kafka's promise"]
     words += [f"{tally[k]} {what}" for k, what in (("fail", "broke it"), ("unknown", "unknown"),
                                                    ("error", "could not run")) if tally[k]]
     lossy = [o.row["loss_rate"] for o in outcomes if o.result == "pass" and o.row and o.row.get("lost")

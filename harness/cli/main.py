@@ -20,6 +20,7 @@ from kchaos.core.config import ConfigError
 from kchaos.core.exit_codes import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_ENV, EXIT_INTERRUPTED, EXIT_REGRESSION
 from kchaos.harness.cli import experiments as cli_experiments
 from kchaos.harness.cli.console import (
+    print_compare,
     print_explanation,
     print_lines,
     print_regressions,
@@ -119,9 +120,7 @@ def _reports(args: argparse.Namespace, console: Console, out: Console) -> int:
         if unchecked:
             console.print(f"checking {len(unchecked)} run(s) that have no results.json yet")
             check_runs(path, unchecked, args.spark_master, find_libs=run_libs)
-        rows = write_compare(path)
-        out.print(f"{len(rows)} configurations → {path / 'compare.html'}, {path / 'compare.csv'}",
-                  markup=False, highlight=False)
+        print_compare(out, path, write_compare(path))
         return 0
     from kchaos.reports.serve.server import serve
     serve(Path(args.store), args.host, args.port, say=console.print)

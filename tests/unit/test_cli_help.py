@@ -203,6 +203,21 @@ def test_compare_refuses_a_single_run(tmp_path, capsys):
     assert sorted(os.listdir(run)) == before  # no compare.csv, no compare.html
 
 
+def test_compare_prints_the_table_with_the_severity_in_words(tmp_path, capsys):
+    import shutil
+    root = tmp_path / "runs"
+    shutil.copytree(REPO / "tests" / "fixtures" / "runs", root)
+    assert main(["compare", str(root)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (f"compare {root}: 4 configurations, 4 runs · 4 of 4 configurations kept Kafka's promise · 2 of "
+                      "them lost acknowledged writes it does not cover (13.4%, 17.3%)")
+    rows = {line.split()[2]: line.split()[:2] for line in out if line.startswith("pass ")}
+    assert rows == {"00_acks-1_misr-1": ["pass", "severe"], "01_acks-1_misr-2": ["pass", "severe"],
+                    "02_acks-all_misr-1": ["pass", "noted"], "03_acks-all_misr-2": ["pass", "clean"]}
+    assert out[-1] == f"compare: {root / 'compare.html'}  csv: {root / 'compare.csv'}"
+    assert all(len(line) <= 160 for line in out[1:-1])
+
+
 def test_the_mix_families_help_names_every_family_and_the_default(capsys):
     from kchaos.core.config import NemesisConfig
     from kchaos.nemesis.mix import FAMILIES
