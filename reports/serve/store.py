@@ -42,6 +42,11 @@ def _get(d: Any, *path: str) -> Any:
     return d
 
 
+def _yes_no(x: Any) -> Any:
+    """A setting's true or false as report.html says it: yes or no (anything else as it is)."""
+    return {True: "yes", False: "no"}.get(x, x) if isinstance(x, bool) else x
+
+
 def _when(stamp: str) -> str:
     m = STAMP.match(stamp)
     return f"{m[1]}-{m[2]}-{m[3]} {m[4]}:{m[5]}:{m[6]}Z" if m else stamp
@@ -168,8 +173,8 @@ class Store:
             page["counts"] = counts if isinstance(counts, dict) else {}
             page["judgement"] = judge(res, test) if res is not None else None
             page["settings"] = {"acks": r["acks"], "min.insync.replicas": r["min_insync"],
-                                "unclean election": _get(test, "topic", "unclean"),
-                                "idempotence": _get(test, "producer", "idempotence"), "nemeses": r["nemesis"],
+                                "unclean election": _yes_no(_get(test, "topic", "unclean")),
+                                "idempotence": _yes_no(_get(test, "producer", "idempotence")), "nemeses": r["nemesis"],
                                 "seed": test.get("seed"), "time limit (s)": test.get("time_limit"),
                                 "nodes": _get(test, "cluster", "nodes"),
                                 "kafka": _get(test, "cluster", "kafka_version")}

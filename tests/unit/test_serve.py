@@ -39,8 +39,9 @@ def _png() -> bytes:
 def _run(d: Path, name: str, acks: str, results: dict | None) -> Path:
     d.mkdir(parents=True)
     (d / "history.jsonl").write_text('{"type": "invoke", "f": "send", "process": 0, "value": 1}\n')
-    (d / "test.json").write_text(json.dumps({"name": name, "seed": 7, "topic": {"min_insync": 2},
-                                             "producer": {"acks": acks}, "nemesis": {"names": ["kill-leader"]}}))
+    (d / "test.json").write_text(json.dumps({"name": name, "seed": 7, "topic": {"min_insync": 2, "unclean": False},
+                                             "producer": {"acks": acks, "idempotence": False},
+                                             "nemesis": {"names": ["kill-leader"]}}))
     if results is not None:
         (d / "results.json").write_text(json.dumps(results, indent=2))
     return d
@@ -187,11 +188,14 @@ def test_run_page_and_listings(url):
     status, _, body = get(f"{url}/t-lossy/{A}/")
     assert status == 200 and '<span class="verdict sev-severe">pass</span>' in body and "min.insync.replicas" in body
     assert "observed, allowed: 3 lost (acks=1 promises no durability)" in body
+    assert ">no<" in body and ">False<" not in body  # unclean election and idempotence, as report.html says them
     assert f'href="/t-lossy/{A}/nodes/"' in body and f'href="/t-lossy/{A}/report.html"' in body
     status, _, body = get(f"{url}/t-lossy/{A}/nodes/n1/")
     assert status == 200 and "server.log" in body and "server.properties" in body
     status, _, body = get(f"{url}/t-fresh/{B}/")
     assert "not checked" in body
+    status, _, body = get(f"{url}/suites/")
+    assert status == 200 and "<h1>Suites</h1>" in body  # a listing has a heading too
 
 
 def test_results_are_reread_when_they_change(url, store):
