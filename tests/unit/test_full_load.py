@@ -106,7 +106,7 @@ def test_a_suite_cell_takes_rate_max(tmp_path, cores):
 
 def test_run_help_says_what_max_picks_here(cores, capsys):
     cores(2)
-    assert main(["run", "--help"]) == 0
+    assert main(["run", "--help-all"]) == 0
     lines = {line.split()[0]: " ".join(line.split()) for line in capsys.readouterr().out.splitlines()
              if line.startswith("  --")}
     assert "here, 2 cores: --producer-processes 2, --producers 2, --in-flight 20000, --linger-ms 5" in lines["--rate"]
