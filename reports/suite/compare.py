@@ -30,6 +30,7 @@ from kchaos.checkers.verdict.table import in_faults
 from kchaos.core.config import with_defaults
 from kchaos.core.page_cache import short as page_cache_short
 from kchaos.core.promise import Promise
+from kchaos.core.suite_files import STATE_FILE
 from kchaos.core.workload_kind import WorkloadKind, all_kinds, known, name_of
 from kchaos.reports import ReportsInputError
 from kchaos.reports.html import write_page
@@ -282,6 +283,20 @@ def anomaly_cells(table: pd.DataFrame) -> list[list[dict[str, Any]]]:
             for r, f in zip(table.to_dict("records"), failed)]
 
 
+def chosen_axes(root: Path) -> set[str] | None:
+    """The options the cells of the suite or scenario run at `root` set themselves (its suite.json's cells'
+    params, "schedule" as the faults it names), the only axes its heat map may have; None for a directory of runs
+    that is not one suite run."""
+    try:
+        cells = json.loads((Path(root) / STATE_FILE).read_text(encoding="utf-8")).get("cells")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(cells, list):
+        return None
+    keys = {k for c in cells if isinstance(c, dict) and isinstance(c.get("params"), dict) for k in c["params"]}
+    return keys | ({"nemesis"} if "schedule" in keys else set())
+
+
 def write_compare(root: Path, title: str | None = None) -> list[dict[str, Any]]:
     """Write root/compare.csv and root/compare.html for every run below `root`; return the rows.
 
@@ -306,7 +321,8 @@ def write_compare(root: Path, title: str | None = None) -> list[dict[str, Any]]:
     anomalies = anomaly_cells(table)
     tally = Counter(r["verdict"] for r in rows)
     write_page(root / "compare.html", title or f"kchaos compare {root.name}", template="compare.html.j2",
-               heading=title or "Comparison", root=root, runs=len(runs), rows=rows, heatmap=heatmap(rows),
+               heading=title or "Comparison", root=root, runs=len(runs), rows=rows,
+               heatmap=heatmap(rows, chosen_axes(root)),
                columns=[c for c in table.columns if c not in ("other", "prediction") or table[c].notna().any()],
                anomalies=anomalies, any_anomaly=any(anomalies),
                tally=[(v, tally[v]) for v in ("pass", "fail", "unknown") if tally[v]],

@@ -2,14 +2,15 @@
 
 The axes are what the compared cells vary: the faults (nemeses) across when they vary, and every other
 varying setting (acks, min.insync.replicas, ...) combined down the side; without varying faults, the first
-varying setting goes across. A square's colour is its severity, so a cell that lost
+varying setting goes across; in a suite, a setting its cells do not set and that follows from theirs (storage,
+derived from the faults) is no axis. A square's colour is its severity, so a cell that lost
 most of its writes is red whatever its verdict; the words in it are its loss rate and its verdict.
 """
 from __future__ import annotations
 
 import io
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from kchaos.checkers.verdict.judge import FAIL, merge
@@ -36,11 +37,16 @@ def _nemesis(row: dict[str, Any]) -> str:
     return str(row.get("nemesis") or "none").replace(",", ",\n")
 
 
-def axes(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[str]]:
+def axes(rows: Sequence[dict[str, Any]], chosen: Collection[str] | None = None) -> tuple[list[str], list[str]]:
     """(keys across, keys down) for `rows`: the settings whose value differs between rows, faults ("nemesis")
-    across when they vary, else the first varying setting."""
+    across when they vary, else the first varying setting. With `chosen` (the options a suite's cells set), a
+    setting the cells do not set and whose value follows from theirs is no axis: kchaos derived it (storage
+    lazyfs for a fault that needs it), and it would only split the matrix into squares no run fills."""
     table = [{"nemesis": _nemesis(r), **settings(r)} for r in rows]
     keys = list(dict.fromkeys(k for t in table for k in t))
+    if chosen is not None:
+        own = [k for k in keys if k in chosen]
+        keys = [k for k in keys if k in chosen or not _follows(table, k, own)]
     varying, seen = [], set()
     for k in keys:
         split = tuple(sorted({tuple(i for i, t in enumerate(table) if t.get(k, "") == v)
@@ -50,6 +56,12 @@ def axes(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[str]]:
             seen.add(split)
     across = ["nemesis"] if "nemesis" in varying else varying[:1]
     return across, [k for k in varying if k not in across]
+
+
+def _follows(table: list[dict[str, str]], key: str, given: list[str]) -> bool:
+    """Whether `key`'s value is the same in every row that has the same values of `given`."""
+    seen: dict[tuple[str, ...], str] = {}
+    return all(seen.setdefault(tuple(t.get(g, "") for g in given), t.get(key, "")) == t.get(key, "") for t in table)
 
 
 def _place(row: dict[str, Any], keys: list[str], none: str) -> str:
@@ -77,15 +89,16 @@ def _percent(rate: float) -> str:
     return "0%" if rate == 0 else f"{rate * 100:.3g}%"
 
 
-def heatmap(rows: Sequence[dict[str, Any]]) -> bytes | None:
-    """PNG: the compare rows as one matrix (see the module docstring); None when there are no rows. Rows that fall
-    in the same square (differing only in what neither axis shows) are summed, their verdicts merged."""
+def heatmap(rows: Sequence[dict[str, Any]], chosen: Collection[str] | None = None) -> bytes | None:
+    """PNG: the compare rows as one matrix (see the module docstring; `chosen` as `axes` takes it); None when there
+    are no rows. Rows that fall in the same square (differing only in what neither axis shows) are summed, their
+    verdicts merged."""
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch, Rectangle
 
     if not rows:
         return None
-    across, down = axes(rows)
+    across, down = axes(rows, chosen)
     xs = list(dict.fromkeys(_place(r, across, "all runs") for r in rows))
     ys = list(dict.fromkeys(_place(r, down, "all") for r in rows))
     squares: dict[tuple[int, int], dict[str, Any]] = {}

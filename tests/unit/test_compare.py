@@ -104,6 +104,26 @@ def test_heatmap_is_one_matrix_of_what_the_cells_vary(runs):
     assert heatmap([{**r, "acked": 0, "lost": 0} for r in rows]) is not None  # "no writes acked", not a blank
 
 
+def test_a_setting_kchaos_derived_is_no_axis_of_a_suites_heat_map(runs):
+    from kchaos.reports.suite.compare import chosen_axes
+    from kchaos.reports.suite.heatmap import axes
+
+    # the demo's shape: three cells set acks and nemesis; storage followed from the nemesis (lazyfs for power-fail)
+    base = write_compare(runs)[0]
+    rows = [{**base, "acks": a, "nemesis": n, "other": f"storage={s}"} for a, n, s in (
+        ("1", "partition-leader", "plain"), ("all", "partition-leader,kill-leader", "plain"),
+        ("all", "power-fail-all", "lazyfs"))]
+    assert axes(rows) == (["nemesis"], ["acks", "storage"])  # a directory of runs: whatever varies
+    assert axes(rows, {"acks", "nemesis"}) == (["nemesis"], ["acks"])
+    # a setting that tells apart cells the chosen ones do not (a param named otherwise than its column) stays one
+    twice = rows + [{**rows[0], "other": "storage=plain writeback_age_s=0.0"}]
+    assert axes(twice, {"acks", "nemesis", "writeback_age"}) == (["nemesis"], ["acks", "writeback_age_s"])
+    (runs / "suite.json").write_text(json.dumps({"cells": [{"params": {"acks": "1", "nemesis": "x"}},
+                                                           {"params": {"schedule": "s.json"}}]}))
+    assert chosen_axes(runs) == {"acks", "nemesis", "schedule"}
+    assert chosen_axes(runs / "nowhere") is None
+
+
 def test_heatmap_squares_are_coloured_by_severity_not_by_verdict(runs):
     """The 97.6% cell (acks=all power-fail-all): an allowed loss reads "pass" on a red square, never a green one."""
     from kchaos.reports.suite.heatmap import FILL
