@@ -21,6 +21,8 @@ from kchaos.reports.severity import LEVELS, level
 FILL = {"clean": "#cfeccf", "unknown": "#e4e7eb", "noted": "#fbe7a1", "serious": "#f6b26b", "severe": "#c62828"}
 INK = {"clean": "#14601a", "unknown": "#333333", "noted": "#5c4600", "serious": "#5a2d00", "severe": "#ffffff"}
 EMPTY = "#f4f4f4"
+LEGEND = {"severe": "severe: failed, or ≥10% lost", "serious": "serious: ≥1% lost", "noted": "noted: less, or allowed",
+          "unknown": "unknown", "clean": "clean"}
 NAMES = {"acks": "acks", "min_insync": "min.insync", "rf": "rf", "unclean": "unclean", "idempotence": "idempotence"}
 
 
@@ -74,14 +76,17 @@ def _wrapped(label: str, width: int = 34) -> str:
     return "\n".join(line for part in label.split("\n") for line in textwrap.wrap(part, width) or [""])
 
 
-def _label(rate: float | None, verdict: str, prediction: str | None, failing: int | None = None) -> str:
+def _label(rate: float | None, verdict: str, prediction: str | None, failing: int | None = None,
+           severity: str | None = None) -> str:
     """A square's text: its loss rate (a txn or copy square, `failing` given: its failing anomalies, as it acks no
-    single writes), the verdict word and how the prediction fared."""
+    single writes), the verdict word with its `severity` in words where that is serious or severe, and how the
+    prediction fared."""
     if failing is not None:
         text = "no failing anomaly" if not failing else f"{failing} failing anomal{'y' if failing == 1 else 'ies'}"
     else:
         text = "no writes acked" if rate is None else f"{_percent(rate)} lost"
-    return "\n".join([text, verdict] + ([f"prediction {prediction}"] if prediction else []))
+    word = f"{verdict} · {severity}" if severity in ("serious", "severe") else verdict
+    return "\n".join([text, word] + ([f"prediction {prediction}"] if prediction else []))
 
 
 def _percent(rate: float) -> str:
@@ -130,7 +135,7 @@ def heatmap(rows: Sequence[dict[str, Any]], chosen: Collection[str] | None = Non
         ax.add_patch(Rectangle((x, y), 1, 1, facecolor=FILL[sev], edgecolor="#222222" if verdict == FAIL else "white",
                                linewidth=2.5 if verdict == FAIL else 1))
         rate = s["lost"] / s["acked"] if s["acked"] else None
-        lines = _label(rate, verdict, prediction, None if s["writes"] else s["failing"]).split("\n")
+        lines = _label(rate, verdict, prediction, None if s["writes"] else s["failing"], sev).split("\n")
         for i, line in enumerate(lines):  # the verdict word in bold, between the loss rate and the prediction
             ax.text(x + 0.5, y + 0.5 + (i - (len(lines) - 1) / 2) * 0.24, line, ha="center", va="center",
                     fontsize=9 if i != 1 else 10, fontweight="bold" if i == 1 else "normal", color=INK[sev])
@@ -147,11 +152,11 @@ def heatmap(rows: Sequence[dict[str, Any]], chosen: Collection[str] | None = Non
     ax.xaxis.tick_top()
     for side in ax.spines.values():
         side.set_visible(False)
-    present = [lv for lv in LEVELS if lv in shown]
-    fig.legend(handles=[Patch(facecolor=FILL[lv], label=lv) for lv in present], loc="outside lower center",
-               ncols=len(present), fontsize=8, frameon=False,
-               title="colour: severity (failed, or share of acknowledged writes lost: ≥10% severe, ≥1% serious)",
-               title_fontsize=8)
+    # the levels some square has, each saying when it applies: the legend names no level it does not show
+    present = [lv for lv in reversed(LEVELS) if lv in shown]
+    fig.legend(handles=[Patch(facecolor=FILL[lv], edgecolor="#999999", label=LEGEND[lv]) for lv in present],
+               loc="outside lower center", ncols=len(present), fontsize=8, frameon=False,
+               title="colour: severity", title_fontsize=8)
     what = ("Lost acknowledged writes" if any(q["writes"] for q in squares.values())
             else "Failing anomalies")  # txn and copy cells only: transactions, not single acknowledged writes
     fig.suptitle(f"{what} and verdict per cell" + (", faults across" if across == ["nemesis"] else ""),
