@@ -147,7 +147,7 @@ def test_compare_page_renders_in_chromium(runs):
     assert head == ["cell", "verdict", "acked", "lost", "inside the promise", "loss rate", "availability in faults",
                     "p50 ms", "p99 ms", "reports"]
     first = page.text[page.text.index("00_acks-1_misr-1\t"):].splitlines()[0].split("\t")
-    assert first[:5] == ["00_acks-1_misr-1", "pass", "1360", "182", "– (none promised)"] and first[5] == "13.4%"
+    assert first[:5] == ["00_acks-1_misr-1", "pass severe", "1360", "182", "– (none promised)"] and first[5] == "13.4%"
     assert "promise_held" not in page.text and "lost_outside_promise" not in page.text
 
 
@@ -274,7 +274,7 @@ def test_txn_and_group_anomalies_get_columns_only_when_some_cell_has_them(runs):
     head = page.text[page.text.index("cell\t"):].splitlines()[0].split("\t")
     assert head[-2:] == ["anomalies by kind", "reports"]
     line = page.text[page.text.index("tiny-txn\t"):].splitlines()[0].split("\t")
-    assert line[1] == "fail" and line[-2] == "G1a\u00a01, torn_transaction\u00a01, G0\u00a01"
+    assert line[1] == "fail severe" and line[-2] == "G1a\u00a01, torn_transaction\u00a01, G0\u00a01"
     html = (runs / "compare.html").read_text()
     assert '<span class="fails" title="fails the verdict">G1a&nbsp;1</span>' in html
     assert '<span class="allowed" title="observed, allowed">G0&nbsp;1</span>' in html
