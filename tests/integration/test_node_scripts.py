@@ -176,7 +176,8 @@ def test_kafka_ctl_runs_kafka_from_the_layout_in_node_env(node: Node):
     assert node.fault("disk-delay", "5", "0").ok
     assert '"write_delay_ms": 5' in node.fault("status").stdout
     assert node.kafka("pause").ok and node.states([pid]) == ["T"]
-    assert node.kafka("resume").ok and node.states([pid]) == ["S"]
+    # resumed: no longer stopped; sleeping, or still running the instant after SIGCONT on a busy machine
+    assert node.kafka("resume").ok and node.states([pid])[0] in ("S", "R")
     assert node.kafka("kill").stdout.strip() == "killed"
     assert node.kafka("status", check=False).exit_code == 3
     _user_things_intact(node)
