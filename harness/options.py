@@ -213,7 +213,8 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                         "(default: random, saved in test.json)")
     spark_options(g["checking"])
     o = g["output"]
-    o.add_argument("--name", default=D.name, help="test name: the run goes in STORE/NAME/<UTC stamp>/")
+    o.add_argument("--name", default=None, help="test name: the run goes in STORE/NAME/<UTC stamp>/ (default: the "
+                   "workload's name, queue, txn or copy)")
     o.add_argument("--store", default=D.store, help="results root")
     return g
 
@@ -234,7 +235,7 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
             raise ConfigError(f"{flag} only applies to --consumer-mode subscribe")
     load = _load(a)
     return TestConfig(
-        name=a.name, seed=seed, time_limit=a.time_limit, store=a.store, spark_master=a.spark_master,
+        name=a.name or a.workload, seed=seed, time_limit=a.time_limit, store=a.store, spark_master=a.spark_master,
         topic=TopicConfig(partitions=a.partitions, replication_factor=a.rf, min_insync=a.min_insync,
                           unclean=a.unclean, flush_messages=a.flush_messages,
                           segment_ms=a.segment_ms),
