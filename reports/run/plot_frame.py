@@ -78,7 +78,7 @@ def figure(rows: int = 1, height: float = 4.0, sharey: bool = False):
     FigureCanvasAgg(fig)
     axes = fig.subplots(rows, 1, sharex=True, sharey=sharey, squeeze=False)[:, 0]
     # Fixed margins in inches: tight_layout measured every tick label and cost a second a report.
-    fig.subplots_adjust(left=0.8 / WIDTH, right=1 - 0.25 / WIDTH, bottom=0.6 / height, top=1 - 0.35 / height,
+    fig.subplots_adjust(left=0.8 / WIDTH, right=1 - 0.25 / WIDTH, bottom=0.6 / height, top=1 - 0.45 / height,
                         hspace=0.12 * rows)
     return fig, list(axes)
 
@@ -87,6 +87,7 @@ def finish(fig: Figure, axes: Sequence, spans: Sequence[Span], ts: Iterable[floa
            loc: str = "upper left") -> bytes:
     """Common x range, labels, grid and legend; the figure as PNG bytes."""
     xlim(axes, spans, ts)
+    label_spans(axes[0], spans)
     axes[-1].set_xlabel(xlabel)
     for ax in axes:
         ax.grid(True, alpha=0.3)
@@ -104,7 +105,7 @@ def note(ax, text: str) -> None:
 
 
 def shade(axes: Sequence, spans: Sequence[Span]) -> list[Patch]:
-    """Shade every span on every axes, label them above the first; legend patches, one per nemesis."""
+    """Shade every span on every axes (`finish` labels them); legend patches, one per nemesis."""
     groups: dict[tuple[str, bool], list[list[float]]] = {}
     for s in sorted(spans, key=lambda s: s.start):
         merged = groups.setdefault((s.color, s.applied), [])
@@ -118,15 +119,36 @@ def shade(axes: Sequence, spans: Sequence[Span]) -> list[Patch]:
             ax.broken_barh([(a, b - a) for a, b in ranges], (0, 1), transform=ax.get_xaxis_transform(),
                            facecolor=color, alpha=0.18 if applied else 0.08,
                            hatch=None if applied or len(ranges) > 200 else "//", linewidth=0, zorder=0)
-    if len(spans) <= 12:
-        top = axes[0]
-        for s in spans:
-            top.text(s.start, 1.01, s.label + ("" if s.applied else " (not applied)"), fontsize=7, color=s.color,
-                     transform=top.get_xaxis_transform(), ha="left", va="bottom", clip_on=False)
     seen: dict[str, Patch] = {}
     for s in spans:
         seen.setdefault(s.label, Patch(facecolor=s.color, alpha=0.3, label=s.label))
     return list(seen.values())
+
+
+LABEL_PT = 7  # the size of a fault's label above the plot
+LABELLED = 12  # more spans than this are left to the legend: their labels would be a wall of text
+
+
+def label_spans(ax, spans: Sequence[Span]) -> None:
+    """Label each span above `ax` at its start, in rows so that no two labels overlap: a label goes in the lowest
+    row where the one before it ends left of its start (widths estimated from the font size and the x range)."""
+    if not spans or len(spans) > LABELLED:
+        return
+    lo, hi = ax.get_xlim()
+    width_in = ax.get_position().width * ax.figure.get_figwidth()
+    per_char = 0.6 * LABEL_PT / 72 / width_in * (hi - lo)  # a character's width in data units
+    ends: list[float] = []  # per row, where its last label ends
+    for s in sorted(spans, key=lambda s: s.start):
+        text = s.label + ("" if s.applied else " (not applied)")
+        row = next((i for i, end in enumerate(ends) if end < s.start), len(ends))
+        end = s.start + (len(text) + 1) * per_char
+        if row < len(ends):
+            ends[row] = end
+        else:
+            ends.append(end)
+        ax.annotate(text, (s.start, 1.0), xycoords=ax.get_xaxis_transform(), xytext=(0, 2 + row * (LABEL_PT + 2)),
+                    textcoords="offset points", fontsize=LABEL_PT, color=s.color, ha="left", va="bottom",
+                    annotation_clip=False)
 
 
 def xlim(axes: Sequence, spans: Sequence[Span], ts: Iterable[float]) -> None:
