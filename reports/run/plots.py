@@ -17,6 +17,7 @@ from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from kchaos.core.faults import FaultCatalogue
@@ -33,7 +34,8 @@ from kchaos.reports.run.plot_frame import (
     shade,
 )
 
-__all__ = ["Sends", "Span", "Marks", "nemesis_color", "fault_spans", "latency_png", "throughput_png",
+__all__ = ["Sends", "Span", "Marks", "nemesis_color", "fault_spans", "latency_png", "latency_quantiles_png",
+           "quantiles_over_time", "throughput_png",
            "offsets_png", "offset_marks", "IsrSeries", "isr_series", "isr_png", "MAX_POINTS", "TYPE_COLORS",
            "WIDTH"]
 
@@ -132,6 +134,57 @@ def latency_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
         note(ax, "no completed sends")
     ax.set_ylabel("send latency (ms)")
     return finish(fig, [ax], spans, _times(sends), "invocation time (s)", handles + faults)
+
+
+QUANTILES = ((0.5, "p50", "#1f77b4"), (0.95, "p95", "#2ca02c"), (0.99, "p99", "#ff7f0e"), (1.0, "max", "#d62728"))
+BUCKETS = 240  # time buckets of the quantile plot at most: 1 s each, wider for a long run
+
+
+def quantiles_over_time(invoke_s: np.ndarray, latency_ms: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Latency quantiles per time bucket (1 s, or the run's length over BUCKETS when that is longer): the
+    buckets' starts and, per name of QUANTILES, each bucket's quantile (NaN where no send was invoked)."""
+    if not len(invoke_s):
+        return np.zeros(0), {name: np.zeros(0) for _, name, _ in QUANTILES}
+    lo = np.floor(invoke_s.min())
+    width = max(1.0, float(np.ceil((invoke_s.max() - lo + 1) / BUCKETS)))
+    bucket = ((invoke_s - lo) // width).astype(np.int64)
+    n = int(bucket.max()) + 1
+    order = np.lexsort((latency_ms, bucket))
+    starts = np.searchsorted(bucket[order], np.arange(n + 1))
+    out = {name: np.full(n, np.nan) for _, name, _ in QUANTILES}
+    for b in range(n):
+        lat = latency_ms[order[starts[b]:starts[b + 1]]]  # sorted within its bucket
+        for q, name, _ in QUANTILES:
+            if len(lat):
+                out[name][b] = lat[max(0, int(np.ceil(q * len(lat))) - 1)]  # the nearest rank
+    return lo + width * np.arange(n), out
+
+
+def latency_quantiles_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
+                          catalogue: FaultCatalogue | None = None, rebalances: Sequence[float] = ()) -> bytes:
+    """Acknowledged sends' latency quantiles over time (p50, p95, p99 and max per bucket of invocation time, log
+    scale), as Jepsen's perf checker draws them, faults shaded; the sends that failed or whose outcome is unknown
+    are counted in the legend (the scatter above shows them)."""
+    fig, (ax,) = figure(height=3.6)
+    spans = fault_spans(windows, _end(_times(sends)), catalogue)
+    handles = shade([ax], spans) + mark_rebalances([ax], rebalances)
+    ok = sends.type == "ok"
+    starts, qs = quantiles_over_time(sends.invoke_s[ok], np.maximum(sends.latency_ms[ok], 1e-3))
+    if len(starts):
+        step = float(starts[1] - starts[0]) if len(starts) > 1 else 1.0
+        for _, name, color in QUANTILES:
+            ax.plot(np.append(starts, starts[-1] + step), np.append(qs[name], qs[name][-1]), drawstyle="steps-post",
+                    color=color, linewidth=1.1, label=name)
+        lines: list[Line2D | Patch] = [Line2D([], [], color=c, label=f"{n} (ok sends, per {step:g} s)" if n == "p50"
+                                              else n) for _, n, c in QUANTILES]
+        lines += [Line2D([], [], linestyle="none", label=f"{t}: {int((sends.type == t).sum())} sends")
+                  for t in TYPES if t != "ok" and (sends.type == t).any()]
+        handles = lines + handles
+        ax.set_yscale("log")
+    else:
+        note(ax, "no acknowledged sends")
+    ax.set_ylabel("send latency (ms)")
+    return finish(fig, [ax], spans, _times(sends), "invocation time (s)", handles)
 
 
 def throughput_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,

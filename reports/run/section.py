@@ -139,6 +139,7 @@ def sends_section(sends: plots.Sends, results: Mapping[str, Any] | None, events:
     def draw(w: list[dict[str, Any]], c: FaultCatalogue, rb: list[float], counts: Mapping[str, Any]
              ) -> dict[str, Any]:
         return {"latency": plots.latency_png(sends, w, catalogue=c, rebalances=rb),
+                "latency_quantiles": plots.latency_quantiles_png(sends, w, catalogue=c, rebalances=rb),
                 "throughput": plots.throughput_png(sends, w, catalogue=c, rebalances=rb),
                 "offsets": plots.offsets_png(sends, w, anomaly_marks(results), catalogue=c, rebalances=rb)}
 
