@@ -23,6 +23,8 @@ from rich.table import Table
 from rich.text import Text
 
 from kchaos.checkers.kafka_errors import errors_line
+from kchaos.checkers.send_errors import KEY as SEND_ERRORS
+from kchaos.checkers.send_errors import errors_text
 from kchaos.checkers.verdict.judge import UNKNOWN, Judgement, history_line, lost_in_promise, of_valid
 from kchaos.core.lines import LINE_WIDTH, short_lines
 from kchaos.harness.phases import typical_fixed
@@ -121,6 +123,8 @@ def run_summary(results: dict[str, Any]) -> str:
         lines.append(results["page_cache"])
     if (results.get("kafka_errors") or {}).get("total_groups"):
         lines.append(errors_line(results["kafka_errors"]))
+    if results.get(SEND_ERRORS):
+        lines.append(f"sends that did not succeed, by error: {errors_text(results[SEND_ERRORS])}")
     lines += [f"  {k:<22} {v}" for k, v in results.get("counts", {}).items()]
     for k, ex in results.get("examples", {}).items():
         if k != "acked":

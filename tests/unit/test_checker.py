@@ -84,7 +84,8 @@ def test_clean_history_is_valid(check):
                                               "expected_by_configuration": False}
     # checkers.SUMMARY_KEYS are copied to the top level, beside the verdict (checkers/verdict/judge.py).
     assert set(r) == {"valid", "verdict", "failed", "allowed", "why", "undecided", "page_cache", "counts", "examples",
-                      "loss", "stats", "latency_ms", "timeline", "checkers", "history", "nemesis"}
+                      "loss", "stats", "latency_ms", "timeline", "checkers", "history", "nemesis", "send_errors"}
+    assert r["send_errors"] == {}  # every send succeeded
     assert (r["verdict"], r["failed"], r["allowed"], r["undecided"]) == ("pass", {}, {}, [])
     assert exit_code(r["valid"]) == exit_code(r["verdict"]) == 0
 

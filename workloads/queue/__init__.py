@@ -101,12 +101,16 @@ class Queue:
         return {"queue": QueueChecker}
 
     def amend(self, history: Path, result: dict[str, Any]) -> dict[str, Any]:
-        """Add the reads of records the corrupt nemesis flipped on disk (`corrupt_read`)."""
+        """Add the reads of records the corrupt nemesis flipped on disk (`corrupt_read`), and the sends that did
+        not succeed counted by Kafka's error name (`send_errors`)."""
         from kchaos.checkers.corrupt_reads import KIND, corrupt_reads
+        from kchaos.checkers.send_errors import KEY, send_errors
 
         if "counts" in result and (flipped := corrupt_reads(history)) is not None:
             result = {**result, "counts": {**result["counts"], KIND: flipped["count"]},
                       "examples": {**(result.get("examples") or {}), KIND: flipped["examples"]}}
+        if (errors := send_errors(history.with_suffix(".parquet"))) is not None:
+            result = {**result, KEY: errors}
         return result
 
     def judge(self, results: Mapping[str, Any], counts: Mapping[str, int], promise: Promise,
