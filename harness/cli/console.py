@@ -188,7 +188,7 @@ MAX_RATES = 5  # loss rates a suite's headline names
 SUITE_LEGEND = {
     "verdict": "verdict: fail when a run shows an anomaly its configuration promises against, unknown when the "
                "checker could not decide, else pass; error when a run could not be run (docs/verdicts.md); "
-               "the colour is the severity's",
+               "coloured by its severity",
     "severity": "severity: severe when a promise broke or 10% or more of the acknowledged writes were lost, "
                 "serious from 1%, noted for less or for other anomalies the configuration allows, else clean",
     "runs pass/fail/?": "runs pass/fail/?: the cell's runs, then how many passed / failed / are unknown",
