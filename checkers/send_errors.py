@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -37,7 +38,7 @@ def send_errors(parquet: Path) -> dict[str, dict[str, int]] | None:
     if not Path(parquet).is_file():
         return None
     t = pq.read_table(parquet, columns=["f", "type", "error"])
-    t = t.filter(pc.and_(pc.equal(t["f"], "send"), pc.is_in(t["type"], value_set=pc.cast(list(OUTCOMES), "string"))))
+    t = t.filter(pc.and_(pc.equal(t["f"], "send"), pc.is_in(t["type"], value_set=pa.array(OUTCOMES))))
     counts: dict[str, dict[str, int]] = {}
     for row in t.group_by(["error", "type"]).aggregate([([], "count_all")]).to_pylist():
         name = error_name(row["error"])
@@ -53,7 +54,8 @@ def send_errors(parquet: Path) -> dict[str, dict[str, int]] | None:
 
 
 def errors_text(errors: dict[str, dict[str, int]], most: int = 5) -> str:
-    """`NOT_ENOUGH_REPLICAS 412 failed, _MSG_TIMED_OUT 3 unknown, ...`: the most frequent errors in a line."""
+    """`NOT_ENOUGH_REPLICAS 412 failed; _MSG_TIMED_OUT 1 failed, 3 unknown; 2 more`: the `most` frequent errors in
+    a line."""
     def said(by: dict[str, int]) -> str:
         return ", ".join(f"{n:,} {'failed' if k == 'fail' else 'unknown'}" for k, n in by.items() if n)
     parts = [f"{name} {said(by)}" for name, by in list(errors.items())[:most]]

@@ -14,19 +14,14 @@ __all__ = ["MAX_CONSOLE_GROUPS", "console_lines", "explain_lines", "groups_of", 
 
 MAX_CONSOLE_GROUPS = 5
 _WHY = "why: "
-_INDENT = " " * len(_WHY)  # under the text after "why: "
 
 
-def prefixed(parts: list[str], first: str, rest: str, width: int = LINE_WIDTH) -> list[str]:
+def prefixed(parts: list[str], first: str, rest: str | None = None, width: int = LINE_WIDTH) -> list[str]:
     """Each of `parts` on short lines of its own (`short_lines`), the first line after `first`, every other
-    after `rest` (an indent as wide)."""
+    after `rest` (default: spaces as wide as `first`)."""
+    rest = " " * len(first) if rest is None else rest
     lines = [line for part in parts for line in short_lines(part, width - max(len(first), len(rest)))]
     return [(rest if i else first) + line for i, line in enumerate(lines)]
-
-
-def _said(parts: list[str], width: int) -> list[str]:
-    """A sentence's parts as "why: " lines, the ones after the first indented."""
-    return prefixed(parts, _WHY, _INDENT, width)
 
 
 def groups_of(explanation: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -46,7 +41,7 @@ def console_lines(explanation: Mapping[str, Any], run: Path | str, limit: int = 
         if not parts:
             continue
         parts[-1] = parts[-1].rstrip(".") + "."
-        lines += _said(parts, LINE_WIDTH)
+        lines += prefixed(parts, _WHY)
     rest = len(groups) - min(limit, len(groups))
     if rest:
         values = sum(g.get("values") or 0 for g in groups[limit:])
@@ -66,5 +61,5 @@ def explain_lines(explanation: Mapping[str, Any], all_ranges: bool = False) -> l
     for parts in sentences:
         if parts:
             parts[-1] = parts[-1].rstrip(".") + "."
-            lines += ([""] if lines else []) + _said(parts, LINE_WIDTH)
+            lines += ([""] if lines else []) + prefixed(parts, _WHY)
     return lines

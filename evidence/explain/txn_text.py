@@ -90,7 +90,7 @@ def txn_story(t: Mapping[str, Any]) -> list[str]:
     lines.append(f"{INDENT}coordinator, {_states(t)}")
     lines += [f"{INDENT}client ({_s(c['time_s'])}): {c['text']}" for c in t.get("client_log") or []]
     lines += prefixed([t.get("cause") or "not read off the files: the facts above are all there is"],
-                      f"{INDENT}cause: ", INDENT + " " * len("cause: "))
+                      f"{INDENT}cause: ")
     return lines
 
 
@@ -121,5 +121,5 @@ def txn_console_lines(explanation: Mapping[str, Any], limit: int = MAX_CONSOLE_G
     lines = prefixed([txn_summary(explanation)], "", INDENT) if ts else []
     for t in ts[:limit]:
         lines += prefixed([f"op {t['index']}: {t.get('cause') or 'not read off the files (kchaos explain RUN)'}"],
-                          "why: ", "     ")
+                          "why: ")
     return lines

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from kchaos.checkers.verdict.judge import FAIL, PASS, UNKNOWN, judge, of_valid
-from kchaos.reports.html import render
+from kchaos.reports.html import render, yes
 from kchaos.reports.serve.trend import trend_page
 from kchaos.reports.serve.versions import version_table
 from kchaos.reports.severity import level
@@ -40,11 +40,6 @@ def _get(d: Any, *path: str) -> Any:
     for k in path:
         d = d.get(k) if isinstance(d, dict) else None
     return d
-
-
-def _yes_no(x: Any) -> Any:
-    """A setting's true or false as report.html says it: yes or no (anything else as it is)."""
-    return {True: "yes", False: "no"}.get(x, x) if isinstance(x, bool) else x
 
 
 def _when(stamp: str) -> str:
@@ -173,8 +168,8 @@ class Store:
             page["counts"] = counts if isinstance(counts, dict) else {}
             page["judgement"] = judge(res, test) if res is not None else None
             page["settings"] = {"acks": r["acks"], "min.insync.replicas": r["min_insync"],
-                                "unclean election": _yes_no(_get(test, "topic", "unclean")),
-                                "idempotence": _yes_no(_get(test, "producer", "idempotence")), "nemeses": r["nemesis"],
+                                "unclean election": yes(_get(test, "topic", "unclean")),
+                                "idempotence": yes(_get(test, "producer", "idempotence")), "nemeses": r["nemesis"],
                                 "seed": test.get("seed"), "time limit (s)": test.get("time_limit"),
                                 "nodes": _get(test, "cluster", "nodes"),
                                 "kafka": _get(test, "cluster", "kafka_version")}
