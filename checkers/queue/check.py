@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, cast
 
+from kchaos.checkers.outages import outages
 from kchaos.checkers.parquet import convert
 from kchaos.checkers.queue.anomalies import VALUES_READ, Found, anomalies
 from kchaos.checkers.queue.line_tasks import OP_TYPES, quantiles
@@ -50,7 +51,8 @@ class QueueChecker:
         loss, as the reference checker does. `test` may be empty: missing
         settings take the harness's defaults (idempotence off). `timeline` is
         the section `timelines` makes: fault windows, availability, and each
-        anomaly (up to `limit` per kind) with when it was acked and exposed;
+        anomaly (up to `limit` per kind) with when it was acked and exposed,
+        and its `outages` (`checkers.outages`: availability as time);
         the roles of fault ops come from faults.json beside the history
         (`read_faults`: FaultsError when it is malformed, or missing while the
         history has nemesis lines).
@@ -68,13 +70,15 @@ class QueueChecker:
         for i, (test, path) in enumerate(runs):
             stats, latency, series = _summaries(lines[i], _topic_partitions(test), set(done.get(i, {})))
             faults = read_faults(Path(path).parent, lines[i]["events"])
-            out.append(self._result(test, stats, latency, found.get(i, {}), series, lines[i]["events"], faults))
+            out.append(self._result(test, stats, latency, found.get(i, {}), series, lines[i]["events"], faults,
+                                    _acks(lines[i])))
         return out
 
     @staticmethod
     def _result(test: dict[str, Any], stats: dict[str, Any], latency: Latency, found: dict[str, Found],
                 series: tuple[list[dict[str, Any]], list[dict[str, Any]]],
-                events: list[dict[str, Any]], faults: FaultCatalogue) -> dict[str, Any]:
+                events: list[dict[str, Any]], faults: FaultCatalogue,
+                acks: tuple[list[float], float | None, float | None]) -> dict[str, Any]:
         settings = Promise.of(test)
         counts = {k: found[k].count if k in found else 0 for k in COUNTS}
         examples = {k: [item["key"] for item in found[k].items[:MAX_EXAMPLES]] for k in COUNTS if counts[k]}
@@ -84,12 +88,14 @@ class QueueChecker:
         promised = settings.no_loss
         per_epoch, per_second = series
         anomalies_ = {k: found[k].items for k in COUNTS if k != "acked" and counts[k]}
+        timeline = timelines(events, per_epoch, per_second, anomalies_, faults)
+        timeline["outages"] = outages(*acks, timeline["windows"])
         return {"valid": judge(counts, settings.idempotence, malformed), "counts": counts,
                 "examples": examples,
                 "loss": {"acks": settings.acks, "promised": promised,
                          "expected_by_configuration": bool(counts["lost"]) and not promised},
                 "stats": stats, "latency_ms": latency, "idempotence": settings.idempotence,
-                "timeline": timelines(events, per_epoch, per_second, anomalies_, faults)}
+                "timeline": timeline}
 
 
 def judge(counts: dict[str, int], idempotent: bool, malformed: int = 0) -> bool | str:
@@ -100,6 +106,13 @@ def judge(counts: dict[str, int], idempotent: bool, malformed: int = 0) -> bool 
     send may legitimately be written twice, or reordered).
     """
     return verdict(counts, idempotent, malformed)
+
+
+def _acks(lines: dict[str, Any]) -> tuple[list[float], float | None, float | None]:
+    """The run's acknowledgement times, to the hundredth of a second, and its first and last send, in seconds."""
+    first, last = lines["send_first"], lines["send_last"]
+    return ([int(c) / 100 for c in lines["ack_cs"]], None if first is None else first / NS_PER_S,
+            None if last is None else last / NS_PER_S)
 
 
 def _topic_partitions(test: dict[str, Any]) -> list[int]:

@@ -2,9 +2,10 @@
 
 `line_task([(run, path, row_groups), ...])` returns per run partial results the
 driver merges (`merge_lines`): op counts, the partitions sends and drains named,
-the time span, malformed records, latency samples per (f, completion type),
-send counts per invocation epoch and per second of invocation (with ok
-latency samples), and the nemesis lines. Definitions: docs/checkers.md
+the time span (of every line, and of the sends), the hundredths of a second in
+which sends were acknowledged, malformed records, latency samples per (f,
+completion type), send counts per invocation epoch and per second of invocation
+(with ok latency samples), and the nemesis lines. Definitions: docs/checkers.md
 (`stats`, `latency_ms`, `timeline`).
 
 Quantiles are the smallest latency with at least that fraction of operations
@@ -32,9 +33,11 @@ LINE_FS = ("send", "poll", "drain")  # the client fs the line stats tell apart
 SAMPLE = 10_000
 SECOND_SAMPLE = 1_000
 NS_PER_S = 1_000_000_000
+NS_PER_CS = 10_000_000  # acknowledgements are placed to the hundredth of a second: an outage is a second or more
 NULL = np.iinfo(np.int64).min
 _COLUMNS = ["index", "time", "process", "type", "f", "partition", "value", "records", "latency_ns", "epoch",
             "nemesis", "detail", "_corrupt_record"]
+SPAN = ("tmin", "tmax", "send_first", "send_last")  # the times merged by min or max, not summed
 Sample = tuple[np.ndarray, np.ndarray]  # sorted values, their weights
 
 
@@ -114,6 +117,10 @@ def _lines(t: pa.Table) -> dict[str, Any]:
     has_time = time != NULL
     out["tmin"] = int(time[has_time].min()) if has_time.any() else None
     out["tmax"] = int(time[has_time].max()) if has_time.any() else None
+    timed_send = send & has_time
+    out["send_first"] = int(time[timed_send].min()) if timed_send.any() else None
+    out["send_last"] = int(time[timed_send].max()) if timed_send.any() else None
+    out["ack_cs"] = np.unique(np.floor_divide(time[timed_send & (type_ == 1)], NS_PER_CS))
     out["latency"] = {(fn, ty): _sample(lat[usable & (f == LINE_FS.index(fn)) & (type_ == i) & (lat != NULL)], SAMPLE)
                       for fn in LATENCY_FS for i, ty in enumerate(OP_TYPES) if i}
     # Sends by invocation epoch and by second of invocation (a completion's time minus its latency).
@@ -178,16 +185,19 @@ def _by_second(second: np.ndarray, lat: np.ndarray) -> dict[int, Sample]:
 
 def merge_lines(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """One run's partial results (from every task that saw some of it) merged into one."""
-    out: dict[str, Any] = {"seen": set(), "tmin": None, "tmax": None, "latency": defaultdict(list),
+    out: dict[str, Any] = {"seen": set(), "tmin": None, "tmax": None, "send_first": None, "send_last": None,
+                           "latency": defaultdict(list),
                            "per_epoch": defaultdict(lambda: np.zeros(4, np.int64)),
                            "per_second": defaultdict(lambda: np.zeros(4, np.int64)),
                            "second_latency": defaultdict(list), "events": []}
+    acks: list[np.ndarray] = []
     for p in parts:
         for k, v in p.items():
-            if isinstance(v, int) and k not in ("tmin", "tmax"):
+            if isinstance(v, int) and k not in SPAN:
                 out[k] = out.get(k, 0) + v
         out["seen"] |= p["seen"]
-        for k, pick in (("tmin", min), ("tmax", max)):
+        acks.append(p["ack_cs"])
+        for k, pick in zip(SPAN, (min, max, min, max)):
             if p[k] is not None:
                 out[k] = p[k] if out[k] is None else pick(out[k], p[k])
         for key, s in p["latency"].items():
@@ -198,6 +208,7 @@ def merge_lines(parts: list[dict[str, Any]]) -> dict[str, Any]:
         for key, s in p["second_latency"].items():
             out["second_latency"][key].append(s)
         out["events"] += p["events"]
+    out["ack_cs"] = np.unique(np.concatenate(acks)) if acks else np.zeros(0, np.int64)
     out["events"].sort(key=lambda e: (e["epoch"], e["index"]))
     for e in out["events"]:
         try:

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kchaos.checkers.outages import OUTAGE_GAP_S, outages
 from kchaos.checkers.verdict.judge import FAIL, PASS, judge
 from kchaos.core.faults import FaultsError, read_faults
 from kchaos.core.history import read_history
@@ -25,9 +26,6 @@ COUNTS = tuple(dict.fromkeys(k for kind in all_kinds() for k in kind.counts))
 OTHER_KINDS = {k: f"{kind.name} workload: {why}" for kind in all_kinds() for k, why in kind.anomalies.items()
                if k not in COUNTS}
 TXN_OUTCOMES = ("ok", "fail", "info")
-
-# A stretch this long without any acknowledged write counts as unavailability.
-OUTAGE_GAP_S = 1.0
 
 METRICS: dict[str, str] = {
     **{k: f"checker count: {k}" for k in COUNTS},
@@ -116,14 +114,14 @@ def _from_history(run: Path) -> dict[str, float]:
     starts = read_faults(run, nemesis).break_ops
     applied = [op.get("time") for op in nemesis if op.get("type") == "ok" and op.get("f") in starts]
     faults, last_fault = len(applied), applied[-1] if applied else None
-    gaps = [(b - a) / 1e9 for a, b in zip([first, *acks], [*acks, last]) if a is not None and b is not None]
-    outages = [g for g in gaps if g >= OUTAGE_GAP_S]
+    out = outages([t / 1e9 for t in sorted(acks)], None if first is None else first / 1e9,
+                  None if last is None else last / 1e9, [])
     recovery = 0.0
     if isinstance(last_fault, int) and last is not None:
         recovery = (next((t for t in acks if t > last_fault), max(last, last_fault)) - last_fault) / 1e9
     return {"send_ok": sends["ok"], "send_fail": sends["fail"], "send_info": sends["info"],
             **{f"txn_{t}": n for t, n in txns.items()}, "not_enough_replicas": refused, "faults": faults,
-            "unavailable_s": round(float(sum(outages)), 1), "longest_outage_s": round(max(outages, default=0.0), 1),
+            "unavailable_s": round(out["total_s"], 1), "longest_outage_s": round(out["longest_s"], 1),
             "recovery_s": round(recovery, 1)}
 
 

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from kchaos.checkers.outages import outages_of
 from kchaos.checkers.queue.reference import COUNTS
 from kchaos.checkers.verdict.judge import of_valid
 from kchaos.core.promise import Promise
@@ -22,7 +23,7 @@ __all__ = ["COLUMNS", "in_faults", "row", "write_table"]
 
 COLUMNS = ("run", "verdict", "valid", "acks", "min_insync", "unclean", "idempotence", "nemesis", *COUNTS,
            "loss_promised", "loss_expected_by_configuration", "availability", "availability_in_faults",
-           "send_p50_ms", "send_p99_ms", "error")
+           "acked_time_share", "longest_outage_s", "send_p50_ms", "send_p99_ms", "error")
 
 
 def in_faults(availability: dict[str, Any]) -> tuple[int, int]:
@@ -44,6 +45,7 @@ def row(root: Path, run: Path, test: dict[str, Any], result: dict[str, Any], err
     availability = (result.get("timeline") or {}).get("availability", {})
     ok_latency = (result.get("latency_ms") or {}).get("send", {}).get("ok", {})
     loss = result.get("loss", {})
+    outages = outages_of(result)
     if error is None:
         error = next((r["error"] for r in result.get("checkers", {}).values() if r.get("error")), None)
     return {
@@ -58,6 +60,7 @@ def row(root: Path, run: Path, test: dict[str, Any], result: dict[str, Any], err
         "loss_expected_by_configuration": loss.get("expected_by_configuration"),
         "availability": (availability.get("overall") or {}).get("ok_ratio"),
         "availability_in_faults": _in_faults(availability),
+        "acked_time_share": outages.get("acked_share"), "longest_outage_s": outages.get("longest_s"),
         "send_p50_ms": ok_latency.get("p50"), "send_p99_ms": ok_latency.get("p99"),
         "error": error,
     }

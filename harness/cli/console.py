@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kchaos.checkers.kafka_errors import errors_line
+from kchaos.checkers.outages import outages_of, outages_text
 from kchaos.checkers.send_errors import KEY as SEND_ERRORS
 from kchaos.checkers.send_errors import errors_text
 from kchaos.checkers.verdict.judge import UNKNOWN, Judgement, history_line, lost_in_promise, of_valid
@@ -110,7 +111,8 @@ def run_headline(cfg: TestConfig, run: Path) -> str:
 def run_summary(results: dict[str, Any]) -> str:
     """One screen of a run's results: the verdict and its severity in words (`verdict_words`), what failed, what
     was observed and allowed, and why it is unknown (docs/verdicts.md), the page-cache model, the faults Kafka
-    reported about itself (one line), then the counts and up to five examples of each anomaly."""
+    reported about itself (one line), the sends' errors and the outages (a line each), then the counts and up to
+    five examples of each anomaly."""
     j = Judgement.from_results(results)
     lines = j.lines()
     counts = results.get("counts") or {}
@@ -125,6 +127,8 @@ def run_summary(results: dict[str, Any]) -> str:
         lines.append(errors_line(results["kafka_errors"]))
     if results.get(SEND_ERRORS):
         lines.append(f"sends that did not succeed, by error: {errors_text(results[SEND_ERRORS])}")
+    if (said := outages_text(outages_of(results))) is not None:
+        lines.append(f"availability: {said}")
     lines += [f"  {k:<22} {v}" for k, v in results.get("counts", {}).items()]
     for k, ex in results.get("examples", {}).items():
         if k != "acked":
@@ -183,7 +187,7 @@ def print_explanation(console: Console, explainer: Explainer, explanation: Mappi
 SUITE_COLUMNS = (Column("verdict", keep=True), Column("severity", drop=7), Column("cell", keep=True),
                  Column("runs pass/fail/?", "right", drop=3), Column("acked", "right", drop=5),
                  Column("lost (rate)", "right", drop=1), Column("inside promise", "right", drop=2),
-                 Column("in faults", "right", drop=4), Column("promise", drop=6))
+                 Column("in faults", "right", drop=8), Column("outage", "right", drop=4), Column("promise", drop=6))
 MAX_RATES = 5  # loss rates a suite's headline names
 SUITE_LEGEND = {
     "verdict": "verdict: fail when a run shows an anomaly its configuration promises against, unknown when the "
@@ -195,6 +199,7 @@ SUITE_LEGEND = {
     "inside promise": "inside promise: lost writes that Kafka's guarantee covered (each fails the run); "
                       "- when the configuration promises no loss",
     "in faults": "in faults: the share of sends made while a fault was on that were acknowledged",
+    "outage": "outage: the longest stretch of the cell's runs in which no write was acknowledged",
     "promise": "promise: what the configuration promises (no loss: acks=all without unclean election; "
                "no duplicates: idempotence)",
 }
@@ -257,7 +262,7 @@ def _cell_table(console: Console, outcomes: Sequence[CellOutcome | Compared]) ->
                      f"{r.get('runs', 0)}: {r.get('pass', 0)}/{r.get('fail', 0)}/{r.get('unknown', 0)}",
                      _or_dash(r.get("acked")), _or_dash(r.get("lost")) + ("" if rate is None else f" ({rate:.1%})"),
                      "-" if inside is None else str(inside), "-" if avail is None else f"{avail:.0%}",
-                     str(r.get("promise", "-"))])
+                     "-" if (gap := r.get("longest_outage_s")) is None else f"{gap:g} s", str(r.get("promise", "-"))])
     table, hidden = fit_table(console, SUITE_COLUMNS, rows)
     console.print(table)
     grounds = [o for o in outcomes if o.row and (o.row.get("fails") or o.row.get("allowed")

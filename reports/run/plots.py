@@ -43,6 +43,7 @@ MAX_POINTS = 100_000  # per completion type in the latency plot, per series else
 MAX_PANELS = 6  # partitions drawn one panel each; more share one panel
 TYPES = ("ok", "info", "fail")
 TYPE_COLORS = {"ok": "#1f77b4", "info": "#ff9f00", "fail": "#e0218a"}
+OUTAGE_COLOR = "#d62728"
 NULL = np.iinfo(np.int64).min  # a missing partition, value or offset
 
 
@@ -188,11 +189,20 @@ def latency_quantiles_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (
 
 
 def throughput_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
-                   catalogue: FaultCatalogue | None = None, rebalances: Sequence[float] = ()) -> bytes:
-    """Completed sends per second (by completion time), one line per completion type, faults shaded."""
+                   catalogue: FaultCatalogue | None = None, rebalances: Sequence[float] = (),
+                   outages: Sequence[Mapping[str, Any]] = ()) -> bytes:
+    """Completed sends per second (by completion time), one line per completion type, faults shaded, and the
+    outages (results.json's timeline `outages` stretches: no write acknowledged for a second or more) as a red
+    band along the bottom."""
     fig, (ax,) = figure(height=3.6)
     spans = fault_spans(windows, _end(_times(sends)), catalogue)
     handles = shade([ax], spans) + mark_rebalances([ax], rebalances)
+    if outages:
+        ax.broken_barh([(o["start_s"], o["seconds"]) for o in outages], (0, 0.05), transform=ax.get_xaxis_transform(),
+                       facecolor=OUTAGE_COLOR, linewidth=0, zorder=3)
+        n, longest = len(outages), max(o["seconds"] for o in outages)
+        handles.append(Patch(facecolor=OUTAGE_COLOR,
+                             label=f"no write acknowledged ({n} outage{'' if n == 1 else 's'}, longest {longest:g} s)"))
     if len(sends):
         lo, hi = np.floor(sends.done_s.min()), np.floor(sends.done_s.max()) + 1
         edges = np.arange(lo, hi + 1)

@@ -31,6 +31,7 @@ from markupsafe import Markup
 
 from kchaos.checkers import workload_of_run
 from kchaos.checkers.kafka_errors import errors_line
+from kchaos.checkers.outages import outages_of, outages_text
 from kchaos.checkers.parquet import CheckInputError
 from kchaos.checkers.queue.timeline import availability as timeline_availability
 from kchaos.checkers.queue.timeline import fault_windows
@@ -207,6 +208,19 @@ def _windows(d: RunData) -> list[dict[str, Any]]:
     return rows
 
 
+def _outage_faults(outages: Mapping[str, Any], faults: FaultCatalogue) -> list[dict[str, Any]]:
+    """A row per applied fault of the outages: its nemesis's colour, when it started and healed, and the seconds
+    from each to the next acknowledged write ("none" when none came)."""
+    def after(x: float | None) -> str:
+        return "none came" if x is None else f"{x:g} s"
+
+    return [{"nemesis": f.get("nemesis"), "color": plots.nemesis_color(f.get("nemesis"), faults), "f": f.get("f"),
+             "start": f.get("start_s"), "end": "–" if f.get("end_s") is None else f["end_s"],
+             "after_start": after(f.get("ack_after_start_s")),
+             "after_end": "–" if f.get("end_s") is None else after(f.get("ack_after_end_s"))}
+            for f in outages.get("faults") or []]
+
+
 def _releases(test: Mapping[str, Any]) -> list[dict[str, Any]]:
     """test.json's `releases` (a rolling upgrade) as table rows: node, release, runs from, stopped."""
     rel = test.get("releases")
@@ -254,6 +268,7 @@ def write_report(run: Path) -> Path:
     ops = dict(d.section.ops)
     nodes = sorted(p for p in (d.run / "nodes").iterdir() if p.is_dir()) if (d.run / "nodes").is_dir() else []
     explanation = load_explanation(d.run)
+    outages = outages_of(d.results)
     return write_page(
         d.run / REPORT_FILE, f"kchaos: {name} {d.run.name}", template="report.html.j2", d=d, name=name, rule=GUARANTEE,
         promise=Promise.of(d.test), lost=lost, judgement=j, severity=severity, page_cache=describe_page_cache(d.test),
@@ -263,6 +278,7 @@ def write_report(run: Path) -> Path:
         rate=loss_rate(lost, counts.get("acked")), acked=counts.get("acked"),
         inside=None if lost is None else lost_in_promise(d.results or {}),
         settings=_settings(d.test), anomalies=_anomalies(d, j), availability=_availability(d.availability),
+        outages=outages, outages_line=outages_text(outages), outage_faults=_outage_faults(outages, d.faults),
         cycles=cycle_tables(d.results, ops, {k: _effect(k, j) for k in counts}), op_lines=op_excerpts(ops),
         rebalances=d.rebalances[:MAX_REBALANCES], releases=_releases(d.test), **d.section.context,
         latency=[{"type": k, **v} for k, v in d.latency.items()], windows=_windows(d), plots=pngs, isr_file=ISR_FILE,

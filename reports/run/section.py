@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from jinja2 import Template
 
+from kchaos.checkers.outages import outages_of
 from kchaos.checkers.parquet import CheckInputError, convert
 from kchaos.checkers.txn.reference import isolation_of
 from kchaos.core.faults import FaultCatalogue
@@ -135,12 +136,13 @@ def sends_section(sends: plots.Sends, results: Mapping[str, Any] | None, events:
                   ) -> Section:
     """The send plots (latency, throughput, acknowledged offsets) of `sends`: the queue's section, and any
     run's whose history could not be read (with no sends)."""
+    stretches = outages_of(results).get("stretches") or []
 
     def draw(w: list[dict[str, Any]], c: FaultCatalogue, rb: list[float], counts: Mapping[str, Any]
              ) -> dict[str, Any]:
         return {"latency": plots.latency_png(sends, w, catalogue=c, rebalances=rb),
                 "latency_quantiles": plots.latency_quantiles_png(sends, w, catalogue=c, rebalances=rb),
-                "throughput": plots.throughput_png(sends, w, catalogue=c, rebalances=rb),
+                "throughput": plots.throughput_png(sends, w, catalogue=c, rebalances=rb, outages=stretches),
                 "offsets": plots.offsets_png(sends, w, anomaly_marks(results), catalogue=c, rebalances=rb)}
 
     return Section("queue.html.j2", "send", sends, draw, events=list(events or []), rebalances=list(rebalances or []),

@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from kchaos.checkers.outages import outages_of
 from kchaos.checkers.verdict.judge import UNKNOWN, judge, lost_in_promise, merge
 from kchaos.checkers.verdict.table import in_faults
 from kchaos.core.config import with_defaults
@@ -51,13 +52,14 @@ ALWAYS = ("acks", "min_insync", "rf", "unclean", "idempotence", "nemesis")
 COLUMNS = ("cell", "verdict", "severity", "prediction", "workload", *ALWAYS, "other", "runs", "pass", "fail",
            "unknown", "acked", "lost", "lost_in_promise", "lost_outside_promise", "loss_rate", "duplicate", "fails",
            "allowed", "unknown_because", "unparsed_lines", "kafka_internal", "kafka_errors",
-           "availability_in_faults", "send_p50_ms", "send_p99_ms", "promise", "page_cache", "run_dirs")
+           "availability_in_faults", "acked_time_share", "longest_outage_s", "send_p50_ms", "send_p99_ms", "promise",
+           "page_cache", "run_dirs")
 SUMMED = ("runs", "pass", "fail", "unknown", "checked", "acked", "lost", "duplicate", "lost_in_promise",
           "ok_in_faults", "invoked_in_faults", "unparsed_lines", "kafka_internal", "kafka_errors")
 FAILING = "failing_anomalies"
 # Columns that mean something only for a workload whose headline is acknowledged writes (`WorkloadKind.writes`).
 WRITES_ONLY = ("acked", "lost", "lost_in_promise", "lost_outside_promise", "loss_rate", "duplicate",
-               "availability_in_faults", "send_p50_ms", "send_p99_ms")
+               "availability_in_faults", "acked_time_share", "longest_outage_s", "send_p50_ms", "send_p99_ms")
 
 
 def anomaly_kinds() -> tuple[str, ...]:
@@ -176,6 +178,7 @@ def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matche
     counts = res.get("counts") or {}
     ok, invoked = in_faults((res.get("timeline") or {}).get("availability") or {})
     latency = ((res.get("latency_ms") or {}).get("send") or {}).get("ok") or {}
+    outages = outages_of(res)
     rel = str(run.path.relative_to(root))
     return {"cell": run.test.get("name", "?"), "acks": settings.acks, "min_insync": settings.min_insync,
             "rf": cfg.get("topic.replication_factor"), "unclean": settings.unclean,
@@ -192,6 +195,8 @@ def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matche
             **_workload_facts(kind, res, dict(j.failed)),
             "lost_in_promise": lost_in_promise(res) or 0,
             "ok_in_faults": ok, "invoked_in_faults": invoked,
+            "outage_s": float(outages.get("total_s") or 0), "span_s": float(outages.get("span_s") or 0),
+            "longest_outage_s": outages.get("longest_s"),
             "send_p50_ms": latency.get("p50"), "send_p99_ms": latency.get("p99"),
             "promise": Promise.of(run.test), "page_cache": page_cache_short(run.test), "run_dirs": rel}
 
@@ -242,17 +247,19 @@ def compare_rows(root: Path, runs: list[Run]) -> pd.DataFrame:
     facts = pd.DataFrame([{"config": c, **_facts(Path(root), r, dict(c), varying, matched)}
                           for r, c in zip(runs, configs)], dtype=object).astype(
         {**dict.fromkeys((*SUMMED, *summed, *kinds_of_anomaly), "int64"), "send_p50_ms": float,
-         "send_p99_ms": float})
+         "send_p99_ms": float, "outage_s": float, "span_s": float, "longest_outage_s": float})
     rows = facts.groupby("config", sort=False).agg({
         "cell": lambda names: ",".join(sorted(set(names))),
         **dict.fromkeys((*ALWAYS, "workload", "other", "promise", "page_cache"), "first"),
-        **dict.fromkeys((*SUMMED, *summed, *kinds_of_anomaly), "sum"), "send_p50_ms": "median",
-        "send_p99_ms": "max", "run_dirs": " ".join,
+        **dict.fromkeys((*SUMMED, *summed, *kinds_of_anomaly, "outage_s", "span_s"), "sum"),
+        "send_p50_ms": "median", "send_p99_ms": "max", "longest_outage_s": "max", "run_dirs": " ".join,
         "verdict": lambda vs: merge(list(vs)), "judgement": list, "matched": list})
     rows["lost_outside_promise"] = rows.lost - rows.lost_in_promise
     acked, invoked = rows.acked, rows.invoked_in_faults
     rows["loss_rate"] = _rounded(rows.lost / acked.where(acked > 0), 6)
     rows["availability_in_faults"] = _rounded(rows.ok_in_faults / invoked.where(invoked > 0), 4)
+    span = rows.span_s
+    rows["acked_time_share"] = _rounded(1 - rows.outage_s / span.where(span > 0), 4)
     rows["send_p50_ms"] = _rounded(rows.send_p50_ms, 3)
     rows["fails"] = rows.judgement.map(lambda js: _grounds(js, "failed"))
     rows["allowed"] = rows.judgement.map(lambda js: _grounds(js, "allowed"))

@@ -21,8 +21,9 @@ from kchaos.reports.severity import level
 ERROR = "error"  # a repetition could not be run: no verdict on Kafka, a harness or cluster problem
 # The compare row's numbers in a case's system-out; those that do not apply to the cell's workload are None: left out.
 SHOWN = ("workload", "runs", "pass", "fail", "unknown", "acked", "lost", "lost_in_promise", "lost_outside_promise",
-         "duplicate", "availability_in_faults", "txn_committed", "txn_aborted", "txn_info", "copy_input", "copy_copied",
-         "failing_anomalies", "kafka_internal", "kafka_errors", "unparsed_lines", "promise", "run_dirs")
+         "duplicate", "availability_in_faults", "acked_time_share", "longest_outage_s", "txn_committed", "txn_aborted",
+         "txn_info", "copy_input", "copy_copied", "failing_anomalies", "kafka_internal", "kafka_errors",
+         "unparsed_lines", "promise", "run_dirs")
 
 
 @dataclass

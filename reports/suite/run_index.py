@@ -117,9 +117,12 @@ def config_summary(test: dict[str, Any]) -> str:
     return " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in pairs if v is not None)
 
 
+OUTAGE_TOTALS = ("span_s", "total_s", "longest_s", "acked_share", "count")  # compare's, of a run's outages
+
+
 def slim_results(results: dict[str, Any]) -> dict[str, Any]:
     """What the index keeps of a results.json: `essentials` (all `judge` reads), send latency p50/p99, and the
-    availability totals compare needs; a few hundred bytes of what can be megabytes."""
+    availability and outage totals compare needs; a few hundred bytes of what can be megabytes."""
     out = essentials(results)
     ok = _get(results, "latency_ms", "send", "ok")
     if isinstance(ok, dict):
@@ -128,6 +131,9 @@ def slim_results(results: dict[str, Any]) -> dict[str, Any]:
     if isinstance(avail, dict):
         out["timeline"] = {"availability": {k: avail[k] for k in ("overall", "outside_faults")
                                             if isinstance(avail.get(k), dict)}}
+    outages = _get(results, "timeline", "outages")
+    if isinstance(outages, dict):
+        out.setdefault("timeline", {})["outages"] = {k: outages.get(k) for k in OUTAGE_TOTALS}
     return out
 
 

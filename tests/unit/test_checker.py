@@ -17,6 +17,7 @@ from kchaos.checkers import CheckInputError, check_path, check_runs, exit_code, 
 from kchaos.checkers.queue.check import COUNTS, QueueChecker
 from kchaos.checkers.queue.reference import check_reference
 from kchaos.checkers.spark import spark_session
+from kchaos.checkers.verdict.observed import observe
 
 MASTER = "local[2]"
 ZERO = {k: 0 for k in COUNTS}
@@ -509,3 +510,19 @@ def test_agrees_with_reference(spark, tmp_path_factory, batch):
         ref = check_reference(h.ops, test)
         assert (r["valid"], r["counts"], r["examples"]) == (ref["valid"], ref["counts"], ref["examples"]), run_dir
         assert r["checkers"]["queue"]["loss"] == ref["loss"]
+
+
+# --- availability as time ----------------------------------------------------------------
+
+@pytest.mark.spark
+def test_outages_are_the_stretches_with_no_acknowledgement_as_the_scenario_metrics_see_them(check, tmp_path):
+    h = HistoryBuilder()
+    for i in range(10):  # an ack 200 ms after each send, but one 3 s after
+        h.send(0, i, 0, offset=i, latency_ms=3000 if i == 5 else 200)
+    h.drain(1, 0, [(0, i, i) for i in range(10)])
+    r = check(h)
+    o = r["timeline"]["outages"]
+    assert o["count"] == 1 and o["longest_s"] == pytest.approx(3.0, abs=0.02), o
+    assert 0 < o["acked_share"] < 1 and o["stretches"][0]["seconds"] == o["longest_s"]
+    m = observe(tmp_path / "run")
+    assert m["longest_outage_s"] == pytest.approx(o["longest_s"], abs=0.1)
