@@ -2,12 +2,15 @@
 after each fault.
 
 `outages(acks_s, first_s, last_s, windows)` takes the times of the acknowledgements (seconds since the history
-started, sorted), the first send's invocation and the last send's completion (the span in which the workload
-wrote), and the run's fault windows (`checkers.queue.timeline.fault_windows`). It returns
+started, sorted), the first send's invocation and the last one's (the workload's writing), and the run's fault
+windows (`checkers.queue.timeline.fault_windows`). The span it judges starts at the first acknowledgement, or at
+the first applied fault's start when that came first (a client's first send waits on its bootstrap, which is no
+outage; a fault before any acknowledgement is), or at the first send when nothing was acknowledged; it ends at the
+last send's invocation (a send still in flight after it is no write the workload waited for). It returns
 
 - `stretches`: every stretch of at least OUTAGE_GAP_S between two consecutive moments of the span's edges and its
   acknowledgements, longest first (at most MAX_STRETCHES of them; `total_s` and `count` count all);
-- `longest_s`, `total_s`, and `acked_share`: the share of the span outside every stretch;
+- `longest_s`, `total_s`, `span_s`, and `acked_share`: the share of the span outside every stretch;
 - `faults`: for each applied fault window, the seconds from its start and from its end (its heal) to the next
   acknowledgement, None when none came.
 
@@ -32,8 +35,9 @@ def _r(x: float) -> float:
 
 def outages(acks_s: Sequence[float], first_s: float | None, last_s: float | None,
             windows: Sequence[Mapping[str, Any]], gap_s: float = OUTAGE_GAP_S) -> dict[str, Any]:
-    """The run's outages and its time to the next acknowledgement after each applied fault (see the module doc).
-    With no send at all (`first_s` None) the span is empty: no stretch, `acked_share` None."""
+    """The run's outages and its time to the next acknowledgement after each applied fault (see the module doc):
+    `first_s` and `last_s` are the first and last sends' invocations. With no send at all (`first_s` None) the
+    span is empty: no stretch, `acked_share` None."""
     faults = []
     for w in windows:
         if not w.get("applied"):
@@ -45,6 +49,10 @@ def outages(acks_s: Sequence[float], first_s: float | None, last_s: float | None
     if first_s is None or last_s is None:
         return {"gap_s": gap_s, "span_s": 0.0, "acked_share": None, "count": 0, "longest_s": 0.0, "total_s": 0.0,
                 "stretches": [], "faults": faults}
+    if acks_s:
+        first_s = min([acks_s[0], *(f["start_s"] for f in faults if f["start_s"] is not None
+                                    and f["start_s"] >= first_s)])
+    last_s = max(first_s, last_s)
     points = [first_s, *(a for a in acks_s if first_s <= a <= last_s), last_s]
     stretches = [(a, b) for a, b in zip(points, points[1:]) if b - a >= gap_s]
     total = sum(b - a for a, b in stretches)

@@ -2,7 +2,7 @@
 
 `line_task([(run, path, row_groups), ...])` returns per run partial results the
 driver merges (`merge_lines`): op counts, the partitions sends and drains named,
-the time span (of every line, and of the sends), the hundredths of a second in
+the time span (of every line, and of the sends' invocations), the hundredths of a second in
 which sends were acknowledged, malformed records, latency samples per (f,
 completion type), send counts per invocation epoch and per second of invocation
 (with ok latency samples), and the nemesis lines. Definitions: docs/checkers.md
@@ -117,10 +117,10 @@ def _lines(t: pa.Table) -> dict[str, Any]:
     has_time = time != NULL
     out["tmin"] = int(time[has_time].min()) if has_time.any() else None
     out["tmax"] = int(time[has_time].max()) if has_time.any() else None
-    timed_send = send & has_time
-    out["send_first"] = int(time[timed_send].min()) if timed_send.any() else None
-    out["send_last"] = int(time[timed_send].max()) if timed_send.any() else None
-    out["ack_cs"] = np.unique(np.floor_divide(time[timed_send & (type_ == 1)], NS_PER_CS))
+    invoked = send & has_time & (type_ == 0)
+    out["send_first"] = int(time[invoked].min()) if invoked.any() else None
+    out["send_last"] = int(time[invoked].max()) if invoked.any() else None
+    out["ack_cs"] = np.unique(np.floor_divide(time[send & has_time & (type_ == 1)], NS_PER_CS))
     out["latency"] = {(fn, ty): _sample(lat[usable & (f == LINE_FS.index(fn)) & (type_ == i) & (lat != NULL)], SAMPLE)
                       for fn in LATENCY_FS for i, ty in enumerate(OP_TYPES) if i}
     # Sends by invocation epoch and by second of invocation (a completion's time minus its latency).

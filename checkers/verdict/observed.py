@@ -91,6 +91,7 @@ def _from_history(run: Path) -> dict[str, float]:
     refused = 0
     first = last = None
     acks: list[int] = []
+    invoked: list[int] = []
     nemesis: list[dict[str, Any]] = []
     for op in read_history(run / "history.jsonl"):
         if op.get("process") == "nemesis":
@@ -101,10 +102,12 @@ def _from_history(run: Path) -> dict[str, float]:
         if op.get("f") != "send":
             continue
         t = op.get("time")
+        kind = op.get("type")
         if isinstance(t, int):
             first = t if first is None else first
             last = t
-        kind = op.get("type")
+            if kind == "invoke":
+                invoked.append(t)
         if kind in sends:
             sends[kind] += 1
             if kind == "ok" and isinstance(t, int):
@@ -114,8 +117,9 @@ def _from_history(run: Path) -> dict[str, float]:
     starts = read_faults(run, nemesis).break_ops
     applied = [op.get("time") for op in nemesis if op.get("type") == "ok" and op.get("f") in starts]
     faults, last_fault = len(applied), applied[-1] if applied else None
-    out = outages([t / 1e9 for t in sorted(acks)], None if first is None else first / 1e9,
-                  None if last is None else last / 1e9, [])
+    out = outages([t / 1e9 for t in sorted(acks)], min(invoked) / 1e9 if invoked else None,
+                  max(invoked) / 1e9 if invoked else None,
+                  [{"start_s": t / 1e9, "applied": True} for t in applied if isinstance(t, int)])
     recovery = 0.0
     if isinstance(last_fault, int) and last is not None:
         recovery = (next((t for t in acks if t > last_fault), max(last, last_fault)) - last_fault) / 1e9

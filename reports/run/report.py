@@ -92,7 +92,7 @@ def load_run(run: Path) -> RunData:
     Windows, availability and latency come from results.json when it has
     them, else are computed from the history the way the checker does.
     """
-    run = Path(run)
+    run = Path(run).resolve()  # `latest` names the run it points to
     history = run / "history.jsonl"
     if not run.is_dir():
         raise ReportError(f"{run}: not a directory")

@@ -36,16 +36,27 @@ def test_a_run_that_sent_nothing_has_no_span_and_no_share():
 @given(st.lists(st.floats(0, 100, allow_nan=False), max_size=60), st.floats(0, 100), st.floats(0, 50))
 def test_outages_cover_exactly_the_gaps_of_a_second_or_more(acks, first, length):
     last = first + length
-    acks = sorted(acks)
+    acks = sorted(a for a in acks if a >= first)  # every acknowledgement comes after its send
     out = outages(acks, first, last, [])
-    inside = [first, *(a for a in acks if first <= a <= last), last]
+    start = acks[0] if acks else first  # the span starts with the first acknowledgement
+    end = max(start, last)
+    inside = [start, *(a for a in acks if start <= a <= end), end]
     gaps = [b - a for a, b in zip(inside, inside[1:])]
     assert out["count"] == sum(g >= OUTAGE_GAP_S for g in gaps)
     assert out["total_s"] == pytest.approx(sum(g for g in gaps if g >= OUTAGE_GAP_S), abs=0.01 * (out["count"] + 1))
-    assert 0 <= out["longest_s"] <= out["total_s"] + 0.01 <= length + 0.02
+    assert 0 <= out["longest_s"] <= out["total_s"] + 0.01 <= end - start + 0.02
     assert all(s["seconds"] >= OUTAGE_GAP_S - 0.005 for s in out["stretches"])
-    if last > first:
+    if end > start:
         assert 0 <= out["acked_share"] <= 1
+
+
+def test_the_span_starts_at_the_first_acknowledgement_unless_a_fault_came_first():
+    acks = [3.0, 3.5, 4.0]  # a client's bootstrap: its first send waited 3 s, no outage
+    assert outages(acks, 0.0, 4.0, [])["count"] == 0
+    fault = {"nemesis": "pause", "f": "pause", "start_s": 0.5, "end_s": 2.5, "applied": True}
+    out = outages(acks, 0.0, 4.0, [fault])  # a fault before any acknowledgement: its outage counts
+    assert out["stretches"] == [{"start_s": 0.5, "end_s": 3.0, "seconds": 2.5}]
+    assert outages(acks, 0.0, 10.0, [])["stretches"] == [{"start_s": 4.0, "end_s": 10.0, "seconds": 6.0}]
 
 
 def test_the_line_says_the_share_the_longest_outage_and_the_time_to_the_next_acknowledgement_after_a_heal():

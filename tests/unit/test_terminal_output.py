@@ -137,7 +137,8 @@ def test_a_table_too_wide_for_the_terminal_leaves_out_columns_but_not_the_cell(s
     assert interactive(make_console(tty))
     rows = [line for line in text.splitlines() if line.split()[:1] in (["pass"], ["fail"])]
     assert len(rows) == 4 and all(any(c.short() in r for r in rows) for c in suite_cli.suite.cells)
-    assert "left out to fit the terminal: in faults, severity, promise, acked" in text  # the colour still says the severity
+    # the colour still says the severity
+    assert "left out to fit the terminal: in faults, severity, promise, acked" in text
     table = text[text.index("verdict"):text.index("acks=1 partition-majorities-ring controllers=3: observed")]
     assert all(len(line) <= 72 for line in table.splitlines()), table
 
