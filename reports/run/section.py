@@ -28,14 +28,16 @@ from kchaos.checkers.txn.reference import isolation_of
 from kchaos.core.faults import FaultCatalogue
 from kchaos.evidence.explain.txn import load_txn_explanation
 from kchaos.evidence.explain.txn_text import txn_story, txn_summary
-from kchaos.reports.run import plots, txn_plots
+from kchaos.reports.run import plots, read_plots, txn_plots
 from kchaos.reports.run.copy_data import read_copy_run
+from kchaos.reports.run.reads import Reads, lag_series, read_reads, unseen_series
 from kchaos.reports.run.txn_cycles import anchor
 from kchaos.reports.run.txn_data import Rebalance, read_rebalances, read_txn_run
 
 QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 _COLUMNS = ["time", "process", "type", "f", "partition", "value", "offset", "latency_ns", "epoch", "index",
-            "nemesis", "detail"]
+            "nemesis", "detail", "error", "records"]
+_ROWS = ("send", "poll", "drain")  # the client ops the queue's section reads; and every nemesis line
 # Draws the section's plots: (fault windows, catalogue, rebalance times, results.json's counts) -> name -> PNG.
 Draw = Callable[[list[dict[str, Any]], FaultCatalogue, list[float], Mapping[str, Any]], dict[str, Any]]
 
@@ -80,7 +82,8 @@ def _read_history(history: Path) -> pa.Table:
     except CheckInputError:
         out = convert(history, validate=False)  # malformed: still plot what can be read
     t = pq.read_table(out, columns=_COLUMNS)
-    return t.filter(pc.or_(pc.equal(t["f"], "send"), pc.equal(t["process"], "nemesis")))
+    return t.filter(pc.fill_null(pc.or_(pc.is_in(t["f"], value_set=pa.array(_ROWS)),
+                                        pc.equal(t["process"], "nemesis")), False))
 
 
 def _np(col: pa.ChunkedArray, fill: Any) -> np.ndarray:
@@ -132,29 +135,68 @@ def anomaly_marks(results: Mapping[str, Any] | None) -> plots.Marks:
 
 
 def sends_section(sends: plots.Sends, results: Mapping[str, Any] | None, events: list[dict[str, Any]] | None = None,
-                  per_epoch: list[dict[str, Any]] | None = None, rebalances: list[Rebalance] | None = None
-                  ) -> Section:
-    """The send plots (latency, throughput, acknowledged offsets) of `sends`: the queue's section, and any
-    run's whose history could not be read (with no sends)."""
+                  per_epoch: list[dict[str, Any]] | None = None, rebalances: list[Rebalance] | None = None,
+                  consumed: Consumed | None = None) -> Section:
+    """The send plots (latency, throughput, the sends' errors per second, acknowledged offsets) of `sends`, and
+    with `consumed` the read plots (unseen writes, realtime lag): the queue's section, and any run's whose history
+    could not be read (with no sends)."""
     stretches = outages_of(results).get("stretches") or []
 
     def draw(w: list[dict[str, Any]], c: FaultCatalogue, rb: list[float], counts: Mapping[str, Any]
              ) -> dict[str, Any]:
-        return {"latency": plots.latency_png(sends, w, catalogue=c, rebalances=rb),
-                "latency_quantiles": plots.latency_quantiles_png(sends, w, catalogue=c, rebalances=rb),
-                "throughput": plots.throughput_png(sends, w, catalogue=c, rebalances=rb, outages=stretches),
-                "offsets": plots.offsets_png(sends, w, anomaly_marks(results), catalogue=c, rebalances=rb)}
+        out = {"latency": plots.latency_png(sends, w, catalogue=c, rebalances=rb),
+               "latency_quantiles": plots.latency_quantiles_png(sends, w, catalogue=c, rebalances=rb),
+               "throughput": plots.throughput_png(sends, w, catalogue=c, rebalances=rb, outages=stretches),
+               "offsets": plots.offsets_png(sends, w, anomaly_marks(results), catalogue=c, rebalances=rb)}
+        if consumed is not None:
+            out.update(consumed.draw(sends, w, c, rb))
+        return out
 
     return Section("queue.html.j2", "send", sends, draw, events=list(events or []), rebalances=list(rebalances or []),
                    per_epoch=list(per_epoch or []), latency=latency_table(sends.latency_ms, sends.type))
 
 
+@dataclass(frozen=True)
+class Consumed:
+    """What a queue run read, with what its read plots need beside the sends: the failed and unknown sends'
+    completion times and errors, the consumers' assignments (subscribe mode's rebalances; none in assign mode,
+    where each consumer reads every partition), the topic's partitions and when the final read began."""
+
+    reads: Reads
+    error_s: np.ndarray
+    errors: np.ndarray
+    assignments: list[Rebalance]
+    partitions: list[int]
+    final_read_s: float | None
+
+    def draw(self, sends: plots.Sends, w: list[dict[str, Any]], c: FaultCatalogue, rb: list[float]
+             ) -> dict[str, bytes]:
+        """The plots of unseen writes, of each consumer's realtime lag and of the sends' errors per second."""
+        ok = sends.type == "ok"
+        times, unseen = unseen_series(sends.value[ok], sends.done_s[ok], self.reads)
+        lags = lag_series(sends.partition[ok], sends.offset[ok], sends.done_s[ok], self.reads, self.assignments,
+                          self.partitions)
+        span = [float(sends.invoke_s.min()), float(sends.done_s.max())] if len(sends) else []
+        return {"unseen": read_plots.unseen_png(times, unseen, w, catalogue=c, rebalances=rb,
+                                                final_read_s=self.final_read_s),
+                "lag": read_plots.lag_png(lags, w, catalogue=c, rebalances=rb),
+                "errors": read_plots.errors_png(self.error_s, self.errors, w, catalogue=c, rebalances=rb, span=span)}
+
+
 def queue_section(history: Path, test: Mapping[str, Any], results: Mapping[str, Any] | None) -> Section:
-    """The queue's section: its sends from the history's Parquet form, and a subscribe-mode run's rebalances."""
+    """The queue's section: its sends and reads from the history's Parquet form, and a subscribe-mode run's
+    rebalances."""
     t = _read_history(history)
     sends, per_epoch = read_sends(t)
     moves = read_rebalances(history) if (test.get("workload") or {}).get("consumer_mode") == "subscribe" else []
-    return sends_section(sends, results, _events(t), per_epoch, moves)
+    failed = t.filter(pc.fill_null(pc.and_(pc.equal(t["f"], "send"),
+                                           pc.is_in(t["type"], value_set=pa.array(["fail", "info"]))), False))
+    drains = t.filter(pc.fill_null(pc.equal(t["f"], "drain"), False))["time"]
+    n = (test.get("topic") or {}).get("partitions")
+    consumed = Consumed(read_reads(t), _np(failed["time"], 0) / 1e9, _np(failed["error"], "").astype(object), moves,
+                        list(range(n)) if isinstance(n, int) else [],
+                        None if not len(drains) or drains.null_count == len(drains) else pc.min(drains).as_py() / 1e9)
+    return sends_section(sends, results, _events(t), per_epoch, moves, consumed)
 
 
 # --- transactions: the txn and copy workloads ---

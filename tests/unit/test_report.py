@@ -134,8 +134,8 @@ def test_report_renders_clean_with_verdict_counts_and_plots(tmp_path):
     path = write_report(run)
     assert path == run / REPORT_FILE and path.is_file()
     page = render(path)
-    page.assert_clean(min_images=5)
-    assert len(page.images) == 5  # latency, its quantiles, throughput, offsets, ISR
+    page.assert_clean(min_images=7)
+    assert len(page.images) == 7  # latency, its quantiles, throughput, offsets, unseen, realtime lag, ISR
     assert all(w >= 1000 for _, w, _ in page.images)
     assert page.title.startswith("kchaos: tiny")
     assert "Verdict: fail" in page.text and "20261122T000000.000Z" in page.text
@@ -164,8 +164,8 @@ def test_report_renders_clean_with_verdict_counts_and_plots(tmp_path):
 def test_report_without_results_or_isr(tmp_path):
     run = make_run(tmp_path, results=False, isr=False)
     page = render(write_report(run))
-    page.assert_clean(min_images=4)
-    assert len(page.images) == 4  # no ISR plot
+    page.assert_clean(min_images=6)
+    assert len(page.images) == 6  # no ISR plot
     assert "Verdict: not checked" in page.text and "INVALID" not in page.text
     assert "No isr.jsonl in this run" in page.text
     # Windows, availability and latency come from the history itself.
@@ -209,7 +209,7 @@ def test_malformed_history_is_still_reported(tmp_path):
     (run / "history.jsonl").write_text("".join(lines[:5]) + "garbage\n" + "".join(lines[5:]) + '{"index": 99, "ti')
     d = load_run(run)
     assert len(d.section.data) == 11 and d.windows == WINDOWS
-    assert len(re.findall("<img ", write_report(run).read_text())) == 5
+    assert len(re.findall("<img ", write_report(run).read_text())) == 7
 
 
 def test_empty_history_still_renders(tmp_path):
