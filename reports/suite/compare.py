@@ -26,6 +26,8 @@ from typing import Any
 import pandas as pd
 
 from kchaos.checkers.outages import outages_of
+from kchaos.checkers.send_errors import KEY as SEND_ERRORS
+from kchaos.checkers.send_errors import errors_text
 from kchaos.checkers.verdict.judge import UNKNOWN, judge, lost_in_promise, merge
 from kchaos.checkers.verdict.table import in_faults
 from kchaos.core.config import with_defaults
@@ -52,14 +54,15 @@ ALWAYS = ("acks", "min_insync", "rf", "unclean", "idempotence", "nemesis")
 COLUMNS = ("cell", "verdict", "severity", "prediction", "workload", *ALWAYS, "other", "runs", "pass", "fail",
            "unknown", "acked", "lost", "lost_in_promise", "lost_outside_promise", "loss_rate", "duplicate", "fails",
            "allowed", "unknown_because", "unparsed_lines", "kafka_internal", "kafka_errors",
-           "availability_in_faults", "acked_time_share", "longest_outage_s", "send_p50_ms", "send_p99_ms", "promise",
-           "page_cache", "run_dirs")
+           "availability_in_faults", "acked_time_share", "longest_outage_s", "send_p50_ms", "send_p99_ms",
+           "send_errors", "promise", "page_cache", "run_dirs")
 SUMMED = ("runs", "pass", "fail", "unknown", "checked", "acked", "lost", "duplicate", "lost_in_promise",
           "ok_in_faults", "invoked_in_faults", "unparsed_lines", "kafka_internal", "kafka_errors")
 FAILING = "failing_anomalies"
 # Columns that mean something only for a workload whose headline is acknowledged writes (`WorkloadKind.writes`).
 WRITES_ONLY = ("acked", "lost", "lost_in_promise", "lost_outside_promise", "loss_rate", "duplicate",
-               "availability_in_faults", "acked_time_share", "longest_outage_s", "send_p50_ms", "send_p99_ms")
+               "availability_in_faults", "acked_time_share", "longest_outage_s", "send_p50_ms", "send_p99_ms",
+               "send_errors")
 
 
 def anomaly_kinds() -> tuple[str, ...]:
@@ -196,9 +199,22 @@ def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matche
             "lost_in_promise": lost_in_promise(res) or 0,
             "ok_in_faults": ok, "invoked_in_faults": invoked,
             "outage_s": float(outages.get("total_s") or 0), "span_s": float(outages.get("span_s") or 0),
-            "longest_outage_s": outages.get("longest_s"),
+            "longest_outage_s": outages.get("longest_s"), "send_errors": res.get(SEND_ERRORS) or {},
             "send_p50_ms": latency.get("p50"), "send_p99_ms": latency.get("p99"),
             "promise": Promise.of(run.test), "page_cache": page_cache_short(run.test), "run_dirs": rel}
+
+
+def _summed_errors(per_run: pd.Series) -> str | None:
+    """The sends' errors of a cell's runs, counts summed, all in a line (`errors_text`); None when every send
+    succeeded."""
+    total: dict[str, dict[str, int]] = {}
+    for errors in per_run:
+        for name, by in (errors or {}).items():
+            into = total.setdefault(name, {})
+            for k, n in by.items():
+                into[k] = into.get(k, 0) + int(n or 0)
+    ranked = dict(sorted(total.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])))
+    return errors_text(ranked, most=len(ranked)) or None
 
 
 def _logged(summary: dict[str, Any]) -> dict[str, int]:
@@ -252,7 +268,8 @@ def compare_rows(root: Path, runs: list[Run]) -> pd.DataFrame:
         "cell": lambda names: ",".join(sorted(set(names))),
         **dict.fromkeys((*ALWAYS, "workload", "other", "promise", "page_cache"), "first"),
         **dict.fromkeys((*SUMMED, *summed, *kinds_of_anomaly, "outage_s", "span_s"), "sum"),
-        "send_p50_ms": "median", "send_p99_ms": "max", "longest_outage_s": "max", "run_dirs": " ".join,
+        "send_p50_ms": "median", "send_p99_ms": "max", "longest_outage_s": "max", "send_errors": _summed_errors,
+        "run_dirs": " ".join,
         "verdict": lambda vs: merge(list(vs)), "judgement": list, "matched": list})
     rows["lost_outside_promise"] = rows.lost - rows.lost_in_promise
     acked, invoked = rows.acked, rows.invoked_in_faults

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kchaos.checkers.send_errors import KEY as SEND_ERRORS
 from kchaos.checkers.verdict.judge import essentials, judge, lost_in_promise
 from kchaos.checkers.verdict.table import in_faults
 from kchaos.core.suite_files import PROGRESS_FILE, STATE_FILE, latest, read_progress
@@ -122,7 +123,7 @@ OUTAGE_TOTALS = ("span_s", "total_s", "longest_s", "acked_share", "count")  # co
 
 def slim_results(results: dict[str, Any]) -> dict[str, Any]:
     """What the index keeps of a results.json: `essentials` (all `judge` reads), send latency p50/p99, and the
-    availability and outage totals compare needs; a few hundred bytes of what can be megabytes."""
+    availability and outage totals and the sends' errors compare needs; a few hundred bytes of what can be megabytes."""
     out = essentials(results)
     ok = _get(results, "latency_ms", "send", "ok")
     if isinstance(ok, dict):
@@ -131,6 +132,8 @@ def slim_results(results: dict[str, Any]) -> dict[str, Any]:
     if isinstance(avail, dict):
         out["timeline"] = {"availability": {k: avail[k] for k in ("overall", "outside_faults")
                                             if isinstance(avail.get(k), dict)}}
+    if isinstance(results.get(SEND_ERRORS), dict):
+        out[SEND_ERRORS] = results[SEND_ERRORS]  # at most MOST names
     outages = _get(results, "timeline", "outages")
     if isinstance(outages, dict):
         out.setdefault("timeline", {})["outages"] = {k: outages.get(k) for k in OUTAGE_TOTALS}

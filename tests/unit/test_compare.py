@@ -343,3 +343,19 @@ def test_what_a_run_recorded_about_itself_is_not_its_configuration():
     assert configuration(a) == configuration(b) == configuration(base)
     assert dict(configuration(base))["nemesis.names"] == ("upgrade",)
     assert dict(configuration({"hosts_file": {"nodes": [{"host": "h1"}]}}))["hosts_file.nodes"] == '[{"host": "h1"}]'
+
+
+def test_a_cell_says_its_sends_errors_and_its_outages_summed_over_its_runs(runs):
+    run = _only(runs, "03_acks-all_misr-2")
+    results = json.loads((run / "results.json").read_text())
+    results["send_errors"] = {"NOT_ENOUGH_REPLICAS": {"fail": 412, "info": 0}, "_MSG_TIMED_OUT": {"fail": 1, "info": 3}}
+    results["timeline"]["outages"] = {"span_s": 40.0, "total_s": 10.0, "longest_s": 6.5, "acked_share": 0.75,
+                                      "count": 2, "stretches": [], "faults": []}
+    (run / "results.json").write_text(json.dumps(results))
+    row = _by_cell(write_compare(runs))["03_acks-all_misr-2"]
+    assert row["send_errors"] == "NOT_ENOUGH_REPLICAS 412 failed; _MSG_TIMED_OUT 1 failed, 3 unknown"
+    assert (row["acked_time_share"], row["longest_outage_s"]) == (0.75, 6.5)
+    with open(runs / "compare.csv") as fh:
+        line = {r["cell"]: r for r in csv.DictReader(fh)}["03_acks-all_misr-2"]
+    assert line["send_errors"] == row["send_errors"] and line["longest_outage_s"] == "6.5"
+    assert _by_cell(write_compare(runs))["00_acks-1_misr-1"]["send_errors"] is None  # every send succeeded
