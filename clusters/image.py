@@ -67,6 +67,16 @@ def _exists(client: docker.DockerClient, tag: str) -> bool:
         return False
 
 
+def _as_root() -> list[str]:
+    """The prefix that runs a command as root: none for root, `sudo -n` for a user with passwordless sudo (as
+    `make setup` allows); ImageError for anyone else."""
+    if os.geteuid() == 0:
+        return []
+    if shutil.which("sudo") and subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0:
+        return ["sudo", "-n"]
+    raise ImageError("debootstrap needs root or passwordless sudo; run as root, with sudo, or pass --base-image")
+
+
 def ensure_base(client: docker.DockerClient, say: Callable[[str], None] = print) -> str:
     """Return the base image tag, debootstrapping and importing it if it is missing."""
     tag = base_tag()
@@ -76,26 +86,29 @@ def ensure_base(client: docker.DockerClient, say: Callable[[str], None] = print)
     if not tarball.exists():
         if shutil.which("debootstrap") is None:
             raise ImageError("debootstrap is not installed; run `make setup` (or pass --base-image)")
-        if os.geteuid() != 0:
-            raise ImageError("debootstrap needs root; run as root or pass --base-image")
+        as_root = _as_root()
         say(f"building Debian {SUITE} root filesystem with debootstrap (about a minute)")
         tarball.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=tarball.parent) as tmp:
-            root = Path(tmp) / "rootfs"
+        tmp = Path(tempfile.mkdtemp(dir=tarball.parent))
+        try:
+            root = tmp / "rootfs"
             cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(root), MIRROR]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            proc = subprocess.run([*as_root, *cmd], capture_output=True, text=True)
             if proc.returncode != 0:
                 tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
                 raise ImageError(f"debootstrap failed: {tail}")
-            # apt caches are not needed in a node and cost 100+ MB.
-            shutil.rmtree(root / "var/cache/apt/archives", ignore_errors=True)
-            # openssh-server's install made host keys: every container of the image would share
-            # them (and their private halves would ship in it). Whoever runs sshd makes its own.
-            for key in (root / "etc/ssh").glob("ssh_host_*"):
-                key.unlink()
+            # apt caches are not needed in a node and cost 100+ MB. openssh-server's install made host keys:
+            # every container of the image would share them (and their private halves would ship in it).
+            # Whoever runs sshd makes its own.
+            subprocess.run([*as_root, "sh", "-c", 'rm -rf "$1/var/cache/apt/archives" "$1"/etc/ssh/ssh_host_*',
+                            "-", str(root)], check=True)
             partial = tarball.with_suffix(".partial")
-            subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(partial), "."], check=True)
+            with open(partial, "wb") as out:  # written by this user, whoever owns the files inside
+                subprocess.run([*as_root, "tar", "-C", str(root), "--numeric-owner", "-cf", "-", "."], stdout=out,
+                               check=True)
             partial.rename(tarball)
+        finally:
+            subprocess.run([*as_root, "rm", "-rf", str(tmp)], check=False)
     say(f"importing {tag}")
     repo, _, version = tag.partition(":")
     client.api.import_image_from_file(str(tarball), repository=repo, tag=version,

@@ -1,17 +1,27 @@
 #!/bin/bash
 # Host set-up for kchaos on Debian 12: Docker Engine (Debian's docker.io), debootstrap, Maven, Java,
 # python3-venv, gcc + libfuse3-dev + fuse3 for lazyfs (built here, run in the nodes), chromium (the
-# browser tests open the HTML reports in it) and openssh-server (the SSH transport's tests run their own
-# sshd on 127.0.0.1; the host's ssh.service is kept off); then makes sure dockerd answers. Idempotent;
-# quiet when everything is already there.
+# browser tests open the HTML reports in it), acl, sudo (a test sets the host up as a user), and
+# openssh-server (the SSH transport's tests run their own sshd on 127.0.0.1; the host's ssh.service is kept
+# off); then makes sure dockerd answers. As root, or as
+# a user with passwordless sudo (the host part runs through sudo; the user is given the Docker Engine).
+# Idempotent; quiet when everything is already there.
 set -euo pipefail
+for_user=""
+[ "${1:-}" = --for ] && for_user=${2:-}
 say() { echo "kchaos setup: $*" >&2; }
 
 if [ "$(id -u)" != 0 ]; then
-  say "needs root (apt-get, dockerd, debootstrap). Run as root, or install docker.io debootstrap maven"
-  say "openjdk-17-jdk-headless python3-venv gcc pkg-config libfuse3-dev fuse3 yourself and start Docker,"
-  say "then run 'make install'."
-  exit 4
+  # Not root: the host part runs as root through sudo, as CI machines allow; then this user gets the Docker Engine.
+  if ! command -v sudo >/dev/null 2>&1 || ! sudo -n true 2>/dev/null; then
+    say "needs root or passwordless sudo (apt-get, dockerd, debootstrap). Run as root, with sudo, or install"
+    say "docker.io debootstrap maven openjdk-17-jdk-headless python3-venv gcc pkg-config libfuse3-dev fuse3 acl"
+    say "yourself, start Docker, let this user reach it, then run 'make install'."
+    exit 4
+  fi
+  sudo -n bash "$0" --for "$(id -un)"
+  docker info >/dev/null 2>&1 || { say "$(id -un) cannot reach the Docker Engine; see the lines above"; exit 4; }
+  exit 0
 fi
 if ! grep -qs '^ID=debian' /etc/os-release; then
   say "this script knows Debian only. Elsewhere: install Docker Engine, debootstrap, Maven, Java 17 and"
@@ -21,7 +31,8 @@ fi
 
 need=()
 for pair in docker:docker.io dockerd:docker.io debootstrap:debootstrap mvn:maven java:openjdk-17-jdk-headless \
-            iptables:iptables fusermount3:fuse3 pkg-config:pkg-config gcc:gcc chromium:chromium; do
+            iptables:iptables fusermount3:fuse3 pkg-config:pkg-config gcc:gcc chromium:chromium setfacl:acl \
+            sudo:sudo; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
@@ -77,3 +88,16 @@ if ! docker info >/dev/null 2>&1; then
   docker info >/dev/null 2>&1 || { say "dockerd did not come up; see /var/log/kchaos-dockerd.log"; exit 4; }
 fi
 say "Docker Engine $(docker version --format '{{.Server.Version}}') is answering"
+
+# Run through sudo for a user (--for USER): that user joins the docker group, for later logins, and may use
+# the Engine's socket now, which a group joined in this login would not give it. Reaching the socket is as
+# much as root; the user has passwordless sudo already.
+if [ -n "$for_user" ] && [ "$for_user" != root ]; then
+  getent group docker >/dev/null || groupadd --system docker
+  id -nG "$for_user" | tr ' ' '\n' | grep -qx docker || usermod -aG docker "$for_user"
+  socket=/var/run/docker.sock
+  if [ -S "$socket" ] && ! getfacl -p "$socket" 2>/dev/null | grep -q "^user:$for_user:rw"; then
+    setfacl -m "u:$for_user:rw" "$socket"
+  fi
+  say "$for_user may use the Docker Engine (docker group; this login: an ACL on $socket)"
+fi
