@@ -262,7 +262,7 @@ def _cell_table(console: Console, outcomes: Sequence[CellOutcome | Compared]) ->
                      f"{r.get('runs', 0)}: {r.get('pass', 0)}/{r.get('fail', 0)}/{r.get('unknown', 0)}",
                      _or_dash(r.get("acked")), _or_dash(r.get("lost")) + ("" if rate is None else f" ({rate:.1%})"),
                      "-" if inside is None else str(inside), "-" if avail is None else f"{avail:.0%}",
-                     "-" if (gap := r.get("longest_outage_s")) is None else f"{gap:g} s", str(r.get("promise", "-"))])
+                     _outage(r.get("longest_outage_s")), str(r.get("promise", "-"))])
     table, hidden = fit_table(console, SUITE_COLUMNS, rows)
     console.print(table)
     grounds = [o for o in outcomes if o.row and (o.row.get("fails") or o.row.get("allowed")
@@ -279,6 +279,11 @@ def _cell_table(console: Console, outcomes: Sequence[CellOutcome | Compared]) ->
         console.print(f"... {len(grounds) - GROUNDS_SHOWN} more cells with anomalies: compare.html lists them",
                       markup=False)
     _legend(console, [v for k, v in SUITE_LEGEND.items() if k not in hidden], hidden, "compare.html has every column")
+
+
+def _outage(seconds: float | None) -> str:
+    """A cell's longest outage in its table: `13.4 s`, `none`, or `-` where it does not apply."""
+    return "-" if seconds is None else "none" if not seconds else f"{seconds:.1f} s"
 
 
 def suite_words(outcomes: Sequence[CellOutcome | Compared], what: str = "cell") -> str:
