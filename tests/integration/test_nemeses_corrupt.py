@@ -17,7 +17,9 @@ from kchaos.core.config import ClusterConfig, NemesisConfig, TestConfig, TopicCo
 
 SEGMENT_MS = 1500
 TOPIC = TopicConfig(partitions=1, segment_ms=SEGMENT_MS)
-CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="plain"), nemesis=NemesisConfig(names=("corrupt",)))
+# A killed broker fenced after 3 s, not Kafka's 9: its restart waits for its old session to expire.
+CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="plain", broker_session_timeout_ms=3000),
+                 nemesis=NemesisConfig(names=("corrupt",)))
 DUMP = "kafka.tools.DumpLogSegments"
 BASE = 500000  # values are BASE + i, six ASCII digits
 
