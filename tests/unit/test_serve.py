@@ -148,7 +148,7 @@ def test_index_lists_every_run_of_the_store_and_suites(url):
     fresh, lossy = by["t-fresh"], by["t-lossy"]
     assert "not checked" in fresh and "2026-01-02 10:00:00Z" in fresh and "report.html" not in fresh
     # acks=1 lost 3 of 10: allowed, so "pass", on a red badge (30% lost)
-    assert '<span class="verdict sev-severe">pass</span>' in lossy and ">10<" in lossy and ">3<" in lossy
+    assert '<span class="verdict sev-severe">pass</span> severe' in lossy and ">10<" in lossy and ">3<" in lossy
     assert "kill-leader" in lossy and f"/t-lossy/{A}/report.html" in lossy and "<td>–</td>" in lossy  # no suite
     assert f'href="/suites/nightly/{S}/">nightly/{S}</a>' in by["nightly-c0"] and ">pass<" in by["nightly-c0"]
     assert f'href="/suites/adhoc/{S0}/"' in by["adhoc-r1"] and "not checked" in by["adhoc-r1"]
@@ -186,7 +186,8 @@ def test_suite_without_a_run_list_shows_the_runs_below_it(url):
 
 def test_run_page_and_listings(url):
     status, _, body = get(f"{url}/t-lossy/{A}/")
-    assert status == 200 and '<span class="verdict sev-severe">pass</span>' in body and "min.insync.replicas" in body
+    assert status == 200 and "min.insync.replicas" in body
+    assert '<span class="verdict sev-severe">pass</span> severe' in body
     assert "observed, allowed: 3 lost (acks=1 promises no durability)" in body
     assert ">no<" in body and ">False<" not in body  # unclean election and idempotence, as report.html says them
     assert f'href="/t-lossy/{A}/nodes/"' in body and f'href="/t-lossy/{A}/report.html"' in body
