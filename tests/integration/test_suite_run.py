@@ -98,8 +98,6 @@ def test_quick_suite_interrupted_resumed_compared(store):
         report = render(run / "report.html")
         report.assert_clean(min_images=4)
 
-    _every_readme_command_works_after_a_demo_shaped_suite(store, sdir)
-
     from kchaos.reports.serve.server import make_server
     server = make_server(store, "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -110,6 +108,7 @@ def test_quick_suite_interrupted_resumed_compared(store):
     finally:
         server.shutdown()
         server.server_close()
+    _every_readme_command_works_after_a_demo_shaped_suite(store, sdir)
 
 
 def _every_acked_value_was_read_and_the_run_is_complete(run: Path) -> None:
