@@ -36,7 +36,8 @@ METRICS: dict[str, str] = {
     **{f"txn_{t}": f"transactions that ended {t} (--workload txn: {what})" for t, what in
        zip(TXN_OUTCOMES, ("committed", "certainly not committed", "outcome unknown"))},
     "not_enough_replicas": "sends refused with NOT_ENOUGH_REPLICAS(_AFTER_APPEND): the ISR was below min.insync",
-    "unavailable_s": f"seconds of the workload in stretches of >= {OUTAGE_GAP_S:g} s with no write acknowledged",
+    "unavailable_s": f"seconds in stretches of >= {OUTAGE_GAP_S:g} s with no write acknowledged, from the first "
+                     "acknowledgement (or an earlier fault) to the last send's invocation (checkers/outages.py)",
     "longest_outage_s": "the longest such stretch, in seconds",
     "faults": "faults the nemesis applied (recorded ok)",
     "recovery_s": "seconds from the last fault applied to the next acknowledged write (to the end of the workload "
