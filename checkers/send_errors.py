@@ -9,6 +9,7 @@ neither the verdict nor the loss counts show. Read from the history's Parquet fo
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -39,18 +40,25 @@ def send_errors(parquet: Path) -> dict[str, dict[str, int]] | None:
         return None
     t = pq.read_table(parquet, columns=["f", "type", "error"])
     t = t.filter(pc.and_(pc.equal(t["f"], "send"), pc.is_in(t["type"], value_set=pa.array(OUTCOMES))))
-    counts: dict[str, dict[str, int]] = {}
-    for row in t.group_by(["error", "type"]).aggregate([([], "count_all")]).to_pylist():
-        name = error_name(row["error"])
-        by = counts.setdefault(name, dict.fromkeys(OUTCOMES, 0))
-        by[row["type"]] += int(row["count_all"])
-    ranked = sorted(counts.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
-    out = dict(ranked[:MOST])
-    for _, by in ranked[MOST:]:
+    rows = t.group_by(["error", "type"]).aggregate([([], "count_all")]).to_pylist()
+    counted = list(summed((error_name(r["error"]), {r["type"]: r["count_all"]}) for r in rows).items())
+    out = dict(counted[:MOST])
+    for _, by in counted[MOST:]:
         other = out.setdefault("other", dict.fromkeys(OUTCOMES, 0))
         for k in OUTCOMES:
             other[k] += by[k]
     return out
+
+
+def summed(counts: Iterable[tuple[str, Mapping[str, int]]]) -> dict[str, dict[str, int]]:
+    """(error name, {outcome: n}) pairs summed per name, most frequent first (ties by name): a run's rows, or
+    several runs' `send_errors` items."""
+    total: dict[str, dict[str, int]] = {}
+    for name, by in counts:
+        into = total.setdefault(name, dict.fromkeys(OUTCOMES, 0))
+        for k in OUTCOMES:
+            into[k] += int(by.get(k) or 0)
+    return dict(sorted(total.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])))
 
 
 def errors_text(errors: dict[str, dict[str, int]], most: int = 5) -> str:

@@ -35,7 +35,7 @@ from kchaos.reports.run.plot_frame import (
 )
 
 __all__ = ["Sends", "Span", "Marks", "nemesis_color", "fault_spans", "latency_png", "latency_quantiles_png",
-           "quantiles_over_time", "throughput_png",
+           "quantiles_over_time", "throughput_png", "time_span",
            "offsets_png", "offset_marks", "IsrSeries", "isr_series", "isr_png", "MAX_POINTS", "TYPE_COLORS",
            "WIDTH"]
 
@@ -99,7 +99,8 @@ def _subsample(n: int, limit: int, keep: np.ndarray | None = None) -> np.ndarray
     return idx
 
 
-def _times(sends: Sends) -> list[float]:
+def time_span(sends: Sends) -> list[float]:
+    """The sends' first invocation and last completion, in seconds; [] without sends."""
     return [float(sends.invoke_s.min()), float(sends.done_s.max())] if len(sends) else []
 
 
@@ -115,7 +116,7 @@ def latency_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
     slowest 1%, so outliers survive subsampling).
     """
     fig, (ax,) = figure(height=4.5)
-    spans = fault_spans(windows, _end(_times(sends)), catalogue)
+    spans = fault_spans(windows, _end(time_span(sends)), catalogue)
     faults = shade([ax], spans) + mark_rebalances([ax], rebalances)
     handles: list = []
     for t in TYPES:
@@ -134,7 +135,7 @@ def latency_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
     else:
         note(ax, "no completed sends")
     ax.set_ylabel("send latency (ms)")
-    return finish(fig, [ax], spans, _times(sends), "invocation time (s)", handles + faults)
+    return finish(fig, [ax], spans, time_span(sends), "invocation time (s)", handles + faults)
 
 
 QUANTILES = ((0.5, "p50", "#1f77b4"), (0.95, "p95", "#2ca02c"), (0.99, "p99", "#ff7f0e"), (1.0, "max", "#d62728"))
@@ -167,7 +168,7 @@ def latency_quantiles_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (
     scale), as Jepsen's perf checker draws them, faults shaded; the sends that failed or whose outcome is unknown
     are counted in the legend (the scatter above shows them)."""
     fig, (ax,) = figure(height=3.6)
-    spans = fault_spans(windows, _end(_times(sends)), catalogue)
+    spans = fault_spans(windows, _end(time_span(sends)), catalogue)
     handles = shade([ax], spans) + mark_rebalances([ax], rebalances)
     ok = sends.type == "ok"
     starts, qs = quantiles_over_time(sends.invoke_s[ok], np.maximum(sends.latency_ms[ok], 1e-3))
@@ -185,7 +186,7 @@ def latency_quantiles_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (
     else:
         note(ax, "no acknowledged sends")
     ax.set_ylabel("send latency (ms)")
-    return finish(fig, [ax], spans, _times(sends), "invocation time (s)", handles)
+    return finish(fig, [ax], spans, time_span(sends), "invocation time (s)", handles)
 
 
 def throughput_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
@@ -195,7 +196,7 @@ def throughput_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
     outages (results.json's timeline `outages` stretches: no write acknowledged for a second or more) as a red
     band along the bottom."""
     fig, (ax,) = figure(height=3.6)
-    spans = fault_spans(windows, _end(_times(sends)), catalogue)
+    spans = fault_spans(windows, _end(time_span(sends)), catalogue)
     handles = shade([ax], spans) + mark_rebalances([ax], rebalances)
     if outages:
         ax.broken_barh([(o["start_s"], o["seconds"]) for o in outages], (0, 0.05), transform=ax.get_xaxis_transform(),
@@ -218,7 +219,7 @@ def throughput_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
     else:
         note(ax, "no completed sends")
     ax.set_ylabel("sends / s")
-    return finish(fig, [ax], spans, _times(sends), "completion time (s)", handles)
+    return finish(fig, [ax], spans, time_span(sends), "completion time (s)", handles)
 
 
 def _partition_axes(parts: Sequence[int], per_panel_height: float, sharey: bool = False):
@@ -286,7 +287,7 @@ def offsets_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), marks: 
     placed = offset_marks(sends, marks)
     parts = sorted(set(np.unique(part).tolist()) | set(placed["inconsistent_offset"][1].tolist()))
     fig, axes, where, panels = _partition_axes(parts, 1.7)
-    ts = _times(sends) + placed["inconsistent_offset"][0].tolist()
+    ts = time_span(sends) + placed["inconsistent_offset"][0].tolist()
     spans = fault_spans(windows, _end(ts), catalogue)
     faults = shade(axes, spans) + mark_rebalances(axes, rebalances)
     scale = 1.0 if sum(len(v[0]) for v in placed.values()) < 300 else 0.6

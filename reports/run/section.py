@@ -176,11 +176,11 @@ class Consumed:
         times, unseen = unseen_series(sends.value[ok], sends.done_s[ok], self.reads)
         lags = lag_series(sends.partition[ok], sends.offset[ok], sends.done_s[ok], self.reads, self.assignments,
                           self.partitions)
-        span = [float(sends.invoke_s.min()), float(sends.done_s.max())] if len(sends) else []
         return {"unseen": read_plots.unseen_png(times, unseen, w, catalogue=c, rebalances=rb,
                                                 final_read_s=self.final_read_s),
                 "lag": read_plots.lag_png(lags, w, catalogue=c, rebalances=rb),
-                "errors": read_plots.errors_png(self.error_s, self.errors, w, catalogue=c, rebalances=rb, span=span)}
+                "errors": read_plots.errors_png(self.error_s, self.errors, w, catalogue=c, rebalances=rb,
+                                                span=plots.time_span(sends))}
 
 
 def queue_section(history: Path, test: Mapping[str, Any], results: Mapping[str, Any] | None) -> Section:

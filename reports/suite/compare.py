@@ -27,7 +27,7 @@ import pandas as pd
 
 from kchaos.checkers.outages import outages_of
 from kchaos.checkers.send_errors import KEY as SEND_ERRORS
-from kchaos.checkers.send_errors import errors_text
+from kchaos.checkers.send_errors import errors_text, summed
 from kchaos.checkers.verdict.judge import UNKNOWN, judge, lost_in_promise, merge
 from kchaos.checkers.verdict.table import in_faults
 from kchaos.core.config import with_defaults
@@ -207,14 +207,8 @@ def _facts(root: Path, run: Run, cfg: dict[str, Any], varying: list[str], matche
 def _summed_errors(per_run: pd.Series) -> str | None:
     """The sends' errors of a cell's runs, counts summed, all in a line (`errors_text`); None when every send
     succeeded."""
-    total: dict[str, dict[str, int]] = {}
-    for errors in per_run:
-        for name, by in (errors or {}).items():
-            into = total.setdefault(name, {})
-            for k, n in by.items():
-                into[k] = into.get(k, 0) + int(n or 0)
-    ranked = dict(sorted(total.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])))
-    return errors_text(ranked, most=len(ranked)) or None
+    total = summed(item for errors in per_run for item in (errors or {}).items())
+    return errors_text(total, most=len(total)) or None
 
 
 def _logged(summary: dict[str, Any]) -> dict[str, int]:
