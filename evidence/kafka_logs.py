@@ -235,23 +235,51 @@ def metadata_records(batches: Iterable[Batch]) -> Iterator[dict[str, Any]]:
 
 
 def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]] | None:
-    """A leader-epoch-checkpoint file's entries as (epoch, start offset), in file order; None if unreadable.
-
-    The format (Kafka's CheckpointFile): a version line (0), a count line, then
-    one "EPOCH START_OFFSET" line per entry.
-    """
+    """A leader-epoch-checkpoint file's entries as Kafka reads them (`parse_epoch_checkpoint`); None if the file
+    cannot be read or Kafka's reader would refuse it."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").split("\n")
+        text = Path(path).read_bytes().decode("utf-8", errors="replace")
     except OSError:
         return None
+    return parse_epoch_checkpoint(text)
+
+
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def _java_int(text: str) -> int:
+    """Integer.parseInt's answer: no surrounding blanks or underscores, as Python's int() would allow."""
+    if not _JAVA_INT.fullmatch(text):
+        raise ValueError(text)
+    return int(text)
+
+
+def parse_epoch_checkpoint(text: str) -> list[tuple[int, int]] | None:
+    """A leader-epoch-checkpoint's text as Kafka's CheckpointFile reader takes it: its entries as (epoch, start
+    offset), in file order, or None where that reader throws, which takes the broker's log directory offline.
+
+    The format: a version line (0), a count line, then one "EPOCH START_OFFSET" line per entry. Like Kafka's
+    reader, a file that ends before its count line holds no entries; every line after the count must be an entry
+    of exactly two numbers, and there must be as many entries as the count says. So a file cut short inside its
+    entries (a write torn by a power failure) is refused, while one cut before its count line reads as empty.
+    """
+    lines = text.splitlines()
     try:
-        if int(lines[0]) != 0:
+        if not lines:
+            return []
+        if _java_int(lines[0]) != 0:
             return None
-        n = int(lines[1])
+        if len(lines) == 1:
+            return []
+        n = _java_int(lines[1])
         out = []
-        for line in lines[2:2 + n]:
-            epoch, start = line.split()
-            out.append((int(epoch), int(start)))
-    except (IndexError, ValueError):
+        for line in lines[2:]:
+            fields = re.split(r"\s+", line)
+            while fields and not fields[-1]:  # Java's String.split drops trailing empty strings
+                fields.pop()
+            if len(fields) != 2:
+                return None
+            out.append((_java_int(fields[0]), _java_int(fields[1])))
+    except ValueError:
         return None
     return out if len(out) == n else None

@@ -25,6 +25,22 @@ TORN_COLORS = {"power-fail": "#6b2e8f", "start": "#59a14f"}
 ANY = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller")
 
 
+_M64 = (1 << 64) - 1
+
+
+def torn_prefix(seed: int, path: str, length: int) -> int:
+    """How many bytes of a `length`-byte last write to `path` (relative to the data directory) a torn-write with
+    `seed` keeps: lazyfs's draw, splitmix64 of the seed xor the path's FNV-1a hash, modulo the length."""
+    h = 0xCBF29CE484222325
+    for b in path.encode():
+        h = ((h ^ b) * 0x100000001B3) & _M64
+    x = (seed ^ h) & _M64
+    x = (x + 0x9E3779B97F4A7C15) & _M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return (x ^ (x >> 31)) % length
+
+
 def torn_files(loss: dict[str, Any]) -> list[dict[str, Any]]:
     """From one node's `lost` report: each file whose last write was torn, as {"path", "offset", "length",
     "kept", "torn"}: the write's offset and length, the bytes of it that reached the disk and those that did not."""

@@ -17,7 +17,7 @@ from kchaos.evidence.decode import Clock, decode, history_clock, value_of
 from kchaos.evidence.explain.facts import _nemesis_line
 from kchaos.evidence.explain.lost import explain, load_explanation
 from kchaos.evidence.explain.why import on_disk as _on_disk
-from kchaos.evidence.kafka_logs import metadata_records, parse_dump, read_epoch_checkpoint
+from kchaos.evidence.kafka_logs import metadata_records, parse_dump, parse_epoch_checkpoint, read_epoch_checkpoint
 from kchaos.evidence.kraft_metadata import replay
 from kchaos.harness.cli.main import main
 from kchaos.reports.run.evidence_html import evidence_section
@@ -124,6 +124,22 @@ def test_epoch_checkpoint_reads_kafkas_format_and_rejects_garbage(tmp_path):
     f.write_text("0\n3\n0 0\n")
     assert read_epoch_checkpoint(f) is None
     assert read_epoch_checkpoint(tmp_path / "missing") is None
+
+
+@pytest.mark.parametrize("kept, entries", [
+    (0, []), (1, []), (2, []),  # before the count line: Kafka reads no entries
+    (3, None), (4, None),  # a count of 1, no entry
+    (5, None), (6, None),  # "0", "0 ": not two numbers
+    (7, [(0, 0)]), (8, [(0, 0)]),  # the entry whole, with or without its newline
+])
+def test_a_torn_epoch_checkpoint_is_refused_as_kafkas_reader_refuses_it(kept, entries):
+    assert parse_epoch_checkpoint("0\n1\n0 0\n"[:kept]) == entries
+
+
+@pytest.mark.parametrize("text", ["0\n1\n 0 0\n", "0\n1\n0 0 0\n", "0\n1\n0 0\n1 5\n", "1\n0\n",
+                                  "0\n1\n0 1_0\n", "\x00\x00\x00\x00\x00\x00\x00\x00"])
+def test_what_kafkas_checkpoint_reader_refuses_is_refused(text):
+    assert parse_epoch_checkpoint(text) is None
 
 
 # --- broker logs -------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from lazyfs_mount import PAGE, put
 
+from kchaos.nemesis.powerfail import torn_prefix
+
 
 def test_unsynced_data_is_lost_synced_data_survives(fs):
     put(fs / "synced", b"durable" * 1000, sync=True)
@@ -592,21 +594,6 @@ def test_used_bytes_follow_every_size_change_and_survive_a_restart(fs):
 
 # ---- a torn last write: `powerfail PATH torn SEED` ----
 
-M64 = (1 << 64) - 1
-
-
-def kept(seed: int, path: str, length: int) -> int:
-    """The prefix lazyfs keeps of a `length`-byte write to `path` (clusters/lazyfs.c: tear)."""
-    h = 0xCBF29CE484222325
-    for b in path.encode():
-        h = ((h ^ b) * 0x100000001B3) & M64
-    x = (seed ^ h) & M64
-    x = (x + 0x9E3779B97F4A7C15) & M64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
-    return (x ^ (x >> 31)) % length
-
-
 def powerfail_torn(fs, seed: int) -> dict:
     return report(fs, "powerfail", "torn", str(seed))
 
@@ -631,7 +618,7 @@ def test_a_torn_power_failure_keeps_exactly_the_seeded_prefix_of_each_last_write
     assert sorted(files(report(fs))) == ["d/idx", "gone", "log"]
 
     s = powerfail_torn(fs, 1234)
-    k_log, k_idx = kept(1234, "log", 6000), kept(1234, "d/idx", 3000)
+    k_log, k_idx = torn_prefix(1234, "log", 6000), torn_prefix(1234, "d/idx", 3000)
     by = files(s)
     assert by["log"]["torn"] == {"offset": 2 * PAGE, "length": 6000, "kept": k_log}
     assert by["log"]["ranges"] == [[2 * PAGE + k_log, 2 * PAGE + 6000]]
@@ -659,5 +646,5 @@ def test_the_torn_prefix_comes_from_the_seed(mount):
         fs.kill()
         return k
 
-    assert torn(7) == torn(7) == kept(7, "seg.log", 4000)
+    assert torn(7) == torn(7) == torn_prefix(7, "seg.log", 4000)
     assert len({torn(seed) for seed in (1, 2, 3)}) > 1

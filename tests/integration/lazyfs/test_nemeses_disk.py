@@ -6,16 +6,22 @@ The cluster is shared by this folder's tests (conftest.py); each test heals what
 in-sync topic again before the next one starts. The wall clock of each fault's apply and
 heal ops is printed (`pytest -s`): findings/benchmarks.md quotes them.
 """
+import base64
 import re
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from shared_cluster import LAZYFS, heal, until
 
 from kchaos import nemesis
 from kchaos.clusters import admin
+from kchaos.core.kafka_versions import release_key
+from kchaos.evidence.kafka_logs import parse_epoch_checkpoint
+from kchaos.nemesis.powerfail import torn_prefix
 
 CFG = LAZYFS
 TOPIC = CFG.topic
@@ -27,6 +33,11 @@ HALTED = ("ERROR Shutdown broker because all log dirs in /var/lib/kafka/data hav
           "ERROR Encountered fatal fault: Unexpected error in raft IO thread")
 WRITE_FAILED = ("ERROR Error while appending records to ", "ERROR Error while writing to checkpoint file ")
 NO_SPACE = "java.io.IOException: No space left on device"
+# Before 3.8 Kafka rewrites a leader-epoch-checkpoint without fsync when it truncates its epochs (KAFKA-15046; fsynced
+# again from 3.8, KAFKA-16541): a power failure can tear it, and a torn one its reader refuses keeps the broker from
+# starting (findings/torn-leader-epoch-checkpoint.md).
+EPOCHS_UNSYNCED = release_key(CFG.cluster.kafka_version) < (3, 8)
+LOG_DIR_FAILED = "ERROR Shutdown broker because all log dirs in /var/lib/kafka/data have failed"
 
 
 @pytest.fixture
@@ -132,6 +143,34 @@ def dump(cluster, node, partition, deep=True):
     return out
 
 
+def node_text(cluster, node, path):
+    """The bytes of `path` (under the node's data directory) on `node`, as text."""
+    code, out = cluster.exec(node, ["base64", "-w0", f"{cluster.data_dir(node)}/{path}"])
+    assert code == 0, out
+    return base64.b64decode(out).decode("utf-8", errors="replace")
+
+
+def refused_checkpoints(cluster, node, torn):
+    """The leader-epoch-checkpoints among `torn` (the fault's report for `node`) that Kafka's reader refuses as
+    they are now on the node's disk."""
+    return sorted(p for p in torn if p and p.endswith("/leader-epoch-checkpoint")
+                  and parse_epoch_checkpoint(node_text(cluster, node, p)) is None)
+
+
+def start_refusing(cluster, nem, node, since, refused):
+    """Power `node` on with `refused` torn leader-epoch-checkpoints on its disk: Kafka stops, naming one of them and
+    taking its only log directory offline. Then the operator's way out: remove them, and start Kafka again."""
+    assert EPOCHS_UNSYNCED, f"Kafka {CFG.cluster.kafka_version} fsyncs its epoch checkpoints, yet tore {refused}"
+    nem.invoke({"f": "start"})
+    until(lambda: not cluster.is_running(node), 60, "Kafka stopping on a torn leader-epoch-checkpoint", every=0.5)
+    log = server_log(cluster, node, since)
+    assert LOG_DIR_FAILED in log, log[-3000:]
+    assert any(f" in checkpoint file [{cluster.data_dir(node)}/{p}]" in log for p in refused), log[-3000:]
+    code, out = cluster.exec(node, ["rm", *(f"{cluster.data_dir(node)}/{p}" for p in refused)])
+    assert code == 0, out
+    cluster.start(node)
+
+
 def records(dump_out):
     return sum(int(m) for m in re.findall(r"\bcount: (\d+)", dump_out))
 
@@ -206,9 +245,14 @@ def test_torn_write_power_failure_is_truncated_by_log_recovery_and_nothing_acked
         assert "isvalid: false" not in before
         trailing = [int(n) for n in re.findall(r"Found (\d+) invalid bytes at the end of", before)]
         assert all(0 < n <= t["kept"] for n in trailing), (trailing, t)
+        # Earlier faults may have left other partitions' epoch checkpoints on this node unsynced (EPOCHS_UNSYNCED).
+        refused = refused_checkpoints(healthy, victim, torn)
         # Power back on: log recovery (an unclean shutdown) drops what follows the last whole batch.
         t0 = time.monotonic()
-        nem.invoke({"f": "start"})
+        if refused:
+            start_refusing(healthy, nem, victim, since, refused)
+        else:
+            nem.invoke({"f": "start"})
         heal_s = time.monotonic() - t0
         until(lambda: healthy.id_of(victim) in state(healthy, 1, victim).isr, 90, "the victim back in the ISR",
               every=0.5)
@@ -230,3 +274,37 @@ def test_torn_write_power_failure_is_truncated_by_log_recovery_and_nothing_acked
     assert not [v for v in values if v.startswith("torn-") and v not in produced], "a value nobody produced"
     assert s.acked <= set(values), f"{len(s.acked - set(values))} acknowledged writes lost"
     assert records(after) >= len([v for v in values if v.startswith("torn-")])
+
+
+def test_a_power_failure_tears_an_epoch_checkpoint_that_kafka_3_7_wrote_unsynced_and_kafka_cannot_start(healthy):
+    """Kafka 3.7 writes a partition's leader-epoch-checkpoint without fsync when its log start offset moves (here:
+    records deleted). A power failure tearing that write inside its one entry leaves a file Kafka's reader refuses:
+    the broker takes its log directory offline and stops, at every start, until the file is removed."""
+    if not EPOCHS_UNSYNCED:
+        pytest.skip(f"Kafka {CFG.cluster.kafka_version} fsyncs its leader-epoch checkpoints")
+    topic = replace(TOPIC, name="epochs", partitions=1)
+    admin.create_topic(healthy.bootstrap(), topic)
+    p = Producer({"bootstrap.servers": healthy.bootstrap(), "acks": "all", "logger": admin.CLIENT_LOG})
+    for i in range(30):
+        p.produce(topic.name, f"e-{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    victim = healthy.node_of(admin.partitions(healthy.bootstrap(), topic.name)[0].leader)
+    since = log_size(healthy, victim)
+    path = f"{topic.name}-0/leader-epoch-checkpoint"
+    client = AdminClient({"bootstrap.servers": healthy.bootstrap(), "logger": admin.CLIENT_LOG})
+    for f in client.delete_records([TopicPartition(topic.name, 0, 30)]).values():
+        assert f.result(30).low_watermark == 30
+    # Its one entry now starts at the new log start offset: written, not fsynced.
+    until(lambda: parse_epoch_checkpoint(node_text(healthy, victim, path)) not in (None, [])
+          and parse_epoch_checkpoint(node_text(healthy, victim, path))[0][1] == 30, 30, "the checkpoint rewritten")
+    text = node_text(healthy, victim, path)
+    seed = next(s for s in range(1, 1000) if parse_epoch_checkpoint(text[:torn_prefix(s, path, len(text))]) is None)
+    nem = nemesis.PACKAGES["torn-write"].make(healthy, CFG)
+    done = nem.invoke({"f": "power-fail", "nodes": [victim], "pick": seed})
+    torn = {t["path"]: t for t in done["torn"][victim]}
+    assert torn[path]["length"] == len(text) and torn[path]["kept"] == torn_prefix(seed, path, len(text)), torn[path]
+    assert node_text(healthy, victim, path) == text[:torn[path]["kept"]]
+    refused = refused_checkpoints(healthy, victim, torn)
+    assert path in refused
+    start_refusing(healthy, nem, victim, since, refused)
+    healthy.wait_topic(topic.name, 3, 90)
