@@ -116,6 +116,8 @@ def _write_result(history: Path, kind: WorkloadKind, composed: dict[str, Any], f
     result["history"] = facts.as_json()
     asked = tuple((test.get("nemesis") or {}).get("names") or ())
     result["nemesis"] = nemesis_section(facts, read_faults(history.parent, facts.nemesis), asked)
+    if isinstance(test.get("recovery"), dict):
+        result["recovery"] = test["recovery"]
     if "loss" in result:
         if find_libs is not None and (result.get("counts") or {}).get("lost"):
             _decode(history.parent, find_libs)

@@ -210,10 +210,12 @@ class KafkaCluster:
 
     def restore(self) -> None:
         """Resume and start Kafka wherever it is paused or down (what a fault may leave; the faults
-        themselves are each nemesis's to undo)."""
-        for name in [s.name for s in self.specs]:
-            self.resume(name)
-            self.start(name)
+        themselves are each nemesis's to undo). The nodes at once, as `setup` starts them."""
+        self._each(self._revive)
+
+    def _revive(self, name: str) -> None:
+        self.resume(name)
+        self.start(name)
 
     # --- readiness -----------------------------------------------------------------
     def wait_brokers(self, timeout: float | None = None) -> None:

@@ -148,7 +148,7 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
             driver.stop_and_heal()
             cluster.restore()
         with timer.phase("recovery"):
-            _wait_recovered(cluster, cfg, say)
+            add_to_test_json(run_dir, recovery=_wait_recovered(cluster, cfg, say))
         with timer.phase("clients stop"):
             workload.stop()
             monitor.stop()
@@ -285,10 +285,23 @@ def _progress(console: Console, limit: float, workload: Workload, driver: Nemesi
     track(console, label, limit, stats)
 
 
-def _wait_recovered(cluster: Cluster, cfg: TestConfig, say: Callable[[str], None]) -> None:
-    """Wait for every broker and a full ISR everywhere; carry on (and say so) if that does not happen."""
+def _wait_recovered(cluster: Cluster, cfg: TestConfig, say: Callable[[str], None]) -> dict[str, Any]:
+    """Wait for every broker and a full ISR everywhere; carry on (and say so) if that does not happen. Return
+    test.json's `recovery`: `recovered`, the seconds it was given (`within_s`), and Kafka's answer when it did not."""
     try:
         cluster.wait_brokers(RECOVERY_TIMEOUT_S)
         cluster.wait_topic(cfg.topic.name, cfg.topic.replication_factor, RECOVERY_TIMEOUT_S)
     except Exception as e:
-        say(f"[yellow]cluster did not fully recover within {RECOVERY_TIMEOUT_S:.0f}s: {str(e).splitlines()[0]}[/]")
+        error = _first_words(str(e))
+        say(f"[yellow]cluster did not fully recover within {RECOVERY_TIMEOUT_S:.0f}s: {error}[/]")
+        return {"recovered": False, "within_s": RECOVERY_TIMEOUT_S, "error": error}
+    return {"recovered": True, "within_s": RECOVERY_TIMEOUT_S}
+
+
+def _first_words(error: str) -> str:
+    """An error in one line: its first line, with the first ERROR line of the Kafka log tail it quotes, if any
+    (`n2: Kafka exited during startup (Error while reading checkpoint file ...)`)."""
+    lines = error.splitlines() or [""]
+    first = lines[0].rstrip(": ")
+    logged = next((line.split(" ERROR ", 1)[1] for line in lines[1:] if " ERROR " in line), None)
+    return f"{first} ({logged})" if logged else first

@@ -1,5 +1,5 @@
 #!/bin/bash
-# `make test`: the host, the venv and the Kafka jars first, then two lanes at once. The unit lane (lint, types,
+# `make test`: the host and the venv (at once), then the Kafka jars, then two lanes at once. The unit lane (lint, types,
 # the unit tests, the unit tests that start Spark) needs only those, and then runs the integration tests marked
 # `beside`, which start no Kafka cluster, once the cluster lane has built the images; the cluster lane (the node
 # image, then the other integration tests, one cluster at a time) needs Docker and waits on Kafka far more than it
@@ -18,10 +18,25 @@ tier() {
   return $rc
 }
 begin=$SECONDS
-tier host make --no-print-directory host install || exit $?
+mkdir -p build
+# The host's packages (apt) and the venv (pip) download at once where Python can make a venv before the host's
+# packages are in; the install tier's lines follow the host tier's.
+if "${PY:-python3}" -c 'import ensurepip, venv' 2>/dev/null; then
+  (tier install make --no-print-directory install) > build/install.log 2>&1 &
+  installing=$!
+  tier host make --no-print-directory host
+  hrc=$?
+  wait $installing
+  irc=$?
+  cat build/install.log
+  [ $hrc -eq 0 ] || exit $hrc
+  [ $irc -eq 0 ] || exit $irc
+else
+  tier host make --no-print-directory host || exit $?
+  tier install make --no-print-directory install || exit $?
+fi
 # The jars before the lanes part: unit tests compile the Java client against them, and skip without them.
 tier jars make --no-print-directory jars || exit $?
-mkdir -p build
 set -m  # the cluster lane in a process group of its own: an interrupt stops all of it
 rm -f build/prepared
 (tier prepare make --no-print-directory prepare && touch build/prepared &&

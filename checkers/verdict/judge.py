@@ -137,7 +137,8 @@ def history_line(history: Mapping[str, Any]) -> str | None:
 def cannot_pass(results: Mapping[str, Any], acknowledged: int | None) -> list[str]:
     """Why a checked run cannot pass, whatever it found: its history is damaged (`history`: a cut-off last line;
     any other damaged line is bad input, never checked), it acknowledged nothing (NOTHING_ACKED), its nemesis was
-    asked for faults and applied none (results.json's `nemesis`), or Kafka logged an internal fault
+    asked for faults and applied none (results.json's `nemesis`), the cluster did not recover after the heal
+    (`recovery`: a broker that never came back, or an ISR still short), or Kafka logged an internal fault
     (`kafka_errors`). After Jepsen's stats checker, in which an operation that never
     succeeded makes a test invalid, and its redpanda assert checker: a verdict never says more than the run
     shows."""
@@ -149,7 +150,19 @@ def cannot_pass(results: Mapping[str, Any], acknowledged: int | None) -> list[st
         out.append(NOTHING_ACKED)
     if (why := no_fault(results.get("nemesis") or {})) is not None:
         out.append(why)
+    if (why := not_recovered(results.get("recovery") or {})) is not None:
+        out.append(why)
     return out + internal_reasons(results.get("kafka_errors"))
+
+
+def not_recovered(recovery: Mapping[str, Any]) -> str | None:
+    """Why a run whose cluster did not recover after the heal cannot pass (results.json's `recovery`, from
+    test.json), or None when it recovered or the run has no record of it."""
+    if recovery.get("recovered", True) is not False:
+        return None
+    within = recovery.get("within_s")
+    return ("the cluster did not recover after the heal" + (f" within {within:g} s" if within else "")
+            + (f": {recovery['error']}" if recovery.get("error") else ""))
 
 
 def no_fault(nemesis: Mapping[str, Any]) -> str | None:
@@ -179,7 +192,8 @@ def essentials(results: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a results.json that `judge` reads and a page shows (counts, the loss section's numbers, stats,
     each checker's `valid` and error, the stored verdict fields): a few hundred bytes of what can be megabytes."""
     out: dict[str, Any] = {k: results[k] for k in ("valid", *FIELDS, "page_cache", "counts", "stats",
-                                                    "unseen_undecided", "history", "nemesis") if k in results}
+                                                    "unseen_undecided", "history", "nemesis", "recovery")
+                                  if k in results}
     if isinstance(results.get("loss"), Mapping):
         out["loss"] = {k: v for k, v in results["loss"].items() if not isinstance(v, (list, dict))}
     if isinstance(results.get("kafka_errors"), Mapping):  # what the verdict weighs: the internal groups

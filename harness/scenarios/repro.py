@@ -26,7 +26,7 @@ from kchaos.harness.terminal import heading, make_console
 
 # test.json's facts of the run, not options: what it ran on and when, never fed back as configuration.
 RECORDED_ONLY = ("versions", "argv", "history_start_unix_ms", "hosts_file", "accepted_host_keys", "page_cache",
-                 "kafka_tools", "releases")
+                 "kafka_tools", "releases", "recovery")
 
 REPRO_FILE = "repro.json"
 

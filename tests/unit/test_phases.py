@@ -41,3 +41,16 @@ def test_a_typical_fixed_cost_is_the_median_of_the_stores_newest_runs(tmp_path):
     (tmp_path / "queue" / "broken" / PHASES_FILE).write_text("{")  # a run killed while writing it: skipped
     assert typical_fixed(tmp_path) == (12.0, 4)
     assert RECENT >= 4
+
+
+def test_a_cluster_that_did_not_recover_is_said_in_one_line_with_kafkas_first_error():
+    from kchaos.harness.runner import _first_words
+
+    tail = ("n2: Kafka exited during startup:\n[server.log]\n[2026-11-29 09:07:52,306] INFO Loading logs\n"
+            "[2026-11-29 09:07:52,306] ERROR Error while reading checkpoint file /d/p-2/leader-epoch-checkpoint "
+            "(LogDirFailureChannel)\n[2026-11-29 09:07:52,447] ERROR Shutdown broker because all log dirs in /d "
+            "have failed (kafka.log.LogManager)")
+    assert _first_words(tail) == ("n2: Kafka exited during startup (Error while reading checkpoint file "
+                                  "/d/p-2/leader-epoch-checkpoint (LogDirFailureChannel))")
+    assert _first_words("topic kchaos not fully in sync on n1 after 60s: {0: (3, 1)}") == \
+        "topic kchaos not fully in sync on n1 after 60s: {0: (3, 1)}"

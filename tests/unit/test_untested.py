@@ -1,7 +1,7 @@
 """A run that tested nothing never passes, and a damaged history is said out loud: empty and non-histories are bad
-input that creates nothing; a run that acknowledged nothing, or whose nemesis applied none of the faults it was asked
-for, is unknown with the reason; a cut-off last line is said on every surface; a damaged line anywhere else is bad
-input naming the line, for every workload."""
+input that creates nothing; a run that acknowledged nothing, whose nemesis applied none of the faults it was asked
+for, or whose cluster did not recover after the heal, is unknown with the reason; a cut-off last line is said on
+every surface; a damaged line anywhere else is bad input naming the line, for every workload."""
 from __future__ import annotations
 
 import json
@@ -160,6 +160,18 @@ def test_a_nemesis_that_never_fired_is_unknown_and_one_that_fired_once_passes(tm
     assert check_path(h.write(tmp_path / "once", KILL), MASTER)["verdict"] == "pass"
     none = check_path(clean(fault=None).write(tmp_path / "none", {**KILL, "nemesis": {"names": ["none"]}}), MASTER)
     assert none["verdict"] == "pass"
+
+
+@pytest.mark.spark
+def test_a_run_whose_cluster_did_not_recover_after_the_heal_is_unknown_with_kafkas_words(tmp_path, spark):
+    error = "n2: Kafka exited during startup:"
+    stuck = check_path(clean().write(tmp_path / "stuck", {**KILL, "recovery": {
+        "recovered": False, "within_s": 60.0, "error": error}}), MASTER)
+    assert stuck["recovery"]["recovered"] is False
+    assert stuck["undecided"] == [f"the cluster did not recover after the heal within 60 s: {error}"]
+    back = check_path(clean().write(tmp_path / "back", {**KILL, "recovery": {"recovered": True, "within_s": 60.0}}),
+                      MASTER)
+    assert back["verdict"] == "pass" and back["recovery"] == {"recovered": True, "within_s": 60.0}
 
 
 @pytest.mark.spark

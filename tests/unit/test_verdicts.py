@@ -52,6 +52,9 @@ def res(loss: dict | None = None, **counts: int) -> dict:
     (res(failed_visible=2), IDEMPOTENT, PASS, {}, {"failed_visible": 2}),
     (res(unseen=4), ALL, UNKNOWN, {}, {}),
     (res(unseen=4, unexpected=1), ALL, FAIL, {"unexpected": 1}, {}),  # fail outweighs unknown
+    ({**res(), "recovery": {"recovered": False, "within_s": 60.0}}, ALL, UNKNOWN, {}, {}),  # not back after the heal
+    ({**res({"lost_in_promise": 2}, lost=5), "recovery": {"recovered": False}}, ALL, FAIL, {"lost": 2}, {"lost": 3}),
+    ({**res(), "recovery": {"recovered": True, "within_s": 60.0}}, ALL, PASS, {}, {}),
     ({}, ALL, UNKNOWN, {}, {}),  # never checked
     ({"counts": {}, "checkers": {"queue": {"valid": "unknown", "error": "Boom: x"}}}, ALL, UNKNOWN, {}, {}),
 ])
