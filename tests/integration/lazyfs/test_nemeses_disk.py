@@ -1,6 +1,7 @@
 """The disk faults against one real cluster on lazyfs: a full disk (disk-full) and a power failure that tears
 each file's last write (torn-write). Each test observes the effect in Kafka's own logs and metadata, then the
-heal, and checks that every acknowledged record is still there and nothing else is.
+heal, and checks that every acknowledged record is still there and nothing else is. On Kafka before 3.8 a torn
+leader-epoch-checkpoint keeps the broker from starting until an operator removes it: one test shows that on purpose.
 
 The cluster is shared by this folder's tests (conftest.py); each test heals what it broke and waits for a fully
 in-sync topic again before the next one starts. The wall clock of each fault's apply and
