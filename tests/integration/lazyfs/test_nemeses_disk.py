@@ -296,8 +296,8 @@ def test_a_power_failure_tears_an_epoch_checkpoint_that_kafka_3_7_wrote_unsynced
     for f in client.delete_records([TopicPartition(topic.name, 0, 30)]).values():
         assert f.result(30).low_watermark == 30
     # Its one entry now starts at the new log start offset: written, not fsynced.
-    until(lambda: parse_epoch_checkpoint(node_text(healthy, victim, path)) not in (None, [])
-          and parse_epoch_checkpoint(node_text(healthy, victim, path))[0][1] == 30, 30, "the checkpoint rewritten")
+    until(lambda: (parse_epoch_checkpoint(node_text(healthy, victim, path)) or [(None, None)])[0][1] == 30, 30,
+          "the checkpoint rewritten")
     text = node_text(healthy, victim, path)
     seed = next(s for s in range(1, 1000) if parse_epoch_checkpoint(text[:torn_prefix(s, path, len(text))]) is None)
     nem = nemesis.PACKAGES["torn-write"].make(healthy, CFG)
