@@ -5,6 +5,7 @@ Resolved once and cached outside the repository, in `$KCHAOS_CACHE`
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
@@ -12,6 +13,8 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +31,17 @@ class DistributionError(RuntimeError):
 def cache_dir() -> Path:
     """Root of kchaos's machine-wide cache."""
     return Path(os.environ.get("KCHAOS_CACHE", Path.home() / ".cache" / "kchaos"))
+
+
+@contextmanager
+def cache_lock(name: str) -> Iterator[None]:
+    """Hold the machine-wide lock `name` (a file under the cache) for the block: processes that would make the
+    same cached thing (a release's jars, an image) take turns, and whoever comes second finds it made."""
+    path = cache_dir() / "locks" / f"{name.replace('/', '_').replace(':', '-')}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield  # closing the file lets go
 
 
 @dataclass(frozen=True)
@@ -127,8 +141,15 @@ def _from_user(path: Path) -> KafkaDist:
 
 def _from_maven(version: str) -> KafkaDist:
     root = cache_dir() / f"kafka-{version}"
-    libs = root / "libs"
     if (root / COMPLETE).exists():
+        return KafkaDist(version, root / "libs", "maven")
+    with cache_lock(root.name):
+        return _fetch(version, root)
+
+
+def _fetch(version: str, root: Path) -> KafkaDist:
+    libs = root / "libs"
+    if (root / COMPLETE).exists():  # fetched while this process waited for the lock
         return KafkaDist(version, libs, "maven")
     if shutil.which("mvn") is None:
         raise DistributionError("Maven (mvn) is not installed; run `make setup`, or pass --kafka-dist")

@@ -19,7 +19,7 @@ import docker
 import docker.errors
 
 from kchaos.clusters import lazyfs
-from kchaos.clusters.distribution import KafkaDist, cache_dir
+from kchaos.clusters.distribution import KafkaDist, cache_dir, cache_lock
 from kchaos.core.kafka_versions import scripts_env
 
 NODE_DIR = Path(__file__).with_name("node")
@@ -82,6 +82,13 @@ def ensure_base(client: docker.DockerClient, say: Callable[[str], None] = print)
     tag = base_tag()
     if _exists(client, tag):
         return tag
+    with cache_lock(tag):
+        if not _exists(client, tag):  # else made while this process waited for the lock
+            _make_base(client, tag, say)
+    return tag
+
+
+def _make_base(client: docker.DockerClient, tag: str, say: Callable[[str], None]) -> None:
     tarball = cache_dir() / f"{tag.replace(':', '-')}.tar"
     if not tarball.exists():
         if shutil.which("debootstrap") is None:
@@ -115,7 +122,6 @@ def ensure_base(client: docker.DockerClient, say: Callable[[str], None] = print)
                                       changes=[f"LABEL {IMAGE_LABEL}=base", 'CMD ["sleep", "infinity"]'])
     if not _exists(client, tag):
         raise ImageError(f"docker import of {tarball} did not produce {tag}")
-    return tag
 
 
 def ensure_node_image(client: docker.DockerClient, dist: KafkaDist, base_image: str | None = None,
@@ -138,6 +144,14 @@ def ensure_node_image(client: docker.DockerClient, dist: KafkaDist, base_image: 
     tag = node_tag(base, dist, lazyfs_bin)
     if _exists(client, tag):
         return tag
+    with cache_lock(tag):
+        if not _exists(client, tag):  # else built while this process waited for the lock
+            _build_node(client, tag, base, dist, lazyfs_bin, say)
+    return tag
+
+
+def _build_node(client: docker.DockerClient, tag: str, base: str, dist: KafkaDist, lazyfs_bin: Path,
+                say: Callable[[str], None]) -> None:
     say(f"building node image {tag}")
     with tempfile.TemporaryDirectory() as ctx:
         ctxp = Path(ctx)
@@ -157,4 +171,3 @@ def ensure_node_image(client: docker.DockerClient, dist: KafkaDist, base_image: 
         except docker.errors.BuildError as e:
             log = " | ".join(str(x.get("stream", x.get("error", ""))).strip() for x in e.build_log if x)[-400:]
             raise ImageError(f"building {tag} failed: {log}") from None
-    return tag

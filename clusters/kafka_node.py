@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
+import re
 import shlex
 import tarfile
 import tempfile
@@ -67,6 +68,22 @@ class NodeLayout:
         env = {"KCHAOS_LIBS": self.libs, "KCHAOS_CONF": self.conf, "KCHAOS_DATA": self.data,
                "KCHAOS_RUN": self.run, **extra}
         return "".join(f"export {k}={shlex.quote(str(v))}\n" for k, v in sorted(env.items()))
+
+
+# GNU tar's warning for a file whose status changed while it read it; with nothing else wrong it exits 1.
+TAR_CHANGED = re.compile(r"tar: (.+): file changed as we read it")
+
+
+def changed_while_read(r: Result) -> list[str] | None:
+    """The files a `tar -c` says changed while it read them, when that is all it says and its exit is 1 (GNU tar's
+    "some files differ": the archive is whole, and each such file in it is what tar read, a prefix of a log that
+    grew); [] when it exited 0; None for any other failure. A running Kafka appends to its metadata log every
+    half second, so a copy of a live data directory may meet one."""
+    if r.ok:
+        return []
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    found = [m.group(1) for ln in lines if (m := TAR_CHANGED.fullmatch(ln.strip()))]
+    return found if r.exit_code == 1 and found and len(found) == len(lines) else None
 
 
 class KafkaNode:
@@ -220,8 +237,12 @@ class KafkaNode:
         tmp = f"/tmp/kchaos-copy-{uuid.uuid4().hex[:8]}.tar"
         try:
             r = self.run(["tar", "-cf", tmp, "-C", directory, "--", *files], timeout=300)
-            if not r.ok:
+            changed = changed_while_read(r)
+            if not r.ok and changed is None:
                 raise NodeError(f"{self.name}: tar of {directory} failed ({r.exit_code}): {r.stderr[-300:]}")
+            if changed:
+                log.warning("%s: copied as they were when read, for they changed while tar read them: %s",
+                            self.name, ", ".join(changed))
             self.run(["chmod", "644", tmp], check=True)
             dest.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory() as d:

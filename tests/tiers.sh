@@ -54,9 +54,15 @@ done
 tier unit nice -n 19 "$BIN/pytest" tests/unit -n 1 -m "not spark" -v --durations=10 || { r=$?; [ $rc -eq 0 ] && rc=$r; }
 tier unit-spark nice -n 19 "$BIN/pytest" tests/unit -n 1 -m spark -v --durations=10 || { r=$?; [ $rc -eq 0 ] && rc=$r; }
 # The integration tests that start no Kafka cluster (SSH hosts alone, a Spark cluster) run here rather than in the
-# cluster lane, once its prepare tier has built the images they start from.
+# cluster lane, once its prepare tier has built the images they start from. Before them, the node images of the
+# other releases the cluster lane runs (the Java client's 4.1.0, the newest line) are built here, while that lane
+# runs its first tests on the default release; a test that gets there first waits on the image's lock.
 while [ ! -e build/prepared ] && kill -0 $cluster 2>/dev/null; do sleep 2; done
 if [ -e build/prepared ]; then
+  newest=$("$BIN/python" -c 'from kchaos.core.kafka_versions import LINES; print(LINES[-1].latest)')
+  for v in 4.1.0 "$newest"; do
+    tier "image-$v" nice -n 19 "$BIN/kchaos" prepare --kafka-version "$v" || { r=$?; [ $rc -eq 0 ] && rc=$r; }
+  done
   tier beside nice -n 19 "$BIN/pytest" tests/integration -m beside -v --durations=5 || { r=$?; [ $rc -eq 0 ] && rc=$r; }
 fi
 echo "== unit lane done at $((SECONDS - begin)) s; waiting for the cluster lane"

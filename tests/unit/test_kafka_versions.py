@@ -226,3 +226,39 @@ def validate_cluster_features(c):
     from kchaos.core.config import TestConfig
     cfg = TestConfig.from_dict({"seed": 1, "cluster": c})
     return validate(cfg).cluster.kafka_features == ("eligible.leader.replicas.version=1",)
+
+
+def test_two_processes_fetching_one_release_take_turns_and_maven_runs_once(tmp_path, monkeypatch):
+    """The second fetcher waits on the cache lock while the first runs Maven, then finds the jars made."""
+    import threading
+
+    from kchaos.clusters import distribution
+
+    first_in_maven, let_maven_finish = threading.Event(), threading.Event()
+    runs = []
+
+    def mvn(cmd, **kw):
+        runs.append(cmd)
+        first_in_maven.set()
+        assert let_maven_finish.wait(60)
+        out = Path(next(a for a in cmd if a.startswith("-DoutputDirectory=")).split("=", 1)[1])
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "kafka_2.13-4.3.1.jar").write_bytes(b"jar")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setenv("KCHAOS_CACHE", str(tmp_path))
+    monkeypatch.setattr(distribution.shutil, "which", lambda name: "/usr/bin/mvn")
+    monkeypatch.setattr(distribution.subprocess, "run", mvn)
+    got = []
+    first = threading.Thread(target=lambda: got.append(distribution.resolve("4.3.1")))
+    first.start()
+    assert first_in_maven.wait(60)
+    second = threading.Thread(target=lambda: got.append(distribution.resolve("4.3.1")))
+    second.start()
+    second.join(0.5)
+    assert second.is_alive() and len(got) == 0  # waiting on the lock, not fetching beside the first
+    let_maven_finish.set()
+    first.join(60)
+    second.join(60)
+    assert len(runs) == 1 and len(got) == 2 and got[0] == got[1]
+    assert (got[0].libs / "kafka_2.13-4.3.1.jar").read_bytes() == b"jar"
