@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-# Kafka jars from Maven Central and the node image (debootstrap + docker import), cached.
+# Kafka jars from Maven Central and the node image (mmdebstrap + docker import), cached.
 prepare: install
 	$(KCHAOS) prepare
 

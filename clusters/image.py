@@ -1,9 +1,10 @@
 """The node image, built without a container registry.
 
-Base: a Debian root filesystem made with `debootstrap --variant=minbase`,
-imported with `docker import`. Node: the Kafka jars and the control script
-layered on top with a two-line Dockerfile. Both tags carry a content hash of
-their inputs, so an image is rebuilt only when something it is made of changed.
+Base: a Debian root filesystem made with `mmdebstrap --variant=minbase` as a
+tarball (/usr merged as debootstrap merges it), imported with `docker import`.
+Node: the Kafka jars and the control script layered on top with a two-line
+Dockerfile. Both tags carry a content hash of their inputs, so an image is
+rebuilt only when something it is made of changed.
 """
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ SUITE = "bookworm"
 # kafka-ctl preloads into every Kafka JVM so the clock faults can move that process's wall clock.
 PACKAGES = ("openjdk-17-jre-headless", "iproute2", "iptables", "procps", "python3", "fuse3",
             "openssh-server", "sudo", "faketime")
+# mmdebstrap's own hooks that merge /usr as debootstrap does, rather than installing the usrmerge package.
+MERGED_USR_HOOKS = "/usr/share/mmdebstrap/hooks/merged-usr"
 MIRROR = os.environ.get("KCHAOS_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 # Images carry io.kchaos.image, not io.kchaos: a container inherits its image's labels, and io.kchaos
 # marks a run's own containers (`kchaos cleanup` removes them, a new cluster refuses to start beside
@@ -49,8 +52,8 @@ def _digest(*parts: str | bytes) -> str:
 
 
 def base_tag() -> str:
-    """Tag of the debootstrapped base image for the current inputs."""
-    return f"kchaos-base:{_digest(SUITE, 'minbase', *PACKAGES)}"
+    """Tag of the base image for the current inputs."""
+    return f"kchaos-base:{_digest(SUITE, 'minbase', 'mmdebstrap', *PACKAGES)}"
 
 
 def node_tag(base: str, dist: KafkaDist, lazyfs_bin: Path) -> str:
@@ -74,11 +77,11 @@ def _as_root() -> list[str]:
         return []
     if shutil.which("sudo") and subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0:
         return ["sudo", "-n"]
-    raise ImageError("debootstrap needs root or passwordless sudo; run as root, with sudo, or pass --base-image")
+    raise ImageError("mmdebstrap needs root or passwordless sudo; run as root, with sudo, or pass --base-image")
 
 
 def ensure_base(client: docker.DockerClient, say: Callable[[str], None] = print) -> str:
-    """Return the base image tag, debootstrapping and importing it if it is missing."""
+    """Return the base image tag, making the root filesystem and importing it if it is missing."""
     tag = base_tag()
     if _exists(client, tag):
         return tag
@@ -91,31 +94,25 @@ def ensure_base(client: docker.DockerClient, say: Callable[[str], None] = print)
 def _make_base(client: docker.DockerClient, tag: str, say: Callable[[str], None]) -> None:
     tarball = cache_dir() / f"{tag.replace(':', '-')}.tar"
     if not tarball.exists():
-        if shutil.which("debootstrap") is None:
-            raise ImageError("debootstrap is not installed; run `make setup` (or pass --base-image)")
+        if shutil.which("mmdebstrap") is None:
+            raise ImageError("mmdebstrap is not installed; run `make setup` (or pass --base-image)")
         as_root = _as_root()
-        say(f"building Debian {SUITE} root filesystem with debootstrap (about a minute)")
+        say(f"building Debian {SUITE} root filesystem with mmdebstrap (about 30 s)")
         tarball.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=tarball.parent))
-        try:
-            root = tmp / "rootfs"
-            cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(root), MIRROR]
-            proc = subprocess.run([*as_root, *cmd], capture_output=True, text=True)
-            if proc.returncode != 0:
-                tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
-                raise ImageError(f"debootstrap failed: {tail}")
-            # apt caches are not needed in a node and cost 100+ MB. openssh-server's install made host keys:
-            # every container of the image would share them (and their private halves would ship in it).
-            # Whoever runs sshd makes its own.
-            subprocess.run([*as_root, "sh", "-c", 'rm -rf "$1/var/cache/apt/archives" "$1"/etc/ssh/ssh_host_*',
-                            "-", str(root)], check=True)
-            partial = tarball.with_suffix(".partial")
-            with open(partial, "wb") as out:  # written by this user, whoever owns the files inside
-                subprocess.run([*as_root, "tar", "-C", str(root), "--numeric-owner", "-cf", "-", "."], stdout=out,
-                               check=True)
-            partial.rename(tarball)
-        finally:
-            subprocess.run([*as_root, "rm", "-rf", str(tmp)], check=False)
+        # apt's caches are left out (mmdebstrap's clean-up). openssh-server's install made host keys: every
+        # container of the image would share them (and their private halves would ship in it), so they go too;
+        # whoever runs sshd makes its own.
+        cmd = ["mmdebstrap", "--quiet", "--mode=root", "--variant=minbase", f"--include={','.join(PACKAGES)}",
+               f"--hook-dir={MERGED_USR_HOOKS}", '--customize-hook=rm -f "$1"/etc/ssh/ssh_host_*',
+               SUITE, "-", MIRROR]
+        partial = tarball.with_suffix(".partial")
+        with open(partial, "wb") as out:  # written by this user, whoever owns the files inside
+            proc = subprocess.run([*as_root, *cmd], stdout=out, stderr=subprocess.PIPE, text=True)
+        if proc.returncode != 0:
+            partial.unlink(missing_ok=True)
+            tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+            raise ImageError(f"mmdebstrap failed: {tail}")
+        partial.rename(tarball)
     say(f"importing {tag}")
     repo, _, version = tag.partition(":")
     client.api.import_image_from_file(str(tarball), repository=repo, tag=version,
@@ -129,7 +126,7 @@ def ensure_node_image(client: docker.DockerClient, dist: KafkaDist, base_image: 
     """Return the node image tag for `dist`, building it (and its base) if missing.
 
     `base_image` names an existing image to build on (a Debian 12 with java,
-    iproute2, iptables, procps, python3, fuse3 and faketime for the clock faults) instead of the debootstrapped base.
+    iproute2, iptables, procps, python3, fuse3 and faketime for the clock faults) instead of the made base.
     """
     base = base_image or ensure_base(client, say)
     if base_image and not _exists(client, base_image):

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Host set-up for kchaos on Debian 12: Docker Engine (Debian's docker.io), debootstrap, Maven, Java,
+# Host set-up for kchaos on Debian 12: Docker Engine (Debian's docker.io), mmdebstrap, Maven, Java,
 # python3-venv, gcc + libfuse3-dev + fuse3 for lazyfs (built here, run in the nodes), chromium (the
 # browser tests open the HTML reports in it), acl, sudo (a test sets the host up as a user), and
 # openssh-server (the SSH transport's tests run their own sshd on 127.0.0.1; the host's ssh.service is kept
@@ -14,8 +14,8 @@ say() { echo "kchaos setup: $*" >&2; }
 if [ "$(id -u)" != 0 ]; then
   # Not root: the host part runs as root through sudo, as CI machines allow; then this user gets the Docker Engine.
   if ! command -v sudo >/dev/null 2>&1 || ! sudo -n true 2>/dev/null; then
-    say "needs root or passwordless sudo (apt-get, dockerd, debootstrap). Run as root, with sudo, or install"
-    say "docker.io debootstrap maven openjdk-17-jdk-headless python3-venv gcc pkg-config libfuse3-dev fuse3 acl"
+    say "needs root or passwordless sudo (apt-get, dockerd, mmdebstrap). Run as root, with sudo, or install"
+    say "docker.io mmdebstrap maven openjdk-17-jdk-headless python3-venv gcc pkg-config libfuse3-dev fuse3 acl"
     say "yourself, start Docker, let this user reach it, then run 'make install'."
     exit 4
   fi
@@ -24,13 +24,13 @@ if [ "$(id -u)" != 0 ]; then
   exit 0
 fi
 if ! grep -qs '^ID=debian' /etc/os-release; then
-  say "this script knows Debian only. Elsewhere: install Docker Engine, debootstrap, Maven, Java 17 and"
+  say "this script knows Debian only. Elsewhere: install Docker Engine, mmdebstrap, Maven, Java 17 and"
   say "python3 venv support, start Docker, then run 'make install'."
   exit 4
 fi
 
 need=()
-for pair in docker:docker.io dockerd:docker.io debootstrap:debootstrap mvn:maven java:openjdk-17-jdk-headless \
+for pair in docker:docker.io dockerd:docker.io mmdebstrap:mmdebstrap mvn:maven java:openjdk-17-jdk-headless \
             iptables:iptables fusermount3:fuse3 pkg-config:pkg-config gcc:gcc chromium:chromium setfacl:acl \
             sudo:sudo; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")

@@ -67,7 +67,7 @@ class ClusterConfig:
     controllers: int = 0  # 0: every node is broker+controller (combined mode)
     kafka_version: str = KAFKA_DEFAULT  # an exact release of core.kafka_versions.LINES
     kafka_dist: str | None = None  # extracted kafka_2.13-3.7.x directory or .tgz
-    base_image: str | None = None  # a registry image to use instead of debootstrap
+    base_image: str | None = None  # a registry image to use instead of the mmdebstrap-made base
     subnet: str = "172.30.77.0/24"
     replica_lag_time_max_ms: int = 10000
     broker_session_timeout_ms: int = 9000

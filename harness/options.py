@@ -89,7 +89,7 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                         "jars of --kafka-version, fetched with Maven into ~/.cache/kchaos)")
     c.add_argument("--base-image", default=None, metavar="IMAGE",
                    help="an existing image to build the node image on (default: a Debian 12 base made with "
-                        "debootstrap)")
+                        "mmdebstrap)")
     c.add_argument("--subnet", default=D.cluster.subnet, help="the Docker network of the nodes")
     c.add_argument("--kafka-feature", action="append", default=[], metavar="NAME=LEVEL",
                    help="format the storage with this feature level (repeatable; Kafka 3.9+), e.g. "

@@ -278,7 +278,7 @@ def build_parser() -> Parser:
     pr.add_argument("--kafka-dist", default=None, metavar="PATH", help="an extracted Kafka directory or .tgz to "
                     "use instead (default: KAFKA_HOME if set, else the jars fetched with Maven)")
     pr.add_argument("--base-image", default=None, metavar="IMAGE", help="an existing image to build the node image "
-                    "on (default: a Debian 12 base made with debootstrap)")
+                    "on (default: a Debian 12 base made with mmdebstrap)")
     for name, parser in sub.choices.items():
         _output_options(groups["output"] if name == "run" else parser, top=False)
     p.commands = dict(sub.choices)

@@ -1,4 +1,4 @@
-"""SSH test hosts: containers of the project's debootstrapped base image running sshd, each at its own
+"""SSH test hosts: containers of the project's base image running sshd, each at its own
 address on a network the test creates. Once they are up the harness reaches them only over SSH, with
 a client key and a known_hosts file made here.
 
@@ -95,7 +95,7 @@ def ssh_hosts(n: int = 3, *, user: str = "kafka", subnet: str = SUBNET,
     even (a KRaft quorum is odd)."""
     client = docker_client()
     remove_leftovers(client)
-    image = ensure_base(client)  # debootstraps only on a machine that never built it
+    image = ensure_base(client)  # made only on a machine that never made it
     owner = {TEST_LABEL: KIND, f"{TEST_LABEL}.pid": str(os.getpid())}
     net = ipaddress.ip_network(subnet)
     hosts = list(net.hosts())

@@ -1,5 +1,5 @@
 """`make setup` as CI machines run it: as a user with passwordless sudo, not root. The host part goes through
-sudo, and the user comes out able to reach the Docker Engine and to run debootstrap as root, which the node
+sudo, and the user comes out able to reach the Docker Engine and to run mmdebstrap as root, which the node
 image's base needs. Tried with a user made for the test, removed after it."""
 from __future__ import annotations
 
@@ -54,16 +54,16 @@ def script() -> Iterator[str]:
         shutil.rmtree(where, ignore_errors=True)
 
 
-def test_a_user_with_sudo_sets_the_host_up_and_reaches_docker_and_debootstrap(user, script):
+def test_a_user_with_sudo_sets_the_host_up_and_reaches_docker_and_mmdebstrap(user, script):
     assert as_user("docker", "info").returncode != 0  # a new user cannot reach the Engine
     proc = as_user("bash", script)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"{user} may use the Docker Engine" in proc.stderr
     assert as_user("docker", "info", "--format", "{{.ServerVersion}}").returncode == 0
     assert "docker" in subprocess.run(["id", "-nG", user], capture_output=True, text=True).stdout.split()
-    # debootstrap, for the node image's base, runs through `sudo -n` for this user (clusters.image._as_root)
-    debootstrap = as_user("sudo", "-n", "debootstrap", "--version")
-    assert debootstrap.returncode == 0 and "debootstrap" in debootstrap.stdout, debootstrap.stderr
+    # mmdebstrap, for the node image's base, runs through `sudo -n` for this user (clusters.image._as_root)
+    mmdebstrap = as_user("sudo", "-n", "mmdebstrap", "--version")
+    assert mmdebstrap.returncode == 0 and "mmdebstrap" in mmdebstrap.stdout, mmdebstrap.stderr
     # a second run finds everything there: idempotent, and still exit 0
     assert as_user("bash", script).returncode == 0
 
