@@ -21,13 +21,16 @@ class PartitionState:
     isr: tuple[int, ...]
 
 
-def admin_client(bootstrap: str, timeout_ms: int = 5000) -> AdminClient:
-    """An AdminClient that gives up quickly, so callers can retry on their own schedule."""
+def admin_client(bootstrap: str, timeout_ms: int = 5000, *, reconnect_max_ms: int = 1000) -> AdminClient:
+    """An AdminClient that gives up quickly, so callers can retry on their own schedule; it tries a refused
+    connection again after at most `reconnect_max_ms` (librdkafka doubles the wait from 100 ms up to that)."""
     return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": timeout_ms,
                         "socket.connection.setup.timeout.ms": timeout_ms,
-                        "reconnect.backoff.max.ms": 1000}, logger=CLIENT_LOG)
+                        "reconnect.backoff.ms": min(100, reconnect_max_ms),
+                        "reconnect.backoff.max.ms": reconnect_max_ms}, logger=CLIENT_LOG)
 
 
+STARTING_RECONNECT_MS = 100
 # librdkafka's connection-refused chatter while brokers are down goes to harness.log, not the terminal.
 CLIENT_LOG = logging.getLogger("kchaos.rdkafka")
 
@@ -42,7 +45,9 @@ def registered_brokers(bootstrap: str, timeout: float = 5.0) -> set[int]:
     whole process parsing one of its answers while a cluster started
     (assertion `rko_result` in rd_kafka_admin_response_parse, twice in CI).
     """
-    return set(admin_client(bootstrap).list_topics(timeout=timeout).brokers)
+    # A starting broker opens its listener any moment: asked again within STARTING_RECONNECT_MS of a refusal, it
+    # is seen soon after, not up to a second later.
+    return set(admin_client(bootstrap, reconnect_max_ms=STARTING_RECONNECT_MS).list_topics(timeout=timeout).brokers)
 
 
 def settle(request_timeout: float) -> float:

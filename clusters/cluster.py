@@ -232,17 +232,20 @@ class KafkaCluster:
 
         def attempt() -> None:
             nonlocal missing
-            for spec in self.specs:
-                if not self.is_running(spec.name):
-                    raise ClusterError(f"{spec.name}: Kafka exited during startup:\n{self.log_tail(spec.name)}")
             missing = set()
             for node in self.nodes:
                 try:
                     missing |= want - admin.registered_brokers(self.listener(node))
                 except Exception:
                     missing.add(self.id_of(node))
-            if missing:
-                raise _NotReady(f"not registered everywhere: {sorted(missing)}")
+            if not missing:
+                return
+            # Only a cluster not ready yet is asked whether its Kafka processes still run (a command on each
+            # node): one that has exited will never register.
+            for spec in self.specs:
+                if not self.is_running(spec.name):
+                    raise ClusterError(f"{spec.name}: Kafka exited during startup:\n{self.log_tail(spec.name)}")
+            raise _NotReady(f"not registered everywhere: {sorted(missing)}")
 
         try:
             for a in Retrying(stop=stop_after_delay(deadline), wait=wait_fixed(READY_POLL_S),

@@ -17,6 +17,7 @@ import json
 import logging
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -101,11 +102,14 @@ def _one(cluster: Copier, node: str, topic: str, dest: Path, cap_bytes: int) -> 
 
 
 def collect(cluster: Copier, topic: str, dest: Path, cap_bytes: int = CAP_BYTES) -> list[NodeCopy]:
-    """Copy every node's evidence into `dest/<node>/` and write `dest/collect.json`; return per-node results."""
+    """Copy every node's evidence into `dest/<node>/`, the nodes at once, and write `dest/collect.json`; return
+    per-node results in the nodes' order."""
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    out = [_one(cluster, spec.name, topic, dest, cap_bytes) for spec in cluster.specs]
+    names = [spec.name for spec in cluster.specs]
+    with ThreadPoolExecutor(max(1, len(names)), thread_name_prefix="evidence") as pool:  # the nodes at once
+        out = list(pool.map(lambda n: _one(cluster, n, topic, dest, cap_bytes), names))
     (dest / COLLECT_FILE).write_text(json.dumps({
         "topic": topic, "data_dir": cluster.data_dir(cluster.specs[0].name), "cap_bytes": cap_bytes,
         "collected_unix_ms": int(started * 1000), "seconds": round(time.time() - started, 3),

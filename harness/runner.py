@@ -10,9 +10,11 @@ logs the teardown kept.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -48,6 +50,8 @@ if TYPE_CHECKING:
 __all__ = ["prepare", "run_test", "run", "write_report_safely", "collect_evidence_safely", "explain_safely"]
 log = logging.getLogger("kchaos.runner")
 RECOVERY_TIMEOUT_S = 60.0
+# What a run needs only at its end, imported while its cluster starts (matplotlib and Jinja2 take most of a second).
+AT_THE_END = ("kchaos.reports.run.report",)
 
 
 def _log_to(run: Path) -> logging.Handler:
@@ -130,6 +134,10 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         say(f"starting {len(set(cluster.nodes) | set(cluster.controllers))}-node Kafka {test.dist.version} cluster "
             f"({test.provisioner.kind})")
         with timer.phase("cluster start"):
+            # Spark's JVM and Python workers start (seconds of CPU) while Kafka's JVMs start and elect, before any
+            # write or fault, rather than when the check needs them; the workers idle through the workload.
+            prestart(cfg.spark_master)
+            _import_beside(AT_THE_END)
             cluster.setup()
             add_to_test_json(run_dir, page_cache=cluster.page_cache_record())
             say(describe_page_cache(load_test_json(run_dir / "test.json")))
@@ -152,9 +160,6 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         with timer.phase("clients stop"):
             workload.stop()
             monitor.stop()
-        # The faults are over: Spark's JVM and Python workers start (seconds) while the final read, the evidence
-        # and the teardown wait on the cluster, rather than after them.
-        prestart(cfg.spark_master)
         with timer.phase("final read"):
             say("final read: draining every partition to its high watermark")
             complete = workload.final_read(cluster, history)
@@ -200,6 +205,18 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
     timer.write(run_dir)
     say(timer.line())
     return run_dir, results
+
+
+def _import_beside(modules: tuple[str, ...]) -> None:
+    """Import `modules` in a thread of their own, returning at once. An import that fails here fails again, and
+    is reported, where the module is used."""
+    def load() -> None:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception:
+                return
+    threading.Thread(target=load, name="imports", daemon=True).start()
 
 
 def _tear_down(cluster: Cluster, timer: Phases, beside: bool) -> Future[None] | None:

@@ -5,6 +5,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kchaos.core.config import TestConfig
@@ -46,10 +47,13 @@ class Signal:
         return {}
 
     def heal(self) -> None:
-        """Resume and start Kafka everywhere."""
-        for n in sorted(set(self.cluster.nodes) | set(self.cluster.controllers)):
+        """Resume and start Kafka everywhere, the nodes at once (as a cluster starts)."""
+        def mend(n: str) -> None:
             self.cluster.resume(n)
             self.cluster.start(n)
+        nodes = sorted(set(self.cluster.nodes) | set(self.cluster.controllers))
+        with ThreadPoolExecutor(max(1, len(nodes)), thread_name_prefix="heal") as pool:
+            list(pool.map(mend, nodes))
 
 
 def _signal(name: str, verb: str, mend: str, targets: tuple[str, ...],

@@ -25,6 +25,7 @@ from kchaos.workloads.clients import make_consumer, to_records
 
 log = logging.getLogger("kchaos.drain")
 MAX_DRAINERS = 16  # partitions read at once; each reader is one consumer
+BATCH = 1000  # records a drain op asks for at most
 
 
 def drain_all(cluster: Topology, history: History, topic: str, partitions: int, *,
@@ -87,7 +88,10 @@ def _read_to_hw(consumer, history: History, topic: str, partition: int, process:
     idle_since = time.monotonic()
     while time.monotonic() < deadline:
         op = history.invoke(process, "drain", topic=topic, partition=partition)
-        msgs = consumer.consume(num_messages=1000, timeout=1.0)
+        # consume() waits until it has num_messages or its timeout passes: asking for no more than the offsets
+        # left below the high watermark, the last batch returns as soon as it is read, not a second later
+        # (offsets that hold no record, a transaction's markers, still leave it short).
+        msgs = consumer.consume(num_messages=min(BATCH, high - pos), timeout=1.0)
         records, errors = to_records(msgs, below=high)
         pos = max([pos] + [o + 1 for _, o, _ in records])
         # The consumer's position also moves past offsets that hold no record (control batches).

@@ -21,6 +21,7 @@ from shared_cluster import LAZYFS, heal, until
 from kchaos import nemesis
 from kchaos.clusters import admin
 from kchaos.core.kafka_versions import release_key
+from kchaos.evidence.files import METADATA_DIR
 from kchaos.evidence.kafka_logs import parse_epoch_checkpoint
 from kchaos.nemesis.powerfail import torn_prefix
 
@@ -39,6 +40,7 @@ NO_SPACE = "java.io.IOException: No space left on device"
 # starting (findings/torn-leader-epoch-checkpoint.md).
 EPOCHS_UNSYNCED = release_key(CFG.cluster.kafka_version) < (3, 8)
 LOG_DIR_FAILED = "ERROR Shutdown broker because all log dirs in /var/lib/kafka/data have failed"
+FATAL_FAULT = "ERROR Encountered fatal fault: caught exception"
 
 
 @pytest.fixture
@@ -159,13 +161,19 @@ def refused_checkpoints(cluster, node, torn):
 
 
 def start_refusing(cluster, nem, node, since, refused):
-    """Power `node` on with `refused` torn leader-epoch-checkpoints on its disk: Kafka stops, naming one of them and
-    taking its only log directory offline. Then the operator's way out: remove them, and start Kafka again."""
+    """Power `node` on with `refused` torn leader-epoch-checkpoints on its disk: Kafka stops, naming one of them.
+    The metadata log's, which Kafka loads first, is a fatal fault of its KRaft start; a partition's takes the only log
+    directory offline. Then the operator's way out: remove them, and start Kafka again."""
     assert EPOCHS_UNSYNCED, f"Kafka {CFG.cluster.kafka_version} fsyncs its epoch checkpoints, yet tore {refused}"
     nem.invoke({"f": "start"})
     until(lambda: not cluster.is_running(node), 60, "Kafka stopping on a torn leader-epoch-checkpoint", every=0.5)
     log = server_log(cluster, node, since)
-    assert LOG_DIR_FAILED in log, log[-3000:]
+    metadata = [p for p in refused if p.startswith(f"{METADATA_DIR}/")]
+    if metadata:
+        assert FATAL_FAULT in log, log[-3000:]
+        assert f"Error while reading checkpoint file {cluster.data_dir(node)}/{metadata[0]}" in log, log[-3000:]
+    else:
+        assert LOG_DIR_FAILED in log, log[-3000:]
     assert any(f" in checkpoint file [{cluster.data_dir(node)}/{p}]" in log for p in refused), log[-3000:]
     code, out = cluster.exec(node, ["rm", *(f"{cluster.data_dir(node)}/{p}" for p in refused)])
     assert code == 0, out
