@@ -75,6 +75,10 @@ class NodeControl(Topology, Protocol):
         """Starve `node`'s Kafka to `share` of the CPU (Docker: of one core, for the container; a host: of the
         time, by a stop/continue duty cycle), or lift it (None)."""
 
+    def restore(self) -> None:
+        """Resume and start Kafka on every node, the nodes at once, wherever it is paused or down. Faults are
+        undone by the nemeses that made them, never by the cluster."""
+
 
 class Releases(Protocol):
     """The Kafka release each node runs, for a rolling upgrade."""
@@ -124,10 +128,6 @@ class Cluster(RollingUpgrade, NodeFiles, Protocol):
     def page_cache_record(self) -> dict[str, Any]:
         """What each node's page cache does with unsynced data (test.json's `page_cache`), after setup."""
         ...
-
-    def restore(self) -> None:
-        """Resume and start Kafka wherever it is paused or down. Faults are undone by the nemeses
-        that made them, never by the cluster."""
 
 
 class FaultSkipped(RuntimeError):

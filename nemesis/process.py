@@ -5,7 +5,6 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kchaos.core.config import TestConfig
@@ -47,13 +46,8 @@ class Signal:
         return {}
 
     def heal(self) -> None:
-        """Resume and start Kafka everywhere, the nodes at once (as a cluster starts)."""
-        def mend(n: str) -> None:
-            self.cluster.resume(n)
-            self.cluster.start(n)
-        nodes = sorted(set(self.cluster.nodes) | set(self.cluster.controllers))
-        with ThreadPoolExecutor(max(1, len(nodes)), thread_name_prefix="heal") as pool:
-            list(pool.map(mend, nodes))
+        """Resume and start Kafka everywhere, the nodes at once (the cluster's `restore`)."""
+        self.cluster.restore()
 
 
 def _signal(name: str, verb: str, mend: str, targets: tuple[str, ...],
