@@ -105,17 +105,22 @@ def spark_context(master: str = "local[*]") -> SparkContext:
         return _context
 
 
-def prestart(master: str = "local[*]") -> None:
+def prestart(master: str = "local[*]", niceness: int = 0) -> None:
     """Start creating the process's SparkContext in a background thread, unless it exists; return at once.
 
     A caller about to convert a history lets the JVM start meanwhile;
     `spark_context` then waits for it. An error is raised by that later call.
+    With `niceness`, the JVM and the Python workers it forks run at that
+    niceness for their lives, yielding the CPU to the rest of this process.
     """
     if _alive(_context) or (_session is not None and _alive(_session.sparkContext)):
         return
 
     def start() -> None:
         try:
+            if niceness:
+                # Linux keeps a niceness per thread, and a process forked from this thread inherits it.
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
             spark_context(master)
         except Exception:
             pass

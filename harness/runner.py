@@ -52,6 +52,7 @@ log = logging.getLogger("kchaos.runner")
 RECOVERY_TIMEOUT_S = 60.0
 # What a run needs only at its end, imported while its cluster starts (matplotlib and Jinja2 take most of a second).
 AT_THE_END = ("kchaos.reports.run.report",)
+SPARK_NICENESS = 19
 
 
 def _log_to(run: Path) -> logging.Handler:
@@ -134,9 +135,7 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         say(f"starting {len(set(cluster.nodes) | set(cluster.controllers))}-node Kafka {test.dist.version} cluster "
             f"({test.provisioner.kind})")
         with timer.phase("cluster start"):
-            # Spark's JVM and Python workers start (seconds of CPU) while Kafka's JVMs start and elect, before any
-            # write or fault, rather than when the check needs them; the workers idle through the workload.
-            prestart(cfg.spark_master)
+            # The report's modules load while Kafka's JVMs start and elect: this process only waits on them then.
             _import_beside(AT_THE_END)
             cluster.setup()
             add_to_test_json(run_dir, page_cache=cluster.page_cache_record())
@@ -150,6 +149,8 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
             monitor.start()
             workload.start(cluster, history)
             driver.start()
+            if not w.full_load:
+                _start_spark(cfg.spark_master)
             _progress(console, cfg.time_limit, workload, driver, label)
         with timer.phase("heal"):
             say("healing: every nemesis undoes its faults; every node's Kafka runs again")
@@ -160,6 +161,8 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         with timer.phase("clients stop"):
             workload.stop()
             monitor.stop()
+            if w.full_load:
+                _start_spark(cfg.spark_master)
         with timer.phase("final read"):
             say("final read: draining every partition to its high watermark")
             complete = workload.final_read(cluster, history)
@@ -205,6 +208,15 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
     timer.write(run_dir)
     say(timer.line())
     return run_dir, results
+
+
+def _start_spark(spark_master: str) -> None:
+    """Start Spark's JVM and Python workers in the background, returning at once, so that the check finds them
+    ready. Called once the clients write: those seconds of CPU then overlap the workload's fixed length rather
+    than the cluster's start, where they would compete with Kafka's JVMs; at the lowest priority, so that the
+    clients in this process keep their pace. A full-load run, which measures what the cluster can take, calls
+    it once its clients stop."""
+    prestart(spark_master, niceness=SPARK_NICENESS)
 
 
 def _import_beside(modules: tuple[str, ...]) -> None:

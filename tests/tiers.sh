@@ -1,11 +1,12 @@
 #!/bin/bash
 # `make test`: the host and the venv (at once), then the Kafka jars, then two lanes at once. The unit lane (lint, types,
-# the unit tests, the unit tests that start Spark) needs only those, and then runs the integration tests marked
-# `beside`, which start no Kafka cluster, once the cluster lane has built the images; the cluster lane (the node
-# image, then the other integration tests, one cluster at a time) needs Docker and waits on Kafka far more than it
-# computes. Each tier
-# prints its time. The cluster lane writes build/integration.log, printed whole once both lanes are done, so the
-# log is never two tiers' lines interleaved. The exit code is the first failing tier's, else 0.
+# the unit tests, the unit tests that start Spark) needs only those; beside it, once the cluster lane has built the
+# base and node images, it makes the other releases' images, and at its end it runs the integration tests marked
+# `beside`, which start no Kafka cluster. The cluster lane (the node image, then the other integration tests, one
+# cluster at a time) needs Docker and waits on Kafka far more than it computes. Each tier prints its time, and the
+# cluster lane every test's that took a second or more. The cluster lane writes build/integration.log, printed
+# whole once both lanes are done, so the log is never two tiers' lines interleaved. The exit code is the first
+# failing tier's, else 0.
 set -u
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -40,11 +41,28 @@ tier jars make --no-print-directory jars || exit $?
 set -m  # the cluster lane in a process group of its own: an interrupt stops all of it
 rm -f build/prepared
 (tier prepare make --no-print-directory prepare && touch build/prepared &&
-  tier integration "$BIN/pytest" tests/integration -m "not beside" -v --durations=25) > build/integration.log 2>&1 &
+  tier integration "$BIN/pytest" tests/integration -m "not beside" -v --durations=0 --durations-min=1) > build/integration.log 2>&1 &
 cluster=$!
 trap 'kill -- -$cluster 2>/dev/null; kill $cluster 2>/dev/null; exit 130' INT TERM
 echo "== the cluster lane (prepare, integration) runs beside the unit lane; its log: build/integration.log"
 rc=0
+# The node images of the other releases the cluster lane runs (the Java client's 4.1.0, the newest line), with
+# their jars and Java client, are made beside the unit tests as soon as the prepare tier has made the base image,
+# so that the cluster lane finds them made when its tests reach those releases (a test that gets there first
+# waits on the image's lock). Their lines go to build/images.log, printed after the unit tests.
+newest=$("$BIN/python" -c 'from kchaos.core.kafka_versions import LINES; print(LINES[-1].latest)')
+(
+  irc=0
+  while [ ! -e build/prepared ] && kill -0 $cluster 2>/dev/null; do sleep 2; done
+  if [ -e build/prepared ]; then
+    for v in 4.1.0 "$newest"; do
+      tier "image-$v" nice -n 19 "$BIN/kchaos" prepare --kafka-version "$v" || { r=$?; [ $irc -eq 0 ] && irc=$r; }
+    done
+  fi
+  exit $irc
+) > build/images.log 2>&1 &
+images=$!
+trap 'kill -- -$cluster -$images 2>/dev/null; kill $cluster $images 2>/dev/null; exit 130' INT TERM
 # The unit lane yields the CPU to the cluster lane, which takes longer and whose Kafka nodes must not starve: it
 # runs at the lowest priority and on one pytest worker, so that one of the two cores is always the cluster's. It
 # has time to spare: it ends long before the cluster lane does.
@@ -53,16 +71,14 @@ for t in lint types; do
 done
 tier unit nice -n 19 "$BIN/pytest" tests/unit -n 1 -m "not spark" -v --durations=10 || { r=$?; [ $rc -eq 0 ] && rc=$r; }
 tier unit-spark nice -n 19 "$BIN/pytest" tests/unit -n 1 -m spark -v --durations=10 || { r=$?; [ $rc -eq 0 ] && rc=$r; }
+wait $images
+r=$?
+cat build/images.log
+[ $rc -eq 0 ] && rc=$r
 # The integration tests that start no Kafka cluster (SSH hosts alone, a Spark cluster) run here rather than in the
-# cluster lane, once its prepare tier has built the images they start from. Before them, the node images of the
-# other releases the cluster lane runs (the Java client's 4.1.0, the newest line) are built here, while that lane
-# runs its first tests on the default release; a test that gets there first waits on the image's lock.
+# cluster lane, once its prepare tier has built the images they start from.
 while [ ! -e build/prepared ] && kill -0 $cluster 2>/dev/null; do sleep 2; done
 if [ -e build/prepared ]; then
-  newest=$("$BIN/python" -c 'from kchaos.core.kafka_versions import LINES; print(LINES[-1].latest)')
-  for v in 4.1.0 "$newest"; do
-    tier "image-$v" nice -n 19 "$BIN/kchaos" prepare --kafka-version "$v" || { r=$?; [ $rc -eq 0 ] && rc=$r; }
-  done
   tier beside nice -n 19 "$BIN/pytest" tests/integration -m beside -v --durations=5 || { r=$?; [ $rc -eq 0 ] && rc=$r; }
 fi
 echo "== unit lane done at $((SECONDS - begin)) s; waiting for the cluster lane"

@@ -7,10 +7,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kchaos.core.faults import read_faults
 
 KCHAOS = [sys.executable, "-m", "kchaos"]
 KAFKA_INTERNAL = "Kafka reported "  # checkers/kafka_errors.py internal_reasons: each reason starts so
+# Kafka 3.7.2's transaction coordinator can throw inside a metadata publish, and the broker then never takes up the
+# leaderships after that point in the delta (findings/txn-coordinator-publishing-fault.md): a partition is left with
+# no working leader until the end, so the cluster does not recover and the final read of that partition cannot end.
+PUBLISHING_FAULT = "Encountered metadata publishing fault"
+STUCK_LEADER = ("the cluster did not recover after the heal", "could not be looked for")
 
 
 def finished_run(store: Path, name: str, options: list[str], timeout: float = 900) -> tuple[Path, dict[str, Any]]:
@@ -22,6 +29,10 @@ def finished_run(store: Path, name: str, options: list[str], timeout: float = 90
     run = (Path(store) / "latest").resolve()
     assert (run / "results.json").is_file(), (proc.returncode, "no results.json", proc.stderr[-3000:])
     results = json.loads((run / "results.json").read_text())
+    if proc.returncode == 2 and stuck_by_kafka(results):
+        pytest.xfail("Kafka's metadata publishing fault left a partition without a working leader "
+                     "(findings/txn-coordinator-publishing-fault.md); the run is unknown, rightly: "
+                     + "; ".join(results["undecided"]))
     assert proc.returncode == {"pass": 0, "unknown": 2}.get(results.get("verdict")) and held(results), \
         (proc.returncode, results.get("failed"), results.get("undecided"), proc.stderr[-3000:])
     if results["verdict"] != "pass":  # so that CI's log shows Kafka's faults
@@ -36,6 +47,17 @@ def held(results: dict[str, Any]) -> bool:
     undecided = results.get("undecided") or []
     faults_only = bool(undecided) and all(u.startswith(KAFKA_INTERNAL) for u in undecided)
     return results.get("verdict") == "pass" or (results.get("verdict") == "unknown" and faults_only)
+
+
+def stuck_by_kafka(results: dict[str, Any]) -> bool:
+    """The run is unknown, a broker logged Kafka's metadata publishing fault, and every other reason is Kafka's
+    internal faults or what a partition left without a working leader causes: no recovery after the heal and
+    writes whose partition's final read could not end. Nothing failed. Such a run cannot answer what an
+    integration test asks of the history, so the test is marked xfail with the reasons rather than passed."""
+    undecided = results.get("undecided") or []
+    return (results.get("verdict") == "unknown" and not results.get("failed")
+            and any(u.startswith(KAFKA_INTERNAL) and PUBLISHING_FAULT in u for u in undecided)
+            and all(u.startswith(KAFKA_INTERNAL) or any(s in u for s in STUCK_LEADER) for u in undecided))
 
 
 class KafkaFaultWarning(UserWarning):

@@ -1,0 +1,27 @@
+"""prestart with a niceness: Spark's JVM runs at it, and the process that started it keeps its own."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+CHILD = """
+import os, sys
+from kchaos.checkers.spark import prestart, spark_context
+prestart("local[1]", niceness=int(sys.argv[1]))
+sc = spark_context("local[1]")
+print(os.getpriority(os.PRIO_PROCESS, sc._gateway.proc.pid), os.getpriority(os.PRIO_PROCESS, 0))
+sc.stop()
+"""
+
+
+@pytest.mark.parametrize("niceness", [0, 19])
+def test_the_jvm_runs_at_the_niceness_asked_and_the_caller_keeps_its_own(niceness):
+    # In a child process: the niceness is the JVM's for its life, and this process's Spark tests share a context.
+    done = subprocess.run([sys.executable, "-c", CHILD, str(niceness)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    jvm, caller = map(int, done.stdout.split()[-2:])
+    assert (jvm, caller) == (niceness, 0)
