@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 KCHAOS  := $(BIN)/kchaos
 
-.PHONY: setup host install jars prepare demo test lint types unit integration cleanup clean
+.PHONY: setup host install jars base prepare demo test lint types unit integration cleanup clean
 
 setup: host install prepare
 
@@ -31,13 +31,17 @@ prepare: install
 jars: install
 	$(BIN)/python -c 'from kchaos.clusters.distribution import resolve; from kchaos.core.kafka_versions import DEFAULT; resolve(DEFAULT)'
 
+# The base image and lazyfs alone (cached): what every node image builds on, made while the jars download.
+base: install
+	$(BIN)/python -c 'from kchaos.clusters import lazyfs; from kchaos.clusters.engine import docker_client; from kchaos.clusters.image import ensure_base; ensure_base(docker_client()); lazyfs.build()'
+
 # Three 60-second runs as one suite (suites/demo.yaml): a summary table, compare.html with a heatmap,
 # and a report.html per run. Exit 1 would mean acks=all with min.insync=2 lost data: the table says which.
 demo: setup
 	$(KCHAOS) suite suites/demo.yaml
 	@echo "== reports: results/suites/demo/latest/compare.html and each run's report.html; browse with: $(KCHAOS) serve"
 
-# The host, the venv and the Kafka jars first; then the unit lane (lint, types, the unit tests on one worker at the
+# The host, the venv and the Kafka jars (the base image beside them) first; then the unit lane (lint, types, the unit tests on one worker at the
 # lowest priority, those that start Spark as a tier of their own, then the integration tests that start no Kafka
 # cluster) runs beside the cluster lane (the node image, then the other integration tests), which mostly waits on
 # Kafka. Each tier prints its time (tests/tiers.sh).

@@ -36,20 +36,24 @@ else
   tier host make --no-print-directory host || exit $?
   tier install make --no-print-directory install || exit $?
 fi
-# The jars before the lanes part: unit tests compile the Java client against them, and skip without them.
+# The jars before the lanes part: unit tests compile the Java client against them, and skip without them. The base
+# image (mmdebstrap, then docker import) and lazyfs are made meanwhile; the prepare tier, which builds the node
+# image on them, waits on their lock if they are not made yet. Their lines (build/base.log) are printed at the end,
+# before the cluster lane's.
+(tier base make --no-print-directory base) > build/base.log 2>&1 &
+base=$!
 tier jars make --no-print-directory jars || exit $?
 set -m  # the cluster lane in a process group of its own: an interrupt stops all of it
 rm -f build/prepared
 (tier prepare make --no-print-directory prepare && touch build/prepared &&
   tier integration "$BIN/pytest" tests/integration -m "not beside" -v --durations=0 --durations-min=1) > build/integration.log 2>&1 &
 cluster=$!
-trap 'kill -- -$cluster 2>/dev/null; kill $cluster 2>/dev/null; exit 130' INT TERM
 echo "== the cluster lane (prepare, integration) runs beside the unit lane; its log: build/integration.log"
 rc=0
 # The node images of the other releases the cluster lane runs (the Java client's 4.1.0, the newest line), with
-# their jars and Java client, are made beside the unit tests as soon as the prepare tier has made the base image,
-# so that the cluster lane finds them made when its tests reach those releases (a test that gets there first
-# waits on the image's lock). Their lines go to build/images.log, printed after the unit tests.
+# their jars and Java client, are made beside the unit tests as soon as the prepare tier is done, so that the
+# cluster lane finds them made when its tests reach those releases (a test that gets there first waits on the
+# image's lock). Their lines go to build/images.log, printed after the unit tests.
 newest=$("$BIN/python" -c 'from kchaos.core.kafka_versions import LINES; print(LINES[-1].latest)')
 (
   irc=0
@@ -84,7 +88,10 @@ fi
 echo "== unit lane done at $((SECONDS - begin)) s; waiting for the cluster lane"
 wait $cluster
 crc=$?
-cat build/integration.log
+wait $base
+brc=$?
+cat build/base.log build/integration.log
+[ $rc -eq 0 ] && rc=$brc
 [ $rc -eq 0 ] && rc=$crc
 echo "== make test: $((SECONDS - begin)) s, exit $rc"
 exit $rc
