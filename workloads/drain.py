@@ -88,10 +88,7 @@ def _read_to_hw(consumer, history: History, topic: str, partition: int, process:
     idle_since = time.monotonic()
     while time.monotonic() < deadline:
         op = history.invoke(process, "drain", topic=topic, partition=partition)
-        # consume() waits until it has num_messages or its timeout passes: asking for no more than the offsets
-        # left below the high watermark, the last batch returns as soon as it is read, not a second later
-        # (offsets that hold no record, a transaction's markers, still leave it short).
-        msgs = consumer.consume(num_messages=min(BATCH, high - pos), timeout=1.0)
+        msgs = _batch(consumer, tp, min(BATCH, high - pos), high)
         records, errors = to_records(msgs, below=high)
         pos = max([pos] + [o + 1 for _, o, _ in records])
         # The consumer's position also moves past offsets that hold no record (control batches).
@@ -108,3 +105,20 @@ def _read_to_hw(consumer, history: History, topic: str, partition: int, process:
             # Nothing for 10 s below a known high watermark: start over with a fresh consumer and a fresh HW.
             raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"no progress at offset {pos} < hw {high}"))
     return pos, False
+
+
+def _batch(consumer, tp: TopicPartition, want: int, high: int, wait: float = 1.0, step: float = 0.05) -> list:
+    """Up to `want` messages of `tp`, returned as soon as there are `want`, or the consumer's position has reached
+    `high`, or `wait` seconds have passed. consume() alone waits until it has all it asked for or its timeout
+    passes, and a range that ends in offsets holding no record (a transaction's markers) never fills the ask:
+    its last batch would wait the whole `wait`."""
+    msgs: list = []
+    end = time.monotonic() + wait
+    while True:
+        left = end - time.monotonic()
+        msgs += consumer.consume(num_messages=want - len(msgs), timeout=max(0.0, min(step, left)))
+        if len(msgs) >= want or left <= 0:
+            return msgs
+        fetched = consumer.position([tp])[0].offset
+        if fetched is not None and fetched >= high:
+            return msgs
