@@ -16,7 +16,7 @@ KINDS = ("copy_missing", "copy_duplicate", "copy_invented", "copy_reordered")
 def test_java_client_copy_under_crash_client_on_kafka_4_1_keeps_input_equal_to_output(store):
     run, results = finished_run(store, "copy-java", [
         "--workload", "copy", "--client", "java", "--kafka-version", "4.1.0", "--consumers", "2",
-        "--nemesis", "crash-client", "--interval", "10", "--restart-delay", "2", "--time-limit", "25",
+        "--nemesis", "crash-client", "--interval", "8", "--restart-delay", "2", "--time-limit", "16",
         "--rate", "100", "--copy-records", "1500", "--txn-size", "10", "--seed", "31"])
     assert held(results), results
     counts = results["counts"]

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.cluster
 
 def test_txn_subscribe_under_kill_leader_and_crash_client_is_valid_and_its_rebalances_excuse_the_jumps(store):
     test = valid_txn_run(store, "txnsub", [
-        "--consumer-mode", "subscribe", "--restart-delay", "2", "--time-limit", "30", "--rate", "40",
+        "--consumer-mode", "subscribe", "--restart-delay", "2", "--time-limit", "24", "--rate", "40",
         "--txn-sub-p", "0.02",
         # a killed broker is fenced after 3 s, not Kafka's 9 s, so its restart is not refused for most of the
         # run's end and the cluster is whole again soon after the heal: the test is about the transactions
