@@ -25,8 +25,11 @@ def _transitions(run, node):
 
 def test_the_active_controller_cut_off_from_the_quorum_resigns_and_the_quorum_heals(store):
     run, results = finished_run(store, "quorum", [
-        "--controllers", "3", "--nemesis", "partition-quorum", "--interval", "8", "--time-limit", "30",
-        "--rate", "100", "--seed", "5"])
+        "--controllers", "3", "--nemesis", "partition-quorum", "--interval", "5", "--time-limit", "16",
+        "--rate", "100", "--seed", "5",
+        # a cut lasts past both (nemesis.base.outlive_lag, outlive_session): 10 s rather than Kafka's 15 s, and
+        # the controller's resignation and the new election take a few seconds of it
+        "--broker-session-timeout-ms", "3000", "--replica-lag-time-max-ms", "5000"])
     assert held(results) and results["counts"]["lost"] == 0 and results["counts"]["acked"] > 0
     test = json.loads((run / "test.json").read_text())
     t0 = test["history_start_unix_ms"] / 1000
