@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from kchaos.core.workload_kind import Explainer
     from kchaos.harness.scenarios.run import VariantResult
     from kchaos.harness.scenarios.scenario import Scenario
+    from kchaos.harness.suites.shard import Shard
     from kchaos.harness.suites.suite import Suite
     from kchaos.reports.suite.junit import CellOutcome
     from kchaos.reports.suite.regressions import Regression
@@ -440,12 +441,18 @@ def run_plan(cfg: TestConfig, where: Path) -> list[str]:
     return lines
 
 
-def suite_plan(suite: Suite, seed: int | None, where: Path) -> list[str]:
-    """What `kchaos suite FILE` would run: the options every cell shares, then each cell with its seeds."""
-    runs = len(suite.cells) * suite.repeat
-    seconds = suite.repeat * sum(suite.config(c, 0, Path("/tmp"), "local[*]").time_limit for c in suite.cells)
+def suite_plan(suite: Suite, seed: int | None, where: Path, shard: Shard | None = None) -> list[str]:
+    """What `kchaos suite FILE` would run (with `shard`, that shard of it): the options every cell shares, then
+    each cell it runs with the seeds of its repetitions there."""
+    from kchaos.harness.suites.shard import WHOLE, share
+    shard = shard or WHOLE
+    mine = share(suite, shard)
+    runs = len(mine)
+    seconds = sum(suite.config(c, 0, Path("/tmp"), "local[*]").time_limit for _, c, _ in mine)
     fixed, measured = typical_fixed(where.parents[2])
-    lines = [f"suite {suite.name}: {len(suite.cells)} cells × {_times(suite.repeat)} = {runs} runs, "
+    part = "" if shard.whole else f", shard {shard}: {runs} of them"
+    lines = [f"suite {suite.name}: {len(suite.cells)} cells × {_times(suite.repeat)} = "
+             f"{len(suite.cells) * suite.repeat} runs{part}, "
              f"seed {'random' if seed is None else seed}, {_minutes(seconds)} of workload → {where}",
              f"about {_about(seconds + runs * fixed)} in all: each run also spends about {fixed:.0f} s starting, "
              "healing, reading, checking and reporting ("
@@ -454,9 +461,13 @@ def suite_plan(suite: Suite, seed: int | None, where: Path) -> list[str]:
     shared = _shared([c.options for c in suite.cells], [c.params for c in suite.cells])
     if shared:
         lines.append("every cell: " + " ".join(f"{k}={show(v)}" for k, v in shared))
-    w, lw = max(len(c.name) for c in suite.cells), max(len(c.label()) for c in suite.cells)
-    for c in suite.cells:
-        seeds = "" if seed is None else "  " + _seeds([suite.run_seed(seed, c, r) for r in range(suite.repeat)])
+    reps: dict[str, list[int]] = {}
+    for _, c, r in mine:
+        reps.setdefault(c.name, []).append(r)
+    cells = [c for c in suite.cells if c.name in reps]
+    w, lw = max(len(c.name) for c in cells), max(len(c.label()) for c in cells)
+    for c in cells:
+        seeds = "" if seed is None else "  " + _seeds([suite.run_seed(seed, c, r) for r in reps[c.name]])
         lines.append(f"  {c.name:<{w}}  {c.label():<{lw}}{seeds}".rstrip())
     return lines
 

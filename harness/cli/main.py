@@ -43,26 +43,51 @@ def _command(argv: list[str] | None) -> list[str]:
 
 
 def _suite(args: argparse.Namespace, console: Console, out: Console, argv: list[str] | None) -> int:
-    """`kchaos suite FILE`: run it (or with --dry-run only check it and print its cells); the table on `out`."""
+    """`kchaos suite FILE`: run it, or a shard of it (with --dry-run only check it and print its cells); the table
+    on `out`."""
     from kchaos.harness.suites.run import run_suite
+    from kchaos.harness.suites.shard import WHOLE, Shard, require_seed
     from kchaos.harness.suites.suite import load_suite
     if args.resume and args.dry_run:
         raise ConfigError("--dry-run shows a fresh run of the suite; drop --resume")
     if args.resume and args.seed is not None:
         raise ConfigError("--resume continues with the suite's own seed; drop --seed")
+    shard = Shard.parse(args.shard) if args.shard is not None else WHOLE
     suite = load_suite(Path(args.file)).on_hosts(args.hosts)
+    if not args.resume:
+        require_seed(shard, args.seed if args.seed is not None else suite.seed)
     if args.dry_run:
         from kchaos.core.store import check_store
         seed = args.seed if args.seed is not None else suite.seed
-        print_lines(out, suite_plan(suite, seed, check_store(args.store) / "suites" / suite.name / "<UTC stamp>"))
+        where = check_store(args.store) / "suites" / suite.name / "<UTC stamp>"
+        print_lines(out, suite_plan(suite, seed, where, shard))
         return 0
     try:
         sdir, outcomes = run_suite(suite, Path(args.store), resume=args.resume, seed=args.seed,
-                                   spark_master=args.spark_master, console=console, argv=_command(argv))
+                                   spark_master=args.spark_master, console=console, argv=_command(argv),
+                                   shard=shard)
     except KeyboardInterrupt:
-        print(f"kchaos: suite interrupted; continue it with: kchaos suite {args.file} --resume", file=sys.stderr)
+        again = f" --shard {shard}" if not shard.whole else ""
+        print(f"kchaos: suite interrupted; continue it with: kchaos suite {args.file}{again} --resume",
+              file=sys.stderr)
         return EXIT_INTERRUPTED
-    print_suite(out, suite.name, sdir, outcomes)
+    return _night_verdict(args, console, out, suite.name if shard.whole else f"{suite.name} shard {shard}", sdir,
+                          outcomes)
+
+
+def _merge(args: argparse.Namespace, console: Console, out: Console, argv: list[str] | None) -> int:
+    """`kchaos merge SOURCE...`: the shards of a suite night joined into one night of --store; the table on `out`."""
+    from kchaos.core.store import check_store
+    from kchaos.harness.suites.merge import merge_shards
+    suite, night, outcomes = merge_shards([Path(s) for s in args.sources], check_store(args.store),
+                                          argv=_command(argv), console=console)
+    return _night_verdict(args, console, out, suite.name, night, outcomes)
+
+
+def _night_verdict(args: argparse.Namespace, console: Console, out: Console, name: str, sdir: Path,
+                   outcomes: list[Any]) -> int:
+    """A suite night's table and its regressions since the suite's previous night in --store; the exit code."""
+    print_suite(out, name, sdir, outcomes)
     from kchaos.reports.suite.junit import exit_code as suite_exit_code
     from kchaos.reports.suite.regressions import night_regressions
     try:
@@ -295,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
             return _check(args, console, out)
         if args.cmd == "suite":
             return _suite(args, console, out, argv)
+        if args.cmd == "merge":
+            return _merge(args, console, out, argv)
         if args.cmd == "index":
             return _index(args, out)
         if args.cmd in ("compare", "report", "serve"):

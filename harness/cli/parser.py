@@ -40,7 +40,16 @@ COMMANDS = {
               "every run, compare.csv, compare.html and a JUnit report.xml; the table at the end has one line per "
               "cell. The whole file is checked before anything runs; --dry-run stops there and prints the cells. "
               "--resume continues an interrupted suite run. Last, it lists the regressions since the suite's previous "
-              "night: cells that passed then and fail now, and anomaly kinds new to a cell."),
+              "night: cells that passed then and fail now, and anomaly kinds new to a cell. --shard I/N runs only "
+              "shard I of N, for a suite spread over N machines that `kchaos merge` joins again."),
+    "merge": ("join the shards of a suite, run on several machines, into one night",
+              "Join the shards of one suite night (each made by `kchaos suite FILE --shard I/N`, on this machine "
+              "or another) into one night of STORE, STORE/suites/NAME/<stamp of the first shard>/: every run "
+              "copied, progress.jsonl, compare.csv, compare.html and report.xml as a whole run of the suite "
+              "would have them, and the store's index, so that the suite's trends count it as one night. Each "
+              "SOURCE is a store a shard ran in, or its suite night. Every shard must be there once and "
+              "finished; nothing is created otherwise. Last, it lists the regressions since the suite's previous "
+              "night in STORE, as `kchaos suite` does."),
     "compare": ("compare every run below a directory, one row per configuration",
                 "Group the runs below a directory (a suite run, a scenario run, the whole store) by configuration "
                 "and write compare.csv and compare.html there, one row per configuration. Runs without "
@@ -250,7 +259,18 @@ def build_parser() -> Parser:
                    "suite's previous night (passed then and fails now, or shows an anomaly kind new to it)")
     s.add_argument("--hosts", default=None, metavar="FILE", help="run every cell on the machines of this hosts "
                    "file over SSH, docs/hosts.md (default: Docker containers on this machine)")
+    s.add_argument("--shard", default=None, metavar="I/N", help="run only shard I of N: the repetitions at places "
+                   "I, I+N, I+2N ... of the whole suite's order, with the seeds a whole run gives them (the "
+                   "suite's seed must be fixed: the file's, or --seed); `kchaos merge` joins the N shards "
+                   "(default: the whole suite)")
     spark_options(s)
+    m = command("merge")
+    m.add_argument("sources", nargs="+", metavar="SOURCE", help="a store a shard ran in (its suites/NAME/<stamp>/), "
+                   "or that suite night's directory")
+    m.add_argument("--store", default=D.store, help="results root the merged night goes in "
+                   "(STORE/suites/NAME/<stamp>/)")
+    m.add_argument("--fail-on-regression", action="store_true", help="exit 6 when a cell regressed since the "
+                   "suite's previous night in STORE")
     cmp_ = command("compare")
     cmp_.add_argument("path", help="a directory with runs below it: a suite or scenario run, or the whole store")
     cmp_.add_argument("--spark-master", default=D.spark_master, help="where runs not yet checked are checked")

@@ -32,6 +32,7 @@ from kchaos.checkers import HISTORY_FILE, find_runs, judge_run
 from kchaos.core.config import TestConfig
 from kchaos.core.store import check_store, point_latest, stamped_dir
 from kchaos.core.suite_files import STATE_FILE, Entry, latest, read_progress, record_progress
+from kchaos.harness.suites.shard import WHOLE, Shard, of_night, require_seed, share
 from kchaos.harness.suites.suite import Suite, SuiteError
 from kchaos.harness.terminal import heading, make_console
 from kchaos.reports.suite.compare import write_compare
@@ -48,31 +49,37 @@ def _cells_json(suite: Suite) -> list[dict[str, Any]]:
 
 
 
-def start(suite: Suite, store: Path, seed: int, argv: list[str], kind: str = "suites") -> Path:
-    """Create a fresh suite directory `store/kind/name/stamp` holding suite.yaml and suite.json; return it."""
+def start(suite: Suite, store: Path, seed: int, argv: list[str], kind: str = "suites", shard: Shard = WHOLE) -> Path:
+    """Create a fresh suite directory `store/kind/name/stamp` holding suite.yaml and suite.json (with the shard,
+    when it runs one); return it."""
     parent = store / kind / suite.name
     sdir = stamped_dir(parent)
     (sdir / "suite.yaml").write_text(suite.text, encoding="utf-8")
     state = {"name": suite.name, "description": suite.description, "file": str(suite.path), "seed": seed,
              "repeat": suite.repeat, "cells": _cells_json(suite), "argv": argv, "started": sdir.name}
+    if not shard.whole:
+        state["shard"] = str(shard)
     (sdir / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
     point_latest(parent, sdir)
     return sdir
 
 
-def resumable(suite: Suite, store: Path, kind: str = "suites") -> tuple[Path, int]:
-    """The newest suite directory of `suite` below `store/kind`, and its seed; SuiteError if it cannot be resumed."""
+def resumable(suite: Suite, store: Path, kind: str = "suites", shard: Shard = WHOLE) -> tuple[Path, int]:
+    """The newest suite directory of `suite` (of `shard` of it) below `store/kind`, and its seed; SuiteError if it
+    cannot be resumed."""
     parent = store / kind / suite.name
     dirs = sorted(d for d in parent.glob("2*") if (d / STATE_FILE).is_file()) if parent.is_dir() else []
-    if not dirs:
-        raise SuiteError(f"--resume: no earlier run of suite {suite.name!r} in {parent}")
-    sdir = dirs[-1]
-    state = json.loads((sdir / STATE_FILE).read_text(encoding="utf-8"))
+    states = [(d, json.loads((d / STATE_FILE).read_text(encoding="utf-8"))) for d in dirs]
+    states = [(d, st) for d, st in states if of_night(st) == shard]
+    if not states:
+        what = f"suite {suite.name!r}" + ("" if shard.whole else f" shard {shard}")
+        raise SuiteError(f"--resume: no earlier run of {what} in {parent}")
+    sdir, state = states[-1]
     if state.get("cells") != json.loads(json.dumps(_cells_json(suite))) or state.get("repeat") != suite.repeat:
         raise SuiteError(f"--resume: {suite.path.name} no longer describes the suite run in {sdir} "
                          f"(cells or repeat changed); run it afresh without --resume")
     done = {k for k, e in latest(read_progress(sdir)).items() if e.status == "done"}
-    if all((c.name, r) in done for c in suite.cells for r in range(suite.repeat)):
+    if all((c.name, r) in done for _, c, r in share(suite, shard)):
         raise SuiteError(f"--resume: the suite run in {sdir} already finished; run it afresh without --resume")
     return sdir, int(state["seed"])
 
@@ -90,9 +97,10 @@ def _set_aside(sdir: Path, known: set[str]) -> list[str]:
     return moved
 
 
-def _index(store: Path, sdir: Path, run: str | None, console: Console) -> None:
+def index_night(store: Path, sdir: Path, run: str | None, console: Console | None = None) -> None:
     """Put a finished run (or, with `run` None, the night alone) in the store's index; a broken index is only
     worth a warning: the run directories are the truth, and `kchaos index --rebuild` remakes it."""
+    console = console or make_console()
     try:
         with open_store_index(store) as index:
             if run and (sdir / run).is_dir():
@@ -110,15 +118,18 @@ def _fmt(seconds: float) -> str:
 
 def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | None = None,
               spark_master: str = "local[*]", console: Console | None = None, argv: list[str] | None = None,
-              runner: Runner | None = None, kind: str = "suites") -> tuple[Path, list[CellOutcome]]:
-    """Run (or resume) `suite`; return its directory and one outcome per cell.
+              runner: Runner | None = None, kind: str = "suites",
+              shard: Shard = WHOLE) -> tuple[Path, list[CellOutcome]]:
+    """Run (or resume) `suite`, or only `shard` of it; return its directory and one outcome per cell it ran.
 
     Every cell is preflighted before anything is created. A repetition that
     raises (cluster failure, harness bug) is recorded as an error and the
     suite goes on; missing Docker, Kafka jars or node image end the suite
     (EngineError, DistributionError, ImageError propagate), as does Ctrl-C
     (KeyboardInterrupt propagates; `resume=True` continues later). `kind`
-    is the folder of the store it goes in ("suites", or "scenarios").
+    is the folder of the store it goes in ("suites", or "scenarios"). A
+    shard needs the suite's seed fixed (`seed`, or the file's): SuiteError
+    otherwise, before anything is created.
     """
     from kchaos.clusters.distribution import DistributionError
     from kchaos.clusters.engine import EngineError
@@ -130,37 +141,39 @@ def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | No
     runner = runner or run_test
     store = check_store(str(store))
     if resume:
-        sdir, seed = resumable(suite, store, kind)
+        sdir, seed = resumable(suite, store, kind, shard)
     else:
+        require_seed(shard, seed if seed is not None else suite.seed)
         seed = seed if seed is not None else suite.seed if suite.seed is not None else secrets.randbelow(2**31)
+    total = len(suite.cells) * suite.repeat
     todo: list[tuple[int, Any, int, TestConfig]] = []
-    for cell in suite.cells:
-        for rep in range(suite.repeat):
-            cfg = suite.config(cell, suite.run_seed(seed, cell, rep), Path("/tmp"), spark_master)
-            todo.append((len(todo), cell, rep, preflight(cfg)))
+    for k, cell, rep in share(suite, shard):
+        cfg = suite.config(cell, suite.run_seed(seed, cell, rep), Path("/tmp"), spark_master)
+        todo.append((k, cell, rep, preflight(cfg)))
     if not resume:
-        sdir = start(suite, store, seed, argv or [], kind)
+        sdir = start(suite, store, seed, argv or [], kind, shard)
     # Runs that finished stay; a run cut short or one that errored is set aside and run again.
     done = {k for k, e in latest(read_progress(sdir)).items() if e.status == "done"}
     moved = _set_aside(sdir, {e.run for k, e in latest(read_progress(sdir)).items() if e.run and k in done})
     if moved:
         console.print(f"[yellow]set aside {len(moved)} interrupted or failed run(s) in {sdir / '.interrupted'}[/]")
     pending = [t for t in todo if (t[1].name, t[2]) not in done]
-    _index(store, sdir, None, console)
-    console.print(f"[bold]suite {suite.name}[/] {len(suite.cells)} cells × {suite.repeat} = {len(todo)} runs, "
+    index_night(store, sdir, None, console)
+    part = "" if shard.whole else f", shard {shard}: {len(todo)} of them"
+    console.print(f"[bold]suite {suite.name}[/] {len(suite.cells)} cells × {suite.repeat} = {total} runs{part}, "
                   f"seed {seed}{f', resuming: {len(pending)} left' if resume else ''} → {sdir}")
     began, finished = time.monotonic(), 0
     for k, cell, rep, cfg in pending:
         elapsed = time.monotonic() - began
         eta = f", about {_fmt(elapsed / finished * (len(pending) - finished))} left" if finished else ""
-        heading(console, f"suite {suite.name}: run {k + 1}/{len(todo)} · {cell.label()} · "
+        heading(console, f"suite {suite.name}: run {k + 1}/{total} · {cell.label()} · "
                          f"rep {rep + 1}/{suite.repeat} · {len(done) + finished} done{eta}")
         cfg = cfg.with_(store=str(sdir))
         before = ({str(r.relative_to(sdir)) for r in find_runs(sdir / cell.name)} if (sdir / cell.name).exists()
                   else set())
         t0 = time.monotonic()
         try:
-            run, results = runner(cfg, argv=argv, console=console, label=f"[{k + 1}/{len(todo)}] {cell.name}")
+            run, results = runner(cfg, argv=argv, console=console, label=f"[{k + 1}/{total}] {cell.name}")
             entry = Entry(cell.name, rep, cfg.seed, str(run.relative_to(sdir)), "done", results.get("valid"),
                           round(time.monotonic() - t0, 1), verdict=judge_run(run).verdict)
         except (EngineError, DistributionError, ImageError):
@@ -176,18 +189,21 @@ def run_suite(suite: Suite, store: Path, *, resume: bool = False, seed: int | No
             entry = Entry(cell.name, rep, cfg.seed, new[-1] if new else None, "error", None,
                           round(time.monotonic() - t0, 1), msg)
         record_progress(sdir, entry)
-        _index(store, sdir, entry.run, console)
+        index_night(store, sdir, entry.run, console)
         finished += 1
     return sdir, finish(suite, sdir)
 
 
 def finish(suite: Suite, sdir: Path) -> list[CellOutcome]:
-    """Write compare.csv/html and report.xml for a suite directory; return one outcome per cell."""
+    """Write compare.csv/html and report.xml for a suite directory; return one outcome per cell (per cell the
+    night's shard ran, when it ran one: suite.json says)."""
     entries = list(latest(read_progress(sdir)).values())
     rows = {r["cell"]: r for r in write_compare(sdir, f"suite {suite.name}")} \
         if any((sdir / e.run / HISTORY_FILE).exists() for e in entries if e.run) else {}
+    shard = of_night(json.loads((sdir / STATE_FILE).read_text(encoding="utf-8")))
+    ran = {cell.name for _, cell, _ in share(suite, shard)}
     outcomes = []
-    for cell in suite.cells:
+    for cell in (c for c in suite.cells if c.name in ran):
         mine = [e for e in entries if e.cell == cell.name]
         outcomes.append(CellOutcome(cell.name, cell.label(), rows.get(cell.name),
                                     [f"rep {e.rep + 1}: {e.error}" for e in mine if e.status == "error"],

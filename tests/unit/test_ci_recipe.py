@@ -1,5 +1,6 @@
-"""The CI recipe: the GitHub Actions workflow passes a YAML lint, its steps are the ones docs/ci.md describes and
-run real kchaos commands, and docs/ci.md's figures for the nightly suite are the suite's own."""
+"""The CI recipes: the GitHub Actions workflows pass a YAML lint, the nightly one's steps are the ones docs/ci.md
+describes, every recipe runs real kchaos commands, the sharded one runs each shard of one suite with one seed and
+merges them, and docs/ci.md's figures for the nightly suite are the suite's own."""
 from __future__ import annotations
 
 import re
@@ -15,6 +16,7 @@ from kchaos.harness.suites.suite import load_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / "examples" / "ci" / "github-actions.yml"
+SHARDED = ROOT / "examples" / "ci" / "github-actions-sharded.yml"
 DOC = (ROOT / "docs" / "ci.md").read_text()
 
 
@@ -22,11 +24,12 @@ def steps() -> list[dict]:
     return yaml.safe_load(WORKFLOW.read_text())["jobs"]["nightly"]["steps"]
 
 
-def test_the_workflow_passes_yamllint_strictly():
+def test_the_workflows_pass_yamllint_strictly():
     config = YamlLintConfig("{extends: default, rules: {line-length: {max: 120}}}")
-    problems = list(linter.run(WORKFLOW.read_text(), config, str(WORKFLOW)))
-    assert problems == [], [str(p) for p in problems]
-    assert "schedule" in yaml.safe_load(WORKFLOW.read_text())["on"]
+    for workflow in (WORKFLOW, SHARDED):
+        problems = list(linter.run(workflow.read_text(), config, str(workflow)))
+        assert problems == [], [str(p) for p in problems]
+        assert "schedule" in yaml.safe_load(workflow.read_text())["on"]
 
 
 def test_every_step_is_described_in_the_docs_by_its_name_and_in_its_order():
@@ -36,7 +39,8 @@ def test_every_step_is_described_in_the_docs_by_its_name_and_in_its_order():
 
 
 def test_the_kchaos_commands_of_the_recipes_are_commands_kchaos_takes():
-    commands = [line.strip() for s in steps() for line in str(s.get("run", "")).splitlines()]
+    sharded = [s for job in yaml.safe_load(SHARDED.read_text())["jobs"].values() for s in job["steps"]]
+    commands = [line.strip() for s in steps() + sharded for line in _run(s).splitlines()]
     commands += [line for line in (ROOT / "examples" / "ci" / "nightly.sh").read_text().splitlines()
                  if ".venv/bin/kchaos" in line]
     found = 0
@@ -48,8 +52,35 @@ def test_the_kchaos_commands_of_the_recipes_are_commands_kchaos_takes():
         build_parser().parse_args(args)  # exits on an option kchaos does not take
         found += 1
         if args[:1] == ["suite"]:
-            assert (ROOT / args[1]).is_file() and "--fail-on-regression" in args
-    assert found >= 5
+            # a whole night fails on a regression; a shard's night is judged once merged
+            assert (ROOT / args[1]).is_file() and ("--fail-on-regression" in args) != ("--shard" in args)
+    assert found >= 10
+
+
+# What GitHub puts for the expressions the recipes use, as a runner would see it.
+EXPRESSIONS = {"${{ matrix.shard }}": "2", "${{ github.run_id }}": "9876543210"}
+
+
+def _run(step: dict) -> str:
+    """A step's `run`, with its `env` put in for "$NAME" as the shell would, and GitHub's expressions for values."""
+    run = str(step.get("run", ""))
+    for name, value in step.get("env", {}).items():
+        for expr, seen in EXPRESSIONS.items():
+            value = value.replace(expr, seen)
+        run = run.replace(f'"${name}"', shlex.quote(value))
+    return run
+
+
+def test_the_sharded_workflow_runs_every_shard_of_one_suite_with_one_seed_then_merges_them():
+    jobs = yaml.safe_load(SHARDED.read_text())["jobs"]
+    shards = jobs["shard"]["strategy"]["matrix"]["shard"]
+    [run] = [_run(s) for s in jobs["shard"]["steps"] if "--shard" in str(s.get("run"))]
+    args = build_parser().parse_args(shlex.split(run)[1:])
+    assert args.shard == f"2/{len(shards)}" and shards == list(range(1, len(shards) + 1))
+    assert args.seed == int(EXPRESSIONS["${{ github.run_id }}"])  # one seed, the same in every shard's job
+    assert jobs["merge"]["needs"] == "shard"
+    [merge] = [s["run"] for s in jobs["merge"]["steps"] if "kchaos merge" in str(s.get("run"))]
+    assert "--fail-on-regression" in merge and "sharded" in DOC and SHARDED.name in DOC
 
 
 def test_the_docs_give_the_nightly_suite_its_own_numbers():
