@@ -24,7 +24,6 @@ from kchaos.harness.suites.shard import WHOLE, Shard, share
 from kchaos.harness.suites.suite import SuiteError, load_suite
 from kchaos.reports.suite.run_index import open_store_index
 
-pytestmark = pytest.mark.spark  # the verdicts and compare.csv are the Spark checker's
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 # The suite the recorded runs were made by: their suite.json's cells, options and seed.
 SUITE = """\
