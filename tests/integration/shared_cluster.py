@@ -16,8 +16,10 @@ from kchaos.core.config import ClusterConfig, TestConfig, TopicConfig
 
 # The configuration of the cluster the tests in lazyfs/ share: lazyfs storage, the default topic, and a killed or
 # paused broker fenced after 3 s rather than Kafka's 9: a restarted broker's registration is refused until its old
-# session expires, so each heal after a kill waited out the 9 s, and no test here measures that wait.
-LAZYFS = TestConfig(topic=TopicConfig(), cluster=ClusterConfig(storage="lazyfs", broker_session_timeout_ms=3000))
+# session expires, so each heal after a kill waited out the 9 s, and no test here measures that wait. A follower
+# leaves the ISR after 5 s behind rather than kchaos's 10 s: the stall, slow and partition tests wait for that.
+LAZYFS = TestConfig(topic=TopicConfig(), cluster=ClusterConfig(storage="lazyfs", broker_session_timeout_ms=3000,
+                                                               replica_lag_time_max_ms=5000))
 
 
 @contextmanager
