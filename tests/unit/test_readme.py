@@ -78,6 +78,7 @@ def test_every_readme_command_works_as_written_in_a_checkout_after_the_demo(tmp_
             except OSError:
                 time.sleep(0.5)
         assert page is not None and "demo" in page
+        assert serve.poll() is None, serve.stderr.read() if serve.stderr else ""  # the page was this serve's
     finally:
         serve.terminate()
         serve.wait(30)
