@@ -48,6 +48,10 @@ rm -f build/prepared
 (tier prepare make --no-print-directory prepare && touch build/prepared &&
   tier integration "$BIN/pytest" tests/integration -m "not beside" -v --durations=0 --durations-min=1) > build/integration.log 2>&1 &
 cluster=$!
+prepared() {  # wait until the cluster lane's prepare tier is done; false if the lane ended without it
+  while [ ! -e build/prepared ] && kill -0 $cluster 2>/dev/null; do sleep 2; done
+  [ -e build/prepared ]
+}
 echo "== the cluster lane (prepare, integration) runs beside the unit lane; its log: build/integration.log"
 rc=0
 # The node images of the other releases the cluster lane runs (the Java client's 4.1.0, the newest line), with
@@ -57,8 +61,7 @@ rc=0
 newest=$("$BIN/python" -c 'from kchaos.core.kafka_versions import LINES; print(LINES[-1].latest)')
 (
   irc=0
-  while [ ! -e build/prepared ] && kill -0 $cluster 2>/dev/null; do sleep 2; done
-  if [ -e build/prepared ]; then
+  if prepared; then
     for v in 4.1.0 "$newest"; do
       tier "image-$v" nice -n 19 "$BIN/kchaos" prepare --kafka-version "$v" || { r=$?; [ $irc -eq 0 ] && irc=$r; }
     done
@@ -81,8 +84,7 @@ cat build/images.log
 [ $rc -eq 0 ] && rc=$r
 # The integration tests that start no Kafka cluster (SSH hosts alone, a Spark cluster) run here rather than in the
 # cluster lane, once its prepare tier has built the images they start from.
-while [ ! -e build/prepared ] && kill -0 $cluster 2>/dev/null; do sleep 2; done
-if [ -e build/prepared ]; then
+if prepared; then
   tier beside nice -n 19 "$BIN/pytest" tests/integration -m beside -v --durations=5 || { r=$?; [ $rc -eq 0 ] && rc=$r; }
 fi
 echo "== unit lane done at $((SECONDS - begin)) s; waiting for the cluster lane"
