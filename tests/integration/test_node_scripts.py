@@ -8,6 +8,7 @@ for a while a root qdisc. Every check that kchaos leaves them alone looks at tho
 """
 from __future__ import annotations
 
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -78,6 +79,13 @@ class Node:
         out = self.sh(["setsid", "bash", "-c", 'exec -a "$0" sleep 1000 </dev/null >/dev/null 2>&1 & echo $!',
                        cmdline]).stdout
         return int(out)
+
+    def cpu_loops(self) -> list[str]:
+        """The pids of fault-ctl's CPU loops: each loop process, not the subshells it forks for a moment (`$(pgrep
+        ...)`), which carry the loop's command line too."""
+        rows = [r.split(None, 2) for r in self.sh(["ps", "-eo", "pid=,ppid=,args="]).stdout.splitlines()]
+        matching = {pid: ppid for pid, ppid, *args in rows if args and re.search(LOOP, args[0])}
+        return [pid for pid, ppid in matching.items() if ppid not in matching]
 
     def states(self, pids: list[int], samples: int = 1, every: float = 0.0) -> list[str]:
         """ps's state letter of each pid, `samples` times `every` seconds apart: one string per pid
@@ -238,16 +246,16 @@ def test_cpu_starves_our_kafka_with_a_duty_cycle_and_uncpu_lets_it_run(node: Nod
     pid = node.our_kafka()
     user = node.user_pids["kafka"]
     assert node.fault("cpu", "0.2").ok
-    loops = node.sh(["pgrep", "-f", LOOP]).stdout.split()
+    loops = node.cpu_loops()
     assert len(loops) == 1 and node.sh(["cat", f"{RUN}/kchaos-cpu.pid"]).stdout.split() == loops
     ours, theirs = node.states([pid, user], samples=20, every=0.03)
     assert "T" in ours and "S" in ours, ours  # stopped mostly, running a fifth of the time
     assert set(theirs) == {"S"}, theirs
     assert node.fault("cpu", "0.5").ok  # a new share replaces the loop
-    again = node.sh(["pgrep", "-f", LOOP]).stdout.split()
+    again = node.cpu_loops()
     assert len(again) == 1 and again != loops
     assert node.fault("uncpu").stdout.strip() == "cpu unlimited"
-    assert node.sh(["pgrep", "-f", LOOP], check=False).stdout == ""
+    assert node.cpu_loops() == []
     assert node.sh(["test", "-e", f"{RUN}/kchaos-cpu.pid"], check=False).exit_code == 1
     assert node.states([pid], samples=5, every=0.05) == ["SSSSS"]
     assert node.fault("uncpu").ok  # idempotent, and a paused Kafka stays paused when there is no loop

@@ -1,11 +1,9 @@
 """The pipelined workload against a real cluster: many sends in flight per producer, producers in worker
-processes, every send still its own operation, and a SIGKILLed harness whose workers do not outlive it."""
+processes, every send still its own operation. (A SIGKILLed harness, whose workers do not outlive it, is
+test_fault_runs.py's.)"""
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import pytest
 from runs import assert_done_around_the_faults, assert_each_fault_struck_ops_in_flight, is_ack
 
 from kchaos.core.history import read_history
-from kchaos.core.send_stream import PARTS_DIR, iter_stream
+from kchaos.core.send_stream import PARTS_DIR
 
 pytestmark = pytest.mark.cluster
 KCHAOS = [sys.executable, "-m", "kchaos"]
@@ -74,59 +72,3 @@ def test_sends_in_flight_from_worker_processes_are_each_recorded_and_checked(sto
     for v in (v for v, where in places.items() if len(where) > 1):
         done = ack.get(v) or next(o for o in sends if o["value"] == v and o["type"] != "invoke")
         assert any(t["producer"] == done["producer"] and t["time"] <= done["time"] for t in timed_out), v
-
-
-def _acked_in(part: Path) -> int:
-    """Acknowledged sends in the complete batches a producer process has streamed so far."""
-    _, batches = iter_stream(part)
-    return sum(b.column("type").to_pylist().count("ok") for b in batches)
-
-
-def _children(pid: int) -> list[int]:
-    kids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            kids.append(int(stat.parent.name))
-    return kids
-
-
-def test_sigkilled_harness_takes_its_producer_processes_along_and_check_merges_their_streams(store):
-    # --rate max, unthrottled, with the given options kept and linger.ms picked (harness/full_load.py)
-    proc = subprocess.Popen([*KCHAOS, "run", "--store", str(store), "--time-limit", "120", "--nemesis", "none",
-                             "--in-flight", "10", "--producers", "2", "--producer-processes", "2", "--rate", "max",
-                             "--seed", "5"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            parts = list((latest(store) / PARTS_DIR).glob("*.arrows")) if (store / "latest").exists() else []
-            if len(parts) == 2 and all(_acked_in(p) for p in parts):  # what the kill cuts off has acks in it
-                break
-            time.sleep(1)
-        else:
-            pytest.fail("the producer processes streamed no acknowledged send")
-        workers = _children(proc.pid)
-        assert len(workers) >= 2
-        os.kill(proc.pid, signal.SIGKILL)  # the harness alone, as the OOM killer would
-        proc.wait(10)
-        gone_by = time.monotonic() + 5
-        while any(Path(f"/proc/{w}").exists() for w in workers) and time.monotonic() < gone_by:
-            time.sleep(0.1)
-        assert not [w for w in workers if Path(f"/proc/{w}").exists()]
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    run = latest(store)
-    checked = subprocess.run([*KCHAOS, "check", str(run)], capture_output=True, text=True, timeout=600)
-    assert checked.returncode in (0, 1, 2), checked.stderr[-2000:]
-    assert not (run / PARTS_DIR).exists()
-    sends = [o for o in read_history(run / "history.jsonl") if o["f"] == "send"]
-    assert {o["producer"] for o in sends} == {0, 1}
-    assert json.loads((run / "results.json").read_text())["counts"]["acked"] > 0
-    test = json.loads((run / "test.json").read_text())
-    assert (test["workload"]["rate"], test["producer"]["linger_ms"]) == ("max", 5)
-    assert test["workload"]["full_load"]["explicit"] == ["producer_processes", "producers", "in_flight"]
