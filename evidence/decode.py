@@ -16,6 +16,7 @@ unknown and the explanation says so.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import OrderedDict
@@ -123,6 +124,8 @@ class Evidence:
 # process (`kchaos run`) decodes its files once.
 _DUMPS: OrderedDict[tuple[Any, ...], Sequence[str]] = OrderedDict()
 MAX_DUMPS = 4
+# decode's results in this process, by run: its inputs' and its outputs' stats when it wrote them, and the Evidence.
+_DECODED: OrderedDict[str, tuple[tuple[Any, ...], tuple[Any, ...], Evidence]] = OrderedDict()
 
 
 def dumped(dumper: Dumper, libs: Path, files: Sequence[str], cwd: Path, **kw: Any) -> Sequence[str]:
@@ -201,11 +204,35 @@ def decode(run: Path, libs: Path | None = None, dumper: Dumper = dump, find_libs
     DumpLogSegments failure becomes a note and an empty part, never a crash.
     `libs` are the Kafka jars; without them `find_libs` finds the run's own
     from its test.json (with neither, that is a note). `dumper` stands in for
-    the tool.
+    the tool. A run this process decoded before from the same files (and whose
+    decoded files are still as written) is not decoded again: a copy of what
+    that decode found is returned.
     """
     run = Path(run)
     raw = run / EVIDENCE_DIR / RAW_DIR
     check_run(run)
+    inputs = (dumper, str(libs), find_libs, _stats(raw), _stats(run / "nodes"), _stats(run / "test.json"))
+    outputs = (run / EVIDENCE_DIR / SEGMENTS_FILE, run / EVIDENCE_DIR / METADATA_FILE)
+    if (was := _DECODED.get(str(run))) and was[0] == inputs and was[1] == _stats(*outputs):
+        # Decoded in this process from these very files, and what it wrote is still there as written: a check
+        # on a warm Spark, then its explanation, decode a run once.
+        _DECODED.move_to_end(str(run))
+        return dataclasses.replace(was[2], notes=list(was[2].notes))
+    ev = _decode(run, raw, libs, dumper, find_libs)
+    _DECODED[str(run)] = (inputs, _stats(*outputs), dataclasses.replace(ev, notes=list(ev.notes)))
+    while len(_DECODED) > MAX_DUMPS:
+        _DECODED.popitem(last=False)
+    return ev
+
+
+def _stats(*paths: Path) -> tuple[Any, ...]:
+    """(path, size, mtime) of each file at or below `paths`, sorted; a missing path counts as none."""
+    files = sorted(f for p in paths for f in ([p] if p.is_file() else p.rglob("*") if p.is_dir() else [])
+                   if f.is_file())
+    return tuple((str(f), (st := f.stat()).st_size, st.st_mtime_ns) for f in files)
+
+
+def _decode(run: Path, raw: Path, libs: Path | None, dumper: Dumper, find_libs: FindLibs | None) -> Evidence:
     try:
         test = json.loads((run / "test.json").read_text(encoding="utf-8"))
     except ValueError as e:

@@ -32,7 +32,7 @@ from kchaos.harness.cli.console import (
     suite_plan,
 )
 from kchaos.harness.cli.parser import build_parser, unrecognized
-from kchaos.harness.options import config_from_args
+from kchaos.harness.options import D, config_from_args
 from kchaos.harness.terminal import make_console
 
 __all__ = ["build_parser", "main"]
@@ -147,8 +147,34 @@ def _reports(args: argparse.Namespace, console: Console, out: Console) -> int:
             check_runs(path, unchecked, args.spark_master, find_libs=run_libs)
         print_compare(out, path, write_compare(path))
         return 0
-    from kchaos.reports.serve.server import serve
-    serve(Path(args.store), args.host, args.port, say=console.print)
+    return _serve(args, console)
+
+
+def _serve(args: argparse.Namespace, console: Console) -> int:
+    """`kchaos serve`: the store's pages; with --warm-check, also `kchaos check` of its runs on this process's
+    Spark, started at once so that the first check finds it warm."""
+    from kchaos.reports.serve.server import make_server, serve
+    if not args.warm_check:
+        serve(Path(args.store), args.host, args.port, say=console.print)
+        return 0
+    # A bad store or address is one line before the socket and the Spark session are made.
+    make_server(Path(args.store), args.host, args.port).server_close()
+    from kchaos.checkers import CheckInputError
+    from kchaos.checkers.spark import prestart
+    from kchaos.core.history import HistoryError
+    from kchaos.harness.warm_check import CheckService
+    service = CheckService(Path(args.store), lambda run, say: check_one(run, args.spark_master, say),
+                           (ConfigError, CheckInputError, HistoryError))
+    try:
+        service.start()
+    except OSError as e:
+        raise ConfigError(f"--warm-check: {e}") from None
+    try:
+        prestart(args.spark_master)
+        console.print(f"warm check: `kchaos check RUN` of a run below {args.store} runs on this process's Spark")
+        serve(Path(args.store), args.host, args.port, say=console.print)
+    finally:
+        service.close()
     return 0
 
 
@@ -163,24 +189,51 @@ def json_summary(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check(args: argparse.Namespace, console: Console, out: Console) -> int:
-    """`kchaos check PATH`: the verdict and counts (or the JSON results) on `out`; the exit code is the verdict."""
+    """`kchaos check PATH`: the verdict and counts (or the JSON results) on `out`; the exit code is the verdict. A
+    run below a store that a `kchaos serve --warm-check` holds is checked there, on its warm Spark (unless
+    --spark-master names another Spark); anything else here."""
     if args.full and not args.json:
         raise ConfigError("--full only applies to --json")
-    from kchaos.checkers import HISTORY_FILE, check_path, check_tree, exit_code
+    from kchaos.checkers import HISTORY_FILE, check_tree
     from kchaos.clusters.distribution import run_libs
     path = Path(args.path)
     many = path.is_dir() and not (path / HISTORY_FILE).exists()
-    results = (check_tree if many else check_path)(path, args.spark_master, find_libs=run_libs)
-    if not many and path.is_dir() and (path / "test.json").exists():
-        from kchaos.harness.runner import write_report_safely
-        write_report_safely(path, console.print)
+    answered = None
+    if path.is_dir() and not many and args.spark_master == D.spark_master:
+        from kchaos.harness.warm_check import CheckRefused, ask
+        try:
+            answered = ask(path)
+        except CheckRefused as e:
+            raise ConfigError(str(e)) from None
+    if answered is not None:
+        results, said, store = answered
+        for line in said:
+            console.print(line, markup=False, highlight=False)
+        console.print(f"checked by kchaos serve --warm-check of {store}")
+    elif many:
+        results = check_tree(path, args.spark_master, find_libs=run_libs)
+    else:
+        results = check_one(path, args.spark_master, console.print)
     if args.json:
         print(json.dumps(results if args.full or many else json_summary(results), indent=2))
     elif many:
         out.print(runs_summary(results), markup=False, highlight=False)
     else:
         print_run(out, results)
+    from kchaos.checkers import exit_code
     return exit_code(results.get("verdict") or results["valid"])
+
+
+def check_one(path: Path, spark_master: str, say: Any) -> dict[str, Any]:
+    """Check one run directory or history file on this process's Spark, and rewrite a run's report.html; its
+    results."""
+    from kchaos.checkers import check_path
+    from kchaos.clusters.distribution import run_libs
+    results = check_path(path, spark_master, find_libs=run_libs)
+    if path.is_dir() and (path / "test.json").exists():
+        from kchaos.harness.runner import write_report_safely
+        write_report_safely(path, say)
+    return results
 
 
 def _explain(run: Path, console: Console, all_ranges: bool = False) -> int:

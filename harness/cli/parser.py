@@ -279,6 +279,10 @@ def build_parser() -> Parser:
     sv.add_argument("--store", default=D.store, help="results root to serve")
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     sv.add_argument("--port", type=int, default=8000, help="port to listen on")
+    sv.add_argument("--warm-check", action="store_true", help="also keep a Spark session warm and check, on it, "
+                    "the runs below the store that `kchaos check RUN` is given (a Unix socket in the store, its "
+                    "owner's only): a check answers in about a second instead of paying Spark's start")
+    spark_options(sv)
     ix = command("index")
     ix.add_argument("--store", default=D.store, help="results root whose index.sqlite to update")
     ix.add_argument("--rebuild", action="store_true", help="read every run and suite night again and replace the "

@@ -17,6 +17,7 @@ from kchaos.evidence.decode import Clock, decode, history_clock, value_of
 from kchaos.evidence.explain.facts import _nemesis_line
 from kchaos.evidence.explain.lost import explain, load_explanation
 from kchaos.evidence.explain.why import on_disk as _on_disk
+from kchaos.evidence.files import SEGMENTS_FILE
 from kchaos.evidence.kafka_logs import metadata_records, parse_dump, parse_epoch_checkpoint, read_epoch_checkpoint
 from kchaos.evidence.kraft_metadata import replay
 from kchaos.harness.cli.main import main
@@ -295,6 +296,24 @@ def test_a_run_decoded_twice_in_one_process_runs_the_tool_once_per_unchanged_fil
     segment.write_bytes(segment.read_bytes() + b"\0")  # a changed file: read again
     decode(last_isr_run, libs=Path("/x"), dumper=dumper)
     assert len(calls) > 2
+
+
+def test_a_run_decoded_again_from_unchanged_files_is_neither_decoded_nor_written_again(last_isr_run):
+    """A check on a warm Spark and its explanation decode a run once: a second decode of the same files returns what
+    the first found, without writing its files again; a caller's changes to what it got stay its own; a removed
+    output is written again."""
+    dumper = recorded_dumper(LAST_ISR)
+    first = decode(last_isr_run, libs=Path("/x"), dumper=dumper)
+    segments = last_isr_run / "evidence" / SEGMENTS_FILE
+    written = segments.stat().st_mtime_ns
+    again = decode(last_isr_run, libs=Path("/x"), dumper=dumper)
+    assert segments.stat().st_mtime_ns == written
+    assert again.batches == first.batches and again.metadata_node == first.metadata_node
+    again.notes.append("the caller's own")
+    assert "the caller's own" not in decode(last_isr_run, libs=Path("/x"), dumper=dumper).notes
+    segments.unlink()
+    third = decode(last_isr_run, libs=Path("/x"), dumper=dumper)
+    assert segments.is_file() and third.batches == first.batches
 
 
 def test_explain_refuses_a_directory_without_evidence(tmp_path, last_isr_run):
