@@ -163,7 +163,7 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
     from kchaos.checkers.spark import prestart
     from kchaos.core.history import HistoryError
     from kchaos.harness.warm_check import CheckService
-    service = CheckService(Path(args.store), lambda run, say: check_one(run, args.spark_master, say),
+    service = CheckService(Path(args.store), lambda run, say: _check_one(run, args.spark_master, say),
                            (ConfigError, CheckInputError, HistoryError))
     try:
         service.start()
@@ -194,7 +194,7 @@ def _check(args: argparse.Namespace, console: Console, out: Console) -> int:
     --spark-master names another Spark); anything else here."""
     if args.full and not args.json:
         raise ConfigError("--full only applies to --json")
-    from kchaos.checkers import HISTORY_FILE, check_tree
+    from kchaos.checkers import HISTORY_FILE, check_tree, exit_code
     from kchaos.clusters.distribution import run_libs
     path = Path(args.path)
     many = path.is_dir() and not (path / HISTORY_FILE).exists()
@@ -213,18 +213,17 @@ def _check(args: argparse.Namespace, console: Console, out: Console) -> int:
     elif many:
         results = check_tree(path, args.spark_master, find_libs=run_libs)
     else:
-        results = check_one(path, args.spark_master, console.print)
+        results = _check_one(path, args.spark_master, console.print)
     if args.json:
         print(json.dumps(results if args.full or many else json_summary(results), indent=2))
     elif many:
         out.print(runs_summary(results), markup=False, highlight=False)
     else:
         print_run(out, results)
-    from kchaos.checkers import exit_code
     return exit_code(results.get("verdict") or results["valid"])
 
 
-def check_one(path: Path, spark_master: str, say: Any) -> dict[str, Any]:
+def _check_one(path: Path, spark_master: str, say: Any) -> dict[str, Any]:
     """Check one run directory or history file on this process's Spark, and rewrite a run's report.html; its
     results."""
     from kchaos.checkers import check_path
