@@ -281,7 +281,8 @@ def build_parser() -> Parser:
     sv.add_argument("--port", type=int, default=8000, help="port to listen on")
     sv.add_argument("--warm-check", action="store_true", help="also keep a Spark session warm and check, on it, "
                     "the runs below the store that `kchaos check RUN` is given (a Unix socket in the store, its "
-                    "owner's only): a check answers in about a second instead of paying Spark's start")
+                    "owner's only): a check of a demo run answers in about two seconds instead of ten, Spark's start "
+                    "paid once")
     spark_options(sv)
     ix = command("index")
     ix.add_argument("--store", default=D.store, help="results root whose index.sqlite to update")
