@@ -7,6 +7,11 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+GRACE_S = 5.0  # how long past its own timeout a client call may still be returning before it counts as stuck
+_IN_CALL: dict[int, tuple[str, float, float]] = {}  # thread ident -> (call, when it began, its timeout), monotonic
 
 
 class Tally:
@@ -27,22 +32,53 @@ class Tally:
             return dict(self._counts)
 
 
+@contextmanager
+def timed_call(name: str, timeout: float) -> Iterator[None]:
+    """Mark the calling thread as inside the client call `name`, which was given `timeout` seconds to return, for
+    as long as the block runs: `join_all` stops waiting for a thread that is still inside it GRACE_S after that."""
+    ident = threading.get_ident()
+    _IN_CALL[ident] = (name, time.monotonic(), timeout)
+    try:
+        yield
+    finally:
+        _IN_CALL.pop(ident, None)
+
+
+def overdue(thread: threading.Thread, now: float | None = None) -> str | None:
+    """What `thread` is stuck in: the `timed_call` it is still inside GRACE_S past that call's own timeout, as
+    "<call>, N s past its T s timeout"; None when it is not inside one or its time is not up."""
+    entry = _IN_CALL.get(thread.ident or -1)
+    if entry is None:
+        return None
+    name, began, timeout = entry
+    late = (time.monotonic() if now is None else now) - began - timeout
+    return f"{name}, {late:.0f} s past its {timeout:g} s timeout" if late > GRACE_S else None
+
+
 def join_all(threads: list[threading.Thread], timeout: float, log: logging.Logger) -> list[threading.Thread]:
     """Wait until every thread ended or `timeout` seconds passed, whichever is first (one deadline for all of
-    them); warn of those still running, with where each one is, and return them.
+    them), or until every thread still running is stuck in a client call past its own timeout (`overdue`);
+    warn of those still running, with where each one is, and return them.
 
-    A thread still running then is stuck past every timeout its client calls were given (librdkafka's
-    send_offsets_to_transaction can ignore its timeout, confluentinc/librdkafka#5456): its op stays an
-    open invoke in the history, which is what it is. The workloads drop such threads (daemon threads)
-    rather than wait for them again when the runner stops them a second time."""
-    deadline = time.monotonic() + timeout
-    for t in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
-    alive = [t for t in threads if t.is_alive()]
+    A thread still running then is stuck past the timeout its client call was given (librdkafka's
+    send_offsets_to_transaction can ignore its timeout when the group coordinator goes away,
+    confluentinc/librdkafka#5456 and #5511): its op stays an open invoke in the history, which is what it is.
+    The workloads drop such threads (daemon threads) rather than wait for them again when the runner stops
+    them a second time."""
+    start = time.monotonic()
+    deadline = start + timeout
+    while True:
+        alive = [t for t in threads if t.is_alive()]
+        now = time.monotonic()
+        if not alive or now >= deadline or all(overdue(t, now) for t in alive):
+            break
+        alive[0].join(min(0.2, deadline - now))
     if alive:
-        log.warning("client threads still running after %.0f s, left behind: %s", timeout, [t.name for t in alive])
+        log.warning("client threads still running after %.0f s, left behind: %s", time.monotonic() - start,
+                    [t.name for t in alive])
         frames = sys._current_frames()
         for t in alive:
-            if t.ident in frames:
-                log.warning("%s is at:\n%s", t.name, "".join(traceback.format_stack(frames[t.ident])).rstrip())
+            stuck = overdue(t)
+            where = "".join(traceback.format_stack(frames[t.ident])).rstrip() if t.ident in frames else ""
+            log.warning("%s is at%s:\n%s", t.name, f" (stuck in {stuck})" if stuck else "", where)
     return alive

@@ -20,6 +20,11 @@ from kchaos.core.config import ClusterConfig, TestConfig, TopicConfig
 # leaves the ISR after 5 s behind rather than kchaos's 10 s: the stall, slow and partition tests wait for that.
 LAZYFS = TestConfig(topic=TopicConfig(), cluster=ClusterConfig(storage="lazyfs", broker_session_timeout_ms=3000,
                                                                replica_lag_time_max_ms=5000))
+# The configuration of the cluster the tests in plain/ share: plain storage (the corrupt fault flips bits in the
+# node's own files), every Kafka under libfaketime (the clock faults; at a zero offset otherwise), and a killed
+# broker fenced after 3 s, as above.
+PLAIN = TestConfig(topic=TopicConfig(), cluster=ClusterConfig(storage="plain", faketime=True,
+                                                              broker_session_timeout_ms=3000))
 
 
 @contextmanager

@@ -17,7 +17,7 @@ def test_java_client_copy_under_crash_client_on_kafka_4_1_keeps_input_equal_to_o
     run, results = finished_run(store, "copy-java", [
         "--workload", "copy", "--client", "java", "--kafka-version", "4.1.0", "--consumers", "2",
         "--nemesis", "crash-client", "--interval", "8", "--restart-delay", "2", "--time-limit", "16",
-        "--rate", "100", "--copy-records", "1200", "--txn-size", "10", "--seed", "31"])
+        "--rate", "150", "--copy-records", "1200", "--txn-size", "20", "--seed", "31"])
     assert held(results), results
     counts = results["counts"]
     assert all(counts[k] == 0 for k in KINDS), counts
@@ -27,6 +27,6 @@ def test_java_client_copy_under_crash_client_on_kafka_4_1_keeps_input_equal_to_o
     assert "Java client started" in (run / "harness.log").read_text()
     ops = list(read_history(run / "history.jsonl"))
     copied = [o for o in ops if o["f"] == "copy" and o["type"] == "ok"]
-    assert sum(len(o["value"]) for o in copied) > 0 and all(len(o["value"]) <= 10 for o in copied)
+    assert sum(len(o["value"]) for o in copied) > 0 and all(len(o["value"]) <= 20 for o in copied)
     assert_a_copier_crashed_and_was_replaced(ops)
     assert any(o["f"] == "assign" and o["type"] == "ok" for o in ops), "the Java consumers' rebalances"

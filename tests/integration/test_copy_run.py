@@ -12,7 +12,7 @@ KINDS = ("copy_missing", "copy_duplicate", "copy_invented", "copy_reordered")
 def test_copy_under_crash_client_keeps_input_equal_to_output(store):
     run, results = finished_run(store, "copy", [
         "--workload", "copy", "--consumers", "2", "--nemesis", "crash-client", "--interval", "8",
-        "--restart-delay", "2", "--time-limit", "16", "--rate", "100", "--copy-records", "1200", "--txn-size", "10",
+        "--restart-delay", "2", "--time-limit", "16", "--rate", "150", "--copy-records", "1200", "--txn-size", "20",
         "--seed", "31"])
     assert held(results), results
     counts = results["counts"]

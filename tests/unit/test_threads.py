@@ -1,9 +1,11 @@
-"""Waiting for a workload's client threads: one deadline for all of them, and stuck threads named."""
+"""Waiting for a workload's client threads: one deadline for all of them, no wait for one stuck in a client call
+past its own timeout, and stuck threads named."""
 import logging
 import threading
 import time
 
-from kchaos.workloads.threads import join_all
+from kchaos.workloads import threads
+from kchaos.workloads.threads import join_all, timed_call
 
 
 def test_stuck_threads_share_one_deadline_and_are_named(caplog):
@@ -28,3 +30,45 @@ def test_threads_that_end_are_not_waited_for_longer():
     began = time.monotonic()
     assert join_all([t], 30, logging.getLogger("t")) == []
     assert time.monotonic() - began < 5
+
+
+def test_a_thread_stuck_in_a_client_call_past_its_timeout_is_not_waited_for(caplog, monkeypatch):
+    monkeypatch.setattr(threads, "GRACE_S", 0.2)
+    release = threading.Event()
+
+    def stuck() -> None:
+        with timed_call("send_offsets_to_transaction", 0.1):  # a call that ignores its 0.1 s timeout
+            release.wait()
+
+    def slow_but_in_time() -> None:
+        with timed_call("commit_transaction", 60):
+            time.sleep(1)
+
+    ts = [threading.Thread(target=f, name=f.__name__, daemon=True) for f in (stuck, slow_but_in_time)]
+    for t in ts:
+        t.start()
+    began = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        alive = join_all(ts, 120, logging.getLogger("t"))
+    waited = time.monotonic() - began
+    release.set()
+    assert alive == ts[:1], "the call still within its timeout is waited for; the one past it is not"
+    assert waited < 60, waited  # far less than the 120 s every thread may take
+    assert "stuck in send_offsets_to_transaction" in caplog.text and "past its 0.1 s timeout" in caplog.text
+
+
+def test_a_thread_between_calls_or_within_its_calls_timeout_is_never_overdue():
+    inside, release = threading.Event(), threading.Event()
+
+    def run() -> None:
+        with timed_call("flush", 30):
+            inside.set()
+            release.wait()
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    inside.wait()
+    assert threads.overdue(t) is None
+    assert threads.overdue(t, now=time.monotonic() + 30 + threads.GRACE_S + 1).startswith("flush, ")
+    release.set()
+    t.join()
+    assert threads.overdue(t, now=time.monotonic() + 1000) is None

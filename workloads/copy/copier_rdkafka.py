@@ -11,6 +11,7 @@ from kchaos.core.config import TestConfig, txn_timeout_ms
 from kchaos.workloads.clients import make_group_consumer, make_producer, to_records
 from kchaos.workloads.copy.copier import ClientError, TxnFailed, copy_group
 from kchaos.workloads.rebalance import Rebalance, drop, leave, subscribe
+from kchaos.workloads.threads import timed_call
 
 
 def _text(e: Exception) -> str:
@@ -34,7 +35,8 @@ class RdkafkaCopierClient:
         producer = make_producer(self.bootstrap, self.cfg.producer, txn_id, extra={
             "transactional.id": txn_id, "transaction.timeout.ms": txn_timeout_ms(self.cfg.producer)})
         try:
-            producer.init_transactions(self.timeout)
+            with timed_call("init_transactions", self.timeout):
+                producer.init_transactions(self.timeout)
         except KafkaException as e:
             raise ClientError(_text(e)) from None
         self.producer = producer
@@ -65,7 +67,8 @@ class RdkafkaCopierClient:
             self.producer.begin_transaction()
             for out, v in sent:
                 self.producer.produce(topic, value=str(v), partition=out)
-            self.producer.flush(self.timeout)
+            with timed_call("flush", self.timeout):
+                self.producer.flush(self.timeout)
         except (KafkaException, BufferError) as e:
             raise self._failed(e, committing=False) from None
 
@@ -75,10 +78,12 @@ class RdkafkaCopierClient:
         committing = False
         try:
             positions = [tp for tp in self.consumer.position(self.consumer.assignment()) if tp.offset >= 0]
-            self.producer.send_offsets_to_transaction(positions, self.consumer.consumer_group_metadata(),
-                                                      self.timeout)
+            metadata = self.consumer.consumer_group_metadata()
+            with timed_call("send_offsets_to_transaction", self.timeout):
+                self.producer.send_offsets_to_transaction(positions, metadata, self.timeout)
             committing = True
-            self.producer.commit_transaction(self.timeout)
+            with timed_call("commit_transaction", self.timeout):
+                self.producer.commit_transaction(self.timeout)
         except KafkaException as e:
             raise self._failed(e, committing) from None
         return [[tp.partition, tp.offset] for tp in positions]
@@ -92,7 +97,8 @@ class RdkafkaCopierClient:
         if err is None or not err.txn_requires_abort() or self.producer is None:
             return False
         try:
-            self.producer.abort_transaction(self.timeout)
+            with timed_call("abort_transaction", self.timeout):
+                self.producer.abort_transaction(self.timeout)
             return True
         except KafkaException:
             return False

@@ -43,6 +43,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from kchaos.core.config import TestConfig, txn_timeout_ms
 from kchaos.core.history import History, Op
 from kchaos.workloads.clients import keep_report, make_producer
+from kchaos.workloads.threads import timed_call
 from kchaos.workloads.txn.consumer import TxnConsumer
 
 if TYPE_CHECKING:
@@ -195,7 +196,8 @@ class TxnClient:
             "transactional.id": self.txn_id,
             "transaction.timeout.ms": txn_timeout_ms(self.cfg.producer)})
         try:
-            producer.init_transactions(self.timeout)
+            with timed_call("init_transactions", self.timeout):
+                producer.init_transactions(self.timeout)
             self.producer = producer
             return True
         except KafkaException as e:
@@ -225,14 +227,19 @@ class TxnClient:
             self._crash_point()
             positions = reader.positions() if reader.commits_offsets() else []
             if positions and any(m[0] == "poll" for m in mops):
-                producer.send_offsets_to_transaction(positions, reader.group_metadata(), self.timeout)
+                metadata = reader.group_metadata()
+                with timed_call("send_offsets_to_transaction", self.timeout):
+                    producer.send_offsets_to_transaction(positions, metadata, self.timeout)
             if abort:
-                producer.abort_transaction(self.timeout)
+                with timed_call("abort_transaction", self.timeout):
+                    producer.abort_transaction(self.timeout)
                 return "fail", self._offsets(done, acks), "aborted on purpose"
-            producer.flush(self.timeout)  # serves the delivery reports: each send's offset
+            with timed_call("flush", self.timeout):
+                producer.flush(self.timeout)  # serves the delivery reports: each send's offset
             self._crash_point()
             committing = True
-            producer.commit_transaction(self.timeout)
+            with timed_call("commit_transaction", self.timeout):
+                producer.commit_transaction(self.timeout)
             if self._crash.is_set():  # it died as the commit returned, never learning the outcome
                 return "info", self._offsets(done, acks), "crashed (crash-client) during the commit"
             return "ok", self._offsets(done, acks), None
@@ -265,7 +272,8 @@ class TxnClient:
         producer = self.producer
         if err is not None and err.txn_requires_abort() and producer is not None:
             try:
-                producer.abort_transaction(self.timeout)
+                with timed_call("abort_transaction", self.timeout):
+                    producer.abort_transaction(self.timeout)
                 return True
             except KafkaException as e:
                 log.info("process %d: abort failed: %s", self.process, e)

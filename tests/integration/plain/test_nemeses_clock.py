@@ -2,40 +2,39 @@
 
 Kafka stamps a record with its leader's wall clock when the topic's `message.timestamp.type` is
 LogAppendTime, and returns that stamp in the produce response: a record's timestamp minus the
-harness's clock is the leader's skew. The cluster is shared by the tests of this module; each test
-heals what it broke and waits for fully in-sync topics again before the next one starts.
+harness's clock is the leader's skew. The cluster is the folder's (conftest.py); each test heals what it
+broke and waits for fully in-sync topics again before the next one starts.
 """
 import time
 
 import pytest
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Producer
 from confluent_kafka.admin import NewTopic
-from shared_cluster import heal, topic_cluster
+from shared_cluster import PLAIN, heal
 
 from kchaos import nemesis
 from kchaos.clusters import admin
-from kchaos.core.config import ClusterConfig, TestConfig, TopicConfig
 
-TOPIC = TopicConfig()
 STAMPED = "stamped"  # LogAppendTime: the leader's clock stamps every record
-CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="plain", faketime=True))
+CFG = PLAIN
 
 
 @pytest.fixture(scope="module")
-def cluster(node_image, tmp_path_factory):
-    with topic_cluster(node_image, tmp_path_factory.mktemp("clock"), CFG) as c:
-        client = admin.admin_client(c.bootstrap())  # kept: the futures die with their client
-        futs = client.create_topics([NewTopic(STAMPED, num_partitions=1, replication_factor=3,
-                                              config={"message.timestamp.type": "LogAppendTime",
-                                                      "min.insync.replicas": "2"})])
-        futs[STAMPED].result(30)
-        c.wait_topic(STAMPED, 3)
-        yield c
+def stamped(cluster):
+    """The folder's cluster with the topic STAMPED created and in sync."""
+    client = admin.admin_client(cluster.bootstrap())  # kept: the futures die with their client
+    futs = client.create_topics([NewTopic(STAMPED, num_partitions=1, replication_factor=3,
+                                          config={"message.timestamp.type": "LogAppendTime",
+                                                  "min.insync.replicas": "2"})])
+    futs[STAMPED].result(30)
+    cluster.wait_topic(STAMPED, 3)
+    return cluster
 
 
 @pytest.fixture
-def healthy(cluster):
+def healthy(stamped):
     """The cluster, with every clock real again and both topics in sync after the test."""
+    cluster = stamped
     yield cluster
     heal(cluster, CFG, ("clock-skew", "clock-strobe"), (STAMPED,))
     for n in cluster.nodes:

@@ -1,39 +1,34 @@
 """The `corrupt` fault against one real cluster: bits flipped in a closed segment of a partition's leader, what
 each reader is then served, what a follower re-fetching the segment does, and the heal.
 
-The cluster is shared by the tests of this module; each test heals what it broke and waits for a fully
+The cluster is the folder's (conftest.py); each test heals what it broke and waits for a fully
 in-sync topic again before the next one starts.
 """
+import dataclasses
 import re
 import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from shared_cluster import heal, topic_cluster, until
+from shared_cluster import PLAIN, heal, until
 
 from kchaos import nemesis
 from kchaos.clusters import admin
-from kchaos.core.config import ClusterConfig, NemesisConfig, TestConfig, TopicConfig
+from kchaos.core.config import NemesisConfig, TopicConfig
 
 SEGMENT_MS = 1500
-TOPIC = TopicConfig(partitions=1, segment_ms=SEGMENT_MS)
-# A killed broker fenced after 3 s, not Kafka's 9: its restart waits for its old session to expire.
-CFG = TestConfig(topic=TOPIC, cluster=ClusterConfig(storage="plain", broker_session_timeout_ms=3000),
-                 nemesis=NemesisConfig(names=("corrupt",)))
+TOPIC = TopicConfig(name="corrupt", partitions=1, segment_ms=SEGMENT_MS)  # the fault's target: CFG's topic
+CFG = dataclasses.replace(PLAIN, topic=TOPIC, nemesis=NemesisConfig(names=("corrupt",)))
 DUMP = "kafka.tools.DumpLogSegments"
 BASE = 500000  # values are BASE + i, six ASCII digits
 
 
 @pytest.fixture(scope="module")
-def cluster(node_image, tmp_path_factory):
-    with topic_cluster(node_image, tmp_path_factory.mktemp("corrupt"), CFG) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
 def sent(cluster):
-    """{offset: value} of partition 0, written in rounds further apart than segment.ms (closed segments), one
-    record per batch."""
+    """{offset: value} of partition 0 of TOPIC, created on the folder's cluster and written in rounds further
+    apart than segment.ms (closed segments), one record per batch."""
+    admin.create_topic(cluster.bootstrap(), TOPIC)
+    cluster.wait_topic(TOPIC.name, 3)
     p = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all", "linger.ms": 0,
                   "logger": admin.CLIENT_LOG})
     out: dict[int, int] = {}
