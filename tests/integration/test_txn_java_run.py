@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.skipif(jdk_problem() is not None,
 
 def test_java_client_txn_in_a_group_under_kill_leader_and_crash_client_on_kafka_4_1_is_valid(store):
     test = valid_txn_run(store, "txn-java", [
-        "--client", "java", "--kafka-version", "4.1.0", "--time-limit", "24", "--rate", "60", "--producers", "6",
+        "--client", "java", "--kafka-version", "4.1.0", "--time-limit", "18", "--rate", "60", "--producers", "6",
         "--consumer-mode", "subscribe", "--group-protocol", "consumer", "--txn-sub-p", "0.02",
         "--restart-delay", "2",
         # a killed broker is fenced after 3 s, not Kafka's 9 s, so its restart is not refused for most of the
