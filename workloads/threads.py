@@ -7,9 +7,11 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any, TypeVar
 
+T = TypeVar("T")
 GRACE_S = 5.0  # how long past its own timeout a client call may still be returning before it counts as stuck
 _IN_CALL: dict[int, tuple[str, float, float]] = {}  # thread ident -> (call, when it began, its timeout), monotonic
 
@@ -42,6 +44,13 @@ def timed_call(name: str, timeout: float) -> Iterator[None]:
         yield
     finally:
         _IN_CALL.pop(ident, None)
+
+
+def timed(timeout: float, call: Callable[..., T], *args: Any) -> T:
+    """`call(*args, timeout)`, a client call given `timeout` seconds to return, inside a `timed_call` named after
+    it."""
+    with timed_call(call.__name__, timeout):
+        return call(*args, timeout)
 
 
 def overdue(thread: threading.Thread, now: float | None = None) -> str | None:

@@ -36,9 +36,11 @@ def test_a_thread_stuck_in_a_client_call_past_its_timeout_is_not_waited_for(capl
     monkeypatch.setattr(threads, "GRACE_S", 0.2)
     release = threading.Event()
 
+    def send_offsets_to_transaction(timeout: float) -> None:  # a client call that ignores its timeout
+        release.wait()
+
     def stuck() -> None:
-        with timed_call("send_offsets_to_transaction", 0.1):  # a call that ignores its 0.1 s timeout
-            release.wait()
+        threads.timed(0.1, send_offsets_to_transaction)
 
     def slow_but_in_time() -> None:
         with timed_call("commit_transaction", 60):

@@ -11,7 +11,7 @@ from kchaos.core.config import TestConfig, txn_timeout_ms
 from kchaos.workloads.clients import make_group_consumer, make_producer, to_records
 from kchaos.workloads.copy.copier import ClientError, TxnFailed, copy_group
 from kchaos.workloads.rebalance import Rebalance, drop, leave, subscribe
-from kchaos.workloads.threads import timed_call
+from kchaos.workloads.threads import timed
 
 
 def _text(e: Exception) -> str:
@@ -35,8 +35,7 @@ class RdkafkaCopierClient:
         producer = make_producer(self.bootstrap, self.cfg.producer, txn_id, extra={
             "transactional.id": txn_id, "transaction.timeout.ms": txn_timeout_ms(self.cfg.producer)})
         try:
-            with timed_call("init_transactions", self.timeout):
-                producer.init_transactions(self.timeout)
+            timed(self.timeout, producer.init_transactions)
         except KafkaException as e:
             raise ClientError(_text(e)) from None
         self.producer = producer
@@ -67,8 +66,7 @@ class RdkafkaCopierClient:
             self.producer.begin_transaction()
             for out, v in sent:
                 self.producer.produce(topic, value=str(v), partition=out)
-            with timed_call("flush", self.timeout):
-                self.producer.flush(self.timeout)
+            timed(self.timeout, self.producer.flush)
         except (KafkaException, BufferError) as e:
             raise self._failed(e, committing=False) from None
 
@@ -78,12 +76,10 @@ class RdkafkaCopierClient:
         committing = False
         try:
             positions = [tp for tp in self.consumer.position(self.consumer.assignment()) if tp.offset >= 0]
-            metadata = self.consumer.consumer_group_metadata()
-            with timed_call("send_offsets_to_transaction", self.timeout):
-                self.producer.send_offsets_to_transaction(positions, metadata, self.timeout)
+            timed(self.timeout, self.producer.send_offsets_to_transaction, positions,
+                  self.consumer.consumer_group_metadata())
             committing = True
-            with timed_call("commit_transaction", self.timeout):
-                self.producer.commit_transaction(self.timeout)
+            timed(self.timeout, self.producer.commit_transaction)
         except KafkaException as e:
             raise self._failed(e, committing) from None
         return [[tp.partition, tp.offset] for tp in positions]
@@ -97,8 +93,7 @@ class RdkafkaCopierClient:
         if err is None or not err.txn_requires_abort() or self.producer is None:
             return False
         try:
-            with timed_call("abort_transaction", self.timeout):
-                self.producer.abort_transaction(self.timeout)
+            timed(self.timeout, self.producer.abort_transaction)
             return True
         except KafkaException:
             return False

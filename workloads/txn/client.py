@@ -43,7 +43,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from kchaos.core.config import TestConfig, txn_timeout_ms
 from kchaos.core.history import History, Op
 from kchaos.workloads.clients import keep_report, make_producer
-from kchaos.workloads.threads import timed_call
+from kchaos.workloads.threads import timed
 from kchaos.workloads.txn.consumer import TxnConsumer
 
 if TYPE_CHECKING:
@@ -196,8 +196,7 @@ class TxnClient:
             "transactional.id": self.txn_id,
             "transaction.timeout.ms": txn_timeout_ms(self.cfg.producer)})
         try:
-            with timed_call("init_transactions", self.timeout):
-                producer.init_transactions(self.timeout)
+            timed(self.timeout, producer.init_transactions)
             self.producer = producer
             return True
         except KafkaException as e:
@@ -227,19 +226,14 @@ class TxnClient:
             self._crash_point()
             positions = reader.positions() if reader.commits_offsets() else []
             if positions and any(m[0] == "poll" for m in mops):
-                metadata = reader.group_metadata()
-                with timed_call("send_offsets_to_transaction", self.timeout):
-                    producer.send_offsets_to_transaction(positions, metadata, self.timeout)
+                timed(self.timeout, producer.send_offsets_to_transaction, positions, reader.group_metadata())
             if abort:
-                with timed_call("abort_transaction", self.timeout):
-                    producer.abort_transaction(self.timeout)
+                timed(self.timeout, producer.abort_transaction)
                 return "fail", self._offsets(done, acks), "aborted on purpose"
-            with timed_call("flush", self.timeout):
-                producer.flush(self.timeout)  # serves the delivery reports: each send's offset
+            timed(self.timeout, producer.flush)  # serves the delivery reports: each send's offset
             self._crash_point()
             committing = True
-            with timed_call("commit_transaction", self.timeout):
-                producer.commit_transaction(self.timeout)
+            timed(self.timeout, producer.commit_transaction)
             if self._crash.is_set():  # it died as the commit returned, never learning the outcome
                 return "info", self._offsets(done, acks), "crashed (crash-client) during the commit"
             return "ok", self._offsets(done, acks), None
@@ -272,8 +266,7 @@ class TxnClient:
         producer = self.producer
         if err is not None and err.txn_requires_abort() and producer is not None:
             try:
-                with timed_call("abort_transaction", self.timeout):
-                    producer.abort_transaction(self.timeout)
+                timed(self.timeout, producer.abort_transaction)
                 return True
             except KafkaException as e:
                 log.info("process %d: abort failed: %s", self.process, e)
