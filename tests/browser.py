@@ -2,10 +2,13 @@
 
 `render(url)` loads the page, waits for it to settle and returns a `Rendered`:
 console errors, uncaught page errors, failed requests and every <img> with its
-natural size (0 means it did not load). Tests assert on these.
+natural size (0 means it did not load). Tests assert on these. One Chromium serves
+every render of a test process, each page in a fresh browser context of its own (no
+cookies, cache or storage shared): starting Chromium costs more than loading a page.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -50,33 +53,57 @@ class Rendered:
         assert len(self.images) >= min_images, f"{len(self.images)} images, wanted >= {min_images}"
 
 
-def render(url: str | Path, timeout_ms: int = 30000) -> Rendered:
-    """Load `url` (or a local file path) in headless Chromium and collect what happened."""
+_CHROMIUM: list = []  # [playwright, browser] once launched in this process
+
+
+def _browser():
+    """This process's Chromium, launched at its first use (again if it went away); closed at exit."""
     from playwright.sync_api import sync_playwright
 
+    if _CHROMIUM and _CHROMIUM[1].is_connected():
+        return _CHROMIUM[1]
+    _close()
+    pw = sync_playwright().start()
+    # --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
+    browser = pw.chromium.launch(executable_path=chromium_path(), headless=True,
+                                 args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+    _CHROMIUM[:] = [pw, browser]
+    return browser
+
+
+@atexit.register
+def _close() -> None:
+    if _CHROMIUM:
+        pw, browser = _CHROMIUM
+        _CHROMIUM.clear()
+        try:
+            browser.close()
+        finally:
+            pw.stop()
+
+
+def render(url: str | Path, timeout_ms: int = 30000) -> Rendered:
+    """Load `url` (or a local file path) in headless Chromium and collect what happened."""
     if isinstance(url, Path):
         url = url.resolve().as_uri()
-    with sync_playwright() as pw:
-        # --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
-        browser = pw.chromium.launch(executable_path=chromium_path(), headless=True,
-                                     args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
-        try:
-            page = browser.new_page()
-            console: list[str] = []
-            errors: list[str] = []
-            failed: list[str] = []
-            page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.on("requestfailed", lambda r: failed.append(f"{r.url[:120]}: {r.failure}"))
-            response = page.goto(url, wait_until="load", timeout=timeout_ms)
-            if response is not None and response.status >= 400:
-                failed.append(f"{url}: HTTP {response.status}")
-            page.wait_for_load_state("networkidle", timeout=timeout_ms)
-            images = page.eval_on_selector_all(
-                "img", "els => els.map(e => [e.currentSrc || e.src, e.naturalWidth, e.naturalHeight])")
-            links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
-            return Rendered(title=page.title(), text=page.inner_text("body"), console_errors=console,
-                            page_errors=errors, failed_requests=failed,
-                            images=[(s, int(w), int(h)) for s, w, h in images], links=links)
-        finally:
-            browser.close()
+    context = _browser().new_context()
+    try:
+        page = context.new_page()
+        console: list[str] = []
+        errors: list[str] = []
+        failed: list[str] = []
+        page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("requestfailed", lambda r: failed.append(f"{r.url[:120]}: {r.failure}"))
+        response = page.goto(url, wait_until="load", timeout=timeout_ms)
+        if response is not None and response.status >= 400:
+            failed.append(f"{url}: HTTP {response.status}")
+        page.wait_for_load_state("networkidle", timeout=timeout_ms)
+        images = page.eval_on_selector_all(
+            "img", "els => els.map(e => [e.currentSrc || e.src, e.naturalWidth, e.naturalHeight])")
+        links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+        return Rendered(title=page.title(), text=page.inner_text("body"), console_errors=console,
+                        page_errors=errors, failed_requests=failed,
+                        images=[(s, int(w), int(h)) for s, w, h in images], links=links)
+    finally:
+        context.close()
