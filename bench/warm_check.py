@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from kchaos.harness.warm_check import SOCKET
+
 KCHAOS = [sys.executable, "-m", "kchaos"]
 WARM = "checked by kchaos serve --warm-check"
 
@@ -44,7 +46,7 @@ def main(run: Path, rounds: int) -> None:
         serve = subprocess.Popen([*KCHAOS, "serve", "--warm-check", "--store", str(warm_store), "--port", "0"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
-            while not (warm_store / ".kchaos-check.sock").is_socket():
+            while not (warm_store / SOCKET).is_socket():
                 if serve.poll() is not None:
                     raise SystemExit("kchaos serve --warm-check did not start")
                 time.sleep(0.1)

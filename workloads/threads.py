@@ -7,8 +7,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -34,27 +33,20 @@ class Tally:
             return dict(self._counts)
 
 
-@contextmanager
-def timed_call(name: str, timeout: float) -> Iterator[None]:
-    """Mark the calling thread as inside the client call `name`, which was given `timeout` seconds to return, for
-    as long as the block runs: `join_all` stops waiting for a thread that is still inside it GRACE_S after that."""
+def timed(timeout: float, call: Callable[..., T], *args: Any) -> T:
+    """`call(*args, timeout)`, a client call given `timeout` seconds to return, with the calling thread marked as
+    inside it (by the call's name) while it runs: `join_all` stops waiting for a thread still inside it GRACE_S
+    past that timeout."""
     ident = threading.get_ident()
-    _IN_CALL[ident] = (name, time.monotonic(), timeout)
+    _IN_CALL[ident] = (call.__name__, time.monotonic(), timeout)
     try:
-        yield
+        return call(*args, timeout)
     finally:
         _IN_CALL.pop(ident, None)
 
 
-def timed(timeout: float, call: Callable[..., T], *args: Any) -> T:
-    """`call(*args, timeout)`, a client call given `timeout` seconds to return, inside a `timed_call` named after
-    it."""
-    with timed_call(call.__name__, timeout):
-        return call(*args, timeout)
-
-
 def overdue(thread: threading.Thread, now: float | None = None) -> str | None:
-    """What `thread` is stuck in: the `timed_call` it is still inside GRACE_S past that call's own timeout, as
+    """What `thread` is stuck in: the `timed` call it is still inside GRACE_S past that call's own timeout, as
     "<call>, N s past its T s timeout"; None when it is not inside one or its time is not up."""
     entry = _IN_CALL.get(thread.ident or -1)
     if entry is None:

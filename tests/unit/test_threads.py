@@ -5,7 +5,7 @@ import threading
 import time
 
 from kchaos.workloads import threads
-from kchaos.workloads.threads import join_all, timed_call
+from kchaos.workloads.threads import join_all, timed
 
 
 def test_stuck_threads_share_one_deadline_and_are_named(caplog):
@@ -40,11 +40,13 @@ def test_a_thread_stuck_in_a_client_call_past_its_timeout_is_not_waited_for(capl
         release.wait()
 
     def stuck() -> None:
-        threads.timed(0.1, send_offsets_to_transaction)
+        timed(0.1, send_offsets_to_transaction)
+
+    def commit_transaction(timeout: float) -> None:  # slow, but within its timeout
+        time.sleep(1)
 
     def slow_but_in_time() -> None:
-        with timed_call("commit_transaction", 60):
-            time.sleep(1)
+        timed(60, commit_transaction)
 
     ts = [threading.Thread(target=f, name=f.__name__, daemon=True) for f in (stuck, slow_but_in_time)]
     for t in ts:
@@ -62,10 +64,12 @@ def test_a_thread_stuck_in_a_client_call_past_its_timeout_is_not_waited_for(capl
 def test_a_thread_between_calls_or_within_its_calls_timeout_is_never_overdue():
     inside, release = threading.Event(), threading.Event()
 
+    def flush(timeout: float) -> None:
+        inside.set()
+        release.wait()
+
     def run() -> None:
-        with timed_call("flush", 30):
-            inside.set()
-            release.wait()
+        timed(30, flush)
     t = threading.Thread(target=run, daemon=True)
     t.start()
     inside.wait()
