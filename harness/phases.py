@@ -1,8 +1,8 @@
 """Where a run's wall-clock time goes: each phase timed, written to phases.json and said in one line.
 
-The phases are the runner's steps (cluster start, workload, heal, final read, evidence, teardown, check,
-explain, report). The fixed cost is everything but the workload's time limit: what every run of a suite or
-campaign pays again.
+The phases are the runner's steps (cluster start, clients start, workload, heal, final read, evidence,
+teardown, check, explain, report). The fixed cost is everything but the workload's time limit: what every run of
+a suite or campaign pays again.
 """
 from __future__ import annotations
 

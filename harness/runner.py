@@ -145,9 +145,10 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         clients = kind_of(w.kind).describe(cfg)
         say(clients + f"; nemesis: {','.join(cfg.nemesis.names)}"
             + (f" ({w.full_load['why']})" if w.full_load else ""))
-        with timer.phase(WORKLOAD):
+        with timer.phase("clients start"):  # the faults and the time limit count from the clients' readiness
             monitor.start()
             workload.start(cluster, history)
+        with timer.phase(WORKLOAD):
             driver.start()
             if not w.full_load:
                 _start_spark(cfg.spark_master)

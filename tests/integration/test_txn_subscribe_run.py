@@ -2,7 +2,12 @@
 subscribe): one group, rebalances recorded, producers fenced by their replacements (same transactional.id), and
 read_committed still keeps every transaction's promise (txn_asserts.valid_txn_run: commits before the faults
 and after them, aborted transactions, every partition read to its end, kills that struck transactions in
-flight, a committed poll that returned records)."""
+flight, a committed poll that returned records).
+
+It runs on the newest Kafka line. On 3.7.2 about one run in five of this test is left with a partition that no
+broker leads, by Kafka's own metadata publishing fault (findings/txn-coordinator-publishing-fault.md): such a run
+is rightly unknown, answers nothing this test asks, and spends four minutes waiting for a recovery that never
+comes."""
 import warnings
 
 import pytest
@@ -10,13 +15,15 @@ from txn_asserts import valid_txn_run
 
 from kchaos.checkers.txn.history import parse
 from kchaos.checkers.txn.order import order_anomalies, version_order
+from kchaos.core.kafka_versions import LINES
 
 pytestmark = pytest.mark.cluster
 
 
 def test_txn_subscribe_under_kill_leader_and_crash_client_is_valid_and_its_rebalances_excuse_the_jumps(store):
     test = valid_txn_run(store, "txnsub", [
-        "--consumer-mode", "subscribe", "--restart-delay", "2", "--time-limit", "24", "--rate", "40",
+        "--kafka-version", LINES[-1].latest, "--consumer-mode", "subscribe", "--restart-delay", "2",
+        "--time-limit", "24", "--rate", "40",
         "--txn-sub-p", "0.02",
         # a killed broker is fenced after 3 s, not Kafka's 9 s, so its restart is not refused for most of the
         # run's end and the cluster is whole again soon after the heal: the test is about the transactions

@@ -2,7 +2,9 @@
 recorded (ok, fail, info), with a stand-in producer and consumer in place of confluent-kafka's."""
 from __future__ import annotations
 
+import logging
 import random
+import threading
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -286,3 +288,45 @@ def test_crash_client_picks_a_txn_process():
     crashed = []
     w._clients = {0: type("C", (), {"crash": lambda self, t: crashed.append(t)})()}
     assert w.crash_client(7, 2.0) == {"member": 0, "restart_after": 2.0} and crashed == [2.0]
+
+
+class _Readying:
+    """A process whose first producer is ready once `ready_at` is set (never when it stays None)."""
+
+    def __init__(self) -> None:
+        self.ready_at: threading.Event | None = threading.Event()
+
+    def ready(self) -> bool:
+        return self.ready_at is not None and self.ready_at.is_set()
+
+
+def test_the_workload_starts_once_every_process_has_its_first_producer_and_not_before(caplog):
+    caplog.set_level(logging.INFO, logger="kchaos.txn")
+    w = TxnWorkload(cfg("--workload", "txn"))
+    slow, fast = _Readying(), _Readying()
+    w._clients = {0: slow, 1: fast}  # type: ignore[dict-item]
+    alive = threading.Event()
+    w._threads = [threading.Thread(target=alive.wait, daemon=True)]
+    w._threads[0].start()
+    fast.ready_at.set()  # type: ignore[union-attr]
+    waiter = threading.Thread(target=w.await_producers, args=(60,))
+    waiter.start()
+    waiter.join(0.5)
+    assert waiter.is_alive(), "returned while process 0 had no producer yet"
+    slow.ready_at.set()  # type: ignore[union-attr]
+    waiter.join(60)
+    alive.set()
+    assert not waiter.is_alive() and "ready after" in caplog.text
+
+
+def test_a_process_that_never_gets_a_producer_delays_the_faults_only_up_to_the_bound(caplog):
+    w = TxnWorkload(cfg("--workload", "txn"))
+    never = _Readying()
+    never.ready_at = None
+    w._clients = {0: never}  # type: ignore[dict-item]
+    alive = threading.Event()
+    w._threads = [threading.Thread(target=alive.wait, daemon=True)]
+    w._threads[0].start()
+    w.await_producers(0.2)
+    alive.set()
+    assert "1 of 1 processes had no transactional producer" in caplog.text

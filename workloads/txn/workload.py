@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +53,9 @@ class TxnWorkload:
         cluster.wait_topic(self.topic, self.cfg.topic.replication_factor)
 
     def start(self, cluster: Topology, history: History) -> None:
-        """Start one client thread per process; with the Java client, its JVM first, shared by every process."""
+        """Start one client thread per process; with the Java client, its JVM first, shared by every process.
+        Return once every process holds its first transactional producer (`await_producers`), so that the
+        faults and the time limit count from when transactions can begin."""
         self._stop.clear()
         make: Callable[..., TxnClient] = TxnClient
         if self.java is not None:
@@ -67,6 +70,23 @@ class TxnWorkload:
             t = threading.Thread(target=self._guard, args=(client,), name=f"txn-{p}", daemon=True)
             t.start()
             self._threads.append(t)
+        self.await_producers(3 * self.cfg.producer.delivery_timeout_ms / 1000)
+
+    def await_producers(self, timeout: float) -> None:
+        """Wait until every process's first init_transactions has answered, at most `timeout` seconds, and log how
+        long that took. The first one in a cluster creates `__transaction_state` and waits for its coordinators to
+        load: seconds on a loaded machine, which faults must not fall into before a transaction could begin."""
+        began = time.monotonic()
+        waiting = list(self._clients.values())
+        while waiting and time.monotonic() - began < timeout and any(t.is_alive() for t in self._threads):
+            waiting = [c for c in waiting if not c.ready()]
+            time.sleep(0.05)
+        took = time.monotonic() - began
+        if waiting:
+            log.warning("%d of %d processes had no transactional producer after %.1f s; the faults start anyway",
+                        len(waiting), len(self._clients), took)
+        else:
+            log.info("every process's transactional producer was ready after %.1f s", took)
 
     def crash_client(self, pick: int, restart_after: float) -> dict[str, Any]:
         """Crash one process, chosen by `pick`: at its next return from the client it abandons its producer
