@@ -44,9 +44,9 @@ demo: setup
 	$(KCHAOS) suite suites/demo.yaml
 	@echo "== reports: results/suites/demo/latest/compare.html and each run's report.html; browse with: $(KCHAOS) serve"
 
-# The host, the venv and the Kafka jars (the base image beside them) first; then the unit lane (lint, types, the
-# unit tests on one worker at the lowest priority, those that start Spark as a tier of their own, then the
-# integration tests that start no Kafka cluster) runs beside the cluster lane (the node image, then the other
+# The host, the venv and the Kafka jars (the base image beside them) first; then the unit lane (Spark's class
+# archive, lint, types, the unit tests on one worker at the lowest priority, those that start Spark as a tier of
+# their own, then the integration tests that start no Kafka cluster) runs beside the cluster lane (the node image, then the other
 # integration tests), which mostly waits on Kafka. Each tier prints its time (tests/tiers.sh).
 test:
 	@bash tests/tiers.sh

@@ -26,6 +26,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from kchaos.checkers.spark_cds import driver_java_options
 from kchaos.checkers.spark_jvm import ensure_quiet_jvm
 
 if TYPE_CHECKING:
@@ -71,9 +72,6 @@ HISTORY_SCHEMA = T.StructType([
 _session: SparkSession | None = None
 _context: SparkContext | None = None
 _lock = threading.RLock()
-# The JVM only schedules the checker's Python tasks and carries their results: its start-up
-# (class loading, JIT warm-up) dominates, so the quick C1 compiler and the serial collector.
-DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def _alive(sc: SparkContext | None) -> TypeGuard[SparkContext]:
@@ -179,7 +177,7 @@ def _conf(master: str) -> SparkConf:
         # In local mode the tasks run inside the driver: Spark's 1 GB default spills a
         # 10M-line history to disk. Ignored once a JVM is running.
         ("spark.driver.memory", os.environ.get(DRIVER_MEMORY_ENV) or "4g"),
-        ("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS),
+        ("spark.driver.extraJavaOptions", driver_java_options()),
         # Splits of 16 MB let both cores read a history of a few hundred MB.
         ("spark.sql.files.maxPartitionBytes", str(16 << 20)),
         ("spark.pyspark.python", os.environ["PYSPARK_PYTHON"]),

@@ -5,7 +5,6 @@ Resolved once and cached outside the repository, in `$KCHAOS_CACHE`
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import re
@@ -13,11 +12,10 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from kchaos.core.cache import cache_dir, cache_lock
 from kchaos.core.kafka_versions import UnsupportedVersion, line_of
 
 POM = Path(__file__).with_name("kafka-pom.xml")
@@ -26,22 +24,6 @@ COMPLETE = ".complete"
 
 class DistributionError(RuntimeError):
     """The Kafka jars could not be found or resolved."""
-
-
-def cache_dir() -> Path:
-    """Root of kchaos's machine-wide cache."""
-    return Path(os.environ.get("KCHAOS_CACHE", Path.home() / ".cache" / "kchaos"))
-
-
-@contextmanager
-def cache_lock(name: str) -> Iterator[None]:
-    """Hold the machine-wide lock `name` (a file under the cache) for the block: processes that would make the
-    same cached thing (a release's jars, an image) take turns, and whoever comes second finds it made."""
-    path = cache_dir() / "locks" / f"{name.replace('/', '_').replace(':', '-')}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
-        yield  # closing the file lets go
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ import docker
 import docker.errors
 
 from kchaos.clusters import lazyfs
-from kchaos.clusters.distribution import KafkaDist, cache_dir, cache_lock
+from kchaos.clusters.distribution import KafkaDist
+from kchaos.core.cache import cache_dir, cache_lock
 from kchaos.core.kafka_versions import scripts_env
 
 NODE_DIR = Path(__file__).with_name("node")

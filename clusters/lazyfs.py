@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kchaos.clusters.distribution import cache_dir
+from kchaos.core.cache import cache_dir
 
 SOURCE: Path = Path(__file__).with_name("lazyfs.c")
 """The C source of the filesystem."""

@@ -15,7 +15,8 @@ from typing import Any
 import kchaos.nemesis as nemeses
 from kchaos.clusters.backends import BACKENDS
 from kchaos.clusters.cluster import KafkaCluster, Provisioner
-from kchaos.clusters.distribution import DistributionError, KafkaDist, cache_dir, check_user_dist, resolve
+from kchaos.clusters.distribution import DistributionError, KafkaDist, check_user_dist, resolve
+from kchaos.core.cache import cache_dir
 from kchaos.core.config import ConfigError, TestConfig, validate, workload_kind
 from kchaos.core.faults import FaultKind
 from kchaos.core.hosts import HostsFile, load_hosts

@@ -67,7 +67,8 @@ def _log_to(run: Path) -> logging.Handler:
 def prepare(kafka_version: str, kafka_dist: str | None = None, base_image: str | None = None,
             console: Console | None = None) -> str:
     """Resolve the Kafka jars and build the node image (both cached); return the image tag. With a JDK on PATH and
-    Kafka 4.0 or later, compile the Java client (txn, copy) against its jars too (cached; `--client java`)."""
+    Kafka 4.0 or later, compile the Java client (txn, copy) against its jars too (cached; `--client java`). Then
+    archive Spark's start-up classes for the checker (`prepare_checker`)."""
     from kchaos.clusters.distribution import resolve
     from kchaos.clusters.engine import docker_client
     from kchaos.clusters.image import ensure_node_image
@@ -82,7 +83,26 @@ def prepare(kafka_version: str, kafka_dist: str | None = None, base_image: str |
         with console.status("compiling the Java client"):
             program = java_client(dist.version, kafka_dist)
         console.print(f"[bold cyan]•[/] Java client (kafka-clients {program.clients_version}): {program.classes}")
-    return ensure_node_image(docker_client(), dist, base_image, lambda m: console.print(f"[bold cyan]•[/] {m}"))
+    image = ensure_node_image(docker_client(), dist, base_image, lambda m: console.print(f"[bold cyan]•[/] {m}"))
+    prepare_checker(console)
+    return image
+
+
+def prepare_checker(console: Console | None = None) -> None:
+    """Archive Spark's start-up classes once for this machine (cached; `checkers.spark_cds`), so that every check's
+    Spark starts sooner; say so, or why not."""
+    from rich.markup import escape
+
+    from kchaos.checkers.spark_archive import make_archive
+
+    console = console or make_console()
+    said: list[str] = []
+    with console.status("archiving Spark's start-up classes (once)"):
+        path = make_archive(said.append)
+    if path is not None and not said:
+        said.append(f"Spark's classes: archived already, {path}")
+    for m in said:
+        console.print(f"[bold cyan]•[/] {escape(m)}", highlight=False)
 
 
 def run_test(cfg: TestConfig, *, argv: list[str] | None = None, console: Console | None = None,

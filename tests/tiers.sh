@@ -1,12 +1,12 @@
 #!/bin/bash
-# `make test`: the host and the venv (at once), then the Kafka jars, then two lanes at once. The unit lane (lint, types,
-# the unit tests, the unit tests that start Spark) needs only those; beside it, once the cluster lane has built the
-# base and node images, it makes the other releases' images, and at its end it runs the integration tests marked
-# `beside`, which start no Kafka cluster. The cluster lane (the node image, then the other integration tests, one
-# cluster at a time) needs Docker and waits on Kafka far more than it computes. Each tier prints its time, and the
-# cluster lane every test's that took a second or more. The cluster lane writes build/integration.log, printed
-# whole once both lanes are done, so the log is never two tiers' lines interleaved. The exit code is the first
-# failing tier's, else 0.
+# `make test`: the host and the venv (at once), then the Kafka jars, then two lanes at once. The unit lane (Spark's
+# class archive, lint, types, the unit tests, the unit tests that start Spark) needs only those; beside it, once the
+# cluster lane has built the base and node images, it makes the other releases' images, and at its end it runs the
+# integration tests marked `beside`, which start no Kafka cluster. The cluster lane (the node image, then the other
+# integration tests, one cluster at a time) needs Docker and waits on Kafka far more than it computes. Each tier
+# prints its time, and the cluster lane every test's that took a second or more. The cluster lane writes
+# build/integration.log, printed whole once both lanes are done, so the log is never two tiers' lines interleaved. The
+# exit code is the first failing tier's, else 0.
 set -u
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -70,6 +70,9 @@ newest=$("$BIN/python" -c 'from kchaos.core.kafka_versions import LINES; print(L
 ) > build/images.log 2>&1 &
 images=$!
 trap 'kill -- -$cluster -$images 2>/dev/null; kill $cluster $images 2>/dev/null; exit 130' INT TERM
+# Spark's class archive first, at the normal priority: the cluster lane's prepare tier waits on its lock rather than
+# making it twice, and its runs, like the unit tests that start Spark, find it made.
+tier checker-classes "$BIN/kchaos" prepare --checker-only || rc=$?
 # The unit lane yields the CPU to the cluster lane, which takes longer and whose Kafka nodes must not starve: it
 # runs at the lowest priority and on one pytest worker, so that one of the two cores is always the cluster's. It
 # has time to spare: it ends long before the cluster lane does.

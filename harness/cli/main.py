@@ -361,6 +361,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.cmd == "versions":
             return _versions(out)
+        if args.cmd == "prepare" and args.checker_only:
+            from kchaos.harness.runner import prepare_checker
+            prepare_checker(console)
+            return 0
         if args.cmd == "prepare":
             from kchaos.harness.runner import prepare
             image = prepare(args.kafka_version, args.kafka_dist, args.base_image, console)

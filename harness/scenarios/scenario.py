@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kchaos.clusters.distribution import cache_dir
+from kchaos.core.cache import cache_dir
 from kchaos.core.config import ConfigError
 from kchaos.core.kafka_versions import DEFAULT as KAFKA_DEFAULT
 from kchaos.core.kafka_versions import (

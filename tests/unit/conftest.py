@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from lazyfs_mount import Mount
 
-from kchaos.clusters.distribution import COMPLETE, cache_dir
+from kchaos.clusters.distribution import COMPLETE
 from kchaos.clusters.lazyfs import build
+from kchaos.core.cache import cache_dir
 from kchaos.harness.cli.main import main
 from kchaos.workloads.java_build import compile_client, jdk_problem
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kchaos import nemesis
-from kchaos.clusters.distribution import cache_dir
+from kchaos.core.cache import cache_dir
 from kchaos.core.config import NemesisConfig, TestConfig, TopicConfig
 from kchaos.evidence.kafka_logs import dump_class_of
 
