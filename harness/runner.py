@@ -68,7 +68,7 @@ def prepare(kafka_version: str, kafka_dist: str | None = None, base_image: str |
             console: Console | None = None) -> str:
     """Resolve the Kafka jars and build the node image (both cached); return the image tag. With a JDK on PATH and
     Kafka 4.0 or later, compile the Java client (txn, copy) against its jars too (cached; `--client java`). Then
-    archive Spark's start-up classes for the checker (`prepare_checker`)."""
+    archive Spark's start-up classes for the checker (`prepare_checker`), unless another process is at it."""
     from kchaos.clusters.distribution import resolve
     from kchaos.clusters.engine import docker_client
     from kchaos.clusters.image import ensure_node_image
@@ -84,13 +84,13 @@ def prepare(kafka_version: str, kafka_dist: str | None = None, base_image: str |
             program = java_client(dist.version, kafka_dist)
         console.print(f"[bold cyan]•[/] Java client (kafka-clients {program.clients_version}): {program.classes}")
     image = ensure_node_image(docker_client(), dist, base_image, lambda m: console.print(f"[bold cyan]•[/] {m}"))
-    prepare_checker(console)
+    prepare_checker(console, wait=False)
     return image
 
 
-def prepare_checker(console: Console | None = None) -> None:
+def prepare_checker(console: Console | None = None, wait: bool = True) -> None:
     """Archive Spark's start-up classes once for this machine (cached; `checkers.spark_cds`), so that every check's
-    Spark starts sooner; say so, or why not."""
+    Spark starts sooner; say so, or why not. Without `wait`, another process archiving them is left to it."""
     from rich.markup import escape
 
     from kchaos.checkers.spark_archive import make_archive
@@ -98,7 +98,7 @@ def prepare_checker(console: Console | None = None) -> None:
     console = console or make_console()
     said: list[str] = []
     with console.status("archiving Spark's start-up classes (once)"):
-        path = make_archive(said.append)
+        path = make_archive(said.append, wait)
     if path is not None and not said:
         said.append(f"Spark's classes: archived already, {path}")
     for m in said:

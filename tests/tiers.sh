@@ -70,8 +70,8 @@ newest=$("$BIN/python" -c 'from kchaos.core.kafka_versions import LINES; print(L
 ) > build/images.log 2>&1 &
 images=$!
 trap 'kill -- -$cluster -$images 2>/dev/null; kill $cluster $images 2>/dev/null; exit 130' INT TERM
-# Spark's class archive first, at the normal priority: the cluster lane's prepare tier waits on its lock rather than
-# making it twice, and its runs, like the unit tests that start Spark, find it made.
+# Spark's class archive first, at the normal priority: the cluster lane's prepare tier leaves it to this tier rather
+# than making it twice or waiting, and its runs, like the unit tests that start Spark, find it made once it is.
 tier checker-classes "$BIN/kchaos" prepare --checker-only || rc=$?
 # The unit lane yields the CPU to the cluster lane, which takes longer and whose Kafka nodes must not starve: it
 # runs at the lowest priority and on one pytest worker, so that one of the two cores is always the cluster's. It

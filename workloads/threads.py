@@ -56,6 +56,23 @@ def overdue(thread: threading.Thread, now: float | None = None) -> str | None:
     return f"{name}, {late:.0f} s past its {timeout:g} s timeout" if late > GRACE_S else None
 
 
+def await_ready(ready: list[Callable[[], bool]], threads: list[threading.Thread], timeout: float,
+                log: logging.Logger, what: str) -> None:
+    """Wait until every `ready()` is true, at most `timeout` seconds and only while one of `threads` runs; log how
+    long that took, or how many were not ready (`what` names one, as "transactional producer")."""
+    began = time.monotonic()
+    waiting = list(ready)
+    while waiting and time.monotonic() - began < timeout and any(t.is_alive() for t in threads):
+        waiting = [r for r in waiting if not r()]
+        time.sleep(0.05)
+    took = time.monotonic() - began
+    if waiting:
+        log.warning("%d of %d clients had no %s after %.1f s; the faults start anyway", len(waiting), len(ready), what,
+                    took)
+    else:
+        log.info("every client's %s was ready after %.1f s", what, took)
+
+
 def join_all(threads: list[threading.Thread], timeout: float, log: logging.Logger) -> list[threading.Thread]:
     """Wait until every thread ended or `timeout` seconds passed, whichever is first (one deadline for all of
     them), or until every thread still running is stuck in a client call past its own timeout (`overdue`);

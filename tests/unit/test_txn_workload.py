@@ -329,4 +329,4 @@ def test_a_process_that_never_gets_a_producer_delays_the_faults_only_up_to_the_b
     w._threads[0].start()
     w.await_producers(0.2)
     alive.set()
-    assert "1 of 1 processes had no transactional producer" in caplog.text
+    assert "1 of 1 clients had no transactional producer" in caplog.text

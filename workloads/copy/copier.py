@@ -114,6 +114,7 @@ class Copier:
         self.restart_after = 0.0
         self.abandoned: list[CopierClient] = []  # crashed sessions' clients, let go of at the end of the run
         self.sessions = 0
+        self.initialized = threading.Event()  # set once a session's init_transactions has succeeded
 
     def crash(self, restart_after: float) -> None:
         """Crash this slot's session at its next return from the client (see the module doc)."""
@@ -201,6 +202,7 @@ class _Session:
                 time.sleep(1)
                 continue
             self.h.complete(op, "ok", transactional_id=txn_id, after_crash=self.after_crash)
+            self.c.initialized.set()
             return True
         return False
 

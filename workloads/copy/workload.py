@@ -36,7 +36,7 @@ from kchaos.workloads.clients import keep_report, make_producer
 from kchaos.workloads.copy.copier import Copier, CopierClient, copy_group
 from kchaos.workloads.copy.copier_rdkafka import RdkafkaCopierClient
 from kchaos.workloads.drain import drain_all
-from kchaos.workloads.threads import Tally, join_all
+from kchaos.workloads.threads import Tally, await_ready, join_all
 
 if TYPE_CHECKING:
     from kchaos.workloads.java_build import JavaProgram
@@ -95,7 +95,8 @@ class CopyWorkload:
 
     def start(self, cluster: Topology, history: History) -> None:
         """Fill the input (before returning, so before the faults start), then start one thread per copier; with
-        the Java client, its JVM first, shared by every copier."""
+        the Java client, its JVM first, shared by every copier. Return once every copier's first init_transactions
+        has succeeded (at most 3 x the delivery timeout): the faults and the time limit count from there."""
         self._stop.clear()
         self.history, self.bootstrap = history, cluster.bootstrap()
         fill(cluster.bootstrap(), self.cfg, self.input, history, self.cfg.workload.consumers, self.count)
@@ -108,6 +109,9 @@ class CopyWorkload:
             t = threading.Thread(target=self._guard, args=(copier,), name=f"copier-{slot}", daemon=True)
             t.start()
             self._threads.append(t)
+        # As the txn workload: the first init_transactions creates `__transaction_state`, seconds on a loaded machine.
+        await_ready([c.initialized.is_set for c in self._copiers.values()], self._threads,
+                    3 * self.cfg.producer.delivery_timeout_ms / 1000, log, "transactional producer")
 
     def _client_maker(self, bootstrap: str) -> Callable[[int], CopierClient]:
         if self.java is None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +14,7 @@ from kchaos.core.config import TestConfig
 from kchaos.core.history import History
 from kchaos.core.protocols import Topology
 from kchaos.workloads.drain import drain_all
-from kchaos.workloads.threads import Tally, join_all
+from kchaos.workloads.threads import Tally, await_ready, join_all
 from kchaos.workloads.txn.client import TxnClient
 
 if TYPE_CHECKING:
@@ -73,20 +72,10 @@ class TxnWorkload:
         self.await_producers(3 * self.cfg.producer.delivery_timeout_ms / 1000)
 
     def await_producers(self, timeout: float) -> None:
-        """Wait until every process's first init_transactions has answered, at most `timeout` seconds, and log how
-        long that took. The first one in a cluster creates `__transaction_state` and waits for its coordinators to
-        load: seconds on a loaded machine, which faults must not fall into before a transaction could begin."""
-        began = time.monotonic()
-        waiting = list(self._clients.values())
-        while waiting and time.monotonic() - began < timeout and any(t.is_alive() for t in self._threads):
-            waiting = [c for c in waiting if not c.ready()]
-            time.sleep(0.05)
-        took = time.monotonic() - began
-        if waiting:
-            log.warning("%d of %d processes had no transactional producer after %.1f s; the faults start anyway",
-                        len(waiting), len(self._clients), took)
-        else:
-            log.info("every process's transactional producer was ready after %.1f s", took)
+        """Wait until every process's first init_transactions has answered, at most `timeout` seconds. The first one
+        in a cluster creates `__transaction_state` and waits for its coordinators to load: seconds on a loaded
+        machine, which faults must not fall into before a transaction could begin."""
+        await_ready([c.ready for c in self._clients.values()], self._threads, timeout, log, "transactional producer")
 
     def crash_client(self, pick: int, restart_after: float) -> dict[str, Any]:
         """Crash one process, chosen by `pick`: at its next return from the client it abandons its producer
