@@ -17,11 +17,10 @@ from kchaos.core.cache import cache_lock
 MAKE_TIMEOUT_S = 600.0
 
 
-def make_archive(say: Callable[[str], None] = lambda _m: None, wait: bool = True) -> Path | None:
-    """Make the archive for this machine (`spark_cds.archive_path`) unless it is made; return its path, or None
-    (said) when it cannot be made: no java, or a JVM that wrote none. Another process making it is waited for;
-    without `wait`, left to it (None, said). Older archives in the same folder are removed (each holds a few
-    hundred MB)."""
+def make_archive(say: Callable[[str], None] = lambda _m: None) -> Path | None:
+    """Make the archive for this machine (`spark_cds.archive_path`) unless it is made (another process making it
+    is waited for); return its path, or None (said) when it cannot be made: no java, or a JVM that wrote none.
+    Older archives in the same folder are removed (each holds a few hundred MB)."""
     path = archive_path()
     if path is None:
         say("Spark's classes: no java on PATH, so no archive")
@@ -29,12 +28,9 @@ def make_archive(say: Callable[[str], None] = lambda _m: None, wait: bool = True
     if path.is_file():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    with cache_lock(path.name, wait) as held:
+    with cache_lock(path.name):
         if path.is_file():
             return path
-        if not held:
-            say("Spark's classes: another process is archiving them; not waiting for it")
-            return None
         began = time.monotonic()
         with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
             dump = Path(tmp) / path.name

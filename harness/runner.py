@@ -65,10 +65,10 @@ def _log_to(run: Path) -> logging.Handler:
 
 
 def prepare(kafka_version: str, kafka_dist: str | None = None, base_image: str | None = None,
-            console: Console | None = None) -> str:
+            console: Console | None = None, checker: bool = True) -> str:
     """Resolve the Kafka jars and build the node image (both cached); return the image tag. With a JDK on PATH and
-    Kafka 4.0 or later, compile the Java client (txn, copy) against its jars too (cached; `--client java`). Then
-    archive Spark's start-up classes for the checker (`prepare_checker`), unless another process is at it."""
+    Kafka 4.0 or later, compile the Java client (txn, copy) against its jars too (cached; `--client java`). With
+    `checker`, then archive Spark's start-up classes (`prepare_checker`)."""
     from kchaos.clusters.distribution import resolve
     from kchaos.clusters.engine import docker_client
     from kchaos.clusters.image import ensure_node_image
@@ -84,13 +84,14 @@ def prepare(kafka_version: str, kafka_dist: str | None = None, base_image: str |
             program = java_client(dist.version, kafka_dist)
         console.print(f"[bold cyan]•[/] Java client (kafka-clients {program.clients_version}): {program.classes}")
     image = ensure_node_image(docker_client(), dist, base_image, lambda m: console.print(f"[bold cyan]•[/] {m}"))
-    prepare_checker(console, wait=False)
+    if checker:
+        prepare_checker(console)
     return image
 
 
-def prepare_checker(console: Console | None = None, wait: bool = True) -> None:
+def prepare_checker(console: Console | None = None) -> None:
     """Archive Spark's start-up classes once for this machine (cached; `checkers.spark_cds`), so that every check's
-    Spark starts sooner; say so, or why not. Without `wait`, another process archiving them is left to it."""
+    Spark starts sooner; say so, or why not."""
     from rich.markup import escape
 
     from kchaos.checkers.spark_archive import make_archive
@@ -98,7 +99,7 @@ def prepare_checker(console: Console | None = None, wait: bool = True) -> None:
     console = console or make_console()
     said: list[str] = []
     with console.status("archiving Spark's start-up classes (once)"):
-        path = make_archive(said.append, wait)
+        path = make_archive(said.append)
     if path is not None and not said:
         said.append(f"Spark's classes: archived already, {path}")
     for m in said:

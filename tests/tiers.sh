@@ -45,7 +45,7 @@ base=$!
 tier jars make --no-print-directory jars || exit $?
 set -m  # the cluster lane in a process group of its own: an interrupt stops all of it
 rm -f build/prepared
-(tier prepare make --no-print-directory prepare && touch build/prepared &&
+(tier prepare "$BIN/kchaos" prepare --no-checker && touch build/prepared &&
   tier integration "$BIN/pytest" tests/integration -m "not beside" -v --durations=0 --durations-min=1) > build/integration.log 2>&1 &
 cluster=$!
 prepared() {  # wait until the cluster lane's prepare tier is done; false if the lane ended without it
@@ -63,15 +63,15 @@ newest=$("$BIN/python" -c 'from kchaos.core.kafka_versions import LINES; print(L
   irc=0
   if prepared; then
     for v in 4.1.0 "$newest"; do
-      tier "image-$v" nice -n 19 "$BIN/kchaos" prepare --kafka-version "$v" || { r=$?; [ $irc -eq 0 ] && irc=$r; }
+      tier "image-$v" nice -n 19 "$BIN/kchaos" prepare --no-checker --kafka-version "$v" || { r=$?; [ $irc -eq 0 ] && irc=$r; }
     done
   fi
   exit $irc
 ) > build/images.log 2>&1 &
 images=$!
 trap 'kill -- -$cluster -$images 2>/dev/null; kill $cluster $images 2>/dev/null; exit 130' INT TERM
-# Spark's class archive first, at the normal priority: the cluster lane's prepare tier leaves it to this tier rather
-# than making it twice or waiting, and its runs, like the unit tests that start Spark, find it made once it is.
+# Spark's class archive first, at the normal priority, while the cluster lane's prepare tier (`--no-checker`) makes
+# the node image: its runs, like the unit tests that start Spark, find the archive made once it is.
 tier checker-classes "$BIN/kchaos" prepare --checker-only || rc=$?
 # The unit lane yields the CPU to the cluster lane, which takes longer and whose Kafka nodes must not starve: it
 # runs at the lowest priority and on one pytest worker, so that one of the two cores is always the cluster's. It

@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.cmd == "prepare":
             from kchaos.harness.runner import prepare
-            image = prepare(args.kafka_version, args.kafka_dist, args.base_image, console)
+            image = prepare(args.kafka_version, args.kafka_dist, args.base_image, console, checker=not args.no_checker)
             out.print(f"node image: {image}", markup=False, highlight=False)
             return 0
         if args.cmd in ("check", "compare", "report", "explain"):

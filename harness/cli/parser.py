@@ -305,8 +305,11 @@ def build_parser() -> Parser:
                     "use instead (default: KAFKA_HOME if set, else the jars fetched with Maven)")
     pr.add_argument("--base-image", default=None, metavar="IMAGE", help="an existing image to build the node image "
                     "on (default: a Debian 12 base made with mmdebstrap)")
-    pr.add_argument("--checker-only", action="store_true", help="only archive Spark's start-up classes for the "
-                    "checker (no Kafka jars, no node image)")
+    which = pr.add_mutually_exclusive_group()
+    which.add_argument("--checker-only", action="store_true", help="only archive Spark's start-up classes for the "
+                       "checker (no Kafka jars, no node image)")
+    which.add_argument("--no-checker", action="store_true", help="leave Spark's class archive to another step "
+                       "(make test makes it beside the node image)")
     for name, parser in sub.choices.items():
         _output_options(groups["output"] if name == "run" else parser, top=False)
     p.commands = dict(sub.choices)

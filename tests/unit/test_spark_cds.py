@@ -12,14 +12,12 @@ from pathlib import Path
 import pytest
 
 from kchaos.checkers import spark_archive, spark_cds
-from kchaos.core.cache import cache_lock
 
 pytestmark = pytest.mark.spark
 
 STRICT = """
 import json, sys
 from kchaos.checkers import spark_archive, spark_cds
-from kchaos.core.cache import cache_lock
 spark_cds.QUIET += " -Xshare:on"  # a JVM that cannot map the archive, or finds it stale, refuses to start
 from kchaos.checkers import check_path
 print(json.dumps({"options": spark_cds.driver_java_options(), "counts": check_path(sys.argv[1], "local[2]")["counts"]}))
@@ -81,12 +79,3 @@ def test_the_archive_is_named_after_the_jars_so_a_replaced_jar_names_another(tmp
     assert spark_cds.archive_path() != first
     assert spark_cds.driver_java_options() == spark_cds.DRIVER_JAVA_OPTIONS  # none made for these jars
 
-
-def test_prepare_leaves_the_archive_to_another_process_making_it_rather_than_wait(tmp_path, monkeypatch):
-    monkeypatch.setenv("KCHAOS_CACHE", str(tmp_path))
-    path = spark_cds.archive_path()
-    assert path is not None
-    said: list[str] = []
-    with cache_lock(path.name):  # as another process making it would hold it
-        assert spark_archive.make_archive(said.append, wait=False) is None
-    assert said == ["Spark's classes: another process is archiving them; not waiting for it"] and not path.exists()
