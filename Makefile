@@ -46,8 +46,8 @@ demo: setup
 
 # The host, the venv and the Kafka jars (the base image beside them) first; then the unit lane (Spark's class
 # archive, lint, types, the unit tests on one worker at the lowest priority, those that start Spark as a tier of
-# their own, then the integration tests that start no Kafka cluster) runs beside the cluster lane (the node image, then the other
-# integration tests), which mostly waits on Kafka. Each tier prints its time (tests/tiers.sh).
+# their own, then the integration tests that start no Kafka cluster) runs beside the cluster lane (the node image,
+# then the other integration tests), which mostly waits on Kafka. Each tier prints its time (tests/tiers.sh).
 test:
 	@bash tests/tiers.sh
 

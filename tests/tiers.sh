@@ -5,8 +5,8 @@
 # integration tests marked `beside`, which start no Kafka cluster. The cluster lane (the node image, then the other
 # integration tests, one cluster at a time) needs Docker and waits on Kafka far more than it computes. Each tier
 # prints its time, and the cluster lane every test's that took a second or more. The cluster lane writes
-# build/integration.log, printed whole once both lanes are done, so the log is never two tiers' lines interleaved. The
-# exit code is the first failing tier's, else 0.
+# build/integration.log, printed whole once both lanes are done, so the log is never two tiers' lines interleaved.
+# The exit code is the first failing tier's, else 0.
 set -u
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -63,7 +63,8 @@ newest=$("$BIN/python" -c 'from kchaos.core.kafka_versions import LINES; print(L
   irc=0
   if prepared; then
     for v in 4.1.0 "$newest"; do
-      tier "image-$v" nice -n 19 "$BIN/kchaos" prepare --no-checker --kafka-version "$v" || { r=$?; [ $irc -eq 0 ] && irc=$r; }
+      tier "image-$v" nice -n 19 "$BIN/kchaos" prepare --no-checker --kafka-version "$v" ||
+        { r=$?; [ $irc -eq 0 ] && irc=$r; }
     done
   fi
   exit $irc
