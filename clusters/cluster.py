@@ -64,10 +64,16 @@ class Provisioner(Protocol):
     specs: list[NodeSpec]
     bind: str | None
 
-    def prepare(self, dist: KafkaDist, say: Callable[[str], None]) -> None:
+    def prepare(self, dist: KafkaDist, say: Callable[[str], None], stage: KafkaDist | None = None) -> None:
         """Everything that comes before a run directory exists: build the node image (Docker); reach
-        every host and check it has what kchaos needs (SSH). Raises ClusterError, or a ConnectError
-        naming the host; leaves nothing behind."""
+        every host and check it has what kchaos needs (SSH). With `stage`, the release a rolling upgrade
+        will stage on the nodes, also what it needs there beside its jars (`staged_archive`). Raises
+        ClusterError, or a ConnectError naming the host; leaves nothing behind."""
+
+    def staged_archive(self, dist: KafkaDist) -> Path | None:
+        """The class archive to put beside `dist`'s jars staged on a node (prepare's `stage`), so that Kafka
+        restarted on them starts as soon as on the node's own; None where there is none (SSH hosts, whose
+        JVM kchaos does not make)."""
 
     def create(self, run_dir: Path) -> dict[str, KafkaNode]:
         """The nodes, by name, ready for Kafka's config: the jars and node scripts in place."""
@@ -283,8 +289,9 @@ class KafkaCluster:
         if version in self._staged:
             return
         dist = resolve(version)
+        archive = self.provisioner.staged_archive(dist)
         folders: dict[str, str] = {}
-        self._each(lambda n: folders.__setitem__(n, self._guard(lambda: self.node(n).install_libs(dist))))
+        self._each(lambda n: folders.__setitem__(n, self._guard(lambda: self.node(n).install_libs(dist, archive))))
         self._staged[version] = folders
 
     def use_release(self, node: str, version: str) -> None:

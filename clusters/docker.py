@@ -21,7 +21,7 @@ import docker.errors
 from kchaos.clusters.cluster import ClusterError, KafkaCluster, new_cluster_id
 from kchaos.clusters.distribution import KafkaDist
 from kchaos.clusters.engine import LABEL, docker_client
-from kchaos.clusters.image import ensure_node_image
+from kchaos.clusters.image import ensure_node_image, ensure_release_archive, release_archive_path
 from kchaos.clusters.kafka_node import KafkaNode, NodeLayout
 from kchaos.clusters.kraft import NodeSpec, layout
 from kchaos.clusters.remote_docker import DockerRemote
@@ -45,11 +45,19 @@ class DockerProvisioner:
         self.image = image
         self.specs: list[NodeSpec] = layout(cfg)
 
-    def prepare(self, dist: KafkaDist, say: Callable[[str], None]) -> None:
-        """Build the node image for `dist` (cached) and make sure no other kchaos cluster runs here."""
+    def prepare(self, dist: KafkaDist, say: Callable[[str], None], stage: KafkaDist | None = None) -> None:
+        """Build the node image for `dist`, and the class archive of `stage`'s jars staged on its nodes (both
+        cached), and make sure no other kchaos cluster runs here."""
         if self.image is None:
             self.image = ensure_node_image(self.client, dist, self.cfg.base_image, say)
+        if stage is not None:
+            ensure_release_archive(self.client, self.image, stage, say)
         ensure_free(self.client)
+
+    def staged_archive(self, dist: KafkaDist) -> Path | None:
+        """The node image's class archive for `dist`'s staged jars, when one was made."""
+        path = release_archive_path(self.image, dist) if self.image else None
+        return path if path is not None and path.exists() else None
 
     def create(self, run_dir: Path) -> dict[str, KafkaNode]:
         """Create the network and one container per node, its run-directory folder bind-mounted at /kchaos

@@ -21,6 +21,7 @@ import docker.errors
 
 from kchaos.clusters import lazyfs
 from kchaos.clusters.distribution import KafkaDist
+from kchaos.clusters.kafka_node import NodeLayout
 from kchaos.core.cache import cache_dir, cache_lock
 from kchaos.core.kafka_versions import scripts_env
 
@@ -169,3 +170,44 @@ def _build_node(client: docker.DockerClient, tag: str, base: str, dist: KafkaDis
         except docker.errors.BuildError as e:
             log = " | ".join(str(x.get("stream", x.get("error", ""))).strip() for x in e.build_log if x)[-400:]
             raise ImageError(f"building {tag} failed: {log}") from None
+
+
+def release_archive_path(image: str, dist: KafkaDist) -> Path:
+    """Where the cache keeps the class archive of `dist`'s jars staged on a node of `image`."""
+    return cache_dir() / "cds" / f"{image.replace(':', '-')}-{dist.version}-{dist.fingerprint()[:12]}.jsa"
+
+
+def ensure_release_archive(client: docker.DockerClient, image: str, dist: KafkaDist,
+                           say: Callable[[str], None] = print) -> Path:
+    """The class archive (CDS) of Kafka `dist`'s start-up classes for a node of `image` on which a rolling upgrade
+    staged `dist`'s jars (`NodeLayout.libs_for`): made once, cached, and put beside the staged jars, so that a node
+    restarted on the new release starts as soon as one on the image's own.
+
+    It is made as the image's own is (`kafka-ctl cds`), in a container of `image` without a network, with the
+    cached jars mounted where a node stages them: an archive serves only the JVM and the jars, by path, size and
+    time, that made it, and staging keeps each jar's size and time."""
+    path = release_archive_path(image, dist)
+    if path.exists():
+        return path
+    with cache_lock(path.name):
+        if not path.exists():  # else made while this process waited for the lock
+            _archive_release(client, image, dist, path, say)
+    return path
+
+
+def _archive_release(client: docker.DockerClient, image: str, dist: KafkaDist, path: Path,
+                     say: Callable[[str], None]) -> None:
+    say(f"archiving Kafka {dist.version}'s start-up classes for nodes of {image} that roll to it (once)")
+    libs = NodeLayout().libs_for(dist)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    script = '/opt/kchaos/kafka-ctl cds && cp "$(dirname "$KCHAOS_LIBS")/kafka-cds.jsa" /out/'
+    with tempfile.TemporaryDirectory(dir=path.parent) as out:
+        try:
+            client.containers.run(
+                image, ["bash", "-c", script],
+                environment={"KCHAOS_LIBS": libs, **scripts_env(dist.version)}, network_mode="none", remove=True,
+                volumes={str(dist.libs.resolve()): {"bind": libs, "mode": "ro"}, out: {"bind": "/out", "mode": "rw"}})
+        except docker.errors.ContainerError as e:
+            tail = " | ".join((e.stderr or b"").decode(errors="replace").strip().splitlines()[-3:])
+            raise ImageError(f"archiving Kafka {dist.version}'s classes on {image} failed: {tail}") from None
+        os.replace(Path(out) / "kafka-cds.jsa", path)

@@ -142,12 +142,15 @@ class KafkaNode:
         self._put_libs(dist, self.layout.libs)
         return True
 
-    def install_libs(self, dist: KafkaDist) -> str:
-        """Put `dist`'s jars in their own folder on the node, unless they are there; return the folder."""
+    def install_libs(self, dist: KafkaDist, archive: Path | None = None) -> str:
+        """Put `dist`'s jars in their own folder on the node, unless they are there, and `archive` (their class
+        archive, made for this folder) beside them; return the folder."""
         libs = self.layout.libs_for(dist)
         if not self.run(["test", "-f", f"{libs}/kafka_2.13-{dist.version}.jar"]).ok:
             self.run(["mkdir", "-p", libs], check=True)
             self._put_libs(dist, libs)
+        if archive is not None:  # where kafka-ctl looks for it
+            self.remote.put(archive, f"{posixpath.dirname(libs)}/kafka-cds.jsa", 0o644)
         return libs
 
     def use_libs(self, libs: str, env: dict[str, str]) -> None:

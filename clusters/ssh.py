@@ -127,10 +127,10 @@ class SshProvisioner:
         return KafkaNode(spec, self.remotes[h.name], self._layout(), sudo=h.sudo)
 
     # --- before the run directory ----------------------------------------------------------
-    def prepare(self, dist: KafkaDist, say: Callable[[str], None]) -> None:
+    def prepare(self, dist: KafkaDist, say: Callable[[str], None], stage: KafkaDist | None = None) -> None:
         """Build lazyfs (cached), reach every host, and check each: root or sudo, Java 17+, iptables, tc,
         FUSE when the storage is lazyfs, libfaketime when a clock fault may run, and no other run's files
-        in the owned directory."""
+        in the owned directory. A release to `stage` needs nothing more here than its jars."""
         self._dist = dist
         try:
             self._lazyfs = lazyfs.build()
@@ -177,6 +177,10 @@ class SshProvisioner:
             owner = f"run {m.get('run')} (pid {m.get('pid')} on {m.get('harness')})" if m else "an unknown run"
             raise HostCheckError(f"{who}: {self.hosts.dir} holds the files of {owner}; another run is active or "
                                  f"was killed: `kchaos cleanup --hosts {self.hosts.path}` removes them")
+
+    def staged_archive(self, dist: KafkaDist) -> Path | None:
+        """None: a host's JVM is its own, and an archive serves only the JVM that made it."""
+        return None
 
     # --- the run ------------------------------------------------------------------------
     def create(self, run_dir: Path) -> dict[str, KafkaNode]:

@@ -244,10 +244,7 @@ def _check_upgrade(n: NemesisConfig, c: ClusterConfig) -> None:
            f"--upgrade-then must be one of {', '.join(UPGRADE_THEN)}; got {n.upgrade_then!r}")
     require(n.upgrade_to is not None, "--nemesis upgrade needs --upgrade-to VERSION, the release to roll every node to")
     require(not c.kafka_dist, "--nemesis upgrade rolls between releases from Maven Central; it takes no --kafka-dist")
-    try:
-        to = resolve_version(str(n.upgrade_to))
-    except UnsupportedVersion as e:
-        raise ConfigError(str(e).replace("--kafka-version", "--upgrade-to", 1)) from None
+    to = upgrade_release(str(n.upgrade_to))
     require(to == n.upgrade_to, f"--upgrade-to {n.upgrade_to} names a line: give its release {to}")
     require(release_key(to) > release_key(c.kafka_version),
            f"--upgrade-to {to} is not newer than --kafka-version {c.kafka_version}: a rolling downgrade is "
@@ -272,6 +269,15 @@ def exact_kafka_version(text: str) -> str:
         return resolve_version(text)
     except UnsupportedVersion:
         return text
+
+
+def upgrade_release(text: str) -> str:
+    """The exact release `--upgrade-to TEXT` names (a line gives its latest patch); ConfigError, one line, when
+    kchaos cannot run it."""
+    try:
+        return resolve_version(text)
+    except UnsupportedVersion as e:
+        raise ConfigError(str(e).replace("--kafka-version", "--upgrade-to", 1)) from None
 
 
 def java_clients_version(kafka_version: str) -> str:

@@ -26,7 +26,7 @@ from rich.console import Console
 from kchaos.checkers import check_path
 from kchaos.checkers.spark import prestart
 from kchaos.clusters.distribution import run_libs
-from kchaos.core.config import TestConfig, exact_kafka_version, kafka_major
+from kchaos.core.config import TestConfig, exact_kafka_version, kafka_major, upgrade_release
 from kchaos.core.faults import write_faults
 from kchaos.core.history import History, read_history
 from kchaos.core.kafka_versions import release_timeline
@@ -65,25 +65,35 @@ def _log_to(run: Path) -> logging.Handler:
 
 
 def prepare(kafka_version: str, kafka_dist: str | None = None, base_image: str | None = None,
-            console: Console | None = None, checker: bool = True) -> str:
+            console: Console | None = None, checker: bool = True, upgrade_to: str | None = None) -> str:
     """Resolve the Kafka jars and build the node image (both cached); return the image tag. With a JDK on PATH and
     Kafka 4.0 or later, compile the Java client (txn, copy) against its jars too (cached; `--client java`). With
-    `checker`, then archive Spark's start-up classes (`prepare_checker`)."""
+    `upgrade_to`, also resolve that release's jars and archive their start-up classes for the image's nodes, as a
+    run with `--nemesis upgrade --upgrade-to` would before it starts. With `checker`, then archive Spark's start-up
+    classes (`prepare_checker`)."""
     from kchaos.clusters.distribution import resolve
     from kchaos.clusters.engine import docker_client
-    from kchaos.clusters.image import ensure_node_image
+    from kchaos.clusters.image import ensure_node_image, ensure_release_archive
     from kchaos.harness.build import java_client
     from kchaos.workloads.java_build import jdk_problem
 
     console = console or make_console()
     kafka_version = exact_kafka_version(kafka_version)
+    to = upgrade_release(upgrade_to) if upgrade_to is not None else None
     with console.status(f"resolving Kafka {kafka_version}"):
         dist = resolve(kafka_version, kafka_dist)
     if kafka_major(dist.version) >= 4 and jdk_problem() is None:
         with console.status("compiling the Java client"):
             program = java_client(dist.version, kafka_dist)
         console.print(f"[bold cyan]•[/] Java client (kafka-clients {program.clients_version}): {program.classes}")
-    image = ensure_node_image(docker_client(), dist, base_image, lambda m: console.print(f"[bold cyan]•[/] {m}"))
+    def say(m: str) -> None:
+        console.print(f"[bold cyan]•[/] {m}")
+    client = docker_client()
+    image = ensure_node_image(client, dist, base_image, say)
+    if to is not None:
+        with console.status(f"resolving Kafka {to}"):
+            staged = resolve(to)
+        ensure_release_archive(client, image, staged, say)
     if checker:
         prepare_checker(console)
     return image
@@ -126,7 +136,7 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
 
     timer = Phases()
     with timer.phase("prepare"):
-        test.provisioner.prepare(test.dist, say)
+        test.provisioner.prepare(test.dist, say, stage=test.upgrade_dist)
     run_dir = new_run_dir(Path(cfg.store).expanduser(), cfg.name)
     handler = _log_to(run_dir)
     say(f"run directory {run_dir}")

@@ -52,6 +52,7 @@ from kchaos.nemesis.process import Signal
 COLORS = {"upgrade": "#4e79a7", "finalize": "#76b7b2"}
 START = 0.15  # the roll starts after this share of the time limit: the workload has run a while
 REJOIN_S = 120.0  # how long a restarted node may take to be back in the ISR
+REJOIN_POLL_S = 0.25  # how often the node is asked: each second of the roll's waits is a second more of heal
 # kraft.version's upgrade needs every controller to have told the quorum what it supports: a controller that has
 # just been restarted (by another nemesis, between the roll's last node and the finalize) has not yet. Kafka's
 # refusal then quotes this; the step is tried again, as an operator would, for up to VOTERS_WAIT_S, but only while
@@ -125,7 +126,7 @@ class Upgrade:
                    and node not in {self.cluster.node_of(i) for i in s.isr}]
             if not parts or out:
                 raise RuntimeError(f"{node} not back in the ISR of {topic} partitions {out} after {timeout:.0f}s")
-        Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(1), reraise=True)(check)
+        Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(REJOIN_POLL_S), reraise=True)(check)
 
     def _finalize(self, version: str) -> dict[str, Any]:
         """metadata.version, then (from 4.0) the other features, with a rolling restart between when the brokers

@@ -57,8 +57,9 @@ rc=0
 # The node images of the other releases the cluster lane runs (the Java client's 4.1.0, the newest line), with
 # their jars and Java client, are made beside the unit tests as soon as the prepare tier is done, so that the
 # cluster lane finds them made when its tests reach those releases (a test that gets there first waits on the
-# image's lock). Their lines go to build/images.log, printed after the unit tests.
-newest=$("$BIN/python" -c 'from kchaos.core.kafka_versions import LINES; print(LINES[-1].latest)')
+# image's lock). Then the class archive of the newest line's jars staged on the oldest line's nodes, which the
+# rolling-upgrade test's restarts start from. Their lines go to build/images.log, printed after the unit tests.
+read -r oldest newest < <("$BIN/python" -c 'from kchaos.core.kafka_versions import LINES; print(LINES[0].latest, LINES[-1].latest)')
 (
   irc=0
   if prepared; then
@@ -66,6 +67,8 @@ newest=$("$BIN/python" -c 'from kchaos.core.kafka_versions import LINES; print(L
       tier "image-$v" nice -n 19 "$BIN/kchaos" prepare --no-checker --kafka-version "$v" ||
         { r=$?; [ $irc -eq 0 ] && irc=$r; }
     done
+    tier "upgrade-$oldest-$newest" nice -n 19 "$BIN/kchaos" prepare --no-checker --kafka-version "$oldest" \
+      --upgrade-to "$newest" || { r=$?; [ $irc -eq 0 ] && irc=$r; }
   fi
   exit $irc
 ) > build/images.log 2>&1 &

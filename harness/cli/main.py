@@ -361,13 +361,16 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.cmd == "versions":
             return _versions(out)
+        if args.cmd == "prepare" and args.checker_only and args.upgrade_to:
+            raise ConfigError("--upgrade-to prepares Kafka's nodes, which --checker-only leaves alone")
         if args.cmd == "prepare" and args.checker_only:
             from kchaos.harness.runner import prepare_checker
             prepare_checker(console)
             return 0
         if args.cmd == "prepare":
             from kchaos.harness.runner import prepare
-            image = prepare(args.kafka_version, args.kafka_dist, args.base_image, console, checker=not args.no_checker)
+            image = prepare(args.kafka_version, args.kafka_dist, args.base_image, console, checker=not args.no_checker,
+                            upgrade_to=args.upgrade_to)
             out.print(f"node image: {image}", markup=False, highlight=False)
             return 0
         if args.cmd in ("check", "compare", "report", "explain"):

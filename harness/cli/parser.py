@@ -305,6 +305,9 @@ def build_parser() -> Parser:
                     "use instead (default: KAFKA_HOME if set, else the jars fetched with Maven)")
     pr.add_argument("--base-image", default=None, metavar="IMAGE", help="an existing image to build the node image "
                     "on (default: a Debian 12 base made with mmdebstrap)")
+    pr.add_argument("--upgrade-to", default=None, metavar="VERSION", help="also prepare a rolling upgrade to "
+                    "VERSION (as `kchaos run --nemesis upgrade --upgrade-to`): its jars, and their class archive for "
+                    "the node image's nodes")
     which = pr.add_mutually_exclusive_group()
     which.add_argument("--checker-only", action="store_true", help="only archive Spark's start-up classes for the "
                        "checker (no Kafka jars, no node image)")

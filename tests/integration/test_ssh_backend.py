@@ -96,6 +96,7 @@ def test_acks1_isolated_leader_over_ssh_loses_writes_and_explains_them_in_a_few_
     assert any(says_truncated(line, leader) for line in explanation["why"]), explanation["why"]
     assert (run / "evidence" / "raw" / "n1" / "__cluster_metadata-0").is_dir()
 
+    print(proc.stdout + proc.stderr)  # whole, in the report of a failure: an assertion's message is cut short
     lines = (proc.stdout + proc.stderr).splitlines()
     # More values lost than lines printed: the console explained the loss without listing it.
     assert len(lines) <= LINE_BUDGET and len(lines) < lost, (lost, "\n".join(lines))

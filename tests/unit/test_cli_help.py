@@ -172,6 +172,18 @@ def test_did_you_mean(tmp_path, capsys, argv, hint):
     assert not store.exists()
 
 
+@pytest.mark.parametrize("argv, says", [
+    (["prepare", "--checker-only", "--upgrade-to", "4.4"], "--upgrade-to prepares Kafka's nodes"),
+    (["prepare", "--upgrade-to", "2.8"], "2.8"),
+])
+def test_prepare_refuses_an_upgrade_it_cannot_prepare_before_it_prepares_anything(capsys, monkeypatch, argv, says):
+    import kchaos.clusters.distribution
+    monkeypatch.setattr(kchaos.clusters.distribution, "resolve", lambda *a: pytest.fail("resolved a release"))
+    assert main(argv) == 3
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kchaos: error: ") and says in lines[0], lines
+
+
 def test_a_suite_file_suggests_the_option_meant(tmp_path):
     (tmp_path / "s.yaml").write_text("matrix:\n  min_insnc: [1, 2]\n")
     with pytest.raises(SuiteError, match=r"s.yaml:2: matrix.min_insnc: unknown run option \(did you mean min_insync"):
