@@ -41,6 +41,7 @@ from kchaos.harness.build import Test, build_test, preflight
 from kchaos.harness.monitor import IsrMonitor
 from kchaos.harness.phases import WORKLOAD, Phases
 from kchaos.harness.terminal import make_console, track
+from kchaos.harness.warm_check import CheckRefused, answers, ask, socket_for
 from kchaos.nemesis.driver import NemesisDriver
 from kchaos.nemesis.schedule import kills_closer_than, save_schedule
 
@@ -154,6 +155,7 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         say(f"[yellow]kills {gap:.1f} s apart, under broker.session.timeout.ms ({session_s:g} s): a killed broker "
             f"keeps its partitions, and its restart is refused, until its session expires; writes may stop from the "
             f"first kill to the heal (docs/nemeses.md, \"Availability under repeated kills\")[/]")
+    warm = _warm_check(run_dir, cfg.spark_master)
     history = History(run_dir / "history.jsonl")
     add_to_test_json(run_dir, **{HISTORY_START_KEY: round(time.time() * 1000 - history.now() / 1e6, 3)})
     cluster = test.cluster(run_dir, say)
@@ -181,7 +183,7 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
             workload.start(cluster, history)
         with timer.phase(WORKLOAD):
             driver.start()
-            if not w.full_load:
+            if not w.full_load and warm is None:
                 _start_spark(cfg.spark_master)
             _progress(console, cfg.time_limit, workload, driver, label)
         with timer.phase("heal"):
@@ -193,7 +195,7 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         with timer.phase("clients stop"):
             workload.stop()
             monitor.stop()
-            if w.full_load:
+            if w.full_load and warm is None:
                 _start_spark(cfg.spark_master)
         with timer.phase("final read"):
             say("final read: draining every partition to its high watermark")
@@ -219,10 +221,11 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         if tearing is None:
             logging.getLogger().removeHandler(handler)
             handler.close()
-    say("checking the history with Spark")
+    say("checking the history with Spark" if warm is None else
+        f"checking the history on the warm Spark of kchaos serve --warm-check of {warm.parent}")
     try:
         with timer.phase("check"):
-            results = check_path(run_dir, cfg.spark_master, find_libs=run_libs)
+            results = _check(run_dir, cfg.spark_master, warm, say)
     finally:
         if tearing is not None:
             try:
@@ -240,6 +243,27 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
     timer.write(run_dir)
     say(timer.line())
     return run_dir, results
+
+
+def _warm_check(run_dir: Path, spark_master: str) -> Path | None:
+    """The socket of the `kchaos serve --warm-check` that holds the store of `run_dir`, whose warm Spark checks
+    the run as this process's would, without a Spark started for it; None when none does, or when --spark-master
+    names another Spark."""
+    sock = socket_for(run_dir) if spark_master == TestConfig.spark_master else None
+    return sock if sock is not None and answers(sock) else None
+
+
+def _check(run_dir: Path, spark_master: str, warm: Path | None, say: Callable[[str], None]) -> dict[str, Any]:
+    """The run's results: checked on the warm Spark of `warm` (`_warm_check`) when it answers, else here."""
+    if warm is not None:
+        try:
+            answered = ask(run_dir, report=False)  # the run writes its report once it has explained the results
+        except CheckRefused:
+            answered = None  # bad input: the check here raises it as its own error
+        if answered is not None:
+            return answered[0]
+        say("the warm check did not answer: checking the history with Spark here")
+    return check_path(run_dir, spark_master, find_libs=run_libs)
 
 
 def _start_spark(spark_master: str) -> None:

@@ -7,10 +7,12 @@ writable by its owner only), reads one request a connection, checks the run with
 answers with the run's results. `ask` is the other side: `kchaos check` finds the socket of the nearest store
 above the run, and checks locally, as before, when nothing answers there.
 
-Requests are one JSON line each way: `{"run": PATH}` in; `{"results": {...}, "said": [LINE, ...]}` (the lines
-the check said as it went, such as where it wrote the report), or `{"error": LINE, "input": true|false}` out. An
-input error (not a run, a damaged history) is the check's own answer; any other error lets the caller check
-locally. Checks run one at a time: they share the process's Spark context.
+Requests are one JSON line each way: `{"run": PATH, "report": true|false}` in (`report`: rewrite the run's
+report.html too, as `kchaos check` does; a `kchaos run` writes its own once it has explained the results);
+`{"results": {...}, "said": [LINE, ...]}` (the lines the check said as it went, such as where it wrote the
+report), or `{"error": LINE, "input": true|false}` out. An input error (not a run, a damaged history) is the
+check's own answer; any other error lets the caller check locally. Checks run one at a time: they share the
+process's Spark context.
 """
 from __future__ import annotations
 
@@ -45,10 +47,12 @@ def socket_for(path: Path) -> Path | None:
     return None
 
 
-def ask(path: Path, timeout: float = ANSWER_TIMEOUT_S) -> tuple[dict[str, Any], list[str], Path] | None:
-    """The results of checking the run at `path` by the service of the nearest store above it, the lines the check
-    said, and that store's root; None when no service answers there (no socket, a stale one, a service that
-    failed), so the caller checks locally. Raises CheckRefused when the service found the input bad."""
+def ask(path: Path, timeout: float = ANSWER_TIMEOUT_S, report: bool = True
+        ) -> tuple[dict[str, Any], list[str], Path] | None:
+    """The results of checking the run at `path` by the service of the nearest store above it (rewriting its
+    report.html when `report`), the lines the check said, and that store's root; None when no service answers
+    there (no socket, a stale one, a service that failed), so the caller checks locally. Raises CheckRefused when
+    the service found the input bad."""
     sock_path = socket_for(path)
     if sock_path is None:
         return None
@@ -57,7 +61,7 @@ def ask(path: Path, timeout: float = ANSWER_TIMEOUT_S) -> tuple[dict[str, Any], 
             s.settimeout(2.0)
             s.connect(str(sock_path))
             s.settimeout(timeout)
-            s.sendall(json.dumps({"run": str(Path(path).resolve())}).encode() + b"\n")
+            s.sendall(json.dumps({"run": str(Path(path).resolve()), "report": report}).encode() + b"\n")
             answer = json.loads(_read_line(s))
     except (OSError, ValueError) as e:
         log.info("no warm check at %s (%s): checking here", sock_path, e)
@@ -81,11 +85,11 @@ def _read_line(s: socket.socket) -> bytes:
 
 
 class CheckService:
-    """Checks runs below `root` for other processes, one at a time, with `check` (a run directory and a function
-    for the lines it says in, its results out; it raises `input_errors` for bad input). `start` binds the socket
-    and returns; `close` removes it."""
+    """Checks runs below `root` for other processes, one at a time, with `check` (a run directory, a function for
+    the lines it says and whether to rewrite the run's report in, its results out; it raises `input_errors` for
+    bad input). `start` binds the socket and returns; `close` removes it."""
 
-    def __init__(self, root: Path, check: Callable[[Path, Callable[[str], Any]], dict[str, Any]],
+    def __init__(self, root: Path, check: Callable[[Path, Callable[[str], Any], bool], dict[str, Any]],
                  input_errors: tuple[type[BaseException], ...] = ()):
         self.root = Path(root).resolve()
         self.path = self.root / SOCKET
@@ -98,7 +102,7 @@ class CheckService:
         """Listen at `path`, replacing a socket nobody answers on; raise OSError when another service answers
         there or the socket cannot be made."""
         if self.path.is_socket() or self.path.exists():
-            if _answers(self.path):
+            if answers(self.path):
                 raise OSError(f"{self.path}: another kchaos serve already checks this store")
             self.path.unlink()
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -140,8 +144,8 @@ class CheckService:
                 line = _read_line(conn)
                 if len(line) > MAX_REQUEST:
                     raise ValueError("request too long")
-                run = Path(json.loads(line)["run"]).resolve()
-                answer = self._answer(run)
+                request = json.loads(line)
+                answer = self._answer(Path(request["run"]).resolve(), bool(request.get("report", True)))
             except (OSError, ValueError, KeyError, TypeError) as e:
                 answer = {"error": f"bad request: {e}", "input": False}
             try:
@@ -149,13 +153,13 @@ class CheckService:
             except OSError:
                 pass
 
-    def _answer(self, run: Path) -> dict[str, Any]:
+    def _answer(self, run: Path, report: bool) -> dict[str, Any]:
         if run != self.root and self.root not in run.parents:
             return {"error": f"{run}: not below {self.root}", "input": False}
         with self._lock:
             said: list[str] = []
             try:
-                return {"results": self._check(run, said.append), "said": said}
+                return {"results": self._check(run, said.append, report), "said": said}
             except self._input_errors as e:
                 return {"error": str(e).splitlines()[0] if str(e) else type(e).__name__, "input": True}
             except Exception as e:
@@ -163,7 +167,8 @@ class CheckService:
                 return {"error": f"{type(e).__name__}: {e}", "input": False}
 
 
-def _answers(path: Path) -> bool:
+def answers(path: Path) -> bool:
+    """Whether a service listens on the socket `path` (one a killed service left behind answers nobody)."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(1.0)

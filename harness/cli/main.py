@@ -163,7 +163,7 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
     from kchaos.checkers.spark import prestart
     from kchaos.core.history import HistoryError
     from kchaos.harness.warm_check import CheckService
-    service = CheckService(Path(args.store), lambda run, say: _check_one(run, args.spark_master, say),
+    service = CheckService(Path(args.store), lambda run, say, report: _check_one(run, args.spark_master, say, report),
                            (ConfigError, CheckInputError, HistoryError))
     try:
         service.start()
@@ -223,13 +223,13 @@ def _check(args: argparse.Namespace, console: Console, out: Console) -> int:
     return exit_code(results.get("verdict") or results["valid"])
 
 
-def _check_one(path: Path, spark_master: str, say: Any) -> dict[str, Any]:
-    """Check one run directory or history file on this process's Spark, and rewrite a run's report.html; its
-    results."""
+def _check_one(path: Path, spark_master: str, say: Any, report: bool = True) -> dict[str, Any]:
+    """Check one run directory or history file on this process's Spark, and rewrite a run's report.html (when
+    `report`); its results."""
     from kchaos.checkers import check_path
     from kchaos.clusters.distribution import run_libs
     results = check_path(path, spark_master, find_libs=run_libs)
-    if path.is_dir() and (path / "test.json").exists():
+    if report and path.is_dir() and (path / "test.json").exists():
         from kchaos.harness.runner import write_report_safely
         write_report_safely(path, say)
     return results

@@ -14,6 +14,8 @@ def test_subscribe_with_a_crashed_member_is_valid_with_sync_commits(store):
         "--consumer-mode", "subscribe", "--consumers", "3", "--nemesis", "crash-client", "--interval", "8",
         "--restart-delay", "2", "--time-limit", "22", "--rate", "100", "--producers", "2", "--seed", "29"])
     assert held(results), results
+    # checked on the session's warm Spark (conftest.py's warm_check), which started none for this run
+    assert "checking the history on the warm Spark of kchaos serve" in (run / "harness.log").read_text()
     counts = results["counts"]
     assert counts["poll_skip"] == counts["nonmonotonic_poll"] == counts["committed_unconsumed"] == 0, counts
     ops = list(read_history(run / "history.jsonl"))

@@ -79,15 +79,16 @@ def test_the_service_answers_only_for_runs_below_its_store_and_passes_input_erro
     (root / "a" / "run").mkdir(parents=True)
     (tmp_path / "elsewhere").mkdir()
 
-    def check(run: Path, say) -> dict:
+    def check(run: Path, say, report: bool) -> dict:
         if run.name == "bad":
             raise ValueError("bad: not a run directory\nsecond line")
-        say(f"checked {run.name}")
+        say(f"checked {run.name}" + ("" if report else ", its report left to the caller"))
         return {"valid": True, "run": run.name}
 
     with CheckService(root, check, (ValueError,)) as service:
         assert socket_for(root / "a" / "run") == service.path and socket_for(tmp_path / "elsewhere") is None
         assert ask(root / "a" / "run") == ({"valid": True, "run": "run"}, ["checked run"], root.resolve())
+        assert ask(root / "a" / "run", report=False)[1] == ["checked run, its report left to the caller"]
         with pytest.raises(CheckRefused, match=r"^bad: not a run directory$"):
             ask(root / "a" / "bad")
         assert ask(root / ".." / "elsewhere") is None  # resolved first: no store above it, so checked by the caller
