@@ -198,9 +198,10 @@ def ensure_release_archive(client: docker.DockerClient, image: str, dist: KafkaD
 def _archive_release(client: docker.DockerClient, image: str, dist: KafkaDist, path: Path,
                      say: Callable[[str], None]) -> None:
     say(f"archiving Kafka {dist.version}'s start-up classes for nodes of {image} that roll to it (once)")
-    libs = NodeLayout().libs_for(dist)
+    node = NodeLayout()
+    libs = node.libs_for(dist)
     path.parent.mkdir(parents=True, exist_ok=True)
-    script = '/opt/kchaos/kafka-ctl cds && cp "$(dirname "$KCHAOS_LIBS")/kafka-cds.jsa" /out/'
+    script = f"{node.bin}/kafka-ctl cds && cp {node.archive_for(dist)} /out/kafka-cds.jsa"
     with tempfile.TemporaryDirectory(dir=path.parent) as out:
         try:
             client.containers.run(

@@ -58,6 +58,11 @@ class NodeLayout:
         """Kafka's log.dirs."""
         return f"{self.data}/data"
 
+    def archive_for(self, dist: KafkaDist) -> str:
+        """Where the class archive of `dist`'s jars staged by `libs_for` goes: beside that folder, where kafka-ctl
+        looks for it."""
+        return f"{posixpath.dirname(self.libs_for(dist))}/kafka-cds.jsa"
+
     def libs_for(self, dist: KafkaDist) -> str:
         """Where another release's jars go beside the ones Kafka starts with (a rolling upgrade): a folder
         per distribution, below the directory kchaos owns, or the node image's /opt/kafka/dist."""
@@ -149,8 +154,8 @@ class KafkaNode:
         if not self.run(["test", "-f", f"{libs}/kafka_2.13-{dist.version}.jar"]).ok:
             self.run(["mkdir", "-p", libs], check=True)
             self._put_libs(dist, libs)
-        if archive is not None:  # where kafka-ctl looks for it
-            self.remote.put(archive, f"{posixpath.dirname(libs)}/kafka-cds.jsa", 0o644)
+        if archive is not None:
+            self.remote.put(archive, self.layout.archive_for(dist), 0o644)
         return libs
 
     def use_libs(self, libs: str, env: dict[str, str]) -> None:

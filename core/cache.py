@@ -15,16 +15,11 @@ def cache_dir() -> Path:
 
 
 @contextmanager
-def cache_lock(name: str, wait: bool = True) -> Iterator[bool]:
+def cache_lock(name: str) -> Iterator[None]:
     """Hold the machine-wide lock `name` (a file under the cache) for the block: processes that would make the
-    same cached thing (a release's jars, an image) take turns, and whoever comes second finds it made. Yields
-    True once held; without `wait`, False at once when another process holds it (the block then runs unlocked)."""
+    same cached thing (a release's jars, an image) take turns, and whoever comes second finds it made."""
     path = cache_dir() / "locks" / f"{name.replace('/', '_').replace(':', '-')}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as held:
-        try:
-            fcntl.flock(held, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True  # closing the file lets go
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield  # closing the file lets go

@@ -31,12 +31,8 @@ def test_a_release_staged_on_a_node_starts_from_the_archive_made_for_it():
         code, out = node.exec([f"{node.layout.bin}/kafka-ctl", "tool", "-Xshare:on", "kafka.Kafka", "--version"])
         assert code == 0 and new.version in out, out[-2000:]
         # the control: the jars of the image's own release do not match it, and the JVM says so
-        code, out = node.exec(["java", "-Xshare:on", f"-XX:SharedArchiveFile={archive_on_node(libs)}", "-cp",
+        code, out = node.exec(["java", "-Xshare:on", f"-XX:SharedArchiveFile={node.layout.archive_for(new)}", "-cp",
                                f"{node.layout.libs}/*", "kafka.Kafka", "--version"])
         assert code != 0, out[-2000:]
     finally:
         c.remove(force=True)
-
-
-def archive_on_node(libs: str) -> str:
-    return libs.rsplit("/", 1)[0] + "/kafka-cds.jsa"
