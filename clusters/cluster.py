@@ -174,7 +174,7 @@ class KafkaCluster:
                                   bind=self.provisioner.bind)
         self.node_dir(name).mkdir(parents=True, exist_ok=True)
         env = {**self.provisioner.node_env(name), **scripts_env(self.cfg.kafka_version),
-               **({"KCHAOS_CLOCK_FAULTS": "1"} if self.cfg.faketime else {})}
+               "KCHAOS_JIT": self.cfg.kafka_jit, **({"KCHAOS_CLOCK_FAULTS": "1"} if self.cfg.faketime else {})}
         if self.cfg.storage == "lazyfs":
             self.writeback[name] = wb = page_cache.plan(self.cfg.page_cache, self.cfg.writeback_age_s,
                                                         self._vm_writeback(node))

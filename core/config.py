@@ -19,6 +19,7 @@ from kchaos.core.workload_kind import UnknownWorkload, WorkloadKind, all_kinds, 
 
 ACKS = ("0", "1", "all")
 STORAGES = ("auto", "lazyfs", "plain")
+KAFKA_JITS = ("c1", "tiered")
 ISOLATIONS = ("read_committed", "read_uncommitted")
 CONSUMER_MODES = ("assign", "subscribe")
 GROUP_PROTOCOLS = ("classic", "consumer")
@@ -75,6 +76,10 @@ class ClusterConfig:
     # "lazyfs": log directories on the lazy FUSE filesystem (unsynced writes can be lost);
     # "plain": the container's own disk; "auto": lazyfs when a nemesis needs it.
     storage: str = "auto"
+    # How Kafka's JVM compiles: "c1" stops at the quick compiler (-XX:TieredStopAtLevel=1); "tiered" is the JVM's
+    # default, C1 then C2. C2 pays back only after minutes under load: in a run of a minute, three brokers on a
+    # small machine spend a third of their CPU compiling with it. Kafka behaves the same either way.
+    kafka_jit: str = "c1"
     # lazyfs's page cache (`kchaos.core.page_cache`): "kernel" writes unsynced data back as the node's Linux
     # does (vm.dirty_expire/writeback_centisecs); "never-written-back" is the worst case.
     page_cache: str = "kernel"
@@ -414,6 +419,7 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
         except UnsupportedVersion as e:
             raise ConfigError(str(e)) from None
     require(c.storage in STORAGES, f"--storage must be one of {', '.join(STORAGES)}; got {c.storage!r}")
+    require(c.kafka_jit in KAFKA_JITS, f"--kafka-jit must be one of {', '.join(KAFKA_JITS)}; got {c.kafka_jit!r}")
     require(c.page_cache in PAGE_CACHE_MODELS,
            f"--page-cache must be one of {', '.join(PAGE_CACHE_MODELS)}; got {c.page_cache!r}")
     require(c.writeback_age_s is None or c.writeback_age_s >= 0,

@@ -40,6 +40,7 @@ export KCHAOS_RUN={RUN}
 export KCHAOS_CONTROL_PORT=22
 export KCHAOS_DEV=eth0
 export KCHAOS_STORAGE=lazyfs
+export KCHAOS_JIT=c1
 export JAVA={FAKE_JAVA}
 """
 # What kafka-ctl runs as `java`: a process with the JVM's command line (kafka-ctl and fault-ctl
@@ -172,7 +173,8 @@ def test_kafka_ctl_runs_kafka_from_the_layout_in_node_env(node: Node):
     cmdline = node.sh(["cat", f"/proc/{pid}/cmdline"]).stdout.split("\0")
     assert cmdline[0].split()[-2:] == ["kafka.Kafka", f"{CONF}/server.properties"], cmdline
     args = cmdline[0].split()
-    for arg in (f"-Dlog4j.configuration=file:{BIN}/log4j.properties", f"-Dkafka.logs.dir={CONF}"):
+    for arg in (f"-Dlog4j.configuration=file:{BIN}/log4j.properties", f"-Dkafka.logs.dir={CONF}",
+                "-XX:TieredStopAtLevel=1"):  # KCHAOS_JIT=c1
         assert arg in args, (arg, cmdline)
     assert all(jar.startswith(f"{LIBS}/") for jar in args[args.index("-cp") + 1].split(":")), cmdline  # its jars
     assert node.kafka("start").stdout.strip() == "already running"

@@ -39,6 +39,7 @@ def test_defaults_are_valid():
     (["--controllers", "2"], "--controllers"),
     (["--interval", "-1"], "--interval"),
     (["--kafka-version", "latest"], "--kafka-version"),
+    (["--kafka-jit", "c2"], "--kafka-jit must be one of c1, tiered"),
     (["--in-flight", "0"], "--in-flight must be >= 1"),
     (["--producer-processes", "-1"], "--producer-processes must be 0..--producers"),
     (["--producers", "2", "--producer-processes", "3"], "--producer-processes must be 0..--producers"),
@@ -50,8 +51,8 @@ def test_invalid_combinations(argv, needle):
 
 def test_round_trip_through_test_json():
     c = validate(cfg(argv=["--acks", "1", "--nemesis", "kill-leader,none", "--unclean", "--in-flight", "50",
-                           "--producer-processes", "2"]), check_spec)
-    assert (c.workload.in_flight, c.workload.producer_processes) == (50, 2)
+                           "--producer-processes", "2", "--kafka-jit", "tiered"]), check_spec)
+    assert (c.workload.in_flight, c.workload.producer_processes, c.cluster.kafka_jit) == (50, 2, "tiered")
     again = TestConfig.from_dict(c.to_dict())
     assert again == c
 
