@@ -3,6 +3,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -29,10 +30,27 @@ def node_image():
 
 
 @pytest.fixture
-def store(tmp_path, node_image):
-    """A fresh results store; whatever containers a test leaves are removed afterwards."""
+def store(tmp_path, node_image, warm_check):
+    """A fresh results store, checked on the session's warm Spark (once it answers); whatever containers a test
+    leaves are removed afterwards."""
+    if warm_check is not None:
+        warm_check.wait()
     yield tmp_path / "results"
     cleanup()
+
+
+class WarmCheck:
+    """A `kchaos serve --warm-check` started for the session, over `root`."""
+
+    def __init__(self, root: Path, proc: subprocess.Popen, log: Path):
+        self.root, self.proc, self.log = root, proc, log
+
+    def wait(self, timeout: float = 120.0) -> None:
+        """Return once the service answers; fail quoting its log if it exits or does not answer in time."""
+        deadline = time.monotonic() + timeout
+        while not answers(self.root / SOCKET):
+            assert self.proc.poll() is None and time.monotonic() < deadline, self.log.read_text()
+            time.sleep(0.2)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -41,7 +59,11 @@ def warm_check(request, tmp_path_factory):
     each run's check, and each `kchaos check`, of a store below it is answered on that one warm Spark, as below a
     user's served store, rather than by a Spark started for it (about 15 s of CPU each). A test that wants a run
     checked by its own Spark keeps its store elsewhere (test_versions_spine.py). A session of `beside` tests
-    alone, which runs beside the cluster lane's, starts none."""
+    alone, which runs beside the cluster lane's, starts none.
+
+    Spark warms up while the first tests run (the shared clusters' fault tests, which check no history): a test's
+    `store` waits until the service answers. A run made before then in a store of a test's own is checked in a
+    Spark of its own, as any run is when no service answers."""
     if all(item.get_closest_marker("beside") for item in request.session.items):
         yield None
         return
@@ -49,15 +71,12 @@ def warm_check(request, tmp_path_factory):
     with socket.socket() as s:  # the pages' port, which no test asks for
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with open(root / "warm-check.log", "w") as log:
+    log = root / "warm-check.log"
+    with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "kchaos", "serve", "--warm-check", "--store", str(root),
-                                 "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+                                 "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 120
-        while not answers(root / SOCKET):
-            assert proc.poll() is None and time.monotonic() < deadline, (root / "warm-check.log").read_text()
-            time.sleep(0.2)
-        yield root
+        yield WarmCheck(root, proc, log)
     finally:
         proc.terminate()
         proc.wait(60)
