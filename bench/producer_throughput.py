@@ -2,6 +2,7 @@
 
     python bench/producer_throughput.py [--seconds 30] [--records 2000000] [--rounds 2] [--rate max]
         [--in-flight 5000] [--producers 2] [--processes 2] [--linger-ms 5] [--long 0] [--kill-leader 60]
+        [--kafka-jit c1|tiered]
 
 With `--rate max` the kchaos workload takes what `kchaos run --rate max` picks on this machine
 (harness/full_load.py); any of --in-flight, --producers, --processes and --linger-ms given wins, as in
@@ -42,7 +43,7 @@ from pathlib import Path
 
 from kchaos.clusters import admin
 from kchaos.clusters.docker import DockerCluster
-from kchaos.core.config import ClusterConfig, ProducerConfig, TestConfig, TopicConfig, WorkloadConfig
+from kchaos.core.config import KAFKA_JITS, ClusterConfig, ProducerConfig, TestConfig, TopicConfig, WorkloadConfig
 from kchaos.core.history import History
 from kchaos.core.kafka_versions import DEFAULT as KAFKA
 from kchaos.core.kafka_versions import perf_command
@@ -197,6 +198,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--producers", type=int, default=None)
     ap.add_argument("--processes", type=int, default=None)
     ap.add_argument("--linger-ms", type=int, default=None)
+    ap.add_argument("--kafka-jit", choices=KAFKA_JITS, default=ClusterConfig().kafka_jit,
+                    help="how the brokers' JVMs compile, as `kchaos run --kafka-jit`")
     ap.add_argument("--long", type=float, default=0.0, help="then run acks=all this long, printing memory")
     ap.add_argument("--kill-leader", type=float, default=0.0, help="then a kchaos run under kill-leader this long")
     a = ap.parse_args(argv)
@@ -223,11 +226,13 @@ def compare(a: argparse.Namespace) -> None:
                                                       in_flight=a.in_flight, producer_processes=a.processes))
     print(f"3 nodes, 3 partitions, RF 3, min.insync 2, 8-byte values; kchaos: {a.producers} producers in "
           f"{a.processes or 'no'} worker processes, {a.in_flight} in flight each, linger.ms {a.linger_ms}, "
-          f"{a.seconds:g} s; load average {open('/proc/loadavg').read().split()[0]}", flush=True)
+          f"{a.seconds:g} s; brokers' JIT {a.kafka_jit}; load average {open('/proc/loadavg').read().split()[0]}",
+          flush=True)
     print(f"{'acks':>4} {'round':>5} {'ProducerPerf/s':>14} {'Verifiable/s':>12} {'kchaos ok/s':>11} {'kchaos/PP':>9} "
           f"{'kchaos/VP':>9} {'RSS MB harness+procs':>20} {'lines':>10}", flush=True)
     with tempfile.TemporaryDirectory() as run:
-        cluster = DockerCluster(ClusterConfig(storage="plain"), image, Path(run), say=lambda m: None)
+        cluster = DockerCluster(ClusterConfig(storage="plain", kafka_jit=a.kafka_jit), image, Path(run),
+                                say=lambda m: None)
         try:
             cluster.setup()
             for acks in ("1", "all"):
@@ -266,7 +271,8 @@ def under_kill_leader(a: argparse.Namespace) -> None:
         cmd = [str(REPO / ".venv/bin/kchaos"), "run", "--nemesis", "kill-leader", "--time-limit", str(a.kill_leader),
                "--interval", "15", "--acks", "all", "--linger-ms", str(a.linger_ms), "--in-flight", str(a.in_flight),
                "--producers", str(a.producers), "--producer-processes", str(a.processes), "--consumers", "1",
-               "--rate", "max", "--seed", "1", "--store", store, "--spark-master", "local[2]"]
+               "--rate", "max", "--seed", "1", "--store", store, "--kafka-jit", a.kafka_jit,
+               "--spark-master", "local[2]"]
         subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         run_dir = max(Path(store).glob("*/*/history.jsonl"), key=lambda p: p.stat().st_mtime).parent
         whole, inside, windows = fault_window_rates(run_dir)
