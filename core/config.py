@@ -77,8 +77,7 @@ class ClusterConfig:
     # "plain": the container's own disk; "auto": lazyfs when a nemesis needs it.
     storage: str = "auto"
     # How Kafka's JVM compiles: "c1" stops at the quick compiler (-XX:TieredStopAtLevel=1); "tiered" is the JVM's
-    # default, C1 then C2. C2 pays back only after minutes under load: in a run of a minute, three brokers on a
-    # small machine spend a third of their CPU compiling with it. Kafka behaves the same either way.
+    # default, C1 then C2, which pays back only after minutes under load (docs/running.md). Kafka behaves the same.
     kafka_jit: str = "c1"
     # lazyfs's page cache (`kchaos.core.page_cache`): "kernel" writes unsynced data back as the node's Linux
     # does (vm.dirty_expire/writeback_centisecs); "never-written-back" is the worst case.
