@@ -33,6 +33,7 @@ from kchaos.reports.run.plot_frame import (
     note,
     shade,
 )
+from kchaos.reports.run.png_cache import cached
 
 __all__ = ["Sends", "Span", "Marks", "nemesis_color", "fault_spans", "latency_png", "latency_quantiles_png",
            "quantiles_over_time", "throughput_png", "time_span",
@@ -108,6 +109,7 @@ def _end(ts: Iterable[float]) -> float | None:
     return max(ts, default=None)
 
 
+@cached
 def latency_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
                 catalogue: FaultCatalogue | None = None, rebalances: Sequence[float] = ()) -> bytes:
     """Send latency (ms, log scale) against invocation time, one colour per completion type, faults shaded.
@@ -162,6 +164,7 @@ def quantiles_over_time(invoke_s: np.ndarray, latency_ms: np.ndarray) -> tuple[n
     return lo + width * np.arange(n), out
 
 
+@cached
 def latency_quantiles_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
                           catalogue: FaultCatalogue | None = None, rebalances: Sequence[float] = ()) -> bytes:
     """Acknowledged sends' latency quantiles over time (p50, p95, p99 and max per bucket of invocation time, log
@@ -189,6 +192,7 @@ def latency_quantiles_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (
     return finish(fig, [ax], spans, time_span(sends), "invocation time (s)", handles)
 
 
+@cached
 def throughput_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), *,
                    catalogue: FaultCatalogue | None = None, rebalances: Sequence[float] = (),
                    outages: Sequence[Mapping[str, Any]] = ()) -> bytes:
@@ -272,6 +276,7 @@ def offset_marks(sends: Sends, marks: Marks) -> dict[str, tuple[np.ndarray, np.n
     return out
 
 
+@cached
 def offsets_png(sends: Sends, windows: Sequence[Mapping[str, Any]] = (), marks: Marks | None = None, *,
                 catalogue: FaultCatalogue | None = None, rebalances: Sequence[float] = ()) -> bytes:
     """Acknowledged offset against acknowledgement time, per partition, faults shaded.
@@ -354,6 +359,7 @@ def isr_series(samples: Sequence[Mapping[str, Any]]) -> tuple[dict[int, IsrSerie
     return out, errors
 
 
+@cached
 def isr_png(samples: Sequence[Mapping[str, Any]], windows: Sequence[Mapping[str, Any]] = (),
             min_insync: int | None = None, *, catalogue: FaultCatalogue | None = None,
             rebalances: Sequence[float] = ()) -> bytes:

@@ -12,6 +12,7 @@ from matplotlib.lines import Line2D
 from kchaos.checkers.send_errors import error_name
 from kchaos.core.faults import FaultCatalogue
 from kchaos.reports.run.plot_frame import PALETTE, fault_spans, figure, finish, mark_rebalances, note, shade
+from kchaos.reports.run.png_cache import cached
 
 __all__ = ["errors_png", "lag_png", "unseen_png"]
 
@@ -38,6 +39,7 @@ def _finish(fig, ax, spans, ts: Sequence[float], lines: list, handles: list, emp
     return finish(fig, [ax], spans, ts, xlabel, handles)
 
 
+@cached
 def unseen_png(times: np.ndarray, unseen: np.ndarray, windows: Sequence[Mapping[str, Any]] = (), *,
                catalogue: FaultCatalogue | None = None, rebalances: Sequence[float] = (),
                final_read_s: float | None = None) -> bytes:
@@ -54,6 +56,7 @@ def unseen_png(times: np.ndarray, unseen: np.ndarray, windows: Sequence[Mapping[
     return _finish(fig, ax, spans, ts, lines, handles, "nothing acknowledged", "unseen writes", "time (s)")
 
 
+@cached
 def lag_png(series: Mapping[Any, tuple[np.ndarray, np.ndarray]], windows: Sequence[Mapping[str, Any]] = (), *,
             catalogue: FaultCatalogue | None = None, rebalances: Sequence[float] = ()) -> bytes:
     """Each consumer's realtime lag at its polls (seconds behind the oldest acknowledged write it had not read)."""
@@ -67,6 +70,7 @@ def lag_png(series: Mapping[Any, tuple[np.ndarray, np.ndarray]], windows: Sequen
     return _finish(fig, ax, spans, ts, lines, handles, "no polls", "realtime lag (s)", "poll time (s)")
 
 
+@cached
 def errors_png(done_s: np.ndarray, errors: np.ndarray, windows: Sequence[Mapping[str, Any]] = (), *,
                catalogue: FaultCatalogue | None = None, rebalances: Sequence[float] = (),
                span: Sequence[float] = ()) -> bytes:

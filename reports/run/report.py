@@ -47,6 +47,7 @@ from kchaos.reports import ReportsInputError
 from kchaos.reports.html import write_page, yes
 from kchaos.reports.run import plots
 from kchaos.reports.run.evidence_html import evidence_section
+from kchaos.reports.run.png_cache import reusing
 from kchaos.reports.run.section import Section, sends_section
 from kchaos.reports.run.txn_cycles import cycle_tables, op_excerpts
 from kchaos.reports.run.txn_data import Rebalance
@@ -260,11 +261,12 @@ def write_report(run: Path) -> Path:
     j = judge(d.results, d.test)  # the same word results.json, the console and compare give
     severity = level(j.verdict, lost, counts.get("acked"), bool(j.allowed))
     w, c, rb = d.windows, d.faults, [b.time_s for b in d.rebalances]
-    pngs = d.section.draw(w, c, rb, counts)
-    if d.isr is not None:
-        errors = sum(1 for s in d.isr if "error" in s)
-        pngs.update(isr=plots.isr_png(d.isr, w, (d.test.get("topic") or {}).get("min_insync"), catalogue=c,
-                                      rebalances=rb), isr_samples=len(d.isr) - errors, isr_errors=errors)
+    with reusing(d.run / REPORT_FILE):  # a plot that shows what it showed there is not drawn again
+        pngs = d.section.draw(w, c, rb, counts)
+        if d.isr is not None:
+            errors = sum(1 for s in d.isr if "error" in s)
+            pngs.update(isr=plots.isr_png(d.isr, w, (d.test.get("topic") or {}).get("min_insync"), catalogue=c,
+                                          rebalances=rb), isr_samples=len(d.isr) - errors, isr_errors=errors)
     ops = dict(d.section.ops)
     nodes = sorted(p for p in (d.run / "nodes").iterdir() if p.is_dir()) if (d.run / "nodes").is_dir() else []
     explanation = load_explanation(d.run)

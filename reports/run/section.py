@@ -144,7 +144,7 @@ def sends_section(sends: plots.Sends, results: Mapping[str, Any] | None, events:
 
     def draw(w: list[dict[str, Any]], c: FaultCatalogue, rb: list[float], counts: Mapping[str, Any]
              ) -> dict[str, Any]:
-        out = {"latency": plots.latency_png(sends, w, catalogue=c, rebalances=rb),
+        out: dict[str, bytes] = {"latency": plots.latency_png(sends, w, catalogue=c, rebalances=rb),
                "latency_quantiles": plots.latency_quantiles_png(sends, w, catalogue=c, rebalances=rb),
                "throughput": plots.throughput_png(sends, w, catalogue=c, rebalances=rb, outages=stretches),
                "offsets": plots.offsets_png(sends, w, anomaly_marks(results), catalogue=c, rebalances=rb)}
@@ -180,7 +180,7 @@ class Consumed:
                                                 final_read_s=self.final_read_s),
                 "lag": read_plots.lag_png(lags, w, catalogue=c, rebalances=rb),
                 "errors": read_plots.errors_png(self.error_s, self.errors, w, catalogue=c, rebalances=rb,
-                                                span=plots.time_span(sends))}
+                                                span=plots.time_span(sends)) if len(self.errors) else b""}
 
 
 def queue_section(history: Path, test: Mapping[str, Any], results: Mapping[str, Any] | None) -> Section:

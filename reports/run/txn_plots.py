@@ -13,6 +13,7 @@ from matplotlib.lines import Line2D
 from kchaos.core.faults import FaultCatalogue
 from kchaos.reports.run.plot_frame import fault_spans, figure, finish, mark_rebalances, note, shade
 from kchaos.reports.run.plots import TYPE_COLORS, MarkStyle
+from kchaos.reports.run.png_cache import cached
 
 __all__ = ["OUTCOMES", "MARK_STYLES", "per_second", "txn_latency_png", "txn_png"]
 
@@ -43,6 +44,7 @@ def _times(done_s: np.ndarray) -> list[float]:
     return [float(done_s.min()), float(done_s.max())] if len(done_s) else []
 
 
+@cached
 def txn_png(done_s: np.ndarray, types: np.ndarray, windows: Sequence[Mapping[str, Any]] = (), *,
             marks: Mapping[str, Sequence[float]] | None = None, counts: Mapping[str, int] | None = None,
             rebalances: Sequence[float] = (), catalogue: FaultCatalogue | None = None) -> bytes:
@@ -80,6 +82,7 @@ def txn_png(done_s: np.ndarray, types: np.ndarray, windows: Sequence[Mapping[str
     return finish(fig, [ax], spans, ts, "completion time (s)", [])
 
 
+@cached
 def txn_latency_png(done_s: np.ndarray, types: np.ndarray, latency_ms: np.ndarray,
                     windows: Sequence[Mapping[str, Any]] = (), *, rebalances: Sequence[float] = (),
                     catalogue: FaultCatalogue | None = None) -> bytes:

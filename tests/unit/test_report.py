@@ -23,7 +23,7 @@ from histories import write_registry_faults
 
 from kchaos.checkers.verdict.judge import judge
 from kchaos.core.faults import FaultCatalogue
-from kchaos.reports.run import plots
+from kchaos.reports.run import plots, read_plots
 from kchaos.reports.run.report import REPORT_FILE, ReportError, load_run, write_report
 from kchaos.reports.run.section import anomaly_marks
 
@@ -386,3 +386,62 @@ def test_recorded_run(recorded, tmp_path):
     lost = {a["key"] for a in anomalies.get("lost") or []} | set((results.get("examples") or {}).get("lost") or [])
     d = load_run(run)
     assert len(plots.offset_marks(d.section.data, anomaly_marks(results))["lost"][0]) == len(lost)
+
+
+# --- plots taken from the report being rewritten -----------------------------------------------------------
+
+def _plots_drawn(monkeypatch) -> list[str]:
+    """The names of the run plots drawn from now on (`finish` renders each one's PNG)."""
+    drawn: list[str] = []
+    real = plots.finish
+
+    def counting(fig, *args, **kwargs):
+        drawn.append(fig.axes[0].get_title() or fig.axes[0].get_ylabel())
+        return real(fig, *args, **kwargs)
+    for module in (plots, read_plots):
+        monkeypatch.setattr(module, "finish", counting)
+    return drawn
+
+
+def test_a_rewritten_report_takes_unchanged_plots_from_the_old_page_and_is_the_same_page(tmp_path, monkeypatch):
+    run = make_run(tmp_path)
+    results = json.loads((run / "results.json").read_text())
+    results["send_errors"] = {"boom": {"fail": 1, "info": 1}}  # so that every plot drawn is on the page
+    (run / "results.json").write_text(json.dumps(results))
+    drawn = _plots_drawn(monkeypatch)
+    fresh = write_report(run).read_bytes()
+    assert len(drawn) >= 4 and len(re.findall(rb'data-key="[0-9a-f]{40}"', fresh)) == len(drawn)
+    drawn.clear()
+    assert write_report(run).read_bytes() == fresh and drawn == []
+    # What the offsets plot marks changed: that plot, and only it, is drawn again.
+    results["examples"]["lost"] = [106, 108]
+    (run / "results.json").write_text(json.dumps(results))
+    page = write_report(run).read_bytes()
+    assert drawn == ["p0 offset"]
+    # A plot damaged in the page is drawn again; a page that is not a report holds none.
+    (run / REPORT_FILE).write_bytes(page.replace(b"base64,iVBOR", b"base64,!!!", 1))
+    drawn.clear()
+    assert write_report(run).read_bytes() == page and len(drawn) == 1
+    (run / REPORT_FILE).write_text("not a report")
+    drawn.clear()
+    assert write_report(run).read_bytes() == page and len(drawn) == len(re.findall(rb"data-key=", page))
+
+
+def test_a_plots_key_is_its_function_and_arguments_in_any_process():
+    from types import MappingProxyType
+
+    from kchaos.reports.run.png_cache import cached
+
+    calls = []
+
+    @cached
+    def draw(xs, names, meta):
+        calls.append(1)
+        return b"png"
+
+    a = draw(np.arange(5), {"b", "a", "c"}, MappingProxyType({"k": 1}))
+    b = draw(np.arange(5), {"c", "b", "a"}, MappingProxyType({"k": 1}))
+    assert a == b"png" and a.key is not None and a.key == b.key
+    assert draw(np.arange(6), {"a"}, {}).key != a.key
+    assert draw(lambda: 0, set(), {}).key is None  # not picklable: drawn every time, never reused
+    assert len(calls) == 4
