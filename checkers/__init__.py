@@ -19,7 +19,6 @@ from kchaos.checkers.compose import exit_code, merge_valid, run_checkers
 from kchaos.checkers.history_scan import HistoryScan, nemesis_section, scan
 from kchaos.checkers.kafka_errors import kafka_errors
 from kchaos.checkers.parquet import CheckInputError, convert, parquet_path
-from kchaos.checkers.spark import prestart
 from kchaos.checkers.verdict.judge import Judgement, judge, judged, merge
 from kchaos.checkers.verdict.promise import Events, classify
 from kchaos.checkers.verdict.promise_run import loss_section
@@ -75,7 +74,7 @@ def check_path(path: Path, spark_master: str = "local[*]", find_libs: FindLibs |
     _check_faults(history.parent, facts)
     kind = workload_of_run(test, history)
     if kind.parquet:
-        prestart(spark_master)  # the JVM starts while the history converts
+        _prestart(spark_master)  # the JVM starts while the history converts
         convert(history, validate=True)
     composed = _run_workload_checkers(kind, test, history, spark_master)
     return _write_result(history, kind, composed, facts, spark_master, find_libs)
@@ -216,7 +215,7 @@ def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]", fin
     good: list[tuple[Path, dict[str, Any]]] = []
     errors: dict[Path, str] = {}
     facts: dict[Path, HistoryScan] = {}
-    prestart(spark_master)  # the JVM starts while the histories convert
+    _prestart(spark_master)  # the JVM starts while the histories convert
     own: dict[Path, dict[str, Any]] = {}  # runs of workloads whose checkers read the history, checked one by one
     kinds: dict[Path, WorkloadKind] = {}
     for run in runs:
@@ -303,3 +302,10 @@ def validate_history(path: Path) -> None:
     a valid history is left converted beside it.
     """
     convert(Path(path), validate=True)
+
+
+def _prestart(spark_master: str) -> None:
+    # Imported here: pyspark takes a fifth of a second to import, which a command that has its run checked
+    # elsewhere (a warm `kchaos check`) or not at all should not pay.
+    from kchaos.checkers.spark import prestart
+    prestart(spark_master)

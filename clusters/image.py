@@ -15,15 +15,18 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-
-import docker
-import docker.errors
+from typing import TYPE_CHECKING
 
 from kchaos.clusters import lazyfs
 from kchaos.clusters.distribution import KafkaDist
 from kchaos.clusters.kafka_node import NodeLayout
 from kchaos.core.cache import cache_dir, cache_lock
 from kchaos.core.kafka_versions import scripts_env
+
+# Docker's SDK is imported in the functions that use it: it takes a fifth of a second to import, which a
+# command that builds no image (a `kchaos check`, say) should not pay.
+if TYPE_CHECKING:
+    import docker
 
 NODE_DIR = Path(__file__).with_name("node")
 SUITE = "bookworm"
@@ -65,6 +68,7 @@ def node_tag(base: str, dist: KafkaDist, lazyfs_bin: Path) -> str:
 
 
 def _exists(client: docker.DockerClient, tag: str) -> bool:
+    import docker.errors
     try:
         client.images.get(tag)
         return True
@@ -130,6 +134,7 @@ def ensure_node_image(client: docker.DockerClient, dist: KafkaDist, base_image: 
     `base_image` names an existing image to build on (a Debian 12 with java,
     iproute2, iptables, procps, python3, fuse3 and faketime for the clock faults) instead of the made base.
     """
+    import docker.errors
     base = base_image or ensure_base(client, say)
     if base_image and not _exists(client, base_image):
         try:
@@ -151,6 +156,7 @@ def ensure_node_image(client: docker.DockerClient, dist: KafkaDist, base_image: 
 
 def _build_node(client: docker.DockerClient, tag: str, base: str, dist: KafkaDist, lazyfs_bin: Path,
                 say: Callable[[str], None]) -> None:
+    import docker.errors
     say(f"building node image {tag}")
     with tempfile.TemporaryDirectory() as ctx:
         ctxp = Path(ctx)
@@ -197,6 +203,7 @@ def ensure_release_archive(client: docker.DockerClient, image: str, dist: KafkaD
 
 def _archive_release(client: docker.DockerClient, image: str, dist: KafkaDist, path: Path,
                      say: Callable[[str], None]) -> None:
+    import docker.errors
     say(f"archiving Kafka {dist.version}'s start-up classes for nodes of {image} that roll to it (once)")
     node = NodeLayout()
     libs = node.libs_for(dist)

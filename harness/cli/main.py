@@ -195,7 +195,6 @@ def _check(args: argparse.Namespace, console: Console, out: Console) -> int:
     if args.full and not args.json:
         raise ConfigError("--full only applies to --json")
     from kchaos.checkers import HISTORY_FILE, check_tree, exit_code
-    from kchaos.clusters.distribution import run_libs
     path = Path(args.path)
     many = path.is_dir() and not (path / HISTORY_FILE).exists()
     answered = None
@@ -211,6 +210,7 @@ def _check(args: argparse.Namespace, console: Console, out: Console) -> int:
             console.print(line, markup=False, highlight=False)
         console.print(f"checked by kchaos serve --warm-check of {store}")
     elif many:
+        from kchaos.clusters.distribution import run_libs
         results = check_tree(path, args.spark_master, find_libs=run_libs)
     else:
         results = _check_one(path, args.spark_master, console.print)
