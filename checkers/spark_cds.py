@@ -17,10 +17,11 @@ import shutil
 from pathlib import Path
 
 from kchaos.core.cache import cache_dir
+from kchaos.core.jvm import SHORT_LIVED
 
 # The JVM only schedules the checker's Python tasks and carries their results: its start-up
-# (class loading, JIT warm-up) dominates, so the quick C1 compiler and the serial collector.
-DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# (class loading, JIT warm-up) dominates.
+DRIVER_JAVA_OPTIONS = " ".join(SHORT_LIVED)
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # a stale archive is ignored without a word on stderr
 PREFIX = "spark-classes-"
 DUMP_ENV = "KCHAOS_SPARK_CLASSES_TO"  # set in `spark_archive`'s own process: write the archive there instead

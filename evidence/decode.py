@@ -19,8 +19,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -123,6 +125,7 @@ class Evidence:
 # The last few tool outputs this process read, by what they were read from: a run checked and then explained in one
 # process (`kchaos run`) decodes its files once.
 _DUMPS: OrderedDict[tuple[Any, ...], Sequence[str]] = OrderedDict()
+_DUMPS_LOCK = threading.Lock()  # the metadata log is dumped in a thread of its own, beside the segments
 MAX_DUMPS = 4
 # decode's results in this process, by run: its inputs' and its outputs' stats when it wrote them, and the Evidence.
 _DECODED: OrderedDict[str, tuple[tuple[Any, ...], tuple[Any, ...], Evidence]] = OrderedDict()
@@ -133,12 +136,15 @@ def dumped(dumper: Dumper, libs: Path, files: Sequence[str], cwd: Path, **kw: An
     sizes and modification times) in this process."""
     stats = tuple((f, (s := (Path(cwd) / f).stat()).st_size, s.st_mtime_ns) for f in files)
     key = (dumper, str(libs), str(cwd), stats, tuple(sorted(kw.items())))
-    if key in _DUMPS:
-        _DUMPS.move_to_end(key)
-        return _DUMPS[key]
-    out = _DUMPS[key] = list(dumper(libs, files, cwd, **kw))
-    while len(_DUMPS) > MAX_DUMPS:
-        _DUMPS.popitem(last=False)
+    with _DUMPS_LOCK:
+        if key in _DUMPS:
+            _DUMPS.move_to_end(key)
+            return _DUMPS[key]
+    out = list(dumper(libs, files, cwd, **kw))
+    with _DUMPS_LOCK:
+        _DUMPS[key] = out
+        while len(_DUMPS) > MAX_DUMPS:
+            _DUMPS.popitem(last=False)
     return out
 
 
@@ -259,15 +265,21 @@ def _decode(run: Path, raw: Path, libs: Path | None, dumper: Dumper, find_libs: 
                 batches[(node, int(m.group(1)))] = []
                 checkpoints[(node, int(m.group(1)))] = read_epoch_checkpoint(d / "leader-epoch-checkpoint")
     meta, meta_node = None, None
+    meta_notes: list[str] = []
     try:
         libs = libs or (find_libs or _no_libs)(test)
         files = _segment_files(raw, lambda d: bool(is_topic(d)))
-        for b in parse_dump(dumped(dumper, libs, files, raw), notes):
-            node, folder = b.file.split("/")[:2]
-            # cast: the dumper was given only `files`, each in a folder is_topic matched
-            batches[(node, int(cast(re.Match[str], is_topic(folder)).group(1)))].append(b)
-        meta, meta_node = _decode_metadata(raw, libs, notes, dumper)
+        # Two JVMs at once: the metadata log's dump takes a second or two, which the segments' then hides.
+        with ThreadPoolExecutor(1, thread_name_prefix="kchaos-dump-metadata") as pool:
+            decoding = pool.submit(_decode_metadata, raw, libs, meta_notes, dumper)
+            for b in parse_dump(dumped(dumper, libs, files, raw), notes):
+                node, folder = b.file.split("/")[:2]
+                # cast: the dumper was given only `files`, each in a folder is_topic matched
+                batches[(node, int(cast(re.Match[str], is_topic(folder)).group(1)))].append(b)
+            meta, meta_node = decoding.result()
+        notes += meta_notes
     except (DumpError, OSError, RuntimeError) as e:
+        meta, meta_node = None, None
         notes.append(f"DumpLogSegments: {e}")
     out = run / EVIDENCE_DIR
     _write_jsonl(out / SEGMENTS_FILE, [

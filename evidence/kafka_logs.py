@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kchaos.core.jvm import SHORT_LIVED
 from kchaos.core.kafka_versions import OLD_DUMP_CLASS, dump_class
 
 __all__ = ["DUMP_CLASS", "Batch", "DumpError", "Record", "dump", "dump_class_of", "metadata_records", "parse_dump",
@@ -119,8 +120,8 @@ def dump(libs: Path, files: Sequence[str], cwd: Path, *, metadata: bool = False,
     bad = [f for f in files if "," in f]
     if bad:
         raise DumpError(f"file names with a comma cannot be passed to DumpLogSegments: {bad[:3]}")
-    cmd = [_java(), "-Xmx512m", "-cp", f"{Path(libs).resolve()}/*", dump_class_of(libs), "--files", ",".join(files),
-           "--print-data-log"]
+    cmd = [_java(), "-Xmx512m", *SHORT_LIVED, "-cp", f"{Path(libs).resolve()}/*", dump_class_of(libs),
+           "--files", ",".join(files), "--print-data-log"]
     if metadata:
         cmd.append("--cluster-metadata-decoder")
     if txn_log:

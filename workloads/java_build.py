@@ -17,6 +17,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kchaos.core.jvm import SHORT_LIVED
+
 SOURCES = tuple(sorted((Path(__file__).with_name("java")).glob("*.java")))
 MAIN_CLASS = "KchaosTxnClient"
 RELEASE = "17"  # the JDK `make setup` installs; class files for it run on every later JVM too
@@ -45,8 +47,7 @@ class JavaProgram:
 
     def command(self) -> list[str]:
         """The command line that starts the client; it then reads requests on stdin (a `JavaProcess`'s)."""
-        return [self.java, "-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                "-cp", f"{self.classes}:{self.libs}/*", MAIN_CLASS]
+        return [self.java, "-Xms64m", "-Xmx256m", *SHORT_LIVED, "-cp", f"{self.classes}:{self.libs}/*", MAIN_CLASS]
 
 
 def jdk_problem() -> str | None:
