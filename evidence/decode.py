@@ -279,7 +279,6 @@ def _decode(run: Path, raw: Path, libs: Path | None, dumper: Dumper, find_libs: 
             meta, meta_node = decoding.result()
         notes += meta_notes
     except (DumpError, OSError, RuntimeError) as e:
-        meta, meta_node = None, None
         notes.append(f"DumpLogSegments: {e}")
     out = run / EVIDENCE_DIR
     _write_jsonl(out / SEGMENTS_FILE, [
