@@ -1,12 +1,13 @@
 """Benchmark: kchaos's recorded ok sends per second vs Kafka's ProducerPerformance and VerifiableProducer.
 
     python bench/producer_throughput.py [--seconds 30] [--records 2000000] [--rounds 2] [--rate max]
-        [--in-flight 5000] [--producers 2] [--processes 2] [--linger-ms 5] [--long 0] [--kill-leader 60]
-        [--kafka-jit c1|tiered]
+        [--client python|java] [--consumers 0,2] [--acks 1,all] [--in-flight 5000] [--producers 2] [--processes 2]
+        [--linger-ms 5] [--long 0] [--kill-leader 60] [--kafka-jit c1|tiered]
 
 With `--rate max` the kchaos workload takes what `kchaos run --rate max` picks on this machine
-(harness/full_load.py); any of --in-flight, --producers, --processes and --linger-ms given wins, as in
-`kchaos run`. Without it those four default to 5000, 2, 2 and 5.
+(harness/full_load.py: the Java client when there is a JDK); any of --client, --in-flight, --producers,
+--processes and --linger-ms given wins, as in `kchaos run`. Without it those default to python, 5000, 2, 2
+and 5.
 
 On one 3-node cluster (Docker, plain storage), for acks=1 and acks=all, on a fresh topic each
 (3 partitions, RF 3, min.insync 2), after one short warm-up run of each (not counted), `--rounds`
@@ -16,13 +17,16 @@ rounds of the three, one after the other:
   unthrottled: the ceiling;
 - VerifiableProducer, inside node n1, `--records / 2` records: the recording producer of Kafka's own
   system tests, which prints a JSON line per acknowledgement;
-- the kchaos queue workload (workloads/queue/workload.py) for `--seconds`, 8-byte values, no consumers,
-  recording every send into the history: ok sends recorded per second, from the merged history.
+- the kchaos queue workload (workloads/queue/workload.py) for `--seconds`, 8-byte values, once with each
+  number of `--consumers` (assigned every partition, recording every poll), recording every send into the
+  history: ok sends recorded in the merged history, per second of the whole time from its start until
+  every send is answered, as a user of `kchaos run` counts them.
 
 Prints records per second for each, per round and the median over rounds, the ratios
 kchaos/ProducerPerformance and kchaos/VerifiableProducer, and the peak resident memory of the
-harness process and of its producer processes together. With `--long S` it then runs the acks=all
-workload for S seconds, printing the resident memory every minute. With `--kill-leader S` (after the
+harness process and of its child processes (producer processes, or the Java client's JVM) together.
+With `--long S` it then runs the acks=all workload for S seconds, printing the resident memory every
+minute. With `--kill-leader S` (after the
 cluster is gone) it runs
 `kchaos run --nemesis kill-leader` for S seconds with the same workload options and prints ok sends
 per second over the run and inside fault windows (a leader's kill to its restart).
@@ -43,13 +47,24 @@ from pathlib import Path
 
 from kchaos.clusters import admin
 from kchaos.clusters.docker import DockerCluster
-from kchaos.core.config import KAFKA_JITS, ClusterConfig, ProducerConfig, TestConfig, TopicConfig, WorkloadConfig
+from kchaos.core.config import (
+    CLIENTS,
+    KAFKA_JITS,
+    ClusterConfig,
+    ProducerConfig,
+    TestConfig,
+    TopicConfig,
+    WorkloadConfig,
+    java_clients_version,
+)
 from kchaos.core.history import History
 from kchaos.core.kafka_versions import DEFAULT as KAFKA
 from kchaos.core.kafka_versions import perf_command
 from kchaos.core.send_stream import merge_streams
 from kchaos.harness import full_load
+from kchaos.harness.build import java_client
 from kchaos.harness.runner import prepare
+from kchaos.workloads.java_build import JavaProgram, jdk_problem
 from kchaos.workloads.queue.workload import QueueWorkload
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,8 +86,19 @@ def rss_mb(pids: list[int]) -> float:
     return total / 1024
 
 
+def children() -> list[int]:
+    """The pids of this process's children (producer processes, the Java client's JVM)."""
+    pids = []
+    for f in Path("/proc/self/task").glob("*/children"):
+        try:
+            pids += [int(x) for x in f.read_text().split()]
+        except OSError:
+            pass
+    return pids
+
+
 class RssSampler:
-    """Samples (harness MB, producer processes MB) every `every` seconds: this process, and its children."""
+    """Samples (harness MB, child processes MB) every `every` seconds: this process, and its children."""
 
     def __init__(self, every: float = 1.0):
         self.every, self.samples, self._stop = every, [], threading.Event()
@@ -87,10 +113,8 @@ class RssSampler:
         self._t.join()
 
     def _loop(self) -> None:
-        import multiprocessing as mp
-
         while not self._stop.wait(self.every):
-            self.samples.append((rss_mb([0]), rss_mb([p.pid for p in mp.active_children()])))
+            self.samples.append((rss_mb([0]), rss_mb(children())))
 
     def peak(self) -> tuple[float, float]:
         """The highest harness and producer-process figures sampled."""
@@ -124,13 +148,14 @@ def verifiable_producer(cluster, topic: str, acks: str, records: int) -> float:
     return float(data["avg_throughput"])
 
 
-def kchaos_workload(cluster, cfg: TestConfig, seconds: float, sampler_every: float = 1.0,
+def kchaos_workload(cluster, cfg: TestConfig, seconds: float, java: JavaProgram | None, sampler_every: float = 1.0,
                     report_every: float = 0.0) -> tuple[float, tuple[float, float], int]:
-    """(recorded ok sends/s, peak (harness, producer processes) RSS MB, history lines) of the queue
-    workload run for `seconds`; ok sends are counted in the merged history.jsonl."""
+    """(recorded ok sends/s, peak (harness, child processes) RSS MB, history lines) of the queue workload
+    run for `seconds`, on the Java client with `java`; ok sends are counted in the merged history.jsonl, per
+    second from the start until the workload stopped with every send answered."""
     with tempfile.TemporaryDirectory() as run:
         history = History(Path(run) / "history.jsonl")
-        workload = QueueWorkload(cfg)
+        workload = QueueWorkload(cfg, java=java)
         with RssSampler(sampler_every) as rss:
             start = time.monotonic()
             workload.start(cluster, history)
@@ -194,6 +219,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rate", choices=("max",), default=None,
                     help="the kchaos workload as `kchaos run --rate max` picks it on this machine")
+    ap.add_argument("--client", choices=CLIENTS, default=None, help="the producers' client, as `kchaos run --client`")
+    ap.add_argument("--consumers", default="0,2", help="comma-separated numbers of consumers, a kchaos run each")
+    ap.add_argument("--acks", default="1,all", help="comma-separated acks settings, a fresh topic each")
     ap.add_argument("--in-flight", type=int, default=None)
     ap.add_argument("--producers", type=int, default=None)
     ap.add_argument("--processes", type=int, default=None)
@@ -203,16 +231,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--long", type=float, default=0.0, help="then run acks=all this long, printing memory")
     ap.add_argument("--kill-leader", type=float, default=0.0, help="then a kchaos run under kill-leader this long")
     a = ap.parse_args(argv)
-    given = {"in_flight": a.in_flight, "producers": a.producers, "producer_processes": a.processes,
+    given = {"client": a.client, "in_flight": a.in_flight, "producers": a.producers, "producer_processes": a.processes,
              "linger_ms": a.linger_ms}
     if a.rate == "max":
-        picked = full_load.pick(full_load.usable_cores(), given)
+        picked = full_load.pick(full_load.usable_cores(), given, java=jdk_problem() is None)
         print(picked["why"], flush=True)
         given = picked["picked"]
-    defaults = {"in_flight": 5000, "producers": 2, "producer_processes": 2, "linger_ms": 5}
+    defaults = {"client": "python", "in_flight": 5000, "producers": 2,
+                "producer_processes": 2 if given["client"] != "java" else 0, "linger_ms": 5}
     given = {k: defaults[k] if v is None else v for k, v in given.items()}
-    a.in_flight, a.producers, a.processes, a.linger_ms = (given[k] for k in
-                                                          ("in_flight", "producers", "producer_processes", "linger_ms"))
+    a.client, a.in_flight, a.producers, a.processes, a.linger_ms = (
+        given[k] for k in ("client", "in_flight", "producers", "producer_processes", "linger_ms"))
+    a.consumers = [int(c) for c in a.consumers.split(",")]
+    a.acks = a.acks.split(",")
     if a.rounds or a.long:
         compare(a)
     if a.kill_leader:
@@ -222,42 +253,49 @@ def main(argv: list[str] | None = None) -> None:
 def compare(a: argparse.Namespace) -> None:
     """The rounds of the three producers on one cluster, then the long run (see the module docstring)."""
     image = prepare(KAFKA)  # no `cleanup()`: it would remove any kchaos cluster on the machine, not only ours
+    version = java_clients_version(KAFKA) if a.client == "java" else None
+    java = java_client(version) if version else None
     base = TestConfig(seed=1, workload=WorkloadConfig(producers=a.producers, consumers=0, rate="max",
-                                                      in_flight=a.in_flight, producer_processes=a.processes))
-    print(f"3 nodes, 3 partitions, RF 3, min.insync 2, 8-byte values; kchaos: {a.producers} producers in "
-          f"{a.processes or 'no'} worker processes, {a.in_flight} in flight each, linger.ms {a.linger_ms}, "
-          f"{a.seconds:g} s; brokers' JIT {a.kafka_jit}; load average {open('/proc/loadavg').read().split()[0]}",
-          flush=True)
-    print(f"{'acks':>4} {'round':>5} {'ProducerPerf/s':>14} {'Verifiable/s':>12} {'kchaos ok/s':>11} {'kchaos/PP':>9} "
-          f"{'kchaos/VP':>9} {'RSS MB harness+procs':>20} {'lines':>10}", flush=True)
+                                                      in_flight=a.in_flight, producer_processes=a.processes,
+                                                      client=a.client, client_version=version))
+    where = (f"on the Java client (kafka-clients {version})" if java else
+             f"in {a.processes or 'no'} worker processes")
+    print(f"3 nodes, 3 partitions, RF 3, min.insync 2, 8-byte values; kchaos: {a.producers} producers {where}, "
+          f"{a.in_flight} in flight each, linger.ms {a.linger_ms}, {a.seconds:g} s; brokers' JIT {a.kafka_jit}; "
+          f"load average {open('/proc/loadavg').read().split()[0]}", flush=True)
+    print(f"{'acks':>4} {'cons':>4} {'round':>5} {'ProducerPerf/s':>14} {'Verifiable/s':>12} {'kchaos ok/s':>11} "
+          f"{'kchaos/PP':>9} {'kchaos/VP':>9} {'RSS MB harness+procs':>20} {'lines':>10}", flush=True)
     with tempfile.TemporaryDirectory() as run:
         cluster = DockerCluster(ClusterConfig(storage="plain", kafka_jit=a.kafka_jit), image, Path(run),
                                 say=lambda m: None)
         try:
             cluster.setup()
-            for acks in ("1", "all"):
+            for acks in a.acks:
                 topic = topic_for(acks)
                 admin.create_topic(cluster.bootstrap(), topic)
                 cluster.wait_topic(topic.name, 3)
                 cfg = replace(base, topic=topic, producer=ProducerConfig(acks=acks, linger_ms=a.linger_ms))
                 producer_performance(cluster, topic.name, acks, a.records // 10)  # warm-ups: JIT, connections
                 verifiable_producer(cluster, topic.name, acks, a.records // 20)
-                kchaos_workload(cluster, cfg, 5)
-                rows = []
-                for r in range(1, a.rounds + 1):
-                    pp = producer_performance(cluster, topic.name, acks, a.records)
-                    vp = verifiable_producer(cluster, topic.name, acks, a.records // 2)
-                    ours, (harness, workers), lines = kchaos_workload(cluster, cfg, a.seconds)
-                    rows.append((pp, vp, ours))
-                    print(f"{acks:>4} {r:>5} {pp:>14,.0f} {vp:>12,.0f} {ours:>11,.0f} {ours / pp:>9.2f} "
-                          f"{ours / vp:>9.2f} {harness:>9.0f} + {workers:>8.0f} {lines:>10,}", flush=True)
-                pp, vp, ours = (statistics.median(col) for col in zip(*rows))
-                print(f"{acks:>4} {'med':>5} {pp:>14,.0f} {vp:>12,.0f} {ours:>11,.0f} {ours / pp:>9.2f} "
-                      f"{ours / vp:>9.2f}", flush=True)
+                kchaos_workload(cluster, cfg, 5, java)
+                for consumers in a.consumers:
+                    cfg = replace(cfg, workload=replace(cfg.workload, consumers=consumers))
+                    rows = []
+                    for r in range(1, a.rounds + 1):
+                        pp = producer_performance(cluster, topic.name, acks, a.records)
+                        vp = verifiable_producer(cluster, topic.name, acks, a.records // 2)
+                        ours, (harness, workers), lines = kchaos_workload(cluster, cfg, a.seconds, java)
+                        rows.append((pp, vp, ours))
+                        print(f"{acks:>4} {consumers:>4} {r:>5} {pp:>14,.0f} {vp:>12,.0f} {ours:>11,.0f} "
+                              f"{ours / pp:>9.2f} {ours / vp:>9.2f} {harness:>9.0f} + {workers:>8.0f} {lines:>10,}",
+                              flush=True)
+                    pp, vp, ours = (statistics.median(col) for col in zip(*rows))
+                    print(f"{acks:>4} {consumers:>4} {'med':>5} {pp:>14,.0f} {vp:>12,.0f} {ours:>11,.0f} "
+                          f"{ours / pp:>9.2f} {ours / vp:>9.2f}", flush=True)
             if a.long:
                 print(f"acks=all for {a.long:g} s, resident memory of the harness and its producer processes:")
                 cfg = replace(base, topic=topic_for("all"), producer=ProducerConfig(acks="all", linger_ms=a.linger_ms))
-                ours, (harness, workers), lines = kchaos_workload(cluster, cfg, a.long, sampler_every=5.0,
+                ours, (harness, workers), lines = kchaos_workload(cluster, cfg, a.long, java, sampler_every=5.0,
                                                                   report_every=60.0)
                 print(f"  {ours:,.0f} ok/s; peak RSS harness {harness:.0f} MB, producer processes {workers:.0f} MB; "
                       f"{lines:,} history lines", flush=True)
@@ -270,7 +308,8 @@ def under_kill_leader(a: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as store:
         cmd = [str(REPO / ".venv/bin/kchaos"), "run", "--nemesis", "kill-leader", "--time-limit", str(a.kill_leader),
                "--interval", "15", "--acks", "all", "--linger-ms", str(a.linger_ms), "--in-flight", str(a.in_flight),
-               "--producers", str(a.producers), "--producer-processes", str(a.processes), "--consumers", "1",
+               "--producers", str(a.producers), "--client", a.client,
+               *(["--producer-processes", str(a.processes)] if a.client != "java" else []), "--consumers", "1",
                "--rate", "max", "--seed", "1", "--store", store, "--kafka-jit", a.kafka_jit,
                "--spark-master", "local[2]"]
         subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -12,6 +12,10 @@ batch and flushes it to the OS at least every FLUSH_S. A SIGKILLed process
 loses at most its last unflushed batch; the reader stops at a truncated
 final batch and keeps every complete one.
 
+A part may also be `history.parts/<name>.jsonl`: lines in the history's own
+form without `index`, each starting with `{"time":`, as the Java client's
+clients write them (workloads/java/KchaosQueueClients.java).
+
 `merge_streams(run_dir)` (run by the harness after the workload, and by
 `kchaos check` on a killed run's directory) interleaves the parts with
 history.jsonl by time into one history.jsonl, renumbering `index`, and
@@ -164,6 +168,16 @@ def _stream_lines(path: Path) -> Iterator[tuple[int, str]]:
                       f'"value":{val},"producer":{prod}{tail}}}\n')
 
 
+def _line_part(path: Path) -> Iterator[tuple[int, str]]:
+    """(time, line without its opening brace) of each complete line of a part written as lines that start with
+    `{"time":` (the Java client's producers), in file order; a torn last line (a killed writer) is dropped."""
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.endswith("\n"):
+                return
+            yield int(line[8:line.index(",")]), line[1:]
+
+
 def _history_lines(path: Path) -> Iterator[tuple[int, str]]:
     """(time, line without its index) of each complete line of history.jsonl, in file order."""
     with open(path, encoding="utf-8") as fh:
@@ -180,7 +194,7 @@ def _history_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def merge_streams(run_dir: Path) -> int:
-    """Merge `history.parts/*.arrows` into `history.jsonl` by time; return the lines it then holds.
+    """Merge `history.parts/*.arrows` and `*.jsonl` into `history.jsonl` by time; return the lines it then holds.
 
     0 when there was nothing to merge. See the module docstring for atomicity.
     """
@@ -193,12 +207,13 @@ def merge_streams(run_dir: Path) -> int:
         shutil.rmtree(done)
         return 0
     streams = sorted(parts.glob("*.arrows")) if parts.is_dir() else []
-    if not streams:
+    line_parts = sorted(parts.glob("*.jsonl")) if parts.is_dir() else []
+    if not streams and not line_parts:
         if parts.is_dir():
             shutil.rmtree(parts)
         return 0
     history = run_dir / HISTORY
-    sources = [_stream_lines(p) for p in streams]
+    sources = [_stream_lines(p) for p in streams] + [_line_part(p) for p in line_parts]
     if history.exists():
         sources.append(_history_lines(history))
     merged = 0

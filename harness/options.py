@@ -28,6 +28,7 @@ from kchaos.core.config import (
 from kchaos.core.workload_kind import KINDS, WorkloadKind, all_kinds, known
 from kchaos.harness import full_load
 from kchaos.nemesis.mix import FAMILIES
+from kchaos.workloads.java_build import jdk_problem
 
 D = TestConfig()  # every option's default
 
@@ -169,11 +170,14 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                         "(docs/history.md), one at a time per producer, each producer with a consumer of its own; "
                         "copy: --consumers copiers copy a filled input topic to the test topic exactly once "
                         "(consume-transform-produce, docs/running.md); txn and copy turn --idempotence on")
-    p.add_argument("--client", default=D.workload.client, choices=CLIENTS,
-                   help="--workload txn and copy: the client library of the transactions. python: librdkafka "
-                        "(confluent-kafka); java: the Kafka Java client (KIP-890 transactions), kafka-clients of "
+    p.add_argument("--client", default=None, choices=CLIENTS,
+                   help="the client library: of the producers (--workload queue) or of the transactions (txn and "
+                        "copy). python: librdkafka (confluent-kafka); java: the Kafka Java client (queue: every "
+                        "producer in one JVM, the fastest at --rate max; txn and copy: KIP-890 transactions), "
+                        "kafka-clients of "
                         "--kafka-version from 4.0 on, else "
-                        f"{JAVA_CLIENTS_DEFAULT}; needs a JDK (java, javac) on PATH (default: python)")
+                        f"{JAVA_CLIENTS_DEFAULT}; needs a JDK (java, javac) on PATH (default: python; --rate max "
+                        "picks java for --workload queue when there is a JDK)")
     g["consumer"].add_argument("--consumer-mode", default=D.workload.consumer_mode, metavar="{assign,subscribe}",
                                help="assign: each consumer is assigned every partition from offset 0; subscribe: the "
                                     "consumers join one group (kchaos-<seed>-group), rebalance and commit "
@@ -257,9 +261,9 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                               page_cache=a.page_cache, writeback_age_s=a.writeback_age, hosts=a.hosts,
                               kafka_features=tuple(a.kafka_feature)),
         workload=WorkloadConfig(kind=a.workload, producers=load["producers"], consumers=a.consumers, rate=a.rate,
-                                client=a.client, options=_workload_options(a),
+                                client=load["client"], options=_workload_options(a),
                                 client_version=(java_clients_version(exact_kafka_version(a.kafka_version))
-                                                if a.client == "java" else None),
+                                                if load["client"] == "java" else None),
                                 in_flight=load["in_flight"], producer_processes=load["producer_processes"],
                                 full_load=load.get("full_load"), consumer_mode=a.consumer_mode,
                                 group_protocol=a.group_protocol or D.workload.group_protocol),
@@ -278,10 +282,12 @@ def _load(a: argparse.Namespace) -> dict:
     --rate max) picked for this machine (`full_load.pick`), with the record of the pick as "full_load"."""
     given = {k: getattr(a, k) for k in full_load.PICKED}
     if a.rate == full_load.MAX:
-        record = full_load.pick(full_load.usable_cores(), given)
+        java = a.workload == "queue" and jdk_problem() is None
+        record = full_load.pick(full_load.usable_cores(), given, java=java)
         return {**record["picked"], "full_load": record}
-    defaults = {"producers": D.workload.producers, "producer_processes": D.workload.producer_processes,
-                "in_flight": D.workload.in_flight, "linger_ms": D.producer.linger_ms}
+    defaults = {"client": D.workload.client, "producers": D.workload.producers,
+                "producer_processes": D.workload.producer_processes, "in_flight": D.workload.in_flight,
+                "linger_ms": D.producer.linger_ms}
     return {k: defaults[k] if v is None else v for k, v in given.items()}
 
 

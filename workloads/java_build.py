@@ -1,6 +1,6 @@
 """The Java client (`kchaos.workloads.java`: KchaosTxnClient.java, its main; KchaosTxnConsumer.java,
-KchaosCopier.java and the rebalance listener they share, KchaosRebalances.java): is there a JDK, and
-compiling it, cached.
+KchaosCopier.java and the rebalance listener they share, KchaosRebalances.java; and the queue workload's
+clients, KchaosQueueClients.java, a main of their own): is there a JDK, and compiling it, cached.
 
 It is compiled with `javac` against a Kafka distribution's jars and cached by
 the digest of its source and of those jars, so a run compiles it at most once
@@ -21,6 +21,7 @@ from kchaos.core.jvm import SHORT_LIVED
 
 SOURCES = tuple(sorted((Path(__file__).with_name("java")).glob("*.java")))
 MAIN_CLASS = "KchaosTxnClient"
+QUEUE_CLASS = "KchaosQueueClients"  # the queue workload's clients: a main of their own
 RELEASE = "17"  # the JDK `make setup` installs; class files for it run on every later JVM too
 COMPLETE = ".complete"
 # Kafka's own logging goes to stderr, warnings and worse; the harness copies it into harness.log.
@@ -48,6 +49,11 @@ class JavaProgram:
     def command(self) -> list[str]:
         """The command line that starts the client; it then reads requests on stdin (a `JavaProcess`'s)."""
         return [self.java, "-Xms64m", "-Xmx256m", *SHORT_LIVED, "-cp", f"{self.classes}:{self.libs}/*", MAIN_CLASS]
+
+    def queue_command(self) -> list[str]:
+        """The command line that starts the queue workload's clients (`KchaosQueueClients`); it reads its spec on
+        stdin. They may send at full load for the whole run, so it keeps the JVM's own compilers."""
+        return [self.java, "-Xms256m", "-Xmx512m", "-cp", f"{self.classes}:{self.libs}/*", QUEUE_CLASS]
 
 
 def jdk_problem() -> str | None:

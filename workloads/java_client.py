@@ -29,13 +29,14 @@ class JavaClientError(RuntimeError):
     """The Java client's JVM died, or did not answer a request in time."""
 
 
-def producer_props(bootstrap: str, p: ProducerConfig, txn_id: str) -> dict[str, str]:
-    """The Java producer's settings: `clients.make_producer`, in the Java client's names."""
+def producer_props(bootstrap: str, p: ProducerConfig, txn_id: str | None) -> dict[str, str]:
+    """The Java producer's settings: `clients.make_producer`, in the Java client's names; with `txn_id`, a
+    transactional producer of that transactional.id (and client.id)."""
+    txn = {} if txn_id is None else {"client.id": txn_id, "transactional.id": txn_id,
+                                     "transaction.timeout.ms": txn_timeout_ms(p)}
     return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in {
         "bootstrap.servers": bootstrap,
-        "client.id": txn_id,
-        "transactional.id": txn_id,
-        "transaction.timeout.ms": txn_timeout_ms(p),
+        **txn,
         "acks": p.acks,
         "enable.idempotence": p.idempotence,
         "retries": p.retries,

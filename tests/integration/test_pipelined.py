@@ -1,6 +1,6 @@
 """The pipelined workload against a real cluster: many sends in flight per producer, producers in worker
-processes, every send still its own operation. (A SIGKILLed harness, whose workers do not outlive it, is
-test_fault_runs.py's.)"""
+processes or in the Java client's JVM, every send still its own operation. (A SIGKILLed harness, whose
+workers do not outlive it, is test_fault_runs.py's.)"""
 import json
 import subprocess
 import sys
@@ -22,10 +22,17 @@ def latest(store: Path) -> Path:
     return (store / "latest").resolve()
 
 
-def test_sends_in_flight_from_worker_processes_are_each_recorded_and_checked(store):
+# librdkafka's producers in two worker processes, or the Java client's in one JVM.
+PIPELINES = {"python": ["--producer-processes", "2"], "java": ["--client", "java"]}
+# What each client reports for a send that timed out in flight.
+TIMED_OUT = {"python": "_MSG_TIMED_OUT", "java": "REQUEST_TIMED_OUT"}
+
+
+@pytest.mark.parametrize("client", sorted(PIPELINES))
+def test_sends_in_flight_from_a_producer_pipeline_are_each_recorded_and_checked(store, client):
     proc = subprocess.run([*KCHAOS, "run", "--store", str(store), "--name", "pipelined", "--time-limit", "18",
                            "--nemesis", "kill-leader", "--interval", "8", "--in-flight", str(IN_FLIGHT),
-                           "--producers", "2", "--producer-processes", "2", "--rate", "1500", "--idempotence",
+                           "--producers", "2", *PIPELINES[client], "--rate", "1500", "--idempotence",
                            "--linger-ms", "5", "--seed", "12",
                            # one kill, at 9.8 s, started again at 14.8 s: a killed broker's registration is refused
                            # until its old session expires, and 3 s rather than Kafka's 9 s lets it back at once
@@ -57,7 +64,9 @@ def test_sends_in_flight_from_worker_processes_are_each_recorded_and_checked(sto
     results = json.loads((run / "results.json").read_text())
     counts = results["counts"]
     assert counts["lost"] == 0 and counts["nonmonotonic_send"] == 0
-    # The one anomaly this run may show is librdkafka's documented limit of idempotence (docs/checkers.md):
+    test = json.loads((run / "test.json").read_text())
+    assert test["workload"]["client"] == client
+    # The one anomaly this run may show is the idempotent producer's documented limit (docs/checkers.md):
     # a send that times out in flight makes it bump the epoch, and the sends in flight with it may be
     # written twice. So every duplicate must follow a timed-out send of the same producer instance.
     others = {k: v for k, v in counts.items() if k not in ("acked", "duplicate")}
@@ -67,7 +76,7 @@ def test_sends_in_flight_from_worker_processes_are_each_recorded_and_checked(sto
     for o in ops:
         for p, off, v in o.get("records") or []:
             places.setdefault(v, set()).add((p, off))
-    timed_out = [o for o in sends if o["type"] == "info" and o.get("error") == "_MSG_TIMED_OUT"]
+    timed_out = [o for o in sends if o["type"] == "info" and o.get("error") == TIMED_OUT[client]]
     ack = {o["value"]: o for o in sends if o["type"] == "ok"}
     for v in (v for v, where in places.items() if len(where) > 1):
         done = ack.get(v) or next(o for o in sends if o["value"] == v and o["type"] != "invoke")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -27,18 +28,47 @@ def cores(monkeypatch):
     return set_
 
 
+@pytest.fixture
+def no_jdk(monkeypatch):
+    """Pretend no JDK is on PATH."""
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which",
+                        lambda name, *a, **k: None if name in ("java", "javac") else real(name, *a, **k))
+
+
 @pytest.mark.parametrize("n, processes", [(1, 1), (2, 2), (6, 6), (64, full_load.MAX_PROCESSES)])
-def test_cores_decide_the_processes(cores, n, processes):
+def test_cores_decide_the_processes(cores, no_jdk, n, processes):
     cores(n)
     c = cfg("--rate", "max")
     w = c.workload
-    assert (w.rate, w.producer_processes, w.producers) == ("max", processes, processes)
+    assert (w.rate, w.client, w.producer_processes, w.producers) == ("max", "python", processes, processes)
     assert (w.in_flight, c.producer.linger_ms) == (full_load.IN_FLIGHT, full_load.LINGER_MS)
     assert w.full_load["cores"] == n and w.full_load["explicit"] == []
     assert f"on {n} core" in w.full_load["why"] and f"--producer-processes {processes}" in w.full_load["why"]
+    assert "--client python" in w.full_load["why"]
 
 
-def test_explicit_options_win(cores):
+@pytest.mark.skipif(shutil.which("javac") is None, reason="needs a JDK on PATH")
+def test_with_a_jdk_the_queue_producers_run_on_the_java_client(cores):
+    cores(2)
+    w = cfg("--rate", "max").workload
+    assert (w.client, w.producer_processes, w.producers, w.in_flight) == ("java", 0, 2, full_load.IN_FLIGHT)
+    assert w.client_version is not None
+    assert w.full_load["why"] == "--rate max on 2 cores: --client java, --producers 2, --in-flight 20000, --linger-ms 5"
+    # the user's choice of client or of worker processes keeps librdkafka
+    assert cfg("--rate", "max", "--client", "python").workload.client == "python"
+    w = cfg("--rate", "max", "--producer-processes", "1").workload
+    assert (w.client, w.producer_processes) == ("python", 1)
+    assert full_load.pick(2, {}, java=False)["picked"]["client"] == "python"  # no JDK, or not the queue workload
+    assert cfg("--client", "java").workload.client == "java"
+
+
+def test_java_producers_take_no_worker_processes():
+    with pytest.raises(ConfigError, match="--producer-processes runs librdkafka producers"):
+        cfg("--client", "java", "--producers", "2", "--producer-processes", "2")
+
+
+def test_explicit_options_win(cores, no_jdk):
     cores(4)
     w = cfg("--rate", "max", "--in-flight", "50", "--linger-ms", "0").workload
     assert (w.in_flight, w.producer_processes, w.producers) == (50, 4, 4)
@@ -63,12 +93,12 @@ def test_without_max_nothing_is_picked(cores):
     assert cfg("--rate", "250", "--in-flight", "7").workload.in_flight == 7
 
 
-def test_the_pick_is_recorded_and_read_back_unchanged_on_another_machine(cores):
+def test_the_pick_is_recorded_and_read_back_unchanged_on_another_machine(cores, no_jdk):
     cores(2)
     c = cfg("--rate", "max", "--producers", "2")
     recorded = json.loads(json.dumps(c.to_dict()))
     assert recorded["workload"]["rate"] == "max"
-    assert recorded["workload"]["full_load"]["picked"] == {"producer_processes": 2, "producers": 2,
+    assert recorded["workload"]["full_load"]["picked"] == {"client": "python", "producer_processes": 2, "producers": 2,
                                                            "in_flight": full_load.IN_FLIGHT, "linger_ms": 5}
     cores(16)  # a rerun from test.json keeps the recorded numbers: nothing is picked again
     again = TestConfig.from_dict(recorded)
@@ -90,7 +120,7 @@ def test_a_bad_rate_in_test_json_is_refused():
         TestConfig.from_dict(d)
 
 
-def test_a_suite_cell_takes_rate_max(tmp_path, cores):
+def test_a_suite_cell_takes_rate_max(tmp_path, cores, no_jdk):
     cores(3)
     path = tmp_path / "s.yaml"
     path.write_text("base: {time_limit: 30}\nmatrix:\n  rate: [100, max]\ninclude:\n  - {rate: max, in_flight: 9}\n")
@@ -104,11 +134,12 @@ def test_a_suite_cell_takes_rate_max(tmp_path, cores):
         load_suite(path)
 
 
-def test_run_help_says_what_max_picks_here(cores, capsys):
+def test_run_help_says_what_max_picks_here(cores, no_jdk, capsys):
     cores(2)
     assert main(["run", "--help-all"]) == 0
     lines = {line.split()[0]: " ".join(line.split()) for line in capsys.readouterr().out.splitlines()
              if line.startswith("  --")}
-    assert "here, 2 cores: --producer-processes 2, --producers 2, --in-flight 20000, --linger-ms 5" in lines["--rate"]
+    assert ("here, 2 cores, for the queue workload: --client python, --producer-processes 2, --producers 2, "
+            "--in-flight 20000, --linger-ms 5") in lines["--rate"]
     for flag in ("--producers", "--in-flight", "--producer-processes", "--linger-ms"):
         assert "--rate max picks it" in lines[flag], lines[flag]

@@ -84,3 +84,25 @@ def test_a_merge_cut_short_is_finished_without_doubling(tmp_path):
     assert (tmp_path / "history.jsonl").read_text() == merged
     assert sorted(os.listdir(tmp_path)) == ["history.jsonl"]
     assert len(merged.splitlines()) == 4
+
+
+def test_a_part_of_lines_is_merged_by_time_and_its_torn_last_line_dropped(tmp_path):
+    """The Java client's queue clients write their part as history lines without an index, each starting with
+    `{"time":`; a killed JVM leaves a torn last line, which the merge drops."""
+    h = History(tmp_path / "history.jsonl")
+    h.complete(h.invoke(9, "poll", topic="kchaos"), "ok", records=[])
+    h.close()
+    first = next(read_history(tmp_path / "history.jsonl"))["time"]
+    (tmp_path / PARTS_DIR).mkdir()
+    (tmp_path / PARTS_DIR / "java-clients.jsonl").write_text(
+        f'{{"time":{first - 1},"process":0,"type":"invoke","f":"send","topic":"kchaos","partition":2,"value":1,'
+        '"producer":0}\n'
+        f'{{"time":{first + 10**9},"process":0,"type":"ok","f":"send","topic":"kchaos","partition":2,"value":1,'
+        '"producer":0,"offset":4}\n'
+        f'{{"time":{first + 2 * 10**9},"process":1,"type":"inv')
+    assert merge_streams(tmp_path) == 4
+    recs = list(read_history(tmp_path / "history.jsonl"))
+    assert [(r["index"], r["process"], r["type"]) for r in recs] == [
+        (0, 0, "invoke"), (1, 9, "invoke"), (2, 9, "ok"), (3, 0, "ok")]
+    assert recs[3] == {**recs[3], "f": "send", "partition": 2, "value": 1, "offset": 4, "producer": 0}
+    assert not (tmp_path / PARTS_DIR).exists()

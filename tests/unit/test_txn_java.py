@@ -67,7 +67,7 @@ def test_a_test_json_with_a_bad_client_is_refused(change, needle):
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--client", "java"], "--client java runs only --workload txn or copy, not queue"),
+    (["--client", "java", "--producer-processes", "2"], "--producer-processes runs librdkafka producers"),
     (["--workload", "txn", "--client", "jvm"], "argument --client: invalid choice: 'jvm'"),
 ])
 def test_bad_client_options_exit_3_in_one_line_before_creating_anything(tmp_path, argv, needle):

@@ -51,7 +51,7 @@ class Queue:
     name = "queue"
     writes = True
     transactional = False
-    clients = ("python",)
+    clients = ("python", "java")
     options = QueueOptions
     parquet = True
     history_ops: tuple[str, ...] = ()
@@ -72,12 +72,16 @@ class Queue:
         require(o.group_commit in GROUP_COMMITS,
                 f"--group-commit must be one of {', '.join(GROUP_COMMITS)}; got {o.group_commit!r}")
         require(w.consumer_mode != "subscribe" or w.consumers >= 1, "--consumer-mode subscribe needs --consumers >= 1")
+        require(w.client != "java" or not w.producer_processes,
+                "--producer-processes runs librdkafka producers in worker processes; with --client java every "
+                "producer is a thread of one JVM")
 
     def make(self, cfg: TestConfig, java: Any = None) -> Workload:
-        """Producers and consumers in the harness (or producer processes, `--producer-processes`)."""
+        """Producers and consumers in the harness (or producer processes, `--producer-processes`; or, with
+        `java`, the producers in one JVM of the Java client)."""
         from kchaos.workloads.queue.workload import QueueWorkload
 
-        return QueueWorkload(cfg)
+        return QueueWorkload(cfg, java=java)
 
     def describe(self, cfg: TestConfig) -> str:
         """`workload: 4 producers at 100/s, 2 consumers in one group (sync commits, classic protocol)`."""
@@ -86,6 +90,7 @@ class Queue:
                 + (f"{w.rate:g}/s" if w.rate != "max" else "full load")
                 + (f", {w.in_flight} sends in flight each" if w.in_flight > 1 else "")
                 + (f", in {w.producer_processes} processes" if w.producer_processes else "")
+                + (f" on the Java client (kafka-clients {w.client_version})" if w.client == "java" else "")
                 + f", {w.consumers} consumer{'s' * (w.consumers != 1)}"
                 + (f" in one group ({w.options.group_commit} commits, {w.group_protocol} protocol)"
                    if w.consumer_mode == "subscribe" else ""))

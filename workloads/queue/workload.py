@@ -5,7 +5,8 @@ own logical process (a `ProducerLoop`), at a share of the target
 rate; the partition of every send is drawn from the instance's own seeded
 generator. Producer instances run as threads of the harness, recording into
 the history, or in `producer_processes` worker processes with their own send
-streams (`ProducerProcesses`). Consumers are threads, one process each:
+streams (`ProducerProcesses`), or, with the Java client, as threads of one JVM
+(`JavaQueueClients`), which then runs the assigned consumers too. Consumers are threads, one process each:
 assigned every partition (`--consumer-mode assign`), or members of one consumer
 group (`subscribe`, each a `Member`).
 """
@@ -24,7 +25,9 @@ from kchaos.core.history import History, Op
 from kchaos.core.protocols import Topology
 from kchaos.workloads.clients import make_consumer, make_group_consumer, to_records
 from kchaos.workloads.drain import drain_all
+from kchaos.workloads.java_build import JavaProgram
 from kchaos.workloads.queue.group import Member, group_id
+from kchaos.workloads.queue.java_clients import JavaQueueClients
 from kchaos.workloads.queue.producer_procs import LoopSpec, ProducerProcesses
 from kchaos.workloads.threads import join_all
 
@@ -35,12 +38,13 @@ class QueueWorkload:
     """P producer instances of N slots (processes 0..P*N-1, instance p owning p*N..p*N+N-1), consumers
     P*N..P*N+C-1, and processes P*N+C.. draining at the end (P*N+C+p reads partition p), on the test topic."""
 
-    def __init__(self, cfg: TestConfig):
+    def __init__(self, cfg: TestConfig, java: JavaProgram | None = None):
         self.cfg = cfg
+        self.java = java
         self.topic = cfg.topic.name
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._procs: ProducerProcesses | None = None
+        self._procs: ProducerProcesses | JavaQueueClients | None = None
         self._counts = {"send": 0, "ok": 0, "fail": 0, "info": 0, "polled": 0}
         self._counts_lock = threading.Lock()
         self._members: dict[int, Member] = {}  # subscribe mode: process -> member
@@ -67,15 +71,20 @@ class QueueWorkload:
         spec = LoopSpec(cluster.bootstrap(), dataclasses.asdict(self.cfg.producer), self.topic,
                         self.cfg.topic.partitions, w.producers, w.in_flight,
                         float("inf") if w.rate == "max" else float(w.rate), self.cfg.seed)
-        if w.producer_processes:
+        first = w.producers * w.in_flight
+        jvm_reads = self.java is not None and w.consumer_mode == "assign"
+        if self.java is not None:
+            consumers = list(range(first, first + w.consumers)) if jvm_reads else []
+            self._procs = JavaQueueClients(self.java, spec, consumers, history.path.parent, history.t0_ns)
+            self._procs.start()
+        elif w.producer_processes:
             self._procs = ProducerProcesses(spec, w.producer_processes, history.path.parent, history.t0_ns)
             self._procs.start()
         else:
             sends = HistorySends(history, self.topic, self._count)
             for p in range(w.producers):
                 self._spawn(f"producer-{p}", lambda p=p: spec.loop(p, sends).run(self._stop.is_set))
-        first = w.producers * w.in_flight
-        for c in range(w.consumers):
+        for c in range(0 if jvm_reads else w.consumers):
             if w.consumer_mode == "subscribe":
                 m = Member(cluster.bootstrap(), history, first + c, self.topic, self.cfg.seed,
                            w.options.group_commit, w.group_protocol, self._count)
