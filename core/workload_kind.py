@@ -89,6 +89,10 @@ class WorkloadKind(Protocol):
     def crashable(self, cfg: TestConfig) -> bool:
         """Whether the crash-client nemesis has clients to crash under `cfg`."""
 
+    def coordinators(self, cfg: TestConfig) -> Mapping[str, tuple[str, ...]]:
+        """The keys its clients' coordinators are found by under `cfg`: "txn" (transactional ids) and "group"
+        (consumer groups), each kind present only when the run has such keys (the coordinator targets)."""
+
     def checkers(self) -> Mapping[str, Callable[..., Checker]]:
         """Its checkers by name, the first its own (the one results.json summarises), each built with `master=`."""
 

@@ -27,7 +27,7 @@ from kchaos.core.workload_kind import kind_of
 from kchaos.nemesis.base import ScheduledOp
 from kchaos.nemesis.mix import lazy_families
 from kchaos.nemesis.schedule import make_schedule, schedule_names, specs_in
-from kchaos.nemesis.targets import KINDS
+from kchaos.nemesis.targets import COORDINATORS, KINDS
 from kchaos.workloads.java_build import JavaBuildError, JavaProgram, compile_client, jdk_problem
 
 
@@ -71,6 +71,11 @@ class Test:
         return out
 
 
+# What a run lacks when a coordinator target has nothing to aim at, and how to give it some.
+NO_KEYS = {"group": "consumer group (--consumer-mode subscribe, or --workload txn or copy)",
+           "txn": "transactional id (--workload txn or copy)"}
+
+
 def preflight(cfg: TestConfig) -> TestConfig:
     """Every check that needs no cluster: options, nemesis names, schedule file, store path, --kafka-dist,
     the hosts file.
@@ -93,6 +98,10 @@ def preflight(cfg: TestConfig) -> TestConfig:
     if clients and not kind.crashable(cfg):
         raise ConfigError(f"--nemesis {clients[0]} crashes group members: it needs --consumer-mode subscribe "
                           "(or --workload txn or copy)")
+    for spec in cfg.nemesis.names:
+        target = spec.partition(":")[2]
+        if target in COORDINATORS and not kind.coordinators(cfg).get(COORDINATORS[target][1]):
+            raise ConfigError(f"--nemesis {spec}: this run has no {NO_KEYS[COORDINATORS[target][1]]}")
     quorum = [s for s in cfg.nemesis.names if s not in ("none", "mix")
               and nemeses.split(s)[0].needs_controllers > cfg.cluster.controllers]
     if quorum:

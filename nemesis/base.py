@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from kchaos.core.config import TestConfig
 from kchaos.core.history import History
 from kchaos.core.protocols import FaultSkipped, Nemesis, NodeControl
-from kchaos.nemesis.targets import Target, fault_op, resolve
+from kchaos.nemesis.targets import COORDINATORS, Target, coordinator_keys, fault_op, resolve_recorded
 
 __all__ = ["FaultSkipped", "ScheduledOp", "Package", "periodic", "targeted", "TargetedNemesis", "NodeFault",
            "outlive_lag", "outlive_session", "last_json"]
@@ -132,6 +132,7 @@ class TargetedNemesis:
                  start_f: str, stop_f: str, default_target: str):
         self.name, self.fault, self.cluster, self.default_target = name, fault, cluster, default_target
         self.topic = cfg.topic.name
+        self.cfg = cfg
         self.start_f, self.stop_f = start_f, stop_f
         self.active: set[str] = set()
 
@@ -142,14 +143,16 @@ class TargetedNemesis:
         """Apply `start_f` to the op's target, resolved now (after the driver has honoured the op's
         `await_isr` precondition, if any), or undo everything on `stop_f`."""
         if op["f"] == self.start_f:
-            targets = resolve(self.cluster, self.topic, {"target": self.default_target, **op})
+            op = {"target": self.default_target, **op}
+            keys = coordinator_keys(self.cfg) if op["target"] in COORDINATORS else None
+            targets, record = resolve_recorded(self.cluster, self.topic, op, keys)
             try:
                 out = {"nodes": targets, **self.fault.begin(targets, op)}
             except Exception:
                 self.active.update(targets)  # half-applied: the mend must still visit every target
                 raise
             self.active.update(out["nodes"])
-            return {"targets": targets, **out}
+            return {"targets": targets, **record, **out}
         if op["f"] == self.stop_f:
             nodes = sorted(self.active)
             self.active.clear()

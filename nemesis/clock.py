@@ -15,10 +15,11 @@ from typing import Any
 
 from kchaos.core.protocols import NodeControl
 from kchaos.nemesis.base import outlive_lag, targeted
+from kchaos.nemesis.targets import COORDINATOR_TARGETS
 
 MAX_SKEW_S = 60  # a drawn offset is 1..MAX_SKEW_S seconds, ahead or behind
 STROBE_PERIOD_S = 1  # libfaketime reads its offset file once a second: no clock can jump faster
-NODES = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller")
+NODES = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller", *COORDINATOR_TARGETS)
 
 
 def draw_offsets(nodes: list[str], op: dict[str, Any]) -> dict[str, int]:

@@ -28,7 +28,7 @@ from typing import Any
 from kchaos.core.config import ConfigError, TestConfig
 from kchaos.nemesis import clock, disk, election, network, powerfail, process, slow
 from kchaos.nemesis.base import Package, ScheduledOp, outlive_lag, outlive_session
-from kchaos.nemesis.targets import PARTITIONED, Target, fault_op
+from kchaos.nemesis.targets import COORDINATOR_TARGETS, PARTITIONED, Target, fault_op
 
 NAME = "mix"
 FAMILIES: dict[str, tuple[Package, ...]] = {
@@ -69,7 +69,8 @@ def kinds_for(family: str, pkg: Package) -> tuple[str, ...] | None:
         return () if pkg.name in ONE_SHOT and len(pkg.fs) == 1 else None
     if len(pkg.fs) != 2:
         return None
-    kinds = tuple(k for k in pkg.targets if k != "all" or pkg.targets[0] == "all")
+    # Not the coordinators: a run has their keys only under some workloads and modes.
+    kinds = tuple(k for k in pkg.targets if (k != "all" or pkg.targets[0] == "all") and k not in COORDINATOR_TARGETS)
     if family == "page-cache":
         kinds = tuple(k for k in kinds if k in SINGLE_NODE)
     return kinds or None

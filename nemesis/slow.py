@@ -12,6 +12,7 @@ from typing import Any
 
 from kchaos.core.protocols import NodeControl
 from kchaos.nemesis.base import outlive_lag, targeted
+from kchaos.nemesis.targets import COORDINATOR_TARGETS
 
 # 512 bit/s towards port 9092: a follower's fetch request (and the ACKs for the
 # data it receives) then take seconds each, so it cannot reach the leader's log
@@ -20,8 +21,10 @@ from kchaos.nemesis.base import outlive_lag, targeted
 FOLLOWER_RATE = "512bit"
 DISK_DELAY_MS = (100, 1000)  # every write, every fsync
 CPU_SHARE = 0.05  # of one core
-FOLLOWERS = ("follower", "followers", "one", "minority", "majority", "all", "leader", "controller")
-NODES = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller")
+FOLLOWERS = ("follower", "followers", "one", "minority", "majority", "all", "leader", "controller",
+             *COORDINATOR_TARGETS)
+NODES = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller",
+         *COORDINATOR_TARGETS)
 
 
 class Each:

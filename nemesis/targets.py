@@ -1,27 +1,42 @@
 """Target specs: which nodes a fault hits, resolved against the live cluster when the fault fires.
 
 A spec is a word, optionally with a partition: `one`, `minority`, `majority`,
-`all`, `leader[:P]`, `follower[:P]`, `followers[:P]`, `controller`. The
+`all`, `leader[:P]`, `follower[:P]`, `followers[:P]`, `controller`,
+`txn-coordinator`, `group-coordinator`. The
 schedule stores the spec, the partition and a `pick` number drawn from the
 seed; resolution orders the candidates, then draws from `random.Random(pick)`,
 so a replayed schedule makes the same choice among the same candidates
 ("the leader of partition 0", "a random minority"). An op may also name its
 nodes (`"nodes": ["n1"]`).
+
+A coordinator target is the broker that leads the internal topic partition
+holding one of the run's keys (`coordinator_keys`): a transactional id's in
+`__transaction_state`, a consumer group's in `__consumer_offsets`. Kafka places
+a key in partition abs(Java's String.hashCode of the key) mod the topic's
+partition count, and FindCoordinator answers with that partition's leader.
 """
 from __future__ import annotations
 
 import json
 import random
+import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kchaos.clusters import admin
-from kchaos.core.protocols import FaultSkipped, NodeControl
+from confluent_kafka import KafkaException
 
-KINDS = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller")
+from kchaos.clusters import admin
+from kchaos.core.config import TestConfig
+from kchaos.core.protocols import FaultSkipped, NodeControl
+from kchaos.core.workload_kind import kind_of
+
+# The coordinator targets: the internal topic that holds their keys, and the kind of key.
+COORDINATORS = {"txn-coordinator": ("__transaction_state", "txn"), "group-coordinator": ("__consumer_offsets", "group")}
+COORDINATOR_TARGETS = tuple(COORDINATORS)
+KINDS = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller", *COORDINATOR_TARGETS)
 PARTITIONED = ("leader", "follower", "followers")
 AWAIT_S = 30.0  # how long an op's `await_isr` waits by default (`await_s` overrides)
 
@@ -80,14 +95,72 @@ def active_controller(cluster: NodeControl) -> str:
     return active
 
 
-def resolve(cluster: NodeControl, topic: str, op: dict[str, Any]) -> list[str]:
+def java_hash(text: str) -> int:
+    """Java's `String.hashCode()` of `text`: a 32-bit signed sum over its UTF-16 code units."""
+    raw = text.encode("utf-16-be")
+    h = 0
+    for unit in struct.unpack(f">{len(raw) // 2}H", raw):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def key_partition(key: str, partitions: int) -> int:
+    """The partition of an internal topic of `partitions` partitions that holds `key` (Kafka's
+    `Utils.abs(key.hashCode()) % partitions`, where abs of the smallest int is 0)."""
+    h = java_hash(key)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def coordinator(cluster: NodeControl, kind: str, keys: Mapping[str, tuple[str, ...]],
+                pick: random.Random) -> tuple[str, dict[str, Any]]:
+    """The broker coordinating one of the run's keys of coordinator target `kind`, drawn with `pick`, and what
+    to record: the key and the internal topic partition. FaultSkipped when there is none."""
+    internal, of = COORDINATORS[kind]
+    candidates = sorted(keys.get(of, ()))
+    if not candidates:
+        raise FaultSkipped(f"this run has no {of} key for {kind}")
+    key = pick.choice(candidates)
+    try:
+        states = admin.partitions(cluster.bootstrap(), internal)
+    except KafkaException as e:
+        raise FaultSkipped(f"{internal} cannot be read (not made yet?): {e}") from None
+    if not states:
+        raise FaultSkipped(f"{internal} does not exist yet")
+    p = key_partition(key, len(states))
+    leader = cluster.node_of(states[p].leader) if p in states else None
+    if leader is None:
+        raise FaultSkipped(f"{internal}-{p}, which holds {key}, has no leader")
+    return leader, {"coordinator": {"key": key, "partition": f"{internal}-{p}"}}
+
+
+def coordinator_keys(cfg: TestConfig) -> Mapping[str, tuple[str, ...]]:
+    """The run's coordinator keys by kind ("txn", "group"), as its workload names them."""
+    return kind_of(cfg.workload.kind).coordinators(cfg)
+
+
+def resolve(cluster: NodeControl, topic: str, op: dict[str, Any],
+            keys: Mapping[str, tuple[str, ...]] | None = None) -> list[str]:
     """The nodes `op`'s target names right now (sorted); FaultSkipped when there are none.
 
     An op may instead name its nodes outright (`"nodes": ["n2"]`), as a
     hand-written schedule might. A leader/follower target without a
-    partition means partition 0.
+    partition means partition 0. A coordinator target draws among `keys`, the
+    run's coordinator keys by kind ("txn", "group").
     """
+    return resolve_recorded(cluster, topic, op, keys)[0]
+
+
+def resolve_recorded(cluster: NodeControl, topic: str, op: dict[str, Any],
+                     keys: Mapping[str, tuple[str, ...]] | None = None) -> tuple[list[str], dict[str, Any]]:
+    """`resolve`, with what to record of the resolution beyond the nodes (a coordinator's key and partition)."""
     kind, pick = op["target"], random.Random(op.get("pick", 0))
+    if kind in COORDINATORS and "nodes" not in op:
+        node, record = coordinator(cluster, kind, keys or {}, pick)
+        return [node], record
+    return _resolve(cluster, topic, op, kind, pick), {}
+
+
+def _resolve(cluster: NodeControl, topic: str, op: dict[str, Any], kind: str, pick: random.Random) -> list[str]:
     everyone = sorted(set(cluster.nodes) | set(cluster.controllers))
     if "nodes" in op:
         unknown = sorted(set(op["nodes"]) - set(everyone))

@@ -94,6 +94,9 @@ class Echo:
     def crashable(self, cfg: TestConfig) -> bool:
         return False
 
+    def coordinators(self, cfg: TestConfig) -> dict[str, tuple[str, ...]]:
+        return {}
+
     def checkers(self) -> dict[str, Callable[..., Any]]:
         return {"echo": EchoChecker}
 

@@ -69,6 +69,13 @@ class Copy:
         """Its copiers can always be crashed."""
         return True
 
+    def coordinators(self, cfg: TestConfig) -> dict[str, tuple[str, ...]]:
+        """Each copier slot's transactional id, and the copiers' group."""
+        from kchaos.workloads.copy.copier import copy_group, copy_txn_id
+
+        return {"txn": tuple(copy_txn_id(cfg.seed, slot) for slot in range(cfg.workload.consumers)),
+                "group": (copy_group(cfg.seed),)}
+
     def checkers(self) -> dict[str, Callable[..., Checker]]:
         """The copy checker: the output read at the end against the input."""
         from kchaos.checkers.copy.check import COPY, CopyChecker

@@ -99,6 +99,12 @@ class Queue:
         """Group members can be crashed; assigned consumers cannot."""
         return cfg.workload.consumer_mode == "subscribe"
 
+    def coordinators(self, cfg: TestConfig) -> dict[str, tuple[str, ...]]:
+        """The consumer group of subscribed consumers; assigned consumers have none."""
+        from kchaos.workloads.rebalance import group_id
+
+        return {"group": (group_id(cfg.seed),)} if cfg.workload.consumer_mode == "subscribe" else {}
+
     def checkers(self) -> dict[str, Callable[..., Checker]]:
         """The queue checker (Spark, on the history's Parquet)."""
         from kchaos.checkers.queue.check import QueueChecker

@@ -104,6 +104,15 @@ class Txn:
         """Its processes can always be crashed."""
         return True
 
+    def coordinators(self, cfg: TestConfig) -> dict[str, tuple[str, ...]]:
+        """Each process's transactional id, and the groups its transactions commit offsets to."""
+        from kchaos.workloads.txn.client import txn_id
+        from kchaos.workloads.txn.consumer import txn_group
+
+        processes = range(cfg.workload.producers)
+        return {"txn": tuple(txn_id(cfg.seed, p) for p in processes),
+                "group": tuple(sorted({txn_group(cfg, p) for p in processes}))}
+
     def checkers(self) -> dict[str, Callable[..., Checker]]:
         """The txn checker on Spark; its reference (`kchaos.checkers.txn.reference`) stays the definition it is tested
         against."""

@@ -75,6 +75,11 @@ def draw_sub(rng: random.Random, partitions: int) -> tuple[str, list[int]]:
     return "assign", sorted(rng.sample(range(partitions), rng.randint(1, partitions)))
 
 
+
+def txn_id(seed: int, process: int) -> str:
+    """The transactional.id of a process, the same for each of its producers."""
+    return f"kchaos-{seed}-txn-{process}"
+
 class Crashed(Exception):
     """The process was crashed (crash-client) at this return from the client."""
 
@@ -97,7 +102,7 @@ class TxnClient:
         self._values = (process + w.producers * i for i in range(1 << 62))  # unique across processes
         self.interval = 0.0 if w.rate == "max" else w.producers / float(w.rate)
         self.timeout = cfg.producer.delivery_timeout_ms / 1000
-        self.txn_id = f"kchaos-{cfg.seed}-txn-{process}"
+        self.txn_id = txn_id(cfg.seed, process)
         self.producer: Producer | None = None
         self.reader = TxnConsumer(cfg, bootstrap, history, process)
         # a stream of its own: with --txn-sub-p 0 the other draws are the same

@@ -34,6 +34,12 @@ POLL_TIMEOUT_S = 0.1
 BATCH = 100  # records one poll micro-op returns at most
 
 
+
+def txn_group(cfg: TestConfig, process: int) -> str:
+    """The consumer group of a process's consumer: the run's one group in subscribe mode, else its own (the group
+    its transactions commit the polled offsets to)."""
+    return group_id(cfg.seed) if cfg.workload.consumer_mode == "subscribe" else f"kchaos-txn{process}"
+
 class TxnConsumer:
     """One consumer of a txn process at a time: made by `start`, read by `poll`, committed through `positions`
     and `group_metadata`, replaced by `assign` and `subscribe`, left for a new one by `abandon`. `assign` and
@@ -45,7 +51,7 @@ class TxnConsumer:
         self.cfg, self.bootstrap, self.history, self.process = cfg, bootstrap, history, process
         self.topic, self.partitions = cfg.topic.name, cfg.topic.partitions
         self.subscribe_mode = cfg.workload.consumer_mode == "subscribe"
-        self.group = group_id(cfg.seed) if self.subscribe_mode else f"kchaos-txn{process}"
+        self.group = txn_group(cfg, process)
         self.consumer: Consumer | None = None
         self.manual: list[int] = []  # the partitions assigned by hand; [] while subscribed
         self.member = False  # subscribed to self.group
