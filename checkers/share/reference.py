@@ -1,0 +1,200 @@
+"""The share-group checker's reference: what each anomaly of a share run means, one history at a time, in Python.
+
+A share history (docs/history.md) holds the producers' `send` ops, and per member process:
+
+- `share-poll`: invoked, then `ok` with `records`: `[partition, offset, value, delivery_count]` each, the records
+  the poll acquired for this member (or `info` with `error`, nothing acquired that the member saw);
+- `share-ack`: invoked with `acks`: `[partition, offset, "accept"|"release"|"reject"]` each; its completion's
+  `acks` add the outcome the client was told for each: `"ok"` (committed), `"fail"` (refused: not applied) or
+  `"info"` (unknown); a completion of type `info` says the commit's outcome is unknown for all of them;
+- `share-leave`: the member's consumer closed (`ok`) or abandoned (`info`, a crash: what it held is released
+  when its locks expire);
+- `share-state`, once, after the final drain: `partitions`, `{partition: [start, end]}`, the group's share-partition
+  start offset (every record below it acknowledged or archived) and the partition's high watermark.
+
+A delivery is the pair (a record, the ok `share-poll` that returned it). "Before" is real time: an op completed
+before another was invoked. The kinds (docs/checkers.md has each with an example):
+
+- `share_lost`: an acknowledged send whose record no member was ever delivered, in a partition the final drain
+  completed (its start offset reached its end), in a run where no member crashed. Fails the run.
+- `redelivered_after_accept`: a delivery of a record after an ACCEPT of it whose commit the client was told
+  succeeded. Fails the run.
+- `redelivered_after_reject`: the same after a REJECT. Fails the run.
+- `over_delivery_limit`: a delivery whose delivery count is above `delivery.count.limit`. Fails the run.
+- `delivery_count_regressed`: a delivery whose count is at most the count of a delivery of the same record
+  that completed before it was invoked. Fails the run.
+- `concurrent_acquisition`: a delivery to one member while another held the record: the other's poll was
+  invoked less than the lock duration before this poll completed, and the other had neither acknowledged
+  the record nor left the group by then. Fails the run.
+
+A redelivery the guarantee allows (at-least-once) is counted by its cause, the first that applies: `release`
+(a RELEASE of the record before it), `failed_accept` (an ACCEPT or REJECT whose commit failed or is unknown),
+`crash` (the member holding it crashed or left), `lock_timeout` (the lock of the last delivery expired with no
+acknowledgement). A run whose final drain did not complete leaves the undelivered records of those partitions
+`unseen`: the run is unknown.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+SHARE_KINDS = {
+    "share_lost": "an acknowledged record no member was ever delivered, though the final drain completed",
+    "redelivered_after_accept": "a record was delivered again after an ACCEPT the client was told committed",
+    "redelivered_after_reject": "a record was delivered again after a REJECT the client was told committed",
+    "over_delivery_limit": "a record was delivered more times than group.share.delivery.count.limit",
+    "delivery_count_regressed": "a later delivery of a record carried a delivery count no higher than an earlier",
+    "concurrent_acquisition": "two members held the same record at once, within its acquisition lock",
+}
+CAUSES = ("release", "failed_accept", "crash", "lock_timeout")
+MAX_EXAMPLES = 10
+
+
+@dataclass
+class Delivery:
+    """One record as one ok `share-poll` returned it."""
+
+    partition: int
+    offset: int
+    value: int
+    count: int
+    process: int
+    invoked: int  # the poll's invocation: its history index
+    completed: int  # the poll's completion: its history index
+    invoked_ns: int
+    completed_ns: int
+
+
+@dataclass
+class Ack:
+    """One acknowledgement of one record, and what the client was told of its commit."""
+
+    partition: int
+    offset: int
+    kind: str  # accept, release, reject
+    outcome: str  # ok, fail, info
+    process: int
+    invoked: int
+    completed: int | None  # None: never completed
+
+
+@dataclass
+class Record:
+    """Everything the history says of one record (partition, offset)."""
+
+    deliveries: list[Delivery] = field(default_factory=list)
+    acks: list[Ack] = field(default_factory=list)
+
+
+def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) -> dict[str, Any]:
+    """The reference result of a share history's ops (in history order): `valid` (False if any kind was found,
+    "unknown" if the final drain left records unseen, else True), `counts` (each kind, `acked`, `delivered`,
+    `unseen`, `redelivered`), `redeliveries` by cause, `examples` of each kind (up to MAX_EXAMPLES
+    `[partition, offset, value]`), with `limit` the delivery count limit and `lock_ms` the acquisition lock."""
+    acked: dict[int, tuple[int, int | None]] = {}  # value -> (partition, offset)
+    records: dict[tuple[int, int], Record] = defaultdict(Record)
+    open_polls: dict[int, tuple[int, int]] = {}  # process -> (index, time) of its outstanding share-poll
+    open_acks: dict[int, tuple[int, list[Any]]] = {}
+    left: dict[int, list[tuple[int, bool]]] = defaultdict(list)  # process -> [(index, crashed)]
+    state: dict[int, tuple[int, int]] | None = None
+    for n, op in enumerate(ops):
+        f, t, p = op.get("f"), op.get("type"), op.get("process")
+        index = int(op.get("index", n))
+        if f == "send" and t == "ok":
+            acked[int(op["value"])] = (int(op["partition"]), op.get("offset"))
+        elif f == "share-poll":
+            if t == "invoke":
+                open_polls[p] = (index, int(op.get("time", 0)))
+            elif p in open_polls:
+                inv, inv_ns = open_polls.pop(p)
+                for part, off, value, count in op.get("records") or () if t == "ok" else ():
+                    records[(part, off)].deliveries.append(
+                        Delivery(part, off, value, count, p, inv, index, inv_ns, int(op.get("time", 0))))
+        elif f == "share-ack":
+            if t == "invoke":
+                open_acks[p] = (index, op.get("acks") or [])
+            elif p in open_acks:
+                inv, _ = open_acks.pop(p)
+                for part, off, kind, outcome in op.get("acks") or ():
+                    records[(part, off)].acks.append(Ack(part, off, kind, outcome if t == "ok" else "info", p, inv,
+                                                         index))
+        elif f == "share-leave" and t in ("ok", "info"):
+            left[p].append((index, t == "info"))
+        elif f == "share-state" and t == "ok":
+            state = {int(k): (int(v[0]), int(v[1])) for k, v in (op.get("partitions") or {}).items()}
+    for p, (inv, acks) in open_acks.items():  # never completed: unknown
+        for part, off, kind in acks:
+            records[(part, off)].acks.append(Ack(part, off, kind, "info", p, inv, None))
+
+    found: dict[str, list[list[int]]] = {k: [] for k in SHARE_KINDS}
+    causes = dict.fromkeys(CAUSES, 0)
+    lock_ns = lock_ms * 1_000_000
+    crashed = any(c for events in left.values() for _, c in events)
+    for (part, off), rec in records.items():
+        ds = sorted(rec.deliveries, key=lambda d: d.completed)
+        for i, d in enumerate(ds):
+            where = [part, off, d.value]
+            if d.count > limit:
+                found["over_delivery_limit"].append(where)
+            before = [e for e in ds[:i] if e.completed < d.invoked]
+            if any(e.count >= d.count for e in before):
+                found["delivery_count_regressed"].append(where)
+            done = [a for a in rec.acks if a.completed is not None and a.completed < d.invoked]
+            if any(a.kind == "accept" and a.outcome == "ok" for a in done):
+                found["redelivered_after_accept"].append(where)
+            if any(a.kind == "reject" and a.outcome == "ok" for a in done):
+                found["redelivered_after_reject"].append(where)
+            if _concurrent(d, ds[:i], rec.acks, left, lock_ns):
+                found["concurrent_acquisition"].append(where)
+            if i:
+                causes[_cause(ds[i - 1], rec.acks, left, d)] += 1
+    delivered = {d.value for rec in records.values() for d in rec.deliveries}
+    complete = {p for p, (start, end) in (state or {}).items() if start >= end}
+    unseen = 0
+    for value, (part, off) in sorted(acked.items()):
+        if value in delivered:
+            continue
+        if part in complete and not crashed:
+            found["share_lost"].append([part, -1 if off is None else off, value])
+        else:
+            unseen += 1
+    counts = {k: len(v) for k, v in found.items()}
+    bad = any(counts.values())
+    return {"valid": False if bad else ("unknown" if unseen else True),
+            "counts": {**counts, "acked": len(acked), "delivered": len(delivered), "unseen": unseen,
+                       "redelivered": sum(causes.values())},
+            "redeliveries": causes,
+            "examples": {k: sorted(v)[:MAX_EXAMPLES] for k, v in found.items() if v}}
+
+
+def _left_between(process: int, after: int, before: int, left: Mapping[int, list[tuple[int, bool]]]) -> bool:
+    """Whether `process` left the group (closed or crashed) between history indexes `after` and `before`."""
+    return any(after < i < before for i, _ in left.get(process, ()))
+
+
+def _concurrent(d: Delivery, earlier: list[Delivery], acks: list[Ack], left: Mapping[int, list[tuple[int, bool]]],
+                lock_ns: int) -> bool:
+    """Whether another member surely still held the record when `d` acquired it: its poll was invoked less
+    than a lock duration before `d`'s poll completed, and by then it had neither acknowledged the record
+    (an ack invoked, whatever came of it) nor left the group."""
+    for e in earlier:
+        if e.process == d.process or d.completed_ns - e.invoked_ns >= lock_ns:
+            continue
+        released = any(a.process == e.process and e.completed < a.invoked < d.completed for a in acks)
+        if not released and not _left_between(e.process, e.completed, d.completed, left):
+            return True
+    return False
+
+
+def _cause(prev: Delivery, acks: list[Ack], left: Mapping[int, list[tuple[int, bool]]], d: Delivery) -> str:
+    """Why the record came back after `prev`: the first of CAUSES that applies."""
+    between = [a for a in acks if prev.completed < a.invoked < d.completed]
+    if any(a.kind == "release" for a in between):
+        return "release"
+    if any(a.kind in ("accept", "reject") and a.outcome != "ok" for a in between):
+        return "failed_accept"
+    if _left_between(prev.process, prev.completed, d.completed, left):
+        return "crash"
+    return "lock_timeout"

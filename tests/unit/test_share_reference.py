@@ -1,0 +1,175 @@
+"""The share checker's reference on tiny labelled histories: each kind found where it is planted and nowhere
+else, the allowed redeliveries counted by cause, and an incomplete final drain making the run unknown."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kchaos.checkers.share.reference import CAUSES, SHARE_KINDS, check_share_ops
+
+LIMIT, LOCK_MS = 3, 1000
+MS = 1_000_000
+
+
+class History:
+    """A share history written op by op, each op 10 ms after the one before."""
+
+    def __init__(self) -> None:
+        self.ops: list[dict[str, Any]] = []
+
+    def _op(self, **op: Any) -> dict[str, Any]:
+        op = {"index": len(self.ops), "time": len(self.ops) * 10 * MS, **op}
+        self.ops.append(op)
+        return op
+
+    def send(self, value: int, partition: int = 0, offset: int | None = None) -> History:
+        self._op(process=100, type="invoke", f="send", partition=partition, value=value)
+        self._op(process=100, type="ok", f="send", partition=partition, value=value,
+                 offset=value if offset is None else offset)
+        return self
+
+    def poll(self, process: int, *records: tuple[int, int, int, int], gap_ms: int = 0) -> History:
+        """`records`: (partition, offset, value, delivery count). `gap_ms` more between invoke and ok."""
+        self._op(process=process, type="invoke", f="share-poll")
+        if gap_ms:
+            self.ops[-1]["time"] -= gap_ms * MS
+        self._op(process=process, type="ok", f="share-poll", records=[list(r) for r in records])
+        return self
+
+    def ack(self, process: int, *acks: tuple[int, int, str, str], type_: str = "ok") -> History:
+        """`acks`: (partition, offset, accept|release|reject, ok|fail|info)."""
+        self._op(process=process, type="invoke", f="share-ack", acks=[list(a[:3]) for a in acks])
+        self._op(process=process, type=type_, f="share-ack", acks=[list(a) for a in acks])
+        return self
+
+    def leave(self, process: int, crashed: bool = False) -> History:
+        self._op(process=process, type="invoke", f="share-leave")
+        self._op(process=process, type="info" if crashed else "ok", f="share-leave")
+        return self
+
+    def state(self, **partitions: tuple[int, int]) -> History:
+        self._op(process=200, type="ok", f="share-state",
+                 partitions={k.lstrip("p"): list(v) for k, v in partitions.items()})
+        return self
+
+    def check(self) -> dict[str, Any]:
+        return check_share_ops(self.ops, LIMIT, LOCK_MS)
+
+
+def kinds(result: dict[str, Any]) -> dict[str, int]:
+    return {k: n for k, n in result["counts"].items() if k in SHARE_KINDS and n}
+
+
+def test_a_clean_history_is_valid_and_counts_its_redeliveries_by_cause():
+    h = (History().send(1).send(2).send(3)
+         .poll(0, (0, 1, 1, 1), (0, 2, 2, 1)).ack(0, (0, 1, "accept", "ok"), (0, 2, "release", "ok"))
+         .poll(1, (0, 2, 2, 2), (0, 3, 3, 1)).ack(1, (0, 2, "accept", "ok"), (0, 3, "accept", "ok"))
+         .state(p0=(4, 4)))
+    r = h.check()
+    assert r["valid"] is True and kinds(r) == {}
+    assert r["counts"]["acked"] == 3 and r["counts"]["delivered"] == 3
+    assert r["redeliveries"] == {"release": 1, "failed_accept": 0, "crash": 0, "lock_timeout": 0}
+
+
+def test_an_acknowledged_record_never_delivered_is_lost_once_the_drain_completed():
+    h = History().send(1).send(2).poll(0, (0, 1, 1, 1)).ack(0, (0, 1, "accept", "ok")).state(p0=(3, 3))
+    r = h.check()
+    assert r["valid"] is False and kinds(r) == {"share_lost": 1}
+    assert r["examples"]["share_lost"] == [[0, 2, 2]]
+
+
+def test_an_incomplete_drain_or_a_crashed_member_leaves_the_record_unseen_not_lost():
+    r = History().send(1).send(2).poll(0, (0, 1, 1, 1)).state(p0=(2, 3)).check()
+    assert r["valid"] == "unknown" and kinds(r) == {} and r["counts"]["unseen"] == 1
+    r = History().send(1).send(2).poll(0, (0, 1, 1, 1)).leave(0, crashed=True).state(p0=(3, 3)).check()
+    assert r["valid"] == "unknown" and kinds(r) == {} and r["counts"]["unseen"] == 1
+
+
+@pytest.mark.parametrize("kind, outcome, found", [
+    ("accept", "ok", {"redelivered_after_accept": 1}),
+    ("reject", "ok", {"redelivered_after_reject": 1}),
+    ("accept", "fail", {}),  # refused: the record was never accepted
+    ("accept", "info", {}),  # unknown: it may not have been
+    ("release", "ok", {}),
+])
+def test_a_record_delivered_again_after_a_committed_accept_or_reject(kind, outcome, found):
+    h = (History().send(1).poll(0, (0, 1, 1, 1)).ack(0, (0, 1, kind, outcome))
+         .poll(1, (0, 1, 1, 2)).ack(1, (0, 1, "accept", "ok")).state(p0=(2, 2)))
+    r = h.check()
+    assert kinds(r) == found
+    assert r["counts"]["redelivered"] == 1
+    if not found:
+        cause = "release" if kind == "release" else "failed_accept"
+        assert r["redeliveries"][cause] == 1 and r["valid"] is True
+
+
+def test_an_unfinished_commit_is_unknown_and_so_allows_a_redelivery():
+    h = History().send(1).poll(0, (0, 1, 1, 1))
+    h._op(process=0, type="invoke", f="share-ack", acks=[[0, 1, "accept"]])  # never completes
+    h.poll(1, (0, 1, 1, 2)).ack(1, (0, 1, "accept", "ok")).state(p0=(2, 2))
+    r = h.check()
+    assert kinds(r) == {} and r["redeliveries"]["failed_accept"] == 1
+
+
+def test_a_delivery_over_the_limit():
+    h = History().send(1)
+    for n in range(1, LIMIT + 2):
+        h.poll(0, (0, 1, 1, n)).ack(0, (0, 1, "release", "ok"))
+    r = h.state(p0=(2, 2)).check()
+    assert kinds(r) == {"over_delivery_limit": 1} and r["examples"]["over_delivery_limit"] == [[0, 1, 1]]
+
+
+def test_a_delivery_count_that_does_not_rise():
+    h = (History().send(1).poll(0, (0, 1, 1, 2)).ack(0, (0, 1, "release", "ok"))
+         .poll(1, (0, 1, 1, 2)).ack(1, (0, 1, "accept", "ok")).state(p0=(2, 2)))
+    assert kinds(h.check()) == {"delivery_count_regressed": 1}
+
+
+def test_two_members_holding_one_record_within_its_lock():
+    # Member 1 acquires the record 20 ms after member 0 did, with no acknowledgement or leave in between.
+    h = History().send(1).poll(0, (0, 1, 1, 1)).poll(1, (0, 1, 1, 2)).ack(1, (0, 1, "accept", "ok"))
+    r = h.state(p0=(2, 2)).check()
+    assert kinds(r) == {"concurrent_acquisition": 1}
+    # Past the lock duration the second acquisition is what the lock's expiry allows.
+    h = History().send(1).poll(0, (0, 1, 1, 1)).poll(1, (0, 1, 1, 2), gap_ms=0)
+    for op in h.ops[-2:]:
+        op["time"] += 2 * LOCK_MS * MS
+    r = h.ack(1, (0, 1, "accept", "ok")).state(p0=(2, 2)).check()
+    assert kinds(r) == {} and r["redeliveries"]["lock_timeout"] == 1
+    # A member that left released what it held.
+    h = History().send(1).poll(0, (0, 1, 1, 1)).leave(0).poll(1, (0, 1, 1, 2)).ack(1, (0, 1, "accept", "ok"))
+    r = h.state(p0=(2, 2)).check()
+    assert kinds(r) == {} and r["redeliveries"]["crash"] == 1
+
+
+@st.composite
+def correct_histories(draw) -> History:
+    """A history a correct share group could give: records delivered one holder at a time, each acknowledged
+    (accept, release or reject) before the next delivery, counts rising by one, nothing past the limit, nothing
+    accepted or rejected delivered again, and a final drain that completed."""
+    h = History()
+    n = draw(st.integers(1, 6))
+    for v in range(1, n + 1):
+        h.send(v)
+    for v in range(1, n + 1):
+        count = 0
+        while True:
+            count += 1
+            member = draw(st.integers(0, 2))
+            kind = "accept" if count == LIMIT else draw(st.sampled_from(["accept", "release", "reject"]))
+            h.poll(member, (0, v, v, count)).ack(member, (0, v, kind, "ok"))
+            if kind != "release":
+                break
+    return h.state(p0=(n + 1, n + 1))
+
+
+@settings(max_examples=100, deadline=None)
+@given(correct_histories())
+def test_every_history_of_a_correct_share_group_is_valid(h):
+    r = h.check()
+    assert r["valid"] is True and kinds(r) == {}, r
+    assert sum(r["redeliveries"].values()) == r["counts"]["redelivered"]
+    assert set(r["redeliveries"]) == set(CAUSES)
