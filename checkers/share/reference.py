@@ -100,7 +100,8 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
     left: dict[int, list[tuple[int, bool]]] = defaultdict(list)  # process -> [(index, crashed)]
     state: dict[int, tuple[int, int]] | None = None
     for n, op in enumerate(ops):
-        f, t, p = op.get("f"), op.get("type"), op.get("process")
+        f, t = op.get("f"), op.get("type")
+        p: Any = op.get("process")
         index = int(op.get("index", n))
         if f == "send" and t == "ok":
             acked[int(op["value"])] = (int(op["partition"]), op.get("offset"))
