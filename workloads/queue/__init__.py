@@ -78,7 +78,7 @@ class Queue:
 
     def make(self, cfg: TestConfig, java: Any = None) -> Workload:
         """Producers and consumers in the harness (or producer processes, `--producer-processes`; or, with
-        `java`, the producers in one JVM of the Java client)."""
+        `java`, the producers and the assigned consumers in one JVM of the Java client)."""
         from kchaos.workloads.queue.workload import QueueWorkload
 
         return QueueWorkload(cfg, java=java)

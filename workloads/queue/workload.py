@@ -5,10 +5,11 @@ own logical process (a `ProducerLoop`), at a share of the target
 rate; the partition of every send is drawn from the instance's own seeded
 generator. Producer instances run as threads of the harness, recording into
 the history, or in `producer_processes` worker processes with their own send
-streams (`ProducerProcesses`), or, with the Java client, as threads of one JVM
-(`JavaQueueClients`), which then runs the assigned consumers too. Consumers are threads, one process each:
+streams (`ProducerProcesses`). Consumers are threads, one process each:
 assigned every partition (`--consumer-mode assign`), or members of one consumer
-group (`subscribe`, each a `Member`).
+group (`subscribe`, each a `Member`). With the Java client the producer
+instances and the assigned consumers are threads of one JVM instead
+(`JavaQueueClients`); group members stay the harness's.
 """
 from __future__ import annotations
 
