@@ -9,14 +9,16 @@ A share history (docs/history.md) holds the producers' `send` ops, and per membe
   `"info"` (unknown); a completion of type `info` says the commit's outcome is unknown for all of them;
 - `share-leave`: the member's consumer closed (`ok`) or abandoned (`info`, a crash: what it held is released
   when its locks expire);
-- `share-state`, once, after the final drain: `partitions`, `{partition: [start, end]}`, the group's share-partition
-  start offset (every record below it acknowledged or archived) and the partition's high watermark.
+- `share-state`, once, after the final drain: `partitions`, `{partition: {"start", "end", "lag"}}`, the group's
+  share-partition start offset, the partition's high watermark, and the group's lag there (records not yet
+  acknowledged or archived). A partition is drained when its lag is 0: Kafka may report a start offset below
+  records already acknowledged (the share coordinator persists it later), so the start offset alone does not say.
 
 A delivery is the pair (a record, the ok `share-poll` that returned it). "Before" is real time: an op completed
 before another was invoked. The kinds (docs/checkers.md has each with an example):
 
 - `share_lost`: an acknowledged send whose record no member was ever delivered, in a partition the final drain
-  completed (its start offset reached its end), in a run where no member crashed. Fails the run.
+  completed (its lag was 0), in a run where no member crashed. Fails the run.
 - `redelivered_after_accept`: a delivery of a record after an ACCEPT of it whose commit the client was told
   succeeded. Fails the run.
 - `redelivered_after_reject`: the same after a REJECT. Fails the run.
@@ -98,7 +100,7 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
     open_polls: dict[int, tuple[int, int]] = {}  # process -> (index, time) of its outstanding share-poll
     open_acks: dict[int, tuple[int, list[Any]]] = {}
     left: dict[int, list[tuple[int, bool]]] = defaultdict(list)  # process -> [(index, crashed)]
-    state: dict[int, tuple[int, int]] | None = None
+    state: dict[int, Mapping[str, int]] | None = None
     for n, op in enumerate(ops):
         f, t = op.get("f"), op.get("type")
         p: Any = op.get("process")
@@ -124,7 +126,7 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
         elif f == "share-leave" and t in ("ok", "info"):
             left[p].append((index, t == "info"))
         elif f == "share-state" and t == "ok":
-            state = {int(k): (int(v[0]), int(v[1])) for k, v in (op.get("partitions") or {}).items()}
+            state = {int(k): v for k, v in (op.get("partitions") or {}).items()}
     for p, (inv, acks) in open_acks.items():  # never completed: unknown
         for part, off, kind in acks:
             records[(part, off)].acks.append(Ack(part, off, kind, "info", p, inv, None))
@@ -152,7 +154,7 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
             if i:
                 causes[_cause(ds[i - 1], rec.acks, left, d)] += 1
     delivered = {d.value for rec in records.values() for d in rec.deliveries}
-    complete = {p for p, (start, end) in (state or {}).items() if start >= end}
+    complete = {p for p, s in (state or {}).items() if s.get("lag") == 0}
     unseen = 0
     for value, (part, off) in sorted(acked.items()):
         if value in delivered:
