@@ -46,7 +46,7 @@ def test_the_wheel_holds_every_module_and_the_files_read_at_run_time(wheel):
                for top in SOURCES[2:] for p in (ROOT / top).rglob("*.py") if "__pycache__" not in p.parts}
     data = {"kchaos/reports/templates/report.html.j2", "kchaos/clusters/node/kafka-ctl", "kchaos/clusters/lazyfs.c",
             "kchaos/clusters/kafka-pom.xml", "kchaos/clusters/setup-host.sh",
-            "kchaos/workloads/java/KchaosTxnClient.java"}
+            "kchaos/workloads/java/KchaosTxnClient.java", "kchaos/workloads/java/KchaosQueueClients.java"}
     assert modules - names == set() and data - names == set()
 
 
