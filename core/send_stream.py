@@ -170,7 +170,7 @@ def _stream_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 def _line_part(path: Path) -> Iterator[tuple[int, str]]:
     """(time, line without its opening brace) of each complete line of a part written as lines that start with
-    `{"time":` (the Java client's producers), in file order; a torn last line (a killed writer) is dropped."""
+    `{"time":` (the Java client's queue clients), in file order; a torn last line (a killed writer) is dropped."""
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             if not line.endswith("\n"):

@@ -80,12 +80,10 @@ def pick(cores: int, explicit: dict[str, Any], java: bool = False) -> dict[str, 
     return {"cores": cores, "picked": values, "explicit": [k for k in PICKED if k in given], "why": why}
 
 
-def help_text() -> str:
-    """What `run --help` says `--rate max` picks here."""
-    from kchaos.workloads.java_build import jdk_problem
-
+def help_text(java: bool) -> str:
+    """What `run --help` says `--rate max` picks here, where `java` says whether a JDK is on PATH."""
     cores = usable_cores()
-    here = pick(cores, {}, java=jdk_problem() is None)["why"].split(": ", 1)[1]
+    here = pick(cores, {}, java=java)["why"].split(": ", 1)[1]
     return (f"max: unthrottled, with {', '.join(FLAGS[k] for k in PICKED[:-1])} and {FLAGS[PICKED[-1]]} picked "
             f"for this machine's cores unless set (here, {cores} core{'s' if cores != 1 else ''}, for the queue "
             f"workload: {here}); the start-of-run line and test.json say what was picked")

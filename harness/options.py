@@ -154,7 +154,8 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                         "request with --request-timeout-ms (default: librdkafka's, 60000; a transactional "
                         "producer's: its transaction timeout, --delivery-timeout-ms + 5000)")
     p.add_argument("--rate", type=full_load.parse_rate, default=D.workload.rate, metavar="{N,max}",
-                   help="target sends per second, all producers together; " + full_load.help_text())
+                   help="target sends per second, all producers together; "
+                        + full_load.help_text(java=jdk_problem() is None))
     p.add_argument("--producers", type=int, default=None, metavar="N",
                    help=f"producer instances (default: {D.workload.producers}; --rate max picks it)")
     p.add_argument("--in-flight", type=int, default=None, metavar="N",

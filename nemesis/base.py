@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from kchaos.core.config import TestConfig
 from kchaos.core.history import History
 from kchaos.core.protocols import FaultSkipped, Nemesis, NodeControl
-from kchaos.nemesis.targets import COORDINATORS, Target, coordinator_keys, fault_op, resolve_recorded
+from kchaos.nemesis.targets import Target, coordinator_keys, fault_op, resolve_recorded
 
 __all__ = ["FaultSkipped", "ScheduledOp", "Package", "periodic", "targeted", "TargetedNemesis", "NodeFault",
            "outlive_lag", "outlive_session", "last_json"]
@@ -144,8 +144,7 @@ class TargetedNemesis:
         `await_isr` precondition, if any), or undo everything on `stop_f`."""
         if op["f"] == self.start_f:
             op = {"target": self.default_target, **op}
-            keys = coordinator_keys(self.cfg) if op["target"] in COORDINATORS else None
-            targets, record = resolve_recorded(self.cluster, self.topic, op, keys)
+            targets, record = resolve_recorded(self.cluster, self.topic, op, coordinator_keys(self.cfg))
             try:
                 out = {"nodes": targets, **self.fault.begin(targets, op)}
             except Exception:

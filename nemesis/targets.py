@@ -138,21 +138,16 @@ def coordinator_keys(cfg: TestConfig) -> Mapping[str, tuple[str, ...]]:
     return kind_of(cfg.workload.kind).coordinators(cfg)
 
 
-def resolve(cluster: NodeControl, topic: str, op: dict[str, Any],
-            keys: Mapping[str, tuple[str, ...]] | None = None) -> list[str]:
-    """The nodes `op`'s target names right now (sorted); FaultSkipped when there are none.
+def resolve_recorded(cluster: NodeControl, topic: str, op: dict[str, Any],
+                     keys: Mapping[str, tuple[str, ...]] | None = None) -> tuple[list[str], dict[str, Any]]:
+    """The nodes `op`'s target names right now (sorted), and what to record of the resolution beyond them (a
+    coordinator's key and partition); FaultSkipped when there are none.
 
     An op may instead name its nodes outright (`"nodes": ["n2"]`), as a
     hand-written schedule might. A leader/follower target without a
     partition means partition 0. A coordinator target draws among `keys`, the
     run's coordinator keys by kind ("txn", "group").
     """
-    return resolve_recorded(cluster, topic, op, keys)[0]
-
-
-def resolve_recorded(cluster: NodeControl, topic: str, op: dict[str, Any],
-                     keys: Mapping[str, tuple[str, ...]] | None = None) -> tuple[list[str], dict[str, Any]]:
-    """`resolve`, with what to record of the resolution beyond the nodes (a coordinator's key and partition)."""
     kind, pick = op["target"], random.Random(op.get("pick", 0))
     if kind in COORDINATORS and "nodes" not in op:
         node, record = coordinator(cluster, kind, keys or {}, pick)
