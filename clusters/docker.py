@@ -25,11 +25,14 @@ from kchaos.clusters.image import ensure_node_image, ensure_release_archive, rel
 from kchaos.clusters.kafka_node import KafkaNode, NodeLayout
 from kchaos.clusters.kraft import NodeSpec, layout
 from kchaos.clusters.remote_docker import DockerRemote
+from kchaos.core.cache import cache_dir
 from kchaos.core.config import ClusterConfig
 
 __all__ = ["DockerProvisioner", "DockerCluster", "ClusterError", "new_cluster_id", "ensure_free", "cleanup"]
 log = logging.getLogger("kchaos.cluster")
 NETWORK = "kchaos-net"
+# Where a container sees the host's cache of formatted storage (kafka-ctl's format_storage), shared by every run.
+FORMATS = "/var/cache/kchaos/formats"
 
 
 class DockerProvisioner:
@@ -87,7 +90,8 @@ class DockerProvisioner:
         api = self.client.api
         host_config = api.create_host_config(
             init=True, cap_add=["NET_ADMIN", "SYS_ADMIN"], devices=["/dev/fuse:/dev/fuse:rwm"],
-            binds={str(d.resolve()): {"bind": NodeLayout().conf, "mode": "rw"}},
+            binds={str(d.resolve()): {"bind": NodeLayout().conf, "mode": "rw"},
+                   str(self._formats()): {"bind": FORMATS, "mode": "rw"}},
             security_opt=["apparmor=unconfined"], sysctls={"net.ipv4.tcp_syn_retries": "2"})
         netcfg = api.create_networking_config(
             {NETWORK: api.create_endpoint_config(ipv4_address=spec.address)})
@@ -100,9 +104,15 @@ class DockerProvisioner:
         api.start(name)
         return DockerRemote(name, client=self.client, name=spec.name)
 
+    @staticmethod
+    def _formats() -> Path:
+        path = cache_dir() / "formats"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
     def node_env(self, node: str) -> dict[str, str]:
         """Storage and heap (also the containers' environment); the cluster adds the page-cache writeback."""
-        return {"KAFKA_HEAP": "384m", "KCHAOS_STORAGE": self.cfg.storage}
+        return {"KAFKA_HEAP": "384m", "KCHAOS_STORAGE": self.cfg.storage, "KCHAOS_FORMAT_CACHE": FORMATS}
 
     def client_address(self) -> str:
         """The network's gateway: where this host's clients come from."""

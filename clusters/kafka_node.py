@@ -71,7 +71,8 @@ class NodeLayout:
     def env(self, extra: dict[str, str]) -> str:
         """The node.env the scripts source: this layout plus `extra` (storage, heap, ...)."""
         env = {"KCHAOS_LIBS": self.libs, "KCHAOS_CONF": self.conf, "KCHAOS_DATA": self.data,
-               "KCHAOS_RUN": self.run, **extra}
+               "KCHAOS_RUN": self.run, **({"KCHAOS_FORMAT_CACHE": f"{self.root}/formats"} if self.root else {}),
+               **extra}
         return "".join(f"export {k}={shlex.quote(str(v))}\n" for k, v in sorted(env.items()))
 
 

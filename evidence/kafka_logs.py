@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kchaos.core.jvm import SHORT_LIVED
+from kchaos.core.jvm import SHORT_LIVED, archiving, class_archive
 from kchaos.core.kafka_versions import OLD_DUMP_CLASS, dump_class
 
 __all__ = ["DUMP_CLASS", "Batch", "DumpError", "Record", "dump", "dump_class_of", "metadata_records", "parse_dump",
@@ -120,17 +120,20 @@ def dump(libs: Path, files: Sequence[str], cwd: Path, *, metadata: bool = False,
     bad = [f for f in files if "," in f]
     if bad:
         raise DumpError(f"file names with a comma cannot be passed to DumpLogSegments: {bad[:3]}")
-    cmd = [_java(), "-Xmx512m", *SHORT_LIVED, "-cp", f"{Path(libs).resolve()}/*", dump_class_of(libs),
-           "--files", ",".join(files), "--print-data-log"]
-    if metadata:
-        cmd.append("--cluster-metadata-decoder")
-    if txn_log:
-        cmd.append("--transaction-log-decoder")
-    try:
-        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=DUMP_TIMEOUT_S,
-                              errors="replace")
-    except subprocess.TimeoutExpired:
-        raise DumpError(f"DumpLogSegments ran longer than {DUMP_TIMEOUT_S:.0f}s on {len(files)} files") from None
+    java, classpath, cls = _java(), f"{Path(libs).resolve()}/*", dump_class_of(libs)
+    mode = ["--cluster-metadata-decoder"] if metadata else ["--transaction-log-decoder"] if txn_log else []
+
+    def run(archive: list[str]) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run([java, "-Xmx512m", *SHORT_LIVED, *archive, "-cp", classpath, cls,
+                                   "--files", ",".join(files), "--print-data-log", *mode],
+                                  cwd=cwd, capture_output=True, text=True, timeout=DUMP_TIMEOUT_S, errors="replace")
+        except subprocess.TimeoutExpired:
+            raise DumpError(f"DumpLogSegments ran longer than {DUMP_TIMEOUT_S:.0f}s on {len(files)} files") from None
+    with class_archive(java, "dump-log-segments", classpath, cls, *mode) as archive:
+        proc = run(archive)
+    if proc.returncode != 0 and archiving(archive):
+        proc = run([])  # a JVM that could not write its archive fails as it exits: the dump alone decides
     if proc.returncode != 0:
         tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
         raise DumpError(f"DumpLogSegments exited {proc.returncode}: {tail}")

@@ -36,6 +36,7 @@ from kchaos.core.protocols import Cluster, Workload
 from kchaos.core.send_stream import merge_streams
 from kchaos.core.store import add_to_test_json, load_test_json, new_run_dir, versions, write_test_json
 from kchaos.core.workload_kind import Explainer, kind_of
+from kchaos.evidence.decode import prefetch
 from kchaos.evidence.files import HISTORY_START_KEY, ISR_FILE
 from kchaos.harness.build import Test, build_test, preflight
 from kchaos.harness.monitor import IsrMonitor
@@ -204,6 +205,9 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
             say(f"[yellow]final read incomplete for partitions {[p for p, c in complete.items() if not c]}[/]")
         with timer.phase("evidence"):
             collect_evidence_safely(cluster, cfg.topic.name, run_dir, say)
+            # Decoding the copies takes seconds of JVM: begun now, beside the teardown and the check that
+            # tells whether a lost write needs them.
+            prefetch(run_dir, run_libs)
         finished = True
     except BaseException:
         log.exception("run stopped by an exception; healing and tearing down")

@@ -567,3 +567,50 @@ def test_a_power_failure_after_the_writeback_says_which_node_kept_the_range_on_d
     # log has nothing unsynced, and the node kept nothing
     assert _on_disk(line, 1, 18.9, {"n1": 36.3}) == " (n3 kept them: its p1 log had nothing unsynced)"
     assert _on_disk(line, 1, 18.9, {"n1": 61.0}) == _on_disk(line, 1, 18.9)  # lost in this very failure: as before
+
+
+def test_a_prefetch_runs_the_tool_once_for_the_decode_that_follows_it(last_isr_run, monkeypatch):
+    """The run's own process starts Kafka's tool as soon as the files are copied; the check's decode then waits for
+    that output rather than running the tool a second time, even while it is still running."""
+    import threading
+
+    from kchaos.evidence import decode as decode_module
+    calls, release = [], threading.Event()
+    recorded = recorded_dumper(LAST_ISR)
+
+    def slow(libs, files, cwd, metadata=False):
+        calls.append(metadata)
+        release.wait(10)
+        return recorded(libs, files, cwd, metadata=metadata)
+
+    monkeypatch.setattr(decode_module, "dump", slow)
+    decode_module.prefetch(last_isr_run, lambda test: Path("/x"))
+    threading.Timer(0.3, release.set).start()
+    ev = decode(last_isr_run, libs=Path("/x"), dumper=slow)
+    assert sorted(calls) == [False, True]
+    assert ev.batches == decode(last_isr_run, libs=Path("/y"), dumper=recorded_dumper(LAST_ISR)).batches
+
+
+def test_a_failed_dump_is_not_kept(tmp_path):
+    from kchaos.evidence.decode import dumped
+    (tmp_path / "a.log").write_bytes(b"x")
+    calls = []
+
+    def failing(libs, files, cwd):
+        calls.append(1)
+        raise RuntimeError("no java")
+
+    for _ in range(2):
+        with pytest.raises(RuntimeError):
+            dumped(failing, Path("/x"), ["a.log"], tmp_path)
+    assert len(calls) == 2
+
+
+def test_prefetch_without_jars_or_test_json_does_nothing(tmp_path):
+    from kchaos.evidence.decode import prefetch
+    prefetch(tmp_path, lambda test: Path("/x"))  # no test.json: nothing to start, nothing raised
+
+    def no_jars(test):
+        raise RuntimeError("no jars")
+    (tmp_path / "test.json").write_text("{}")
+    prefetch(tmp_path, no_jars)
