@@ -39,6 +39,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -136,8 +137,9 @@ def _write(history: Path, out: Path, meta: dict[str, Any], validate: bool, size:
 
 def write_tables(tables: Iterator[tuple[pa.Table, np.ndarray]], out: Path, meta: dict[str, Any]) -> Path:
     """Write converted chunks (with their usable masks) as `out` and its bucket layout; return `out`."""
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp_buckets = out.with_name(f".{out.name}.{os.getpid()}.buckets.tmp")
+    mine = f"{os.getpid()}.{threading.get_ident()}"  # two threads converting one history never share a file
+    tmp = out.with_name(f".{out.name}.{mine}.tmp")
+    tmp_buckets = out.with_name(f".{out.name}.{mine}.buckets.tmp")
     shutil.rmtree(tmp_buckets, ignore_errors=True)
     try:
         writer = pq.ParquetWriter(

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -44,7 +43,7 @@ from kchaos.evidence.files import (
 from kchaos.evidence.kafka_logs import Batch, DumpError, dump, metadata_records, parse_dump, read_epoch_checkpoint
 from kchaos.evidence.kraft_metadata import MetadataLog, replay
 
-__all__ = ["EVIDENCE_DIR", "Clock", "Evidence", "check_run", "decode", "history_clock", "prefetch", "value_of"]
+__all__ = ["EVIDENCE_DIR", "Clock", "Evidence", "check_run", "decode", "history_clock", "value_of"]
 
 START_KEY = HISTORY_START_KEY
 _INT = re.compile(r"-?\d+")
@@ -125,9 +124,9 @@ class Evidence:
         return max((b.last_offset + 1 for b in self.batches[(node, partition)]), default=0)
 
 
-# The last few tool outputs this process read or is reading, by what they are read from: a run checked and then
-# explained in one process (`kchaos run`) decodes its files once, and a decode finds a `prefetch` still running.
-_DUMPS: OrderedDict[tuple[Any, ...], Future[list[str]]] = OrderedDict()
+# The last few tool outputs this process read, by what they were read from: a run checked and then explained in one
+# process (`kchaos run`) decodes its files once.
+_DUMPS: OrderedDict[tuple[Any, ...], Sequence[str]] = OrderedDict()
 _DUMPS_LOCK = threading.Lock()  # the metadata log is dumped in a thread of its own, beside the segments
 MAX_DUMPS = 4
 # decode's results in this process, by run: its inputs' and its outputs' stats when it wrote them, and the Evidence.
@@ -135,59 +134,20 @@ _DECODED: OrderedDict[str, tuple[tuple[Any, ...], tuple[Any, ...], Evidence]] = 
 
 
 def dumped(dumper: Dumper, libs: Path, files: Sequence[str], cwd: Path, **kw: Any) -> Sequence[str]:
-    """`dumper(libs, files, cwd, **kw)`, or its output from an earlier or running call on the same files unchanged
-    (their sizes and modification times) in this process. A call that failed is not kept: the next one runs again."""
+    """`dumper(libs, files, cwd, **kw)`, or its output from an earlier call on the same files unchanged (their
+    sizes and modification times) in this process."""
     stats = tuple((f, (s := (Path(cwd) / f).stat()).st_size, s.st_mtime_ns) for f in files)
     key = (dumper, str(libs), str(cwd), stats, tuple(sorted(kw.items())))
     with _DUMPS_LOCK:
-        if (running := _DUMPS.get(key)) is not None:
+        if key in _DUMPS:
             _DUMPS.move_to_end(key)
-        else:
-            mine: Future[list[str]] = Future()
-            _DUMPS[key] = mine
-            while len(_DUMPS) > MAX_DUMPS:
-                _DUMPS.popitem(last=False)
-    if running is not None:
-        return running.result()
-    try:
-        mine.set_result(list(dumper(libs, files, cwd, **kw)))
-    except BaseException as e:
-        with _DUMPS_LOCK:
-            if _DUMPS.get(key) is mine:
-                del _DUMPS[key]
-        mine.set_exception(e)
-        raise
-    return mine.result()
-
-
-def prefetch(run: Path, find_libs: FindLibs) -> None:
-    """Start Kafka's tool over RUN/evidence/raw, as `decode` runs it, in background threads at the lowest CPU
-    priority, and return at once: a `decode` of the run in this process then waits for that output rather than
-    running the tool again. Meant for a run's own process, which starts it once the files are copied, beside the
-    check that decides whether they are needed. Never raises; what fails here fails again, and is reported, in
-    `decode`."""
-    raw = Path(run) / EVIDENCE_DIR / RAW_DIR
-    try:
-        test = json.loads((Path(run) / "test.json").read_text(encoding="utf-8"))
-        topic = (test.get("topic") or {}).get("name") or "kchaos"
-        libs = find_libs(test)
-    except Exception:
-        return
-    is_topic = re.compile(re.escape(topic) + r"-(\d+)").fullmatch
-    jobs = [(_segment_files(raw, lambda d: bool(is_topic(d))), {}),
-            (_segment_files(raw, lambda d: d == METADATA_DIR), {"metadata": True})]
-
-    def work(files: list[str], kw: dict[str, Any]) -> None:
-        # Linux keeps a nice value per thread, and the JVM inherits this thread's: unneeded output costs
-        # the check no more than Spark's own lowest-priority share.
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        try:
-            dumped(dump, libs, files, raw, **kw)
-        except Exception:
-            pass
-    for files, kw in jobs:
-        if files:
-            threading.Thread(target=work, args=(files, kw), name="kchaos-dump-prefetch", daemon=True).start()
+            return _DUMPS[key]
+    out = list(dumper(libs, files, cwd, **kw))
+    with _DUMPS_LOCK:
+        _DUMPS[key] = out
+        while len(_DUMPS) > MAX_DUMPS:
+            _DUMPS.popitem(last=False)
+    return out
 
 
 def _no_libs(test: dict[str, Any]) -> Path:

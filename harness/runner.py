@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from kchaos.checkers import check_path
+from kchaos.checkers.parquet import CheckInputError, convert
 from kchaos.checkers.spark import prestart
 from kchaos.clusters.distribution import run_libs
 from kchaos.core.config import TestConfig, exact_kafka_version, kafka_major, upgrade_release
@@ -36,7 +38,6 @@ from kchaos.core.protocols import Cluster, Workload
 from kchaos.core.send_stream import merge_streams
 from kchaos.core.store import add_to_test_json, load_test_json, new_run_dir, versions, write_test_json
 from kchaos.core.workload_kind import Explainer, kind_of
-from kchaos.evidence.decode import prefetch
 from kchaos.evidence.files import HISTORY_START_KEY, ISR_FILE
 from kchaos.harness.build import Test, build_test, preflight
 from kchaos.harness.monitor import IsrMonitor
@@ -205,9 +206,6 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
             say(f"[yellow]final read incomplete for partitions {[p for p, c in complete.items() if not c]}[/]")
         with timer.phase("evidence"):
             collect_evidence_safely(cluster, cfg.topic.name, run_dir, say)
-            # Decoding the copies takes seconds of JVM: begun now, beside the teardown and the check that
-            # tells whether a lost write needs them.
-            prefetch(run_dir, run_libs)
         finished = True
     except BaseException:
         log.exception("run stopped by an exception; healing and tearing down")
@@ -225,6 +223,7 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         if tearing is None:
             logging.getLogger().removeHandler(handler)
             handler.close()
+    drawing = _draw_beside(run_dir, kind_of(cfg.workload.kind).parquet)
     say("checking the history with Spark" if warm is None else
         f"checking the history on the warm Spark of kchaos serve --warm-check of {warm.parent}")
     try:
@@ -243,6 +242,7 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
             results = explain_safely(explainer, run_dir, say) or results
     timer.write(run_dir)  # for the report to link to; written again with the report's own time below
     with timer.phase("report"):
+        drawing.result()
         write_report_safely(run_dir, say)
     timer.write(run_dir)
     say(timer.line())
@@ -277,6 +277,27 @@ def _start_spark(spark_master: str) -> None:
     clients in this process keep their pace. A full-load run, which measures what the cluster can take, calls
     it once its clients stop."""
     prestart(spark_master, niceness=SPARK_NICENESS)
+
+
+def _draw_beside(run_dir: Path, parquet: bool) -> Future[None]:
+    """Draw the report's plots in a thread while the run is checked (`predraw`), returning at once. A workload
+    whose checker and report read the history's Parquet form has it written first, here: the check then finds
+    it up to date, and the two never write it at once."""
+    from kchaos.reports.run.report import predraw
+
+    if parquet:
+        try:
+            convert(run_dir / "history.jsonl", validate=True)
+        except CheckInputError:
+            pass  # the check says so, in its own words
+    def draw() -> None:
+        # Linux keeps a nice value per thread: the plots take the CPU the check leaves, as Spark's JVM does.
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), SPARK_NICENESS)
+        predraw(run_dir)
+    pool = ThreadPoolExecutor(1, thread_name_prefix="predraw")
+    future = pool.submit(draw)
+    pool.shutdown(wait=False)
+    return future
 
 
 def _import_beside(modules: tuple[str, ...]) -> None:

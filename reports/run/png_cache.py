@@ -5,8 +5,9 @@ often nothing a plot shows has changed, and drawing the plots is most of the rew
 wrapped in `cached` returns `Png` bytes that carry a key: a hash of the function, its arguments (pickled) and
 the plotting code and matplotlib's version. The page embeds each plot with its key (`data-key`). While
 `reusing(report)` is active, a plot whose key is in that page already is taken from it rather than drawn: the
-same function of the same arguments by the same code, so the same image. Arguments that cannot be pickled only
-miss the cache.
+same function of the same arguments by the same code, so the same image. The last plots this process drew within
+`keeping` are taken the same way, in or out of that block (a run's process draws them ahead, beside its check).
+Arguments that cannot be pickled only miss the cache.
 """
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ import hashlib
 import io
 import pickle
 import re
+import threading
 import types
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
@@ -26,11 +29,17 @@ from typing import Any, ParamSpec
 
 import matplotlib
 
-__all__ = ["Png", "cached", "reusing"]
+__all__ = ["Png", "cached", "keeping", "reusing"]
 
 P = ParamSpec("P")
 _EMBEDDED = re.compile(rb'data-key="([0-9a-f]{40})" src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
 _previous: ContextVar[dict[str, bytes] | None] = ContextVar("previous_plots", default=None)
+# The plots drawn within `keeping` in this process, the last few, by key: a run's process draws its report's plots
+# beside the check (`predraw`), then writes the page with them.
+_keeping: ContextVar[bool] = ContextVar("keeping_plots", default=False)
+_DRAWN: OrderedDict[str, bytes] = OrderedDict()
+_DRAWN_LOCK = threading.Lock()
+MAX_DRAWN = 32
 
 
 class Png(bytes):
@@ -66,7 +75,11 @@ class _Pickler(pickle.Pickler):
 def _key(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> str | None:
     buf = io.BytesIO()
     try:
-        _Pickler(buf, protocol=5).dump((fn.__module__, fn.__qualname__, args, sorted(kwargs.items())))
+        pickler = _Pickler(buf, protocol=5)
+        # No memo: equal arguments give equal bytes whether or not some of them are one object (the windows of
+        # results.json, or the same windows computed from the history and shared with the fault catalogue).
+        pickler.fast = True
+        pickler.dump((fn.__module__, fn.__qualname__, args, sorted(kwargs.items())))
     except Exception:  # a lambda, a generator, a file: such a plot is drawn every time
         return None
     return hashlib.blake2b(buf.getbuffer(), key=_code(), digest_size=20).hexdigest()
@@ -80,7 +93,17 @@ def cached(fn: Callable[P, bytes]) -> Callable[P, Png]:
         key = _key(fn, args, kwargs)
         previous = _previous.get()
         data = previous.get(key) if previous is not None and key is not None else None
-        png = Png(fn(*args, **kwargs) if data is None else data)
+        if data is None and key is not None:
+            with _DRAWN_LOCK:
+                data = _DRAWN.get(key)
+        if data is None:
+            data = fn(*args, **kwargs)
+            if key is not None and _keeping.get():
+                with _DRAWN_LOCK:
+                    _DRAWN[key] = data
+                    while len(_DRAWN) > MAX_DRAWN:
+                        _DRAWN.popitem(last=False)
+        png = Png(data)
         png.key = key
         return png
     return wrapper
@@ -101,3 +124,14 @@ def reusing(page: Path) -> Iterator[None]:
         yield
     finally:
         _previous.reset(token)
+
+
+@contextlib.contextmanager
+def keeping() -> Iterator[None]:
+    """Within this block, the plots drawn are kept in this process (the last MAX_DRAWN), where any later plot of
+    the same key is taken from."""
+    token = _keeping.set(True)
+    try:
+        yield
+    finally:
+        _keeping.reset(token)

@@ -19,6 +19,7 @@ drawn on every plot and listed. docs/reports.md says how to read it.
 from __future__ import annotations
 
 import json
+import logging
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -47,16 +48,18 @@ from kchaos.reports import ReportsInputError
 from kchaos.reports.html import write_page, yes
 from kchaos.reports.run import plots
 from kchaos.reports.run.evidence_html import evidence_section
-from kchaos.reports.run.png_cache import reusing
+from kchaos.reports.run.png_cache import keeping, reusing
 from kchaos.reports.run.section import Section, sends_section
 from kchaos.reports.run.txn_cycles import cycle_tables, op_excerpts
 from kchaos.reports.run.txn_data import Rebalance
 from kchaos.reports.severity import level, loss_rate
 
-__all__ = ["ReportError", "REPORT_FILE", "RunData", "load_run", "write_report"]
+__all__ = ["ReportError", "REPORT_FILE", "RunData", "load_run", "predraw", "write_report"]
 
 REPORT_FILE = "report.html"
 MAX_REBALANCES = 40  # rows of the rebalance table; the plots draw every one
+log = logging.getLogger(__name__)
+
 
 class ReportError(ReportsInputError):
     """The run directory cannot be reported on (no history.jsonl or no readable test.json)."""
@@ -247,6 +250,30 @@ def _finalize(events: list[dict[str, Any]]) -> dict[str, Any] | None:
             "features": x.get("features"), "tries": x.get("features_tries"), "error": x.get("error")}
 
 
+def _draw(d: RunData, counts: Mapping[str, Any]) -> dict[str, Any]:
+    """The page's plots (and the ISR samples' counts)."""
+    w, c, rb = d.windows, d.faults, [b.time_s for b in d.rebalances]
+    pngs = d.section.draw(w, c, rb, counts)
+    if d.isr is not None:
+        errors = sum(1 for s in d.isr if "error" in s)
+        pngs.update(isr=plots.isr_png(d.isr, w, (d.test.get("topic") or {}).get("min_insync"), catalogue=c,
+                                      rebalances=rb), isr_samples=len(d.isr) - errors, isr_errors=errors)
+    return pngs
+
+
+def predraw(run: Path) -> None:
+    """Draw the plots of `run`'s report from what the run directory holds now, keeping them in this process:
+    `write_report` of the run, here, later, takes every plot that still shows the same from them. A run's own
+    process calls it beside the check, whose waiting on Spark leaves the CPU to it; a plot that the check's
+    results change (the lost writes' marks) is drawn again. Never raises: the report itself meets any error."""
+    try:
+        d = load_run(Path(run))
+        with keeping():
+            _draw(d, (d.results or {}).get("counts") or {})
+    except Exception:
+        log.debug("plots of %s not drawn ahead", run, exc_info=True)
+
+
 def write_report(run: Path) -> Path:
     """Write `run/report.html` (self-contained: plots embedded, links relative) and return its path.
 
@@ -260,13 +287,8 @@ def write_report(run: Path) -> Path:
     lost = counts.get("lost")
     j = judge(d.results, d.test)  # the same word results.json, the console and compare give
     severity = level(j.verdict, lost, counts.get("acked"), bool(j.allowed))
-    w, c, rb = d.windows, d.faults, [b.time_s for b in d.rebalances]
     with reusing(d.run / REPORT_FILE):  # a plot that shows what it showed there is not drawn again
-        pngs = d.section.draw(w, c, rb, counts)
-        if d.isr is not None:
-            errors = sum(1 for s in d.isr if "error" in s)
-            pngs.update(isr=plots.isr_png(d.isr, w, (d.test.get("topic") or {}).get("min_insync"), catalogue=c,
-                                          rebalances=rb), isr_samples=len(d.isr) - errors, isr_errors=errors)
+        pngs = _draw(d, counts)
     ops = dict(d.section.ops)
     nodes = sorted(p for p in (d.run / "nodes").iterdir() if p.is_dir()) if (d.run / "nodes").is_dir() else []
     explanation = load_explanation(d.run)

@@ -445,3 +445,31 @@ def test_a_plots_key_is_its_function_and_arguments_in_any_process():
     assert draw(np.arange(6), {"a"}, {}).key != a.key
     assert draw(lambda: 0, set(), {}).key is None  # not picklable: drawn every time, never reused
     assert len(calls) == 4
+
+
+def test_plots_drawn_ahead_of_the_check_are_not_drawn_again_unless_the_results_change_them(tmp_path, monkeypatch):
+    """A run's process draws the report's plots beside its check (`predraw`, before results.json is written), then
+    writes the page: only the plots that the results change are drawn then."""
+    from kchaos.reports.run.report import predraw
+
+    run = make_run(tmp_path)
+    results = json.loads((run / "results.json").read_text())
+    (run / "results.json").unlink()
+    drawn = _plots_drawn(monkeypatch)
+    predraw(run)
+    ahead = list(drawn)
+    assert len(ahead) >= 4
+    drawn.clear()
+    (run / "results.json").write_text(json.dumps(results))
+    page = write_report(run).read_bytes()
+    assert set(drawn) < set(ahead), "every plot was drawn again"
+    # The same page as one drawn from nothing, in a process that drew nothing ahead.
+    from kchaos.reports.run import png_cache
+    monkeypatch.setattr(png_cache, "_DRAWN", type(png_cache._DRAWN)())
+    (run / REPORT_FILE).unlink()
+    assert write_report(run).read_bytes() == page
+
+
+def test_predraw_never_raises(tmp_path):
+    from kchaos.reports.run.report import predraw
+    predraw(tmp_path / "no-such-run")
