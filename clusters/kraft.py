@@ -5,6 +5,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from kchaos.core.config import ClusterConfig
+from kchaos.core.kafka_versions import UnsupportedVersion, line_of
 
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093
@@ -86,6 +87,22 @@ def server_properties(spec: NodeSpec, specs: list[NodeSpec], cfg: ClusterConfig,
             "num.network.threads": 2,
             "num.io.threads": 4,
         }
+        if _share_groups(cfg.kafka_version):
+            props |= {
+                # The share coordinator's state topic sized like the other internal topics (Kafka's default is 50
+                # partitions), and a group's acquisition lock allowed down to a second for short runs.
+                "share.coordinator.state.topic.num.partitions": 3,
+                "share.coordinator.state.topic.replication.factor": min(3, brokers),
+                "share.coordinator.state.topic.min.isr": min(2, brokers),
+                "group.share.min.record.lock.duration.ms": 1000,
+            }
     if spec.is_controller:
         props["broker.session.timeout.ms"] = cfg.broker_session_timeout_ms
     return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def _share_groups(version: str) -> bool:
+    try:
+        return line_of(version).share_groups
+    except UnsupportedVersion:
+        return False

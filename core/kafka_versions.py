@@ -45,6 +45,7 @@ class KafkaLine:
     java: int = 17
     tools_version: str | None = None  # kafka-tools from another release, when this line publishes none
     durability: str = ""
+    share_groups: bool = False  # share groups (KIP-932) production-ready: brokers and kafka-clients from 4.2
 
     @property
     def latest(self) -> str:
@@ -69,10 +70,13 @@ LINES: tuple[KafkaLine, ...] = (
     KafkaLine("4.1", ("4.1.0", "4.1.1", "4.1.2"), log4j2=True,
               durability="ELR on by default for new clusters"),
     KafkaLine("4.2", ("4.2.0", "4.2.1", "4.2.2"), log4j2=True, perf_bootstrap=True,
+              share_groups=True,
               durability="ELR on by default"),
     KafkaLine("4.3", ("4.3.0", "4.3.1"), log4j2=True, perf_bootstrap=True, dump_class=NEW_DUMP_CLASS,
+              share_groups=True,
               durability="ELR on by default"),
     KafkaLine("4.4", ("4.4.0",), log4j2=True, perf_bootstrap=True, dump_class=NEW_DUMP_CLASS,
+              share_groups=True,
               durability="ELR on by default"),
 )
 DEFAULT = "3.7.2"

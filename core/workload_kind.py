@@ -28,6 +28,7 @@ KINDS: dict[str, str] = {
     "queue": "kchaos.workloads.queue",
     "txn": "kchaos.workloads.txn",
     "copy": "kchaos.workloads.copy",
+    "share": "kchaos.workloads.share",
 }
 
 

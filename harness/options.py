@@ -286,7 +286,10 @@ def _load(a: argparse.Namespace) -> dict:
         java = a.workload == "queue" and jdk_problem() is None
         record = full_load.pick(full_load.usable_cores(), given, java=java)
         return {**record["picked"], "full_load": record}
-    defaults = {"client": D.workload.client, "producers": D.workload.producers,
+    kind = known(a.workload)  # one that runs on one client only defaults to it; an unknown one is refused later
+    clients = kind.clients if kind is not None else (D.workload.client,)
+    defaults = {"client": D.workload.client if D.workload.client in clients else clients[0],
+                "producers": D.workload.producers,
                 "producer_processes": D.workload.producer_processes, "in_flight": D.workload.in_flight,
                 "linger_ms": D.producer.linger_ms}
     return {k: defaults[k] if v is None else v for k, v in given.items()}

@@ -1,6 +1,7 @@
 """The Java client (`kchaos.workloads.java`: KchaosTxnClient.java, its main; KchaosTxnConsumer.java,
-KchaosCopier.java and the rebalance listener they share, KchaosRebalances.java; and the queue workload's
-clients, KchaosQueueClients.java, a main of their own): is there a JDK, and compiling it, cached.
+KchaosCopier.java and the rebalance listener they share, KchaosRebalances.java; the queue workload's
+clients, KchaosQueueClients.java, a main of their own; and the share workload's members, share/KchaosShareMembers.java,
+compiled only against kafka-clients 4.2 or later): is there a JDK, and compiling it, cached.
 
 It is compiled with `javac` against a Kafka distribution's jars and cached by
 the digest of its source and of those jars, so a run compiles it at most once
@@ -20,8 +21,12 @@ from pathlib import Path
 from kchaos.core.jvm import SHORT_LIVED
 
 SOURCES = tuple(sorted((Path(__file__).with_name("java")).glob("*.java")))
+# Compiled only against kafka-clients with a production-ready KafkaShareConsumer (4.2 and later), on top of the rest.
+SHARE_SOURCES = tuple(sorted((Path(__file__).with_name("java") / "share").glob("*.java")))
+SHARE_CLIENTS = (4, 2)
 MAIN_CLASS = "KchaosTxnClient"
 QUEUE_CLASS = "KchaosQueueClients"  # the queue workload's clients: a main of their own
+SHARE_CLASS = "KchaosShareMembers"  # the share workload's members: a main of their own
 RELEASE = "17"  # the JDK `make setup` installs; class files for it run on every later JVM too
 COMPLETE = ".complete"
 # Kafka's own logging goes to stderr, warnings and worse; the harness copies it into harness.log.
@@ -50,6 +55,16 @@ class JavaProgram:
         """The command line that starts the client; it then reads requests on stdin (a `JavaProcess`'s)."""
         return [self.java, "-Xms64m", "-Xmx256m", *SHORT_LIVED, "-cp", f"{self.classes}:{self.libs}/*", MAIN_CLASS]
 
+    @property
+    def shares(self) -> bool:
+        """Whether it holds the share workload's members (kafka-clients 4.2 or later)."""
+        return tuple(int(x) for x in self.clients_version.split(".")[:2]) >= SHARE_CLIENTS
+
+    def share_command(self) -> list[str]:
+        """The command line that starts the share workload's members (`KchaosShareMembers`); it reads its spec on
+        stdin."""
+        return [self.java, "-Xms64m", "-Xmx256m", *SHORT_LIVED, "-cp", f"{self.classes}:{self.libs}/*", SHARE_CLASS]
+
     def queue_command(self) -> list[str]:
         """The command line that starts the queue workload's clients (`KchaosQueueClients`); it reads its spec on
         stdin. They may send at full load for the whole run, so it keeps the JVM's own compilers."""
@@ -76,7 +91,7 @@ def clients_version(libs: Path) -> str:
 
 def _digest(libs: Path) -> str:
     h = hashlib.sha256()
-    for source in SOURCES:
+    for source in (*SOURCES, *SHARE_SOURCES):
         h.update(source.name.encode() + b"\0" + source.read_bytes())
     h.update(f"--release {RELEASE}\n{LOG4J}".encode())
     for jar in sorted(libs.glob("*.jar")):
@@ -100,9 +115,13 @@ def compile_client(libs: Path, cache: Path) -> JavaProgram:
             proc = subprocess.run(["javac", "--release", RELEASE, "-nowarn", "-encoding", "UTF-8",
                                    "-cp", f"{libs}/*", "-d", str(classes), *map(str, SOURCES)],
                                   capture_output=True, text=True)
+            if proc.returncode == 0 and tuple(int(x) for x in version.split(".")[:2]) >= SHARE_CLIENTS:
+                proc = subprocess.run(["javac", "--release", RELEASE, "-nowarn", "-encoding", "UTF-8",
+                                       "-cp", f"{classes}:{libs}/*", "-d", str(classes), *map(str, SHARE_SOURCES)],
+                                      capture_output=True, text=True)
             if proc.returncode != 0:
                 tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
-                names = ", ".join(s.name for s in SOURCES)
+                names = ", ".join(s.name for s in (*SOURCES, *SHARE_SOURCES))
                 raise JavaBuildError(f"javac could not compile {names} against {libs}: {tail}")
             (classes / "log4j.properties").write_text(LOG4J)
             (classes / COMPLETE).touch()

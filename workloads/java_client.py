@@ -74,6 +74,17 @@ def consumer_props(bootstrap: str, client_id: str, isolation: str, timeout_ms: i
     }.items()}
 
 
+# What a share consumer refuses to be given: the group's settings (share.auto.offset.reset, share.isolation.level,
+# share.session.timeout.ms) are the group's own configuration, and acknowledgements replace offset commits.
+SHARE_REFUSED = ("group.id", "enable.auto.commit", "auto.offset.reset", "isolation.level", "session.timeout.ms")
+
+
+def share_consumer_props(bootstrap: str, timeout_ms: int) -> dict[str, str]:
+    """A share group member's settings: `consumer_props` without what KafkaShareConsumer refuses (SHARE_REFUSED)."""
+    return {k: v for k, v in consumer_props(bootstrap, "", "read_committed", timeout_ms).items()
+            if k not in SHARE_REFUSED}
+
+
 def group_consumer_props(bootstrap: str, client_id: str, group: str, max_records: int, timeout_ms: int, *,
                          protocol: str = "classic", isolation: str = "read_committed") -> dict[str, str]:
     """The settings of a Java group member: `clients.make_group_consumer` without auto-commit, at

@@ -130,7 +130,9 @@ def run_summary(results: dict[str, Any]) -> str:
         lines.append(f"sends that did not succeed, by error: {errors_text(results[SEND_ERRORS])}")
     if (said := outages_text(outages_of(results))) is not None:
         lines.append(f"availability: {said}")
-    lines += [f"  {k:<22} {v}" for k, v in results.get("counts", {}).items()]
+    counts = results.get("counts", {})
+    width = max((len(k) for k in counts), default=0)
+    lines += [f"  {k:<{width}} {v}" for k, v in counts.items()]
     for k, ex in results.get("examples", {}).items():
         if k != "acked":
             lines.append(f"  e.g. {k}: {ex[:5]}")

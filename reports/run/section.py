@@ -9,6 +9,7 @@ environment (`kchaos.reports.html.ENV`).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -245,3 +246,14 @@ def copy_section(history: Path, test: Mapping[str, Any], results: Mapping[str, A
                    latency=latency_table(copy.latency_ms, copy.type), ops=dict(copy.ops),
                    context={"isolation": isolation_of(test)})
 
+
+def share_section(history: Path, test: Mapping[str, Any], results: Mapping[str, Any] | None) -> Section:
+    """A share run's section: the share checker's counts and redeliveries by cause, and the send plots of its
+    producers (read as the queue's are)."""
+    from kchaos.checkers.share.check import SHARE, SHARE_KINDS
+
+    t = _read_history(history)
+    sends, per_epoch = read_sends(t)
+    queue = sends_section(sends, results, _events(t), per_epoch)
+    share = ((results or {}).get("checkers") or {}).get(SHARE)
+    return dataclasses.replace(queue, template="share.html.j2", context={"share": share, "kinds": SHARE_KINDS})

@@ -80,5 +80,5 @@ def test_a_history_names_its_workload_when_test_json_does_not(echo, tmp_path):
 
 
 def test_an_unregistered_workload_is_unknown_by_name():
-    with pytest.raises(UnknownWorkload, match="unknown workload 'echo'; known: copy, queue, txn"):
+    with pytest.raises(UnknownWorkload, match="unknown workload 'echo'; known: copy, queue, share, txn"):
         kind_of("echo")

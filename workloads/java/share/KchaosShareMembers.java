@@ -1,0 +1,360 @@
+// kchaos's share-group members (KIP-932) on the Kafka Java client: the share workload's consumers, compiled only
+// against kafka-clients 4.2 or later (workloads/java_build.py), whose KafkaShareConsumer is production-ready.
+//
+// The harness (workloads/share/members.py) starts it and writes one JSON line on stdin:
+//   {"consumer":{..settings..},"topic":"t","group":"g","members":[40000,40001],"drainers":[40002],
+//    "mix":{"accept":90,"release":6,"reject":2,"none":2},"lock_ms":15000,"seed":42,"t0_ns":..,"path":".."}
+// Each member process is a KafkaShareConsumer of the group in explicit acknowledgement mode, on a thread of its
+// own. It polls (share-poll), acknowledges each record as its generator (seeded from the seed and the process)
+// draws from the mix and commits with commitSync (share-ack). A record drawn `none` is left unacknowledged while
+// the member waits past its acquisition lock (the member acknowledges and commits the others first); then it is
+// acknowledged ACCEPT, a commit that should fail, since the lock is gone and the record may be another's.
+// Every op is a line of `path` in the history's own form, on the history's clock (KchaosQueueClients.Lines).
+// A line "stop" on stdin: the members finish their current step, close (share-leave) and the JVM prints
+// {"stopped":true}. Then a line "drain TIMEOUT_MS": the drainer processes join the group, poll and ACCEPT
+// everything until the group's lag is 0 on every partition with nothing more delivered, or the timeout; the first
+// drainer records the group's state (share-state: each partition's start offset, high watermark and lag, from
+// the Admin API), the JVM prints {"done":true,"partitions":STATE} and exits. End of stdin (the harness is gone):
+// write out what was recorded and exit.
+// Before the members join it sets the group's configuration (share.auto.offset.reset=earliest, the spec's lock_ms
+// and delivery_limit) and prints {"ready":true}, or {"error":".."} and exits 2. Every 200 ms it prints the
+// deliveries so far as the queue clients print their counts ("polled").
+import com.fasterxml.jackson.databind.JsonNode;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.SplittableRandom;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicIdPartition;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.InvalidRecordStateException;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+
+public final class KchaosShareMembers {
+    static final String[] KINDS = {"accept", "release", "reject", "none"};
+
+    public static void main(String[] args) throws Exception {
+        PrintStream harness = KchaosQueueClients.OUT;  // made from System.out as its class loads: before the swap
+        System.setOut(System.err);  // nothing but the JSON lines below may reach the harness's pipe
+        harness.flush();
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String first = in.readLine();
+        if (first == null) return;
+        JsonNode spec = KchaosQueueClients.JSON.readTree(first);
+        String topic = spec.get("topic").asText();
+        KchaosQueueClients.Lines lines = new KchaosQueueClients.Lines(spec.get("path").asText(), topic,
+                                                                       spec.get("t0_ns").asLong());
+        Runtime.getRuntime().addShutdownHook(new Thread(lines::flush, "flush-at-exit"));
+        Thread flusher = new Thread(() -> lines.flushEvery(KchaosQueueClients.FLUSH_NS), "flush");
+        flusher.setDaemon(true);
+        flusher.start();
+        Map<String, Object> adminProps = new HashMap<>();
+        adminProps.put("bootstrap.servers", spec.get("consumer").get("bootstrap.servers").asText());
+        String group = spec.get("group").asText();
+        try (Admin admin = Admin.create(adminProps)) {
+            // The group's own settings, before any member joins: reads from the start, the run's lock and limit.
+            admin.incrementalAlterConfigs(Map.of(new ConfigResource(ConfigResource.Type.GROUP, group), List.of(
+                set("share.auto.offset.reset", "earliest"),
+                set("share.record.lock.duration.ms", spec.get("lock_ms").asText()),
+                set("share.delivery.count.limit", spec.get("delivery_limit").asText())))).all().get(60, TimeUnit.SECONDS);
+        } catch (Exception e) {
+            say("{\"error\":" + KchaosQueueClients.JSON.writeValueAsString("the share group's configuration: " + e) + "}");
+            System.exit(2);
+        }
+        List<Member> members = new ArrayList<>();
+        for (JsonNode p : spec.get("members")) members.add(new Member(spec, p.asLong(), lines, false));
+        for (Member m : members) m.thread.start();
+        Thread counter = new Thread(() -> {
+            while (!lines.closed) {
+                KchaosQueueClients.printCounts(lines, false);
+                LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(200));
+            }
+        }, "counts");
+        counter.setDaemon(true);
+        counter.start();
+        say("{\"ready\":true}");
+
+        String line = waitFor(in, "stop");
+        for (Member m : members) m.stopping = true;
+        if (line == null) {  // the harness is gone
+            lines.flush();
+            Runtime.getRuntime().halt(1);
+        }
+        for (Member m : members) m.thread.join();
+        lines.flush();
+        say("{\"stopped\":true}");
+        line = waitFor(in, "drain");
+        if (line == null) {
+            lines.flush();
+            Runtime.getRuntime().halt(1);
+        }
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Long.parseLong(line.split("\\s+")[1]));
+        List<Member> drainers = new ArrayList<>();
+        for (JsonNode p : spec.get("drainers")) drainers.add(new Member(spec, p.asLong(), lines, true));
+        for (Member d : drainers) d.thread.start();
+        try (Admin admin = Admin.create(adminProps)) {
+            long process = spec.get("drainers").get(0).asLong();
+            String state = null;
+            while (System.nanoTime() < deadline) {
+                LockSupport.parkNanos(TimeUnit.SECONDS.toNanos(1));
+                long quiet = System.nanoTime() - TimeUnit.SECONDS.toNanos(3);
+                boolean idle = drainers.stream().allMatch(d -> d.lastDelivery.get() < quiet);
+                String now = groupState(admin, spec.get("group").asText(), topic);
+                if (now != null) state = now;
+                if (idle && now != null && !now.contains("\"lag\":-") && allDrained(admin, spec.get("group").asText(), topic)) break;
+            }
+            for (Member d : drainers) d.stopping = true;
+            for (Member d : drainers) d.thread.join();
+            lines.op(process, "invoke", "share-state", "");
+            String last = groupState(admin, spec.get("group").asText(), topic);
+            if (last != null) state = last;
+            if (state != null) lines.op(process, "ok", "share-state", ",\"partitions\":" + state);
+            else lines.op(process, "info", "share-state", ",\"error\":\"the group's state could not be read\"");
+            lines.close();
+            say("{\"done\":true,\"partitions\":" + (state == null ? "null" : state) + "}");
+        }
+        System.exit(0);
+    }
+
+    static org.apache.kafka.clients.admin.AlterConfigOp set(String name, String value) {
+        return new org.apache.kafka.clients.admin.AlterConfigOp(new org.apache.kafka.clients.admin.ConfigEntry(name, value),
+                                                                org.apache.kafka.clients.admin.AlterConfigOp.OpType.SET);
+    }
+
+    static String waitFor(BufferedReader in, String word) throws IOException {
+        for (String line; (line = in.readLine()) != null; ) {
+            if (line.strip().startsWith(word)) return line.strip();
+        }
+        return null;
+    }
+
+    static void say(String line) {
+        synchronized (KchaosQueueClients.OUT) {
+            KchaosQueueClients.OUT.println(line);
+            KchaosQueueClients.OUT.flush();
+        }
+    }
+
+    static boolean allDrained(Admin admin, String group, String topic) {
+        String s = groupState(admin, group, topic);
+        return s != null && !s.matches(".*\"lag\":[1-9].*");
+    }
+
+    /** {"0":{"start":S,"end":HW,"lag":L},..}: the group's share-partition start offsets and lag (Admin), with each
+     *  partition's high watermark; null when either could not be read. A partition the group has no state for yet
+     *  has start -1 and lag -1. */
+    static String groupState(Admin admin, String group, String topic) {
+        try {
+            Map<TopicPartition, SharePartitionOffsetInfo> offsets = admin
+                .listShareGroupOffsets(Map.of(group, new ListShareGroupOffsetsSpec())).partitionsToOffsetInfo(group)
+                .get(30, TimeUnit.SECONDS);
+            int partitions = admin.describeTopics(List.of(topic)).allTopicNames().get(30, TimeUnit.SECONDS)
+                .get(topic).partitions().size();
+            Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+            for (int p = 0; p < partitions; p++) latest.put(new TopicPartition(topic, p), OffsetSpec.latest());
+            Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> ends = admin.listOffsets(latest).all()
+                .get(30, TimeUnit.SECONDS);
+            StringBuilder b = new StringBuilder("{");
+            for (int p = 0; p < partitions; p++) {
+                TopicPartition tp = new TopicPartition(topic, p);
+                SharePartitionOffsetInfo info = offsets.get(tp);
+                long start = info == null ? -1 : info.startOffset();
+                long lag = info == null ? -1 : info.lag().orElse(-1L);
+                b.append(p == 0 ? "" : ",").append('"').append(p).append("\":{\"start\":").append(start)
+                    .append(",\"end\":").append(ends.get(tp).offset()).append(",\"lag\":").append(lag).append('}');
+            }
+            return b.append('}').toString();
+        } catch (Exception e) {
+            System.err.println("share group state: " + e);
+            return null;
+        }
+    }
+
+    /** One member (or drainer) process: a KafkaShareConsumer on a thread of its own. */
+    static final class Member {
+        final long process;
+        final boolean drainer;
+        final String topic;
+        final KchaosQueueClients.Lines lines;
+        final Map<String, Object> props = new HashMap<>();
+        final int[] mix = new int[KINDS.length];
+        final int total;
+        final long lockMs;
+        final SplittableRandom random;
+        final Thread thread;
+        final AtomicLong lastDelivery = new AtomicLong(System.nanoTime());
+        volatile boolean stopping;
+
+        Member(JsonNode spec, long process, KchaosQueueClients.Lines lines, boolean drainer) {
+            this.process = process;
+            this.drainer = drainer;
+            this.topic = spec.get("topic").asText();
+            this.lines = lines;
+            for (Map.Entry<String, JsonNode> e : spec.get("consumer").properties()) {
+                props.put(e.getKey(), e.getValue().asText());
+            }
+            props.put("client.id", "s" + process);
+            props.put("group.id", spec.get("group").asText());
+            props.put("share.acknowledgement.mode", "explicit");
+            props.put("key.deserializer", ByteArrayDeserializer.class.getName());
+            props.put("value.deserializer", ByteArrayDeserializer.class.getName());
+            int sum = 0;
+            for (int k = 0; k < KINDS.length; k++) {
+                mix[k] = drainer ? (k == 0 ? 1 : 0) : spec.get("mix").path(KINDS[k]).asInt(0);
+                sum += mix[k];
+            }
+            this.total = sum;
+            this.lockMs = spec.get("lock_ms").asLong();
+            this.random = new SplittableRandom(spec.get("seed").asLong() * 1_000_003L + process);
+            this.thread = new Thread(this::run, (drainer ? "drainer-" : "member-") + process);
+        }
+
+        String draw() {
+            int x = random.nextInt(total);
+            for (int k = 0; k < KINDS.length; k++) {
+                if (x < mix[k]) return KINDS[k];
+                x -= mix[k];
+            }
+            return KINDS[0];
+        }
+
+        void run() {
+            KafkaShareConsumer<byte[], byte[]> consumer = null;
+            try {
+                consumer = new KafkaShareConsumer<>(props);
+                consumer.subscribe(List.of(topic));
+                while (!stopping) step(consumer);
+            } catch (RuntimeException e) {
+                System.err.println("share member " + process + " died: " + e);
+            } finally {
+                if (consumer != null) {
+                    lines.op(process, "invoke", "share-leave", "");
+                    try {
+                        consumer.close(Duration.ofSeconds(10));
+                        lines.op(process, "ok", "share-leave", "");
+                    } catch (RuntimeException e) {
+                        lines.op(process, "info", "share-leave", error(e));
+                    }
+                }
+            }
+        }
+
+        void step(KafkaShareConsumer<byte[], byte[]> consumer) {
+            lines.op(process, "invoke", "share-poll", "");
+            ConsumerRecords<byte[], byte[]> polled;
+            try {
+                polled = consumer.poll(Duration.ofSeconds(1));
+            } catch (KafkaException | IllegalStateException e) {
+                lines.op(process, "info", "share-poll", error(e));
+                return;
+            }
+            StringBuilder records = new StringBuilder(32 + 32 * polled.count()).append(",\"records\":[");
+            boolean first = true;
+            for (ConsumerRecord<byte[], byte[]> r : polled) {
+                records.append(first ? "[" : ",[").append(r.partition()).append(',').append(r.offset()).append(',')
+                    .append(KchaosQueueClients.Reader.decode(r.value())).append(',')
+                    .append(r.deliveryCount().orElse((short) -1)).append(']');
+                first = false;
+            }
+            lines.op(process, "ok", "share-poll", records.append(']'));
+            lines.counts[4].addAndGet(polled.count());
+            if (polled.isEmpty()) return;
+            lastDelivery.set(System.nanoTime());
+            List<ConsumerRecord<byte[], byte[]>> now = new ArrayList<>(), later = new ArrayList<>();
+            List<String> kinds = new ArrayList<>();
+            for (ConsumerRecord<byte[], byte[]> r : polled) {
+                String kind = draw();
+                if (kind.equals("none")) {
+                    later.add(r);
+                } else {
+                    now.add(r);
+                    kinds.add(kind);
+                }
+            }
+            acknowledge(consumer, now, kinds);
+            if (later.isEmpty()) return;
+            // Held past the acquisition lock, unacknowledged: the broker may give them to another member meanwhile.
+            long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(lockMs + 1000);
+            while (System.nanoTime() < until && !stopping) LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(100));
+            List<String> accepts = new ArrayList<>();
+            for (int i = 0; i < later.size(); i++) accepts.add("accept");
+            acknowledge(consumer, later, accepts);
+        }
+
+        void acknowledge(KafkaShareConsumer<byte[], byte[]> consumer, List<ConsumerRecord<byte[], byte[]>> rs,
+                         List<String> kinds) {
+            if (rs.isEmpty()) return;
+            StringBuilder acks = new StringBuilder(",\"acks\":[");
+            Map<TopicPartition, String> refused = new HashMap<>();
+            for (int i = 0; i < rs.size(); i++) {
+                ConsumerRecord<byte[], byte[]> r = rs.get(i);
+                acks.append(i == 0 ? "[" : ",[").append(r.partition()).append(',').append(r.offset()).append(",\"")
+                    .append(kinds.get(i)).append("\"]");
+                try {
+                    consumer.acknowledge(r, switch (kinds.get(i)) {
+                        case "release" -> AcknowledgeType.RELEASE;
+                        case "reject" -> AcknowledgeType.REJECT;
+                        default -> AcknowledgeType.ACCEPT;
+                    });
+                } catch (IllegalStateException | KafkaException e) {
+                    // The client refused it (a record whose lock it knows has expired): never sent.
+                    refused.put(new TopicPartition(r.topic(), r.partition()), "fail");
+                }
+            }
+            lines.op(process, "invoke", "share-ack", acks.append(']'));
+            Map<TopicPartition, String> outcome = new HashMap<>();
+            try {
+                Map<TopicIdPartition, Optional<KafkaException>> result = consumer.commitSync(Duration.ofSeconds(30));
+                for (Map.Entry<TopicIdPartition, Optional<KafkaException>> e : result.entrySet()) {
+                    TopicPartition tp = e.getKey().topicPartition();
+                    outcome.put(tp, e.getValue().isEmpty() ? "ok"
+                        : e.getValue().get() instanceof InvalidRecordStateException ? "fail" : "info");
+                }
+            } catch (KafkaException | IllegalStateException e) {
+                lines.op(process, "info", "share-ack", error(e));
+                return;
+            }
+            StringBuilder done = new StringBuilder(",\"acks\":[");
+            for (int i = 0; i < rs.size(); i++) {
+                ConsumerRecord<byte[], byte[]> r = rs.get(i);
+                TopicPartition tp = new TopicPartition(r.topic(), r.partition());
+                String o = refused.getOrDefault(tp, outcome.getOrDefault(tp, "info"));
+                done.append(i == 0 ? "[" : ",[").append(r.partition()).append(',').append(r.offset()).append(",\"")
+                    .append(kinds.get(i)).append("\",\"").append(o).append("\"]");
+            }
+            lines.op(process, "ok", "share-ack", done.append(']'));
+        }
+
+        static String error(Exception e) {
+            try {
+                return ",\"error\":" + KchaosQueueClients.JSON.writeValueAsString(KchaosQueueClients.errorName(e));
+            } catch (IOException never) {
+                throw new IllegalStateException(never);
+            }
+        }
+    }
+}

@@ -1,0 +1,128 @@
+"""The share workload: producers send unique integers, and the members of one share group (KIP-932, Kafka's
+queues) are delivered them under acquisition locks and acknowledge each (docs/running.md). `KIND` is what the rest
+of kchaos asks of it; its clients load only when a run makes them."""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from kchaos.core.config import TestConfig, is_int, require
+from kchaos.core.kafka_versions import UnsupportedVersion, line_of
+from kchaos.core.promise import Promise
+from kchaos.core.protocols import Checker, Workload
+from kchaos.workloads.share.options import (
+    MAX_DELIVERY_LIMIT,
+    MAX_LOCK_MS,
+    MIN_DELIVERY_LIMIT,
+    MIN_LOCK_MS,
+    ShareOptions,
+    parse_mix,
+)
+
+
+class Share:
+    """The share workload's registry entry (`kchaos.core.workload_kind`)."""
+
+    name = "share"
+    writes = True
+    transactional = False
+    clients = ("java",)  # librdkafka has no share consumer
+    options = ShareOptions
+    parquet = False
+    history_ops = ("share-poll", "share-ack")
+    counts: tuple[str, ...] = ("redelivered",)
+    columns = ("share_acked", "share_delivered", "share_redelivered")
+    explainer = None
+
+    @property
+    def anomalies(self) -> dict[str, str]:
+        """The share checker's kinds, with what each means."""
+        from kchaos.checkers.share.check import SHARE_KINDS
+
+        return SHARE_KINDS
+
+    def validate(self, cfg: TestConfig) -> None:
+        """Its acknowledgement mix, lock and delivery limit are in range; its Kafka line has share groups; its
+        members are consumers on Kafka's Java client."""
+        w, o = cfg.workload, cfg.workload.options
+        try:
+            parse_mix(o.ack_mix)
+        except ValueError as e:
+            require(False, str(e))
+        require(is_int(o.lock_ms) and MIN_LOCK_MS <= o.lock_ms <= MAX_LOCK_MS,
+                f"--share-lock-ms must be {MIN_LOCK_MS}..{MAX_LOCK_MS}, got {o.lock_ms!r}")
+        require(is_int(o.delivery_limit) and MIN_DELIVERY_LIMIT <= o.delivery_limit <= MAX_DELIVERY_LIMIT,
+                f"--share-delivery-limit must be {MIN_DELIVERY_LIMIT}..{MAX_DELIVERY_LIMIT}, got {o.delivery_limit!r}")
+        try:
+            shares = line_of(cfg.cluster.kafka_version).share_groups
+        except UnsupportedVersion:
+            shares = False
+        require(shares, f"--workload share needs a Kafka line with share groups (4.2 or later), not --kafka-version "
+                        f"{cfg.cluster.kafka_version}")
+        require(w.in_flight == 1 and w.producer_processes == 0 and w.rate != "max",
+                "--workload share runs its producers in the harness: it takes no --in-flight, --producer-processes "
+                "or --rate max")
+        require(w.client == "java", "--workload share runs its members on the Kafka Java client: --client java")
+        require(w.consumers >= 1, "--workload share needs --consumers >= 1: they are the share group's members")
+
+    def make(self, cfg: TestConfig, java: Any = None) -> Workload:
+        """Producers on librdkafka, members on Kafka's Java client (`java`)."""
+        from kchaos.workloads.share.workload import ShareWorkload
+
+        return ShareWorkload(cfg, java=java)
+
+    def describe(self, cfg: TestConfig) -> str:
+        """`workload: 4 producers at 100/s; 2 share members, mix accept=90,..., lock 15000 ms, delivery limit 5`."""
+        w, o = cfg.workload, cfg.workload.options
+        return (f"workload: {w.producers} producer{'s' * (w.producers != 1)} at {w.rate:g}/s; {w.consumers} share "
+                f"member{'s' * (w.consumers != 1)} (Java), mix {o.ack_mix}, lock {o.lock_ms} ms, delivery limit "
+                f"{o.delivery_limit}")
+
+    def crashable(self, cfg: TestConfig) -> bool:
+        """Not yet: the members are not crashed and replaced."""
+        return False
+
+    def coordinators(self, cfg: TestConfig) -> dict[str, tuple[str, ...]]:
+        """The share group, whose group coordinator the group-coordinator target finds."""
+        from kchaos.workloads.share.workload import share_group
+
+        return {"group": (share_group(cfg.seed),)}
+
+    def checkers(self) -> dict[str, Callable[..., Checker]]:
+        """The share checker."""
+        from kchaos.checkers.share.check import SHARE, ShareChecker
+
+        return {SHARE: ShareChecker}
+
+    def amend(self, history: Path, result: dict[str, Any]) -> dict[str, Any]:
+        """Nothing to add."""
+        return result
+
+    def judge(self, results: Mapping[str, Any], counts: Mapping[str, int], promise: Promise,
+              test: Mapping[str, Any]) -> Any:
+        """The verdict of a share run (`judge_share`)."""
+        from kchaos.workloads.share.verdict import judge_share
+
+        return judge_share(results, counts, promise)
+
+    def acknowledged(self, results: Mapping[str, Any], counts: Mapping[str, int]) -> int | None:
+        """The acknowledged sends."""
+        from kchaos.workloads.share.verdict import acknowledged
+
+        return acknowledged(counts)
+
+    def facts(self, results: Mapping[str, Any]) -> dict[str, int]:
+        """Acknowledged sends, records delivered, redeliveries."""
+        counts = results.get("counts") or {}
+        return {"share_acked": int(counts.get("acked") or 0), "share_delivered": int(counts.get("delivered") or 0),
+                "share_redelivered": int(counts.get("redelivered") or 0)}
+
+    def report(self, history: Path, test: Mapping[str, Any], results: Mapping[str, Any] | None) -> Any:
+        """A share run's part of report.html: deliveries, acknowledgements and redeliveries, and the send plots."""
+        from kchaos.reports.run.section import share_section
+
+        return share_section(history, test, results)
+
+
+KIND = Share()
