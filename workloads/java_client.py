@@ -74,6 +74,25 @@ def consumer_props(bootstrap: str, client_id: str, isolation: str, timeout_ms: i
     }.items()}
 
 
+TERM_S = 10  # how long a JVM told to end (SIGTERM) may take to write out what it recorded
+
+
+def end_jvm(proc: subprocess.Popen[str], wait_s: float) -> bool:
+    """Wait up to `wait_s` for `proc` to exit; then SIGTERM it (a kchaos JVM's shutdown hook writes out what it
+    recorded) and wait TERM_S more; then kill it. Whether it exited within `wait_s`."""
+    try:
+        proc.wait(wait_s)
+        return True
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+    try:
+        proc.wait(TERM_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    return False
+
+
 # What a share consumer refuses to be given: the group's settings (share.auto.offset.reset, share.isolation.level,
 # share.session.timeout.ms) are the group's own configuration, and acknowledgements replace offset commits.
 SHARE_REFUSED = ("group.id", "enable.auto.commit", "auto.offset.reset", "isolation.level", "session.timeout.ms")

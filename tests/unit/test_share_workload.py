@@ -109,3 +109,39 @@ def test_an_unfinished_drain_leaves_the_run_unknown_and_nothing_acknowledged_can
     assert j.verdict == "unknown" and "final drain did not complete" in j.undecided[-1]
     results, counts = _results(acked=0, delivered=0, redelivered=0)
     assert judge_share(results, counts).verdict == "unknown"
+
+
+def test_a_crash_needs_running_members_and_picks_one_by_the_seed():
+    from kchaos.workloads.share.workload import ShareWorkload
+
+    class Program:
+        shares = True
+
+    c = cfg("--workload", "share", "--kafka-version", "4.4", "--consumers", "3")
+    w = ShareWorkload(c, java=Program())  # type: ignore[arg-type]
+    members, drainers = w.processes()
+    assert members == [4, 5, 6] and drainers == [7, 8]
+    with pytest.raises(ValueError, match="not running"):
+        w.crash_client(3, 2.0)
+
+    class Members:
+        def __init__(self):
+            self.told = []
+
+        def crash(self, process, restart_after):
+            self.told.append((process, restart_after))
+            return True
+    w._members = Members()  # type: ignore[assignment]
+    first = w.crash_client(3, 2.0)
+    assert first == w.crash_client(3, 2.0) and first["member"] in members
+    assert w._members.told == [(first["member"], 2.0)] * 2
+
+
+def test_the_share_workload_refuses_a_java_client_without_share_consumers():
+    from kchaos.workloads.share.workload import ShareWorkload
+
+    class Old:
+        shares = False
+
+    with pytest.raises(ValueError, match="4.2 or later"):
+        ShareWorkload(cfg("--workload", "share", "--kafka-version", "4.4"), java=Old())  # type: ignore[arg-type]

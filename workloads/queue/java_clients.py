@@ -21,14 +21,13 @@ from pathlib import Path
 from kchaos.core.config import ProducerConfig
 from kchaos.core.send_stream import PARTS_DIR
 from kchaos.workloads.java_build import JavaProgram
-from kchaos.workloads.java_client import consumer_props, producer_props
+from kchaos.workloads.java_client import consumer_props, end_jvm, producer_props
 from kchaos.workloads.queue.producer_procs import COUNT_KEYS, LoopSpec
 
 log = logging.getLogger("kchaos.workload")
 PART = "java-clients.jsonl"
 KEYS = (*COUNT_KEYS, "polled")
 POLL_RECORDS = 500  # as many as the harness's own consumers take in one consume()
-TERM_S = 10  # how long a JVM told to end (SIGTERM) may take to write out its lines
 
 
 class JavaQueueClients:
@@ -100,17 +99,8 @@ class JavaQueueClients:
             self._proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass
-        try:
-            self._proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            # SIGTERM first: the JVM writes out what it recorded as it exits (its shutdown hook).
-            log.warning("the Java clients did not stop in %g s; ending them", timeout)
-            self._proc.terminate()
-            try:
-                self._proc.wait(TERM_S)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+        if not end_jvm(self._proc, timeout):
+            log.warning("the Java clients did not stop in %g s; ended them", timeout)
         for t in self._readers:
             t.join(5)
         log.info("Java clients exited with %s", self._proc.returncode)

@@ -80,8 +80,8 @@ class Share:
                 f"{o.delivery_limit}")
 
     def crashable(self, cfg: TestConfig) -> bool:
-        """Not yet: the members are not crashed and replaced."""
-        return False
+        """Its members can always be crashed and replaced."""
+        return True
 
     def coordinators(self, cfg: TestConfig) -> dict[str, tuple[str, ...]]:
         """The share group, whose group coordinator the group-coordinator target finds."""

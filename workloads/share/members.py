@@ -18,10 +18,10 @@ from typing import Any
 
 from kchaos.core.send_stream import PARTS_DIR
 from kchaos.workloads.java_build import JavaProgram
+from kchaos.workloads.java_client import TERM_S, end_jvm
 
 log = logging.getLogger("kchaos.workload")
 PART = "java-share.jsonl"
-TERM_S = 10  # how long a JVM told to end (SIGTERM) may take to write out its lines
 
 
 class ShareMembersError(RuntimeError):
@@ -95,6 +95,11 @@ class ShareMembers:
         except queue.Empty:
             return None
 
+    def crash(self, process: int, restart_after: float) -> bool:
+        """Have member `process` crash at its next step (its consumer left unclosed) and a new consumer of the same
+        process start `restart_after` seconds later; whether the JVM was told."""
+        return self._proc is not None and self._write(f"crash {process} {int(restart_after * 1000)}")
+
     def stop(self, timeout: float) -> None:
         """Have every member finish its step, close and leave the group; wait up to `timeout` for that."""
         if self._proc is None or not self._write("stop"):
@@ -118,15 +123,7 @@ class ShareMembers:
             self._proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass
-        try:
-            self._proc.wait(TERM_S)
-        except subprocess.TimeoutExpired:
-            self._proc.terminate()  # its shutdown hook writes out what it recorded
-            try:
-                self._proc.wait(TERM_S)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+        end_jvm(self._proc, TERM_S)
         for t in self._readers:
             t.join(5)
         log.info("share members exited with %s", self._proc.returncode)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import random
 import threading
 from typing import Any
 
@@ -82,6 +83,17 @@ class ShareWorkload:
                                  name=f"producer-{p}", daemon=True)
             t.start()
             self._threads.append(t)
+
+    def crash_client(self, pick: int, restart_after: float) -> dict[str, Any]:
+        """Crash the member `pick` chooses: at its next step it records a share-leave of type info and leaves its
+        consumer unclosed (what it acquired stays acquired until the locks run out), and a new consumer of the same
+        process joins `restart_after` seconds later. Returns `{"member": process, "restart_after": ...}`;
+        ValueError when the members are not running."""
+        members, _ = self.processes()
+        process = random.Random(pick).choice(members)
+        if self._members is None or not self._members.crash(process, restart_after):
+            raise ValueError("the share members are not running")
+        return {"member": process, "restart_after": restart_after}
 
     @staticmethod
     def _guard(fn) -> None:

@@ -10,7 +10,11 @@
 // the member waits past its acquisition lock (the member acknowledges and commits the others first); then it is
 // acknowledged ACCEPT, a commit that should fail, since the lock is gone and the record may be another's.
 // Every op is a line of `path` in the history's own form, on the history's clock (KchaosQueueClients.Lines).
-// A line "stop" on stdin: the members finish their current step, close (share-leave) and the JVM prints
+// A line "crash PROCESS MS" on stdin (crash-client): that member, after its next poll and before acknowledging what
+// it returned, records a share-leave of type info and leaves its consumer unclosed, then starts a new one as the
+// same process MS later.
+// A line "stop" on stdin: the members finish their current step, close what crashes abandoned and their own
+// consumers (share-leave), and the JVM prints
 // {"stopped":true}. Then a line "drain TIMEOUT_MS": the drainer processes join the group, poll and ACCEPT
 // everything until the group's lag is 0 on every partition with nothing more delivered, or the timeout; the first
 // drainer records the group's state (share-state: each partition's start offset, high watermark and lag, from
@@ -98,7 +102,15 @@ public final class KchaosShareMembers {
         counter.start();
         say("{\"ready\":true}");
 
-        String line = waitFor(in, "stop");
+        String line;  // "crash PROCESS MS" lines until "stop"
+        while ((line = waitFor(in, "")) != null && !line.startsWith("stop")) {
+            String[] w = line.split("\\s+");
+            if (w[0].equals("crash") && w.length == 3) {
+                for (Member m : members) {
+                    if (m.process == Long.parseLong(w[1])) m.restartAfterMs = Long.parseLong(w[2]);
+                }
+            }
+        }
         for (Member m : members) m.stopping = true;
         if (line == null) {  // the harness is gone
             lines.flush();
@@ -207,7 +219,9 @@ public final class KchaosShareMembers {
         final SplittableRandom random;
         final Thread thread;
         final AtomicLong lastDelivery = new AtomicLong(System.nanoTime());
+        final List<KafkaShareConsumer<byte[], byte[]>> abandoned = new ArrayList<>();
         volatile boolean stopping;
+        volatile long restartAfterMs = -1;  // >= 0: crash at the next step, a new consumer that many ms later
 
         Member(JsonNode spec, long process, KchaosQueueClients.Lines lines, boolean drainer) {
             this.process = process;
@@ -247,10 +261,35 @@ public final class KchaosShareMembers {
             try {
                 consumer = new KafkaShareConsumer<>(props);
                 consumer.subscribe(List.of(topic));
-                while (!stopping) step(consumer);
+                while (!stopping) {
+                    if (!step(consumer)) {
+                        // A crash, between a poll and its acknowledgements: the consumer is left as it is, unclosed,
+                        // holding what the poll acquired until the locks run out.
+                        long restart = restartAfterMs;
+                        restartAfterMs = -1;
+                        lines.op(process, "invoke", "share-leave", "");
+                        lines.op(process, "info", "share-leave", ",\"error\":\"crashed (crash-client)\"");
+                        abandoned.add(consumer);
+                        consumer = null;
+                        long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(restart);
+                        while (System.nanoTime() < until && !stopping) LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(50));
+                        if (stopping) break;
+                        consumer = new KafkaShareConsumer<>(props);
+                        consumer.subscribe(List.of(topic));
+                    }
+                }
             } catch (RuntimeException e) {
                 System.err.println("share member " + process + " died: " + e);
             } finally {
+                // What crashes abandoned keeps its membership (its heartbeats run on), and the partitions assigned to
+                // it: let go of it before the drain, as the other workloads let go of their abandoned consumers.
+                for (KafkaShareConsumer<byte[], byte[]> c : abandoned) {
+                    try {
+                        c.close(Duration.ofSeconds(5));
+                    } catch (RuntimeException e) {
+                        System.err.println("share member " + process + ": closing an abandoned consumer: " + e);
+                    }
+                }
                 if (consumer != null) {
                     lines.op(process, "invoke", "share-leave", "");
                     try {
@@ -263,14 +302,15 @@ public final class KchaosShareMembers {
             }
         }
 
-        void step(KafkaShareConsumer<byte[], byte[]> consumer) {
+        /** One poll and its acknowledgements; false when a crash is due after the poll (nothing acknowledged). */
+        boolean step(KafkaShareConsumer<byte[], byte[]> consumer) {
             lines.op(process, "invoke", "share-poll", "");
             ConsumerRecords<byte[], byte[]> polled;
             try {
                 polled = consumer.poll(Duration.ofSeconds(1));
             } catch (KafkaException | IllegalStateException e) {
                 lines.op(process, "info", "share-poll", error(e));
-                return;
+                return restartAfterMs < 0;
             }
             StringBuilder records = new StringBuilder(32 + 32 * polled.count()).append(",\"records\":[");
             boolean first = true;
@@ -282,7 +322,8 @@ public final class KchaosShareMembers {
             }
             lines.op(process, "ok", "share-poll", records.append(']'));
             lines.counts[4].addAndGet(polled.count());
-            if (polled.isEmpty()) return;
+            if (restartAfterMs >= 0) return false;
+            if (polled.isEmpty()) return true;
             lastDelivery.set(System.nanoTime());
             List<ConsumerRecord<byte[], byte[]>> now = new ArrayList<>(), later = new ArrayList<>();
             List<String> kinds = new ArrayList<>();
@@ -296,13 +337,14 @@ public final class KchaosShareMembers {
                 }
             }
             acknowledge(consumer, now, kinds);
-            if (later.isEmpty()) return;
+            if (later.isEmpty()) return true;
             // Held past the acquisition lock, unacknowledged: the broker may give them to another member meanwhile.
             long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(lockMs + 1000);
             while (System.nanoTime() < until && !stopping) LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(100));
             List<String> accepts = new ArrayList<>();
             for (int i = 0; i < later.size(); i++) accepts.add("accept");
             acknowledge(consumer, later, accepts);
+            return true;
         }
 
         void acknowledge(KafkaShareConsumer<byte[], byte[]> consumer, List<ConsumerRecord<byte[], byte[]>> rs,
