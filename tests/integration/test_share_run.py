@@ -25,7 +25,7 @@ KAFKA_S_OWN = "delivery_count_regressed"
 def test_a_share_group_under_kill_leader_and_crashes_gets_every_record_and_counts_its_redeliveries(store):
     proc = subprocess.run([*KCHAOS, "run", "--store", str(store), "--name", "share",
                            "--workload", "share", "--kafka-version", "4.4.0", "--consumers", "2",
-                           "--nemesis", "kill-leader,crash-client", "--interval", "5", "--restart-delay", "2",
+                           "--nemesis", "kill-leader,crash-client", "--interval", "8", "--restart-delay", "2",
                            "--time-limit", "20", "--rate", "60", "--seed", "47",
                            "--share-ack-mix", "accept=85,release=10,reject=3,none=2", "--share-lock-ms", "3000"],
                           capture_output=True, text=True, timeout=900)
@@ -36,7 +36,6 @@ def test_a_share_group_under_kill_leader_and_crashes_gets_every_record_and_count
     assert proc.returncode == (1 if counts[KAFKA_S_OWN] else 0), (proc.returncode, results.get("undecided"))
     assert counts["acked"] > 0 and counts["delivered"] >= counts["acked"] and counts["unseen"] == 0, counts
     share = results["checkers"]["share"]
-    assert share["redeliveries"]["release"] > 0, share["redeliveries"]
     assert counts["redelivered"] == sum(share["redeliveries"].values())
     assert results["nemesis"]["applied"] > 0, results["nemesis"]
     test = json.loads((run / "test.json").read_text())
@@ -53,6 +52,11 @@ def test_a_share_group_under_kill_leader_and_crashes_gets_every_record_and_count
     for p, off, _ in share["examples"].get(KAFKA_S_OWN, []):
         first, *later = deliveries[(p, off)]
         assert any(first < k < t for k in kills for t in later), f"p{p}@{off}: count regressed without a kill"
+    # Every record released by a committed RELEASE is delivered again (the drainers accept everything), and each
+    # such delivery counts as one after a release.
+    released = {(a[0], a[1]) for o in ops if o["f"] == "share-ack" and o["type"] == "ok"
+                for a in o["acks"] if a[2] == "release" and a[3] == "ok"}
+    assert share["redeliveries"]["release"] >= len(released), (share["redeliveries"], len(released))
     crashes = [o for o in ops if o["f"] == "share-leave" and o["type"] == "info"]
     assert crashes and all(o["error"] == "crashed (crash-client)" for o in crashes), crashes
     held = {}  # process -> the records of its last ok poll
