@@ -21,8 +21,9 @@ from typing import Any, TypeGuard
 
 from kchaos.checkers.parquet import CheckInputError
 from kchaos.core.faults import FaultCatalogue
+from kchaos.core.history import HistoryError, read_history
 
-__all__ = ["HistoryScan", "nemesis_section", "scan"]
+__all__ = ["HistoryScan", "nemesis_section", "read_ops", "scan"]
 
 CHUNK_BYTES = 16 << 20
 _NEMESIS = b'"nemesis"'
@@ -169,3 +170,13 @@ def nemesis_section(scan_: HistoryScan, catalogue: FaultCatalogue, asked: tuple[
             "invoked": sum(op.get("type") == "invoke" for op in breaks),
             "applied": sum(op.get("type") == "ok" for op in breaks),
             "not_applied": sum(why_not.values()), "why_not": why_not}
+
+
+def read_ops(history: Path) -> Iterator[dict[str, Any]]:
+    """The ops of a history.jsonl, for the checkers that read its JSON rather than its Parquet form
+    (core.history.read_history: a killed run's cut-off last line is skipped); CheckInputError `path:line: why`
+    for a line that is not an op."""
+    try:
+        yield from read_history(history)
+    except HistoryError as e:
+        raise CheckInputError(str(e)) from None

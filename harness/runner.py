@@ -294,10 +294,7 @@ def _draw_beside(run_dir: Path, parquet: bool) -> Future[None]:
         # Linux keeps a nice value per thread: the plots take the CPU the check leaves, as Spark's JVM does.
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), SPARK_NICENESS)
         predraw(run_dir)
-    pool = ThreadPoolExecutor(1, thread_name_prefix="predraw")
-    future = pool.submit(draw)
-    pool.shutdown(wait=False)
-    return future
+    return _beside("predraw", draw)
 
 
 def _import_beside(modules: tuple[str, ...]) -> None:
@@ -321,9 +318,15 @@ def _tear_down(cluster: Cluster, timer: Phases, beside: bool) -> Future[None] | 
     if not beside:
         teardown()
         return None
-    pool = ThreadPoolExecutor(1, thread_name_prefix="teardown")
-    future = pool.submit(teardown)
-    pool.shutdown(wait=False)  # the thread runs on; the interpreter waits for it at exit, even after an interrupt
+    return _beside("teardown", teardown)
+
+
+def _beside(name: str, fn: Callable[[], None]) -> Future[None]:
+    """`fn` in a thread of its own, returning at once; the thread runs on, and the interpreter waits for it at exit,
+    even after an interrupt."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix=name)
+    future = pool.submit(fn)
+    pool.shutdown(wait=False)
     return future
 
 

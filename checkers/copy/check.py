@@ -26,10 +26,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kchaos.checkers.parquet import CheckInputError
-from kchaos.core.history import HistoryError, read_history
+from kchaos.checkers.history_scan import read_ops
 
-__all__ = ["COPY", "COPY_COUNTS", "CopyChecker", "check_copy_ops", "compare", "out_of_order", "read_ops"]
+__all__ = ["COPY", "COPY_COUNTS", "CopyChecker", "check_copy_ops", "compare", "out_of_order"]
 
 COPY = "copy"  # the checker's name in results.json's `checkers`
 COPY_KINDS = {"copy_missing": "an input value never reached the committed output",
@@ -142,15 +141,6 @@ def _bisect(ranks: list[int], tails: list[int], r: int) -> int:
         else:
             hi = mid
     return lo
-
-
-def read_ops(history: Path) -> Iterable[dict[str, Any]]:
-    """The ops of a history.jsonl (core.history.read_history: a killed run's truncated last line is skipped);
-    CheckInputError `path:line: why` for a line that is not an op."""
-    try:
-        yield from read_history(history)
-    except HistoryError as e:
-        raise CheckInputError(str(e)) from None
 
 
 class CopyChecker:

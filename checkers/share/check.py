@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kchaos.checkers.copy.check import read_ops
+from kchaos.checkers.history_scan import read_ops
 from kchaos.checkers.share.reference import CAUSES, SHARE_KINDS, check_share_ops
 
 __all__ = ["SHARE", "SHARE_COUNTS", "SHARE_KINDS", "ShareChecker"]

@@ -135,14 +135,14 @@ public final class KchaosShareMembers {
                 LockSupport.parkNanos(TimeUnit.SECONDS.toNanos(1));
                 long quiet = System.nanoTime() - TimeUnit.SECONDS.toNanos(3);
                 boolean idle = drainers.stream().allMatch(d -> d.lastDelivery.get() < quiet);
-                String now = groupState(admin, spec.get("group").asText(), topic);
+                String now = groupState(admin, group, topic);
                 if (now != null) state = now;
-                if (idle && now != null && !now.contains("\"lag\":-") && allDrained(admin, spec.get("group").asText(), topic)) break;
+                if (idle && now != null && drained(now)) break;
             }
             for (Member d : drainers) d.stopping = true;
             for (Member d : drainers) d.thread.join();
             lines.op(process, "invoke", "share-state", "");
-            String last = groupState(admin, spec.get("group").asText(), topic);
+            String last = groupState(admin, group, topic);
             if (last != null) state = last;
             if (state != null) lines.op(process, "ok", "share-state", ",\"partitions\":" + state);
             else lines.op(process, "info", "share-state", ",\"error\":\"the group's state could not be read\"");
@@ -171,9 +171,9 @@ public final class KchaosShareMembers {
         }
     }
 
-    static boolean allDrained(Admin admin, String group, String topic) {
-        String s = groupState(admin, group, topic);
-        return s != null && !s.matches(".*\"lag\":[1-9].*");
+    /** Whether `groupState`'s answer has every partition's lag at 0 (none unknown, none above). */
+    static boolean drained(String state) {
+        return !state.matches(".*\"lag\":(-|[1-9]).*");
     }
 
     /** {"0":{"start":S,"end":HW,"lag":L},..}: the group's share-partition start offsets and lag (Admin), with each
