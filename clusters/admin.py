@@ -1,10 +1,13 @@
 """Cluster metadata through Kafka's admin API: brokers, topics, leaders and ISRs."""
 from __future__ import annotations
 
+import base64
 import logging
+import struct
 from dataclasses import dataclass
+from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_fixed
 
@@ -93,6 +96,20 @@ def create_topic(bootstrap: str, topic: TopicConfig, timeout: float = 30.0, atte
                 retried = attempt.retry_state.attempt_number > 1
                 if not (retried and e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS):
                     raise
+
+
+def topic_id(bootstrap: str, topic: str, timeout: float = 5.0) -> str:
+    """The id of `topic` as Kafka writes it (URL-safe base64 of its 16 bytes, without padding)."""
+    client = admin_client(bootstrap)  # held until the answer: a client collected early fails its futures
+    future = client.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic]
+    return kafka_uuid(future.result(timeout=timeout).topic_id)
+
+
+def kafka_uuid(uuid: Any) -> str:  # a confluent_kafka.Uuid, whose stubs lack its bit getters
+    """`uuid` as Kafka's Uuid.toString writes it: URL-safe base64 of its 16 bytes, without padding (librdkafka's
+    own text uses the standard alphabet, "/" and "+")."""
+    raw = struct.pack(">qq", uuid.get_most_significant_bits(), uuid.get_least_significant_bits())
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
 def partitions(bootstrap: str, topic: str, timeout: float = 5.0,

@@ -60,6 +60,9 @@ class WorkloadKind(Protocol):
     writes: bool
     # Whether its producers are transactional (and so idempotent, whatever --idempotence says).
     transactional: bool
+    # Whether its producers are idempotent by default when acks=all (--no-idempotence turns that off, unless
+    # they are transactional).
+    idempotent: bool
     # The client libraries it runs on (`--client`): "python" (librdkafka), "java" (the Kafka Java client).
     clients: tuple[str, ...]
     # Its own options: a frozen dataclass whose fields' metadata make their `kchaos run` options (`flag`, `help`,
@@ -91,8 +94,9 @@ class WorkloadKind(Protocol):
         """Whether the crash-client nemesis has clients to crash under `cfg`."""
 
     def coordinators(self, cfg: TestConfig) -> Mapping[str, tuple[str, ...]]:
-        """The keys its clients' coordinators are found by under `cfg`: "txn" (transactional ids) and "group"
-        (consumer groups), each kind present only when the run has such keys (the coordinator targets)."""
+        """The keys its clients' coordinators are found by under `cfg`: "txn" (transactional ids), "group"
+        (consumer and share groups) and "share" (a share group's state of one partition, `group:topic:partition`),
+        each kind present only when the run has such keys (the coordinator targets)."""
 
     def checkers(self) -> Mapping[str, Callable[..., Checker]]:
         """Its checkers by name, the first its own (the one results.json summarises), each built with `master=`."""

@@ -4,7 +4,8 @@
 Kafka sees it (through lazyfs), the test topic's partition directories
 (`<topic>-<p>/`: the `.log` segments, `leader-epoch-checkpoint`,
 `partition.metadata`), the transaction coordinators' log (`__transaction_state-<p>/`, the same files:
-each transaction's state changes, with the time the coordinator wrote them) and the KRaft metadata log
+each transaction's state changes, with the time the coordinator wrote them), the share coordinators' log
+(`__share_group_state-<p>/`: each share group's delivery state of each partition) and the KRaft metadata log
 (`__cluster_metadata-0/`: its `.log` segments and `quorum-state`) into `dest/<node>/...`, and writes
 `dest/collect.json` saying what was copied and what was skipped. A node
 whose topic data exceeds `cap_bytes` keeps only its metadata log (the
@@ -22,13 +23,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from kchaos.evidence.files import COLLECT_FILE, METADATA_DIR, TXN_STATE_DIR
+from kchaos.evidence.files import COLLECT_FILE, METADATA_DIR, SHARE_STATE_DIR, TXN_STATE_DIR
 
 __all__ = ["CAP_BYTES", "COLLECT_FILE", "METADATA_DIR", "NodeCopy", "collect", "wanted"]
 
 log = logging.getLogger("kchaos.evidence")
 CAP_BYTES = 256 * 1024 * 1024  # topic data per node
-TXN_STATE = TXN_STATE_DIR  # the transaction coordinators' log, in partitions like a topic's
+COORDINATOR_LOGS = (TXN_STATE_DIR, SHARE_STATE_DIR)  # the coordinators' logs, in partitions like a topic's
 _TOPIC_FILES = re.compile(r"(.*\.log|leader-epoch-checkpoint|partition\.metadata)$")
 _METADATA_FILES = re.compile(r"(.*\.log|quorum-state|leader-epoch-checkpoint|partition\.metadata)$")
 
@@ -65,7 +66,7 @@ def wanted(rel: str, topic: str) -> bool:
     folder, name = parts
     if folder == METADATA_DIR:
         return bool(_METADATA_FILES.fullmatch(name))
-    return (bool(re.fullmatch(f"({re.escape(topic)}|{TXN_STATE})" + r"-\d+", folder))
+    return (bool(re.fullmatch(f"({'|'.join(map(re.escape, (topic, *COORDINATOR_LOGS)))})" + r"-\d+", folder))
             and bool(_TOPIC_FILES.fullmatch(name)))
 
 

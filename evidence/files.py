@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = ["EVIDENCE_DIR", "RAW_DIR", "COLLECT_FILE", "METADATA_DIR", "SEGMENTS_FILE", "METADATA_FILE", "ISR_FILE",
-           "HISTORY_START_KEY", "TXN_STATE_DIR", "TXN_STATE_FILE", "TXN_EXPLANATION_FILE", "read_isr", "read_jsonl"]
+           "HISTORY_START_KEY", "SHARE_STATE_DIR", "TXN_STATE_DIR", "TXN_STATE_FILE", "TXN_EXPLANATION_FILE",
+           "read_isr", "read_jsonl"]
 
 HISTORY_START_KEY = "history_start_unix_ms"  # in test.json: the wall clock (unix ms) at history time 0
 
@@ -26,6 +27,7 @@ METADATA_DIR = "__cluster_metadata-0"  # the KRaft metadata log's directory, on 
 SEGMENTS_FILE = "segments.jsonl"  # in EVIDENCE_DIR: every batch of the topic, decoded
 METADATA_FILE = "metadata.jsonl"  # in EVIDENCE_DIR: the topic's partition states and broker events, decoded
 TXN_STATE_DIR = "__transaction_state"  # the transaction coordinators' log: RAW_DIR/<node>/__transaction_state-<p>
+SHARE_STATE_DIR = "__share_group_state"  # the share coordinators' log: RAW_DIR/<node>/__share_group_state-<p>
 TXN_STATE_FILE = "txn_state.jsonl"  # in EVIDENCE_DIR: every transactional id's state changes, decoded
 TXN_EXPLANATION_FILE = "txn_explanation.json"  # in EVIDENCE_DIR: a txn run's anomalous transactions explained
 

@@ -5,8 +5,9 @@ files (one JVM) with `--print-data-log`, adding `--cluster-metadata-decoder`
 for the KRaft metadata log, and `parse_dump(lines)` turns its text into
 `Batch`es. With `txn_log=True` it adds `--transaction-log-decoder`, for the
 transaction coordinators' `__transaction_state` log (`txn_log.txn_states` reads
-the records it prints). The text format is the same in Kafka 3.7 and 4.1 (checked against
-both): a `Dumping FILE` line per file, one `baseOffset: ...` line per batch
+the records it prints), and with `share_log=True` `--share-group-state-decoder`, for the share
+coordinators' `__share_group_state` log (`share_log.share_states`). The text format is the same in
+Kafka 3.7 and 4.1 (checked against both): a `Dumping FILE` line per file, one `baseOffset: ...` line per batch
 and one `| offset: ...` line per record, ending in `payload: TEXT` (the
 metadata decoder prints each record as JSON there) or, for control records,
 `controlType: NAME(N)` (3.7), `LeaderChange: {...}` and the like (4.1), or
@@ -105,11 +106,13 @@ def dump_class_of(libs: Path) -> str:
     return DUMP_CLASS
 
 
-def dump(libs: Path, files: Sequence[str], cwd: Path, *, metadata: bool = False, txn_log: bool = False) -> list[str]:
+def dump(libs: Path, files: Sequence[str], cwd: Path, *, metadata: bool = False, txn_log: bool = False,
+         share_log: bool = False) -> list[str]:
     """Run DumpLogSegments over `files` (paths relative to `cwd`) in one JVM; return its stdout lines.
 
     `metadata` decodes the KRaft metadata log's records, `txn_log` the
-    transaction coordinators' (`__transaction_state`).
+    transaction coordinators' (`__transaction_state`), `share_log` the share
+    coordinators' (`__share_group_state`, Kafka 4.1 and later).
 
     Paths are passed relative so that no comma in a run directory's path can
     split the tool's comma-separated --files. Raises DumpError when java is
@@ -121,7 +124,8 @@ def dump(libs: Path, files: Sequence[str], cwd: Path, *, metadata: bool = False,
     if bad:
         raise DumpError(f"file names with a comma cannot be passed to DumpLogSegments: {bad[:3]}")
     java, classpath, cls = _java(), f"{Path(libs).resolve()}/*", dump_class_of(libs)
-    mode = ["--cluster-metadata-decoder"] if metadata else ["--transaction-log-decoder"] if txn_log else []
+    mode = [flag for flag, on in (("--cluster-metadata-decoder", metadata), ("--transaction-log-decoder", txn_log),
+                                  ("--share-group-state-decoder", share_log)) if on][:1]
 
     def run(archive: list[str]) -> subprocess.CompletedProcess[str]:
         try:

@@ -73,7 +73,8 @@ class Test:
 
 # What a run lacks when a coordinator target has nothing to aim at, and how to give it some.
 NO_KEYS = {"group": "consumer group (--consumer-mode subscribe, or --workload txn or copy)",
-           "txn": "transactional id (--workload txn or copy)"}
+           "txn": "transactional id (--workload txn or copy)",
+           "share": "share group (--workload share)"}
 
 
 def preflight(cfg: TestConfig) -> TestConfig:

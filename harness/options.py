@@ -134,8 +134,9 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
     p = g["producer"]
     p.add_argument("--acks", default=D.producer.acks, metavar="{0,1,all}",
                    help="how many replicas must have a write before it is acknowledged")
-    p.add_argument("--idempotence", action=argparse.BooleanOptionalAction, default=D.producer.idempotence,
-                   help="enable.idempotence (needs --acks all)")
+    p.add_argument("--idempotence", action=argparse.BooleanOptionalAction, default=None,
+                   help="enable.idempotence (needs --acks all); the share workload's producers are idempotent "
+                        "with acks=all unless --no-idempotence")
     p.add_argument("--retries", type=int, default=D.producer.retries, metavar="N",
                    help="retries of a failed send within the delivery timeout")
     p.add_argument("--linger-ms", type=int, default=None, metavar="MS",
@@ -248,7 +249,7 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
         topic=TopicConfig(partitions=a.partitions, replication_factor=a.rf, min_insync=a.min_insync,
                           unclean=a.unclean, flush_messages=a.flush_messages,
                           segment_ms=a.segment_ms),
-        producer=ProducerConfig(acks=str(a.acks), idempotence=a.idempotence or _idempotent(a.workload),
+        producer=ProducerConfig(acks=str(a.acks), idempotence=_idempotence(a),
                                 retries=a.retries,
                                 linger_ms=load["linger_ms"], max_in_flight=a.max_in_flight,
                                 delivery_timeout_ms=a.delivery_timeout_ms, request_timeout_ms=a.request_timeout_ms,
@@ -350,8 +351,13 @@ def _dest(flag: str) -> str:
     return flag.removeprefix("--").replace("-", "_")
 
 
-def _idempotent(workload: str) -> bool:
-    """Whether the workload's producers are idempotent whatever --idempotence says (transactional producers); a
-    workload the registry does not know is refused later, by name."""
-    kind = known(workload)
-    return kind is not None and kind.transactional
+def _idempotence(a: argparse.Namespace) -> bool:
+    """Whether the run's producers are idempotent: always for a transactional workload; else as --idempotence
+    says; else the workload's default with acks=all (the registry's `idempotent`). A workload the registry does
+    not know is refused later, by name."""
+    kind = known(a.workload)
+    if kind is not None and kind.transactional:
+        return True
+    if a.idempotence is not None:
+        return bool(a.idempotence)
+    return kind is not None and kind.idempotent and str(a.acks) == "all"

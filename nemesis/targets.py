@@ -2,7 +2,7 @@
 
 A spec is a word, optionally with a partition: `one`, `minority`, `majority`,
 `all`, `leader[:P]`, `follower[:P]`, `followers[:P]`, `controller`,
-`txn-coordinator`, `group-coordinator`. The
+`txn-coordinator`, `group-coordinator`, `share-coordinator`. The
 schedule stores the spec, the partition and a `pick` number drawn from the
 seed; resolution orders the candidates, then draws from `random.Random(pick)`,
 so a replayed schedule makes the same choice among the same candidates
@@ -11,9 +11,11 @@ nodes (`"nodes": ["n1"]`).
 
 A coordinator target is the broker that leads the internal topic partition
 holding one of the run's keys (`coordinator_keys`): a transactional id's in
-`__transaction_state`, a consumer group's in `__consumer_offsets`. Kafka places
-a key in partition abs(Java's String.hashCode of the key) mod the topic's
-partition count, and FindCoordinator answers with that partition's leader.
+`__transaction_state`, a consumer group's in `__consumer_offsets`, a share
+group's state for one partition of the test topic in `__share_group_state`
+(keyed `group:topic-id:partition`). Kafka places a key in partition abs(Java's
+String.hashCode of the key) mod the topic's partition count, and
+FindCoordinator answers with that partition's leader.
 """
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ from kchaos.core.protocols import FaultSkipped, NodeControl
 from kchaos.core.workload_kind import kind_of
 
 # The coordinator targets: the internal topic that holds their keys, and the kind of key.
-COORDINATORS = {"txn-coordinator": ("__transaction_state", "txn"), "group-coordinator": ("__consumer_offsets", "group")}
+COORDINATORS = {"txn-coordinator": ("__transaction_state", "txn"), "group-coordinator": ("__consumer_offsets", "group"),
+                "share-coordinator": ("__share_group_state", "share")}
 COORDINATOR_TARGETS = tuple(COORDINATORS)
 KINDS = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller", *COORDINATOR_TARGETS)
 PARTITIONED = ("leader", "follower", "followers")
@@ -121,6 +124,8 @@ def coordinator(cluster: NodeControl, kind: str, keys: Mapping[str, tuple[str, .
         raise FaultSkipped(f"this run has no {of} key for {kind}")
     key = pick.choice(candidates)
     try:
+        if of == "share":
+            key = share_key(key, admin.topic_id(cluster.bootstrap(), key.rsplit(":", 2)[1]))
         states = admin.partitions(cluster.bootstrap(), internal)
     except KafkaException as e:
         raise FaultSkipped(f"{internal} cannot be read (not made yet?): {e}") from None
@@ -133,8 +138,16 @@ def coordinator(cluster: NodeControl, kind: str, keys: Mapping[str, tuple[str, .
     return leader, {"coordinator": {"key": key, "partition": f"{internal}-{p}"}}
 
 
+def share_key(named: str, topic_id: str) -> str:
+    """The share coordinator's key for `group:topic:partition` (as a workload names it) once the topic's id is
+    known: `group:topic-id:partition`, as Kafka's SharePartitionKey.asCoordinatorKey writes it (the id in
+    Kafka's URL-safe base64, without padding)."""
+    group, _, partition = named.rsplit(":", 2)
+    return f"{group}:{topic_id}:{partition}"
+
+
 def coordinator_keys(cfg: TestConfig) -> Mapping[str, tuple[str, ...]]:
-    """The run's coordinator keys by kind ("txn", "group"), as its workload names them."""
+    """The run's coordinator keys by kind ("txn", "group", "share"), as its workload names them."""
     return kind_of(cfg.workload.kind).coordinators(cfg)
 
 
@@ -146,7 +159,7 @@ def resolve_recorded(cluster: NodeControl, topic: str, op: dict[str, Any],
     An op may instead name its nodes outright (`"nodes": ["n2"]`), as a
     hand-written schedule might. A leader/follower target without a
     partition means partition 0. A coordinator target draws among `keys`, the
-    run's coordinator keys by kind ("txn", "group").
+    run's coordinator keys by kind ("txn", "group", "share").
     """
     kind, pick = op["target"], random.Random(op.get("pick", 0))
     if kind in COORDINATORS and "nodes" not in op:

@@ -6,7 +6,10 @@ A share history (docs/history.md) holds the producers' `send` ops, and per membe
   the poll acquired for this member (or `info` with `error`, nothing acquired that the member saw);
 - `share-ack`: invoked with `acks`: `[partition, offset, "accept"|"release"|"reject"]` each; its completion's
   `acks` add the outcome the client was told for each: `"ok"` (committed), `"fail"` (refused: not applied) or
-  `"info"` (unknown); a completion of type `info` says the commit's outcome is unknown for all of them;
+  `"info"` (unknown); a completion of type `info` says the commit's outcome is unknown for all of them. An
+  asynchronous commit (`--share-commit async` or `implicit`) completes when Kafka's callback has told each
+  outcome, which may be while the member's next poll is outstanding, and a member may have several open: a
+  completion belongs to the oldest open share-ack of its process that holds any of its records;
 - `share-leave`: the member's consumer closed (`ok`) or abandoned (`info`, a crash: what it held is released
   when its locks expire);
 - `share-state`, once, after the final drain: `partitions`, `{partition: {"start", "end", "lag"}}`, the group's
@@ -98,7 +101,7 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
     acked: dict[int, tuple[int, int | None]] = {}  # value -> (partition, offset)
     records: dict[tuple[int, int], Record] = defaultdict(Record)
     open_polls: dict[int, tuple[int, int]] = {}  # process -> (index, time) of its outstanding share-poll
-    open_acks: dict[int, tuple[int, list[Any]]] = {}
+    open_acks: dict[int, list[tuple[int, list[Any]]]] = defaultdict(list)  # process -> its open share-acks
     left: dict[int, list[tuple[int, bool]]] = defaultdict(list)  # process -> [(index, crashed)]
     state: dict[int, Mapping[str, int]] | None = None
     for n, op in enumerate(ops):
@@ -117,19 +120,21 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
                         Delivery(part, off, value, count, p, inv, index, inv_ns, int(op.get("time", 0))))
         elif f == "share-ack":
             if t == "invoke":
-                open_acks[p] = (index, op.get("acks") or [])
-            elif p in open_acks:
-                inv, _ = open_acks.pop(p)
-                for part, off, kind, outcome in op.get("acks") or ():
+                open_acks[p].append((index, op.get("acks") or []))
+            elif open_acks.get(p):
+                inv, invoked = open_acks[p].pop(_owner(open_acks[p], op.get("acks") or ()))
+                told = op.get("acks") or [[*a, "info"] for a in invoked]  # an info without acks: all unknown
+                for part, off, kind, outcome in told:
                     records[(part, off)].acks.append(Ack(part, off, kind, outcome if t == "ok" else "info", p, inv,
                                                          index))
         elif f == "share-leave" and t in ("ok", "info"):
             left[p].append((index, t == "info"))
         elif f == "share-state" and t == "ok":
             state = {int(k): v for k, v in (op.get("partitions") or {}).items()}
-    for p, (inv, acks) in open_acks.items():  # never completed: unknown
-        for part, off, kind in acks:
-            records[(part, off)].acks.append(Ack(part, off, kind, "info", p, inv, None))
+    for p, still in open_acks.items():  # never completed: unknown
+        for inv, acks in still:
+            for part, off, kind in acks:
+                records[(part, off)].acks.append(Ack(part, off, kind, "info", p, inv, None))
 
     found: dict[str, list[list[int]]] = {k: [] for k in SHARE_KINDS}
     causes = dict.fromkeys(CAUSES, 0)
@@ -170,6 +175,13 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
                        "redelivered": sum(causes.values())},
             "redeliveries": causes,
             "examples": {k: sorted(v)[:MAX_EXAMPLES] for k, v in found.items() if v}}
+
+
+def _owner(open_acks: list[tuple[int, list[Any]]], told: Iterable[Any]) -> int:
+    """The position in a process's open share-acks (oldest first) of the one a completion telling `told` belongs
+    to: the oldest holding any of its records; the oldest when none does."""
+    mine = {(a[0], a[1]) for a in told}
+    return next((i for i, (_, acks) in enumerate(open_acks) if any((a[0], a[1]) in mine for a in acks)), 0)
 
 
 def _left_between(process: int, after: int, before: int, left: Mapping[int, list[tuple[int, bool]]]) -> bool:

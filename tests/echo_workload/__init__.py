@@ -73,6 +73,7 @@ class Echo:
     name = "echo"
     writes = False
     transactional = False
+    idempotent = False
     clients = ("python",)
     options = EchoOptions
     parquet = False

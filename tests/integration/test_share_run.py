@@ -1,7 +1,8 @@
 """The share workload against Kafka 4.4: a share group's members on the Kafka Java client, acknowledging with a mix
 of ACCEPT, RELEASE, REJECT and records held past their acquisition lock, while the partitions' leaders are killed
 and members crash between a poll and its acknowledgements. Every record is delivered, none after a committed
-ACCEPT or REJECT, and the redeliveries are counted by cause, those after a crash among them.
+ACCEPT or REJECT, and the redeliveries are counted by cause, those after a crash among them. Then the share
+coordinators are the target: each fault hits the broker holding the group's state of one partition.
 
 Kafka 4.4 keeps an acquisition's delivery count in the share-partition leader's memory until an acknowledgement, a
 release or a lock timeout writes the partition's state: a record acquired when its leader is killed comes back with
@@ -15,7 +16,10 @@ import pytest
 from runs import KCHAOS
 
 from kchaos.checkers.share.check import SHARE_KINDS
+from kchaos.clusters.distribution import run_libs
 from kchaos.core.history import read_history
+from kchaos.evidence.kafka_logs import dump
+from kchaos.evidence.share_log import decode_share
 from kchaos.workloads.java_build import jdk_problem
 
 pytestmark = [pytest.mark.cluster, pytest.mark.skipif(jdk_problem() is not None, reason="no JDK on PATH")]
@@ -70,3 +74,42 @@ def test_a_share_group_under_kill_leader_and_crashes_gets_every_record_and_count
     state = [o for o in ops if o["f"] == "share-state" and o["type"] == "ok"]
     assert len(state) == 1 and all(p["lag"] == 0 for p in state[0]["partitions"].values()), state
     assert len([o for o in ops if o["f"] == "share-leave" and o["type"] == "ok"]) >= 4, "members or drainers stayed"
+
+
+def test_share_coordinator_faults_hit_the_broker_holding_the_groups_state_of_a_partition(store):
+    """Members commit with commitAsync (outcomes from Kafka's callback) while the share coordinator of one of the
+    group's partitions is killed: each kill hit the broker whose `__share_group_state` partition holds that
+    partition's state, as the share coordinators' own log shows."""
+    proc = subprocess.run([*KCHAOS, "run", "--store", str(store), "--name", "share-coordinator",
+                           "--workload", "share", "--kafka-version", "4.4.0", "--consumers", "2",
+                           "--nemesis", "kill:share-coordinator", "--interval", "6", "--time-limit", "16",
+                           "--rate", "60", "--seed", "49", "--share-commit", "async"],
+                          capture_output=True, text=True, timeout=900)
+    run = (store / "latest").resolve()
+    results = json.loads((run / "results.json").read_text())
+    counts = results["counts"]
+    assert all(counts[k] == 0 for k in SHARE_KINDS if k != KAFKA_S_OWN), (counts, proc.stderr[-2000:])
+    assert proc.returncode == (1 if counts[KAFKA_S_OWN] else 0), (proc.returncode, results.get("undecided"))
+    test = json.loads((run / "test.json").read_text())
+    topic_id = dict(line.split(": ") for line in (run / "evidence" / "raw" / "n1" / "kchaos-0" / "partition.metadata")
+                    .read_text().splitlines())["topic_id"]
+    notes: list[str] = []
+    states = decode_share(run, run_libs(test), dump, notes)
+    assert states and notes == [], notes
+    held_in: dict[str, set[str]] = {}  # share-partition key -> the __share_group_state partitions holding its state
+    for s in states:
+        key = f"{s.group}:{s.topic_id}:{s.partition}"
+        held_in.setdefault(key, set()).add(f"__share_group_state-{s.state_partition}")
+    ops = list(read_history(run / "history.jsonl"))
+    told = [a[3] for o in ops if o["f"] == "share-ack" and o["type"] == "ok" for a in o["acks"]]
+    assert told and "ok" in told, "commitAsync's callback told no outcome"
+    kills = [o for o in ops if o["process"] == "nemesis" and o["type"] == "ok" and o["f"] == "kill"]
+    assert kills and results["nemesis"]["applied"] == len(kills)
+    for k in kills:
+        key, partition = k["coordinator"]["key"], k["coordinator"]["partition"]
+        assert key.startswith(f"kchaos-share-49:{topic_id}:"), key
+        assert held_in[key] == {partition}, (key, held_in)  # the share coordinators wrote its state just there
+        assert k["nodes"] == k["targets"] and len(k["nodes"]) == 1
+    if counts[KAFKA_S_OWN]:
+        explained = json.loads((run / "evidence" / "share_explanation.json").read_text())
+        assert explained["records"] and all(r["deliveries"] for r in explained["records"])

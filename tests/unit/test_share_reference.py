@@ -119,6 +119,37 @@ def test_an_unfinished_commit_is_unknown_and_so_allows_a_redelivery():
     assert kinds(r) == {} and r["redeliveries"]["failed_accept"] == 1
 
 
+def test_a_commit_that_raised_leaves_every_acknowledgement_of_it_unknown():
+    h = History().send(1).poll(0, (0, 1, 1, 1))
+    h._op(process=0, type="invoke", f="share-ack", acks=[[0, 1, "accept"]])
+    h._op(process=0, type="info", f="share-ack", error="TimeoutException")  # no acks: none was told
+    r = h.poll(1, (0, 1, 1, 2)).ack(1, (0, 1, "accept", "ok")).state(p0=(2, 2)).check()
+    assert kinds(r) == {} and r["redeliveries"]["failed_accept"] == 1
+
+
+def test_asynchronous_commits_complete_inside_later_polls_and_by_their_records():
+    """commitAsync: two share-acks of process 0 open at once, their callbacks told inside its next poll, the
+    newer one's first. Each completion goes to the share-ack holding its records."""
+    h = History().send(1).send(2).poll(0, (0, 1, 1, 1), (0, 2, 2, 1))
+    h._op(process=0, type="invoke", f="share-ack", acks=[[0, 1, "accept"]])
+    h._op(process=0, type="invoke", f="share-ack", acks=[[0, 2, "release"]])
+    h._op(process=0, type="invoke", f="share-poll")
+    h._op(process=0, type="ok", f="share-ack", acks=[[0, 2, "release", "ok"]])
+    h._op(process=0, type="ok", f="share-ack", acks=[[0, 1, "accept", "ok"]])
+    h._op(process=0, type="ok", f="share-poll", records=[])
+    r = h.poll(1, (0, 2, 2, 2)).ack(1, (0, 2, "accept", "ok")).state(p0=(3, 3)).check()
+    assert r["valid"] is True and kinds(r) == {} and r["redeliveries"]["release"] == 1
+    # Had the release's completion been paired with the accept's invocation, record 1's committed ACCEPT would
+    # have been lost, and a redelivery of record 1 would go unnoticed.
+    h = History().send(1).send(2).poll(0, (0, 1, 1, 1), (0, 2, 2, 1))
+    h._op(process=0, type="invoke", f="share-ack", acks=[[0, 1, "accept"]])
+    h._op(process=0, type="invoke", f="share-ack", acks=[[0, 2, "release"]])
+    h._op(process=0, type="ok", f="share-ack", acks=[[0, 2, "release", "ok"]])
+    h._op(process=0, type="ok", f="share-ack", acks=[[0, 1, "accept", "ok"]])
+    r = h.poll(1, (0, 1, 1, 2)).ack(1, (0, 1, "accept", "ok")).state(p0=(3, 3)).check()
+    assert kinds(r) == {"redelivered_after_accept": 1}
+
+
 def test_a_delivery_over_the_limit():
     h = History().send(1)
     for n in range(1, LIMIT + 2):

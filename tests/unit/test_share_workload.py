@@ -34,6 +34,15 @@ def test_the_share_workload_runs_on_the_java_client_by_default_with_its_own_opti
     assert parse_mix(o.ack_mix) == {"accept": 1, "release": 0, "reject": 0, "none": 1}
 
 
+@pytest.mark.parametrize(("argv", "idempotent"), [
+    ([], True), (["--no-idempotence"], False), (["--acks", "1"], False), (["--acks", "1", "--idempotence"], True)])
+def test_share_producers_are_idempotent_with_acks_all_unless_told_otherwise(argv, idempotent):
+    a = build_parser().parse_args(["run", "--seed", "7", "--workload", "share", "--kafka-version", "4.4", *argv])
+    assert config_from_args(a).producer.idempotence is idempotent
+    queue = config_from_args(build_parser().parse_args(["run", "--seed", "7"]))
+    assert queue.producer.idempotence is False  # the queue workload keeps Kafka's client default off
+
+
 @pytest.mark.parametrize(("argv", "says"), [
     (["--kafka-version", "3.7"], "needs a Kafka line with share groups (4.2 or later)"),
     (["--kafka-version", "4.1"], "needs a Kafka line with share groups (4.2 or later)"),
@@ -45,6 +54,8 @@ def test_the_share_workload_runs_on_the_java_client_by_default_with_its_own_opti
     (["--client", "python"], "--client java"),
     (["--consumers", "0"], "--consumers >= 1"),
     (["--rate", "max"], "no --in-flight, --producer-processes or --rate max"),
+    (["--share-commit", "later"], "--share-commit must be one of sync, async, implicit"),
+    (["--share-commit", "implicit", "--share-ack-mix", "accept=1,release=1"], "it takes no --share-ack-mix"),
 ])
 def test_bad_share_options_are_refused_in_one_line(argv, says):
     base = ["--workload", "share", "--kafka-version", "4.4"]

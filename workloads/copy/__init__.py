@@ -19,6 +19,7 @@ class Copy:
     name = "copy"
     writes = False
     transactional = True
+    idempotent = True
     clients = ("python", "java")
     options = CopyOptions
     parquet = False

@@ -51,6 +51,7 @@ class Queue:
     name = "queue"
     writes = True
     transactional = False
+    idempotent = False
     clients = ("python", "java")
     options = QueueOptions
     parquet = True

@@ -12,6 +12,8 @@ from kchaos.core.kafka_versions import UnsupportedVersion, line_of
 from kchaos.core.promise import Promise
 from kchaos.core.protocols import Checker, Workload
 from kchaos.workloads.share.options import (
+    COMMITS,
+    DEFAULT_MIX,
     MAX_DELIVERY_LIMIT,
     MAX_LOCK_MS,
     MIN_DELIVERY_LIMIT,
@@ -21,19 +23,53 @@ from kchaos.workloads.share.options import (
 )
 
 
+class ShareExplainer:
+    """The share workload's explanation: each example record's deliveries, acknowledgements and faults beside
+    what the share coordinators wrote of it (`kchaos.evidence.explain.share`)."""
+
+    nothing = "no share anomalies to explain"
+
+    def wanted(self, counts: Mapping[str, int]) -> bool:
+        """A run with any share anomaly."""
+        from kchaos.checkers.share.check import SHARE_KINDS
+
+        return any(counts.get(k) for k in SHARE_KINDS)
+
+    def explain(self, run: Path, find_libs: Callable[[dict[str, Any]], Path]) -> dict[str, Any]:
+        """Write run/evidence/share_explanation.json."""
+        from kchaos.evidence.explain.share import explain_share
+
+        return explain_share(run, find_libs=find_libs)
+
+    def summary(self, explanation: Mapping[str, Any], run: Path) -> list[str]:
+        """Each cause with its first records' stories (rich markup escaped)."""
+        from rich.markup import escape
+
+        from kchaos.evidence.explain.share import share_lines
+
+        return [escape(line) for line in share_lines(dict(explanation))]
+
+    def lines(self, explanation: Mapping[str, Any], all_groups: bool = False) -> list[str]:
+        """Each cause with its records' stories (all of them with `all_groups`)."""
+        from kchaos.evidence.explain.share import share_lines
+
+        return share_lines(dict(explanation), all_groups)
+
+
 class Share:
     """The share workload's registry entry (`kchaos.core.workload_kind`)."""
 
     name = "share"
     writes = True
     transactional = False
+    idempotent = True
     clients = ("java",)  # librdkafka has no share consumer
     options = ShareOptions
     parquet = False
     history_ops = ("share-poll", "share-ack")
     counts: tuple[str, ...] = ("redelivered",)
     columns = ("share_acked", "share_delivered", "share_redelivered")
-    explainer = None
+    explainer = ShareExplainer()
 
     @property
     def anomalies(self) -> dict[str, str]:
@@ -50,6 +86,9 @@ class Share:
             parse_mix(o.ack_mix)
         except ValueError as e:
             require(False, str(e))
+        require(o.commit in COMMITS, f"--share-commit must be one of {', '.join(COMMITS)}, got {o.commit!r}")
+        require(o.commit != "implicit" or o.ack_mix == DEFAULT_MIX,
+                "--share-commit implicit accepts every record a poll returns: it takes no --share-ack-mix")
         require(is_int(o.lock_ms) and MIN_LOCK_MS <= o.lock_ms <= MAX_LOCK_MS,
                 f"--share-lock-ms must be {MIN_LOCK_MS}..{MAX_LOCK_MS}, got {o.lock_ms!r}")
         require(is_int(o.delivery_limit) and MIN_DELIVERY_LIMIT <= o.delivery_limit <= MAX_DELIVERY_LIMIT,
@@ -73,10 +112,13 @@ class Share:
         return ShareWorkload(cfg, java=java)
 
     def describe(self, cfg: TestConfig) -> str:
-        """`workload: 4 producers at 100/s; 2 share members, mix accept=90,..., lock 15000 ms, delivery limit 5`."""
+        """`workload: 4 producers at 100/s; 2 share members (Java), mix accept=90,..., commitSync, lock 15000 ms,
+        delivery limit 5`."""
         w, o = cfg.workload, cfg.workload.options
+        acks = "implicit acknowledgement" if o.commit == "implicit" else \
+            f"mix {o.ack_mix}, {'commitAsync' if o.commit == 'async' else 'commitSync'}"
         return (f"workload: {w.producers} producer{'s' * (w.producers != 1)} at {w.rate:g}/s; {w.consumers} share "
-                f"member{'s' * (w.consumers != 1)} (Java), mix {o.ack_mix}, lock {o.lock_ms} ms, delivery limit "
+                f"member{'s' * (w.consumers != 1)} (Java), {acks}, lock {o.lock_ms} ms, delivery limit "
                 f"{o.delivery_limit}")
 
     def crashable(self, cfg: TestConfig) -> bool:
@@ -84,10 +126,12 @@ class Share:
         return True
 
     def coordinators(self, cfg: TestConfig) -> dict[str, tuple[str, ...]]:
-        """The share group, whose group coordinator the group-coordinator target finds."""
+        """The share group (its group coordinator), and its state for each partition of the topic (the share
+        coordinator holding it, found by `group:topic:partition`)."""
         from kchaos.workloads.share.workload import share_group
 
-        return {"group": (share_group(cfg.seed),)}
+        group = share_group(cfg.seed)
+        return {"group": (group,), "share": tuple(f"{group}:{cfg.topic.name}:{p}" for p in range(cfg.topic.partitions))}
 
     def checkers(self) -> dict[str, Callable[..., Checker]]:
         """The share checker."""

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 ACK_KINDS = ("accept", "release", "reject", "none")
 DEFAULT_MIX = "accept=90,release=6,reject=2,none=2"
+COMMITS = ("sync", "async", "implicit")
 # The bounds kchaos's brokers put on a group's acquisition lock (group.share.min/max.record.lock.duration.ms) and
 # on its delivery count limit (Kafka's own group.share.min/max.delivery.count.limit).
 MIN_LOCK_MS, MAX_LOCK_MS = 1000, 60000
@@ -38,6 +39,11 @@ class ShareOptions:
     lock_ms: int = field(default=15000, metadata={
         "flag": "--share-lock-ms", "metavar": "MS",
         "help": f"the group's record acquisition lock, share.record.lock.duration.ms ({MIN_LOCK_MS}..{MAX_LOCK_MS})"})
+    commit: str = field(default="sync", metadata={
+        "flag": "--share-commit", "metavar": "{" + ",".join(COMMITS) + "}",
+        "help": "how members commit their acknowledgements: sync (commitSync, each record acknowledged as the mix "
+                "draws), async (commitAsync, the outcome from the acknowledgement commit callback) or implicit "
+                "(implicit acknowledgement mode: the next poll accepts every record the last one returned; no mix)"})
     delivery_limit: int = field(default=5, metadata={
         "flag": "--share-delivery-limit", "metavar": "N",
         "help": f"the group's delivery count limit, share.delivery.count.limit ({MIN_DELIVERY_LIMIT}.."

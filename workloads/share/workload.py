@@ -70,7 +70,7 @@ class ShareWorkload:
             "consumer": share_consumer_props(cluster.bootstrap(), 10_000), "topic": self.topic,
             "group": share_group(self.cfg.seed), "members": members, "drainers": drainers,
             "mix": parse_mix(o.ack_mix), "lock_ms": o.lock_ms, "delivery_limit": o.delivery_limit,
-            "seed": self.cfg.seed, "t0_ns": history.t0_ns}
+            "commit": o.commit, "seed": self.cfg.seed, "t0_ns": history.t0_ns}
         assert self.java is not None
         self._members = ShareMembers(self.java, spec, history.path.parent)
         self._members.start()

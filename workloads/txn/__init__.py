@@ -53,6 +53,7 @@ class Txn:
     name = "txn"
     writes = False
     transactional = True
+    idempotent = True
     clients = ("python", "java")
     options = TxnOptions
     parquet = False

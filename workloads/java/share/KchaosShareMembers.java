@@ -3,12 +3,18 @@
 //
 // The harness (workloads/share/members.py) starts it and writes one JSON line on stdin:
 //   {"consumer":{..settings..},"topic":"t","group":"g","members":[40000,40001],"drainers":[40002],
-//    "mix":{"accept":90,"release":6,"reject":2,"none":2},"lock_ms":15000,"seed":42,"t0_ns":..,"path":".."}
-// Each member process is a KafkaShareConsumer of the group in explicit acknowledgement mode, on a thread of its
-// own. It polls (share-poll), acknowledges each record as its generator (seeded from the seed and the process)
-// draws from the mix and commits with commitSync (share-ack). A record drawn `none` is left unacknowledged while
-// the member waits past its acquisition lock (the member acknowledges and commits the others first); then it is
-// acknowledged ACCEPT, a commit that should fail, since the lock is gone and the record may be another's.
+//    "mix":{"accept":90,"release":6,"reject":2,"none":2},"lock_ms":15000,"commit":"sync","seed":42,"t0_ns":..,
+//    "path":".."}
+// Each member process is a KafkaShareConsumer of the group, on a thread of its own. It polls (share-poll). With
+// "commit" sync or async (explicit acknowledgement mode) it acknowledges each record as its generator (seeded from
+// the seed and the process) draws from the mix and commits with commitSync or commitAsync (share-ack). A record
+// drawn `none` is left unacknowledged while the member waits past its acquisition lock (the member acknowledges
+// and commits the others first); then it is acknowledged ACCEPT, a commit that should fail, since the lock is gone
+// and the record may be another's. With "commit" implicit (implicit acknowledgement mode) the next poll accepts
+// what the last one returned: a share-ack of them is invoked just before that poll. An asynchronous share-ack
+// (async, implicit) completes when Kafka's acknowledgement commit callback has reported each of its records, which
+// Kafka calls inside a later poll (or commit, or close) of the member: such a share-ack may complete while a poll
+// is outstanding, and a member may have several open. Drainers always acknowledge explicitly with commitSync.
 // Every op is a line of `path` in the history's own form, on the history's clock (KchaosQueueClients.Lines).
 // A line "crash PROCESS MS" on stdin (crash-client): that member, after its next poll and before acknowledging what
 // it returned, records a share-leave of type info and leaves its consumer unclosed, then starts a new one as the
@@ -33,9 +39,11 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
@@ -206,6 +214,45 @@ public final class KchaosShareMembers {
         }
     }
 
+    /** An asynchronous share-ack's records (partition, offset, kind) and the outcome of each, null until known. */
+    static final class Pending {
+        final List<long[]> records = new ArrayList<>();
+        final List<String> kinds = new ArrayList<>();
+        final List<String> outcomes = new ArrayList<>();
+
+        void add(int partition, long offset, String kind, String outcome) {
+            records.add(new long[] {partition, offset});
+            kinds.add(kind);
+            outcomes.add(outcome);
+        }
+
+        /** Gives the first record of (partition, offset) without an outcome this one; false when there is none. */
+        boolean settle(int partition, long offset, String outcome) {
+            for (int i = 0; i < records.size(); i++) {
+                if (records.get(i)[0] == partition && records.get(i)[1] == offset && outcomes.get(i) == null) {
+                    outcomes.set(i, outcome);
+                    return true;
+                }
+            }
+            return false;
+        }
+
+        boolean settled() {
+            return !outcomes.contains(null);
+        }
+
+        /** `,"acks":[[p,o,kind,outcome],..]` (outcome "info" where none is known), then `tail`. */
+        String acks(String tail) {
+            StringBuilder b = new StringBuilder(",\"acks\":[");
+            for (int i = 0; i < records.size(); i++) {
+                b.append(i == 0 ? "[" : ",[").append(records.get(i)[0]).append(',').append(records.get(i)[1])
+                    .append(",\"").append(kinds.get(i)).append("\",\"")
+                    .append(outcomes.get(i) == null ? "info" : outcomes.get(i)).append("\"]");
+            }
+            return b.append(']').append(tail).toString();
+        }
+    }
+
     /** One member (or drainer) process: a KafkaShareConsumer on a thread of its own. */
     static final class Member {
         final long process;
@@ -220,6 +267,12 @@ public final class KchaosShareMembers {
         final Thread thread;
         final AtomicLong lastDelivery = new AtomicLong(System.nanoTime());
         final List<KafkaShareConsumer<byte[], byte[]>> abandoned = new ArrayList<>();
+        final String commit;  // sync, async or implicit (drainers: sync)
+        // Asynchronous share-acks not yet completed, oldest first: their records' partitions, offsets, kinds and the
+        // outcomes the callback reported so far. Only the member's own thread touches it (Kafka calls the callback
+        // there).
+        final List<Pending> pending = new ArrayList<>();
+        List<ConsumerRecord<byte[], byte[]>> unacknowledged = List.of();  // implicit: what the next poll accepts
         volatile boolean stopping;
         volatile long restartAfterMs = -1;  // >= 0: crash at the next step, a new consumer that many ms later
 
@@ -233,7 +286,8 @@ public final class KchaosShareMembers {
             }
             props.put("client.id", "s" + process);
             props.put("group.id", spec.get("group").asText());
-            props.put("share.acknowledgement.mode", "explicit");
+            this.commit = drainer ? "sync" : spec.path("commit").asText("sync");
+            props.put("share.acknowledgement.mode", commit.equals("implicit") ? "implicit" : "explicit");
             props.put("key.deserializer", ByteArrayDeserializer.class.getName());
             props.put("value.deserializer", ByteArrayDeserializer.class.getName());
             int sum = 0;
@@ -259,8 +313,7 @@ public final class KchaosShareMembers {
         void run() {
             KafkaShareConsumer<byte[], byte[]> consumer = null;
             try {
-                consumer = new KafkaShareConsumer<>(props);
-                consumer.subscribe(List.of(topic));
+                consumer = open();
                 while (!stopping) {
                     if (!step(consumer)) {
                         // A crash, between a poll and its acknowledgements: the consumer is left as it is, unclosed,
@@ -271,11 +324,12 @@ public final class KchaosShareMembers {
                         lines.op(process, "info", "share-leave", ",\"error\":\"crashed (crash-client)\"");
                         abandoned.add(consumer);
                         consumer = null;
+                        pending.clear();  // never completed: what the abandoned consumer's acks did is unknown
+                        unacknowledged = List.of();
                         long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(restart);
                         while (System.nanoTime() < until && !stopping) LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(50));
                         if (stopping) break;
-                        consumer = new KafkaShareConsumer<>(props);
-                        consumer.subscribe(List.of(topic));
+                        consumer = open();
                     }
                 }
             } catch (RuntimeException e) {
@@ -291,19 +345,35 @@ public final class KchaosShareMembers {
                     }
                 }
                 if (consumer != null) {
+                    if (!unacknowledged.isEmpty()) invokeAck(unacknowledged, accepts(unacknowledged.size()), Map.of());
                     lines.op(process, "invoke", "share-leave", "");
                     try {
-                        consumer.close(Duration.ofSeconds(10));
+                        consumer.close(Duration.ofSeconds(10));  // commits what is acknowledged; calls the callback
                         lines.op(process, "ok", "share-leave", "");
                     } catch (RuntimeException e) {
                         lines.op(process, "info", "share-leave", error(e));
                     }
+                    for (Pending q : pending) {
+                        lines.op(process, "info", "share-ack", q.acks(",\"error\":\"no acknowledgement callback by the close\""));
+                    }
+                    pending.clear();
                 }
             }
         }
 
         /** One poll and its acknowledgements; false when a crash is due after the poll (nothing acknowledged). */
+        KafkaShareConsumer<byte[], byte[]> open() {
+            KafkaShareConsumer<byte[], byte[]> consumer = new KafkaShareConsumer<>(props);
+            if (!commit.equals("sync")) consumer.setAcknowledgementCommitCallback(this::committed);
+            consumer.subscribe(List.of(topic));
+            return consumer;
+        }
+
         boolean step(KafkaShareConsumer<byte[], byte[]> consumer) {
+            if (!unacknowledged.isEmpty()) {  // implicit: this poll accepts what the last one returned
+                invokeAck(unacknowledged, accepts(unacknowledged.size()), Map.of());
+                unacknowledged = List.of();
+            }
             lines.op(process, "invoke", "share-poll", "");
             ConsumerRecords<byte[], byte[]> polled;
             try {
@@ -325,6 +395,12 @@ public final class KchaosShareMembers {
             if (restartAfterMs >= 0) return false;
             if (polled.isEmpty()) return true;
             lastDelivery.set(System.nanoTime());
+            if (commit.equals("implicit")) {
+                List<ConsumerRecord<byte[], byte[]>> all = new ArrayList<>();
+                polled.forEach(all::add);
+                unacknowledged = all;
+                return true;
+            }
             List<ConsumerRecord<byte[], byte[]>> now = new ArrayList<>(), later = new ArrayList<>();
             List<String> kinds = new ArrayList<>();
             for (ConsumerRecord<byte[], byte[]> r : polled) {
@@ -341,10 +417,14 @@ public final class KchaosShareMembers {
             // Held past the acquisition lock, unacknowledged: the broker may give them to another member meanwhile.
             long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(lockMs + 1000);
             while (System.nanoTime() < until && !stopping) LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(100));
-            List<String> accepts = new ArrayList<>();
-            for (int i = 0; i < later.size(); i++) accepts.add("accept");
-            acknowledge(consumer, later, accepts);
+            acknowledge(consumer, later, accepts(later.size()));
             return true;
+        }
+
+        static List<String> accepts(int n) {
+            List<String> out = new ArrayList<>();
+            for (int i = 0; i < n; i++) out.add("accept");
+            return out;
         }
 
         void acknowledge(KafkaShareConsumer<byte[], byte[]> consumer, List<ConsumerRecord<byte[], byte[]>> rs,
@@ -366,6 +446,16 @@ public final class KchaosShareMembers {
                     // The client refused it (a record whose lock it knows has expired): never sent.
                     refused.put(new TopicPartition(r.topic(), r.partition()), "fail");
                 }
+            }
+            if (!commit.equals("sync")) {
+                Pending q = invokeAck(rs, kinds, refused);
+                try {
+                    consumer.commitAsync();
+                } catch (KafkaException | IllegalStateException e) {
+                    pending.remove(q);
+                    lines.op(process, "info", "share-ack", q.acks(error(e)));
+                }
+                return;
             }
             lines.op(process, "invoke", "share-ack", acks.append(']'));
             Map<TopicPartition, String> outcome = new HashMap<>();
@@ -389,6 +479,49 @@ public final class KchaosShareMembers {
                     .append(kinds.get(i)).append("\",\"").append(o).append("\"]");
             }
             lines.op(process, "ok", "share-ack", done.append(']'));
+        }
+
+        /** Records the invocation of an asynchronous share-ack of `rs` and keeps it pending; `refused` partitions'
+         *  records are already known to fail (the client refused to acknowledge them). */
+        Pending invokeAck(List<ConsumerRecord<byte[], byte[]>> rs, List<String> kinds, Map<TopicPartition, String> refused) {
+            Pending q = new Pending();
+            StringBuilder acks = new StringBuilder(",\"acks\":[");
+            for (int i = 0; i < rs.size(); i++) {
+                ConsumerRecord<byte[], byte[]> r = rs.get(i);
+                q.add(r.partition(), r.offset(), kinds.get(i),
+                      refused.get(new TopicPartition(r.topic(), r.partition())));
+                acks.append(i == 0 ? "[" : ",[").append(r.partition()).append(',').append(r.offset()).append(",\"")
+                    .append(kinds.get(i)).append("\"]");
+            }
+            lines.op(process, "invoke", "share-ack", acks.append(']'));
+            pending.add(q);
+            complete();
+            return q;
+        }
+
+        /** Kafka's acknowledgement commit callback: the outcome of the acknowledgements of `offsets`. */
+        void committed(Map<TopicIdPartition, Set<Long>> offsets, Exception e) {
+            String outcome = e == null ? "ok" : e instanceof InvalidRecordStateException ? "fail" : "info";
+            for (Map.Entry<TopicIdPartition, Set<Long>> o : offsets.entrySet()) {
+                int partition = o.getKey().partition();
+                for (long offset : o.getValue()) {
+                    for (Pending q : pending) {
+                        if (q.settle(partition, offset, outcome)) break;
+                    }
+                }
+            }
+            complete();
+        }
+
+        /** Records the completion of every pending share-ack whose records all have an outcome. */
+        void complete() {
+            for (Iterator<Pending> it = pending.iterator(); it.hasNext(); ) {
+                Pending q = it.next();
+                if (q.settled()) {
+                    lines.op(process, "ok", "share-ack", q.acks(""));
+                    it.remove();
+                }
+            }
         }
 
         static String error(Exception e) {
