@@ -55,6 +55,9 @@ SHARE_KINDS = {
 }
 CAUSES = ("release", "failed_accept", "crash", "lock_timeout")
 MAX_EXAMPLES = 10
+MAX_MARKS = 1000  # anomalous deliveries per kind whose times the result lists (for the report's plot)
+ACK_KINDS = ("accept", "release", "reject")
+NS_PER_S = 1_000_000_000
 
 
 @dataclass
@@ -97,13 +100,21 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
     """The reference result of a share history's ops (in history order): `valid` (False if any kind was found,
     "unknown" if the final drain left records unseen, else True), `counts` (each kind, `acked`, `delivered`,
     `unseen`, `redelivered`), `redeliveries` by cause, `examples` of each kind (up to MAX_EXAMPLES
-    `[partition, offset, value]`), with `limit` the delivery count limit and `lock_ms` the acquisition lock."""
+    `[partition, offset, value]`), with `limit` the delivery count limit and `lock_ms` the acquisition lock;
+    `per_second`, a row per second of history time with records delivered, acknowledgements told by kind and
+    redeliveries by cause (`{"second", "delivered", "accept", "release", "reject", "redelivered": {cause: n}}`, by
+    completion time), and `marks`, the times (s) of up to MAX_MARKS anomalous deliveries of each kind."""
     acked: dict[int, tuple[int, int | None]] = {}  # value -> (partition, offset)
     records: dict[tuple[int, int], Record] = defaultdict(Record)
     open_polls: dict[int, tuple[int, int]] = {}  # process -> (index, time) of its outstanding share-poll
     open_acks: dict[int, list[tuple[int, list[Any]]]] = defaultdict(list)  # process -> its open share-acks
     left: dict[int, list[tuple[int, bool]]] = defaultdict(list)  # process -> [(index, crashed)]
     state: dict[int, Mapping[str, int]] | None = None
+    seconds: dict[int, dict[str, Any]] = {}
+
+    def second(ns: int) -> dict[str, Any]:
+        return seconds.setdefault(ns // NS_PER_S, {"delivered": 0, **dict.fromkeys(ACK_KINDS, 0),
+                                                    "redelivered": dict.fromkeys(CAUSES, 0)})
     for n, op in enumerate(ops):
         f, t = op.get("f"), op.get("type")
         p: Any = op.get("process")
@@ -115,6 +126,8 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
                 open_polls[p] = (index, int(op.get("time", 0)))
             elif p in open_polls:
                 inv, inv_ns = open_polls.pop(p)
+                if t == "ok" and op.get("records"):
+                    second(int(op.get("time", 0)))["delivered"] += len(op["records"])
                 for part, off, value, count in op.get("records") or () if t == "ok" else ():
                     records[(part, off)].deliveries.append(
                         Delivery(part, off, value, count, p, inv, index, inv_ns, int(op.get("time", 0))))
@@ -125,6 +138,8 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
                 inv, invoked = open_acks[p].pop(_owner(open_acks[p], op.get("acks") or ()))
                 told = op.get("acks") or [[*a, "info"] for a in invoked]  # an info without acks: all unknown
                 for part, off, kind, outcome in told:
+                    if kind in ACK_KINDS:
+                        second(int(op.get("time", 0)))[kind] += 1
                     records[(part, off)].acks.append(Ack(part, off, kind, outcome if t == "ok" else "info", p, inv,
                                                          index))
         elif f == "share-leave" and t in ("ok", "info"):
@@ -137,27 +152,29 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
                 records[(part, off)].acks.append(Ack(part, off, kind, "info", p, inv, None))
 
     found: dict[str, list[list[int]]] = {k: [] for k in SHARE_KINDS}
+    marks: dict[str, list[float]] = {k: [] for k in SHARE_KINDS}
     causes = dict.fromkeys(CAUSES, 0)
     lock_ns = lock_ms * 1_000_000
     crashed = any(c for events in left.values() for _, c in events)
     for (part, off), rec in records.items():
         ds = sorted(rec.deliveries, key=lambda d: d.completed)
         for i, d in enumerate(ds):
-            where = [part, off, d.value]
-            if d.count > limit:
-                found["over_delivery_limit"].append(where)
             before = [e for e in ds[:i] if e.completed < d.invoked]
-            if any(e.count >= d.count for e in before):
-                found["delivery_count_regressed"].append(where)
             done = [a for a in rec.acks if a.completed is not None and a.completed < d.invoked]
-            if any(a.kind == "accept" and a.outcome == "ok" for a in done):
-                found["redelivered_after_accept"].append(where)
-            if any(a.kind == "reject" and a.outcome == "ok" for a in done):
-                found["redelivered_after_reject"].append(where)
-            if _concurrent(d, ds[:i], rec.acks, left, lock_ns):
-                found["concurrent_acquisition"].append(where)
+            for kind, here in (
+                    ("over_delivery_limit", d.count > limit),
+                    ("delivery_count_regressed", any(e.count >= d.count for e in before)),
+                    ("redelivered_after_accept", any(a.kind == "accept" and a.outcome == "ok" for a in done)),
+                    ("redelivered_after_reject", any(a.kind == "reject" and a.outcome == "ok" for a in done)),
+                    ("concurrent_acquisition", _concurrent(d, ds[:i], rec.acks, left, lock_ns))):
+                if here:
+                    found[kind].append([part, off, d.value])
+                    if len(marks[kind]) < MAX_MARKS:
+                        marks[kind].append(round(d.completed_ns / NS_PER_S, 3))
             if i:
-                causes[_cause(ds[i - 1], rec.acks, left, d)] += 1
+                cause = _cause(ds[i - 1], rec.acks, left, d)
+                causes[cause] += 1
+                second(d.completed_ns)["redelivered"][cause] += 1
     delivered = {d.value for rec in records.values() for d in rec.deliveries}
     complete = {p for p, s in (state or {}).items() if s.get("lag") == 0}
     unseen = 0
@@ -174,7 +191,9 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
             "counts": {**counts, "acked": len(acked), "delivered": len(delivered), "unseen": unseen,
                        "redelivered": sum(causes.values())},
             "redeliveries": causes,
-            "examples": {k: sorted(v)[:MAX_EXAMPLES] for k, v in found.items() if v}}
+            "examples": {k: sorted(v)[:MAX_EXAMPLES] for k, v in found.items() if v},
+            "per_second": [{"second": sec, **row} for sec, row in sorted(seconds.items())],
+            "marks": {k: sorted(v) for k, v in marks.items() if v}}
 
 
 def _owner(open_acks: list[tuple[int, list[Any]]], told: Iterable[Any]) -> int:

@@ -248,12 +248,25 @@ def copy_section(history: Path, test: Mapping[str, Any], results: Mapping[str, A
 
 
 def share_section(history: Path, test: Mapping[str, Any], results: Mapping[str, Any] | None) -> Section:
-    """A share run's section: the share checker's counts and redeliveries by cause, and the send plots of its
-    producers (read as the queue's are)."""
+    """A share run's section: the share checker's counts and redeliveries by cause, its deliveries,
+    acknowledgements and redeliveries per second, and the send plots of its producers (read as the queue's are)."""
     from kchaos.checkers.share.check import SHARE, SHARE_KINDS
+    from kchaos.reports.run.share_plots import share_png
 
     t = _read_history(history)
     sends, per_epoch = read_sends(t)
     queue = sends_section(sends, results, _events(t), per_epoch)
     share = ((results or {}).get("checkers") or {}).get(SHARE)
-    return dataclasses.replace(queue, template="share.html.j2", context={"share": share, "kinds": SHARE_KINDS})
+    sends_draw = queue.draw
+
+    def draw(w: list[dict[str, Any]], c: FaultCatalogue, rb: list[float], counts: Mapping[str, Any]
+             ) -> dict[str, Any]:
+        out = sends_draw(w, c, rb, counts)
+        if share is not None:
+            out["share"] = share_png(share.get("per_second") or [], w, marks=share.get("marks") or {},
+                                     counts=share.get("counts") or {}, rebalances=rb, catalogue=c,
+                                     span=plots.time_span(sends))
+        return out
+
+    return dataclasses.replace(queue, template="share.html.j2", draw=draw,
+                               context={"share": share, "kinds": SHARE_KINDS})

@@ -71,6 +71,8 @@ def test_a_share_group_under_kill_leader_and_crashes_gets_every_record_and_count
         elif o in crashes:
             crashed_holding |= bool(held.get(o["process"]))
     assert share["redeliveries"]["crash"] > 0 or not crashed_holding, share["redeliveries"]
+    assert "deliveries, acknowledgements and redeliveries per second" in (run / "report.html").read_text()
+    assert sum(r["redelivered"]["crash"] for r in share["per_second"]) == share["redeliveries"]["crash"]
     state = [o for o in ops if o["f"] == "share-state" and o["type"] == "ok"]
     assert len(state) == 1 and all(p["lag"] == 0 for p in state[0]["partitions"].values()), state
     assert len([o for o in ops if o["f"] == "share-leave" and o["type"] == "ok"]) >= 4, "members or drainers stayed"

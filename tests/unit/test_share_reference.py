@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -73,6 +74,23 @@ def test_a_clean_history_is_valid_and_counts_its_redeliveries_by_cause():
     assert r["valid"] is True and kinds(r) == {}
     assert r["counts"]["acked"] == 3 and r["counts"]["delivered"] == 3
     assert r["redeliveries"] == {"release": 1, "failed_accept": 0, "crash": 0, "lock_timeout": 0}
+
+
+def test_each_second_counts_deliveries_acknowledgements_and_redeliveries_and_anomalies_are_marked_in_time():
+    h = (History().send(1).send(2)
+         .poll(0, (0, 1, 1, 1), (0, 2, 2, 1)).ack(0, (0, 1, "release", "ok"), (0, 2, "accept", "ok")))
+    for op in h.ops[-4:]:
+        op["time"] += 2_000 * MS  # the first delivery and its acknowledgements in second 2
+    h.poll(1, (0, 1, 1, 1)).ack(1, (0, 1, "reject", "ok"))
+    for op in h.ops[-4:]:
+        op["time"] += 5_000 * MS  # the redelivery, whose count did not rise, in second 5
+    r = h.state(p0=(3, 3)).check()
+    assert r["per_second"] == [
+        {"second": 2, "delivered": 2, "accept": 1, "release": 1, "reject": 0,
+         "redelivered": {"release": 0, "failed_accept": 0, "crash": 0, "lock_timeout": 0}},
+        {"second": 5, "delivered": 1, "accept": 0, "release": 0, "reject": 1,
+         "redelivered": {"release": 1, "failed_accept": 0, "crash": 0, "lock_timeout": 0}}]
+    assert list(r["marks"]) == ["delivery_count_regressed"] and 5 <= r["marks"]["delivery_count_regressed"][0] < 6
 
 
 def test_an_acknowledged_record_never_delivered_is_lost_once_the_drain_completed():
@@ -209,3 +227,27 @@ def test_every_history_of_a_correct_share_group_is_valid(h):
     assert r["valid"] is True and kinds(r) == {}, r
     assert sum(r["redeliveries"].values()) == r["counts"]["redelivered"]
     assert set(r["redeliveries"]) == set(CAUSES)
+
+
+def test_the_share_plot_is_a_png_even_when_empty_and_marks_its_anomalies():
+    import io
+
+    import matplotlib.colors as mcolors
+    import matplotlib.image as mpimg
+
+    from kchaos.reports.run.share_plots import MARK_STYLES, share_png
+
+    r = (History().send(1).poll(0, (0, 1, 1, 2)).ack(0, (0, 1, "release", "ok"))
+         .poll(1, (0, 1, 1, 2)).ack(1, (0, 1, "accept", "ok")).state(p0=(2, 2)).check())
+    assert r["marks"]
+    color = np.array(mcolors.to_rgb(MARK_STYLES["delivery_count_regressed"]["color"]))
+
+    def marked(data: bytes) -> int:
+        img = mpimg.imread(io.BytesIO(data))[..., :3]
+        return int((np.abs(img - color).max(axis=-1) < 0.1).sum())
+    plain = share_png(r["per_second"], counts=r["counts"])
+    drawn = share_png(r["per_second"], marks=r["marks"], counts=r["counts"], rebalances=[0.01], span=[0.0, 1.0])
+    empty = share_png([], marks={}, counts={})
+    for data in (plain, drawn, empty):
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    assert marked(drawn) > marked(plain)
