@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from kchaos.checkers.compose import exit_code, merge_valid, run_checkers
+from kchaos.checkers.compose import checker_error, exit_code, merge_valid, run_checkers
 from kchaos.checkers.history_scan import HistoryScan, nemesis_section, scan
 from kchaos.checkers.kafka_errors import kafka_errors
 from kchaos.checkers.parquet import CheckInputError, convert, parquet_path
@@ -240,7 +240,8 @@ def check_runs(root: Path, runs: list[Path], spark_master: str = "local[*]", fin
         try:
             many = checker.check_many([(test, run / HISTORY_FILE) for run, test in batch])
         except Exception as e:
-            many = [{"valid": "unknown", "error": f"{type(e).__name__}: {e}"}] * len(batch)
+            log.warning("checker %s failed", name, exc_info=True)
+            many = [{"valid": "unknown", "error": checker_error(e)}] * len(batch)
         for (run, _), res in zip(batch, many):
             results.setdefault(run, {})[name] = res
     rows = []

@@ -1,6 +1,7 @@
 """Running several checkers over one history and merging their verdicts."""
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,8 @@ from kchaos.core.protocols import Checker, Valid
 
 VALIDS: tuple[Valid, ...] = (True, False, "unknown")
 
+
+log = logging.getLogger(__name__)
 
 def _is_valid(v: object) -> bool:
     # Identity, not equality: 1 == True and 0 == False must not pass as verdicts.
@@ -47,9 +50,25 @@ def run_checkers(checkers: Mapping[str, Checker], test: dict[str, Any],
         except passthrough:
             raise
         except Exception as e:
-            result = {"valid": "unknown", "error": f"{type(e).__name__}: {e}"}
+            log.warning("checker %s failed", name, exc_info=True)
+            result = {"valid": "unknown", "error": checker_error(e)}
         out[name] = result
     return {"valid": merge_valid(*(r["valid"] for r in out.values())), **out}
+
+
+def checker_error(e: BaseException) -> str:
+    """What a checker raised, for results.json and the verdict's reasons: `<ExcType>: msg`, except that an error
+    inside a Spark task (the JVM's exception carrying the Python worker's traceback and its own stack) is told by
+    the task's own exception, the traceback's last line (the whole text is in harness.log)."""
+    text = str(e)
+    _, sep, tail = text.rpartition("Traceback (most recent call last):")
+    if sep:
+        body = tail.split("\n\tat ", 1)[0]
+        last = [line.strip() for line in body.splitlines()
+                if line.strip() and not line.startswith((" ", "\t")) and not line.strip().startswith("SQLSTATE")]
+        if last:
+            return f"{type(e).__name__} in a Spark task: {last[-1]}"
+    return f"{type(e).__name__}: {text}"
 
 
 def exit_code(valid: Valid | str) -> int:

@@ -23,7 +23,7 @@ from kchaos.checkers.parquet import CheckInputError
 from kchaos.core.faults import FaultCatalogue
 from kchaos.core.history import HistoryError, read_history
 
-__all__ = ["HistoryScan", "nemesis_section", "read_ops", "scan"]
+__all__ = ["HistoryScan", "nemesis_section", "read_ops", "scan", "split"]
 
 CHUNK_BYTES = 16 << 20
 _NEMESIS = b'"nemesis"'
@@ -180,3 +180,23 @@ def read_ops(history: Path) -> Iterator[dict[str, Any]]:
         yield from read_history(history)
     except HistoryError as e:
         raise CheckInputError(str(e)) from None
+
+
+def split(path: str, parts: int) -> list[tuple[int, int, int]]:
+    """(start byte, end byte, line number of the first line) of `parts` stretches of the file, cut at newlines."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    size = len(data)
+    cuts = [0]
+    for k in range(1, parts):
+        at = data.find(b"\n", max(cuts[-1], size * k // parts))
+        if at < 0 or at + 1 >= size:
+            break
+        cuts.append(at + 1)
+    cuts.append(size)
+    out, line = [], 1
+    for a, b in zip(cuts, cuts[1:]):
+        if b > a:
+            out.append((a, b, line))
+            line += data.count(b"\n", a, b)
+    return out or [(0, 0, 1)]

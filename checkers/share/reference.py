@@ -96,31 +96,51 @@ class Record:
     acks: list[Ack] = field(default_factory=list)
 
 
-def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) -> dict[str, Any]:
-    """The reference result of a share history's ops (in history order): `valid` (False if any kind was found,
-    "unknown" if the final drain left records unseen, else True), `counts` (each kind, `acked`, `delivered`,
-    `unseen`, `redelivered`), `redeliveries` by cause, `examples` of each kind (up to MAX_EXAMPLES
-    `[partition, offset, value]`), with `limit` the delivery count limit and `lock_ms` the acquisition lock;
-    `per_second`, a row per second of history time with records delivered, acknowledgements told by kind and
-    redeliveries by cause (`{"second", "delivered", "accept", "release", "reject", "redelivered": {cause: n}}`, by
-    completion time), and `marks`, the times (s) of up to MAX_MARKS anomalous deliveries of each kind."""
-    acked: dict[int, tuple[int, int | None]] = {}  # value -> (partition, offset)
-    records: dict[tuple[int, int], Record] = defaultdict(Record)
+@dataclass
+class Collected:
+    """What a share history's ops say, before any record is judged: the acknowledged sends (value -> partition,
+    offset), every record's deliveries and acknowledgements, each process's leaves ([(index, crashed)]), the final
+    `share-state` and the per-second tallies. Every field can be gathered process by process and merged."""
+
+    acked: dict[int, tuple[int, int | None]] = field(default_factory=dict)
+    records: dict[tuple[int, int], Record] = field(default_factory=lambda: defaultdict(Record))
+    left: dict[Any, list[tuple[int, bool]]] = field(default_factory=lambda: defaultdict(list))
+    state: dict[int, Mapping[str, int]] | None = None
+    seconds: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+def new_second() -> dict[str, Any]:
+    """An empty per-second tally."""
+    return {"delivered": 0, **dict.fromkeys(ACK_KINDS, 0), "redelivered": dict.fromkeys(CAUSES, 0)}
+
+
+def add_seconds(into: dict[int, dict[str, Any]], more: Mapping[int, Mapping[str, Any]]) -> None:
+    """Add the per-second tallies `more` into `into`."""
+    for sec, row in more.items():
+        mine = into.setdefault(sec, new_second())
+        for k, v in row.items():
+            if k == "redelivered":
+                for cause, n in v.items():
+                    mine[k][cause] += n
+            else:
+                mine[k] += v
+
+
+def collect(ops: Iterable[Mapping[str, Any]]) -> Collected:
+    """Pair each process's invocations with their completions (ops in history order; the ops of some processes
+    only give those processes' part, to be merged with `add_seconds` and the dicts' union)."""
+    c = Collected()
     open_polls: dict[int, tuple[int, int]] = {}  # process -> (index, time) of its outstanding share-poll
     open_acks: dict[int, list[tuple[int, list[Any]]]] = defaultdict(list)  # process -> its open share-acks
-    left: dict[int, list[tuple[int, bool]]] = defaultdict(list)  # process -> [(index, crashed)]
-    state: dict[int, Mapping[str, int]] | None = None
-    seconds: dict[int, dict[str, Any]] = {}
 
     def second(ns: int) -> dict[str, Any]:
-        return seconds.setdefault(ns // NS_PER_S, {"delivered": 0, **dict.fromkeys(ACK_KINDS, 0),
-                                                    "redelivered": dict.fromkeys(CAUSES, 0)})
+        return c.seconds.setdefault(ns // NS_PER_S, new_second())
     for n, op in enumerate(ops):
         f, t = op.get("f"), op.get("type")
         p: Any = op.get("process")
         index = int(op.get("index", n))
         if f == "send" and t == "ok":
-            acked[int(op["value"])] = (int(op["partition"]), op.get("offset"))
+            c.acked[int(op["value"])] = (int(op["partition"]), op.get("offset"))
         elif f == "share-poll":
             if t == "invoke":
                 open_polls[p] = (index, int(op.get("time", 0)))
@@ -129,7 +149,7 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
                 if t == "ok" and op.get("records"):
                     second(int(op.get("time", 0)))["delivered"] += len(op["records"])
                 for part, off, value, count in op.get("records") or () if t == "ok" else ():
-                    records[(part, off)].deliveries.append(
+                    c.records[(part, off)].deliveries.append(
                         Delivery(part, off, value, count, p, inv, index, inv_ns, int(op.get("time", 0))))
         elif f == "share-ack":
             if t == "invoke":
@@ -140,60 +160,87 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
                 for part, off, kind, outcome in told:
                     if kind in ACK_KINDS:
                         second(int(op.get("time", 0)))[kind] += 1
-                    records[(part, off)].acks.append(Ack(part, off, kind, outcome if t == "ok" else "info", p, inv,
-                                                         index))
+                    c.records[(part, off)].acks.append(Ack(part, off, kind, outcome if t == "ok" else "info", p, inv,
+                                                           index))
         elif f == "share-leave" and t in ("ok", "info"):
-            left[p].append((index, t == "info"))
+            c.left[p].append((index, t == "info"))
         elif f == "share-state" and t == "ok":
-            state = {int(k): v for k, v in (op.get("partitions") or {}).items()}
+            c.state = {int(k): v for k, v in (op.get("partitions") or {}).items()}
     for p, still in open_acks.items():  # never completed: unknown
         for inv, acks in still:
             for part, off, kind in acks:
-                records[(part, off)].acks.append(Ack(part, off, kind, "info", p, inv, None))
+                c.records[(part, off)].acks.append(Ack(part, off, kind, "info", p, inv, None))
+    return c
 
+
+def judge_record(part: int, off: int, rec: Record, left: Mapping[Any, list[tuple[int, bool]]], limit: int,
+                 lock_ns: int) -> tuple[list[tuple[str, list[int], int]], list[tuple[str, int]]]:
+    """One record's anomalous deliveries, `(kind, [partition, offset, value], completion ns)`, and its
+    redeliveries, `(cause, completion ns)`; `left` holds every process's leaves."""
+    found: list[tuple[str, list[int], int]] = []
+    redelivered: list[tuple[str, int]] = []
+    ds = sorted(rec.deliveries, key=lambda d: d.completed)
+    for i, d in enumerate(ds):
+        before = [e for e in ds[:i] if e.completed < d.invoked]
+        done = [a for a in rec.acks if a.completed is not None and a.completed < d.invoked]
+        for kind, here in (
+                ("over_delivery_limit", d.count > limit),
+                ("delivery_count_regressed", any(e.count >= d.count for e in before)),
+                ("redelivered_after_accept", any(a.kind == "accept" and a.outcome == "ok" for a in done)),
+                ("redelivered_after_reject", any(a.kind == "reject" and a.outcome == "ok" for a in done)),
+                ("concurrent_acquisition", _concurrent(d, ds[:i], rec.acks, left, lock_ns))):
+            if here:
+                found.append((kind, [part, off, d.value], d.completed_ns))
+        if i:
+            redelivered.append((_cause(ds[i - 1], rec.acks, left, d), d.completed_ns))
+    return found, redelivered
+
+
+def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) -> dict[str, Any]:
+    """The reference result of a share history's ops (in history order): `valid` (False if any kind was found,
+    "unknown" if the final drain left records unseen, else True), `counts` (each kind, `acked`, `delivered`,
+    `unseen`, `redelivered`), `redeliveries` by cause, `examples` of each kind (up to MAX_EXAMPLES
+    `[partition, offset, value]`), with `limit` the delivery count limit and `lock_ms` the acquisition lock;
+    `per_second`, a row per second of history time with records delivered, acknowledgements told by kind and
+    redeliveries by cause (`{"second", "delivered", "accept", "release", "reject", "redelivered": {cause: n}}`, by
+    completion time), and `marks`, the times (s) of the first MAX_MARKS anomalous deliveries of each kind."""
+    c = collect(ops)
     found: dict[str, list[list[int]]] = {k: [] for k in SHARE_KINDS}
-    marks: dict[str, list[float]] = {k: [] for k in SHARE_KINDS}
+    marks: dict[str, list[int]] = {k: [] for k in SHARE_KINDS}
     causes = dict.fromkeys(CAUSES, 0)
-    lock_ns = lock_ms * 1_000_000
-    crashed = any(c for events in left.values() for _, c in events)
-    for (part, off), rec in records.items():
-        ds = sorted(rec.deliveries, key=lambda d: d.completed)
-        for i, d in enumerate(ds):
-            before = [e for e in ds[:i] if e.completed < d.invoked]
-            done = [a for a in rec.acks if a.completed is not None and a.completed < d.invoked]
-            for kind, here in (
-                    ("over_delivery_limit", d.count > limit),
-                    ("delivery_count_regressed", any(e.count >= d.count for e in before)),
-                    ("redelivered_after_accept", any(a.kind == "accept" and a.outcome == "ok" for a in done)),
-                    ("redelivered_after_reject", any(a.kind == "reject" and a.outcome == "ok" for a in done)),
-                    ("concurrent_acquisition", _concurrent(d, ds[:i], rec.acks, left, lock_ns))):
-                if here:
-                    found[kind].append([part, off, d.value])
-                    if len(marks[kind]) < MAX_MARKS:
-                        marks[kind].append(round(d.completed_ns / NS_PER_S, 3))
-            if i:
-                cause = _cause(ds[i - 1], rec.acks, left, d)
-                causes[cause] += 1
-                second(d.completed_ns)["redelivered"][cause] += 1
-    delivered = {d.value for rec in records.values() for d in rec.deliveries}
-    complete = {p for p, s in (state or {}).items() if s.get("lag") == 0}
-    unseen = 0
-    for value, (part, off) in sorted(acked.items()):
-        if value in delivered:
-            continue
+    for (part, off), rec in c.records.items():
+        anomalies, redelivered = judge_record(part, off, rec, c.left, limit, lock_ms * 1_000_000)
+        for kind, where, ns in anomalies:
+            found[kind].append(where)
+            marks[kind].append(ns)
+        for cause, ns in redelivered:
+            causes[cause] += 1
+            c.seconds.setdefault(ns // NS_PER_S, new_second())["redelivered"][cause] += 1
+    delivered = {d.value for rec in c.records.values() for d in rec.deliveries}
+    crashed = any(crash for events in c.left.values() for _, crash in events)
+    complete = {p for p, s in (c.state or {}).items() if s.get("lag") == 0}
+    missing = [(value, where) for value, where in c.acked.items() if value not in delivered]
+    for value, (part, offset) in sorted(missing):
         if part in complete and not crashed:
-            found["share_lost"].append([part, -1 if off is None else off, value])
-        else:
-            unseen += 1
-    counts = {k: len(v) for k, v in found.items()}
+            found["share_lost"].append([part, -1 if offset is None else offset, value])
+    unseen = len(missing) - len(found["share_lost"])
+    return summary(found, marks, causes, c.seconds, len(c.acked), len(delivered), unseen)
+
+
+def summary(found: Mapping[str, list[list[int]]], marks: Mapping[str, list[int]], causes: Mapping[str, int],
+            seconds: Mapping[int, Mapping[str, Any]], acked: int, delivered: int, unseen: int) -> dict[str, Any]:
+    """The result from what was found: each kind's anomalous deliveries (all of them: the examples are the
+    smallest MAX_EXAMPLES) and their completion times in ns (the marks are the earliest MAX_MARKS), the
+    redeliveries by cause, the per-second tallies and the counts."""
+    counts = {k: len(found.get(k) or ()) for k in SHARE_KINDS}
     bad = any(counts.values())
     return {"valid": False if bad else ("unknown" if unseen else True),
-            "counts": {**counts, "acked": len(acked), "delivered": len(delivered), "unseen": unseen,
+            "counts": {**counts, "acked": acked, "delivered": delivered, "unseen": unseen,
                        "redelivered": sum(causes.values())},
-            "redeliveries": causes,
+            "redeliveries": dict(causes),
             "examples": {k: sorted(v)[:MAX_EXAMPLES] for k, v in found.items() if v},
             "per_second": [{"second": sec, **row} for sec, row in sorted(seconds.items())],
-            "marks": {k: sorted(v) for k, v in marks.items() if v}}
+            "marks": {k: [round(ns / NS_PER_S, 3) for ns in sorted(v)[:MAX_MARKS]] for k, v in marks.items() if v}}
 
 
 def _owner(open_acks: list[tuple[int, list[Any]]], told: Iterable[Any]) -> int:

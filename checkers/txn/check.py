@@ -22,13 +22,14 @@ from typing import Any
 import numpy as np
 from pyspark import SparkContext, cloudpickle
 
+from kchaos.checkers.history_scan import split
 from kchaos.checkers.parquet import CheckInputError
 from kchaos.checkers.spark import spark_context
 from kchaos.checkers.txn import flat as txn_flat
 from kchaos.checkers.txn import lines as txn_lines
 from kchaos.checkers.txn import tasks as txn_tasks
 from kchaos.checkers.txn.cycles import cycles
-from kchaos.checkers.txn.flat import READ_COLS, TYPES, Stretch, parse_task, split, stitch, write_buckets
+from kchaos.checkers.txn.flat import READ_COLS, TYPES, Stretch, parse_task, stitch, write_buckets
 from kchaos.checkers.txn.lines import partition_count
 from kchaos.checkers.txn.order import ORDER_COUNTS
 from kchaos.checkers.txn.reference import BASE_COUNTS, COMMITTED, MAX_EXAMPLES, assemble, isolation_of

@@ -219,23 +219,3 @@ def stitch(stretches: list[Stretch], partitions: int | None = None) -> Stitched:
     fix = np.array(sorted(fixup), np.int64).reshape(-1, 2)
     return Stitched(min(errors) if errors else None, fix, types, sum(s.invoked for s in stretches),
                     np.array(cut, np.int64).reshape(-1, len(SEND_COLS)))
-
-
-def split(path: str, parts: int) -> list[tuple[int, int, int]]:
-    """(start byte, end byte, line number of the first line) of `parts` stretches of the file, cut at newlines."""
-    with open(path, "rb") as fh:
-        data = fh.read()
-    size = len(data)
-    cuts = [0]
-    for k in range(1, parts):
-        at = data.find(b"\n", max(cuts[-1], size * k // parts))
-        if at < 0 or at + 1 >= size:
-            break
-        cuts.append(at + 1)
-    cuts.append(size)
-    out, line = [], 1
-    for a, b in zip(cuts, cuts[1:]):
-        if b > a:
-            out.append((a, b, line))
-            line += data.count(b"\n", a, b)
-    return out or [(0, 0, 1)]

@@ -257,6 +257,8 @@ def share_section(history: Path, test: Mapping[str, Any], results: Mapping[str, 
     sends, per_epoch = read_sends(t)
     queue = sends_section(sends, results, _events(t), per_epoch)
     share = ((results or {}).get("checkers") or {}).get(SHARE)
+    error = share.get("error") if share and "counts" not in share else None
+    share = None if error else share
     sends_draw = queue.draw
 
     def draw(w: list[dict[str, Any]], c: FaultCatalogue, rb: list[float], counts: Mapping[str, Any]
@@ -269,4 +271,4 @@ def share_section(history: Path, test: Mapping[str, Any], results: Mapping[str, 
         return out
 
     return dataclasses.replace(queue, template="share.html.j2", draw=draw,
-                               context={"share": share, "kinds": SHARE_KINDS})
+                               context={"share": share, "kinds": SHARE_KINDS, "error": error})

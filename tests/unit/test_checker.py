@@ -526,3 +526,18 @@ def test_outages_are_the_stretches_with_no_acknowledgement_as_the_scenario_metri
     assert 0 < o["acked_share"] < 1 and o["stretches"][0]["seconds"] == o["longest_s"]
     m = observe(tmp_path / "run")
     assert m["longest_outage_s"] == pytest.approx(o["longest_s"], abs=0.1)
+
+
+def test_a_checker_that_failed_in_a_spark_task_is_told_by_the_tasks_own_exception():
+    from kchaos.checkers.compose import checker_error
+
+    class Py4JJavaError(Exception):
+        pass
+    jvm = ("An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
+           ": org.apache.spark.api.python.PythonException: [PYTHON_EXCEPTION] An exception was thrown from the Python "
+           "worker: Traceback (most recent call last):\n  File \"/x/worker.py\", line 4327, in invoke_udf\n"
+           "    run_process()\n  File \"/x/tasks.py\", line 89, in collect_task\n    for k in d:\n"
+           "ZeroDivisionError: division by zero\n SQLSTATE: 38000\n\tat org.apache.spark.api.python.Runner.read(x)\n"
+           "\tat java.base/java.lang.Thread.run(Thread.java:840)\n")
+    assert checker_error(Py4JJavaError(jvm)) == "Py4JJavaError in a Spark task: ZeroDivisionError: division by zero"
+    assert checker_error(ValueError("no such file")) == "ValueError: no such file"
