@@ -46,6 +46,9 @@ class KafkaLine:
     tools_version: str | None = None  # kafka-tools from another release, when this line publishes none
     durability: str = ""
     share_groups: bool = False  # share groups (KIP-932) production-ready: brokers and kafka-clients from 4.2
+    # A share group's own share.delivery.count.limit (a group config, KAFKA-20159): from 4.3; before, only the
+    # brokers' group.share.delivery.count.limit (5 by default) sets it.
+    share_group_delivery_limit: bool = False
 
     @property
     def latest(self) -> str:
@@ -73,10 +76,10 @@ LINES: tuple[KafkaLine, ...] = (
               share_groups=True,
               durability="ELR on by default"),
     KafkaLine("4.3", ("4.3.0", "4.3.1"), log4j2=True, perf_bootstrap=True, dump_class=NEW_DUMP_CLASS,
-              share_groups=True,
+              share_groups=True, share_group_delivery_limit=True,
               durability="ELR on by default"),
     KafkaLine("4.4", ("4.4.0",), log4j2=True, perf_bootstrap=True, dump_class=NEW_DUMP_CLASS,
-              share_groups=True,
+              share_groups=True, share_group_delivery_limit=True,
               durability="ELR on by default"),
 )
 DEFAULT = "3.7.2"

@@ -42,26 +42,27 @@ def _run(sc: SparkContext, what: str, fn: Any, jobs: list[Any]) -> list[Any]:
 
 
 def check_share_spark(sc: SparkContext, history: Path, limit: int, lock_ms: int,
-                      stretch_bytes: int = STRETCH_BYTES) -> dict[str, Any]:
+                      stretch_bytes: int = STRETCH_BYTES, buckets: int | None = None) -> dict[str, Any]:
     """`check_share_ops` of the history at `history`, computed on Spark; its work files live in `history.share/`
-    beside the history while it runs."""
+    beside the history while it runs. Stretches of at most `stretch_bytes`; `buckets` process and record buckets
+    (by default one for a history under 1 MB, else twice Spark's parallelism)."""
     history = Path(history).resolve()
     work = history.parent / WORK_DIR
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     try:
-        return _check(sc, history, work, limit, lock_ms, stretch_bytes)
+        return _check(sc, history, work, limit, lock_ms, stretch_bytes, buckets)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _check(sc: SparkContext, history: Path, work: Path, limit: int, lock_ms: int, stretch_bytes: int
-           ) -> dict[str, Any]:
+def _check(sc: SparkContext, history: Path, work: Path, limit: int, lock_ms: int, stretch_bytes: int,
+           buckets: int | None) -> dict[str, Any]:
     size = history.stat().st_size
     width = max(1, sc.defaultParallelism)
     big = size > (1 << 20)
     stretches = split(str(history), max(1, -(-size // stretch_bytes), 2 * width if big else 1))
-    buckets = 2 * width if big else 1
+    buckets = buckets or (2 * width if big else 1)
     _run(sc, "route", route_task,
          [(str(history), r, a, b, str(work), buckets) for r, (a, b, _) in enumerate(stretches)])
     collected = _run(sc, "collect", collect_task,

@@ -32,7 +32,8 @@ before another was invoked. The kinds (docs/checkers.md has each with an example
   invoked less than the lock duration before this poll completed, and the other had neither acknowledged
   the record nor left the group by then. Fails the run.
 
-A redelivery the guarantee allows (at-least-once) is counted by its cause, the first that applies: `release`
+A redelivery the guarantee allows (at-least-once; not one of the kinds above but `delivery_count_regressed`, whose
+delivery may be allowed while its count is wrong) is counted by its cause, the first that applies: `release`
 (a RELEASE of the record before it), `failed_accept` (an ACCEPT or REJECT whose commit failed or is unknown),
 `crash` (the member holding it crashed or left), `lock_timeout` (the lock of the last delivery expired with no
 acknowledgement). A run whose final drain did not complete leaves the undelivered records of those partitions
@@ -54,6 +55,9 @@ SHARE_KINDS = {
     "concurrent_acquisition": "two members held the same record at once, within its acquisition lock",
 }
 CAUSES = ("release", "failed_accept", "crash", "lock_timeout")
+# The kinds whose delivery should not have happened at all: such a redelivery is the anomaly, not an allowed one.
+# (A count that went back is wrong in the delivery's count; the delivery itself may be allowed.)
+WRONGFUL = ("over_delivery_limit", "redelivered_after_accept", "redelivered_after_reject", "concurrent_acquisition")
 MAX_EXAMPLES = 10
 MAX_MARKS = 1000  # anomalous deliveries per kind whose times the result lists (for the report's plot)
 ACK_KINDS = ("accept", "release", "reject")
@@ -175,14 +179,15 @@ def collect(ops: Iterable[Mapping[str, Any]]) -> Collected:
 
 def judge_record(part: int, off: int, rec: Record, left: Mapping[Any, list[tuple[int, bool]]], limit: int,
                  lock_ns: int) -> tuple[list[tuple[str, list[int], int]], list[tuple[str, int]]]:
-    """One record's anomalous deliveries, `(kind, [partition, offset, value], completion ns)`, and its
-    redeliveries, `(cause, completion ns)`; `left` holds every process's leaves."""
+    """One record's anomalous deliveries, `(kind, [partition, offset, value], completion ns)`, and its allowed
+    redeliveries, `(cause, completion ns)`: those not WRONGFUL; `left` holds every process's leaves."""
     found: list[tuple[str, list[int], int]] = []
     redelivered: list[tuple[str, int]] = []
     ds = sorted(rec.deliveries, key=lambda d: d.completed)
     for i, d in enumerate(ds):
         before = [e for e in ds[:i] if e.completed < d.invoked]
         done = [a for a in rec.acks if a.completed is not None and a.completed < d.invoked]
+        wrongful = False
         for kind, here in (
                 ("over_delivery_limit", d.count > limit),
                 ("delivery_count_regressed", any(e.count >= d.count for e in before)),
@@ -191,7 +196,8 @@ def judge_record(part: int, off: int, rec: Record, left: Mapping[Any, list[tuple
                 ("concurrent_acquisition", _concurrent(d, ds[:i], rec.acks, left, lock_ns))):
             if here:
                 found.append((kind, [part, off, d.value], d.completed_ns))
-        if i:
+                wrongful = wrongful or kind in WRONGFUL
+        if i and not wrongful:
             redelivered.append((_cause(ds[i - 1], rec.acks, left, d), d.completed_ns))
     return found, redelivered
 

@@ -16,9 +16,11 @@ once by its completion, so no process ever has two ops outstanding):
   shares its outcome; now and then it is `info`, unknown, applied or not). A released record is available again;
   an accepted or rejected one is archived. A `none` record is held past its lock: the member acknowledges it
   (ACCEPT) once the lock has run out, and is told `fail`; by then another member may have it already. With
-  `crashes`, a member now and then crashes right after a poll (`share-leave` info `crashed (crash-client)`): what
-  it held comes back when its locks expire. A record whose lock ends (release, expiry, failed commit) with its
-  count at `limit` is archived, never delivered again. A poll now and then ends `info` (nothing acquired).
+  `crashes`, a member now and then crashes right after a poll (`share-leave` info `crashed (crash-client)`), at
+  least once a run: what it held comes back when its locks expire. When every member waits out a lock and the
+  backlog is long, time passes with no op (the producers are rate-limited), so the live records stay few. A
+  record whose lock ends (release, expiry, failed commit) with its count at `limit` is archived, never delivered
+  again. A poll now and then ends `info` (nothing acquired).
 - wind-down: members acknowledge what they hold (the holders once their locks ran out) and close.
 - drain: two drainer processes poll and ACCEPT everything left, waiting out the locks of crashed members; the
   first then reads `share-state`: lag 0 on every partition.
@@ -159,7 +161,8 @@ class _Sim:
         self.index += 1
 
     def _send(self, live: bool = True) -> tuple[Key, _Rec]:
-        proc, p = self.rng.randrange(self.producers), self.rng.randrange(self.partitions)
+        r = self.rng.random
+        proc, p = int(r() * self.producers), int(r() * self.partitions)
         self.value += 1
         o, rec = self.ends[p], _Rec(self.value)
         self.ends[p] += 1
@@ -171,19 +174,20 @@ class _Sim:
             self.available += 1
         return (p, o), rec
 
-    def _delivered(self, rec: _Rec, process: int) -> None:
-        """A delivery of `rec` to `process` completed: a redelivery counts by the first cause that applies."""
-        if rec.last is not None:
+    def _delivered(self, rec: _Rec, process: int, allowed: bool = True) -> None:
+        """A delivery of `rec` to `process` completed: a redelivery the guarantee allows counts by the first cause
+        that applies (a wrongful one, a plant's, counts as its anomaly only)."""
+        if rec.last is not None and allowed:
             f = rec.flags
             self.causes["release" if f & RELEASE else "failed_accept" if f & FAILED else
                         "crash" if f & CRASH else "lock_timeout"] += 1
         rec.flags, rec.last = 0, process
         self.deliveries += 1
 
-    def _poll_ok(self, process: int, recs: list[tuple[Key, _Rec]]) -> None:
+    def _poll_ok(self, process: int, recs: list[tuple[Key, _Rec]], allowed: bool = True) -> None:
         self._op(process, "invoke", "share-poll")
         for _, rec in recs:
-            self._delivered(rec, process)
+            self._delivered(rec, process, allowed)
         self._op(process, "ok", "share-poll", records=[[p, o, rec.value, rec.count] for (p, o), rec in recs])
 
     def _ack(self, process: int, acks: list[tuple[Key, str, str]], info: bool = False) -> None:
@@ -240,7 +244,7 @@ class _Sim:
             self._op(process, "invoke", "share-poll")
             self._op(process, "info", "share-poll", error=POLL_ERROR)
             return [], -1
-        k, batch = rng.randint(1, most), []
+        k, batch = rng.randint(1, most), list[Key]()
         start = rng.randrange(self.partitions)
         for i in range(self.partitions):
             p = (start + i) % self.partitions
@@ -343,9 +347,9 @@ class _Sim:
         a, b = (m.process for m in self.rng.sample(self.members, 2))
         key, rec = self._send(live=False)
 
-        def deliver(process: int, count: int) -> None:
+        def deliver(process: int, count: int, allowed: bool = True) -> None:
             rec.count = count
-            self._poll_ok(process, [(key, rec)])
+            self._poll_ok(process, [(key, rec)], allowed)
 
         def ack(process: int, kind: str, outcome: str = "ok") -> None:
             self._ack(process, [(key, kind, outcome)])
@@ -354,13 +358,13 @@ class _Sim:
         if kind in ("redelivered_after_accept", "redelivered_after_reject"):
             deliver(a, 1)
             ack(a, "accept" if kind == "redelivered_after_accept" else "reject")
-            deliver(b, 2)
+            deliver(b, 2, allowed=False)
             ack(b, "accept")
         elif kind == "over_delivery_limit":
             for count in range(1, self.limit + 1):
                 deliver(a if count % 2 else b, count)
                 ack(a if count % 2 else b, "release")
-            deliver(b if self.limit % 2 else a, self.limit + 1)
+            deliver(b if self.limit % 2 else a, self.limit + 1, allowed=False)
             ack(b if self.limit % 2 else a, "accept")
         elif kind == "delivery_count_regressed":
             deliver(a, 1)
@@ -369,7 +373,7 @@ class _Sim:
             ack(b, "accept")
         elif kind == "concurrent_acquisition":
             deliver(a, 1)
-            deliver(b, 2)
+            deliver(b, 2, allowed=False)
             ack(a, "accept", "fail")
             ack(b, "accept")
         del self.live[key]
@@ -392,7 +396,7 @@ class _Sim:
                 self._send()
                 self.sent += 1
             else:
-                first = rng.randrange(len(self.members))
+                first = int(rng.random() * len(self.members))
                 if not any(self._member_step(self.members[(first + i) % len(self.members)])
                            for i in range(len(self.members))):
                     # every member waits out a lock: the producers send only while the backlog is short
@@ -409,16 +413,20 @@ class _Sim:
         yield from self._drain()
 
     def _wind_down(self) -> Iterator[dict[str, Any]]:
-        if self.crash_at >= 0:  # the run's one sure crash has not come yet: now, if there is a record to hold
+        if self.crash_at >= 0:  # the run's one sure crash has not come yet: now (on one more record if need be)
             m = next((m for m in self.members if m.state == "polled"), None)
             if m is None:
-                m = next((m for m in self.members if m.state == "idle"), None)
-                if m is not None and self.available:
-                    m.batch, m.acq = self._poll(m.process, BATCH, errors=False)
-                    m.state = "polled"
-            if m is not None and m.state == "polled":
-                self._acknowledge(m, crash=True)
-                self.crash_at = -1
+                m = next((m for m in self.members if m.state == "idle"), None) or \
+                    min(self.members, key=lambda m: m.wake)
+                if m.state == "waiting":
+                    self.now = max(self.now, m.wake)
+                    self._late_ack(m)
+                self._expire()
+                if not self.available:
+                    self._send()
+                m.batch, m.acq = self._poll(m.process, BATCH, errors=False)
+            self._acknowledge(m, crash=True)
+            self.crash_at = -1
         for m in self.members:
             if m.state == "polled":
                 self._acknowledge(m, crash=False)
@@ -478,8 +486,8 @@ def generate(seed: int, *, records: int, partitions: int = 3, producers: int = 2
     """A share run of `records` sends (plus one per plant) by `producers` producers to `partitions` partitions,
     consumed by `members` members of one share group (delivery count limit `limit`, acquisition lock `lock_ms`),
     then drained, with `per_kind` plants of each kind of SHARE_KINDS (share_lost only without `crashes`: with
-    `crashes`, at least one member crashes, and the reference counts no loss then). ValueError for plants
-    with members < 2 or limit < 2."""
+    `crashes`, at least one member crashes, on one more record if the run ended before its crash had any, and the
+    reference counts no loss in such a run). ValueError for plants with members < 2 or limit < 2."""
     sim = _Sim(seed, records=records, deliveries=None, partitions=partitions, producers=producers, members=members,
                limit=limit, lock_ms=lock_ms, per_kind=per_kind, crashes=crashes)
     ops = list(sim.ops())

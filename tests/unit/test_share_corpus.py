@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from corpora.share import KINDS, generate, write, write_large
+
 from kchaos.checkers.history_scan import read_ops
 from kchaos.checkers.share.reference import CAUSES, MAX_EXAMPLES, check_share_ops
 

@@ -12,6 +12,7 @@ import pytest
 from kchaos.checkers.share.check import SHARE, SHARE_KINDS
 from kchaos.clusters.kraft import layout, server_properties
 from kchaos.core.config import ClusterConfig, ConfigError, TestConfig, validate
+from kchaos.core.kafka_versions import line_of
 from kchaos.core.promise import Promise
 from kchaos.harness.cli.main import build_parser
 from kchaos.harness.options import config_from_args
@@ -32,6 +33,11 @@ def test_the_share_workload_runs_on_the_java_client_by_default_with_its_own_opti
     o = c.workload.options
     assert (o.ack_mix, o.lock_ms, o.delivery_limit) == ("accept=1,none=1", 2000, 3)
     assert parse_mix(o.ack_mix) == {"accept": 1, "release": 0, "reject": 0, "none": 1}
+
+
+def test_on_42_the_delivery_limit_is_the_brokers_and_only_43_on_set_the_groups_own():
+    assert cfg("--workload", "share", "--kafka-version", "4.2").workload.options.delivery_limit == 5
+    assert [v for v in ("4.2", "4.3", "4.4") if line_of(v).share_group_delivery_limit] == ["4.3", "4.4"]
 
 
 @pytest.mark.parametrize(("argv", "idempotent"), [
@@ -55,6 +61,7 @@ def test_share_producers_are_idempotent_with_acks_all_unless_told_otherwise(argv
     (["--consumers", "0"], "--consumers >= 1"),
     (["--rate", "max"], "no --in-flight, --producer-processes or --rate max"),
     (["--share-commit", "later"], "--share-commit must be one of sync, async, implicit"),
+    (["--kafka-version", "4.2", "--share-delivery-limit", "3"], "Kafka 4.2 has no group config share.delivery.count"),
     (["--share-commit", "implicit", "--share-ack-mix", "accept=1,release=1"], "it takes no --share-ack-mix"),
 ])
 def test_bad_share_options_are_refused_in_one_line(argv, says):

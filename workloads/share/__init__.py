@@ -12,6 +12,7 @@ from kchaos.core.kafka_versions import UnsupportedVersion, line_of
 from kchaos.core.promise import Promise
 from kchaos.core.protocols import Checker, Workload
 from kchaos.workloads.share.options import (
+    BROKERS_DELIVERY_LIMIT,
     COMMITS,
     DEFAULT_MIX,
     MAX_DELIVERY_LIMIT,
@@ -94,11 +95,15 @@ class Share:
         require(is_int(o.delivery_limit) and MIN_DELIVERY_LIMIT <= o.delivery_limit <= MAX_DELIVERY_LIMIT,
                 f"--share-delivery-limit must be {MIN_DELIVERY_LIMIT}..{MAX_DELIVERY_LIMIT}, got {o.delivery_limit!r}")
         try:
-            shares = line_of(cfg.cluster.kafka_version).share_groups
+            line = line_of(cfg.cluster.kafka_version)
         except UnsupportedVersion:
-            shares = False
-        require(shares, f"--workload share needs a Kafka line with share groups (4.2 or later), not --kafka-version "
-                        f"{cfg.cluster.kafka_version}")
+            line = None
+        require(line is not None and line.share_groups, f"--workload share needs a Kafka line with share groups (4.2 "
+                                                        f"or later), not --kafka-version {cfg.cluster.kafka_version}")
+        assert line is not None
+        require(line.share_group_delivery_limit or o.delivery_limit == BROKERS_DELIVERY_LIMIT,
+                f"--share-delivery-limit: Kafka {line.line} has no group config share.delivery.count.limit (4.3 "
+                f"added it), so its limit is the brokers' default, {BROKERS_DELIVERY_LIMIT}; got {o.delivery_limit}")
         require(w.in_flight == 1 and w.producer_processes == 0 and w.rate != "max",
                 "--workload share runs its producers in the harness: it takes no --in-flight, --producer-processes "
                 "or --rate max")

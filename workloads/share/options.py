@@ -10,6 +10,7 @@ COMMITS = ("sync", "async", "implicit")
 # on its delivery count limit (Kafka's own group.share.min/max.delivery.count.limit).
 MIN_LOCK_MS, MAX_LOCK_MS = 1000, 60000
 MIN_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT = 2, 10
+BROKERS_DELIVERY_LIMIT = 5  # group.share.delivery.count.limit's default: the limit on a line without the group config
 
 
 def parse_mix(text: str) -> dict[str, int]:

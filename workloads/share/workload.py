@@ -13,6 +13,7 @@ from typing import Any
 from kchaos.clusters import admin
 from kchaos.core.config import TestConfig
 from kchaos.core.history import History
+from kchaos.core.kafka_versions import line_of
 from kchaos.core.protocols import Topology
 from kchaos.workloads.java_build import JavaProgram
 from kchaos.workloads.java_client import share_consumer_props
@@ -70,7 +71,8 @@ class ShareWorkload:
             "consumer": share_consumer_props(cluster.bootstrap(), 10_000), "topic": self.topic,
             "group": share_group(self.cfg.seed), "members": members, "drainers": drainers,
             "mix": parse_mix(o.ack_mix), "lock_ms": o.lock_ms, "delivery_limit": o.delivery_limit,
-            "commit": o.commit, "seed": self.cfg.seed, "t0_ns": history.t0_ns}
+            "commit": o.commit, "seed": self.cfg.seed, "t0_ns": history.t0_ns,
+            "group_delivery_limit": line_of(self.cfg.cluster.kafka_version).share_group_delivery_limit}
         assert self.java is not None
         self._members = ShareMembers(self.java, spec, history.path.parent)
         self._members.start()

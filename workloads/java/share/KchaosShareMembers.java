@@ -27,8 +27,9 @@
 // the Admin API), the JVM prints {"done":true,"partitions":STATE} and exits. End of stdin (the harness is gone):
 // write out what was recorded and exit.
 // Before the members join it sets the group's configuration (share.auto.offset.reset=earliest, the spec's lock_ms
-// and delivery_limit) and prints {"ready":true}, or {"error":".."} and exits 2. Every 200 ms it prints the
-// deliveries so far as the queue clients print their counts ("polled").
+// and, where the line has that group config ("group_delivery_limit"), delivery_limit) and prints {"ready":true},
+// or {"error":".."} and exits 2. Every 200 ms it prints the deliveries so far as the queue clients print their
+// counts ("polled").
 import com.fasterxml.jackson.databind.JsonNode;
 
 import java.io.BufferedReader;
@@ -88,11 +89,16 @@ public final class KchaosShareMembers {
         adminProps.put("bootstrap.servers", spec.get("consumer").get("bootstrap.servers").asText());
         String group = spec.get("group").asText();
         try (Admin admin = Admin.create(adminProps)) {
-            // The group's own settings, before any member joins: reads from the start, the run's lock and limit.
-            admin.incrementalAlterConfigs(Map.of(new ConfigResource(ConfigResource.Type.GROUP, group), List.of(
+            // The group's own settings, before any member joins: reads from the start, the run's lock and limit (a
+            // line without the group config share.delivery.count.limit has the brokers' limit, as kchaos checked).
+            List<org.apache.kafka.clients.admin.AlterConfigOp> settings = new ArrayList<>(List.of(
                 set("share.auto.offset.reset", "earliest"),
-                set("share.record.lock.duration.ms", spec.get("lock_ms").asText()),
-                set("share.delivery.count.limit", spec.get("delivery_limit").asText())))).all().get(60, TimeUnit.SECONDS);
+                set("share.record.lock.duration.ms", spec.get("lock_ms").asText())));
+            if (spec.path("group_delivery_limit").asBoolean(true)) {
+                settings.add(set("share.delivery.count.limit", spec.get("delivery_limit").asText()));
+            }
+            admin.incrementalAlterConfigs(Map.of(new ConfigResource(ConfigResource.Type.GROUP, group), settings))
+                .all().get(60, TimeUnit.SECONDS);
         } catch (Exception e) {
             say("{\"error\":" + KchaosQueueClients.JSON.writeValueAsString("the share group's configuration: " + e) + "}");
             System.exit(2);
