@@ -42,7 +42,7 @@ acknowledgement). A run whose final drain did not complete leaves the undelivere
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,7 +64,7 @@ ACK_KINDS = ("accept", "release", "reject")
 NS_PER_S = 1_000_000_000
 
 
-@dataclass
+@dataclass(slots=True)
 class Delivery:
     """One record as one ok `share-poll` returned it."""
 
@@ -79,7 +79,7 @@ class Delivery:
     completed_ns: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Ack:
     """One acknowledgement of one record, and what the client was told of its commit."""
 
@@ -92,7 +92,7 @@ class Ack:
     completed: int | None  # None: never completed
 
 
-@dataclass
+@dataclass(slots=True)
 class Record:
     """Everything the history says of one record (partition, offset)."""
 
@@ -130,15 +130,20 @@ def add_seconds(into: dict[int, dict[str, Any]], more: Mapping[int, Mapping[str,
                 mine[k] += v
 
 
-def collect(ops: Iterable[Mapping[str, Any]]) -> Collected:
+def collect(ops: Iterable[Mapping[str, Any]], delivery: Callable[..., Any] = Delivery,
+            ack: Callable[..., Any] = Ack) -> Collected:
     """Pair each process's invocations with their completions (ops in history order; the ops of some processes
-    only give those processes' part, to be merged with `add_seconds` and the dicts' union)."""
+    only give those processes' part, to be merged with `add_seconds` and the dicts' union). `delivery` and `ack`
+    make each record's rows from Delivery's and Ack's fields, in order (the Spark tasks take plain tuples)."""
     c = Collected()
     open_polls: dict[int, tuple[int, int]] = {}  # process -> (index, time) of its outstanding share-poll
     open_acks: dict[int, list[tuple[int, list[Any]]]] = defaultdict(list)  # process -> its open share-acks
 
     def second(ns: int) -> dict[str, Any]:
-        return c.seconds.setdefault(ns // NS_PER_S, new_second())
+        row = c.seconds.get(ns // NS_PER_S)
+        if row is None:
+            row = c.seconds[ns // NS_PER_S] = new_second()
+        return row
     for n, op in enumerate(ops):
         f, t = op.get("f"), op.get("type")
         p: Any = op.get("process")
@@ -154,7 +159,7 @@ def collect(ops: Iterable[Mapping[str, Any]]) -> Collected:
                     second(int(op.get("time", 0)))["delivered"] += len(op["records"])
                 for part, off, value, count in op.get("records") or () if t == "ok" else ():
                     c.records[(part, off)].deliveries.append(
-                        Delivery(part, off, value, count, p, inv, index, inv_ns, int(op.get("time", 0))))
+                        delivery(part, off, value, count, p, inv, index, inv_ns, int(op.get("time", 0))))
         elif f == "share-ack":
             if t == "invoke":
                 open_acks[p].append((index, op.get("acks") or []))
@@ -164,7 +169,7 @@ def collect(ops: Iterable[Mapping[str, Any]]) -> Collected:
                 for part, off, kind, outcome in told:
                     if kind in ACK_KINDS:
                         second(int(op.get("time", 0)))[kind] += 1
-                    c.records[(part, off)].acks.append(Ack(part, off, kind, outcome if t == "ok" else "info", p, inv,
+                    c.records[(part, off)].acks.append(ack(part, off, kind, outcome if t == "ok" else "info", p, inv,
                                                            index))
         elif f == "share-leave" and t in ("ok", "info"):
             c.left[p].append((index, t == "info"))
@@ -173,7 +178,7 @@ def collect(ops: Iterable[Mapping[str, Any]]) -> Collected:
     for p, still in open_acks.items():  # never completed: unknown
         for inv, acks in still:
             for part, off, kind in acks:
-                c.records[(part, off)].acks.append(Ack(part, off, kind, "info", p, inv, None))
+                c.records[(part, off)].acks.append(ack(part, off, kind, "info", p, inv, None))
     return c
 
 

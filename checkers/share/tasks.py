@@ -1,7 +1,8 @@
 """The Spark share checker's tasks: the reference's own steps (`collect`, `judge_record`), run on pieces of the
 history that need nothing from each other.
 
-1. `route_task`, one per stretch of history.jsonl: each line goes, unparsed, to the file of its process's bucket.
+1. `route_task`, one per stretch of history.jsonl: each line goes, unparsed, to the file of its process's bucket,
+   but the sends': it returns the acknowledged ones (value, partition, offset) and drops the invocations.
 2. `collect_task`, one per process bucket: its lines, in history order, through the reference's `collect` (a
    process's invocations pair with its own completions only); its records go to files by record bucket, and it
    returns what is small (leaves, the final state, the per-second tallies) with its acknowledged sends.
@@ -12,7 +13,6 @@ Files live in the checker's work directory; tasks exchange nothing else.
 """
 from __future__ import annotations
 
-import pickle
 import re
 from pathlib import Path
 from typing import Any
@@ -37,80 +37,137 @@ from kchaos.checkers.share.reference import (
 
 __all__ = ["collect_task", "judge_task", "route_task"]
 
+# A send's lines: its invocation, which no step reads, and its acknowledgement, of which `collect` keeps only the
+# value, partition and offset. Most of a history's lines are these, so they are read here, not parsed as JSON.
+_SEND, _INVOKE, _OK = b'"f":"send"', b'"type":"invoke"', b'"type":"ok"'
 _PROCESS = re.compile(rb'"process":\s*("[^"]*"|-?\d+)')
+_ACKED = re.compile(rb'^\{"index":\d+,"time":\d+,"process":\d+,"type":"ok","f":"send","topic":"[^"]*",'
+                    rb'"partition":(\d+),"value":(-?\d+)(?:,"producer":\d+)?,"offset":(\d+|null)\}$')
 
 
-def _bucket(key: bytes | int, buckets: int) -> int:
-    return (int(key) if isinstance(key, int) or key.lstrip(b"-").isdigit() else sum(key)) % buckets
-
-
-def route_task(job: tuple[str, int, int, int, str, int]) -> int:
-    """Copy the lines of bytes [a, b) of the history into `work/r<r>.b<k>` by their process's bucket k (a line
-    without a process, or cut off, goes to bucket 0); the lines routed."""
+def route_task(job: tuple[str, int, int, int, str, int]) -> np.ndarray:
+    """Copy the lines of bytes [a, b) of the history, unparsed, into `work/r<r>.b<k>` by their process's bucket k
+    (a line without a process, or cut off, goes to bucket 0), but the sends': return the acknowledged sends as
+    rows (value, partition, offset or -1), in history order. A send's acknowledgement in the exact form kchaos
+    writes it is read by a pattern; any other is parsed and, if it is not plainly one, routed like the rest."""
     path, r, a, b, work, buckets = job
     with open(path, "rb") as fh:
         fh.seek(a)
         data = fh.read(b - a)
     out: list[list[bytes]] = [[] for _ in range(buckets)]
-    lines = 0
+    acked: list[tuple[int, int, int]] = []
+    search, exact = _PROCESS.search, _ACKED.match
     for line in data.split(b"\n"):
-        if not line.strip():
+        if not line:
             continue
-        m = _PROCESS.search(line)
-        out[_bucket(m.group(1), buckets) if m else 0].append(line)
-        lines += 1
-    for k, got in enumerate(out):
-        Path(work, f"r{r:04d}.b{k}").write_bytes(b"\n".join(got))
-    return lines
+        if _SEND in line:
+            if _INVOKE in line:
+                continue
+            if _OK in line:
+                m = exact(line)
+                if m:
+                    acked.append((int(m.group(2)), int(m.group(1)), -1 if m.group(3) == b"null" else int(m.group(3))))
+                    continue
+        m = search(line)
+        key = m.group(1) if m else b"0"
+        out[(int(key) if key[0] != 34 else sum(key)) % buckets].append(line)
+    for k, lines in enumerate(out):
+        Path(work, f"r{r:04d}.b{k}").write_bytes(b"\n".join(lines))
+    return np.array(acked, np.int64).reshape(-1, 3)
 
 
 def _ops(files: list[str]) -> list[dict[str, Any]]:
-    ops = []
+    """The ops of the routed lines in `files`, in order; a line that is not a JSON object (the cut-off last line
+    of a killed run) is skipped, as the reference's reader skips it."""
+    ops: list[dict[str, Any]] = []
+    loads, decode_error = orjson.loads, orjson.JSONDecodeError
     for f in files:
         for line in Path(f).read_bytes().split(b"\n"):
             if line:
                 try:
-                    op = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    continue  # the cut-off last line of a killed run, as the reference's reader skips it
+                    op = loads(line)
+                except decode_error:
+                    continue
                 if isinstance(op, dict):
                     ops.append(op)
     return ops
 
 
+# A record's rows, as arrays: deliveries (partition, offset, value, count, process, invoked, completed, invoked ns,
+# completed ns) and acknowledgements (partition, offset, kind, outcome, process, invoked, completed or -1).
+_KINDS = ("accept", "release", "reject")
+_OUTCOMES = ("ok", "fail", "info")
+_OTHER = "other"  # a kind or outcome the reference's rules name nowhere, which they treat as any other such string
+_KEY_BITS = 40  # offsets below 2**40: a record's key is partition << 40 | offset
+
+
+def _code(text: str, names: tuple[str, ...]) -> int:
+    return names.index(text) if text in names else len(names)
+
+
+def _name(code: int, names: tuple[str, ...]) -> str:
+    return names[code] if code < len(names) else _OTHER
+
+
 def collect_task(job: tuple[list[str], str, int, int]) -> dict[str, Any]:
-    """`collect` over one process bucket's lines (`files`, in stretch order); writes its records to
-    `work/c<k>.j<j>.pkl` by record bucket j and returns `left`, `state`, `seconds` and its acknowledged sends as
-    arrays (`acked`: value, partition, offset, -1 when unknown)."""
+    """`collect` over one process bucket's ops (`files`, in stretch order); writes its records' deliveries and
+    acknowledgements to `work/c<k>.j<j>.npz` by record bucket j (a record's partition and offset hashed) and returns
+    `left`, `state`, `seconds` and its acknowledged sends as arrays (`acked`: value, partition, offset or -1)."""
     files, work, k, record_buckets = job
-    c = collect(_ops(files))
-    # Plain tuples: the reference's classes travel by value to the workers, so pickle cannot name them.
-    parts: list[dict[tuple[int, int], tuple[list[tuple], list[tuple]]]] = [{} for _ in range(record_buckets)]
-    for (p, o), rec in c.records.items():
-        parts[hash((p, o)) % record_buckets][(p, o)] = ([tuple(vars(d).values()) for d in rec.deliveries],
-                                                         [tuple(vars(a).values()) for a in rec.acks])
-    for j, part in enumerate(parts):
-        Path(work, f"c{k:04d}.j{j}.pkl").write_bytes(pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
+    c = collect(_ops(files), _row, _ack_row)
+    ds = [d for rec in c.records.values() for d in rec.deliveries]
+    acks = [a for rec in c.records.values() for a in rec.acks]
+    d_rows = np.array(ds, np.int64).reshape(-1, 9)
+    a_rows = np.array(acks, np.int64).reshape(-1, 7)
+    d_bucket, a_bucket = _record_bucket(d_rows, record_buckets), _record_bucket(a_rows, record_buckets)
+    for j in range(record_buckets):
+        np.savez(Path(work, f"c{k:04d}.j{j}.npz"), d=d_rows[d_bucket == j], a=a_rows[a_bucket == j])
     acked = np.array([(v, p, -1 if o is None else o) for v, (p, o) in c.acked.items()], np.int64).reshape(-1, 3)
     return {"left": dict(c.left), "state": c.state, "seconds": c.seconds, "acked": acked}
+
+
+def _row(*fields: Any) -> tuple[Any, ...]:
+    return fields
+
+
+def _ack_row(p: int, o: int, kind: str, outcome: str, process: int, invoked: int, completed: int | None
+             ) -> tuple[int, ...]:
+    done = -1 if completed is None else completed
+    return p, o, _code(kind, _KINDS), _code(outcome, _OUTCOMES), process, invoked, done
+
+
+def _record_bucket(rows: np.ndarray, buckets: int) -> np.ndarray:
+    key = (rows[:, 0] << _KEY_BITS) | rows[:, 1]
+    return ((key.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)).astype(np.int64) % buckets
 
 
 def judge_task(job: tuple[list[str], dict[Any, list[tuple[int, bool]]], int, int]) -> dict[str, Any]:
     """`judge_record` over one record bucket (its files from every process bucket): per kind the count, the
     smallest MAX_EXAMPLES examples and the earliest MAX_MARKS completion times; redeliveries by cause, their
-    per-second tallies, and the values delivered."""
+    per-second tallies, and the values delivered. A record delivered once, none of whose acknowledgements
+    completed before that delivery was invoked, can only be over the limit: that is decided on the arrays; every
+    other record goes through `judge_record`."""
     files, left, limit, lock_ns = job
-    records: dict[tuple[int, int], Record] = {}
-    for f in files:
-        for key, (deliveries, acks) in pickle.loads(Path(f).read_bytes()).items():
-            mine = records.setdefault(key, Record())
-            mine.deliveries += [Delivery(*d) for d in deliveries]
-            mine.acks += [Ack(*a) for a in acks]
+    loaded = [np.load(f) for f in files]
+    d = np.concatenate([x["d"] for x in loaded]) if loaded else np.zeros((0, 9), np.int64)
+    a = np.concatenate([x["a"] for x in loaded]) if loaded else np.zeros((0, 7), np.int64)
+    d_key, a_key = (d[:, 0] << _KEY_BITS) | d[:, 1], (a[:, 0] << _KEY_BITS) | a[:, 1]
+    keys, first, n = np.unique(d_key, return_index=True, return_counts=True)
+    once = keys[n == 1]
+    invoked_once = d[first[n == 1], 5]
+    at = np.clip(np.searchsorted(once, a_key), 0, max(len(once) - 1, 0))
+    early = (len(once) > 0) & (once[at] == a_key) & (a[:, 6] >= 0) & (a[:, 6] < invoked_once[at]) if len(once) \
+        else np.zeros(len(a), bool)
+    judged = np.union1d(keys[n > 1], a_key[early])  # the records judged one by one
     found: dict[str, list[list[int]]] = {k: [] for k in SHARE_KINDS}
     marks: dict[str, list[int]] = {k: [] for k in SHARE_KINDS}
+    simple = ~np.isin(d_key, judged)
+    over = d[simple & (d[:, 3] > limit)]
+    found["over_delivery_limit"] += [[int(p), int(o), int(v)] for p, o, v in over[:, :3]]
+    marks["over_delivery_limit"] += [int(ns) for ns in over[:, 8]]
     causes = dict.fromkeys(CAUSES, 0)
     seconds: dict[int, dict[str, Any]] = {}
-    for (p, o), rec in records.items():
+    for (p, o), rec in _records(d[~simple], a[np.isin(a_key, judged)]).items():
         anomalies, redelivered = judge_record(p, o, rec, left, limit, lock_ns)
         for kind, where, ns in anomalies:
             found[kind].append(where)
@@ -118,10 +175,20 @@ def judge_task(job: tuple[list[str], dict[Any, list[tuple[int, bool]]], int, int
         for cause, ns in redelivered:
             causes[cause] += 1
             seconds.setdefault(ns // NS_PER_S, new_second())["redelivered"][cause] += 1
-    delivered = np.unique(np.array([d.value for rec in records.values() for d in rec.deliveries], np.int64))
     return {"found": {k: (len(v), sorted(v)[:MAX_EXAMPLES]) for k, v in found.items()},
             "marks": {k: sorted(v)[:MAX_MARKS] for k, v in marks.items()}, "causes": causes, "seconds": seconds,
-            "delivered": delivered}
+            "delivered": np.unique(d[:, 2])}
+
+
+def _records(d: np.ndarray, a: np.ndarray) -> dict[tuple[int, int], Record]:
+    records: dict[tuple[int, int], Record] = {}
+    for p, o, v, count, proc, inv, comp, inv_ns, comp_ns in d.tolist():
+        records.setdefault((p, o), Record()).deliveries.append(Delivery(p, o, v, count, proc, inv, comp, inv_ns,
+                                                                        comp_ns))
+    for p, o, kind, outcome, proc, inv, comp in a.tolist():
+        records.setdefault((p, o), Record()).acks.append(Ack(p, o, _name(kind, _KINDS), _name(outcome, _OUTCOMES),
+                                                             proc, inv, None if comp < 0 else comp))
+    return records
 
 
 def merge_seconds(parts: list[dict[int, dict[str, Any]]]) -> dict[int, dict[str, Any]]:
