@@ -20,7 +20,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeGuard, cast
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import DataFrame, SparkSession
@@ -239,3 +239,13 @@ def read_history_df(spark: SparkSession, path: str) -> DataFrame:
             link.symlink_to(target)
         target = link
     return spark.read.schema(HISTORY_SCHEMA).parquet(str(target))
+
+
+def run_tasks(sc: SparkContext, what: str, fn: Any, jobs: list[Any]) -> list[Any]:
+    """`fn` of each job as one Spark task (a job per task, in order), under the job description `what`; the
+    results in the jobs' order."""
+    sc.setJobDescription(what)
+    try:
+        return sc.parallelize(jobs, max(1, len(jobs))).map(fn).collect()
+    finally:
+        sc.setJobDescription(None)  # type: ignore[arg-type]  # pyspark types it str; None (Java's null) clears it

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 __all__ = ["EVIDENCE_DIR", "RAW_DIR", "COLLECT_FILE", "METADATA_DIR", "SEGMENTS_FILE", "METADATA_FILE", "ISR_FILE",
            "HISTORY_START_KEY", "SHARE_STATE_DIR", "TXN_STATE_DIR", "TXN_STATE_FILE", "TXN_EXPLANATION_FILE",
-           "read_isr", "read_jsonl"]
+           "read_isr", "read_json_object", "read_jsonl"]
 
 HISTORY_START_KEY = "history_start_unix_ms"  # in test.json: the wall clock (unix ms) at history time 0
 
@@ -30,6 +31,15 @@ TXN_STATE_DIR = "__transaction_state"  # the transaction coordinators' log: RAW_
 SHARE_STATE_DIR = "__share_group_state"  # the share coordinators' log: RAW_DIR/<node>/__share_group_state-<p>
 TXN_STATE_FILE = "txn_state.jsonl"  # in EVIDENCE_DIR: every transactional id's state changes, decoded
 TXN_EXPLANATION_FILE = "txn_explanation.json"  # in EVIDENCE_DIR: a txn run's anomalous transactions explained
+
+
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """A JSON file's object (an explanation, say), or None when it is absent, unreadable or not an object."""
+    try:
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) else None
 
 
 def read_jsonl(path: Path) -> Iterator[dict]:

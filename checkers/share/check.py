@@ -18,7 +18,7 @@ from kchaos.checkers.share import reference as share_reference
 from kchaos.checkers.share import tasks as share_tasks
 from kchaos.checkers.share.reference import CAUSES, MAX_EXAMPLES, SHARE_KINDS, summary
 from kchaos.checkers.share.tasks import collect_task, judge_task, merge_seconds, route_task
-from kchaos.checkers.spark import spark_context
+from kchaos.checkers.spark import run_tasks, spark_context
 
 __all__ = ["SHARE", "SHARE_COUNTS", "SHARE_KINDS", "ShareChecker", "check_share_spark"]
 
@@ -34,11 +34,7 @@ for _module in (share_reference, share_tasks, sys.modules[__name__]):
 
 
 def _run(sc: SparkContext, what: str, fn: Any, jobs: list[Any]) -> list[Any]:
-    sc.setJobDescription(f"kchaos share check: {what}")
-    try:
-        return sc.parallelize(jobs, max(1, len(jobs))).map(fn).collect()
-    finally:
-        sc.setJobDescription(None)  # type: ignore[arg-type]  # pyspark types it str; None (Java's null) clears it
+    return run_tasks(sc, f"kchaos share check: {what}", fn, jobs)
 
 
 def check_share_spark(sc: SparkContext, history: Path, limit: int, lock_ms: int,

@@ -24,7 +24,7 @@ from pyspark import SparkContext, cloudpickle
 
 from kchaos.checkers.history_scan import split
 from kchaos.checkers.parquet import CheckInputError
-from kchaos.checkers.spark import spark_context
+from kchaos.checkers.spark import run_tasks, spark_context
 from kchaos.checkers.txn import flat as txn_flat
 from kchaos.checkers.txn import lines as txn_lines
 from kchaos.checkers.txn import tasks as txn_tasks
@@ -49,11 +49,7 @@ for _module in (txn_lines, txn_flat, txn_tasks, sys.modules[__name__]):
 
 
 def _run(sc: SparkContext, what: str, fn: Any, jobs: list[Any]) -> list[Any]:
-    sc.setJobDescription(f"kchaos txn check: {what}")
-    try:
-        return sc.parallelize(jobs, max(1, len(jobs))).map(fn).collect()
-    finally:
-        sc.setJobDescription(None)  # type: ignore[arg-type]  # pyspark types it str; None (Java's null) clears it
+    return run_tasks(sc, f"kchaos txn check: {what}", fn, jobs)
 
 
 def check_txn_spark(sc: SparkContext, history: Path, test: dict[str, Any] | None,

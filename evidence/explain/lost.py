@@ -40,6 +40,7 @@ from kchaos.evidence.explain.facts import Facts, load_facts, node_names
 from kchaos.evidence.explain.fates import LostRange, replica_fates
 from kchaos.evidence.explain.groups import LostGroup, group_ranges
 from kchaos.evidence.explain.why import pick_faults, why
+from kchaos.evidence.files import read_json_object
 from kchaos.evidence.kafka_logs import dump
 
 __all__ = ["EXPLANATION_FILE", "Explanation", "explain", "load_explanation"]
@@ -223,9 +224,5 @@ def explain(run: Path, libs: Path | None = None, dumper: Dumper = dump,
 
 def load_explanation(run: Path) -> dict[str, Any] | None:
     """RUN/evidence/explanation.json as a dict, or None when absent or unreadable."""
-    try:
-        d = json.loads((Path(run) / EVIDENCE_DIR / EXPLANATION_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return d if isinstance(d, dict) else None
+    return read_json_object(Path(run) / EVIDENCE_DIR / EXPLANATION_FILE)
 

@@ -31,7 +31,7 @@ from typing import Any
 from kchaos.core.history import HistoryError, read_history
 from kchaos.evidence import EvidenceError
 from kchaos.evidence.decode import Dumper, FindLibs, check_run, history_clock
-from kchaos.evidence.files import EVIDENCE_DIR, ISR_FILE, RAW_DIR, read_isr
+from kchaos.evidence.files import EVIDENCE_DIR, ISR_FILE, RAW_DIR, read_isr, read_json_object
 from kchaos.evidence.kafka_logs import dump
 from kchaos.evidence.share_log import ShareState, decode_share
 
@@ -196,11 +196,7 @@ def explain_share(run: Path, libs: Path | None = None, dumper: Dumper = dump,
 
 def load_share_explanation(run: Path) -> dict[str, Any] | None:
     """RUN/evidence/share_explanation.json as a dict, or None when absent or unreadable."""
-    try:
-        d = json.loads((Path(run) / EVIDENCE_DIR / SHARE_EXPLANATION_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return d if isinstance(d, dict) else None
+    return read_json_object(Path(run) / EVIDENCE_DIR / SHARE_EXPLANATION_FILE)
 
 
 def share_lines(explanation: dict[str, Any], every: bool = False) -> list[str]:

@@ -33,7 +33,7 @@ from kchaos.evidence.decode import Dumper, FindLibs, check_run, decode
 from kchaos.evidence.explain.txn_facts import KINDS, TxnOp, anomalies, anomalous_ops, client_log, load_txn_ops
 from kchaos.evidence.explain.txn_fates import TxnStory, txn_fates
 from kchaos.evidence.explain.txn_why import HEADS, cause
-from kchaos.evidence.files import EVIDENCE_DIR, TXN_EXPLANATION_FILE
+from kchaos.evidence.files import EVIDENCE_DIR, TXN_EXPLANATION_FILE, read_json_object
 from kchaos.evidence.kafka_logs import dump
 from kchaos.evidence.txn_decode import TxnEvidence, decode_txn
 
@@ -143,8 +143,4 @@ def explain_txn(run: Path, libs: Path | None = None, dumper: Dumper = dump,
 
 def load_txn_explanation(run: Path) -> dict[str, Any] | None:
     """RUN/evidence/txn_explanation.json as a dict, or None when absent or unreadable."""
-    try:
-        d = json.loads((Path(run) / EVIDENCE_DIR / TXN_EXPLANATION_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return d if isinstance(d, dict) else None
+    return read_json_object(Path(run) / EVIDENCE_DIR / TXN_EXPLANATION_FILE)
