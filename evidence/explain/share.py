@@ -20,6 +20,12 @@ A regressed delivery count gets a cause where the log tells it:
 - `written_then_lost`: the coordinator's log held a count as high as the earlier delivery's before the
   later delivery, and the later delivery still carried a lower or equal one: written state not read back.
 
+A record delivered again after an ACCEPT or REJECT the client was told committed gets one too:
+
+- `done_never_written`: no state record held it done (acknowledged, archived, or below the start offset) before
+  it came back: the acknowledgement the client was told committed never reached the log.
+- `done_then_redelivered`: the log held it done, and it came back all the same.
+
 It writes RUN/evidence/share_explanation.json and returns it.
 """
 from __future__ import annotations
@@ -42,6 +48,9 @@ HEADS = {
     "acquisition_unwritten": "its earlier acquisition was never written to the share coordinator's log, and the "
                              "share-partition leader that counted it did not survive",
     "written_then_lost": "the share coordinator's log held the higher count, and a later delivery carried a lower one",
+    "done_never_written": "the client was told its acknowledgement committed, but the share coordinator's log never "
+                          "held the record done before it came back (KAFKA-20330's class)",
+    "done_then_redelivered": "the share coordinator's log held the record done, and it was delivered again",
     "unexplained": "the share coordinator's log does not say why",
 }
 
@@ -135,6 +144,30 @@ def _regressed(deliveries: list[dict], state: list[dict]) -> tuple[str, str]:
     return "unexplained", "no later delivery carried a lower or equal count"
 
 
+# The delivery state a committed acknowledgement of each kind leaves in the share coordinators' log.
+_DONE = {"accept": "acknowledged", "reject": "archived"}
+
+
+def _after_done(kind: str, deliveries: list[dict], acks: list[dict], state: list[dict]) -> tuple[str, str]:
+    """(cause, sentence) of a record delivered again after an ACCEPT (`kind` accept) or REJECT the client was told
+    committed: whether the coordinators' log ever held it done before that delivery."""
+    for ack in acks:
+        if ack["kind"] != kind or ack["outcome"] != "ok":
+            continue
+        later = next((d for d in deliveries if d["t"] > ack["t"]), None)
+        if later is None:
+            continue
+        done = [r for r in state if r["t"] is not None and r["t"] <= later["t"]
+                and r.get("state") in (_DONE[kind], "below the start offset")]
+        told = f"the client was told its {kind.upper()} committed at {ack['t']} s"
+        if done:
+            return "done_then_redelivered", (f"{told}; the log held it {done[-1]['state']} at {done[-1]['t']} s "
+                                             f"({done[-1]['at']}), yet it was delivered again at {later['t']} s")
+        return "done_never_written", (f"{told}, but no state record held it {_DONE[kind]} before it was "
+                                      f"delivered again at {later['t']} s")
+    return "unexplained", ""
+
+
 def explain_share(run: Path, libs: Path | None = None, dumper: Dumper = dump,
                   find_libs: FindLibs | None = None) -> dict[str, Any]:
     """(Re)build the explanation of a share run's example records; write share_explanation.json; return it.
@@ -178,6 +211,8 @@ def explain_share(run: Path, libs: Path | None = None, dumper: Dumper = dump,
             state = _state(states, topic_id, p, o, clock)
             if kind == "delivery_count_regressed":
                 cause, why = _regressed(f["deliveries"], state)
+            elif kind in ("redelivered_after_accept", "redelivered_after_reject"):
+                cause, why = _after_done(kind.rsplit("_", 1)[1], f["deliveries"], f["acks"], state)
             else:
                 cause, why = "unexplained", ""
             records.append({"kind": kind, "partition": p, "offset": o, "value": rest[0] if rest else None,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kchaos.core.workload_kind import kind_of
-from kchaos.evidence.explain.share import _regressed, explain_share, load_share_explanation, share_lines
+from kchaos.evidence.explain.share import _after_done, _regressed, explain_share, load_share_explanation, share_lines
 from kchaos.evidence.kafka_logs import dump, parse_dump
 from kchaos.evidence.share_log import SHARE_STATE_FILE, share_states
 
@@ -102,3 +102,23 @@ def test_the_share_workload_explains_a_run_with_any_share_anomaly():
     explainer = kind_of("share").explainer
     assert explainer.wanted({"delivery_count_regressed": 1}) and not explainer.wanted({"redelivered": 9})
     assert json.loads((RUN / "results.json").read_text())["checkers"]["share"]["examples"]
+
+
+@pytest.mark.parametrize("kind, state, cause", [
+    ("accept", [], "done_never_written"),
+    ("accept", [{"t": 1.5, "state": "available", "count": 1, "at": "__share_group_state-0@3"}], "done_never_written"),
+    ("accept", [{"t": 1.5, "state": "acknowledged", "count": 1, "at": "__share_group_state-0@3"}],
+     "done_then_redelivered"),
+    ("accept", [{"t": 2.5, "state": "acknowledged", "count": 1, "at": "__share_group_state-0@3"}],
+     "done_never_written"),  # written only after it came back
+    ("reject", [{"t": 1.5, "state": "archived", "count": 1, "at": "__share_group_state-0@3"}], "done_then_redelivered"),
+    ("reject", [{"t": 1.5, "state": "acknowledged", "count": 1, "at": "__share_group_state-0@3"}],
+     "done_never_written"),
+])
+def test_a_redelivery_after_a_committed_acknowledgement_is_told_by_what_the_log_held(kind, state, cause):
+    deliveries = [{"t": 1.0, "process": 4, "count": 1}, {"t": 2.0, "process": 5, "count": 2}]
+    acks = [{"t": 1.2, "process": 4, "kind": "release", "outcome": "ok"},
+            {"t": 1.3, "process": 4, "kind": kind, "outcome": "ok"}]
+    got, why = _after_done(kind, deliveries, acks, state)
+    assert got == cause and f"{kind.upper()} committed at 1.3 s" in why
+    assert _after_done(kind, deliveries, [{**acks[1], "outcome": "info"}], state)[0] == "unexplained"
