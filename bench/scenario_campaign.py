@@ -103,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         with open(a.lock, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             print(f"{time.strftime('%H:%M:%S')} {' '.join(args)}", flush=True)
-            subprocess.run([*kchaos, *args], check=False, env=env, cwd=REPO)
+            # The repetition holds the lock too (the same open file): a campaign killed mid-repetition leaves the
+            # cluster locked until that repetition ends, so nothing else starts a cluster beside it.
+            subprocess.run([*kchaos, *args], check=False, env=env, cwd=REPO, pass_fds=(lock.fileno(),))
         runs = [p for p in (Path(store) / "scenarios" / scenario).iterdir() if p.is_dir() and not p.is_symlink()]
         newest = max(runs, key=lambda p: p.name)
         subprocess.run([sys.executable, str(REPO / "bench" / "scenario_rates.py"), str(newest), "--record"],
