@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, cast
 
 import numpy as np
 from matplotlib.lines import Line2D
@@ -242,6 +242,28 @@ class MarkStyle(TypedDict):
     markersize: float
     markerfacecolor: NotRequired[str]
     mew: NotRequired[float]
+
+
+class RowMarkStyle(MarkStyle):
+    """A kind's marker style and its row along the top of a plot (`y`, in axes fraction)."""
+
+    y: float
+
+
+def mark_rows(ax: Any, styles: Mapping[str, RowMarkStyle], marks: Mapping[str, Sequence[float]] | None,
+              counts: Mapping[str, int] | None) -> list[Line2D]:
+    """Each kind of `styles` with `marks` (times) or a count a row of markers along `ax`'s top; its legend entries,
+    each giving the checker's count (`counts`) and how many were marked."""
+    out = []
+    for kind, style in styles.items():
+        at = list((marks or {}).get(kind) or [])
+        n = (counts or {}).get(kind) or 0
+        if not at and not n:
+            continue
+        y, s = style["y"], cast(MarkStyle, {k: v for k, v in style.items() if k != "y"})  # cast: the style less y
+        ax.plot(at, [y] * len(at), linestyle="none", transform=ax.get_xaxis_transform(), clip_on=False, **s)
+        out.append(Line2D([], [], linestyle="none", label=f"{kind} ({n}; {len(at)} marked)", **s))
+    return out
 
 
 MARK_STYLES = {  # drawn in this order, so crosses (lost) stay visible on top of circles and diamonds

@@ -5,14 +5,14 @@ plot. It returns PNG bytes and never raises on empty input.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 from matplotlib.lines import Line2D
 
 from kchaos.core.faults import FaultCatalogue
 from kchaos.reports.run.plot_frame import fault_spans, figure, finish, mark_rebalances, note, shade
-from kchaos.reports.run.plots import MarkStyle
+from kchaos.reports.run.plots import RowMarkStyle, mark_rows
 from kchaos.reports.run.png_cache import cached
 
 __all__ = ["ACK_COLORS", "CAUSE_COLORS", "MARK_STYLES", "share_png"]
@@ -23,18 +23,12 @@ CAUSE_LABELS = {"release": "after a release", "failed_accept": "after an accept 
                 "crash": "after the holder left or crashed", "lock_timeout": "after a lock expired"}
 
 
-class ShareMarkStyle(MarkStyle):
-    """A kind's marker style and its row (`y`, in axes fraction)."""
-
-    y: float
-
-
 # Ticks along the top of the upper panel at the time of each anomalous delivery, one row per kind.
-MARK_STYLES = {"redelivered_after_accept": ShareMarkStyle(marker="v", color="#d62728", markersize=8, y=0.96),
-               "redelivered_after_reject": ShareMarkStyle(marker="v", color="#8b0000", markersize=8, y=0.90),
-               "over_delivery_limit": ShareMarkStyle(marker="X", color="#d62728", markersize=8, y=0.84),
-               "concurrent_acquisition": ShareMarkStyle(marker="D", color="#8b0000", markersize=6, y=0.78),
-               "delivery_count_regressed": ShareMarkStyle(marker="|", color="#a50f15", markersize=10, mew=2.0, y=0.72)}
+MARK_STYLES = {"redelivered_after_accept": RowMarkStyle(marker="v", color="#d62728", markersize=8, y=0.96),
+               "redelivered_after_reject": RowMarkStyle(marker="v", color="#8b0000", markersize=8, y=0.90),
+               "over_delivery_limit": RowMarkStyle(marker="X", color="#d62728", markersize=8, y=0.84),
+               "concurrent_acquisition": RowMarkStyle(marker="D", color="#8b0000", markersize=6, y=0.78),
+               "delivery_count_regressed": RowMarkStyle(marker="|", color="#a50f15", markersize=10, mew=2.0, y=0.72)}
 
 
 def _steps(ax, edges: np.ndarray, counts: np.ndarray, **kw: Any) -> list[Line2D]:
@@ -85,14 +79,7 @@ def share_png(per_second: Sequence[Mapping[str, Any]], windows: Sequence[Mapping
             note(bottom, "nothing was redelivered")
     else:
         note(top, "nothing was delivered")
-    for kind, style in MARK_STYLES.items():
-        when = list((marks or {}).get(kind) or [])
-        n = (counts or {}).get(kind) or 0
-        if not when and not n:
-            continue
-        y, s = style["y"], cast(MarkStyle, {k: v for k, v in style.items() if k != "y"})  # cast: the style less y
-        top.plot(when, [y] * len(when), linestyle="none", transform=top.get_xaxis_transform(), clip_on=False, **s)
-        lines.append(Line2D([], [], linestyle="none", label=f"{kind} ({n}; {len(when)} marked)", **s))
+    lines += mark_rows(top, MARK_STYLES, marks, counts)
     top.set_ylabel("records / s")
     bottom.set_ylabel("redeliveries / s")
     # The legend goes under the plot: the marks run along the top panel's top and the steps fill both.

@@ -5,30 +5,24 @@ Like every run plot, each returns PNG bytes and never raises on empty input.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 from matplotlib.lines import Line2D
 
 from kchaos.core.faults import FaultCatalogue
 from kchaos.reports.run.plot_frame import fault_spans, figure, finish, mark_rebalances, note, shade
-from kchaos.reports.run.plots import TYPE_COLORS, MarkStyle
+from kchaos.reports.run.plots import TYPE_COLORS, RowMarkStyle, mark_rows
 from kchaos.reports.run.png_cache import cached
 
 __all__ = ["OUTCOMES", "MARK_STYLES", "per_second", "txn_latency_png", "txn_png"]
 
 
-class TxnMarkStyle(MarkStyle):
-    """A kind's marker style and its row (`y`, in axes fraction)."""
-
-    y: float
-
-
 OUTCOMES = {"ok": "committed (ok)", "fail": "aborted (fail)", "info": "indefinite (info)"}
 # Ticks along the top of the plot at the time of the op that shows the anomaly, one row per kind.
-MARK_STYLES = {"G1a": TxnMarkStyle(marker="v", color="#d62728", markersize=8, y=0.96),
-               "torn_transaction": TxnMarkStyle(marker="X", color="#8b0000", markersize=8, y=0.90),
-               "aborted_read": TxnMarkStyle(marker="|", color="#9467bd", markersize=9, mew=1.2, y=0.84)}
+MARK_STYLES = {"G1a": RowMarkStyle(marker="v", color="#d62728", markersize=8, y=0.96),
+               "torn_transaction": RowMarkStyle(marker="X", color="#8b0000", markersize=8, y=0.90),
+               "aborted_read": RowMarkStyle(marker="|", color="#9467bd", markersize=9, mew=1.2, y=0.84)}
 
 
 def per_second(done_s: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -62,14 +56,7 @@ def txn_png(done_s: np.ndarray, types: np.ndarray, windows: Sequence[Mapping[str
             c = series[t]
             lines += ax.plot(edges, np.append(c, c[-1]), drawstyle="steps-post", color=TYPE_COLORS[t], linewidth=1.2,
                              label=f"{label} ({int((types == t).sum())})")
-    for kind, style in MARK_STYLES.items():
-        at = list((marks or {}).get(kind) or [])
-        n = (counts or {}).get(kind) or 0
-        if not at and not n:
-            continue
-        y, s = style["y"], cast(MarkStyle, {k: v for k, v in style.items() if k != "y"})  # cast: the style less y
-        ax.plot(at, [y] * len(at), linestyle="none", transform=ax.get_xaxis_transform(), clip_on=False, **s)
-        lines.append(Line2D([], [], linestyle="none", label=f"{kind} ({n}; {len(at)} marked)", **s))
+    lines += mark_rows(ax, MARK_STYLES, marks, counts)
     if len(done_s):
         ax.set_ylim(0, max((int(c.max()) for c in series.values()), default=1) * 1.25 + 0.5)
     else:
