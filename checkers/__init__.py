@@ -27,8 +27,9 @@ from kchaos.checkers.verdict.promise_run import loss_section
 from kchaos.core.faults import FaultsError, read_faults
 from kchaos.core.promise import Promise
 from kchaos.core.workload_kind import KINDS, UnknownWorkload, WorkloadKind, kind_of, name_of
-from kchaos.evidence.decode import FindLibs, decode
-from kchaos.evidence.files import EVIDENCE_DIR, RAW_DIR
+from kchaos.evidence.agreement import agreement
+from kchaos.evidence.decode import FindLibs, decode, decode_metadata
+from kchaos.evidence.files import EVIDENCE_DIR, RAW_DIR, VIEWS_FILE
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,8 @@ def _write_result(history: Path, kind: WorkloadKind, composed: dict[str, Any], f
     result["checkers"] = {k: v for k, v in composed.items() if k != "valid"}
     if (logged := kafka_errors(history.parent, spark_master, history=facts)) is not None:
         result["kafka_errors"] = logged
+    if find_libs is not None and (agreed := _agreement(history.parent, test, facts, find_libs)) is not None:
+        result["agreement"] = agreed
     # The checkers' merged `valid` counts every anomaly; the run's word also weighs what the configuration allows.
     result = judged(result, test)
     _write_json(history.parent / RESULTS_FILE, result)
@@ -154,6 +157,22 @@ def _decode(run: Path, find_libs: FindLibs) -> None:
         decode(run, find_libs=find_libs)
     except Exception:
         log.exception("evidence not decoded before judging the loss")
+
+
+def _agreement(run: Path, test: Mapping[str, Any], facts: HistoryScan, find_libs: FindLibs) -> dict[str, Any] | None:
+    """results.json's `agreement` (`kchaos.evidence.agreement`): the brokers' views against the metadata log, and
+    the in-sync replicas against each other; None for a run that sampled no views."""
+    if not (run / EVIDENCE_DIR / VIEWS_FILE).is_file():
+        return None
+    meta, notes = decode_metadata(run, find_libs)
+    corrupted = {(node, int(c.get("partition", -1))) for op in facts.nemesis
+                 if op.get("f") == "corrupt" and op.get("type") == "ok"
+                 for node, c in (op.get("corrupted") or {}).items() if isinstance(c, Mapping)}
+    topic = (test.get("topic") or {}).get("name") or "kchaos"
+    section = agreement(run, meta, topic, corrupted)
+    if section is not None and notes:
+        section["notes"] = [*notes, *section.get("notes", [])]
+    return section
 
 
 def judge_run(run: Path) -> Judgement:

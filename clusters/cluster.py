@@ -342,6 +342,13 @@ class KafkaCluster:
         """Whether a Kafka process exists on `node` (a paused one counts)."""
         return self._guard(self.node(node).is_running)
 
+    def wipe(self, node: str) -> str:
+        """Replace `node`'s disk, its Kafka stopped: a broker's storage emptied and formatted anew with the
+        cluster's id; a controller (combined mode) keeps its metadata log, since a KRaft voter that forgot its
+        log could vote committed metadata away. Returns what was wiped."""
+        keep = self.by_name[node].is_controller
+        return str(self._guard(lambda: self.node(node).wipe(self.cluster_id, keep, self.cfg.kafka_features)))
+
     def fault_ctl(self, node: str, *args: str) -> str:
         """Run `fault-ctl ARGS`, the node's fault script, on `node`; ClusterError quoting it on failure."""
         return self._guard(lambda: self.node(node).fault_ctl(*args))

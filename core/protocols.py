@@ -25,6 +25,9 @@ class Topology(Protocol):
     def node_of(self, node_id: int) -> str | None:
         """The node with Kafka id `node_id`, or None (e.g. for -1, "no leader")."""
 
+    def id_of(self, node: str) -> int:
+        """The Kafka id (`node.id`) of `node`."""
+
     def address(self, node: str) -> str:
         """`node`'s address on the cluster network."""
 
@@ -80,6 +83,14 @@ class NodeControl(Topology, Protocol):
         undone by the nemeses that made them, never by the cluster."""
 
 
+class Disks(NodeControl, Protocol):
+    """Replacing a node's disk: what the wipe nemesis needs."""
+
+    def wipe(self, node: str) -> str:
+        """Empty `node`'s Kafka storage as a replaced disk leaves it and format it anew with the cluster's id
+        (a controller keeps its metadata log); Kafka must be stopped. Returns what was wiped."""
+
+
 class Releases(Protocol):
     """The Kafka release each node runs, for a rolling upgrade."""
 
@@ -113,7 +124,7 @@ class NodeFiles(Protocol):
 
 
 @runtime_checkable
-class Cluster(RollingUpgrade, NodeFiles, Protocol):
+class Cluster(RollingUpgrade, Disks, NodeFiles, Protocol):
     """A running Kafka cluster of named nodes (Jepsen's DB): its lifecycle, and every smaller protocol. The runner
     holds one; a workload, nemesis or evidence step asks only for the protocol it uses."""
 

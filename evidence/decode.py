@@ -43,7 +43,7 @@ from kchaos.evidence.files import (
 from kchaos.evidence.kafka_logs import Batch, DumpError, dump, metadata_records, parse_dump, read_epoch_checkpoint
 from kchaos.evidence.kraft_metadata import MetadataLog, replay
 
-__all__ = ["EVIDENCE_DIR", "Clock", "Evidence", "check_run", "decode", "history_clock", "value_of"]
+__all__ = ["EVIDENCE_DIR", "Clock", "Evidence", "check_run", "decode", "decode_metadata", "history_clock", "value_of"]
 
 START_KEY = HISTORY_START_KEY
 _INT = re.compile(r"-?\d+")
@@ -182,6 +182,20 @@ def _decode_metadata(raw: Path, libs: Path, notes: list[str], dumper: Dumper
         notes.append(f"{node}'s metadata log starts at offset {records[0]['offset']} (older records were "
                      "snapshotted away): partitions created before it have no timeline")
     return replay(records), node
+
+
+def decode_metadata(run: Path, find_libs: FindLibs, dumper: Dumper = dump) -> tuple[MetadataLog | None, list[str]]:
+    """The run's KRaft metadata log replayed (the longest copy among its nodes), with notes on what was missing; the
+    tool's output is kept in this process, so a later `decode` of the same files does not run it again. (None,
+    [why]) for a run without a metadata log, a test.json or the jars to decode with."""
+    run = Path(run)
+    notes: list[str] = []
+    try:
+        test = json.loads((run / "test.json").read_text(encoding="utf-8"))
+        meta, _ = _decode_metadata(run / EVIDENCE_DIR / RAW_DIR, find_libs(test), notes, dumper)
+    except (DumpError, OSError, RuntimeError, ValueError) as e:
+        return None, [*notes, f"metadata log not decoded: {e}"]
+    return meta, notes
 
 
 def _metadata_rows(meta: MetadataLog, topic: str, clock: Clock) -> list[dict[str, Any]]:

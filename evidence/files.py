@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["EVIDENCE_DIR", "RAW_DIR", "COLLECT_FILE", "METADATA_DIR", "SEGMENTS_FILE", "METADATA_FILE", "ISR_FILE",
+           "VIEWS_FILE",
            "HISTORY_START_KEY", "SHARE_STATE_DIR", "TXN_STATE_DIR", "TXN_STATE_FILE", "TXN_EXPLANATION_FILE",
            "read_isr", "read_json_object", "read_jsonl"]
 
 HISTORY_START_KEY = "history_start_unix_ms"  # in test.json: the wall clock (unix ms) at history time 0
 
+VIEWS_FILE = "views.json"  # in EVIDENCE_DIR: every broker's own view of the partitions at the end (clusters.views)
 ISR_FILE = "isr.jsonl"  # in the run directory: the ISR of every partition, sampled each second by the harness's monitor
 
 EVIDENCE_DIR = "evidence"  # under the run directory

@@ -183,11 +183,11 @@ def _external_faults(cfg: TestConfig, hosts: HostsFile) -> None:
     """ConfigError for a fault an operator's own Kafka cannot take: kchaos cannot put its log directory
     on lazyfs (power and disk faults), cannot name its process for a duty cycle (cpu-starve), does not own
     its jars (upgrade), does not start it under libfaketime (clock faults), only reads its data_dir (corrupt
-    would write into its segments), and pauses it only with the file's pause and resume commands."""
+    would write into its segments, wipe empty it), and pauses it only with the file's pause and resume commands."""
     n = cfg.nemesis
     specs = [s for s in n.names if s not in ("none", "mix")]
     bad = [s for s in specs if nemeses.split(s)[0].needs_lazyfs or nemeses.split(s)[0].needs_faketime
-           or nemeses.split(s)[0].name in ("cpu-starve", "upgrade", "corrupt")]
+           or nemeses.split(s)[0].name in ("cpu-starve", "upgrade", "corrupt", "wipe")]
     if "mix" in n.names and nemeses.needs_lazyfs(("mix",), n.mix_families):
         fams = lazy_families(n.mix_families)
         bad.append(f"mix (its {', '.join(fams)} famil{'y' if len(fams) == 1 else 'ies'})")

@@ -38,7 +38,7 @@ from kchaos.core.protocols import Cluster, Workload
 from kchaos.core.send_stream import merge_streams
 from kchaos.core.store import add_to_test_json, load_test_json, new_run_dir, versions, write_test_json
 from kchaos.core.workload_kind import Explainer, kind_of
-from kchaos.evidence.files import HISTORY_START_KEY, ISR_FILE
+from kchaos.evidence.files import EVIDENCE_DIR, HISTORY_START_KEY, ISR_FILE, VIEWS_FILE
 from kchaos.harness.build import Test, build_test, preflight
 from kchaos.harness.monitor import IsrMonitor
 from kchaos.harness.phases import WORKLOAD, Phases
@@ -205,6 +205,7 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         if not all(complete.values()):
             say(f"[yellow]final read incomplete for partitions {[p for p, c in complete.items() if not c]}[/]")
         with timer.phase("evidence"):
+            sample_views_safely(cluster, cfg.topic.name, run_dir, say)
             collect_evidence_safely(cluster, cfg.topic.name, run_dir, say)
         finished = True
     except BaseException:
@@ -352,6 +353,23 @@ def write_report_safely(run: Path, say: Callable[[str], None]) -> Path | None:
         return None
     say(f"report: {path}")
     return path
+
+
+def sample_views_safely(cluster: Cluster, topic: str, run: Path, say: Callable[[str], None]) -> None:
+    """Write evidence/views.json: every broker's own view of the partitions, asked until they agree or the
+    recovery time has passed (`kchaos.clusters.views`), for the agreement checks; never fatal."""
+    from kchaos.clusters.views import sample_views
+
+    try:
+        views = sample_views(cluster, topic, RECOVERY_TIMEOUT_S)
+    except Exception as e:
+        log.exception("brokers' views not sampled")
+        say(f"[yellow]brokers' views not sampled: {type(e).__name__}: {e}[/]")
+        return
+    if not views["agreed"]:
+        say(f"[yellow]the brokers' views of the partitions still differed after {RECOVERY_TIMEOUT_S:.0f} s[/]")
+    (run / EVIDENCE_DIR).mkdir(parents=True, exist_ok=True)
+    (run / EVIDENCE_DIR / VIEWS_FILE).write_text(json.dumps(views, indent=1) + "\n", encoding="utf-8")
 
 
 def collect_evidence_safely(cluster: Copier, topic: str, run: Path, say: Callable[[str], None]) -> None:

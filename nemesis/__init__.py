@@ -5,7 +5,20 @@
 from __future__ import annotations
 
 from kchaos.core.faults import FaultKind
-from kchaos.nemesis import client, clock, corrupt, disk, election, mix, network, powerfail, process, slow, upgrade
+from kchaos.nemesis import (
+    client,
+    clock,
+    corrupt,
+    disk,
+    election,
+    mix,
+    network,
+    powerfail,
+    process,
+    slow,
+    upgrade,
+    wipe,
+)
 from kchaos.nemesis.base import FaultSkipped, Package, ScheduledOp
 from kchaos.nemesis.targets import Target
 
@@ -20,6 +33,7 @@ PACKAGES: dict[str, Package] = {p.name: p for p in (
     *client.PACKAGES,
     *upgrade.PACKAGES,
     *corrupt.PACKAGES,
+    *wipe.PACKAGES,
 )}
 
 # "none" runs the workload without faults; "mix" draws faults from families of packages.

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kchaos.core.config import ConfigError, TestConfig
-from kchaos.nemesis import clock, disk, election, network, powerfail, process, slow
+from kchaos.nemesis import clock, disk, election, network, powerfail, process, slow, wipe
 from kchaos.nemesis.base import Package, ScheduledOp, outlive_lag, outlive_session
 from kchaos.nemesis.targets import COORDINATOR_TARGETS, PARTITIONED, Target, fault_op
 
@@ -39,10 +39,13 @@ FAMILIES: dict[str, tuple[Package, ...]] = {
     "disk": disk.PACKAGES,
     "clock": clock.PACKAGES,
     "operator": election.PACKAGES,
+    "membership": wipe.PACKAGES,
 }
 # Families whose faults must not overlap each other: two power failures at once are a correlated loss.
 EXCLUSIVE = ("page-cache",)
 SINGLE_NODE = ("one", "leader", "follower", "controller")
+# Families whose faults take a node's data: aimed at one node at a time, so that the rest keep what was committed.
+LOSES_DATA = ("page-cache", "membership")
 LEFT_OUT = {"rolling-restart": "waits for a full ISR that overlapping faults deny it, stalling the schedule"}
 # Packages with one op and no target: how the mix draws that op.
 ONE_SHOT: dict[str, Callable[[random.Random, int], dict[str, Any]]] = {
@@ -71,7 +74,7 @@ def kinds_for(family: str, pkg: Package) -> tuple[str, ...] | None:
         return None
     # Not the coordinators: a run has their keys only under some workloads and modes.
     kinds = tuple(k for k in pkg.targets if (k != "all" or pkg.targets[0] == "all") and k not in COORDINATOR_TARGETS)
-    if family == "page-cache":
+    if family in LOSES_DATA:
         kinds = tuple(k for k in kinds if k in SINGLE_NODE)
     return kinds or None
 

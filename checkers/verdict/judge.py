@@ -105,7 +105,44 @@ def judge(results: Mapping[str, Any] | None, test: Mapping[str, Any] | None) -> 
     except UnknownWorkload as e:
         return Judgement(UNKNOWN, undecided=(str(e),))
     judgement: Judgement = kind.judge(results, counts, Promise.of(test), test or {})
-    return judgement
+    return with_agreement(judgement, results.get("agreement") or {})
+
+
+REPLICA_WHY = "an in-sync replica held other records than the leader below the high watermark"
+CORRUPTED_WHY = "the corrupt nemesis flipped bytes of these replicas"
+
+
+def with_agreement(j: Judgement, agreement: Mapping[str, Any]) -> Judgement:
+    """`j` with results.json's `agreement` weighed, whatever the workload: a `replica_divergence` fails the run, one
+    on a replica the corrupt nemesis flipped is allowed, and a `metadata_divergence` (a broker's view the controllers
+    contradict after the recovery time) makes a run that failed nothing unknown."""
+    failed, allowed = dict(j.failed), dict(j.allowed)
+    why = {k: dict(v) for k, v in j.why.items()}
+    undecided = list(j.undecided)
+    if n := int(agreement.get("replica_divergence") or 0):
+        failed["replica_divergence"] = n
+        why.setdefault("failed", {})["replica_divergence"] = REPLICA_WHY
+    if n := int(agreement.get("allowed_replica_divergence") or 0):
+        allowed["replica_divergence"] = n
+        why.setdefault("allowed", {})["replica_divergence"] = CORRUPTED_WHY
+    if n := int(agreement.get("metadata_divergence") or 0):
+        undecided.append(metadata_reason(n, (agreement.get("metadata_divergences") or [{}])[0]))
+    if (failed, allowed, undecided) == (dict(j.failed), dict(j.allowed), list(j.undecided)):
+        return j
+    return Judgement(FAIL if failed else UNKNOWN if undecided else PASS, failed, allowed, why, tuple(undecided))
+
+
+def metadata_reason(n: int, first: Mapping[str, Any]) -> str:
+    """Why metadata divergences make a run unknown, with the first one's broker, partition and both views."""
+    def view(v: Mapping[str, Any]) -> str:
+        return f"leader {v.get('leader')}, ISR {v.get('isr')}, replicas {v.get('replicas')}"
+    text = f"{n} metadata_divergence: a broker's view of a partition outlasted the recovery time"
+    if first.get("node"):
+        other = first.get("controller") or first.get("others") or {}
+        whose = "the controllers' log" if "controller" in first else "most brokers"
+        text += (f" (first: {first['node']} sees {first.get('topic')}-{first.get('partition')} as "
+                 f"{view(first.get('broker') or {})}; {whose}: {view(other)})")
+    return text
 
 
 def undecided_checks(results: Mapping[str, Any], counts: Mapping[str, int], acknowledged: int | None) -> list[str]:
@@ -200,6 +237,10 @@ def essentials(results: Mapping[str, Any]) -> dict[str, Any]:
         logged = results["kafka_errors"]
         out["kafka_errors"] = {**{k: logged.get(k) for k in ("kinds", "statuses", "total_groups", "errors", "fatals")},
                                "groups": [g for g in logged.get("groups") or () if g.get("status") == "internal"]}
+    if isinstance(results.get("agreement"), Mapping):  # the counts and the first metadata divergence
+        a = results["agreement"]
+        out["agreement"] = {**{k: v for k, v in a.items() if not isinstance(v, (list, dict))},
+                            "metadata_divergences": (a.get("metadata_divergences") or [])[:1]}
     if isinstance(results.get("checkers"), Mapping):
         out["checkers"] = {n: {k: c[k] for k in ("valid", "error", "isolation", "incomplete_partitions", "uncopied")
                                if k in c}

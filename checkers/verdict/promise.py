@@ -27,6 +27,7 @@ and count for the guarantee, starting from p's ISR at t:
   the failure dropped nothing (flush.messages=1 fsyncs each record before
   the ack); it had w by the acknowledgement, or by the sample showing it
   joined the ISR;
+- a replica whose disk was replaced (the wipe nemesis) stops counting: it kept nothing;
 - an unclean election of p puts w outside the guarantee.
 
 If no counting replica is left at some moment (after a power failure or an
@@ -73,12 +74,14 @@ class PowerLoss:
     (ns) of the oldest write dropped from that partition's log: what the broker wrote before it had been
     written back (the writeback age) and survived. A broker in `oldest` without an entry for a partition
     kept all of that partition's log. A broker in `dropped` but not in `oldest` (its lazyfs reported no
-    file) lost everything it had not fsynced.
+    file) lost everything it had not fsynced. A replaced disk (the wipe nemesis) is a loss of the same shape
+    that took everything: `what` says which, as the verdict tells it.
     """
 
     time: int
     dropped: frozenset[int]
     oldest: Mapping[int, Mapping[int, int]] = field(default_factory=dict, hash=False, compare=False)
+    what: str = "lost power"
 
     def keeps(self, node: int, partition: int, written_ns: int) -> bool:
         """Whether `node` still holds a record of `partition` it had written by history time `written_ns`."""
@@ -151,7 +154,7 @@ def verdict(partition: int, acked_ns: int, ev: Events, promise: Promise) -> str 
             for n in lost:
                 del holders[n]
             if lost:
-                story.append(f"{_names(lost)} lost power at {e.time / NS:.1f} s")
+                story.append(f"{_names(lost)} {e.what} at {e.time / NS:.1f} s")
             if failed - lost:
                 story.append(f"{_names(failed - lost)} lost power at {e.time / NS:.1f} s and kept them "
                              "(written back before it)")

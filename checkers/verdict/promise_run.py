@@ -107,8 +107,9 @@ def controller_unclean_elections(path: Path, topic: str, operator: Iterable[Uncl
 
 def nemesis_events(lines: Iterable[Mapping[str, Any]], topic: str = "kchaos",
                    start_unix_ms: float | None = None) -> tuple[list[PowerLoss], list[UncleanElection]]:
-    """Power losses and unclean elections from completed (ok) nemesis lines of a history (`topic`'s logs and
-    the run's clock place what each power failure dropped: `dropped_since`)."""
+    """Power losses (a replaced disk among them: everything lost) and unclean elections from completed (ok) nemesis
+    lines of a history (`topic`'s logs and the run's clock place what each power failure dropped:
+    `dropped_since`)."""
     power, unclean = [], []
     for d in lines:
         if d.get("process") != "nemesis" or d.get("type") != "ok":
@@ -130,6 +131,9 @@ def nemesis_events(lines: Iterable[Mapping[str, Any]], topic: str = "kchaos",
                 if since is not None:
                     oldest[i] = since
             power.append(PowerLoss(int(d["time"]), frozenset(dropped), oldest))
+        elif d.get("f") == "wipe":
+            wiped = {i for n in d.get("wiped") or {} if (i := node_id(n)) is not None}
+            power.append(PowerLoss(int(d["time"]), frozenset(wiped), {}, what="had its disk replaced"))
         elif d.get("f") == "elect-unclean" and d.get("partition") is not None:
             unclean.append(UncleanElection(int(d["time"]), int(d["partition"])))
     return sorted(power, key=lambda p: p.time), sorted(unclean, key=lambda u: u.time)

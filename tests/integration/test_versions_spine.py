@@ -44,3 +44,10 @@ def test_kill_leader_with_acks_all_and_min_insync_2_loses_nothing_on_the_newest_
     acked = {o["value"] for o in ops if o["f"] == "send" and o["type"] == "ok"}
     read = {v for o in ops if o["type"] == "ok" and o["f"] in ("poll", "drain") for _, _, v in o["records"]}
     assert acked <= read, sorted(acked - read)[:20]
+    # the cluster agrees with itself at the end: every broker's view is the controllers', and every in-sync
+    # replica of each partition holds the same batches below the high watermark, each of them compared
+    agreement = results["agreement"]
+    assert (agreement["metadata_divergence"], agreement["replica_divergence"]) == (0, 0), agreement
+    assert agreement["partitions_compared"] == test["topic"]["partitions"], agreement
+    views = json.loads((run / "evidence" / "views.json").read_text())
+    assert set(views["brokers"]) == {"n1", "n2", "n3"} and views["agreed"], views

@@ -48,6 +48,7 @@ def test_the_hosts_file_gives_the_cluster_its_brokers(tmp_path):
     (("clock-skew",), True, "auto", "clock-skew"),
     (("clock-strobe:leader",), True, "auto", "clock-strobe:leader"),
     (("corrupt:follower",), True, "auto", "cannot take corrupt:follower"),
+    (("wipe:follower",), True, "auto", "cannot take wipe:follower"),
     (("pause",), False, "auto", "pause"),
     (("pause",), True, "auto", None),
     (("kill",), True, "lazyfs", "--storage lazyfs"),

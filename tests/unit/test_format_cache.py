@@ -111,3 +111,54 @@ def test_without_a_cache_the_tool_runs_every_time(node: dict[str, str]) -> None:
     _wipe(env)
     _format(env, "cluster-id-00000000000A")
     assert _runs(env) == 2
+
+
+def _ctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(KAFKA_CTL), *args], env=env, capture_output=True, text=True, timeout=30)
+
+
+def _stored(env: dict[str, str]) -> dict[str, str]:
+    """Each log directory's files below it (relative paths), with meta.properties' text."""
+    data = Path(env["DATA"])
+    return {str(p.relative_to(data)): (p.read_text() if p.name == "meta.properties" else "")
+            for p in sorted(data.rglob("*")) if p.is_file()}
+
+
+def _with_partitions(env: dict[str, str]) -> None:
+    _format(env, "abcdefghijklmnopqrstuv")
+    for d in ("a", "b"):
+        for sub in ("kchaos-0", "__cluster_metadata-0"):
+            (Path(env["DATA"]) / d / sub).mkdir(parents=True, exist_ok=True)
+            (Path(env["DATA"]) / d / sub / "00000000000000000000.log").write_text("records")
+        (Path(env["DATA"]) / d / "recovery-point-offset-checkpoint").write_text("0\n1\nkchaos 0 5\n")
+
+
+def test_a_wipe_of_the_data_keeps_the_metadata_log_and_the_directory_ids(node):
+    _with_partitions(node)
+    before = _stored(node)
+    r = _ctl(node, "wipe", "abcdefghijklmnopqrstuv", "data")
+    assert r.returncode == 0, r.stdout + r.stderr
+    after = _stored(node)
+    assert after == {k: v for k, v in before.items() if "kchaos-0" not in k and "checkpoint" not in k
+                     or k.endswith("bootstrap.checkpoint")}
+    assert any("__cluster_metadata-0" in k for k in after)
+
+
+def test_a_wipe_of_everything_formats_anew_with_the_cluster_id_and_a_new_directory_id(node):
+    _with_partitions(node)
+    before = _stored(node)
+    runs = _runs(node)
+    r = _ctl(node, "wipe", "abcdefghijklmnopqrstuv", "all", "--feature", "kraft.version=1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    after = _stored(node)
+    assert sorted(after) == ["a/bootstrap.checkpoint", "a/meta.properties", "b/meta.properties"]
+    assert _runs(node) == runs + 1  # the storage tool itself, never the format cache's copy of the old disk
+    assert "cluster.id=abcdefghijklmnopqrstuv" in after["a/meta.properties"]
+    assert after["a/meta.properties"] != before["a/meta.properties"]  # another directory.id
+    assert "kraft.version=1" in (Path(node["DATA"]) / "a" / "bootstrap.checkpoint").read_text()
+
+
+def test_a_wipe_without_its_mode_says_how_to_call_it(node):
+    _with_partitions(node)
+    r = _ctl(node, "wipe", "abcdefghijklmnopqrstuv")
+    assert r.returncode == 2 and "usage: kafka-ctl wipe CLUSTER_ID all|data" in r.stderr

@@ -319,3 +319,15 @@ def test_kafka_41_elects_its_last_known_leader_uncleanly_while_an_eligible_repli
         "53.6 s, {n3} lost power at 71.5 s and kept them (written back before it); the controller elected {n2} "
         "uncleanly at 91.6 s (ISR and ELR empty: Kafka's last-known-leader rule, with unclean leader election "
         "disabled) while {n3}, in the ELR until then, still held them")
+
+
+def test_a_replaced_disk_takes_every_write_even_fsynced_and_the_verdict_says_so():
+    lines = [{"process": "nemesis", "type": "ok", "f": "wipe", "time": 30 * S, "nodes": ["n2"],
+              "wiped": {"n2": "wiped all: /var/lib/kafka/data"}}]
+    (p,), _ = nemesis_events(lines)
+    assert p.dropped == frozenset({2}) and not p.keeps(2, 0, 0)
+    # acked with ISR {n1, n2}; n1 left the ISR at 20 s; n2's disk was replaced at 30 s: no replica kept the write
+    ev = Events(isr=isr((0, 0, {1, 2}), (20, 0, {2})), power=[p])
+    assert verdict(0, 5 * S, ev, KAFKA_37) == (
+        "p0: in-sync replicas {n1, n2} at the acknowledgement; {n1} left the ISR at 20.0 s, {n2} had its disk "
+        "replaced at 30.0 s; ISR then {n2}: no in-sync replica kept these writes")
