@@ -113,7 +113,7 @@ class Rule:
 
 
 FAMILIES: tuple[Family, ...] = (
-    Family("down", ("kill*", "stop", "rolling-restart", "power-fail*", "torn-write", "disk-full", "upgrade",
+    Family("down", ("kill*", "stop", "rolling-restart", "power-fail*", "torn-write", "disk-full", "upgrade", "wipe",
                     START_UP, SHUTDOWN),
            "a node's Kafka died, stopped or restarted, or the cluster started or stopped"),
     Family("network", ("partition-*", "flaky", "slow-follower", "stall-follower"),
@@ -125,6 +125,7 @@ FAMILIES: tuple[Family, ...] = (
            "bytes of a log directory changed on disk, or a power failure dropped the unsynced ones"),
     Family("client", ("crash-client",), "a client died mid-request"),
     Family("election", ("elect-unclean",), "an operator forced an election"),
+    Family("membership", ("reassign", "wipe"), "a replica moved to another broker, or a broker's disk was replaced"),
 )
 
 _COORDINATOR = r"(?:^|\.)coordinator\.(?:group|transaction|share|common)\."
@@ -177,7 +178,7 @@ RULES: tuple[Rule, ...] = (
          "A leader had no state for an idempotent producer: its earlier batch was lost with the old leader, or the "
          "producer restarted.",
          exception=r"OutOfOrderSequenceException"),
-    Rule("leadership-moved", "expected", (*_AWAY, "disk", "election"),
+    Rule("leadership-moved", "expected", (*_AWAY, "disk", "election", "membership"),
          "A request reached a node that had just lost, or not yet taken, the leadership it needs.",
          exception=r"NotControllerException|NotLeaderOrFollowerException|NotCoordinatorException"
                    r"|CoordinatorNotAvailableException|CoordinatorLoadInProgressException"
@@ -197,6 +198,10 @@ RULES: tuple[Rule, ...] = (
     Rule("connection-lost", "expected", (*_AWAY, "client"),
          "A peer went away mid-request: it was killed, cut off or frozen.",
          text=r"Connection refused|Connection reset by peer|Broken pipe|disconnected before the response was read"),
+    Rule("replica-created", "expected", ("membership",),
+         "A broker was handed a replica it did not hold (a reassignment added it there, or its disk was replaced) "
+         "and created it.",
+         text=r"Expected partition \S+ with topic id \S+ to exist, but it was missing\. Creating"),
 )
 
 _FAMILY_NAMES = frozenset(f.name for f in FAMILIES)

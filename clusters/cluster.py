@@ -308,7 +308,7 @@ class KafkaCluster:
         if node is None:
             raise ClusterError(f"no running broker runs Kafka {version} to finalize from")
         cmd = finalize_commands(version, self.listener(node))[step]
-        code, out = self.exec(node, [f"{self.node(node).layout.bin}/kafka-ctl", "tool", *cmd])
+        code, out = self.kafka_tool(node, cmd)
         if code != 0:
             raise ClusterError(f"{node}: kafka-features {' '.join(cmd[3:])} failed ({code}): {out.strip()[-300:]}")
         return feature_answer(out)
@@ -348,6 +348,10 @@ class KafkaCluster:
         log could vote committed metadata away. Returns what was wiped."""
         keep = self.by_name[node].is_controller
         return str(self._guard(lambda: self.node(node).wipe(self.cluster_id, keep, self.cfg.kafka_features)))
+
+    def kafka_tool(self, node: str, args: list[str]) -> tuple[int, str]:
+        """Run Kafka's tool `args[0]` (a class) with `args[1:]` and the jars `node` runs (`kafka-ctl tool`)."""
+        return self.exec(node, [f"{self.node(node).layout.bin}/kafka-ctl", "tool", *args])
 
     def fault_ctl(self, node: str, *args: str) -> str:
         """Run `fault-ctl ARGS`, the node's fault script, on `node`; ClusterError quoting it on failure."""

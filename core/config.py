@@ -142,6 +142,8 @@ class NemesisConfig:
     upgrade_then: str = "finalize"  # after the roll: finalize (bump the features), stay, or downgrade (roll back)
     # --nemesis disk-full: the bytes its log directory may still grow by once the disk is full
     disk_full_headroom: int = 4096
+    # --nemesis reassign: the inter-broker throttle of each reassignment, bytes a second (0: none)
+    reassign_throttle: int = 0
 
 
 def uses_disk_full(n: NemesisConfig) -> bool:
@@ -394,7 +396,9 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
     require(0 <= n.jitter < 1, f"--jitter must be in [0, 1), got {n.jitter}")
     require(n.restart_delay >= 0, f"--restart-delay must be >= 0, got {n.restart_delay}")
     require(is_int(n.disk_full_headroom) and n.disk_full_headroom >= 0,
-           f"--disk-full-headroom must be a number of bytes >= 0, got {n.disk_full_headroom!r}")
+            f"--disk-full-headroom must be a number of bytes >= 0, got {n.disk_full_headroom!r}")
+    require(is_int(n.reassign_throttle) and n.reassign_throttle >= 0,
+            f"--reassign-throttle must be a number of bytes a second >= 0, got {n.reassign_throttle!r}")
     twice = sorted({x for x in n.names if n.names.count(x) > 1})
     require(not twice, f"--nemesis names {', '.join(twice)} more than once")
     _check_upgrade(n, c)

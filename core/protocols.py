@@ -74,6 +74,10 @@ class NodeControl(Topology, Protocol):
     def fault_ctl(self, node: str, *args: str) -> str:
         """Run the node's fault tool (iptables, tc, lazyfs control); raise on failure."""
 
+    def kafka_tool(self, node: str, args: list[str]) -> tuple[int, str]:
+        """Run one of Kafka's tools (its class, then its arguments) with `node`'s Kafka jars, on `node`; return its exit
+        code and output."""
+
     def set_cpu(self, node: str, share: float | None) -> None:
         """Starve `node`'s Kafka to `share` of the CPU (Docker: of one core, for the container; a host: of the
         time, by a stop/continue duty cycle), or lift it (None)."""

@@ -26,7 +26,8 @@ from typing import Any
 from kchaos.evidence.files import EVIDENCE_DIR, RAW_DIR, VIEWS_FILE, read_json_object
 from kchaos.evidence.kraft_metadata import MetadataLog, PartitionState
 
-__all__ = ["GRACE_MS", "Digest", "agreement", "batch_digests", "metadata_divergences", "replica_divergences"]
+__all__ = ["GRACE_MS", "Digest", "agreement", "agreement_line", "batch_digests", "metadata_divergences",
+           "replica_divergences"]
 
 # A broker applies a metadata record some milliseconds after the controllers commit it: a view that matches the
 # log as it stood this long before the broker answered is behind, not divergent.
@@ -186,3 +187,26 @@ def _in_sync(views: Mapping[str, Any], meta: MetadataLog | None, topic: str, p: 
     seen = [(r["leader"], tuple(r["isr"])) for rows in (views.get("brokers") or {}).values()
             for r in rows if r["topic"] == topic and int(r["partition"]) == p]
     return Counter(seen).most_common(1)[0][0] if seen else (None, ())
+
+
+def agreement_line(section: Mapping[str, Any]) -> str:
+    """results.json's `agreement` in one sentence, for report.html."""
+    meta, rep = int(section.get("metadata_divergence") or 0), int(section.get("replica_divergence") or 0)
+    allowed = int(section.get("allowed_replica_divergence") or 0)
+    compared = int(section.get("partitions_compared") or 0)
+    if not meta and not rep:
+        flipped = f" (but {allowed} replicas the corrupt nemesis flipped)" if allowed else ""
+        return ("The cluster agreed with itself at the end: every broker's view of the partitions was the "
+                f"controllers', and the in-sync replicas of {compared} partition{'s' if compared != 1 else ''} held "
+                f"the same batches below the high watermark{flipped}")
+    parts = []
+    if meta:
+        d = (section.get("metadata_divergences") or [{}])[0]
+        parts.append(f"{meta} broker view{'s' if meta != 1 else ''} of a partition differed from the controllers' "
+                     f"after the recovery time (first: {d.get('node')} on {d.get('topic')}-{d.get('partition')})")
+    if rep:
+        d = (section.get("replica_divergences") or [{}])[0]
+        parts.append(f"{rep} in-sync replica{'s' if rep != 1 else ''} held other batches than the leader below the "
+                     f"high watermark (first: {d.get('node')} on partition {d.get('partition')} from offset "
+                     f"{d.get('offset')})")
+    return "The cluster did not agree with itself at the end: " + "; ".join(parts)

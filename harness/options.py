@@ -210,6 +210,9 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                    help="--nemesis disk-full: how many bytes the node's log directory may still grow by once the "
                         "fault fills its disk (default 4096: filled within a second by the default workload; the "
                         "write that crosses it is cut short)")
+    f.add_argument("--reassign-throttle", type=int, default=None, metavar="BYTES",
+                   help="--nemesis reassign: throttle each reassignment's copying to BYTES a second between brokers "
+                        "(kafka-reassign-partitions --throttle), as operators do; default: none")
     f.add_argument("--interval", type=float, default=D.nemesis.interval, metavar="SECONDS",
                    help="seconds between faults")
     f.add_argument("--jitter", type=float, default=D.nemesis.jitter,
@@ -240,6 +243,9 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
             NemesisConfig(names=tuple(a.nemesis or D.nemesis.names),
                           mix_families=D.nemesis.mix_families if a.mix_families is None else a.mix_families)):
         raise ConfigError("--disk-full-headroom only applies to --nemesis disk-full (or a mix with its disk family)")
+    if a.reassign_throttle is not None and not a.schedule and not _may_reassign(a):
+        raise ConfigError("--reassign-throttle only applies to --nemesis reassign "
+                          "(or a mix with its membership family)")
     for flag, given in (("--group-commit", a.group_commit), ("--group-protocol", a.group_protocol)):
         if given is not None and a.consumer_mode != "subscribe":
             raise ConfigError(f"{flag} only applies to --consumer-mode subscribe")
@@ -275,8 +281,15 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                               upgrade_to=a.upgrade_to and exact_kafka_version(a.upgrade_to),
                               upgrade_then=a.upgrade_then,
                               disk_full_headroom=D.nemesis.disk_full_headroom if a.disk_full_headroom is None
-                              else a.disk_full_headroom),
+                              else a.disk_full_headroom,
+                              reassign_throttle=a.reassign_throttle or 0),
     )
+
+
+def _may_reassign(a: argparse.Namespace) -> bool:
+    names = tuple(a.nemesis or D.nemesis.names)
+    families = D.nemesis.mix_families if a.mix_families is None else a.mix_families
+    return any(n.partition(":")[0] == "reassign" for n in names) or ("mix" in names and "membership" in families)
 
 
 def _load(a: argparse.Namespace) -> dict:

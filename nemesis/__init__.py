@@ -15,6 +15,7 @@ from kchaos.nemesis import (
     network,
     powerfail,
     process,
+    reassign,
     slow,
     upgrade,
     wipe,
@@ -34,6 +35,7 @@ PACKAGES: dict[str, Package] = {p.name: p for p in (
     *upgrade.PACKAGES,
     *corrupt.PACKAGES,
     *wipe.PACKAGES,
+    *reassign.PACKAGES,
 )}
 
 # "none" runs the workload without faults; "mix" draws faults from families of packages.

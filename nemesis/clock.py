@@ -15,11 +15,11 @@ from typing import Any
 
 from kchaos.core.protocols import NodeControl
 from kchaos.nemesis.base import outlive_lag, targeted
-from kchaos.nemesis.targets import COORDINATOR_TARGETS
+from kchaos.nemesis.targets import NODE_ROLES
 
 MAX_SKEW_S = 60  # a drawn offset is 1..MAX_SKEW_S seconds, ahead or behind
 STROBE_PERIOD_S = 1  # libfaketime reads its offset file once a second: no clock can jump faster
-NODES = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller", *COORDINATOR_TARGETS)
+NODES = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller", *NODE_ROLES)
 
 
 def draw_offsets(nodes: list[str], op: dict[str, Any]) -> dict[str, int]:

@@ -15,10 +15,10 @@ from typing import Any
 
 from kchaos.core.protocols import NodeControl
 from kchaos.nemesis.base import last_json, outlive_lag, targeted
-from kchaos.nemesis.targets import COORDINATOR_TARGETS
+from kchaos.nemesis.targets import NODE_ROLES
 
 COLORS = {"disk-full": "#8c564b", "disk-free": "#59a14f"}
-SINGLE = ("one", "leader", "follower", "controller", *COORDINATOR_TARGETS)
+SINGLE = ("one", "leader", "follower", "controller", *NODE_ROLES)
 
 
 class DiskFull:

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kchaos.core.config import ConfigError, TestConfig
-from kchaos.nemesis import clock, disk, election, network, powerfail, process, slow, wipe
+from kchaos.nemesis import clock, disk, election, network, powerfail, process, reassign, slow, wipe
 from kchaos.nemesis.base import Package, ScheduledOp, outlive_lag, outlive_session
-from kchaos.nemesis.targets import COORDINATOR_TARGETS, PARTITIONED, Target, fault_op
+from kchaos.nemesis.targets import NODE_ROLES, PARTITIONED, Target, fault_op
 
 NAME = "mix"
 FAMILIES: dict[str, tuple[Package, ...]] = {
@@ -39,7 +39,7 @@ FAMILIES: dict[str, tuple[Package, ...]] = {
     "disk": disk.PACKAGES,
     "clock": clock.PACKAGES,
     "operator": election.PACKAGES,
-    "membership": wipe.PACKAGES,
+    "membership": (*wipe.PACKAGES, *reassign.PACKAGES),
 }
 # Families whose faults must not overlap each other: two power failures at once are a correlated loss.
 EXCLUSIVE = ("page-cache",)
@@ -73,7 +73,7 @@ def kinds_for(family: str, pkg: Package) -> tuple[str, ...] | None:
     if len(pkg.fs) != 2:
         return None
     # Not the coordinators: a run has their keys only under some workloads and modes.
-    kinds = tuple(k for k in pkg.targets if (k != "all" or pkg.targets[0] == "all") and k not in COORDINATOR_TARGETS)
+    kinds = tuple(k for k in pkg.targets if (k != "all" or pkg.targets[0] == "all") and k not in NODE_ROLES)
     if family in LOSES_DATA:
         kinds = tuple(k for k in kinds if k in SINGLE_NODE)
     return kinds or None

@@ -16,7 +16,7 @@ from typing import Any
 
 from kchaos.core.protocols import NodeControl
 from kchaos.nemesis.base import Package, outlive_lag, outlive_session, targeted
-from kchaos.nemesis.targets import COORDINATOR_TARGETS
+from kchaos.nemesis.targets import NODE_ROLES
 
 Grudge = dict[str, set[str]]  # node -> nodes (or addresses) whose packets it drops
 GrudgeFn = Callable[[list[str], list[str], random.Random], Grudge]
@@ -123,7 +123,7 @@ def _net(name: str, targets: tuple[str, ...], grudge: GrudgeFn | None = None, **
     return replace(pkg, heal_first=True, needs_controllers=QUORUM if kw.get("quorum") else 0)
 
 
-ONE = ("one", "leader", "follower", "followers", "controller", "minority", "majority", *COORDINATOR_TARGETS)
+ONE = ("one", "leader", "follower", "followers", "controller", "minority", "majority", *NODE_ROLES)
 QUORUM = 3  # dedicated controllers a quorum cut needs: with fewer, controllers and brokers share addresses
 PACKAGES = (
     _net("partition-one", ONE),

@@ -19,11 +19,11 @@ from typing import Any
 
 from kchaos.core.protocols import NodeControl
 from kchaos.nemesis.base import last_json, targeted
-from kchaos.nemesis.targets import COORDINATOR_TARGETS
+from kchaos.nemesis.targets import NODE_ROLES
 
 COLORS = {"power-fail": "#000000", "start": "#59a14f"}
 TORN_COLORS = {"power-fail": "#6b2e8f", "start": "#59a14f"}
-ANY = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller", *COORDINATOR_TARGETS)
+ANY = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller", *NODE_ROLES)
 
 
 _M64 = (1 << 64) - 1

@@ -11,10 +11,10 @@ from kchaos.core.config import TestConfig
 from kchaos.core.history import History
 from kchaos.core.protocols import NodeControl
 from kchaos.nemesis.base import FaultSkipped, Package, ScheduledOp, outlive_session, periodic, targeted
-from kchaos.nemesis.targets import COORDINATOR_TARGETS
+from kchaos.nemesis.targets import NODE_ROLES
 
 log = logging.getLogger("kchaos.nemesis")
-ANY = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller", *COORDINATOR_TARGETS)
+ANY = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller", *NODE_ROLES)
 COLORS = {"kill": "#e15759", "stop": "#f28e2b", "pause": "#b07aa1", "start": "#59a14f", "resume": "#59a14f",
           "roll": "#edc948"}
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from kchaos.core.protocols import NodeControl
 from kchaos.nemesis.base import outlive_lag, targeted
-from kchaos.nemesis.targets import COORDINATOR_TARGETS
+from kchaos.nemesis.targets import NODE_ROLES
 
 # 512 bit/s towards port 9092: a follower's fetch request (and the ACKs for the
 # data it receives) then take seconds each, so it cannot reach the leader's log
@@ -22,9 +22,9 @@ FOLLOWER_RATE = "512bit"
 DISK_DELAY_MS = (100, 1000)  # every write, every fsync
 CPU_SHARE = 0.05  # of one core
 FOLLOWERS = ("follower", "followers", "one", "minority", "majority", "all", "leader", "controller",
-             *COORDINATOR_TARGETS)
+             *NODE_ROLES)
 NODES = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller",
-         *COORDINATOR_TARGETS)
+         *NODE_ROLES)
 
 
 class Each:

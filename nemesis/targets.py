@@ -2,7 +2,8 @@
 
 A spec is a word, optionally with a partition: `one`, `minority`, `majority`,
 `all`, `leader[:P]`, `follower[:P]`, `followers[:P]`, `controller`,
-`txn-coordinator`, `group-coordinator`, `share-coordinator`. The
+`txn-coordinator`, `group-coordinator`, `share-coordinator`, `adding`, `removing`
+(the replicas a reassignment in progress adds or removes). The
 schedule stores the spec, the partition and a `pick` number drawn from the
 seed; resolution orders the candidates, then draws from `random.Random(pick)`,
 so a replayed schedule makes the same choice among the same candidates
@@ -30,7 +31,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
-from kchaos.clusters import admin
+from kchaos.clusters import admin, reassign
 from kchaos.core.config import TestConfig
 from kchaos.core.protocols import FaultSkipped, NodeControl
 from kchaos.core.workload_kind import kind_of
@@ -39,7 +40,11 @@ from kchaos.core.workload_kind import kind_of
 COORDINATORS = {"txn-coordinator": ("__transaction_state", "txn"), "group-coordinator": ("__consumer_offsets", "group"),
                 "share-coordinator": ("__share_group_state", "share")}
 COORDINATOR_TARGETS = tuple(COORDINATORS)
-KINDS = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller", *COORDINATOR_TARGETS)
+# The replicas a partition reassignment in progress is adding, or removing (`clusters.reassign.moving`).
+MOVING_TARGETS = ("adding", "removing")
+# Targets that name a node by the role it has in the run right now, which only some runs give a node.
+NODE_ROLES = (*COORDINATOR_TARGETS, *MOVING_TARGETS)
+KINDS = ("one", "minority", "majority", "all", "leader", "follower", "followers", "controller", *NODE_ROLES)
 PARTITIONED = ("leader", "follower", "followers")
 AWAIT_S = 30.0  # how long an op's `await_isr` waits by default (`await_s` overrides)
 
@@ -138,6 +143,16 @@ def coordinator(cluster: NodeControl, kind: str, keys: Mapping[str, tuple[str, .
     return leader, {"coordinator": {"key": key, "partition": f"{internal}-{p}"}}
 
 
+def moving_replicas(cluster: NodeControl, topic: str, kind: str) -> list[str]:
+    """The brokers a reassignment of `topic` in progress is adding (`kind` "adding") or removing ("removing"),
+    sorted; FaultSkipped when none is."""
+    ids = {i for m in reassign.moving(cluster, topic).values() for i in (m.adding if kind == "adding" else m.removing)}
+    names = sorted(n for i in ids if (n := cluster.node_of(i)))
+    if not names:
+        raise FaultSkipped(f"no reassignment of {topic} is {kind} a replica now")
+    return names
+
+
 def share_key(named: str, topic_id: str) -> str:
     """The share coordinator's key for `group:topic:partition` (as a workload names it) once the topic's id is
     known: `group:topic-id:partition`, as Kafka's SharePartitionKey.asCoordinatorKey writes it (the id in
@@ -177,6 +192,8 @@ def _resolve(cluster: NodeControl, topic: str, op: dict[str, Any], kind: str, pi
         return sorted(op["nodes"])
     if kind == "controller":
         return [active_controller(cluster)]
+    if kind in MOVING_TARGETS:
+        return [pick.choice(moving_replicas(cluster, topic, kind))]
     if kind in PARTITIONED:
         p = op.get("partition", 0)
         state = admin.partitions(cluster.bootstrap(), topic).get(p)

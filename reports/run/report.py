@@ -41,6 +41,7 @@ from kchaos.checkers.verdict.promise import GUARANTEE
 from kchaos.core.faults import FAULTS_FILE, FaultCatalogue, FaultsError, read_faults
 from kchaos.core.page_cache import describe as describe_page_cache
 from kchaos.core.promise import Promise
+from kchaos.evidence.agreement import agreement_line
 from kchaos.evidence.explain.lost import load_explanation
 from kchaos.evidence.explain.text import groups_of
 from kchaos.evidence.files import ISR_FILE, read_isr
@@ -298,6 +299,7 @@ def write_report(run: Path) -> Path:
         promise=Promise.of(d.test), lost=lost, judgement=j, severity=severity, page_cache=describe_page_cache(d.test),
         kafka_errors=(logged := (d.results or {}).get("kafka_errors")),
         kafka_errors_line=errors_line(logged) if logged else None,
+        agreement_line=agreement_line(agreed) if (agreed := (d.results or {}).get("agreement")) else None,
         history_line=history_line((d.results or {}).get("history") or {}),
         rate=loss_rate(lost, counts.get("acked")), acked=counts.get("acked"),
         inside=None if lost is None else lost_in_promise(d.results or {}),

@@ -1,13 +1,17 @@
 """Membership faults against a real cluster: a broker whose disk is replaced restarts empty with the same id,
-fetches its replicas back and rejoins the ISR, and at the end the brokers agree with the controllers' metadata
-log and the in-sync replicas hold the same batches."""
+fetches its replicas back and rejoins the ISR; a reassignment moves a leader's replica to a broker that held none,
+and the replica it adds can be killed mid-move. At the end of each run the brokers agree with the controllers'
+metadata log and the in-sync replicas hold the same batches."""
 import json
+import random
 import re
+from pathlib import Path
 
 import pytest
 from runs import finished_run
 
 from kchaos.core.history import read_history
+from kchaos.nemesis.reassign import GROW
 
 pytestmark = pytest.mark.cluster
 
@@ -43,3 +47,65 @@ def test_a_follower_whose_disk_is_replaced_restarts_empty_with_its_id_and_catche
     agreement = results["agreement"]
     assert (agreement["metadata_divergence"], agreement["replica_divergence"]) == (0, 0), agreement
     assert agreement["partitions_compared"] == 3, agreement
+
+
+def move_pick(outside: int = 1) -> int:
+    """A `pick` for which the reassign nemesis moves the target's replica rather than adding one."""
+    for pick in range(100):
+        r = random.Random(pick)
+        r.choice(range(outside))
+        if r.random() >= GROW:
+            return pick
+    raise AssertionError("no pick moves")
+
+
+def schedule(tmp_path: Path, *ops: tuple[float, str, dict]) -> Path:
+    path = tmp_path / "schedule.json"
+    path.write_text(json.dumps([{"at": at, "nemesis": spec, "op": op} for at, spec, op in ops]))
+    return path
+
+
+def test_a_reassignment_moves_the_leaders_replica_to_the_broker_that_held_none(store, tmp_path):
+    plan = schedule(tmp_path, (8, "reassign", {"f": "reassign", "target": "leader", "partition": 0,
+                                               "pick": move_pick()}),
+                    (16, "reassign", {"f": "verify"}))
+    run, results = finished_run(store, "reassign-leader", [
+        "--nodes", "4", "--acks", "all", "--min-insync", "2", "--schedule", str(plan), "--time-limit", "24",
+        "--rate", "100", "--seed", "4"])
+    assert results["counts"]["lost"] == 0, results["counts"]
+    ops = {o["f"]: o for o in read_history(run / "history.jsonl") if o.get("process") == "nemesis"
+           and o["type"] == "ok"}
+    moved, verified = ops["reassign"], ops["verify"]
+    (old_leader,) = moved["targets"]
+    assert moved["mode"] == "move" and moved["removing"] == [old_leader] and len(moved["adding"]) == 1, moved
+    assert moved["from"][0] == old_leader and moved["to"] == [moved["adding"][0], *moved["from"][1:]], moved
+    assert verified["reassignments"] == {"0": "completed"}, verified
+    # every broker now places partition 0 on the new replicas, all of them in sync
+    views = json.loads((run / "evidence" / "views.json").read_text())
+    ids = views["ids"]
+    for node, rows in views["brokers"].items():
+        (p0,) = [r for r in rows if r["topic"] == "kchaos" and r["partition"] == 0]
+        assert p0["replicas"] == [ids[n] for n in moved["to"]] and sorted(p0["isr"]) == sorted(p0["replicas"]), node
+    agreement = results["agreement"]
+    assert (agreement["metadata_divergence"], agreement["replica_divergence"]) == (0, 0), agreement
+    # Kafka's ERROR for the replica it creates on the new broker is explained by the reassignment
+    groups = (results.get("kafka_errors") or {}).get("groups") or []
+    assert all(g["status"] == "expected" for g in groups if g["rule"] == "replica-created"), groups
+
+
+def test_the_replica_a_throttled_reassignment_adds_is_killed_mid_move_and_nothing_is_lost(store, tmp_path):
+    plan = schedule(tmp_path, (12, "reassign", {"f": "reassign", "target": "leader", "partition": 0,
+                                                "pick": move_pick()}),
+                    (13, "kill:adding", {"f": "kill", "target": "adding", "pick": 0}),
+                    (19, "kill:adding", {"f": "start"}),
+                    (26, "reassign", {"f": "verify"}))
+    run, results = finished_run(store, "reassign-kill-adding", [
+        "--nodes", "4", "--acks", "all", "--min-insync", "2", "--schedule", str(plan), "--time-limit", "30",
+        "--rate", "100", "--seed", "6", "--reassign-throttle", "2000"])
+    assert results["counts"]["lost"] == 0, results["counts"]
+    ops = [o for o in read_history(run / "history.jsonl") if o.get("process") == "nemesis" and o["type"] == "ok"]
+    moved = next(o for o in ops if o["f"] == "reassign")
+    killed = next(o for o in ops if o["f"] == "kill")
+    assert killed["targets"] == moved["adding"] and killed["time"] > moved["time"], (moved, killed)
+    agreement = results["agreement"]
+    assert (agreement["metadata_divergence"], agreement["replica_divergence"]) == (0, 0), agreement

@@ -8,7 +8,14 @@ import struct
 from pathlib import Path
 
 from kchaos.checkers.verdict.judge import FAIL, PASS, UNKNOWN, Judgement, with_agreement
-from kchaos.evidence.agreement import Digest, agreement, batch_digests, metadata_divergences, replica_divergences
+from kchaos.evidence.agreement import (
+    Digest,
+    agreement,
+    agreement_line,
+    batch_digests,
+    metadata_divergences,
+    replica_divergences,
+)
 from kchaos.evidence.decode import decode_metadata
 from kchaos.evidence.kraft_metadata import replay
 
@@ -228,3 +235,15 @@ def test_a_broker_view_planted_against_a_real_metadata_log_is_a_divergence(tmp_p
     assert (d["node"], d["topic"], d["partition"], d["broker"]["leader"]) == ("n2", "kchaos", 1, 3)
     assert (d["controller"]["leader"], d["controller"]["isr"]) == (1, [1, 2, 3])
     assert with_agreement(Judgement(PASS), out).verdict == UNKNOWN
+
+
+def test_the_reports_sentence_says_whether_the_cluster_agreed():
+    assert agreement_line({"metadata_divergence": 0, "replica_divergence": 0, "partitions_compared": 3}) == (
+        "The cluster agreed with itself at the end: every broker's view of the partitions was the controllers', and "
+        "the in-sync replicas of 3 partitions held the same batches below the high watermark")
+    line = agreement_line({"metadata_divergence": 1, "replica_divergence": 1, "partitions_compared": 3,
+                           "metadata_divergences": [{"node": "n1", "topic": "kchaos", "partition": 2}],
+                           "replica_divergences": [{"node": "n3", "partition": 1, "offset": 40}]})
+    assert line == ("The cluster did not agree with itself at the end: 1 broker view of a partition differed from "
+                    "the controllers' after the recovery time (first: n1 on kchaos-2); 1 in-sync replica held other "
+                    "batches than the leader below the high watermark (first: n3 on partition 1 from offset 40)")

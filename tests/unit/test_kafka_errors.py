@@ -500,3 +500,20 @@ def test_a_torn_checkpoint_is_expected_after_a_power_failure_and_internal_after_
         logs.write()
         s = kafka_errors(run)
         assert [(g["status"], g["rule"]) for g in s["groups"]] == [(status, "log-dir-failure")], spec
+
+
+def test_a_replica_created_on_the_broker_a_reassignment_adds_is_expected_only_under_a_membership_fault(tmp_path):
+    created = ("[Broker id=1] Expected partition kchaos-1 with topic id SMCLW3m7Qn-T4Fl0sfnwbw to exist, but it was "
+               "missing. Creating... (state.change.logger)", [])
+    for spec, f, mend, status in (("reassign", "reassign", "verify", "expected"),
+                                  ("kill", "kill", "start", "unexplained")):
+        run = tmp_path / spec
+        run.mkdir()
+        write_history(run, [(10.0, spec, "invoke", f, {"target": "leader"}), (12.5, spec, "ok", f, {"nodes": ["n2"]}),
+                            (20.0, spec, "invoke", mend, {}), (20.5, spec, "ok", mend, {"nodes": ["n2"]})])
+        write_faults(run, [FaultKind(spec, f, mend)])
+        logs = Logs(run, ("n1",))
+        logs.add("n1", 12.0, "ERROR", created)
+        logs.write()
+        s = kafka_errors(run)
+        assert [(g["status"], g["rule"]) for g in s["groups"]] == [(status, "replica-created")], spec

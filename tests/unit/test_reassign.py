@@ -1,0 +1,135 @@
+"""The reassign nemesis and the moving-replica targets, against a stand-in for Kafka's reassignment tool."""
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+
+from kchaos.clusters import admin, reassign
+from kchaos.clusters.admin import PartitionState
+from kchaos.core.config import NemesisConfig, TestConfig
+from kchaos.core.protocols import FaultSkipped
+from kchaos.nemesis import reassign as nemesis
+from kchaos.nemesis.targets import resolve_recorded
+
+LISTED = """Current partition reassignments:
+kchaos-0: replicas: 4,2,3,1. adding: 4. removing: 1.
+other-1: replicas: 1,2. adding: 2.
+kchaos-2: replicas: 1,2,3,4. adding: 4.
+"""
+
+
+class Tool:
+    """Four brokers n1..n4 (ids 1..4), every one running; the tool answers from `answers` by its action."""
+
+    nodes = ["n1", "n2", "n3", "n4"]
+    controllers = ["n1", "n2", "n3"]
+
+    def __init__(self, **answers: str):
+        self.answers = answers
+        self.calls: list[list[str]] = []
+        self.plans: list[dict] = []
+
+    def bootstrap(self) -> str:
+        return "b:9092"
+
+    def listener(self, node: str) -> str:
+        return f"{node}:9092"
+
+    def node_of(self, i: int) -> str | None:
+        return f"n{i}" if 1 <= i <= 4 else None
+
+    def id_of(self, node: str) -> int:
+        return int(node[1:])
+
+    def is_running(self, node: str) -> bool:
+        return True
+
+    def exec(self, node: str, cmd: list[str]) -> tuple[int, str]:
+        if cmd[:2] == ["sh", "-c"]:
+            self.plans.append(json.loads(re.search(r"printf '%s' '(.*)' >", cmd[2]).group(1)))
+        return 0, ""
+
+    def kafka_tool(self, node: str, args: list[str]) -> tuple[int, str]:
+        self.calls.append(args)
+        action = next(a for a in args if a in ("--execute", "--verify", "--cancel", "--list"))
+        return 0, self.answers.get(action[2:], "")
+
+
+def cfg(throttle: int = 0) -> TestConfig:
+    return TestConfig().with_(nemesis=NemesisConfig(names=("reassign",), reassign_throttle=throttle))
+
+
+@pytest.fixture
+def replicas(monkeypatch):
+    """Set partition 0's replicas (leader first) as the admin API reports them."""
+    def set_(*ids: int) -> None:
+        monkeypatch.setattr(admin, "partitions", lambda *a, **k: {0: PartitionState(0, ids[0], ids, ids)})
+    return set_
+
+
+def test_the_leaders_replica_moves_to_the_broker_that_holds_none_or_a_replica_is_added(replicas):
+    replicas(1, 2, 3)
+    seen = set()
+    for pick in range(20):
+        tool = Tool(execute="Successfully started partition reassignment for kchaos-0")
+        out = nemesis.Reassign(tool, cfg()).begin(["n1"], {"partition": 0, "pick": pick})
+        (plan,) = tool.plans
+        assert plan == {"version": 1, "partitions": [{"topic": "kchaos", "partition": 0,
+                                                      "replicas": [int(n[1:]) for n in out["to"]]}]}
+        assert out["from"] == ["n1", "n2", "n3"] and out["adding"] == ["n4"]
+        assert out["to"] == (["n4", "n2", "n3"] if out["mode"] == "move" else ["n1", "n2", "n3", "n4"])
+        assert out["removing"] == (["n1"] if out["mode"] == "move" else [])
+        assert "--additional" in tool.calls[0] and "--throttle" not in tool.calls[0]
+        seen.add(out["mode"])
+    assert seen == {"move", "grow"}
+
+
+def test_a_grown_partition_shrinks_back_without_the_target(replicas):
+    replicas(1, 2, 3, 4)
+    tool = Tool()
+    out = nemesis.Reassign(tool, cfg(throttle=20000)).begin(["n2"], {"partition": 0, "pick": 1})
+    assert (out["mode"], out["to"], out["removing"]) == ("shrink", ["n1", "n3", "n4"], ["n2"])
+    assert tool.calls[0][-3:-2] == ["20000"]
+
+
+def test_without_a_broker_outside_the_replicas_the_op_is_skipped(replicas, monkeypatch):
+    replicas(1, 2, 3)
+    tool = Tool()
+    monkeypatch.setattr(Tool, "nodes", ["n1", "n2", "n3"])
+    with pytest.raises(FaultSkipped, match="needs more brokers"):
+        nemesis.Reassign(tool, cfg()).begin(["n1"], {"partition": 0})
+
+
+def test_verify_follows_the_reassignments_until_they_complete_and_the_heal_cancels_the_rest(replicas, monkeypatch):
+    replicas(1, 2, 3)
+    tool = Tool(verify="Status of partition reassignment:\nReassignment of partition kchaos-0 is still in progress.\n")
+    r = nemesis.Reassign(tool, cfg())
+    r.begin(["n1"], {"partition": 0, "pick": 0})
+    assert r.end(["n1"]) == {"reassignments": {"0": "still in progress"}}
+    monkeypatch.setattr(nemesis, "SETTLE_S", 0.0)
+    r.heal()
+    assert tool.calls[-1][tool.calls[-1].index("--cancel")] == "--cancel" and not r.pending
+    tool.answers["verify"] = "Reassignment of partition kchaos-0 is completed.\n"
+    r.begin(["n1"], {"partition": 0, "pick": 0})
+    assert r.end([]) == {"reassignments": {"0": "completed"}} and not r.pending
+
+
+def test_the_replicas_a_reassignment_adds_and_removes_are_targets():
+    tool = Tool(list=LISTED)
+    assert reassign.moving(tool, "kchaos") == {
+        0: reassign.Moving(0, (4, 2, 3, 1), (4,), (1,)), 2: reassign.Moving(2, (1, 2, 3, 4), (4,), ())}
+    assert resolve_recorded(tool, "kchaos", {"target": "adding", "pick": 3})[0] == ["n4"]
+    assert resolve_recorded(tool, "kchaos", {"target": "removing", "pick": 3})[0] == ["n1"]
+    with pytest.raises(FaultSkipped, match="no reassignment of kchaos is removing"):
+        resolve_recorded(Tool(list="Current partition reassignments:\n"), "kchaos", {"target": "removing"})
+
+
+def test_a_failing_tool_skips_the_fault_quoting_it(replicas):
+    replicas(1, 2, 3)
+    tool = Tool()
+    tool.kafka_tool = lambda node, args: (1, "Error: some reassignment error\nmore")  # type: ignore[method-assign]
+    with pytest.raises(FaultSkipped, match="--execute failed \\(1\\): Error: some reassignment error | more"):
+        nemesis.Reassign(tool, cfg()).begin(["n1"], {"partition": 0, "pick": random.Random(1).randrange(9)})
