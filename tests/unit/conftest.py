@@ -7,6 +7,8 @@ And for the Java client's tests: `program`, the client compiled with the real ja
 (skipped where there is no JDK or no jars).
 
 And for the option tests: `refused_run`, a `kchaos run` that bad input must stop before anything is created.
+
+Hypothesis gets no deadline: an example that takes longer on a loaded machine is no failure.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from lazyfs_mount import Mount
 
 from kchaos.clusters.distribution import COMPLETE
@@ -21,6 +24,9 @@ from kchaos.clusters.lazyfs import build
 from kchaos.core.cache import cache_dir
 from kchaos.harness.cli.main import main
 from kchaos.workloads.java_build import compile_client, jdk_problem
+
+settings.register_profile("kchaos", deadline=None)
+settings.load_profile("kchaos")
 
 _SPARK_HOME = os.environ.get("SPARK_HOME")
 
