@@ -114,7 +114,7 @@ class Rule:
 
 FAMILIES: tuple[Family, ...] = (
     Family("down", ("kill*", "stop", "rolling-restart", "power-fail*", "torn-write", "disk-full", "upgrade", "wipe",
-                    START_UP, SHUTDOWN),
+                    "decommission", START_UP, SHUTDOWN),
            "a node's Kafka died, stopped or restarted, or the cluster started or stopped"),
     Family("network", ("partition-*", "flaky", "slow-follower", "stall-follower"),
            "messages between nodes were dropped or delayed"),
@@ -125,7 +125,8 @@ FAMILIES: tuple[Family, ...] = (
            "bytes of a log directory changed on disk, or a power failure dropped the unsynced ones"),
     Family("client", ("crash-client",), "a client died mid-request"),
     Family("election", ("elect-unclean",), "an operator forced an election"),
-    Family("membership", ("reassign", "wipe"), "a replica moved to another broker, or a broker's disk was replaced"),
+    Family("membership", ("reassign", "wipe", "add-broker", "decommission"),
+           "a replica moved to another broker, a broker joined or left, or a broker's disk was replaced"),
 )
 
 _COORDINATOR = r"(?:^|\.)coordinator\.(?:group|transaction|share|common)\."
@@ -199,8 +200,8 @@ RULES: tuple[Rule, ...] = (
          "A peer went away mid-request: it was killed, cut off or frozen.",
          text=r"Connection refused|Connection reset by peer|Broken pipe|disconnected before the response was read"),
     Rule("replica-created", "expected", ("membership",),
-         "A broker was handed a replica it did not hold (a reassignment added it there, or its disk was replaced) "
-         "and created it.",
+         "A broker was handed a replica it did not hold (a reassignment or a new broker put it there, or its disk "
+         "was replaced) and created it.",
          text=r"Expected partition \S+ with topic id \S+ to exist, but it was missing\. Creating"),
 )
 

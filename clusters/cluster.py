@@ -108,6 +108,10 @@ class KafkaCluster:
         self.by_name = {s.name: s for s in self.specs}
         self.nodes = [s.name for s in self.specs if s.is_broker]
         self.controllers = [s.name for s in self.specs if s.is_controller]
+        # Spares (`--spares`) are not started with the cluster; a node is a member once it was started, and stops
+        # being one when it is retired (decommissioned): the readiness waits and the heal cover the members.
+        self.spares = self.nodes[cfg.nodes:] if cfg.spares else []
+        self.members = {s.name for s in self.specs} - set(self.spares)
         self.cluster_id = new_cluster_id()
         self._nodes: dict[str, KafkaNode] = {}
         self.writeback: dict[str, page_cache.Writeback] = {}
@@ -164,8 +168,8 @@ class KafkaCluster:
         self._each(self._configure)
         self.say(f"formatting storage on {len(self.specs)} nodes (cluster id {self.cluster_id})")
         self._each(lambda n: self.node(n).format(self.cluster_id, self.cfg.kafka_features))
-        self.say("starting Kafka")
-        self._each(self.start)
+        self.say("starting Kafka" + (f" (not on the spares {', '.join(self.spares)})" if self.spares else ""))
+        self._each(lambda n: self.start(n) if n in self.members else None)
         self.wait_brokers()
 
     def _configure(self, name: str) -> None:
@@ -216,12 +220,35 @@ class KafkaCluster:
 
     def restore(self) -> None:
         """Resume and start Kafka wherever it is paused or down (what a fault may leave; the faults
-        themselves are each nemesis's to undo). The nodes at once, as `setup` starts them."""
+        themselves are each nemesis's to undo), on every member. The nodes at once, as `setup` starts them."""
         self._each(self._revive)
 
     def _revive(self, name: str) -> None:
-        self.resume(name)
-        self.start(name)
+        if name in self.members:
+            self.resume(name)
+            self.start(name)
+
+    def join(self, node: str, timeout: float = 60.0) -> None:
+        """Start spare `node` and wait until every broker sees it registered: it is a member from then on."""
+        self.members.add(node)
+        self.start(node)
+        self.wait_brokers(timeout)
+
+    def retire(self, node: str) -> str:
+        """Take broker `node` out of the cluster as an operator decommissions one: stop its Kafka (a controlled
+        shutdown), then unregister it (`kafka-cluster unregister`); it is no member from then on, and the heal
+        leaves it down. Returns the tool's answer."""
+        self.stop(node)
+        self.members.discard(node)
+        live = next((n for n in self.nodes if n in self.members and self.is_running(n)), None)
+        if live is None:
+            raise ClusterError(f"no broker runs to unregister {node} from")
+        code, out = self.kafka_tool(live, ["org.apache.kafka.tools.ClusterTool", "unregister", "--bootstrap-server",
+                                           self.listener(live), "--id", str(self.id_of(node))])
+        if code != 0:
+            raise ClusterError(f"{live}: kafka-cluster unregister --id {self.id_of(node)} failed ({code}): "
+                               f"{out.strip()[-300:]}")
+        return out.strip().splitlines()[-1] if out.strip() else ""
 
     # --- readiness -----------------------------------------------------------------
     def wait_brokers(self, timeout: float | None = None) -> None:
@@ -232,14 +259,14 @@ class KafkaCluster:
         broker that does not list some broker yet drops its connection to that
         broker, and the requests in flight on it (librdkafka's _DESTROY_BROKER).
         """
-        want = {self.id_of(n) for n in self.nodes}
+        want = {self.id_of(n) for n in self.nodes if n in self.members}
         deadline = timeout or self.cfg.startup_timeout_s
         missing: set[int] = set(want)
 
         def attempt() -> None:
             nonlocal missing
             missing = set()
-            for node in self.nodes:
+            for node in (n for n in self.nodes if n in self.members):
                 try:
                     missing |= want - admin.registered_brokers(self.listener(node))
                 except Exception:
@@ -249,7 +276,7 @@ class KafkaCluster:
             # Only a cluster not ready yet is asked whether its Kafka processes still run (a command on each
             # node): one that has exited will never register.
             for spec in self.specs:
-                if not self.is_running(spec.name):
+                if spec.name in self.members and not self.is_running(spec.name):
                     raise ClusterError(f"{spec.name}: Kafka exited during startup:\n{self.log_tail(spec.name)}")
             raise _NotReady(f"not registered everywhere: {sorted(missing)}")
 
@@ -265,11 +292,11 @@ class KafkaCluster:
                                f"last log lines:\n{tails}") from None
 
     def wait_topic(self, topic: str, rf: int, timeout: float = 120.0) -> None:
-        """Wait until every broker's metadata shows each partition of `topic` with a leader and `rf` in-sync
+        """Wait until every member broker's metadata shows each partition of `topic` with a leader and `rf` in-sync
         replicas."""
         for a in Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(READY_POLL_S), reraise=True):
             with a:
-                for node in self.nodes:
+                for node in (n for n in self.nodes if n in self.members):
                     parts = admin.partitions(self.listener(node), topic)
                     short = {p: s.isr for p, s in parts.items() if s.leader < 0 or len(s.isr) < rf}
                     if not parts or short:

@@ -32,14 +32,16 @@ class NodeSpec:
 
 
 def layout(cfg: ClusterConfig) -> list[NodeSpec]:
-    """Nodes n1..nN (brokers; also controllers in combined mode) and c1..cK (dedicated controllers).
+    """Nodes n1..nN (brokers; also controllers in combined mode), the spares n(N+1).. (brokers only: never voters) and
+    c1..cK (dedicated controllers).
 
     Addresses are static: n<i> gets host 10+i of the subnet (.11 to .19), c<i> host 20+i.
     """
     hosts = list(ipaddress.ip_network(cfg.subnet).hosts())
     combined = cfg.controllers == 0
     roles = ("broker", "controller") if combined else ("broker",)
-    specs = [NodeSpec(f"n{i}", i, str(hosts[9 + i]), roles) for i in range(1, cfg.nodes + 1)]
+    specs = [NodeSpec(f"n{i}", i, str(hosts[9 + i]), roles if i <= cfg.nodes else ("broker",))
+             for i in range(1, cfg.nodes + cfg.spares + 1)]
     specs += [NodeSpec(f"c{i}", 100 + i, str(hosts[19 + i]), ("controller",)) for i in range(1, cfg.controllers + 1)]
     return specs
 
@@ -51,7 +53,7 @@ def server_properties(spec: NodeSpec, specs: list[NodeSpec], cfg: ClusterConfig,
     whose Kafka address is not its own, behind a NAT)."""
     here = bind or spec.address
     voters = ",".join(f"{s.node_id}@{s.address}:{CONTROLLER_PORT}" for s in specs if s.is_controller)
-    brokers = sum(1 for s in specs if s.is_broker)
+    brokers = cfg.nodes  # the internal topics' replication as without spares, which join later
     listeners = []
     if spec.is_broker:
         listeners.append(f"PLAINTEXT://{here}:{BROKER_PORT}")

@@ -7,6 +7,7 @@ tool writes nothing but its answer; what it did is read back with `--verify` and
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shlex
 import uuid
@@ -18,6 +19,7 @@ from kchaos.core.protocols import FaultSkipped, NodeControl
 __all__ = ["TOOL", "Moving", "cancel", "execute", "moving", "plan", "verify"]
 
 TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+log = logging.getLogger("kchaos.nemesis")
 # `--list`: "kchaos-0: replicas: 4,2,3,1. adding: 4. removing: 1." (either part left out when empty)
 _LISTED = re.compile(r"^(?P<topic>\S+)-(?P<p>\d+): replicas: (?P<r>[\d,]*)\.(?: adding: (?P<a>[\d,]*)\.)?"
                      r"(?: removing: (?P<x>[\d,]*)\.)?\s*$", re.M)
@@ -36,11 +38,11 @@ class Moving:
     removing: tuple[int, ...]
 
 
-def plan(topic: str, moves: dict[int, list[int]]) -> dict[str, Any]:
-    """The reassignment JSON moving each partition of `moves` to its replicas (broker ids, the preferred leader
-    first)."""
-    return {"version": 1, "partitions": [{"topic": topic, "partition": p, "replicas": list(r)}
-                                         for p, r in sorted(moves.items())]}
+def plan(moves: dict[tuple[str, int], list[int]]) -> dict[str, Any]:
+    """The reassignment JSON moving each (topic, partition) of `moves` to its replicas (broker ids, the preferred
+    leader first)."""
+    return {"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                         for (t, p), r in sorted(moves.items())]}
 
 
 def _ids(text: str) -> tuple[int, ...]:
@@ -66,8 +68,16 @@ def _tool(cluster: NodeControl, args: list[str], the_plan: dict[str, Any] | None
         if files:
             cluster.exec(node, ["rm", "-f", files[1]])
     if code != 0:
-        raise FaultSkipped(f"kafka-reassign-partitions {args[0]} failed ({code}): {' | '.join(_last(out, 3))}")
+        log.warning("%s: kafka-reassign-partitions %s failed (%d):\n%s", node, " ".join(args), code, out)
+        raise FaultSkipped(f"kafka-reassign-partitions {args[0]} failed ({code}): {_error(out)}")
     return out
+
+
+def _error(out: str) -> str:
+    """The tool's own words for a failure: its first line naming an exception class, else its first line."""
+    lines = [line.strip() for line in out.splitlines() if line.strip() and not line.startswith(("\tat ", "  at "))]
+    named = [line for line in lines if re.search(r"\w(?:Exception|Error)\b", line)]
+    return (named or lines or ["(no output)"])[0][:300]
 
 
 def _last(out: str, n: int) -> list[str]:
@@ -81,11 +91,11 @@ def execute(cluster: NodeControl, the_plan: dict[str, Any], throttle: int | None
     return " ".join(_last(_tool(cluster, args, the_plan), 1))
 
 
-def verify(cluster: NodeControl, the_plan: dict[str, Any]) -> dict[int, str]:
-    """Each partition of the plan: "completed" or "still in progress" (`--verify`, which clears the throttles
-    once every reassignment of the plan completed)."""
+def verify(cluster: NodeControl, the_plan: dict[str, Any]) -> dict[tuple[str, int], str]:
+    """Each (topic, partition) of the plan: "completed" or "still in progress" (`--verify`, which clears the
+    throttles once every reassignment of the plan completed)."""
     out = _tool(cluster, ["--verify"], the_plan)
-    return {int(m["p"]): m["state"] for m in _VERIFIED.finditer(out)}
+    return {(m["topic"], int(m["p"])): m["state"] for m in _VERIFIED.finditer(out)}
 
 
 def cancel(cluster: NodeControl, the_plan: dict[str, Any]) -> str:

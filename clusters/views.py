@@ -1,6 +1,7 @@
 """Every broker's own view of the partitions at the end of a run: what the agreement checks compare.
 
-`sample_views(cluster, topic, within_s)` asks each broker alone (a Metadata request, which a broker answers from its
+`sample_views(cluster, topic, within_s)` asks each broker of the cluster (each member: a spare not yet added, or a
+decommissioned broker, is not asked) alone (a Metadata request, which a broker answers from its
 own metadata cache) for the leader, replicas and ISR of every partition of the run's topic and of Kafka's internal
 topics, in rounds, until two rounds in a row find every broker agreeing, or `within_s` has passed since the first:
 a difference that outlasts it is what the metadata check reports. It also asks the high watermark of each of the
@@ -48,7 +49,7 @@ def broker_view(listener: str, topics: tuple[str, ...]) -> View:
 def _round(cluster: Topology, topics: tuple[str, ...]) -> tuple[dict[str, View], dict[str, str]]:
     views: dict[str, View] = {}
     errors: dict[str, str] = {}
-    for node in cluster.nodes:
+    for node in (n for n in cluster.nodes if n in cluster.members):
         try:
             views[node] = broker_view(cluster.listener(node), topics)
         except Exception as e:  # a broker that does not answer is recorded, and its view is not compared
@@ -101,6 +102,6 @@ def sample_views(cluster: Topology, topic: str, within_s: float, *, poll_s: floa
     own = sorted({r["partition"] for v in views.values() for r in v if r["topic"] == topic})
     return {"time_ms": round(began * 1000, 3), "first_ms": round(first * 1000, 3), "rounds": rounds,
             "within_s": within_s, "agreed": agreed, "brokers": views, "errors": errors,
-            "ids": {n: cluster.id_of(n) for n in cluster.nodes},
+            "ids": {n: cluster.id_of(n) for n in cluster.nodes if n in cluster.members},
             "high_watermarks": high_watermarks(cluster.bootstrap(), topic, own)}
 

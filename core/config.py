@@ -66,6 +66,9 @@ class ClusterConfig:
 
     nodes: int = 3
     controllers: int = 0  # 0: every node is broker+controller (combined mode)
+    # Brokers beyond `nodes`, broker-only and not started with the cluster: the add-broker and decommission nemeses
+    # bring them in (and the run's topic is placed on the first `nodes`).
+    spares: int = 0
     kafka_version: str = KAFKA_DEFAULT  # an exact release of core.kafka_versions.LINES
     kafka_dist: str | None = None  # extracted kafka_2.13-3.7.x directory or .tgz
     base_image: str | None = None  # a registry image to use instead of the mmdebstrap-made base
@@ -327,6 +330,9 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
     require(bool(re.fullmatch(r"[A-Za-z0-9._-]{1,200}", t.name)),
            f"topic name {t.name!r} is not a legal Kafka topic name")
     require(is_int(c.nodes) and 1 <= c.nodes <= 9, f"--nodes must be 1..9, got {c.nodes}")
+    require(is_int(c.spares) and 0 <= c.spares <= 9 - c.nodes,
+            f"--spares must be 0..{9 - c.nodes} (at most 9 brokers with --nodes), got {c.spares}")
+    require(not (c.spares and c.hosts), "--spares applies to the Docker backend; a hosts file names every broker")
     require(is_int(c.controllers) and c.controllers in (0, 1, 3, 5),
            f"--controllers must be 0 (combined mode), 1, 3 or 5, got {c.controllers}")
     require(is_int(t.partitions) and t.partitions >= 1, f"--partitions must be >= 1, got {t.partitions}")

@@ -18,6 +18,7 @@ class Topology(Protocol):
 
     nodes: list[str]  # brokers
     controllers: list[str]  # KRaft controllers (the same nodes as brokers in combined mode)
+    members: set[str]  # the nodes that are part of the cluster now: spares not yet added, and retired brokers, are not
 
     def bootstrap(self) -> str:
         """The `bootstrap.servers` string clients use."""
@@ -95,6 +96,19 @@ class Disks(NodeControl, Protocol):
         (a controller keeps its metadata log); Kafka must be stopped. Returns what was wiped."""
 
 
+class Membership(NodeControl, Protocol):
+    """Brokers joining and leaving: what the add-broker and decommission nemeses need."""
+
+    spares: list[str]  # brokers not started with the cluster (`--spares`)
+
+    def join(self, node: str, timeout: float = 60.0) -> None:
+        """Start spare `node` and wait until every broker sees it registered; it is a member from then on."""
+
+    def retire(self, node: str) -> str:
+        """Stop broker `node` and unregister it (`kafka-cluster unregister`); it is no member from then on, and the
+        heal leaves it down. Returns the tool's answer."""
+
+
 class Releases(Protocol):
     """The Kafka release each node runs, for a rolling upgrade."""
 
@@ -128,7 +142,7 @@ class NodeFiles(Protocol):
 
 
 @runtime_checkable
-class Cluster(RollingUpgrade, Disks, NodeFiles, Protocol):
+class Cluster(RollingUpgrade, Disks, Membership, NodeFiles, Protocol):
     """A running Kafka cluster of named nodes (Jepsen's DB): its lifecycle, and every smaller protocol. The runner
     holds one; a workload, nemesis or evidence step asks only for the protocol it uses."""
 

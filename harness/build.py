@@ -112,6 +112,14 @@ def preflight(cfg: TestConfig) -> TestConfig:
     if any(s.partition(":")[0] == "corrupt" for s in cfg.nemesis.names) and not cfg.topic.segment_ms:
         raise ConfigError("--nemesis corrupt flips bits in closed segments: give --segment-ms (e.g. 10000) so "
                           "the topic rolls its segments during the run")
+    named = {s.partition(":")[0] for s in cfg.nemesis.names}
+    if "add-broker" in named and not cfg.cluster.spares:
+        raise ConfigError("--nemesis add-broker starts a spare broker: give --spares N")
+    if {"decommission", "reassign"} & named and not cfg.cluster.spares \
+            and cfg.cluster.nodes <= cfg.topic.replication_factor:
+        which = sorted({"decommission", "reassign"} & named)[0]
+        raise ConfigError(f"--nemesis {which} moves replicas to a broker that holds none: give --spares N, or more "
+                          f"--nodes than --rf {cfg.topic.replication_factor}")
     if cfg.workload.client == "java" and (problem := jdk_problem()):
         raise ConfigError(problem)
     make_schedule(cfg)  # a replayed schedule is checked entry by entry here

@@ -80,6 +80,9 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
     g = {name: r.add_argument_group(name, about) for name, about in GROUPS.items()}
     c = g["cluster"]
     c.add_argument("--nodes", type=int, default=D.cluster.nodes, help="brokers, n1..nN")
+    c.add_argument("--spares", type=int, default=D.cluster.spares, metavar="N",
+                   help="spare brokers after n1..nN, broker-only and stopped until the add-broker or decommission "
+                        "nemesis brings one in (default 0)")
     c.add_argument("--controllers", type=int, default=D.cluster.controllers,
                    help="dedicated KRaft controllers c1..cK (0, 1, 3 or 5); 0: every node is broker and controller")
     c.add_argument("--kafka-version", default=D.cluster.kafka_version,
@@ -260,7 +263,7 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                                 linger_ms=load["linger_ms"], max_in_flight=a.max_in_flight,
                                 delivery_timeout_ms=a.delivery_timeout_ms, request_timeout_ms=a.request_timeout_ms,
                                 socket_timeout_ms=a.socket_timeout_ms),
-        cluster=ClusterConfig(nodes=a.nodes, controllers=a.controllers,
+        cluster=ClusterConfig(nodes=a.nodes, controllers=a.controllers, spares=a.spares,
                               kafka_version=exact_kafka_version(a.kafka_version),
                               kafka_dist=a.kafka_dist, base_image=a.base_image, subnet=a.subnet,
                               replica_lag_time_max_ms=a.replica_lag_time_max_ms,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from kchaos.core.faults import FaultKind
 from kchaos.nemesis import (
+    brokers,
     client,
     clock,
     corrupt,
@@ -36,6 +37,7 @@ PACKAGES: dict[str, Package] = {p.name: p for p in (
     *corrupt.PACKAGES,
     *wipe.PACKAGES,
     *reassign.PACKAGES,
+    *brokers.PACKAGES,
 )}
 
 # "none" runs the workload without faults; "mix" draws faults from families of packages.

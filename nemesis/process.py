@@ -72,7 +72,7 @@ class RollingRestart:
         """`{"f": "roll"}`: stop and start each node in turn; record how long each was out."""
         if op["f"] != "roll":
             raise ValueError(f"rolling-restart cannot {op['f']!r}")
-        order = sorted(set(self.cluster.nodes) | set(self.cluster.controllers))
+        order = sorted(self.cluster.members)
         random.Random(op.get("pick", 0)).shuffle(order)
         out: dict[str, float] = {}
         for n in order:

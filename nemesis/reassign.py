@@ -26,21 +26,66 @@ SETTLE_S = 60.0  # how long the heal waits for reassignments to complete before 
 POLL_S = 2.0
 
 
+class Reassignments:
+    """The reassignments a nemesis started, followed until they complete: what `verify` ops report and the heal
+    settles."""
+
+    def __init__(self, cluster: NodeControl, throttle: int | None):
+        self.cluster, self.throttle = cluster, throttle
+        self.pending: dict[tuple[str, int], list[int]] = {}  # (topic, partition) -> the replicas it moves to
+
+    def start(self, moves: dict[tuple[str, int], list[int]]) -> str:
+        """Start `moves` (kafka-reassign-partitions --execute, throttled as the run says); the tool's last line."""
+        answer = reassign.execute(self.cluster, reassign.plan(moves), self.throttle)
+        self.pending.update(moves)
+        return answer
+
+    def verify(self) -> dict[str, str]:
+        """{"topic-partition": "completed" or "still in progress"} for those started and not yet seen complete,
+        which are then no longer followed."""
+        if not self.pending:
+            return {}
+        states = reassign.verify(self.cluster, reassign.plan(self.pending))
+        for key, state in states.items():
+            if state == "completed":
+                self.pending.pop(key, None)
+        return {f"{t}-{p}": state for (t, p), state in sorted(states.items())}
+
+    def settle(self, within_s: float) -> bool:
+        """Wait up to `within_s` for every reassignment followed to complete; whether they all did."""
+        deadline = time.monotonic() + within_s
+        while self.pending and time.monotonic() < deadline:
+            try:
+                self.verify()
+            except FaultSkipped:
+                pass
+            if self.pending:
+                time.sleep(POLL_S)
+        return not self.pending
+
+    def cancel(self) -> None:
+        """Cancel those still followed (`--cancel`, which clears their throttles)."""
+        if self.pending:
+            reassign.cancel(self.cluster, reassign.plan(self.pending))
+            self.pending.clear()
+
+
+def names(cluster: NodeControl, ids: list[int] | tuple[int, ...]) -> list[str]:
+    """Broker ids as node names."""
+    return [cluster.node_of(i) or str(i) for i in ids]
+
+
 class Reassign:
     """Start reassignments of the topic's partitions (`begin`), ask how they went (`end`), settle them (`heal`)."""
 
     def __init__(self, cluster: NodeControl, cfg: TestConfig):
         self.cluster, self.topic, self.rf = cluster, cfg.topic.name, cfg.topic.replication_factor
-        self.throttle = cfg.nemesis.reassign_throttle or None
-        self.pending: dict[int, list[int]] = {}  # partition -> the replicas it is being moved to
-
-    def _names(self, ids: list[int] | tuple[int, ...]) -> list[str]:
-        return [self.cluster.node_of(i) or str(i) for i in ids]
+        self.moves = Reassignments(cluster, cfg.nemesis.reassign_throttle or None)
 
     def begin(self, nodes: list[str], op: dict[str, Any]) -> dict[str, Any]:
-        """Reassign the op's partition away from the target replica `nodes[0]`: to a broker outside its replicas
-        (a move; a third of the time an added replica instead), or, while it has more replicas than the topic's
-        replication factor, without that replica. FaultSkipped when every broker holds a replica already."""
+        """Reassign the op's partition away from the target replica `nodes[0]`: to a registered broker outside its
+        replicas (a move; a third of the time an added replica instead), or, while it has more replicas than the
+        topic's replication factor, without that replica. FaultSkipped when every broker holds a replica already."""
         p = int(op.get("partition", 0))
         pick = random.Random(op.get("pick", 0))
         state = admin.partitions(self.cluster.bootstrap(), self.topic).get(p)
@@ -48,7 +93,7 @@ class Reassign:
             raise FaultSkipped(f"topic {self.topic} has no partition {p}")
         replicas = list(state.replicas)
         victim = self.cluster.id_of(nodes[0])
-        outside = sorted(set(map(self.cluster.id_of, self.cluster.nodes)) - set(replicas))
+        outside = sorted(admin.registered_brokers(self.cluster.bootstrap()) - set(replicas))
         if len(replicas) > self.rf:
             mode, to = "shrink", [r for r in replicas if r != victim]
         elif not outside:
@@ -58,37 +103,22 @@ class Reassign:
             added = pick.choice(outside)
             mode = "grow" if pick.random() < GROW else "move"
             to = replicas + [added] if mode == "grow" else [added if r == victim else r for r in replicas]
-        answer = reassign.execute(self.cluster, reassign.plan(self.topic, {p: to}), self.throttle)
-        self.pending[p] = to
-        return {"partition": p, "mode": mode, "from": self._names(replicas), "to": self._names(to),
-                "adding": self._names([r for r in to if r not in replicas]),
-                "removing": self._names([r for r in replicas if r not in to]), "answer": answer}
+        answer = self.moves.start({(self.topic, p): to})
+        return {"partition": p, "mode": mode, "from": names(self.cluster, replicas), "to": names(self.cluster, to),
+                "adding": names(self.cluster, [r for r in to if r not in replicas]),
+                "removing": names(self.cluster, [r for r in replicas if r not in to]), "answer": answer}
 
     def end(self, nodes: list[str]) -> dict[str, Any]:
-        """Ask the tool how the reassignments started so far went: {partition: completed or still in progress}.
-        Completed ones are no longer followed."""
-        if not self.pending:
-            return {}
-        states = reassign.verify(self.cluster, reassign.plan(self.topic, self.pending))
-        for p, state in states.items():
-            if state == "completed":
-                self.pending.pop(p, None)
-        return {"reassignments": {str(p): s for p, s in sorted(states.items())}}
+        """Ask the tool how the reassignments started so far went: {"topic-partition": completed or still in
+        progress}. Completed ones are no longer followed."""
+        verified = self.moves.verify()
+        return {"reassignments": verified} if verified else {}
 
     def heal(self) -> None:
         """Wait up to SETTLE_S for every reassignment started to complete (the tool then clears the throttles); cancel
         those still in progress, which also clears the throttles."""
-        deadline = time.monotonic() + SETTLE_S
-        while self.pending and time.monotonic() < deadline:
-            try:
-                self.end([])
-            except FaultSkipped:
-                pass
-            if self.pending:
-                time.sleep(POLL_S)
-        if self.pending:
-            reassign.cancel(self.cluster, reassign.plan(self.topic, self.pending))
-            self.pending.clear()
+        if not self.moves.settle(SETTLE_S):
+            self.moves.cancel()
 
 
 PACKAGES = (targeted("reassign", lambda c, cfg: Reassign(c, cfg), start_f="reassign", stop_f="verify",

@@ -184,7 +184,7 @@ def resolve_recorded(cluster: NodeControl, topic: str, op: dict[str, Any],
 
 
 def _resolve(cluster: NodeControl, topic: str, op: dict[str, Any], kind: str, pick: random.Random) -> list[str]:
-    everyone = sorted(set(cluster.nodes) | set(cluster.controllers))
+    everyone = sorted((set(cluster.nodes) | set(cluster.controllers)) & cluster.members)
     if "nodes" in op:
         unknown = sorted(set(op["nodes"]) - set(everyone))
         if unknown:
@@ -208,7 +208,7 @@ def _resolve(cluster: NodeControl, topic: str, op: dict[str, Any], kind: str, pi
         if not followers:
             raise FaultSkipped(f"partition {p} has no followers")
         return followers if kind == "followers" else [pick.choice(followers)]
-    brokers = sorted(cluster.nodes)
+    brokers = sorted(n for n in cluster.nodes if n in cluster.members)  # not a spare yet to add, nor a retired one
     size = {"one": 1, "minority": (len(brokers) - 1) // 2, "majority": len(brokers) // 2 + 1,
             "all": len(everyone)}[kind]
     if size == 0:

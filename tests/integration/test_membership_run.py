@@ -79,7 +79,7 @@ def test_a_reassignment_moves_the_leaders_replica_to_the_broker_that_held_none(s
     (old_leader,) = moved["targets"]
     assert moved["mode"] == "move" and moved["removing"] == [old_leader] and len(moved["adding"]) == 1, moved
     assert moved["from"][0] == old_leader and moved["to"] == [moved["adding"][0], *moved["from"][1:]], moved
-    assert verified["reassignments"] == {"0": "completed"}, verified
+    assert verified["reassignments"] == {"kchaos-0": "completed"}, verified
     # every broker now places partition 0 on the new replicas, all of them in sync
     views = json.loads((run / "evidence" / "views.json").read_text())
     ids = views["ids"]
@@ -107,5 +107,30 @@ def test_the_replica_a_throttled_reassignment_adds_is_killed_mid_move_and_nothin
     moved = next(o for o in ops if o["f"] == "reassign")
     killed = next(o for o in ops if o["f"] == "kill")
     assert killed["targets"] == moved["adding"] and killed["time"] > moved["time"], (moved, killed)
+    agreement = results["agreement"]
+    assert (agreement["metadata_divergence"], agreement["replica_divergence"]) == (0, 0), agreement
+
+
+def test_a_decommissioned_leader_is_drained_to_a_spare_then_unregistered_and_left_out(store, tmp_path):
+    plan = schedule(tmp_path, (8, "decommission:leader", {"f": "decommission", "target": "leader", "partition": 0,
+                                                          "pick": 1}),
+                    (30, "decommission:leader", {"f": "verify"}))
+    run, results = finished_run(store, "decommission-leader", [
+        "--spares", "1", "--acks", "all", "--min-insync", "2", "--schedule", str(plan), "--time-limit", "36",
+        "--rate", "100", "--seed", "9"])
+    assert results["counts"]["lost"] == 0, results["counts"]
+    op = next(o for o in read_history(run / "history.jsonl") if o.get("process") == "nemesis"
+              and o["f"] == "decommission" and o["type"] != "invoke")
+    assert op["type"] == "ok", op
+    (victim,) = op["targets"]
+    # the spare was added to take its replicas, every one of them moved, and then it was unregistered
+    assert op["added"] == ["n4"] and op["drained"] is True and op["unregistered"], op
+    assert {f"kchaos-{p}" for p in range(3)} <= set(op["moved"]), op
+    assert all(victim not in replicas for replicas in op["moved"].values()), op
+    # it stayed out: not restarted by the heal, not asked at the end, and no partition places a replica on it
+    views = json.loads((run / "evidence" / "views.json").read_text())
+    assert set(views["brokers"]) == {"n1", "n2", "n3", "n4"} - {victim}, views["brokers"].keys()
+    gone = int(victim[1:])
+    assert all(gone not in r["replicas"] for rows in views["brokers"].values() for r in rows), views
     agreement = results["agreement"]
     assert (agreement["metadata_divergence"], agreement["replica_divergence"]) == (0, 0), agreement

@@ -92,3 +92,21 @@ def test_network_faults_heal_before_the_others():
                 faults=(), dist=None)
     order = ["partition-leader", "partition-one:majority", "kill-leader", "pause"]
     assert list(test.nemeses(cluster=None)) == order and made == order
+
+
+@pytest.mark.parametrize("names, nodes, spares, refused", [
+    (("add-broker",), 3, 0, "add-broker starts a spare broker: give --spares N"),
+    (("add-broker",), 3, 1, None),
+    (("reassign",), 3, 0, "reassign moves replicas to a broker that holds none"),
+    (("reassign:follower",), 4, 0, None),
+    (("decommission:leader",), 3, 0, "decommission moves replicas"),
+    (("decommission:leader",), 3, 1, None),
+])
+def test_membership_faults_need_a_broker_to_move_to(tmp_path, names, nodes, spares, refused):
+    c = TestConfig(store=str(tmp_path / "results"), cluster=ClusterConfig(nodes=nodes, spares=spares),
+                   nemesis=NemesisConfig(names=names))
+    if refused is None:
+        preflight(c)
+    else:
+        with pytest.raises(ConfigError, match=refused):
+            preflight(c)

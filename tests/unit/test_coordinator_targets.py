@@ -67,7 +67,7 @@ def test_a_share_coordinator_target_looks_up_the_topics_id_and_records_the_key(m
 class Cluster:
     """Three brokers; partition p of every internal topic is led by broker p % 3 + 1."""
 
-    nodes, controllers = ["n1", "n2", "n3"], []
+    nodes, controllers, members = ["n1", "n2", "n3"], [], {"n1", "n2", "n3"}
 
     def bootstrap(self):
         return "n1:9092"

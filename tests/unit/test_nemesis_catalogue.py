@@ -288,7 +288,7 @@ class Disks:
     """Three nodes whose fault-ctl answers as lazyfs would: a stats line per disk command, a torn report per
     torn power failure."""
 
-    nodes, controllers = ["n1", "n2", "n3"], []
+    nodes, controllers, members = ["n1", "n2", "n3"], [], {"n1", "n2", "n3"}
 
     def __init__(self):
         self.calls, self.started, self.enospc = [], [], 0

@@ -26,6 +26,7 @@ class Tool:
 
     nodes = ["n1", "n2", "n3", "n4"]
     controllers = ["n1", "n2", "n3"]
+    members = {"n1", "n2", "n3", "n4"}
 
     def __init__(self, **answers: str):
         self.answers = answers
@@ -64,7 +65,9 @@ def cfg(throttle: int = 0) -> TestConfig:
 
 @pytest.fixture
 def replicas(monkeypatch):
-    """Set partition 0's replicas (leader first) as the admin API reports them."""
+    """Set partition 0's replicas (leader first) as the admin API reports them, and brokers 1..4 registered."""
+    monkeypatch.setattr(admin, "registered_brokers", lambda *a, **k: {1, 2, 3, 4})
+
     def set_(*ids: int) -> None:
         monkeypatch.setattr(admin, "partitions", lambda *a, **k: {0: PartitionState(0, ids[0], ids, ids)})
     return set_
@@ -98,7 +101,7 @@ def test_a_grown_partition_shrinks_back_without_the_target(replicas):
 def test_without_a_broker_outside_the_replicas_the_op_is_skipped(replicas, monkeypatch):
     replicas(1, 2, 3)
     tool = Tool()
-    monkeypatch.setattr(Tool, "nodes", ["n1", "n2", "n3"])
+    monkeypatch.setattr(admin, "registered_brokers", lambda *a, **k: {1, 2, 3})  # n4 is a spare not yet started
     with pytest.raises(FaultSkipped, match="needs more brokers"):
         nemesis.Reassign(tool, cfg()).begin(["n1"], {"partition": 0})
 
@@ -108,13 +111,13 @@ def test_verify_follows_the_reassignments_until_they_complete_and_the_heal_cance
     tool = Tool(verify="Status of partition reassignment:\nReassignment of partition kchaos-0 is still in progress.\n")
     r = nemesis.Reassign(tool, cfg())
     r.begin(["n1"], {"partition": 0, "pick": 0})
-    assert r.end(["n1"]) == {"reassignments": {"0": "still in progress"}}
+    assert r.end(["n1"]) == {"reassignments": {"kchaos-0": "still in progress"}}
     monkeypatch.setattr(nemesis, "SETTLE_S", 0.0)
     r.heal()
-    assert tool.calls[-1][tool.calls[-1].index("--cancel")] == "--cancel" and not r.pending
+    assert "--cancel" in tool.calls[-1] and not r.moves.pending
     tool.answers["verify"] = "Reassignment of partition kchaos-0 is completed.\n"
     r.begin(["n1"], {"partition": 0, "pick": 0})
-    assert r.end([]) == {"reassignments": {"0": "completed"}} and not r.pending
+    assert r.end([]) == {"reassignments": {"kchaos-0": "completed"}} and not r.moves.pending
 
 
 def test_the_replicas_a_reassignment_adds_and_removes_are_targets():
@@ -130,6 +133,9 @@ def test_the_replicas_a_reassignment_adds_and_removes_are_targets():
 def test_a_failing_tool_skips_the_fault_quoting_it(replicas):
     replicas(1, 2, 3)
     tool = Tool()
-    tool.kafka_tool = lambda node, args: (1, "Error: some reassignment error\nmore")  # type: ignore[method-assign]
-    with pytest.raises(FaultSkipped, match="--execute failed \\(1\\): Error: some reassignment error | more"):
+    trace = ("Error: some reassignment error\norg.apache.kafka.common.errors.InvalidReplicaAssignmentException: "
+             "Unknown broker 9\n\tat org.apache.kafka.tools.reassign.ReassignPartitionsCommand.main(X.java:142)")
+    tool.kafka_tool = lambda node, args: (1, trace)  # type: ignore[method-assign]
+    with pytest.raises(FaultSkipped, match=r"--execute failed \(1\): org.apache.kafka.common.errors.Invalid"
+                                           r"ReplicaAssignmentException: Unknown broker 9$"):
         nemesis.Reassign(tool, cfg()).begin(["n1"], {"partition": 0, "pick": random.Random(1).randrange(9)})

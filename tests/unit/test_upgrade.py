@@ -82,6 +82,7 @@ class FakeCluster:
 
     def __init__(self, nodes, controllers):
         self.nodes, self.controllers = nodes, controllers
+        self.members = {*nodes, *controllers}
         self.release = {n: "3.7.2" for n in {*nodes, *controllers}}
         self.calls: list[tuple] = []
         self.feature_calls = 0
