@@ -199,6 +199,10 @@ RULES: tuple[Rule, ...] = (
     Rule("connection-lost", "expected", (*_AWAY, "client"),
          "A peer went away mid-request: it was killed, cut off or frozen.",
          text=r"Connection refused|Connection reset by peer|Broken pipe|disconnected before the response was read"),
+    Rule("directory-assignment-refused", "expected", ("down", "membership"),
+         "A restarted broker sent its replicas' log directories (KIP-858) before the controller had its new "
+         "registration, and was told its broker epoch is stale; it sends them again once registered.",
+         text=r"^Failed to propagate directory assignments because the Controller returned error STALE_BROKER_EPOCH"),
     Rule("replica-created", "expected", ("membership",),
          "A broker was handed a replica it did not hold (a reassignment or a new broker put it there, or its disk "
          "was replaced) and created it.",

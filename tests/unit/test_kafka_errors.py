@@ -517,3 +517,17 @@ def test_a_replica_created_on_the_broker_a_reassignment_adds_is_expected_only_un
         logs.write()
         s = kafka_errors(run)
         assert [(g["status"], g["rule"]) for g in s["groups"]] == [(status, "replica-created")], spec
+
+
+def test_a_directory_assignment_refused_after_a_wipe_is_expected(tmp_path):
+    refused = ("Failed to propagate directory assignments because the Controller returned error STALE_BROKER_EPOCH "
+               "(org.apache.kafka.server.AssignmentsManager)", [])
+    write_history(tmp_path, [(10.0, "wipe", "invoke", "wipe", {"target": "follower"}),
+                             (10.5, "wipe", "ok", "wipe", {"nodes": ["n1"]}),
+                             (15.0, "wipe", "invoke", "start", {}), (15.2, "wipe", "ok", "start", {"nodes": ["n1"]})])
+    write_faults(tmp_path, [FaultKind("wipe", "wipe", "start")])
+    logs = Logs(tmp_path, ("n1",))
+    logs.add("n1", 17.0, "ERROR", refused)
+    logs.write()
+    s = kafka_errors(tmp_path)
+    assert [(g["status"], g["rule"]) for g in s["groups"]] == [("expected", "directory-assignment-refused")]
