@@ -125,8 +125,9 @@ FAMILIES: tuple[Family, ...] = (
            "bytes of a log directory changed on disk, or a power failure dropped the unsynced ones"),
     Family("client", ("crash-client",), "a client died mid-request"),
     Family("election", ("elect-unclean",), "an operator forced an election"),
-    Family("membership", ("reassign", "wipe", "add-broker", "decommission"),
-           "a replica moved to another broker, a broker joined or left, or a broker's disk was replaced"),
+    Family("membership", ("reassign", "wipe", "add-broker", "decommission", "remove-controller"),
+           "a replica moved to another broker, a broker or a controller joined or left, or a broker's disk was "
+           "replaced"),
 )
 
 _COORDINATOR = r"(?:^|\.)coordinator\.(?:group|transaction|share|common)\."

@@ -20,7 +20,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_f
 from kchaos.clusters import admin
 from kchaos.clusters.distribution import KafkaDist, resolve
 from kchaos.clusters.kafka_node import KafkaNode, NodeError
-from kchaos.clusters.kraft import NodeSpec, server_properties
+from kchaos.clusters.kraft import NodeSpec, format_args, server_properties
 from kchaos.core import page_cache
 from kchaos.core.config import ClusterConfig
 from kchaos.core.kafka_versions import feature_answer, finalize_commands, scripts_env
@@ -167,7 +167,8 @@ class KafkaCluster:
         self._nodes = self.provisioner.create(self.run_dir)
         self._each(self._configure)
         self.say(f"formatting storage on {len(self.specs)} nodes (cluster id {self.cluster_id})")
-        self._each(lambda n: self.node(n).format(self.cluster_id, self.cfg.kafka_features))
+        self._each(lambda n: self.node(n).format(self.cluster_id, self.cfg.kafka_features,
+                                                 format_args(self.by_name[n], self.specs, self.cfg)))
         self.say("starting Kafka" + (f" (not on the spares {', '.join(self.spares)})" if self.spares else ""))
         self._each(lambda n: self.start(n) if n in self.members else None)
         self.wait_brokers()
@@ -375,6 +376,10 @@ class KafkaCluster:
         log could vote committed metadata away. Returns what was wiped."""
         keep = self.by_name[node].is_controller
         return str(self._guard(lambda: self.node(node).wipe(self.cluster_id, keep, self.cfg.kafka_features)))
+
+    def conf_file(self, node: str) -> str:
+        """The path of `node`'s server.properties, on the node."""
+        return f"{self.node(node).layout.conf}/server.properties"
 
     def kafka_tool(self, node: str, args: list[str]) -> tuple[int, str]:
         """Run Kafka's tool `args[0]` (a class) with `args[1:]` and the jars `node` runs (`kafka-ctl tool`)."""

@@ -53,7 +53,7 @@ class ExternalKafkaNode(KafkaNode):
         """The scripts' node.env only: the operator's server.properties stays as it is."""
         self.write(f"{self.layout.bin}/node.env", self.layout.env(env))
 
-    def format(self, cluster_id: str, features: tuple[str, ...] = ()) -> None:
+    def format(self, cluster_id: str, features: tuple[str, ...] = (), extra: tuple[str, ...] = ()) -> None:
         """Nothing: the operator's cluster is formatted already (a run asking for features is refused)."""
 
     def start(self) -> None:

@@ -194,10 +194,11 @@ class KafkaNode:
         self.write(f"{self.layout.conf}/server.properties", properties)
         self.write(f"{self.layout.bin}/node.env", self.layout.env(env))
 
-    def format(self, cluster_id: str, features: tuple[str, ...] = ()) -> None:
-        """Format the node's storage with `cluster_id` (mounting lazyfs first when the storage is lazyfs), and
-        with each of `features` ("NAME=LEVEL") instead of the release's default level."""
-        self.script("kafka-ctl", "format", cluster_id, *(a for f in features for a in ("--feature", f)))
+    def format(self, cluster_id: str, features: tuple[str, ...] = (), extra: tuple[str, ...] = ()) -> None:
+        """Format the node's storage with `cluster_id` (mounting lazyfs first when the storage is lazyfs), with each
+        of `features` ("NAME=LEVEL") instead of the release's default level, and the storage tool's `extra`
+        arguments (a dynamic quorum's initial controllers)."""
+        self.script("kafka-ctl", "format", cluster_id, *(a for f in features for a in ("--feature", f)), *extra)
 
     def wipe(self, cluster_id: str, keep_metadata: bool, features: tuple[str, ...] = ()) -> str:
         """Empty the node's storage as a replaced disk leaves it, Kafka stopped: every directory formatted anew

@@ -1,7 +1,9 @@
 """KRaft cluster layout: node names, ids, addresses and each node's server.properties."""
 from __future__ import annotations
 
+import base64
 import ipaddress
+import uuid
 from dataclasses import dataclass
 
 from kchaos.core.config import ClusterConfig
@@ -53,6 +55,9 @@ def server_properties(spec: NodeSpec, specs: list[NodeSpec], cfg: ClusterConfig,
     whose Kafka address is not its own, behind a NAT)."""
     here = bind or spec.address
     voters = ",".join(f"{s.node_id}@{s.address}:{CONTROLLER_PORT}" for s in specs if s.is_controller)
+    quorum = ({"controller.quorum.bootstrap.servers": ",".join(f"{s.address}:{CONTROLLER_PORT}" for s in specs
+                                                                if s.is_controller)}
+              if cfg.dynamic_quorum else {"controller.quorum.voters": voters})
     brokers = cfg.nodes  # the internal topics' replication as without spares, which join later
     listeners = []
     if spec.is_broker:
@@ -62,7 +67,7 @@ def server_properties(spec: NodeSpec, specs: list[NodeSpec], cfg: ClusterConfig,
     props = {
         "process.roles": ",".join(spec.roles),
         "node.id": spec.node_id,
-        "controller.quorum.voters": voters,
+        **quorum,
         "listeners": ",".join(listeners),
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
@@ -101,6 +106,24 @@ def server_properties(spec: NodeSpec, specs: list[NodeSpec], cfg: ClusterConfig,
     if spec.is_controller:
         props["broker.session.timeout.ms"] = cfg.broker_session_timeout_ms
     return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def directory_id(spec: NodeSpec) -> str:
+    """The log directory id a node's storage is formatted with under a dynamic quorum: a Kafka Uuid (URL-safe base64,
+    no padding) fixed by the node's name, so that formatted storage stays cacheable."""
+    raw = uuid.uuid5(uuid.NAMESPACE_URL, f"kchaos:{spec.name}").bytes
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def format_args(spec: NodeSpec, specs: list[NodeSpec], cfg: ClusterConfig) -> tuple[str, ...]:
+    """What the storage tool needs beyond the cluster id for `spec`: under a dynamic quorum, the initial voters with
+    their directory ids (for a controller), or that it is none of them (a broker); nothing under a static one."""
+    if not cfg.dynamic_quorum:
+        return ()
+    if not spec.is_controller:
+        return ("--no-initial-controllers",)
+    return ("--initial-controllers", ",".join(f"{s.node_id}@{s.address}:{CONTROLLER_PORT}:{directory_id(s)}"
+                                              for s in specs if s.is_controller))
 
 
 def _share_groups(version: str) -> bool:

@@ -69,6 +69,9 @@ class ClusterConfig:
     # Brokers beyond `nodes`, broker-only and not started with the cluster: the add-broker and decommission nemeses
     # bring them in (and the run's topic is placed on the first `nodes`).
     spares: int = 0
+    # A dynamic KRaft quorum (KIP-853, Kafka 3.9+): the controllers found through controller.quorum.bootstrap.servers
+    # and formatted with --initial-controllers, so that controllers can be added and removed while the cluster runs.
+    dynamic_quorum: bool = False
     kafka_version: str = KAFKA_DEFAULT  # an exact release of core.kafka_versions.LINES
     kafka_dist: str | None = None  # extracted kafka_2.13-3.7.x directory or .tgz
     base_image: str | None = None  # a registry image to use instead of the mmdebstrap-made base
@@ -333,6 +336,9 @@ def validate(cfg: TestConfig, check_nemesis: Callable[[str], None] | None = None
     require(is_int(c.spares) and 0 <= c.spares <= 9 - c.nodes,
             f"--spares must be 0..{9 - c.nodes} (at most 9 brokers with --nodes), got {c.spares}")
     require(not (c.spares and c.hosts), "--spares applies to the Docker backend; a hosts file names every broker")
+    require(not c.dynamic_quorum or feature_flags_at_format(c.kafka_version),
+            f"--dynamic-quorum needs Kafka 3.9 or later (KIP-853), not --kafka-version {c.kafka_version}")
+    require(not (c.dynamic_quorum and c.hosts), "--dynamic-quorum applies to the Docker backend")
     require(is_int(c.controllers) and c.controllers in (0, 1, 3, 5),
            f"--controllers must be 0 (combined mode), 1, 3 or 5, got {c.controllers}")
     require(is_int(t.partitions) and t.partitions >= 1, f"--partitions must be >= 1, got {t.partitions}")

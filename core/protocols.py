@@ -75,6 +75,9 @@ class NodeControl(Topology, Protocol):
     def fault_ctl(self, node: str, *args: str) -> str:
         """Run the node's fault tool (iptables, tc, lazyfs control); raise on failure."""
 
+    def conf_file(self, node: str) -> str:
+        """The path of `node`'s server.properties, on the node."""
+
     def kafka_tool(self, node: str, args: list[str]) -> tuple[int, str]:
         """Run one of Kafka's tools (its class, then its arguments) with `node`'s Kafka jars, on `node`; return its exit
         code and output."""

@@ -113,6 +113,9 @@ def preflight(cfg: TestConfig) -> TestConfig:
         raise ConfigError("--nemesis corrupt flips bits in closed segments: give --segment-ms (e.g. 10000) so "
                           "the topic rolls its segments during the run")
     named = {s.partition(":")[0] for s in cfg.nemesis.names}
+    if "remove-controller" in named and not cfg.cluster.dynamic_quorum:
+        raise ConfigError("--nemesis remove-controller changes the controller quorum's voters: it needs "
+                          "--dynamic-quorum (Kafka 3.9+, KIP-853)")
     if "add-broker" in named and not cfg.cluster.spares:
         raise ConfigError("--nemesis add-broker starts a spare broker: give --spares N")
     if {"decommission", "reassign"} & named and not cfg.cluster.spares \

@@ -80,6 +80,10 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
     g = {name: r.add_argument_group(name, about) for name, about in GROUPS.items()}
     c = g["cluster"]
     c.add_argument("--nodes", type=int, default=D.cluster.nodes, help="brokers, n1..nN")
+    c.add_argument("--dynamic-quorum", action=argparse.BooleanOptionalAction, default=D.cluster.dynamic_quorum,
+                   help="a dynamic KRaft quorum (KIP-853, Kafka 3.9+): controllers found through "
+                        "controller.quorum.bootstrap.servers and formatted with --initial-controllers, so that the "
+                        "controller nemeses can remove and add them")
     c.add_argument("--spares", type=int, default=D.cluster.spares, metavar="N",
                    help="spare brokers after n1..nN, broker-only and stopped until the add-broker or decommission "
                         "nemesis brings one in (default 0)")
@@ -264,6 +268,7 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                                 delivery_timeout_ms=a.delivery_timeout_ms, request_timeout_ms=a.request_timeout_ms,
                                 socket_timeout_ms=a.socket_timeout_ms),
         cluster=ClusterConfig(nodes=a.nodes, controllers=a.controllers, spares=a.spares,
+                              dynamic_quorum=a.dynamic_quorum,
                               kafka_version=exact_kafka_version(a.kafka_version),
                               kafka_dist=a.kafka_dist, base_image=a.base_image, subnet=a.subnet,
                               replica_lag_time_max_ms=a.replica_lag_time_max_ms,

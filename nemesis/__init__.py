@@ -9,6 +9,7 @@ from kchaos.nemesis import (
     brokers,
     client,
     clock,
+    controllers,
     corrupt,
     disk,
     election,
@@ -38,6 +39,7 @@ PACKAGES: dict[str, Package] = {p.name: p for p in (
     *wipe.PACKAGES,
     *reassign.PACKAGES,
     *brokers.PACKAGES,
+    *controllers.PACKAGES,
 )}
 
 # "none" runs the workload without faults; "mix" draws faults from families of packages.

@@ -136,3 +136,28 @@ def test_a_decommissioned_leader_is_drained_to_a_spare_then_unregistered_and_lef
     assert all(gone not in r["replicas"] for rows in views["brokers"].values() for r in rows), views
     agreement = results["agreement"]
     assert (agreement["metadata_divergence"], agreement["replica_divergence"]) == (0, 0), agreement
+
+
+def test_the_active_controller_is_removed_from_a_dynamic_quorum_and_added_back_while_brokers_serve(store):
+    run, results = finished_run(store, "remove-controller", [
+        "--kafka-version", "4.4.0", "--controllers", "3", "--dynamic-quorum", "--nemesis", "remove-controller",
+        "--interval", "12", "--time-limit", "30", "--acks", "all", "--min-insync", "2", "--rate", "100",
+        "--seed", "2"])
+    assert results["counts"]["lost"] == 0, results["counts"]
+    test = json.loads((run / "test.json").read_text())
+    assert test["cluster"]["dynamic_quorum"] is True
+    props = (run / "nodes" / "c1" / "server.properties").read_text()
+    assert "controller.quorum.bootstrap.servers=" in props and "controller.quorum.voters=" not in props
+    ops = [o for o in read_history(run / "history.jsonl") if o.get("process") == "nemesis" and o["type"] == "ok"]
+    removed = [o for o in ops if o["f"] == "remove-controller"]
+    added = [o for o in ops if o["f"] == "add-controller"]
+    assert removed and len(added) == len(removed), ops
+    for r, a in zip(removed, added):
+        (node,) = r["targets"]
+        cid = 100 + int(node[1:])
+        assert r["voters_before"] == ["c1", "c2", "c3"] and node in r["voters_before"], r
+        assert r["answer"] == f"Removed KRaft controller {cid} with directory id {r['directory_id']}", r
+        assert a["added"][node].startswith(f"Added controller {cid} with directory id {r['directory_id']}"), a
+        assert a["voters_after"] == ["c1", "c2", "c3"], a
+    agreement = results["agreement"]
+    assert (agreement["metadata_divergence"], agreement["replica_divergence"]) == (0, 0), agreement

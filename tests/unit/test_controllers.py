@@ -1,0 +1,108 @@
+"""A dynamic KRaft quorum (KIP-853): its layout and format arguments, and the remove-controller nemesis against a
+stand-in for kafka-metadata-quorum."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kchaos.clusters.kraft import directory_id, format_args, layout, server_properties
+from kchaos.core.config import ClusterConfig, ConfigError, NemesisConfig, TestConfig, validate
+from kchaos.core.protocols import FaultSkipped
+from kchaos.harness.build import preflight
+from kchaos.nemesis.controllers import RemoveController
+
+
+def props(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if line)
+
+
+def test_a_dynamic_quorum_finds_its_controllers_by_bootstrap_and_formats_them_as_the_initial_voters():
+    cfg = ClusterConfig(kafka_version="4.4.0", controllers=3, dynamic_quorum=True)
+    specs = layout(cfg)
+    c1, n1 = next(s for s in specs if s.name == "c1"), next(s for s in specs if s.name == "n1")
+    p = props(server_properties(c1, specs, cfg))
+    assert "controller.quorum.voters" not in p
+    assert p["controller.quorum.bootstrap.servers"] == "172.30.77.21:9093,172.30.77.22:9093,172.30.77.23:9093"
+    flag, voters = format_args(c1, specs, cfg)
+    assert flag == "--initial-controllers"
+    assert voters.split(",") == [f"{100 + i}@172.30.77.{20 + i}:9093:{directory_id(s)}"
+                                 for i, s in enumerate((s for s in specs if s.is_controller), 1)]
+    assert format_args(n1, specs, cfg) == ("--no-initial-controllers",)
+    assert len({directory_id(s) for s in specs}) == len(specs) and all(len(directory_id(s)) == 22 for s in specs)
+    static = ClusterConfig(kafka_version="4.4.0", controllers=3)
+    assert format_args(c1, layout(static), static) == ()
+    assert "controller.quorum.voters" in props(server_properties(c1, layout(static), static))
+
+
+def test_a_dynamic_quorum_needs_kafka_3_9_and_the_controller_nemesis_needs_one(tmp_path):
+    with pytest.raises(ConfigError, match="--dynamic-quorum needs Kafka 3.9 or later"):
+        validate(TestConfig(cluster=ClusterConfig(kafka_version="3.7.2", dynamic_quorum=True)))
+    with pytest.raises(ConfigError, match="remove-controller changes the controller quorum's voters"):
+        preflight(TestConfig(store=str(tmp_path / "r"), cluster=ClusterConfig(kafka_version="4.4.0", controllers=3),
+                             nemesis=NemesisConfig(names=("remove-controller",))))
+
+
+class Quorum:
+    """Controllers c1..c3 (ids 101..103), every one a voter until the stand-in tool removes it."""
+
+    nodes, controllers = ["n1", "n2", "n3"], ["c1", "c2", "c3"]
+
+    def __init__(self):
+        self.voters = {101: "dirA", 102: "dirB", 103: "dirC"}
+        self.calls: list[tuple[str, list[str]]] = []
+
+    def address(self, node):
+        return f"10.0.0.{node[1:]}"
+
+    def node_of(self, i):
+        return f"c{i - 100}"
+
+    def id_of(self, node):
+        return 100 + int(node[1:])
+
+    def conf_file(self, node):
+        return "/kchaos/server.properties"
+
+    def kafka_tool(self, node, args):
+        self.calls.append((node, args))
+        if "describe" in args:
+            listed = [{"id": i, "directoryId": d, "endpoints": []} for i, d in sorted(self.voters.items())]
+            return 0, (f"ClusterId: x\nLeaderId: 101\nCurrentVoters:          {json.dumps(listed)}\n"
+                       "CurrentObservers: []\n")
+        if "remove-controller" in args:
+            self.voters.pop(int(args[args.index("--controller-id") + 1]))
+            return 0, "Removed KRaft controller 101 with directory id dirA"
+        if "add-controller" in args:
+            self.voters[self.id_of(node)] = {"c1": "dirA", "c2": "dirB", "c3": "dirC"}[node]
+            return 0, "Added controller 101"
+        return 1, "unknown"
+
+
+def test_the_active_controller_is_removed_with_its_directory_id_and_added_back_from_its_own_node():
+    q = Quorum()
+    r = RemoveController(q)
+    out = r.begin(["c1"], {})
+    assert out["voters_before"] == ["c1", "c2", "c3"] and out["directory_id"] == "dirA"
+    node, args = q.calls[1]
+    assert args[args.index("--bootstrap-controller") + 1] == "10.0.0.2:9093,10.0.0.3:9093"
+    assert args[-4:] == ["--controller-id", "101", "--controller-directory-id", "dirA"]
+    assert sorted(q.voters) == [102, 103]
+    back = r.end(["c1"])
+    node, args = q.calls[-2]
+    assert node == "c1" and args[1:3] == ["--command-config", "/kchaos/server.properties"]
+    assert args[-1] == "add-controller"
+    assert back["voters_after"] == ["c1", "c2", "c3"]
+
+
+def test_the_heal_adds_back_what_was_removed_and_a_non_voter_or_the_last_voter_is_skipped():
+    q = Quorum()
+    r = RemoveController(q)
+    r.begin(["c2"], {})
+    r.heal()
+    assert sorted(q.voters) == [101, 102, 103] and r.removed == []
+    q.voters = {101: "dirA"}
+    with pytest.raises(FaultSkipped, match="c2 is no voter"):
+        r.begin(["c2"], {})
+    with pytest.raises(FaultSkipped, match="last voter"):
+        r.begin(["c1"], {})
