@@ -114,7 +114,7 @@ class Rule:
 
 FAMILIES: tuple[Family, ...] = (
     Family("down", ("kill*", "stop", "rolling-restart", "power-fail*", "torn-write", "disk-full", "upgrade", "wipe",
-                    "decommission", START_UP, SHUTDOWN),
+                    "decommission", "replace-controller", START_UP, SHUTDOWN),
            "a node's Kafka died, stopped or restarted, or the cluster started or stopped"),
     Family("network", ("partition-*", "flaky", "slow-follower", "stall-follower"),
            "messages between nodes were dropped or delayed"),
@@ -125,7 +125,8 @@ FAMILIES: tuple[Family, ...] = (
            "bytes of a log directory changed on disk, or a power failure dropped the unsynced ones"),
     Family("client", ("crash-client",), "a client died mid-request"),
     Family("election", ("elect-unclean",), "an operator forced an election"),
-    Family("membership", ("reassign", "wipe", "add-broker", "decommission", "remove-controller"),
+    Family("membership", ("reassign", "wipe", "add-broker", "decommission", "remove-controller",
+                          "replace-controller"),
            "a replica moved to another broker, a broker or a controller joined or left, or a broker's disk was "
            "replaced"),
 )

@@ -370,12 +370,14 @@ class KafkaCluster:
         """Whether a Kafka process exists on `node` (a paused one counts)."""
         return self._guard(self.node(node).is_running)
 
-    def wipe(self, node: str) -> str:
+    def wipe(self, node: str, everything: bool = False) -> str:
         """Replace `node`'s disk, its Kafka stopped: a broker's storage emptied and formatted anew with the
-        cluster's id; a controller (combined mode) keeps its metadata log, since a KRaft voter that forgot its
-        log could vote committed metadata away. Returns what was wiped."""
-        keep = self.by_name[node].is_controller
-        return str(self._guard(lambda: self.node(node).wipe(self.cluster_id, keep, self.cfg.kafka_features)))
+        cluster's id; a controller keeps its metadata log unless `everything` (a voter already removed from a
+        dynamic quorum), since a KRaft voter that forgot its log could vote committed metadata away. Under a
+        dynamic quorum storage formatted anew is no initial voter's. Returns what was wiped."""
+        keep = self.by_name[node].is_controller and not everything
+        extra = ("--no-initial-controllers",) if self.cfg.dynamic_quorum and not keep else ()
+        return str(self._guard(lambda: self.node(node).wipe(self.cluster_id, keep, self.cfg.kafka_features, extra)))
 
     def conf_file(self, node: str) -> str:
         """The path of `node`'s server.properties, on the node."""

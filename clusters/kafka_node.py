@@ -200,12 +200,13 @@ class KafkaNode:
         arguments (a dynamic quorum's initial controllers)."""
         self.script("kafka-ctl", "format", cluster_id, *(a for f in features for a in ("--feature", f)), *extra)
 
-    def wipe(self, cluster_id: str, keep_metadata: bool, features: tuple[str, ...] = ()) -> str:
+    def wipe(self, cluster_id: str, keep_metadata: bool, features: tuple[str, ...] = (),
+             extra: tuple[str, ...] = ()) -> str:
         """Empty the node's storage as a replaced disk leaves it, Kafka stopped: every directory formatted anew
-        with `cluster_id` and `features` (a new directory id), or with `keep_metadata` only the partitions' logs
-        and checkpoints removed. Returns the script's answer."""
+        with `cluster_id`, `features` and the storage tool's `extra` arguments (a new directory id), or with
+        `keep_metadata` only the partitions' logs and checkpoints removed. Returns the script's answer."""
         return self.script("kafka-ctl", "wipe", cluster_id, "data" if keep_metadata else "all",
-                           *(a for f in features for a in ("--feature", f)))
+                           *(a for f in features for a in ("--feature", f)), *extra)
 
     # --- the Kafka process ----------------------------------------------------------------
     def start(self) -> None:

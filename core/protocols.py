@@ -94,9 +94,9 @@ class NodeControl(Topology, Protocol):
 class Disks(NodeControl, Protocol):
     """Replacing a node's disk: what the wipe nemesis needs."""
 
-    def wipe(self, node: str) -> str:
+    def wipe(self, node: str, everything: bool = False) -> str:
         """Empty `node`'s Kafka storage as a replaced disk leaves it and format it anew with the cluster's id
-        (a controller keeps its metadata log); Kafka must be stopped. Returns what was wiped."""
+        (a controller keeps its metadata log unless `everything`); Kafka must be stopped. Returns what was wiped."""
 
 
 class Membership(NodeControl, Protocol):

@@ -113,8 +113,8 @@ def preflight(cfg: TestConfig) -> TestConfig:
         raise ConfigError("--nemesis corrupt flips bits in closed segments: give --segment-ms (e.g. 10000) so "
                           "the topic rolls its segments during the run")
     named = {s.partition(":")[0] for s in cfg.nemesis.names}
-    if "remove-controller" in named and not cfg.cluster.dynamic_quorum:
-        raise ConfigError("--nemesis remove-controller changes the controller quorum's voters: it needs "
+    if (changes := sorted({"remove-controller", "replace-controller"} & named)) and not cfg.cluster.dynamic_quorum:
+        raise ConfigError(f"--nemesis {changes[0]} changes the controller quorum's voters: it needs "
                           "--dynamic-quorum (Kafka 3.9+, KIP-853)")
     if "add-broker" in named and not cfg.cluster.spares:
         raise ConfigError("--nemesis add-broker starts a spare broker: give --spares N")
@@ -198,7 +198,8 @@ def _external_faults(cfg: TestConfig, hosts: HostsFile) -> None:
     n = cfg.nemesis
     specs = [s for s in n.names if s not in ("none", "mix")]
     bad = [s for s in specs if nemeses.split(s)[0].needs_lazyfs or nemeses.split(s)[0].needs_faketime
-           or nemeses.split(s)[0].name in ("cpu-starve", "upgrade", "corrupt", "wipe")]
+           or nemeses.split(s)[0].name in ("cpu-starve", "upgrade", "corrupt", "wipe",
+                                                                 "replace-controller")]
     if "mix" in n.names and nemeses.needs_lazyfs(("mix",), n.mix_families):
         fams = lazy_families(n.mix_families)
         bad.append(f"mix (its {', '.join(fams)} famil{'y' if len(fams) == 1 else 'ies'})")

@@ -106,3 +106,32 @@ def test_the_heal_adds_back_what_was_removed_and_a_non_voter_or_the_last_voter_i
         r.begin(["c2"], {})
     with pytest.raises(FaultSkipped, match="last voter"):
         r.begin(["c1"], {})
+
+
+def test_a_replaced_controller_is_killed_wiped_whole_and_started_as_an_observer_once_out_of_the_voters():
+    q = Quorum()
+    done: list[tuple] = []
+    q.kill = lambda node: done.append(("kill", node))  # type: ignore[attr-defined]
+    q.wipe = lambda node, everything=False: done.append(("wipe", node, everything)) or "wiped all: /d"  # type: ignore[attr-defined]
+    q.start = lambda node: done.append(("start", node))  # type: ignore[attr-defined]
+    out = RemoveController(q, replace=True).begin(["c1"], {})
+    assert 101 not in q.voters and out["wiped"] == "wiped all: /d"
+    assert done == [("kill", "c1"), ("wipe", "c1", True), ("start", "c1")]
+
+
+def test_an_add_refused_while_the_observer_lags_is_tried_again_until_it_caught_up(monkeypatch):
+    q = Quorum()
+    r = RemoveController(q)
+    r.begin(["c1"], {})
+    real = q.kafka_tool
+    lagging = iter([True, True, False])
+
+    def tool(node, args):
+        if "add-controller" in args and next(lagging):
+            return 1, ("org.apache.kafka.common.errors.TimeoutException: Aborted add voter operation for "
+                       "ReplicaKey(id=101, directoryId=dirA) since it is lagging behind")
+        return real(node, args)
+    q.kafka_tool = tool  # type: ignore[method-assign]
+    monkeypatch.setattr("kchaos.nemesis.controllers.ADD_POLL_S", 0.0)
+    out = r.end(["c1"])
+    assert out["lagging"] == {"c1": 2} and out["voters_after"] == ["c1", "c2", "c3"]
