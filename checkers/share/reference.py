@@ -27,10 +27,12 @@ before another was invoked. The kinds (docs/checkers.md has each with an example
 - `redelivered_after_reject`: the same after a REJECT. Fails the run.
 - `over_delivery_limit`: a delivery whose delivery count is above `delivery.count.limit`. Fails the run.
 - `delivery_count_regressed`: a delivery whose count is at most the count of a delivery of the same record
-  that completed before it was invoked. Fails the run.
-- `concurrent_acquisition`: a delivery to one member while another held the record: the other's poll was
-  invoked less than the lock duration before this poll completed, and the other had neither acknowledged
-  the record nor left the group by then. Fails the run.
+  that completed before this one's client may have fetched it (see `concurrent_acquisition`). Fails the run.
+- `concurrent_acquisition`: a delivery to one member while another surely held the record: the other, which
+  Kafka gave it first (a lower delivery count), may have acquired it no earlier than the invocation of its last
+  poll that returned nothing, or of its first (KafkaShareConsumer fetches ahead from each poll's invocation and
+  keeps what a fetch acquired beyond one poll for the next); that was less than the lock duration before this
+  poll completed, and the other had neither acknowledged the record nor left the group by then. Fails the run.
 
 A redelivery the guarantee allows (at-least-once; not one of the kinds above but `delivery_count_regressed`, whose
 delivery may be allowed while its count is wrong) is counted by its cause, the first that applies: `release`
@@ -75,7 +77,8 @@ class Delivery:
     process: int
     invoked: int  # the poll's invocation: its history index
     completed: int  # the poll's completion: its history index
-    invoked_ns: int
+    acquired_from: int  # the history index from which the client may have acquired the record (`collect`)
+    acquired_from_ns: int  # and its time
     completed_ns: int
 
 
@@ -136,7 +139,13 @@ def collect(ops: Iterable[Mapping[str, Any]], delivery: Callable[..., Any] = Del
     only give those processes' part, to be merged with `add_seconds` and the dicts' union). `delivery` and `ack`
     make each record's rows from Delivery's and Ack's fields, in order (the Spark tasks take plain tuples)."""
     c = Collected()
-    open_polls: dict[int, tuple[int, int]] = {}  # process -> (index, time) of its outstanding share-poll
+    open_polls: dict[int, tuple[int, int, tuple[int, int]]] = {}  # process -> its open share-poll: index, time, floor
+    # process -> the earliest the records its next polls return may have been acquired, (history index, time).
+    # KafkaShareConsumer sends its next ShareFetch as soon as a poll is invoked, while the application still works
+    # on what that poll returned, and keeps what a fetch acquired beyond what one poll returns for the next: a
+    # poll's records may have been acquired at any time since the invocation of the member's last poll that
+    # returned nothing (its buffer was empty then), or of its first poll.
+    floor: dict[int, tuple[int, int]] = {}
     open_acks: dict[int, list[tuple[int, list[Any]]]] = defaultdict(list)  # process -> its open share-acks
 
     def second(ns: int) -> dict[str, Any]:
@@ -152,14 +161,18 @@ def collect(ops: Iterable[Mapping[str, Any]], delivery: Callable[..., Any] = Del
             c.acked[int(op["value"])] = (int(op["partition"]), op.get("offset"))
         elif f == "share-poll":
             if t == "invoke":
-                open_polls[p] = (index, int(op.get("time", 0)))
+                at = int(op.get("time", 0))
+                open_polls[p] = (index, at, floor.get(p, (index, at)))
             elif p in open_polls:
-                inv, inv_ns = open_polls.pop(p)
-                if t == "ok" and op.get("records"):
-                    second(int(op.get("time", 0)))["delivered"] += len(op["records"])
-                for part, off, value, count in op.get("records") or () if t == "ok" else ():
+                inv, inv_ns, (since, since_ns) = open_polls.pop(p)
+                records = (op.get("records") or []) if t == "ok" else []
+                if t == "ok" and not records:
+                    floor[p] = (inv, inv_ns)
+                if records:
+                    second(int(op.get("time", 0)))["delivered"] += len(records)
+                for part, off, value, count in records:
                     c.records[(part, off)].deliveries.append(
-                        delivery(part, off, value, count, p, inv, index, inv_ns, int(op.get("time", 0))))
+                        delivery(part, off, value, count, p, inv, index, since, since_ns, int(op.get("time", 0))))
         elif f == "share-ack":
             if t == "invoke":
                 open_acks[p].append((index, op.get("acks") or []))
@@ -190,7 +203,9 @@ def judge_record(part: int, off: int, rec: Record, left: Mapping[Any, list[tuple
     redelivered: list[tuple[str, int]] = []
     ds = sorted(rec.deliveries, key=lambda d: d.completed)
     for i, d in enumerate(ds):
-        before = [e for e in ds[:i] if e.completed < d.invoked]
+        # Deliveries surely acquired before d: returned before d's client may have fetched it (a record fetched ahead
+        # is returned late, after a later acquisition of it was returned elsewhere: Kafka counts acquisitions in order).
+        before = [e for e in ds[:i] if e.completed < d.acquired_from]
         done = [a for a in rec.acks if a.completed is not None and a.completed < d.invoked]
         wrongful = False
         for kind, here in (
@@ -198,7 +213,7 @@ def judge_record(part: int, off: int, rec: Record, left: Mapping[Any, list[tuple
                 ("delivery_count_regressed", any(e.count >= d.count for e in before)),
                 ("redelivered_after_accept", any(a.kind == "accept" and a.outcome == "ok" for a in done)),
                 ("redelivered_after_reject", any(a.kind == "reject" and a.outcome == "ok" for a in done)),
-                ("concurrent_acquisition", _concurrent(d, ds[:i], rec.acks, left, lock_ns))):
+                ("concurrent_acquisition", _concurrent(d, ds, rec.acks, left, lock_ns))):
             if here:
                 found.append((kind, [part, off, d.value], d.completed_ns))
                 wrongful = wrongful or kind in WRONGFUL
@@ -266,13 +281,14 @@ def _left_between(process: int, after: int, before: int, left: Mapping[int, list
     return any(after < i < before for i, _ in left.get(process, ()))
 
 
-def _concurrent(d: Delivery, earlier: list[Delivery], acks: list[Ack], left: Mapping[int, list[tuple[int, bool]]],
+def _concurrent(d: Delivery, others: list[Delivery], acks: list[Ack], left: Mapping[int, list[tuple[int, bool]]],
                 lock_ns: int) -> bool:
-    """Whether another member surely still held the record when `d` acquired it: its poll was invoked less
-    than a lock duration before `d`'s poll completed, and by then it had neither acknowledged the record
-    (an ack invoked, whatever came of it) nor left the group."""
-    for e in earlier:
-        if e.process == d.process or d.completed_ns - e.invoked_ns >= lock_ns:
+    """Whether another member surely still held the record when `d` acquired it: Kafka gave it the record before `d`
+    (a lower delivery count), it may have acquired it no earlier than its `acquired_from_ns`, and that was less than
+    a lock duration before `d`'s poll completed; and by then it had neither acknowledged the record (an ack invoked,
+    whatever came of it) nor left the group."""
+    for e in others:
+        if e.process == d.process or e.count >= d.count or d.completed_ns - e.acquired_from_ns >= lock_ns:
             continue
         released = any(a.process == e.process and e.completed < a.invoked < d.completed for a in acks)
         if not released and not _left_between(e.process, e.completed, d.completed, left):

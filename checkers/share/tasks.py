@@ -93,8 +93,9 @@ def _ops(files: list[str]) -> list[dict[str, Any]]:
     return ops
 
 
-# A record's rows, as arrays: deliveries (partition, offset, value, count, process, invoked, completed, invoked ns,
-# completed ns) and acknowledgements (partition, offset, kind, outcome, process, invoked, completed or -1).
+# A record's rows, as arrays: deliveries (partition, offset, value, count, process, invoked, completed, acquired
+# from (index), acquired from ns, completed ns) and acknowledgements (partition, offset, kind, outcome, process,
+# invoked, completed or -1).
 _KINDS = ("accept", "release", "reject")
 _OUTCOMES = ("ok", "fail", "info")
 _OTHER = "other"  # a kind or outcome the reference's rules name nowhere, which they treat as any other such string
@@ -117,7 +118,7 @@ def collect_task(job: tuple[list[str], str, int, int]) -> dict[str, Any]:
     c = collect(_ops(files), _row, _ack_row)
     ds = [d for rec in c.records.values() for d in rec.deliveries]
     acks = [a for rec in c.records.values() for a in rec.acks]
-    d_rows = np.array(ds, np.int64).reshape(-1, 9)
+    d_rows = np.array(ds, np.int64).reshape(-1, 10)
     a_rows = np.array(acks, np.int64).reshape(-1, 7)
     d_bucket, a_bucket = _record_bucket(d_rows, record_buckets), _record_bucket(a_rows, record_buckets)
     for j in range(record_buckets):
@@ -149,7 +150,7 @@ def judge_task(job: tuple[list[str], dict[Any, list[tuple[int, bool]]], int, int
     other record goes through `judge_record`."""
     files, left, limit, lock_ns = job
     loaded = [np.load(f) for f in files]
-    d = np.concatenate([x["d"] for x in loaded]) if loaded else np.zeros((0, 9), np.int64)
+    d = np.concatenate([x["d"] for x in loaded]) if loaded else np.zeros((0, 10), np.int64)
     a = np.concatenate([x["a"] for x in loaded]) if loaded else np.zeros((0, 7), np.int64)
     d_key, a_key = (d[:, 0] << _KEY_BITS) | d[:, 1], (a[:, 0] << _KEY_BITS) | a[:, 1]
     keys, first, n = np.unique(d_key, return_index=True, return_counts=True)
@@ -164,7 +165,7 @@ def judge_task(job: tuple[list[str], dict[Any, list[tuple[int, bool]]], int, int
     simple = ~np.isin(d_key, judged)
     over = d[simple & (d[:, 3] > limit)]
     found["over_delivery_limit"] += [[int(p), int(o), int(v)] for p, o, v in over[:, :3]]
-    marks["over_delivery_limit"] += [int(ns) for ns in over[:, 8]]
+    marks["over_delivery_limit"] += [int(ns) for ns in over[:, 9]]
     causes = dict.fromkeys(CAUSES, 0)
     seconds: dict[int, dict[str, Any]] = {}
     for (p, o), rec in _records(d[~simple], a[np.isin(a_key, judged)]).items():
@@ -182,9 +183,9 @@ def judge_task(job: tuple[list[str], dict[Any, list[tuple[int, bool]]], int, int
 
 def _records(d: np.ndarray, a: np.ndarray) -> dict[tuple[int, int], Record]:
     records: dict[tuple[int, int], Record] = {}
-    for p, o, v, count, proc, inv, comp, inv_ns, comp_ns in d.tolist():
-        records.setdefault((p, o), Record()).deliveries.append(Delivery(p, o, v, count, proc, inv, comp, inv_ns,
-                                                                        comp_ns))
+    for p, o, v, count, proc, inv, comp, since, since_ns, comp_ns in d.tolist():
+        records.setdefault((p, o), Record()).deliveries.append(Delivery(p, o, v, count, proc, inv, comp, since,
+                                                                        since_ns, comp_ns))
     for p, o, kind, outcome, proc, inv, comp in a.tolist():
         records.setdefault((p, o), Record()).acks.append(Ack(p, o, _name(kind, _KINDS), _name(outcome, _OUTCOMES),
                                                              proc, inv, None if comp < 0 else comp))

@@ -34,8 +34,10 @@ never handed to the simulated group), with two distinct members A and B:
   (count 2) and ACCEPTs it.
 - over_delivery_limit: it is delivered `limit` times (counts 1..limit, A and B in turn), each RELEASEd, then once
   more with count limit+1, and ACCEPTed.
-- delivery_count_regressed: A polls it (count 1) and RELEASEs it; B polls it with count 1 again and ACCEPTs it.
-- concurrent_acquisition: A polls it (count 1); B polls it (count 2) right after; A's ACCEPT is told fail, B's ok.
+- delivery_count_regressed: A polls it (count 1) and RELEASEs it; B polls (nothing), then polls it with count 1
+  again and ACCEPTs it.
+- concurrent_acquisition: A polls (nothing), then polls it (count 1); B polls it (count 2) right after; A's ACCEPT
+  is told fail, B's ok.
 
 Each causes exactly one anomalous delivery, of its own kind; their redeliveries count by cause as any other's.
 Plants need `limit >= 2` (a count of 2 must be allowed) and `members >= 2`.
@@ -369,9 +371,12 @@ class _Sim:
         elif kind == "delivery_count_regressed":
             deliver(a, 1)
             ack(a, "release")
+            self._poll_ok(b, [])  # B's client cannot have fetched it ahead before A had it
             deliver(b, 1)
             ack(b, "accept")
         elif kind == "concurrent_acquisition":
+            # A polls just before, so its client cannot have fetched the record ahead long ago: surely A's lock.
+            self._poll_ok(a, [])
             deliver(a, 1)
             deliver(b, 2, allowed=False)
             ack(a, "accept", "fail")

@@ -251,3 +251,20 @@ def test_the_share_plot_is_a_png_even_when_empty_and_marks_its_anomalies():
     for data in (plain, drawn, empty):
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
     assert marked(drawn) > marked(plain)
+
+
+def test_a_record_fetched_ahead_while_its_member_worked_may_lose_its_lock_before_the_member_polls_it():
+    # KafkaShareConsumer sends its next ShareFetch when a poll is invoked: member 0's second poll returns a record
+    # that may have been acquired at its first poll's invocation, 2 s before; its 1 s lock may have expired by the
+    # time member 1 gets it 0.5 s after that second poll. Not surely concurrent: a lock timeout.
+    h = History().send(1).poll(0).poll(0, (0, 1, 1, 1))  # member 0's first poll returns nothing
+    for op in h.ops[-2:]:
+        op["time"] += 2 * LOCK_MS * MS
+    h.poll(1, (0, 1, 1, 2))
+    for op in h.ops[-2:]:
+        op["time"] += 2 * LOCK_MS * MS + 500 * MS
+    r = h.ack(1, (0, 1, "accept", "ok")).state(p0=(2, 2)).check()
+    assert kinds(r) == {} and r["redeliveries"]["lock_timeout"] == 1
+    # Had member 0 polled just before, its record could not have lost its lock yet: surely concurrent.
+    h = History().send(1).poll(0).poll(0, (0, 1, 1, 1)).poll(1, (0, 1, 1, 2)).ack(1, (0, 1, "accept", "ok"))
+    assert kinds(h.state(p0=(2, 2)).check()) == {"concurrent_acquisition": 1}
