@@ -100,7 +100,12 @@ public final class KchaosTxnClient {
     }
 
     static String describe(Throwable e) {
-        return e.getClass().getSimpleName() + (e.getMessage() == null ? "" : ": " + e.getMessage());
+        String text = e.getClass().getSimpleName() + (e.getMessage() == null ? "" : ": " + e.getMessage());
+        Throwable root = e;
+        while (root.getCause() != null && root.getCause() != root) root = root.getCause();
+        // A client that could not be built says only that; the cause says why.
+        return root == e ? text : text + " (caused by " + root.getClass().getSimpleName()
+                + (root.getMessage() == null ? "" : ": " + root.getMessage()) + ")";
     }
 
     /** A transactional producer with `props` (its transactional.id) after initTransactions, which fences every
