@@ -21,6 +21,7 @@ from kchaos.clusters import admin
 from kchaos.clusters.distribution import KafkaDist, resolve
 from kchaos.clusters.kafka_node import KafkaNode, NodeError
 from kchaos.clusters.kraft import NodeSpec, format_args, server_properties
+from kchaos.clusters.tools import last_line
 from kchaos.core import page_cache
 from kchaos.core.config import ClusterConfig
 from kchaos.core.kafka_versions import feature_answer, finalize_commands, scripts_env
@@ -249,7 +250,7 @@ class KafkaCluster:
         if code != 0:
             raise ClusterError(f"{live}: kafka-cluster unregister --id {self.id_of(node)} failed ({code}): "
                                f"{out.strip()[-300:]}")
-        return out.strip().splitlines()[-1] if out.strip() else ""
+        return last_line(out)
 
     # --- readiness -----------------------------------------------------------------
     def wait_brokers(self, timeout: float | None = None) -> None:

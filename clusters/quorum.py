@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import logging
 import re
 
 from kchaos.clusters.kraft import CONTROLLER_PORT
+from kchaos.clusters.tools import last_line, run_tool
 from kchaos.core.protocols import FaultSkipped, NodeControl
 
 __all__ = ["TOOL", "add", "remove", "voters"]
 
 TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
-log = logging.getLogger("kchaos.nemesis")
 _VOTERS = re.compile(r"^CurrentVoters:\s*(\[.*\])\s*$", re.M)
 
 
@@ -22,14 +21,7 @@ def _bootstrap(cluster: NodeControl, but: str | None = None) -> str:
 
 
 def _run(cluster: NodeControl, node: str, args: list[str], what: str) -> str:
-    code, out = cluster.kafka_tool(node, [TOOL, *args])
-    if code != 0:
-        log.warning("%s: kafka-metadata-quorum %s failed (%d):\n%s", node, what, code, out)
-        named = [line.strip() for line in out.splitlines() if re.search(r"\w(?:Exception|Error)\b", line)
-                 and not line.startswith("\tat ")]
-        raise FaultSkipped(f"kafka-metadata-quorum {what} on {node} failed ({code}): "
-                           f"{(named or out.strip().splitlines()[-1:] or ['(no output)'])[0][:300]}")
-    return out
+    return run_tool(cluster, node, "kafka-metadata-quorum", f"{what} on {node}", [TOOL, *args])
 
 
 def voters(cluster: NodeControl, via: str) -> dict[int, str]:
@@ -47,7 +39,7 @@ def remove(cluster: NodeControl, node: str, directory_id: str) -> str:
     out = _run(cluster, node, ["--bootstrap-controller", _bootstrap(cluster, but=node), "remove-controller",
                                "--controller-id", str(cluster.id_of(node)), "--controller-directory-id", directory_id],
                "remove-controller")
-    return out.strip().splitlines()[-1] if out.strip() else ""
+    return last_line(out)
 
 
 def add(cluster: NodeControl, node: str) -> str:
@@ -55,4 +47,4 @@ def add(cluster: NodeControl, node: str) -> str:
     listener and log directory id); the tool's last line."""
     out = _run(cluster, node, ["--command-config", cluster.conf_file(node), "--bootstrap-controller",
                                _bootstrap(cluster, but=node), "add-controller"], "add-controller")
-    return out.strip().splitlines()[-1] if out.strip() else ""
+    return last_line(out)

@@ -7,19 +7,18 @@ tool writes nothing but its answer; what it did is read back with `--verify` and
 from __future__ import annotations
 
 import json
-import logging
 import re
 import shlex
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from kchaos.clusters.tools import last_line, run_tool
 from kchaos.core.protocols import FaultSkipped, NodeControl
 
 __all__ = ["TOOL", "Moving", "cancel", "execute", "moving", "plan", "verify"]
 
 TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
-log = logging.getLogger("kchaos.nemesis")
 # `--list`: "kchaos-0: replicas: 4,2,3,1. adding: 4. removing: 1." (either part left out when empty)
 _LISTED = re.compile(r"^(?P<topic>\S+)-(?P<p>\d+): replicas: (?P<r>[\d,]*)\.(?: adding: (?P<a>[\d,]*)\.)?"
                      r"(?: removing: (?P<x>[\d,]*)\.)?\s*$", re.M)
@@ -63,32 +62,18 @@ def _tool(cluster: NodeControl, args: list[str], the_plan: dict[str, Any] | None
             raise FaultSkipped(f"{node}: the reassignment plan could not be written: {out.strip()[-200:]}")
         files = ["--reassignment-json-file", path]
     try:
-        code, out = cluster.kafka_tool(node, [TOOL, "--bootstrap-server", cluster.listener(node), *args, *files])
+        return run_tool(cluster, node, "kafka-reassign-partitions", args[0],
+                        [TOOL, "--bootstrap-server", cluster.listener(node), *args, *files])
     finally:
         if files:
             cluster.exec(node, ["rm", "-f", files[1]])
-    if code != 0:
-        log.warning("%s: kafka-reassign-partitions %s failed (%d):\n%s", node, " ".join(args), code, out)
-        raise FaultSkipped(f"kafka-reassign-partitions {args[0]} failed ({code}): {_error(out)}")
-    return out
-
-
-def _error(out: str) -> str:
-    """The tool's own words for a failure: its first line naming an exception class, else its first line."""
-    lines = [line.strip() for line in out.splitlines() if line.strip() and not line.startswith(("\tat ", "  at "))]
-    named = [line for line in lines if re.search(r"\w(?:Exception|Error)\b", line)]
-    return (named or lines or ["(no output)"])[0][:300]
-
-
-def _last(out: str, n: int) -> list[str]:
-    return [line for line in out.strip().splitlines() if line.strip()][-n:]
 
 
 def execute(cluster: NodeControl, the_plan: dict[str, Any], throttle: int | None = None) -> str:
     """Start the plan's reassignments (`--execute --additional`: beside any already running), with the inter-broker
     `throttle` in bytes a second when given; the tool's last line."""
     args = ["--execute", "--additional", *(["--throttle", str(throttle)] if throttle else [])]
-    return " ".join(_last(_tool(cluster, args, the_plan), 1))
+    return last_line(_tool(cluster, args, the_plan))
 
 
 def verify(cluster: NodeControl, the_plan: dict[str, Any]) -> dict[tuple[str, int], str]:
@@ -100,7 +85,7 @@ def verify(cluster: NodeControl, the_plan: dict[str, Any]) -> dict[tuple[str, in
 
 def cancel(cluster: NodeControl, the_plan: dict[str, Any]) -> str:
     """Cancel the plan's reassignments still in progress (`--cancel`); the tool's last line."""
-    return " ".join(_last(_tool(cluster, ["--cancel"], the_plan), 1))
+    return last_line(_tool(cluster, ["--cancel"], the_plan))
 
 
 def moving(cluster: NodeControl, topic: str) -> dict[int, Moving]:

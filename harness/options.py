@@ -86,7 +86,7 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                         "controller nemeses can remove and add them")
     c.add_argument("--spares", type=int, default=D.cluster.spares, metavar="N",
                    help="spare brokers after n1..nN, broker-only and stopped until the add-broker or decommission "
-                        "nemesis brings one in (default 0)")
+                        "nemesis brings one in (default: 0)")
     c.add_argument("--controllers", type=int, default=D.cluster.controllers,
                    help="dedicated KRaft controllers c1..cK (0, 1, 3 or 5); 0: every node is broker and controller")
     c.add_argument("--kafka-version", default=D.cluster.kafka_version,
