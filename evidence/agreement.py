@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kchaos.evidence.elections import elections_line, elections_section
+from kchaos.evidence.explain.facts import node_names
 from kchaos.evidence.files import EVIDENCE_DIR, RAW_DIR, VIEWS_FILE, read_json_object
 from kchaos.evidence.kraft_metadata import MetadataLog, PartitionState
 
@@ -173,6 +175,8 @@ def agreement(run: Path, meta: MetadataLog | None, topic: str,
         "metadata_divergences": divergent[:MAX_EXAMPLES], "replica_divergences": replica[:MAX_EXAMPLES],
         "allowed_replica_divergences": allowed[:MAX_EXAMPLES], "names": {str(i): n for i, n in names.items()},
     }
+    if meta is not None:
+        out["elections"] = elections_section(meta, Path(run) / "nodes", {**node_names(run), **names})
     if notes:
         out["notes"] = notes
     return out
@@ -190,7 +194,13 @@ def _in_sync(views: Mapping[str, Any], meta: MetadataLog | None, topic: str, p: 
 
 
 def agreement_line(section: Mapping[str, Any]) -> str:
-    """results.json's `agreement` in one sentence, for report.html."""
+    """results.json's `agreement` in a sentence or two, for report.html: the views and replicas, then the elections
+    when the controllers' log and the metadata log disagree about one (`elections_line`)."""
+    said = elections_line(section.get("elections") or {})
+    return _views_line(section) + (f". {said}" if said else "")
+
+
+def _views_line(section: Mapping[str, Any]) -> str:
     meta, rep = int(section.get("metadata_divergence") or 0), int(section.get("replica_divergence") or 0)
     allowed = int(section.get("allowed_replica_divergence") or 0)
     compared = int(section.get("partitions_compared") or 0)

@@ -115,7 +115,8 @@ CORRUPTED_WHY = "the corrupt nemesis flipped bytes of these replicas"
 def with_agreement(j: Judgement, agreement: Mapping[str, Any]) -> Judgement:
     """`j` with results.json's `agreement` weighed, whatever the workload: a `replica_divergence` fails the run, one
     on a replica the corrupt nemesis flipped is allowed, and a `metadata_divergence` (a broker's view the controllers
-    contradict after the recovery time) makes a run that failed nothing unknown."""
+    contradict after the recovery time) and an unmarked election (a leader from outside the ISR and ELR that Kafka
+    did not mark unclean) make a run that failed nothing unknown."""
     failed, allowed = dict(j.failed), dict(j.allowed)
     why = {k: dict(v) for k, v in j.why.items()}
     undecided = list(j.undecided)
@@ -127,6 +128,12 @@ def with_agreement(j: Judgement, agreement: Mapping[str, Any]) -> Judgement:
         why.setdefault("allowed", {})["replica_divergence"] = CORRUPTED_WHY
     if n := int(agreement.get("metadata_divergence") or 0):
         undecided.append(metadata_reason(n, (agreement.get("metadata_divergences") or [{}])[0]))
+    elections = agreement.get("elections") or {}
+    if n := int((elections.get("kinds") or {}).get("unmarked") or 0):
+        first = (elections.get("unmarked_elections") or [{}])[0]
+        undecided.append(f"{n} unmarked election: the controller elected a leader from outside the ISR and ELR "
+                         f"without marking it unclean (first: {first.get('topic')}-{first.get('partition')}, leader "
+                         f"{' → '.join(map(str, first.get('leader') or []))} at epoch {first.get('leader_epoch')})")
     if (failed, allowed, undecided) == (dict(j.failed), dict(j.allowed), list(j.undecided)):
         return j
     return Judgement(FAIL if failed else UNKNOWN if undecided else PASS, failed, allowed, why, tuple(undecided))
