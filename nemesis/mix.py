@@ -70,7 +70,7 @@ def kinds_for(family: str, pkg: Package) -> tuple[str, ...] | None:
         return None
     if not pkg.targets:
         return () if pkg.name in ONE_SHOT and len(pkg.fs) == 1 else None
-    if len(pkg.fs) != 2:
+    if len(pkg.fs) < 2:  # a break and its mend (reassign adds a third op, which the mix never draws)
         return None
     # Not the coordinators: a run has their keys only under some workloads and modes.
     kinds = tuple(k for k in pkg.targets if (k != "all" or pkg.targets[0] == "all") and k not in NODE_ROLES)
@@ -172,7 +172,7 @@ def _draw(rng: random.Random, c: Choice, t: float, shortest: float, longest: flo
     if end - t < shortest:
         return None
     spec = spec_of(c.package, target)
-    start_f, stop_f = c.package.fs
+    start_f, stop_f = c.package.fs[:2]
     ops.append(ScheduledOp(t, spec, fault_op(start_f, target, rng, parts)))
     ops.append(ScheduledOp(end, spec, {"f": stop_f}))
     return end

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import replace
 from typing import Any
 
 from kchaos.clusters import admin, reassign
 from kchaos.core.config import TestConfig
 from kchaos.core.protocols import FaultSkipped, NodeControl
-from kchaos.nemesis.base import targeted
+from kchaos.nemesis.base import TargetedNemesis, targeted
 
 TARGETS = ("leader", "follower")
-COLORS = {"reassign": "#17becf", "verify": "#9edae5"}
+COLORS = {"reassign": "#17becf", "verify": "#9edae5", "throttle": "#dbdb8d"}
+THROTTLE_F = "throttle"
 GROW = 1 / 3  # how often a reassignment adds a replica rather than moving one
 SETTLE_S = 60.0  # how long the heal waits for reassignments to complete before it cancels them
 POLL_S = 2.0
@@ -62,6 +64,12 @@ class Reassignments:
             if self.pending:
                 time.sleep(POLL_S)
         return not self.pending
+
+    def rethrottle(self, rate: int) -> str:
+        """Throttle the reassignments in progress to `rate` bytes a second (`--execute --additional --throttle` with
+        their plan, which Kafka takes as a change of throttle); the tool's last line, or "" when none is."""
+        self.throttle = rate
+        return reassign.execute(self.cluster, reassign.plan(self.pending), rate) if self.pending else ""
 
     def cancel(self) -> None:
         """Cancel those still followed (`--cancel`, which clears their throttles)."""
@@ -114,6 +122,12 @@ class Reassign:
         verified = self.moves.verify()
         return {"reassignments": verified} if verified else {}
 
+    def rethrottle(self, op: dict[str, Any]) -> dict[str, Any]:
+        """Change the throttle of the reassignments in progress to the op's `rate` (bytes a second)."""
+        rate = int(op["rate"])
+        return {"rate": rate, "partitions": [f"{t}-{p}" for t, p in sorted(self.moves.pending)],
+                "answer": self.moves.rethrottle(rate)}
+
     def heal(self) -> None:
         """Wait up to SETTLE_S for every reassignment started to complete (the tool then clears the throttles); cancel
         those still in progress, which also clears the throttles."""
@@ -121,5 +135,21 @@ class Reassign:
             self.moves.cancel()
 
 
-PACKAGES = (targeted("reassign", lambda c, cfg: Reassign(c, cfg), start_f="reassign", stop_f="verify",
-                     targets=TARGETS, colors=COLORS),)
+class ReassignNemesis(TargetedNemesis):
+    """The reassign nemesis: `reassign` and `verify` as a targeted fault's start and stop, and `throttle` beside
+    them."""
+
+    fault: Reassign
+
+    def invoke(self, op: dict[str, Any]) -> dict[str, Any]:
+        """A `throttle` op changes the throttle of the moves in progress; any other op is the targeted fault's."""
+        if op["f"] == THROTTLE_F:
+            return {"nodes": [], **self.fault.rethrottle(op)}
+        return super().invoke(op)
+
+
+_TARGETED = targeted("reassign", lambda c, cfg: Reassign(c, cfg), start_f="reassign", stop_f="verify",
+                     targets=TARGETS, colors=COLORS)
+PACKAGES = (replace(_TARGETED, fs=(*_TARGETED.fs, THROTTLE_F),
+                    make=lambda c, cfg: ReassignNemesis("reassign", Reassign(c, cfg), c, cfg, "reassign", "verify",
+                                                        TARGETS[0])),)

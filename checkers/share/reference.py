@@ -22,8 +22,10 @@ before another was invoked. The kinds (docs/checkers.md has each with an example
 
 - `share_lost`: an acknowledged send whose record no member was ever delivered, in a partition the final drain
   completed (its lag was 0), in a run where no member crashed. Fails the run.
-- `redelivered_after_accept`: a delivery of a record after an ACCEPT of it whose commit the client was told
-  succeeded. Fails the run.
+- `redelivered_after_accept`: a delivery of a record that Kafka acquired after an ACCEPT of it whose commit the
+  client was told succeeded: the ACCEPT completed before the client may have fetched the delivery (see
+  `concurrent_acquisition`), or before its poll was invoked while the delivery carries a higher delivery count
+  than the one the ACCEPT acknowledged. Fails the run.
 - `redelivered_after_reject`: the same after a REJECT. Fails the run.
 - `over_delivery_limit`: a delivery whose delivery count is above `delivery.count.limit`. Fails the run.
 - `delivery_count_regressed`: a delivery whose count is at most the count of a delivery of the same record
@@ -206,13 +208,13 @@ def judge_record(part: int, off: int, rec: Record, left: Mapping[Any, list[tuple
         # Deliveries surely acquired before d: returned before d's client may have fetched it (a record fetched ahead
         # is returned late, after a later acquisition of it was returned elsewhere: Kafka counts acquisitions in order).
         before = [e for e in ds[:i] if e.completed < d.acquired_from]
-        done = [a for a in rec.acks if a.completed is not None and a.completed < d.invoked]
+        done = [a for a in rec.acks if a.outcome == "ok" and _acquired_after(d, a, ds)]
         wrongful = False
         for kind, here in (
                 ("over_delivery_limit", d.count > limit),
                 ("delivery_count_regressed", any(e.count >= d.count for e in before)),
-                ("redelivered_after_accept", any(a.kind == "accept" and a.outcome == "ok" for a in done)),
-                ("redelivered_after_reject", any(a.kind == "reject" and a.outcome == "ok" for a in done)),
+                ("redelivered_after_accept", any(a.kind == "accept" for a in done)),
+                ("redelivered_after_reject", any(a.kind == "reject" for a in done)),
                 ("concurrent_acquisition", _concurrent(d, ds, rec.acks, left, lock_ns))):
             if here:
                 found.append((kind, [part, off, d.value], d.completed_ns))
@@ -294,6 +296,21 @@ def _concurrent(d: Delivery, others: list[Delivery], acks: list[Ack], left: Mapp
         if not released and not _left_between(e.process, e.completed, d.completed, left):
             return True
     return False
+
+
+def _acquired_after(d: Delivery, a: Ack, ds: list[Delivery]) -> bool:
+    """Whether Kafka surely acquired `d` for its member after the acknowledgement `a` completed: `a` completed before
+    the earliest moment `d`'s client may have fetched it (its `acquired_from`), or before `d`'s poll was invoked
+    while `d` carries a higher delivery count than the delivery `a` acknowledged (its member's last of the record
+    before `a`; Kafka counts acquisitions in order). A record fetched ahead and handed to the application after
+    another member's ACCEPT, with a lower count, was acquired before that ACCEPT: its lock expired, an allowed
+    redelivery."""
+    if a.completed is None or a.completed >= d.invoked:
+        return False
+    if a.completed < d.acquired_from:
+        return True
+    acked = [e.count for e in ds if e.process == a.process and e.completed < a.invoked]
+    return not acked or d.count > acked[-1]
 
 
 def _cause(prev: Delivery, acks: list[Ack], left: Mapping[int, list[tuple[int, bool]]], d: Delivery) -> str:

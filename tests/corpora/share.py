@@ -39,6 +39,10 @@ never handed to the simulated group), with two distinct members A and B:
 - concurrent_acquisition: A polls (nothing), then polls it (count 1); B polls it (count 2) right after; A's ACCEPT
   is told fail, B's ok.
 
+As often as each kind, an allowed block (`fetched_ahead`): A polls (nothing); a lock later B polls the record
+(count 2) and ACCEPTs it, told ok; then A's poll returns it with count 1, fetched ahead before B had it, and A
+ACCEPTs it: a lock timeout, not `redelivered_after_accept`.
+
 Each causes exactly one anomalous delivery, of its own kind; their redeliveries count by cause as any other's.
 Plants need `limit >= 2` (a count of 2 must be allowed) and `members >= 2`.
 """
@@ -60,6 +64,7 @@ __all__ = ["ACK_MIX", "KINDS", "ShareCorpus", "generate", "write", "write_large"
 
 TOPIC = "kchaos"
 KINDS = tuple(SHARE_KINDS)
+FETCHED_AHEAD = "fetched_ahead"  # a block planted as often as each kind, which the guarantee allows
 ACK_MIX = "accept=90,release=6,reject=2,none=2"
 _MIX = ((0.90, "accept"), (0.96, "release"), (0.98, "reject"), (1.0, "none"))  # cumulative
 CRASHED = "crashed (crash-client)"
@@ -150,7 +155,7 @@ class _Sim:
         self.planted: dict[str, set[Label]] = {k: set() for k in KINDS}
         planned = records if records is not None else (deliveries or 0) // 2
         window = max(1, min(planned, PLANT_WINDOW))
-        kinds = [k for k in KINDS if k != "share_lost" or not crashes]
+        kinds = [k for k in KINDS if k != "share_lost" or not crashes] + [FETCHED_AHEAD]
         self.plants = sorted(((rng.randrange(window), k) for k in kinds for _ in range(per_kind)), reverse=True)
         self.crash_at = rng.randrange(max(1, planned // 2)) if crashes else -1
 
@@ -374,6 +379,15 @@ class _Sim:
             self._poll_ok(b, [])  # B's client cannot have fetched it ahead before A had it
             deliver(b, 1)
             ack(b, "accept")
+        elif kind == FETCHED_AHEAD:
+            # A's client fetched it ahead (count 1), its lock expired, B got it (count 2) and accepted it; A's poll
+            # then hands out A's own older copy: a lock timeout, not a redelivery after B's ACCEPT.
+            self._poll_ok(a, [])
+            self.now += self.lock_ns
+            deliver(b, 2)
+            ack(b, "accept")
+            deliver(a, 1)
+            ack(a, "accept")
         elif kind == "concurrent_acquisition":
             # A polls just before, so its client cannot have fetched the record ahead long ago: surely A's lock.
             self._poll_ok(a, [])
@@ -382,7 +396,8 @@ class _Sim:
             ack(a, "accept", "fail")
             ack(b, "accept")
         del self.live[key]
-        self.planted[kind].add((key[0], key[1], rec.value))
+        if kind in self.planted:
+            self.planted[kind].add((key[0], key[1], rec.value))
 
     # -- the run -----------------------------------------------------------------------------------------------
 

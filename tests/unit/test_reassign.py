@@ -139,3 +139,21 @@ def test_a_failing_tool_skips_the_fault_quoting_it(replicas):
     with pytest.raises(FaultSkipped, match=r"--execute failed \(1\): org.apache.kafka.common.errors.Invalid"
                                            r"ReplicaAssignmentException: Unknown broker 9$"):
         nemesis.Reassign(tool, cfg()).begin(["n1"], {"partition": 0, "pick": random.Random(1).randrange(9)})
+
+
+def test_a_throttle_op_rethrottles_the_moves_in_progress_with_their_plan(replicas):
+    replicas(1, 2, 3)
+    tool = Tool(execute="Successfully started partition reassignment for kchaos-0")
+    pkg = nemesis.PACKAGES[0]
+    assert pkg.fs == ("reassign", "verify", "throttle")
+    nem = pkg.make(tool, cfg(throttle=2000))
+    assert nem.invoke({"f": "throttle", "rate": 1_000_000}) == {"nodes": [], "rate": 1_000_000, "partitions": [],
+                                                                "answer": ""}
+    assert tool.calls == []  # nothing in progress: the tool is not run
+    moved = nem.invoke({"f": "reassign", "target": "leader", "partition": 0, "pick": 0})
+    out = nem.invoke({"f": "throttle", "rate": 1_000_000})
+    assert out["partitions"] == ["kchaos-0"] and out["answer"].startswith("Successfully started")
+    assert tool.calls[-1][tool.calls[-1].index("--throttle") + 1] == "1000000"
+    assert "--additional" in tool.calls[-1]
+    assert tool.plans[-1] == tool.plans[0] == {"version": 1, "partitions": [
+        {"topic": "kchaos", "partition": 0, "replicas": [int(n[1:]) for n in moved["to"]]}]}

@@ -268,3 +268,21 @@ def test_a_record_fetched_ahead_while_its_member_worked_may_lose_its_lock_before
     # Had member 0 polled just before, its record could not have lost its lock yet: surely concurrent.
     h = History().send(1).poll(0).poll(0, (0, 1, 1, 1)).poll(1, (0, 1, 1, 2)).ack(1, (0, 1, "accept", "ok"))
     assert kinds(h.state(p0=(2, 2)).check()) == {"concurrent_acquisition": 1}
+
+
+def test_a_copy_fetched_ahead_and_handed_out_after_another_members_accept_is_a_lock_timeout_not_after_accept():
+    # Kafka 4.3.1, partition 1, offset 110: member 5's client acquired the record (count 2 here) while its application
+    # worked, its lock expired, member 6 got it again (count 3) and accepted it, told ok; member 5's poll then
+    # returned its own older copy, whose ACCEPT Kafka also answered ok (the offset was below the start offset).
+    h = History().send(1).poll(5).poll(5, (0, 0, 0, 1))  # member 5's first poll returns nothing
+    for op in h.ops[-2:]:
+        op["time"] += 2 * LOCK_MS * MS
+    h.poll(6, (0, 1, 1, 3)).ack(6, (0, 1, "accept", "ok")).poll(5, (0, 1, 1, 2)).ack(5, (0, 1, "accept", "ok"))
+    for op in h.ops[-8:]:
+        op["time"] += 4 * LOCK_MS * MS
+    r = h.ack(5, (0, 0, "accept", "ok")).state(p0=(2, 2)).check()
+    assert kinds(r) == {} and r["redeliveries"] == {**dict.fromkeys(CAUSES, 0), "lock_timeout": 1}
+    # The same records with a higher count after the ACCEPT: Kafka acquired the record again after accepting it.
+    h = History().send(1).poll(5).poll(5, (0, 0, 0, 1))
+    h.poll(6, (0, 1, 1, 2)).ack(6, (0, 1, "accept", "ok")).poll(5, (0, 1, 1, 3)).ack(5, (0, 1, "accept", "ok"))
+    assert kinds(h.ack(5, (0, 0, "accept", "ok")).state(p0=(2, 2)).check()) == {"redelivered_after_accept": 1}
