@@ -1,16 +1,19 @@
-"""Does the cluster agree with itself at the end of a run? Two checks on the evidence (docs/checkers.md).
+"""Does the cluster agree with itself at the end of a run? Checks on the evidence (docs/checkers.md).
 
 - **Metadata agreement.** Each broker's own view of every partition (leader, replicas, ISR: evidence/views.json,
   sampled by `kchaos.clusters.views` until the brokers agree or the recovery time has passed) against the
   controllers' view: the KRaft metadata log replayed to the moment of the broker's answer. A broker whose view
   matches no state the log held in the `GRACE_MS` before it is a `metadata_divergence`: it kept a view the
-  controllers had left behind (or never held).
+  controllers had left behind (or never held). So is a replica whose broker last took (its state-change log) an
+  older leader epoch, or the other role, than the log's state: its metadata cache moved on, its replica manager
+  did not.
 - **Replica agreement.** Every in-sync replica of each of the topic's partitions holds the same record batches below
   the high watermark: the same offsets and the same bytes (from the batch's attributes on, the part its CRC covers;
   the leader epoch field a leader stamps is left out), read from the segment files copied off the nodes. A replica
   that differs, or lacks batches, below the high watermark is a `replica_divergence`.
+- **Elections** (`kchaos.evidence.elections`): each leader election in the log against the controllers' own word.
 
-Both are pure functions of the run's files; `agreement(run, meta)` composes them into results.json's `agreement`.
+All are pure functions of the run's files; `agreement(run, meta)` composes them into results.json's `agreement`.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kchaos.evidence.broker_logs import read_node_logs
 from kchaos.evidence.elections import elections_line, elections_section
 from kchaos.evidence.explain.facts import node_names
 from kchaos.evidence.files import EVIDENCE_DIR, RAW_DIR, VIEWS_FILE, read_json_object
@@ -137,6 +141,36 @@ def metadata_divergences(views: Mapping[str, Any], meta: MetadataLog | None, gra
     return out, notes
 
 
+def role_divergences(nodes_dir: Path, views: Mapping[str, Any], meta: MetadataLog, names: Mapping[int, str]
+                     ) -> list[dict[str, Any]]:
+    """Each replica, on a broker that answered views.json, whose role its broker took last (the state-change log's
+    `Leader|Follower <topic>-<p> ... starts at leader epoch E` lines, `kchaos.evidence.broker_logs`) is behind the
+    metadata log's state when the views were taken: an older leader epoch, or at that epoch the wrong role. A broker
+    whose metadata cache took a delta that its replica manager failed to apply answers Metadata requests rightly
+    while it acts on the older state. A replica with no such line at all is not compared (its log may have rolled)."""
+    at = float(views.get("time_ms") or 0)
+    answered = set(views.get("brokers") or {})
+    topics = sorted({r["topic"] for rows in (views.get("brokers") or {}).values() for r in rows})
+    took: dict[tuple[str, str, int], tuple[str, int]] = {}
+    for topic in topics:
+        for e in read_node_logs(nodes_dir, topic):
+            if e.kind in ("leader", "follower") and e.epoch is not None:
+                took[(e.node, topic, e.partition)] = (e.kind, e.epoch)
+    out: list[dict[str, Any]] = []
+    for topic, p in sorted(k for k in meta.states if k[0] in topics):
+        s = meta.state_at(str(topic), p, at)
+        if s is None or s.leader < 0:
+            continue
+        for b in s.replicas:
+            node = names.get(b)
+            role = took.get((node, str(topic), p)) if node is not None and node in answered else None
+            want = "leader" if b == s.leader else "follower"
+            if role is not None and (role[1] < s.leader_epoch or (role[1] == s.leader_epoch and role[0] != want)):
+                out.append({"node": node, "topic": topic, "partition": p,
+                            "acts": {"role": role[0], "leader_epoch": role[1]}, "controller": _controller(s)})
+    return out
+
+
 def _view(r: Mapping[str, Any]) -> dict[str, Any]:
     return {"leader": r["leader"], "replicas": list(r["replicas"]), "isr": sorted(r["isr"])}
 
@@ -152,6 +186,8 @@ def agreement(run: Path, meta: MetadataLog | None, topic: str,
         return None
     divergent, notes = metadata_divergences(views, meta)
     names = {int(i): n for n, i in (views.get("ids") or {}).items() if i is not None}
+    if meta is not None:
+        divergent += role_divergences(Path(run) / "nodes", views, meta, {**node_names(run), **names})
     raw = Path(run) / EVIDENCE_DIR / RAW_DIR
     hws = {int(p): int(o) for p, o in (views.get("high_watermarks") or {}).items()}
     replica: list[dict[str, Any]] = []

@@ -144,6 +144,11 @@ def metadata_reason(n: int, first: Mapping[str, Any]) -> str:
     def view(v: Mapping[str, Any]) -> str:
         return f"leader {v.get('leader')}, ISR {v.get('isr')}, replicas {v.get('replicas')}"
     text = f"{n} metadata_divergence: a broker's view of a partition outlasted the recovery time"
+    if first.get("acts"):
+        acts, ctl = first["acts"], first.get("controller") or {}
+        return text + (f" (first: {first['node']} acts as {acts.get('role')} of {first.get('topic')}-"
+                       f"{first.get('partition')} at leader epoch {acts.get('leader_epoch')}; the controllers' log: "
+                       f"leader {ctl.get('leader')} at epoch {ctl.get('leader_epoch')}, ISR {ctl.get('isr')})")
     if first.get("node"):
         other = first.get("controller") or first.get("others") or {}
         whose = "the controllers' log" if "controller" in first else "most brokers"

@@ -247,3 +247,34 @@ def test_the_reports_sentence_says_whether_the_cluster_agreed():
     assert line == ("The cluster did not agree with itself at the end: 1 broker view of a partition differed from "
                     "the controllers' after the recovery time (first: n1 on kchaos-2); 1 in-sync replica held other "
                     "batches than the leader below the high watermark (first: n3 on partition 1 from offset 40)")
+
+
+PUBLISHING_FAULT = Path(__file__).parent / "data" / "evidence" / "publishing-fault-3.7.2"
+
+
+def test_a_broker_that_never_took_the_leadership_its_metadata_cache_shows_is_a_divergence(tmp_path):
+    # Kafka 3.7.2, a txn run in which n2 logged "Encountered metadata publishing fault": every broker's Metadata
+    # answer has n2 leading __transaction_state-31 at epoch 2 (the views agree), while n2's state-change log has it
+    # still a follower at epoch 1: its replica manager never applied the delta.
+    run = tmp_path / "run"
+    shutil.copytree(PUBLISHING_FAULT, run)
+    lines = (PUBLISHING_FAULT / "dump-metadata.txt").read_text().splitlines()
+    meta, notes = decode_metadata(run, lambda test: Path("/no/jars"), dumper=lambda *a, **k: lines)
+    assert meta is not None, notes
+    views_only, _ = metadata_divergences(json.loads((run / "evidence" / "views.json").read_text()), meta)
+    assert views_only == []
+    out = agreement(run, meta, "kchaos")
+    assert out["metadata_divergence"] == 1
+    d = out["metadata_divergences"][0]
+    assert (d["node"], d["topic"], d["partition"], d["acts"]) == (
+        "n2", "__transaction_state", 31, {"role": "follower", "leader_epoch": 1})
+    assert (d["controller"]["leader"], d["controller"]["leader_epoch"], d["controller"]["isr"]) == (2, 2, [2])
+    judged = with_agreement(Judgement(PASS), out)
+    assert judged.verdict == UNKNOWN
+    assert "n2 acts as follower of __transaction_state-31 at leader epoch 1" in judged.undecided[0]
+    # Had n2 logged taking the leadership, nothing would diverge.
+    log = run / "nodes" / "n2" / "state-change.log"
+    log.write_text(log.read_text() + "[2026-11-30 18:56:50,200] INFO [Broker id=2] Leader __transaction_state-31 with "
+                   "topic id NP4twfmBSROfZ8c56zM9Mw starts at leader epoch 2 from offset 0 with partition epoch 2, "
+                   "high watermark 0, ISR [2], adding replicas [] and removing replicas []. (state.change.logger)\n")
+    assert agreement(run, meta, "kchaos")["metadata_divergence"] == 0
