@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from kchaos.clusters import admin, reassign
+from kchaos.clusters import admin, reassign, tools
 from kchaos.clusters.admin import PartitionState
 from kchaos.core.config import NemesisConfig, TestConfig
 from kchaos.core.protocols import FaultSkipped
@@ -157,3 +157,17 @@ def test_a_throttle_op_rethrottles_the_moves_in_progress_with_their_plan(replica
     assert "--additional" in tool.calls[-1]
     assert tool.plans[-1] == tool.plans[0] == {"version": 1, "partitions": [
         {"topic": "kchaos", "partition": 0, "replicas": [int(n[1:]) for n in moved["to"]]}]}
+
+
+def test_the_tools_answer_is_its_own_last_line_not_its_admin_clients_log_lines():
+    out = ("Current partition replica assignment\n\n{}\n"
+           "[2026-11-30 19:12:02,661] WARN [AdminClient clientId=reassign-partitions-tool] Connection to node -1 "
+           "(/172.30.77.11:9092) could not be established. Node may not be available. "
+           "(org.apache.kafka.clients.NetworkClient)\n"
+           "Successfully started partition reassignment for kchaos-0\n"
+           "[2026-11-30 19:12:03,001] WARN [AdminClient clientId=x] Connection to node 1 could not be established. "
+           "java.net.ConnectException (org.apache.kafka.clients.NetworkClient)\n")
+    assert tools.last_line(out) == "Successfully started partition reassignment for kchaos-0"
+    failed = out + "Error: org.apache.kafka.common.errors.InvalidReplicaAssignmentException: Unknown broker 9\n"
+    assert tools.error_line(failed).startswith("Error: org.apache.kafka.common.errors.InvalidReplicaAssignment")
+    assert tools.last_line("[2026-11-30 19:12:02,661] WARN only a log line\n") == ""
