@@ -3,9 +3,10 @@ verdict weighs them."""
 from __future__ import annotations
 
 import json
-import shutil
 import struct
 from pathlib import Path
+
+from recorded_runs import recorded_run
 
 from kchaos.checkers.verdict.judge import FAIL, PASS, UNKNOWN, Judgement, with_agreement
 from kchaos.evidence.agreement import (
@@ -16,7 +17,6 @@ from kchaos.evidence.agreement import (
     metadata_divergences,
     replica_divergences,
 )
-from kchaos.evidence.decode import decode_metadata
 from kchaos.evidence.kraft_metadata import replay
 
 T0 = 1_700_000_000_000
@@ -178,32 +178,18 @@ def test_a_replica_divergence_fails_and_a_metadata_divergence_makes_a_passing_ru
     assert (allowed.verdict, allowed.allowed) == (PASS, {"replica_divergence": 1})
 
 
-FIXTURE = Path(__file__).parent / "data" / "evidence" / "agreement-3.7.2"
-
-
-def real_run(tmp_path: Path) -> Path:
-    """A copy of the fixture run, whose metadata log decodes from the recorded tool output."""
-    run = tmp_path / "run"
-    shutil.copytree(FIXTURE, run)
-    return run
-
-
-def real_meta(run: Path):
-    lines = (FIXTURE / "dump-metadata.txt").read_text().splitlines()
-    meta, notes = decode_metadata(run, lambda test: Path("/no/jars"), dumper=lambda *a, **k: lines)
-    assert meta is not None, notes
-    return meta
+FIXTURE = "agreement-3.7.2"
 
 
 def test_a_real_healthy_run_agrees_with_itself(tmp_path):
-    run = real_run(tmp_path)
-    out = agreement(run, real_meta(run), "kchaos")
+    run, meta = recorded_run(tmp_path, FIXTURE)
+    out = agreement(run, meta, "kchaos")
     assert (out["metadata_divergence"], out["replica_divergence"], out["partitions_compared"]) == (0, 0, 1)
     assert out["agreed"] is True
 
 
 def test_a_byte_flipped_in_one_replica_of_a_real_run_is_found_at_its_batch(tmp_path):
-    run = real_run(tmp_path)
+    run, meta = recorded_run(tmp_path, FIXTURE)
     seg = run / "evidence" / "raw" / "n3" / "kchaos-1" / "00000000000000000000.log"
     batches = batch_digests(seg.parent)
     target = batches[len(batches) // 2]
@@ -214,7 +200,7 @@ def test_a_byte_flipped_in_one_replica_of_a_real_run_is_found_at_its_batch(tmp_p
     end = pos + 12 + struct.unpack_from(">i", data, pos + 8)[0]
     data[end - 3] ^= 0x01  # a bit of the batch's last record
     seg.write_bytes(bytes(data))
-    out = agreement(run, real_meta(run), "kchaos")
+    out = agreement(run, meta, "kchaos")
     assert out["replica_divergence"] == 1
     assert out["replica_divergences"][0] | {"reference": None} == {
         "partition": 1, "high_watermark": 677, "node": "n3", "reference": None, "offset": target.base_offset,
@@ -223,13 +209,13 @@ def test_a_byte_flipped_in_one_replica_of_a_real_run_is_found_at_its_batch(tmp_p
 
 
 def test_a_broker_view_planted_against_a_real_metadata_log_is_a_divergence(tmp_path):
-    run = real_run(tmp_path)
+    run, meta = recorded_run(tmp_path, FIXTURE)
     path = run / "evidence" / "views.json"
     views_ = json.loads(path.read_text())
     row = next(r for r in views_["brokers"]["n2"] if r["topic"] == "kchaos" and r["partition"] == 1)
     row["leader"], row["isr"] = 3, [3]
     path.write_text(json.dumps(views_))
-    out = agreement(run, real_meta(run), "kchaos")
+    out = agreement(run, meta, "kchaos")
     assert out["metadata_divergence"] == 1
     d = out["metadata_divergences"][0]
     assert (d["node"], d["topic"], d["partition"], d["broker"]["leader"]) == ("n2", "kchaos", 1, 3)
@@ -249,18 +235,11 @@ def test_the_reports_sentence_says_whether_the_cluster_agreed():
                     "batches than the leader below the high watermark (first: n3 on partition 1 from offset 40)")
 
 
-PUBLISHING_FAULT = Path(__file__).parent / "data" / "evidence" / "publishing-fault-3.7.2"
-
-
 def test_a_broker_that_never_took_the_leadership_its_metadata_cache_shows_is_a_divergence(tmp_path):
     # Kafka 3.7.2, a txn run in which n2 logged "Encountered metadata publishing fault": every broker's Metadata
     # answer has n2 leading __transaction_state-31 at epoch 2 (the views agree), while n2's state-change log has it
     # still a follower at epoch 1: its replica manager never applied the delta.
-    run = tmp_path / "run"
-    shutil.copytree(PUBLISHING_FAULT, run)
-    lines = (PUBLISHING_FAULT / "dump-metadata.txt").read_text().splitlines()
-    meta, notes = decode_metadata(run, lambda test: Path("/no/jars"), dumper=lambda *a, **k: lines)
-    assert meta is not None, notes
+    run, meta = recorded_run(tmp_path, "publishing-fault-3.7.2")
     views_only, _ = metadata_divergences(json.loads((run / "evidence" / "views.json").read_text()), meta)
     assert views_only == []
     out = agreement(run, meta, "kchaos")

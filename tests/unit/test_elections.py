@@ -1,15 +1,14 @@
 """Leader elections from the metadata log, against the controllers' UNCLEAN lines (kchaos.evidence.elections)."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
+from recorded_runs import recorded_run
+
 from kchaos.checkers.verdict.judge import PASS, UNKNOWN, Judgement, with_agreement
-from kchaos.evidence.decode import decode_metadata
 from kchaos.evidence.elections import elections, elections_line, elections_section, unclean_labels
 from kchaos.evidence.kraft_metadata import replay
 
-FIXTURE = Path(__file__).parent / "data" / "evidence" / "elections-3.7.2"
 T0 = 1_796_000_000_000
 
 
@@ -77,11 +76,7 @@ def test_an_unmarked_election_makes_a_passing_run_unknown_and_a_mislabelled_one_
 
 
 def test_a_real_3_7_reassignment_completion_is_labelled_unclean_and_is_clean_in_the_log(tmp_path):
-    run = tmp_path / "run"
-    shutil.copytree(FIXTURE, run)
-    lines = (FIXTURE / "dump-metadata.txt").read_text().splitlines()
-    meta, notes = decode_metadata(run, lambda test: Path("/no/jars"), dumper=lambda *a, **k: lines)
-    assert meta is not None, notes
+    run, meta = recorded_run(tmp_path, "elections-3.7.2")
     out = elections_section(meta, run / "nodes", {1: "n1", 2: "n2", 3: "n3", 4: "n4"})
     assert (out["elections"], out["kinds"]["joined"], out["mislabelled"], out["unmatched_labels"]) == (2, 2, 2, 0)
     assert {(e["topic"], e["partition"]) for e in out["mislabelled_elections"]} == {("kchaos", 0),
