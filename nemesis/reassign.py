@@ -26,6 +26,7 @@ THROTTLE_F = "throttle"
 GROW = 1 / 3  # how often a reassignment adds a replica rather than moving one
 SETTLE_S = 60.0  # how long the heal waits for reassignments to complete before it cancels them
 POLL_S = 2.0
+BROKERS_BACK_S = 30.0  # how long a throttle op waits for the brokers its moves name to be registered again
 
 
 class Reassignments:
@@ -123,10 +124,17 @@ class Reassign:
         return {"reassignments": verified} if verified else {}
 
     def rethrottle(self, op: dict[str, Any]) -> dict[str, Any]:
-        """Change the throttle of the reassignments in progress to the op's `rate` (bytes a second)."""
+        """Change the throttle of the reassignments in progress to the op's `rate` (bytes a second), once every
+        broker they move to is registered again (up to BROKERS_BACK_S: Kafka's tool refuses a plan naming a broker
+        it does not know, "Unknown broker id", as an operator waits for a restarted broker first)."""
         rate = int(op["rate"])
+        wanted = {b for replicas in self.moves.pending.values() for b in replicas}
+        started = time.monotonic()
+        while wanted - admin.registered_brokers(self.cluster.bootstrap()) and \
+                time.monotonic() - started < BROKERS_BACK_S:
+            time.sleep(POLL_S / 2)
         return {"rate": rate, "partitions": [f"{t}-{p}" for t, p in sorted(self.moves.pending)],
-                "answer": self.moves.rethrottle(rate)}
+                "waited_s": round(time.monotonic() - started, 1), "answer": self.moves.rethrottle(rate)}
 
     def heal(self) -> None:
         """Wait up to SETTLE_S for every reassignment started to complete (the tool then clears the throttles); cancel
