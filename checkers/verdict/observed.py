@@ -50,6 +50,13 @@ METRICS: dict[str, str] = {
                        "(checkers/verdict/promise.py); with acks=1 or unclean election configured, 0",
     "lost_outside_promise": "lost writes outside the guarantee (every replica that counted lost power, an unclean "
                             "election, or a configuration the guarantee does not cover)",
+    "metadata_divergence": "brokers' views or roles the metadata log contradicted at the end (results.json's "
+                           "agreement); -1 for a run whose views were not sampled",
+    "replica_divergence": "in-sync replicas whose batches differed below the high watermark at the end; -1 as above",
+    "unclean_elections": "elections in the metadata log that Kafka marked unclean (RECOVERING), or that elected a "
+                         "leader from outside the ISR and ELR unmarked; -1 as above",
+    "mislabelled_elections": "clean elections a controller logged as an UNCLEAN partition change (Kafka up to 4.0); "
+                             "-1 as above",
 }
 
 
@@ -81,7 +88,19 @@ def observe(run: Path) -> dict[str, float]:
     loss = results.get("loss") or {}
     inside = int(loss.get("lost_in_promise", out["lost"] if loss.get("promised") else 0) or 0)
     out["lost_in_promise"], out["lost_outside_promise"] = inside, out["lost"] - inside
+    out.update(_from_agreement(results.get("agreement")))
     return out
+
+
+def _from_agreement(agreement: Any) -> dict[str, float]:
+    """The agreement metrics of results.json's `agreement`: -1 each when the run has none (or no elections)."""
+    a = agreement if isinstance(agreement, dict) else {}
+    elections = a.get("elections") if isinstance(a.get("elections"), dict) else None
+    kinds = (elections or {}).get("kinds") or {}
+    return {"metadata_divergence": int(a.get("metadata_divergence", -1)),
+            "replica_divergence": int(a.get("replica_divergence", -1)),
+            "unclean_elections": int(kinds.get("unclean", 0)) + int(kinds.get("unmarked", 0)) if elections else -1,
+            "mislabelled_elections": int(elections.get("mislabelled", 0)) if elections else -1}
 
 
 def _from_history(run: Path) -> dict[str, float]:

@@ -243,6 +243,15 @@ def test_observe_handmade_history(tmp_path):
     assert (m["send_ok"], m["send_fail"], m["send_info"], m["not_enough_replicas"]) == (8, 2, 1, 1)
     assert m["faults"] == 2  # the ok kill and the ok start-partition; not start, stop-partition, invokes, infos
     assert (m["acked"], m["lost"], m["duplicate"], m["valid"]) == (8, 1, 0, 0)
+    # No agreement section (no views sampled): the agreement metrics say so, and no prediction of 0 holds.
+    assert (m["metadata_divergence"], m["replica_divergence"], m["unclean_elections"]) == (-1, -1, -1)
+    results = json.loads((run / "results.json").read_text())
+    results["agreement"] = {"metadata_divergence": 1, "replica_divergence": 0, "elections": {
+        "kinds": {"isr": 3, "joined": 1, "unclean": 1, "unmarked": 1}, "mislabelled": 1}}
+    (run / "results.json").write_text(json.dumps(results))
+    m = observe(run)
+    assert (m["metadata_divergence"], m["replica_divergence"], m["unclean_elections"],
+            m["mislabelled_elections"]) == (1, 0, 2, 1)
 
 
 
