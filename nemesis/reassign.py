@@ -26,7 +26,7 @@ THROTTLE_F = "throttle"
 GROW = 1 / 3  # how often a reassignment adds a replica rather than moving one
 SETTLE_S = 60.0  # how long the heal waits for reassignments to complete before it cancels them
 POLL_S = 2.0
-BROKERS_BACK_S = 30.0  # how long a throttle op waits for the brokers its moves name to be registered again
+BROKERS_BACK_S = 30.0  # how long a throttle op retries while the tool does not know a broker its moves name
 
 
 class Reassignments:
@@ -124,17 +124,23 @@ class Reassign:
         return {"reassignments": verified} if verified else {}
 
     def rethrottle(self, op: dict[str, Any]) -> dict[str, Any]:
-        """Change the throttle of the reassignments in progress to the op's `rate` (bytes a second), once every
-        broker they move to is registered again (up to BROKERS_BACK_S: Kafka's tool refuses a plan naming a broker
-        it does not know, "Unknown broker id", as an operator waits for a restarted broker first)."""
+        """Change the throttle of the reassignments in progress to the op's `rate` (bytes a second). Kafka's tool
+        refuses a plan naming a broker it does not know ("Unknown broker id": a restarted broker not registered
+        again yet), so a refusal is retried every POLL_S / 2 for up to BROKERS_BACK_S, as an operator waits for the
+        broker to come back; `refused` counts them."""
         rate = int(op["rate"])
-        wanted = {b for replicas in self.moves.pending.values() for b in replicas}
-        started = time.monotonic()
-        while wanted - admin.registered_brokers(self.cluster.bootstrap()) and \
-                time.monotonic() - started < BROKERS_BACK_S:
-            time.sleep(POLL_S / 2)
+        deadline, refused = time.monotonic() + BROKERS_BACK_S, 0
+        while True:
+            try:
+                answer = self.moves.rethrottle(rate)
+                break
+            except FaultSkipped as e:
+                if "Unknown broker id" not in str(e) or time.monotonic() >= deadline:
+                    raise
+                refused += 1
+                time.sleep(POLL_S / 2)
         return {"rate": rate, "partitions": [f"{t}-{p}" for t, p in sorted(self.moves.pending)],
-                "waited_s": round(time.monotonic() - started, 1), "answer": self.moves.rethrottle(rate)}
+                "refused": refused, "answer": answer}
 
     def heal(self) -> None:
         """Wait up to SETTLE_S for every reassignment started to complete (the tool then clears the throttles); cancel
