@@ -1,13 +1,13 @@
 """Every leader election of a run, from the KRaft metadata log, against what the controllers logged about it.
 
-An election is a partition state whose record set a new leader (not "no leader"). Its kind, by where the new leader
-stood in the state before it and in its own:
+An election is a partition state whose record set a new leader (not "no leader"). Its kind, the first that applies,
+by where the new leader stood in the state before it and in its own:
 
+- `unclean`: the new leader's recovery state is RECOVERING, which Kafka sets on every unclean election (and keeps
+  until the leader has recovered), and it was not in the previous ISR of a leader still recovering;
 - `isr`: the new leader was in the previous ISR;
 - `elr`: it was in the previous Eligible Leader Replicas (KIP-966, Kafka 4.x);
 - `joined`: it joined the ISR in the same record, as the first target replica of a completing reassignment does;
-- `unclean`: the new leader's recovery state is RECOVERING, which Kafka sets on every unclean election (and keeps
-  until the leader has recovered);
 - `unmarked`: none of these: a leader from outside the ISR and ELR that Kafka did not mark unclean.
 
 Up to 4.0 the active and standby controllers log `UNCLEAN partition change for <topic>-<p> ...` at INFO, and count
@@ -30,7 +30,7 @@ from kchaos.evidence.kraft_metadata import NO_LEADER, MetadataLog, PartitionStat
 
 __all__ = ["KINDS", "Election", "elections", "elections_line", "elections_section", "unclean_labels"]
 
-KINDS = ("isr", "elr", "joined", "unclean", "unmarked")
+KINDS = ("isr", "elr", "joined", "unclean", "unmarked")  # in the order results.json lists them
 MAX_EXAMPLES = 20
 LOG_FILES = ("server.log", "controller.log")
 # 3.7 to 4.4 (PartitionRegistration.maybeLogPartitionChange): the diff lists each changed field as `name: a -> b`.
