@@ -3,8 +3,8 @@
 An election is a partition state whose record set a new leader (not "no leader"). Its kind, the first that applies,
 by where the new leader stood in the state before it and in its own:
 
-- `unclean`: the new leader's recovery state is RECOVERING, which Kafka sets on every unclean election (and keeps
-  until the leader has recovered), and it was not in the previous ISR of a leader still recovering;
+- `unclean`: the record set the leader recovery state RECOVERING, Kafka's mark of an unclean election, or elected a
+  leader from outside the previous ISR while the state was still RECOVERING (it stays so until the leader recovers);
 - `isr`: the new leader was in the previous ISR;
 - `elr`: it was in the previous Eligible Leader Replicas (KIP-966, Kafka 4.x);
 - `joined`: it joined the ISR in the same record, as the first target replica of a completing reassignment does;
