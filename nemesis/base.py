@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -14,7 +15,7 @@ from kchaos.core.protocols import FaultSkipped, Nemesis, NodeControl
 from kchaos.nemesis.targets import Target, coordinator_keys, fault_op, resolve_recorded
 
 __all__ = ["FaultSkipped", "ScheduledOp", "Package", "periodic", "targeted", "TargetedNemesis", "NodeFault",
-           "outlive_lag", "outlive_session", "last_json"]
+           "outlive_lag", "outlive_session", "last_json", "while_refused"]
 
 
 @dataclass(frozen=True)
@@ -179,3 +180,19 @@ def targeted(name: str, make_fault: Callable[[NodeControl, TestConfig], NodeFaul
 
     return Package(name, make, schedule, colors, targets, (start_f, stop_f), needs_lazyfs,
                    needs_faketime=needs_faketime)
+
+
+def while_refused(call: Callable[[], str], because: str, within_s: float, every_s: float) -> tuple[str, int]:
+    """`call()` (a tool run), again every `every_s` while it fails with a FaultSkipped saying `because` (a refusal
+    that passes once the cluster has caught up: a restarted broker not registered yet, a controller still lagging),
+    for up to `within_s`, as an operator tries again; its answer and how many times it was refused. Any other
+    failure, or the last refusal, is raised."""
+    deadline, refused = time.monotonic() + within_s, 0
+    while True:
+        try:
+            return call(), refused
+        except FaultSkipped as e:
+            if because not in str(e) or time.monotonic() >= deadline:
+                raise
+            refused += 1
+            time.sleep(every_s)

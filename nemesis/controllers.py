@@ -6,12 +6,11 @@ formatted anew with a new directory id, started as an observer), so that the con
 with the same id. The heal adds back every controller this nemesis removed."""
 from __future__ import annotations
 
-import time
 from typing import Any, cast
 
 from kchaos.clusters import quorum
 from kchaos.core.protocols import Disks, FaultSkipped, NodeControl
-from kchaos.nemesis.base import targeted
+from kchaos.nemesis.base import targeted, while_refused
 
 # Kafka refuses to add a voter that lags behind the leader's log: a controller just removed, or just replaced, is
 # added once it has caught up.
@@ -67,15 +66,7 @@ class RemoveController:
     def _add(self, node: str) -> tuple[str, int]:
         """add-controller, as an operator does it: again every ADD_POLL_S while Kafka refuses it because the
         observer is still catching up with the metadata log, for up to ADD_WITHIN_S; the answer and the refusals."""
-        deadline, refused = time.monotonic() + ADD_WITHIN_S, 0
-        while True:
-            try:
-                return quorum.add(self.cluster, node), refused
-            except FaultSkipped as e:
-                if "lagging behind" not in str(e) or time.monotonic() >= deadline:
-                    raise
-                refused += 1
-                time.sleep(ADD_POLL_S)
+        return while_refused(lambda: quorum.add(self.cluster, node), "lagging behind", ADD_WITHIN_S, ADD_POLL_S)
 
     def heal(self) -> None:
         """Add back every controller this nemesis removed that is not a voter again."""

@@ -18,7 +18,7 @@ from typing import Any
 from kchaos.clusters import admin, reassign
 from kchaos.core.config import TestConfig
 from kchaos.core.protocols import FaultSkipped, NodeControl
-from kchaos.nemesis.base import TargetedNemesis, targeted
+from kchaos.nemesis.base import TargetedNemesis, targeted, while_refused
 
 TARGETS = ("leader", "follower")
 COLORS = {"reassign": "#17becf", "verify": "#9edae5", "throttle": "#dbdb8d"}
@@ -129,16 +129,8 @@ class Reassign:
         again yet), so a refusal is retried every POLL_S / 2 for up to BROKERS_BACK_S, as an operator waits for the
         broker to come back; `refused` counts them."""
         rate = int(op["rate"])
-        deadline, refused = time.monotonic() + BROKERS_BACK_S, 0
-        while True:
-            try:
-                answer = self.moves.rethrottle(rate)
-                break
-            except FaultSkipped as e:
-                if "Unknown broker id" not in str(e) or time.monotonic() >= deadline:
-                    raise
-                refused += 1
-                time.sleep(POLL_S / 2)
+        answer, refused = while_refused(lambda: self.moves.rethrottle(rate), "Unknown broker id", BROKERS_BACK_S,
+                                        POLL_S / 2)
         return {"rate": rate, "partitions": [f"{t}-{p}" for t, p in sorted(self.moves.pending)],
                 "refused": refused, "answer": answer}
 
