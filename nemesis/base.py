@@ -64,6 +64,9 @@ class Package:
     # Healed before the packages without it (a network fault): a broker restarted while it is cut off from the
     # controllers cannot catch up with the metadata log, and so neither serves nor listens, until the cut heals.
     heal_first: bool = False
+    # Why a schedule's op of this package is malformed (its own fields, beyond f and the target), or None: checked
+    # when the schedule loads, so a bad value is a one-line error before anything runs.
+    check_op: Callable[[dict[str, Any]], str | None] | None = None
 
 
 def periodic(rng: random.Random, cfg: TestConfig, name: str,

@@ -154,8 +154,16 @@ class ReassignNemesis(TargetedNemesis):
         return super().invoke(op)
 
 
+def check_op(op: dict[str, Any]) -> str | None:
+    """Why a scheduled reassign op is malformed: a `throttle` op needs `rate`, a positive number of bytes a second."""
+    rate = op.get("rate")
+    if op.get("f") == THROTTLE_F and (not isinstance(rate, int) or isinstance(rate, bool) or rate <= 0):
+        return f"a throttle op needs rate, a positive number of bytes a second, got {rate!r}"
+    return None
+
+
 _TARGETED = targeted("reassign", lambda c, cfg: Reassign(c, cfg), start_f="reassign", stop_f="verify",
                      targets=TARGETS, colors=COLORS)
-PACKAGES = (replace(_TARGETED, fs=(*_TARGETED.fs, THROTTLE_F),
+PACKAGES = (replace(_TARGETED, fs=(*_TARGETED.fs, THROTTLE_F), check_op=check_op,
                     make=lambda c, cfg: ReassignNemesis("reassign", Reassign(c, cfg), c, cfg, "reassign", "verify",
                                                         TARGETS[0])),)

@@ -97,6 +97,8 @@ def load_schedule(path: Path, cfg: TestConfig) -> list[ScheduledOp]:
         if not isinstance(op, dict) or op.get("f") not in pkg.fs:
             raise ConfigError(f"{where}: op must be an object whose f is one of {', '.join(pkg.fs)}")
         _check_target(where, pkg, op, cfg)
+        if pkg.check_op is not None and (why := pkg.check_op(op)):
+            raise ConfigError(f"{where}: {why}")
         ops.append(ScheduledOp(float(at), spec, op))
     return sorted(ops, key=lambda s: s.at)
 

@@ -9,9 +9,10 @@ import pytest
 
 from kchaos.clusters import admin, reassign, tools
 from kchaos.clusters.admin import PartitionState
-from kchaos.core.config import NemesisConfig, TestConfig
+from kchaos.core.config import ConfigError, NemesisConfig, TestConfig
 from kchaos.core.protocols import FaultSkipped
 from kchaos.nemesis import reassign as nemesis
+from kchaos.nemesis.schedule import load_schedule
 from kchaos.nemesis.targets import resolve_recorded
 
 LISTED = """Current partition reassignments:
@@ -187,3 +188,14 @@ def test_a_throttle_op_retries_while_the_tool_does_not_know_the_broker_it_moves_
     tool.kafka_tool = lambda node, args: (1, "org.apache.kafka.common.errors.TimeoutException: no")  # type: ignore
     with pytest.raises(FaultSkipped, match="TimeoutException"):
         nem.invoke({"f": "throttle", "rate": 1_000_000})
+
+
+@pytest.mark.parametrize("rate", [None, "fast", 0, -5, True, 1.5])
+def test_a_scheduled_throttle_op_without_a_positive_whole_rate_is_a_one_line_error(tmp_path, rate):
+    op = {"f": "throttle"} if rate is None else {"f": "throttle", "rate": rate}
+    path = tmp_path / "schedule.json"
+    path.write_text(json.dumps([{"at": 1, "nemesis": "reassign", "op": op}]))
+    with pytest.raises(ConfigError, match=r"entry 0: a throttle op needs rate, a positive number of bytes a second"):
+        load_schedule(path, cfg())
+    path.write_text(json.dumps([{"at": 1, "nemesis": "reassign", "op": {"f": "throttle", "rate": 10_000_000}}]))
+    assert load_schedule(path, cfg())[0].op["rate"] == 10_000_000
