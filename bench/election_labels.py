@@ -38,7 +38,7 @@ def section(run: Path) -> dict[str, Any] | None:
 def label(run: Path) -> tuple[str, str]:
     """(variant or workload, Kafka release) of a run directory."""
     test = json.loads((run / "test.json").read_text(encoding="utf-8"))
-    version = test.get("kafka_version") or (test.get("cluster") or {}).get("kafka_version") or "?"
+    version = (test.get("cluster") or {}).get("kafka_version") or "?"
     parts = run.parts
     variant = parts[parts.index("scenarios") + 1] + "/" + parts[-2] if "scenarios" in parts else \
         (test.get("workload") or {}).get("name") or "run"
