@@ -13,7 +13,7 @@ from kchaos.core.config import TestConfig
 from kchaos.core.history import History, read_history
 from kchaos.harness.cli.main import build_parser
 from kchaos.harness.options import config_from_args
-from kchaos.workloads.copy.copier import ClientError, Copier, TxnFailed, _Session
+from kchaos.workloads.copy.copier import IDLE_POLLS, ClientError, Copier, TxnFailed, _Session
 from kchaos.workloads.copy.java_copier import JavaCopierClient, rebalances
 from kchaos.workloads.java_client import MAX_POLL_INTERVAL_MS, JavaProcess, group_consumer_props
 from kchaos.workloads.rebalance import Rebalance
@@ -130,6 +130,25 @@ def test_a_crash_after_producing_leaves_the_transaction_open_and_abandons_the_cl
     copy = ops[-1]
     assert copy["f"] == "copy" and copy["type"] == "fail" and "crashed (crash-client)" in copy["error"]
     assert client.calls[-2:] == ["produce [[0, 4]]", "abandon"]  # no commit, no abort, no close
+
+
+def test_a_pending_crash_waits_through_a_rebalance_for_the_next_batch(tmp_path):
+    crashed = threading.Event()
+    crashed.set()
+    client = Script([([], [ASSIGN]), ([[0, 0, 4]], [Rebalance("revoke", [1], 3)]), ([], []), ([[0, 0, 4]], [])])
+    ops = session(tmp_path, client, crashed)
+    assert [(o["f"], o["type"]) for o in ops] == [("init", "ok"), ("subscribe", "ok"), ("assign", "ok"),
+                                                  ("revoke", "ok"), ("rewind", "ok"), ("copy", "fail")]
+    assert "crashed (crash-client)" in ops[-1]["error"] and client.calls[-1] == "abandon"
+
+
+def test_a_pending_crash_lands_between_transactions_once_the_polls_find_nothing(tmp_path):
+    crashed = threading.Event()
+    crashed.set()
+    client = Script([([], [])] * IDLE_POLLS + [([[0, 0, 4]], [])])
+    ops = session(tmp_path, client, crashed)
+    assert [o["f"] for o in ops] == ["init", "subscribe"]
+    assert client.calls[-2:] == ["poll", "abandon"] and len(client.polls) == 1
 
 
 def test_a_failed_poll_or_init_is_retried(tmp_path, monkeypatch):

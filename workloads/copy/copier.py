@@ -17,10 +17,11 @@ The session's steps run on a CopierClient: librdkafka's (`RdkafkaCopierClient`) 
 the Kafka Java client's in the JVM (`JavaCopierClient`). The session here records the history and applies
 the rules, so a history does not say which client ran.
 
-`crash()` models a crashed copier process: at its next return from the client, mid-transaction if it holds a
+`crash()` models a copier process that crashes mid-transaction: at its next return from the client holding a
 batch (after producing it, before the commit), the session records its open copy op as `fail` and abandons its
 consumer and producer without closing them: no abort, no LeaveGroup. A new session starts `restart_after`
-seconds later.
+seconds later. The crash waits out a rebalance and a session's init for that batch. Only when the slot's polls
+find nothing `IDLE_POLLS` times running (the input read to its end) does it land between transactions.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from kchaos.workloads.rebalance import Rebalance
 log = logging.getLogger("kchaos.copier")
 
 POLL_S = 1.0  # how long one poll for a batch waits at most
+IDLE_POLLS = 3  # empty polls running after which a pending crash stops waiting for a batch
 
 
 def copy_group(seed: int) -> str:
@@ -117,7 +119,8 @@ class Copier:
         self.initialized = threading.Event()  # set once a session's init_transactions has succeeded
 
     def crash(self, restart_after: float) -> None:
-        """Crash this slot's session at its next return from the client (see the module doc)."""
+        """Crash this slot's session mid-transaction, at its next return from the client holding a batch (see the
+        module doc)."""
         self.restart_after = restart_after
         self._crash.set()
 
@@ -162,6 +165,7 @@ class _Session:
         self.out_topic, self.out_parts = cfg.topic.name, cfg.topic.partitions
         self.size = cfg.workload.options.txn_size
         self.dead = False
+        self.idle = 0  # polls running that found nothing
         self.generation: int | None = None
         self.client = c.make_client(c.slot)
 
@@ -193,7 +197,6 @@ class _Session:
         stopped first."""
         txn_id = copy_txn_id(self.c.cfg.seed, self.p)
         while not stopped():
-            self._check_crash(crashed)
             op = self.h.invoke(self.p, "init", transactional_id=txn_id, after_crash=self.after_crash)
             try:
                 self.client.init(txn_id)
@@ -220,12 +223,14 @@ class _Session:
         for ev in events:
             self._rebalance(ev)
         self.c.count("polled", len(records))
+        self.idle = 0 if records else self.idle + 1
         if not records:
-            self._check_crash(crashed)
+            if self.idle >= IDLE_POLLS:
+                self._check_crash(crashed)  # nothing left to hold: the crash lands between transactions
             return True
         if events:
-            # Some of the batch may come from partitions this copier no longer owns: copy none of it.
-            self._check_crash(crashed)
+            # Some of the batch may come from partitions this copier no longer owns: copy none of it. A pending
+            # crash waits for the next batch.
             return self._rewind()
         return self._copy(records, crashed)  # a crash now comes mid-transaction, after the batch is produced
 

@@ -129,10 +129,10 @@ class CopyWorkload:
             log.exception("copier thread %s died", threading.current_thread().name)
 
     def crash_client(self, pick: int, restart_after: float) -> dict[str, Any]:
-        """Crash the copier `pick` chooses: at its next return from the client (mid-transaction when it holds a
-        batch) it abandons its consumer and producer unclosed, with no abort and no LeaveGroup, and a new copier
-        with the same transactional.id and group starts `restart_after` seconds later. Returns `{"member":
-        slot, "restart_after": ...}`; ValueError before the copiers run."""
+        """Crash the copier `pick` chooses mid-transaction: at its next return from the client holding a batch
+        (copier.py's module doc) it abandons its consumer and producer unclosed, with no abort and no LeaveGroup,
+        and a new copier with the same transactional.id and group starts `restart_after` seconds later. Returns
+        `{"member": slot, "restart_after": ...}`; ValueError before the copiers run."""
         if not self._copiers:
             raise ValueError("no copier is running yet")
         slot = random.Random(pick).choice(sorted(self._copiers))
