@@ -14,6 +14,7 @@ import numpy as np
 from pyspark import SparkContext, cloudpickle
 
 from kchaos.checkers.history_scan import split
+from kchaos.checkers.share import arrays as share_arrays
 from kchaos.checkers.share import reference as share_reference
 from kchaos.checkers.share import tasks as share_tasks
 from kchaos.checkers.share.reference import CAUSES, MAX_EXAMPLES, SHARE_KINDS, summary
@@ -29,7 +30,7 @@ STRETCH_BYTES = 128 << 20  # a route task's share of the history, at most (a tas
 WORK_DIR = "history.share"
 
 # The task functions travel by value: a Python worker then needs only numpy and orjson, not the checkers package.
-for _module in (share_reference, share_tasks, sys.modules[__name__]):
+for _module in (share_arrays, share_reference, share_tasks, sys.modules[__name__]):
     cloudpickle.register_pickle_by_value(_module)
 
 

@@ -3,9 +3,10 @@ history that need nothing from each other.
 
 1. `route_task`, one per stretch of history.jsonl: each line goes, unparsed, to the file of its process's bucket,
    but the sends': it returns the acknowledged ones (value, partition, offset) and drops the invocations.
-2. `collect_task`, one per process bucket: its lines, in history order, through the reference's `collect` (a
-   process's invocations pair with its own completions only); its records go to files by record bucket, and it
-   returns what is small (leaves, the final state, the per-second tallies) with its acknowledged sends.
+2. `collect_task`, one per process bucket: its lines, in history order, through the reference's `collect` done on
+   arrays (`kchaos.checkers.share.arrays`: a process's invocations pair with its own completions only); its
+   records go to files by record bucket, and it returns what is small (leaves, the final state, the per-second
+   tallies) with its acknowledged sends.
 3. `judge_task`, one per record bucket: each record's deliveries and acknowledgements, from every process, through
    the reference's `judge_record`, with every process's leaves.
 
@@ -18,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
+from kchaos.checkers.share.arrays import ACK_WIDTH, DELIVERY_WIDTH, KEY_BITS, KINDS, OUTCOMES, collect_arrays
 from kchaos.checkers.share.reference import (
     CAUSES,
     MAX_EXAMPLES,
@@ -30,7 +31,6 @@ from kchaos.checkers.share.reference import (
     Delivery,
     Record,
     add_seconds,
-    collect,
     judge_record,
     new_second,
 )
@@ -76,69 +76,28 @@ def route_task(job: tuple[str, int, int, int, str, int]) -> np.ndarray:
     return np.array(acked, np.int64).reshape(-1, 3)
 
 
-def _ops(files: list[str]) -> list[dict[str, Any]]:
-    """The ops of the routed lines in `files`, in order; a line that is not a JSON object (the cut-off last line
-    of a killed run) is skipped, as the reference's reader skips it."""
-    ops: list[dict[str, Any]] = []
-    loads, decode_error = orjson.loads, orjson.JSONDecodeError
-    for f in files:
-        for line in Path(f).read_bytes().split(b"\n"):
-            if line:
-                try:
-                    op = loads(line)
-                except decode_error:
-                    continue
-                if isinstance(op, dict):
-                    ops.append(op)
-    return ops
+def collect_task(job: tuple[list[str], str, int, int]) -> dict[str, Any]:
+    """The reference's `collect` over one process bucket's ops (`files`, in stretch order), as arrays
+    (`collect_arrays`); writes its records' deliveries and acknowledgements to `work/c<k>.j<j>.npz` by record bucket
+    j (a record's partition and offset hashed) and returns `left`, `state`, `seconds` and its acknowledged sends as
+    arrays (`acked`: value, partition, offset or -1)."""
+    files, work, k, record_buckets = job
+    c = collect_arrays([line for f in files for line in Path(f).read_bytes().split(b"\n")])
+    d_bucket, a_bucket = _record_bucket(c.deliveries, record_buckets), _record_bucket(c.acks, record_buckets)
+    for j in range(record_buckets):
+        np.savez(Path(work, f"c{k:04d}.j{j}.npz"), d=c.deliveries[d_bucket == j], a=c.acks[a_bucket == j])
+    return {"left": c.left, "state": c.state, "seconds": c.seconds, "acked": c.acked}
 
 
-# A record's rows, as arrays: deliveries (partition, offset, value, count, process, invoked, completed, acquired
-# from (index), acquired from ns, completed ns) and acknowledgements (partition, offset, kind, outcome, process,
-# invoked, completed or -1).
-_KINDS = ("accept", "release", "reject")
-_OUTCOMES = ("ok", "fail", "info")
 _OTHER = "other"  # a kind or outcome the reference's rules name nowhere, which they treat as any other such string
-_KEY_BITS = 40  # offsets below 2**40: a record's key is partition << 40 | offset
-
-
-def _code(text: str, names: tuple[str, ...]) -> int:
-    return names.index(text) if text in names else len(names)
 
 
 def _name(code: int, names: tuple[str, ...]) -> str:
-    return names[code] if code < len(names) else _OTHER
-
-
-def collect_task(job: tuple[list[str], str, int, int]) -> dict[str, Any]:
-    """`collect` over one process bucket's ops (`files`, in stretch order); writes its records' deliveries and
-    acknowledgements to `work/c<k>.j<j>.npz` by record bucket j (a record's partition and offset hashed) and returns
-    `left`, `state`, `seconds` and its acknowledged sends as arrays (`acked`: value, partition, offset or -1)."""
-    files, work, k, record_buckets = job
-    c = collect(_ops(files), _row, _ack_row)
-    ds = [d for rec in c.records.values() for d in rec.deliveries]
-    acks = [a for rec in c.records.values() for a in rec.acks]
-    d_rows = np.array(ds, np.int64).reshape(-1, 10)
-    a_rows = np.array(acks, np.int64).reshape(-1, 7)
-    d_bucket, a_bucket = _record_bucket(d_rows, record_buckets), _record_bucket(a_rows, record_buckets)
-    for j in range(record_buckets):
-        np.savez(Path(work, f"c{k:04d}.j{j}.npz"), d=d_rows[d_bucket == j], a=a_rows[a_bucket == j])
-    acked = np.array([(v, p, -1 if o is None else o) for v, (p, o) in c.acked.items()], np.int64).reshape(-1, 3)
-    return {"left": dict(c.left), "state": c.state, "seconds": c.seconds, "acked": acked}
-
-
-def _row(*fields: Any) -> tuple[Any, ...]:
-    return fields
-
-
-def _ack_row(p: int, o: int, kind: str, outcome: str, process: int, invoked: int, completed: int | None
-             ) -> tuple[int, ...]:
-    done = -1 if completed is None else completed
-    return p, o, _code(kind, _KINDS), _code(outcome, _OUTCOMES), process, invoked, done
+    return names[code] if 0 <= code < len(names) else _OTHER
 
 
 def _record_bucket(rows: np.ndarray, buckets: int) -> np.ndarray:
-    key = (rows[:, 0] << _KEY_BITS) | rows[:, 1]
+    key = (rows[:, 0] << KEY_BITS) | rows[:, 1]
     return ((key.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)).astype(np.int64) % buckets
 
 
@@ -150,9 +109,9 @@ def judge_task(job: tuple[list[str], dict[Any, list[tuple[int, bool]]], int, int
     other record goes through `judge_record`."""
     files, left, limit, lock_ns = job
     loaded = [np.load(f) for f in files]
-    d = np.concatenate([x["d"] for x in loaded]) if loaded else np.zeros((0, 10), np.int64)
-    a = np.concatenate([x["a"] for x in loaded]) if loaded else np.zeros((0, 7), np.int64)
-    d_key, a_key = (d[:, 0] << _KEY_BITS) | d[:, 1], (a[:, 0] << _KEY_BITS) | a[:, 1]
+    d = np.concatenate([x["d"] for x in loaded]) if loaded else np.zeros((0, DELIVERY_WIDTH), np.int64)
+    a = np.concatenate([x["a"] for x in loaded]) if loaded else np.zeros((0, ACK_WIDTH), np.int64)
+    d_key, a_key = (d[:, 0] << KEY_BITS) | d[:, 1], (a[:, 0] << KEY_BITS) | a[:, 1]
     keys, first, n = np.unique(d_key, return_index=True, return_counts=True)
     once = keys[n == 1]
     invoked_once = d[first[n == 1], 5]
@@ -187,7 +146,7 @@ def _records(d: np.ndarray, a: np.ndarray) -> dict[tuple[int, int], Record]:
         records.setdefault((p, o), Record()).deliveries.append(Delivery(p, o, v, count, proc, inv, comp, since,
                                                                         since_ns, comp_ns))
     for p, o, kind, outcome, proc, inv, comp in a.tolist():
-        records.setdefault((p, o), Record()).acks.append(Ack(p, o, _name(kind, _KINDS), _name(outcome, _OUTCOMES),
+        records.setdefault((p, o), Record()).acks.append(Ack(p, o, _name(kind, KINDS), _name(outcome, OUTCOMES),
                                                              proc, inv, None if comp < 0 else comp))
     return records
 
