@@ -101,7 +101,7 @@ class _Pairing:
         self.left: dict[Any, list[tuple[int, bool]]] = defaultdict(list)
         self.state: dict[int, Any] | None = None
 
-    def poll(self, t: str, p: Any, index: int, ns: int, records: np.ndarray | None) -> None:
+    def poll(self, t: str | None, p: Any, index: int, ns: int, records: np.ndarray | None) -> None:
         if t == "invoke":
             self.open_polls[p] = (index, ns, *self.floor.get(p, (index, ns)))
             return
@@ -117,7 +117,7 @@ class _Pairing:
         self.records.append(records)
         self.polls.append((p, inv, index, since, since_ns, ns))
 
-    def ack(self, t: str, p: Any, index: int, ns: int, acks: np.ndarray | None) -> None:
+    def ack(self, t: str | None, p: Any, index: int, ns: int, acks: np.ndarray | None) -> None:
         """`acks`: an invocation's rows (partition, offset, kind), a completion's (and outcome), or None."""
         if t == "invoke":
             self.open_acks[p].append((index, acks if acks is not None else np.zeros((0, 3), np.int64)))
