@@ -6,8 +6,7 @@ import ipaddress
 import uuid
 from dataclasses import dataclass
 
-from kchaos.core.config import ClusterConfig
-from kchaos.core.kafka_versions import UnsupportedVersion, line_of
+from kchaos.core.config import ClusterConfig, share_groups_on
 
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093
@@ -94,7 +93,7 @@ def server_properties(spec: NodeSpec, specs: list[NodeSpec], cfg: ClusterConfig,
             "num.network.threads": 2,
             "num.io.threads": 4,
         }
-        if _share_groups(cfg.kafka_version):
+        if share_groups_on(cfg):
             props |= {
                 # The share coordinator's state topic sized like the other internal topics (Kafka's default is 50
                 # partitions), and a group's acquisition lock allowed down to a second for short runs.
@@ -124,10 +123,3 @@ def format_args(spec: NodeSpec, specs: list[NodeSpec], cfg: ClusterConfig) -> tu
         return ("--no-initial-controllers",)
     return ("--initial-controllers", ",".join(f"{s.node_id}@{s.address}:{CONTROLLER_PORT}:{directory_id(s)}"
                                               for s in specs if s.is_controller))
-
-
-def _share_groups(version: str) -> bool:
-    try:
-        return line_of(version).share_groups
-    except UnsupportedVersion:
-        return False

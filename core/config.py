@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from kchaos.core.kafka_versions import DEFAULT as KAFKA_DEFAULT
-from kchaos.core.kafka_versions import UnsupportedVersion, release_key, resolve_version
+from kchaos.core.kafka_versions import UnsupportedVersion, line_of, release_key, resolve_version
 from kchaos.core.page_cache import MODELS as PAGE_CACHE_MODELS
 from kchaos.core.page_cache import NEVER as NEVER_WRITTEN_BACK
 from kchaos.core.workload_kind import UnknownWorkload, WorkloadKind, all_kinds, kind_of, known
@@ -25,6 +25,8 @@ CONSUMER_MODES = ("assign", "subscribe")
 GROUP_PROTOCOLS = ("classic", "consumer")
 CLIENTS = ("python", "java")  # --client: librdkafka (confluent-kafka-python), or the Kafka Java client
 JAVA_CLIENTS_DEFAULT = "4.1.0"  # kafka-clients of the Java client when the brokers run a Kafka before 4.0
+SHARE_CLIENTS_DEFAULT = "4.2.2"  # kafka-clients of share group members (KafkaShareConsumer production-ready from 4.2)
+SHARE_FEATURE = "share.version"  # the feature that turns share groups on where they are in preview
 MAX_RETRIES = 2147483647  # librdkafka's default: retry until delivery.timeout.ms
 
 
@@ -292,10 +294,23 @@ def upgrade_release(text: str) -> str:
         raise ConfigError(str(e).replace("--kafka-version", "--upgrade-to", 1)) from None
 
 
-def java_clients_version(kafka_version: str) -> str:
+def java_clients_version(kafka_version: str, since: str | None = None) -> str:
     """The kafka-clients version `--client java` uses with brokers of `kafka_version`: the same release from 4.0 on
-    (its jars are already cached with the brokers'), else JAVA_CLIENTS_DEFAULT."""
-    return kafka_version if kafka_major(kafka_version) >= 4 else JAVA_CLIENTS_DEFAULT
+    (its jars are already cached with the brokers'), else JAVA_CLIENTS_DEFAULT; and `since` where that is older
+    (a workload whose clients need a newer kafka-clients)."""
+    version = kafka_version if kafka_major(kafka_version) >= 4 else JAVA_CLIENTS_DEFAULT
+    return since if since is not None and release_key(version) < release_key(since) else version
+
+
+def share_groups_on(c: ClusterConfig) -> bool:
+    """Whether a cluster of `c` has share groups: a line where they are production-ready (4.2 and later), or a line
+    where they are in preview (4.1) formatted with --kafka-feature share.version=1 or higher."""
+    try:
+        line = line_of(c.kafka_version)
+    except UnsupportedVersion:
+        return False
+    levels = [int(f.partition("=")[2]) for f in c.kafka_features if f.partition("=")[0] == SHARE_FEATURE]
+    return line.share_groups or (line.share_preview and bool(levels) and levels[-1] >= 1)
 
 
 def txn_timeout_ms(p: ProducerConfig) -> int:

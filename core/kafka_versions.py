@@ -46,6 +46,7 @@ class KafkaLine:
     tools_version: str | None = None  # kafka-tools from another release, when this line publishes none
     durability: str = ""
     share_groups: bool = False  # share groups (KIP-932) production-ready: brokers and kafka-clients from 4.2
+    share_preview: bool = False  # share groups in preview (4.1): on once the cluster finalizes share.version=1
     # A share group's own share.delivery.count.limit (a group config, KAFKA-20159): from 4.3; before, only the
     # brokers' group.share.delivery.count.limit (5 by default) sets it.
     share_group_delivery_limit: bool = False
@@ -70,7 +71,7 @@ LINES: tuple[KafkaLine, ...] = (
               durability="KRaft honours unclean.leader.election.enable (KAFKA-12670); no ELR"),
     KafkaLine("4.0", ("4.0.0", "4.0.1", "4.0.2"),
               durability="no ZooKeeper; ELR off unless eligible.leader.replicas.version=1; KIP-890 and KIP-848 GA"),
-    KafkaLine("4.1", ("4.1.0", "4.1.1", "4.1.2"), log4j2=True,
+    KafkaLine("4.1", ("4.1.0", "4.1.1", "4.1.2"), log4j2=True, share_preview=True,
               durability="ELR on by default for new clusters"),
     KafkaLine("4.2", ("4.2.0", "4.2.1", "4.2.2"), log4j2=True, perf_bootstrap=True,
               share_groups=True,

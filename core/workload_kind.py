@@ -65,6 +65,8 @@ class WorkloadKind(Protocol):
     idempotent: bool
     # The client libraries it runs on (`--client`): "python" (librdkafka), "java" (the Kafka Java client).
     clients: tuple[str, ...]
+    # The oldest kafka-clients release its Java clients compile against (None: any the harness runs).
+    java_clients_since: str | None
     # Its own options: a frozen dataclass whose fields' metadata make their `kchaos run` options (`flag`, `help`,
     # `metavar`); test.json's `workload.options`.
     options: type

@@ -278,8 +278,7 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                               kafka_features=tuple(a.kafka_feature)),
         workload=WorkloadConfig(kind=a.workload, producers=load["producers"], consumers=a.consumers, rate=a.rate,
                                 client=load["client"], options=_workload_options(a),
-                                client_version=(java_clients_version(exact_kafka_version(a.kafka_version))
-                                                if load["client"] == "java" else None),
+                                client_version=_clients_version(a) if load["client"] == "java" else None,
                                 in_flight=load["in_flight"], producer_processes=load["producer_processes"],
                                 full_load=load.get("full_load"), consumer_mode=a.consumer_mode,
                                 group_protocol=a.group_protocol or D.workload.group_protocol),
@@ -292,6 +291,13 @@ def config_from_args(a: argparse.Namespace) -> TestConfig:
                               else a.disk_full_headroom,
                               reassign_throttle=a.reassign_throttle or 0),
     )
+
+
+def _clients_version(a: argparse.Namespace) -> str:
+    """The kafka-clients release of the Java client: `java_clients_version`, at least what the workload's Java clients
+    need (an unknown workload is refused later)."""
+    kind = known(a.workload)
+    return java_clients_version(exact_kafka_version(a.kafka_version), kind.java_clients_since if kind else None)
 
 
 def _may_reassign(a: argparse.Namespace) -> bool:

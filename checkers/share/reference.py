@@ -33,8 +33,8 @@ before another was invoked. The kinds (docs/checkers.md has each with an example
 - `concurrent_acquisition`: a delivery to one member while another surely held the record: the other, which
   Kafka gave it first (a lower delivery count), may have acquired it no earlier than the invocation of its last
   poll that returned nothing, or of its first (KafkaShareConsumer fetches ahead from each poll's invocation and
-  keeps what a fetch acquired beyond one poll for the next); that was less than the lock duration before this
-  poll completed, and the other had neither acknowledged the record nor left the group by then. Fails the run.
+  keeps what a fetch acquired beyond one poll for the next); that was before this poll completed, by less than
+  the lock duration, and the other had neither acknowledged the record nor left the group by then. Fails the run.
 
 A redelivery the guarantee allows (at-least-once; not one of the kinds above but `delivery_count_regressed`, whose
 delivery may be allowed while its count is wrong) is counted by its cause, the first that applies: `release`
@@ -286,11 +286,15 @@ def _left_between(process: int, after: int, before: int, left: Mapping[int, list
 def _concurrent(d: Delivery, others: list[Delivery], acks: list[Ack], left: Mapping[int, list[tuple[int, bool]]],
                 lock_ns: int) -> bool:
     """Whether another member surely still held the record when `d` acquired it: Kafka gave it the record before `d`
-    (a lower delivery count), it may have acquired it no earlier than its `acquired_from_ns`, and that was less than
-    a lock duration before `d`'s poll completed; and by then it had neither acknowledged the record (an ack invoked,
-    whatever came of it) nor left the group."""
+    (a lower delivery count), it may have acquired it no earlier than its `acquired_from_ns`, and that was before
+    `d`'s poll completed, by less than a lock duration; and by then it had neither acknowledged the record (an ack
+    invoked, whatever came of it) nor left the group."""
     for e in others:
-        if e.process == d.process or e.count >= d.count or d.completed_ns - e.acquired_from_ns >= lock_ns:
+        # A lower count orders the acquisitions only if e may have been acquired before d's poll completed: one
+        # whose client fetched it only afterwards was acquired later, whatever its count says (a count that went
+        # back is `delivery_count_regressed`).
+        if (e.process == d.process or e.count >= d.count or e.acquired_from >= d.completed
+                or d.completed_ns - e.acquired_from_ns >= lock_ns):
             continue
         released = any(a.process == e.process and e.completed < a.invoked < d.completed for a in acks)
         if not released and not _left_between(e.process, e.completed, d.completed, left):

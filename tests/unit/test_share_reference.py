@@ -253,6 +253,18 @@ def test_the_share_plot_is_a_png_even_when_empty_and_marks_its_anomalies():
     assert marked(drawn) > marked(plain)
 
 
+def test_a_count_that_went_back_after_its_member_left_is_no_concurrent_acquisition():
+    # Kafka 4.1.0 under kill-leader: member 4 got the record with count 2 and left; a drainer, whose first poll was
+    # invoked after member 4's completed, got it with count 1 within the lock. The lower count does not make the
+    # drainer's acquisition the earlier one: it came after member 4's poll, so only the count is wrong.
+    h = History().send(1).poll(4, (0, 1, 1, 2)).ack(4, (0, 1, "accept", "info")).leave(4)
+    r = h.poll(7, (0, 1, 1, 1)).ack(7, (0, 1, "accept", "ok")).state(p0=(2, 2)).check()
+    assert kinds(r) == {"delivery_count_regressed": 1}
+    # Had the drainer's client fetched it before member 4's poll completed, the drainer would have held it first.
+    h = History().send(1).poll(7).poll(4, (0, 1, 1, 2)).poll(7, (0, 1, 1, 1)).ack(4, (0, 1, "accept", "ok"))
+    assert kinds(h.state(p0=(2, 2)).check()) == {"concurrent_acquisition": 1}
+
+
 def test_a_record_fetched_ahead_while_its_member_worked_may_lose_its_lock_before_the_member_polls_it():
     # KafkaShareConsumer sends its next ShareFetch when a poll is invoked: member 0's second poll returns a record
     # that may have been acquired at its first poll's invocation, 2 s before; its 1 s lock may have expired by the

@@ -35,6 +35,16 @@ def test_the_share_workload_runs_on_the_java_client_by_default_with_its_own_opti
     assert parse_mix(o.ack_mix) == {"accept": 1, "release": 0, "reject": 0, "none": 1}
 
 
+def test_on_41_share_groups_need_their_preview_feature_and_the_members_run_kafka_clients_42():
+    c = cfg("--workload", "share", "--kafka-version", "4.1.0", "--kafka-feature", "share.version=1")
+    assert c.workload.client_version == "4.2.2" and c.cluster.kafka_version == "4.1.0"
+    assert cfg("--workload", "txn", "--client", "java", "--kafka-version", "4.1.0").workload.client_version == "4.1.0"
+    specs = layout(c.cluster)
+    assert "share.coordinator.state.topic.num.partitions=3\n" in server_properties(specs[0], specs, c.cluster)
+    plain = ClusterConfig(kafka_version="4.1.0")
+    assert "share.coordinator" not in server_properties(layout(plain)[0], layout(plain), plain)
+
+
 def test_on_42_the_delivery_limit_is_the_brokers_and_only_43_on_set_the_groups_own():
     assert cfg("--workload", "share", "--kafka-version", "4.2").workload.options.delivery_limit == 5
     assert [v for v in ("4.2", "4.3", "4.4") if line_of(v).share_group_delivery_limit] == ["4.3", "4.4"]
@@ -50,8 +60,12 @@ def test_share_producers_are_idempotent_with_acks_all_unless_told_otherwise(argv
 
 
 @pytest.mark.parametrize(("argv", "says"), [
-    (["--kafka-version", "3.7"], "needs a Kafka line with share groups (4.2 or later)"),
-    (["--kafka-version", "4.1"], "needs a Kafka line with share groups (4.2 or later)"),
+    (["--kafka-version", "3.7"], "needs a Kafka line with share groups (4.2 or later, or 4.1 with the preview"),
+    (["--kafka-version", "4.0"], "needs a Kafka line with share groups"),
+    (["--kafka-version", "4.1"], "on Kafka 4.1 needs share groups' preview feature on: --kafka-feature share"),
+    (["--kafka-version", "4.1", "--kafka-feature", "share.version=0"], "--kafka-feature share.version=1"),
+    (["--kafka-version", "4.1", "--kafka-feature", "share.version=1", "--share-delivery-limit", "3"],
+     "Kafka 4.1 has no group config share.delivery.count"),
     (["--share-ack-mix", "accept=x"], "--share-ack-mix takes KIND=WEIGHT"),
     (["--share-ack-mix", "ack=3"], "--share-ack-mix takes KIND=WEIGHT"),
     (["--share-ack-mix", "release=1,none=1"], "must give accept or reject some weight"),

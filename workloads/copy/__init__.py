@@ -21,6 +21,7 @@ class Copy:
     transactional = True
     idempotent = True
     clients = ("python", "java")
+    java_clients_since = None
     options = CopyOptions
     parquet = False
     history_ops = ("copy",)

@@ -53,6 +53,7 @@ class Queue:
     transactional = False
     idempotent = False
     clients = ("python", "java")
+    java_clients_since = None
     options = QueueOptions
     parquet = True
     history_ops: tuple[str, ...] = ()

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kchaos.core.config import TestConfig, is_int, require
+from kchaos.core.config import SHARE_CLIENTS_DEFAULT, SHARE_FEATURE, TestConfig, is_int, require, share_groups_on
 from kchaos.core.kafka_versions import UnsupportedVersion, line_of
 from kchaos.core.promise import Promise
 from kchaos.core.protocols import Checker, Workload
@@ -65,6 +65,7 @@ class Share:
     transactional = False
     idempotent = True
     clients = ("java",)  # librdkafka has no share consumer
+    java_clients_since = SHARE_CLIENTS_DEFAULT  # KafkaShareConsumer and its Admin calls production-ready
     options = ShareOptions
     parquet = False
     history_ops = ("share-poll", "share-ack")
@@ -98,9 +99,12 @@ class Share:
             line = line_of(cfg.cluster.kafka_version)
         except UnsupportedVersion:
             line = None
-        require(line is not None and line.share_groups, f"--workload share needs a Kafka line with share groups (4.2 "
-                                                        f"or later), not --kafka-version {cfg.cluster.kafka_version}")
+        require(line is not None and (line.share_groups or line.share_preview),
+                f"--workload share needs a Kafka line with share groups (4.2 or later, or 4.1 with the preview "
+                f"feature), not --kafka-version {cfg.cluster.kafka_version}")
         assert line is not None
+        require(share_groups_on(cfg.cluster), f"--workload share on Kafka {line.line} needs share groups' preview "
+                                              f"feature on: --kafka-feature {SHARE_FEATURE}=1")
         require(line.share_group_delivery_limit or o.delivery_limit == BROKERS_DELIVERY_LIMIT,
                 f"--share-delivery-limit: Kafka {line.line} has no group config share.delivery.count.limit (4.3 "
                 f"added it), so its limit is the brokers' default, {BROKERS_DELIVERY_LIMIT}; got {o.delivery_limit}")

@@ -55,6 +55,7 @@ class Txn:
     transactional = True
     idempotent = True
     clients = ("python", "java")
+    java_clients_since = None
     options = TxnOptions
     parquet = False
     history_ops = ("txn",)

@@ -22,7 +22,8 @@
 // A line "stop" on stdin: the members finish their current step, close what crashes abandoned and their own
 // consumers (share-leave), and the JVM prints
 // {"stopped":true}. Then a line "drain TIMEOUT_MS": the drainer processes join the group, poll and ACCEPT
-// everything until the group's lag is 0 on every partition with nothing more delivered, or the timeout; the first
+// everything until the group's lag is 0 on every partition with nothing more delivered (or, where the lag is
+// unknown and none is above 0, with nothing delivered for a lock's length), or the timeout; the first
 // drainer records the group's state (share-state: each partition's start offset, high watermark and lag, from
 // the Admin API), the JVM prints {"done":true,"partitions":STATE} and exits. End of stdin (the harness is gone):
 // write out what was recorded and exit.
@@ -145,13 +146,19 @@ public final class KchaosShareMembers {
         try (Admin admin = Admin.create(adminProps)) {
             long process = spec.get("drainers").get(0).asLong();
             String state = null;
+            long lockNs = TimeUnit.MILLISECONDS.toNanos(spec.get("lock_ms").asLong());
             while (System.nanoTime() < deadline) {
                 LockSupport.parkNanos(TimeUnit.SECONDS.toNanos(1));
                 long quiet = System.nanoTime() - TimeUnit.SECONDS.toNanos(3);
                 boolean idle = drainers.stream().allMatch(d -> d.lastDelivery.get() < quiet);
+                // Nothing delivered for a lock's length: every record acquired before has come back or stays put.
+                boolean settled = drainers.stream().allMatch(d -> d.lastDelivery.get() < quiet - lockNs);
                 String now = groupState(admin, group, topic);
                 if (now != null) state = now;
                 if (idle && now != null && drained(now)) break;
+                // Where the lag is unknown (brokers before 4.2 report none) and no partition has any, waiting longer
+                // cannot make it known: the partitions stay undrained in the state recorded.
+                if (settled && now != null && !now.matches(".*\"lag\":[1-9].*")) break;
             }
             for (Member d : drainers) d.stopping = true;
             for (Member d : drainers) d.thread.join();
@@ -192,7 +199,7 @@ public final class KchaosShareMembers {
 
     /** {"0":{"start":S,"end":HW,"lag":L},..}: the group's share-partition start offsets and lag (Admin), with each
      *  partition's high watermark; null when either could not be read. A partition the group has no state for yet
-     *  has start -1 and lag -1. */
+     *  has start -1 and lag -1, and so has one whose brokers report no lag while its start offset is below HW. */
     static String groupState(Admin admin, String group, String topic) {
         try {
             Map<TopicPartition, SharePartitionOffsetInfo> offsets = admin
@@ -209,9 +216,12 @@ public final class KchaosShareMembers {
                 TopicPartition tp = new TopicPartition(topic, p);
                 SharePartitionOffsetInfo info = offsets.get(tp);
                 long start = info == null ? -1 : info.startOffset();
-                long lag = info == null ? -1 : info.lag().orElse(-1L);
+                long end = ends.get(tp).offset();
+                // Brokers before 4.2 report no lag. Every record below the start offset is acknowledged or archived,
+                // so a start offset at the high watermark is a lag of 0; below it, the lag is unknown.
+                long lag = info == null ? -1 : info.lag().orElse(start >= 0 && start == end ? 0L : -1L);
                 b.append(p == 0 ? "" : ",").append('"').append(p).append("\":{\"start\":").append(start)
-                    .append(",\"end\":").append(ends.get(tp).offset()).append(",\"lag\":").append(lag).append('}');
+                    .append(",\"end\":").append(end).append(",\"lag\":").append(lag).append('}');
             }
             return b.append('}').toString();
         } catch (Exception e) {
