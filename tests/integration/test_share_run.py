@@ -28,11 +28,11 @@ pytestmark = [pytest.mark.cluster, pytest.mark.skipif(jdk_problem() is not None,
 KAFKA_S_OWN = "delivery_count_regressed"
 
 
-def share_run(store: Path, name: str, *argv: str) -> tuple[Path, dict[str, Any]]:
-    """A share run of 2 members at 60 records/s on 4.4.0 with `argv`: its directory and results. Every kind is 0 but
-    the delivery counts that Kafka 4.4 lets go back, and the exit code is the verdict's."""
+def share_run(store: Path, name: str, *argv: str, kafka: str = "4.4.0") -> tuple[Path, dict[str, Any]]:
+    """A share run of 2 members at 60 records/s on `kafka` with `argv`: its directory and results. Every kind is 0
+    but the delivery counts that Kafka lets go back, and the exit code is the verdict's."""
     proc = subprocess.run([*KCHAOS, "run", "--store", str(store), "--name", name, "--workload", "share",
-                           "--kafka-version", "4.4.0", "--consumers", "2", "--rate", "60", *argv],
+                           "--kafka-version", kafka, "--consumers", "2", "--rate", "60", *argv],
                           capture_output=True, text=True, timeout=900)
     run = (store / "latest").resolve()
     results = json.loads((run / "results.json").read_text())
@@ -117,3 +117,21 @@ def test_share_coordinator_faults_hit_the_broker_holding_the_groups_state_of_a_p
     if counts[KAFKA_S_OWN]:
         explained = json.loads((run / "evidence" / "share_explanation.json").read_text())
         assert explained["records"] and all(r["deliveries"] for r in explained["records"])
+
+
+def test_on_kafka_41_share_groups_run_in_preview_with_kafka_clients_42_and_an_unknown_lag(store):
+    """Kafka 4.1 with share.version=1: the members run kafka-clients 4.2.2; the brokers report no lag, so the drain
+    ends once nothing is delivered for a lock's length, and a partition counts as drained only where the group's
+    start offset reached the high watermark. Every record acknowledged is still delivered."""
+    run, results = share_run(store, "share-41", "--kafka-feature", "share.version=1",
+                             "--nemesis", "kill-leader,crash-client", "--interval", "8", "--restart-delay", "2",
+                             "--time-limit", "16", "--seed", "47", "--share-lock-ms", "3000", kafka="4.1.0")
+    counts = results["counts"]
+    assert counts["acked"] > 0 and counts["delivered"] >= counts["acked"] and counts["unseen"] == 0, counts
+    test = json.loads((run / "test.json").read_text())
+    assert (test["cluster"]["kafka_version"], test["workload"]["client_version"]) == ("4.1.0", "4.2.2")
+    ops = list(read_history(run / "history.jsonl"))
+    state = [o for o in ops if o["f"] == "share-state" and o["type"] == "ok"]
+    assert len(state) == 1, state
+    for p in state[0]["partitions"].values():
+        assert p["lag"] == (0 if p["start"] == p["end"] else -1), state
