@@ -29,6 +29,7 @@ from typing import Any, TypedDict
 import pyarrow.parquet as pq
 from pyspark import SparkContext, cloudpickle
 
+from kchaos.checkers import sets
 from kchaos.checkers.buckets import bucket_files
 from kchaos.checkers.queue import line_tasks
 from kchaos.checkers.queue import tasks as check_tasks
@@ -64,7 +65,7 @@ class _ByValue(TypedDict):
 
 # The task functions travel by value: a Python worker then needs only numpy and pyarrow, not
 # the checkers package, whose imports (harness, pandas) would cost each worker seconds at start.
-for _module in (check_tasks, line_tasks, sys.modules[__name__]):
+for _module in (sets, check_tasks, line_tasks, sys.modules[__name__]):
     cloudpickle.register_pickle_by_value(_module)
 
 

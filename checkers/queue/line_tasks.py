@@ -25,6 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from kchaos.checkers.sets import unique
+
 __all__ = ["OP_TYPES", "line_task", "merge_lines", "quantiles"]
 
 OP_TYPES = ("invoke", "ok", "fail", "info")
@@ -113,14 +115,14 @@ def _lines(t: pa.Table) -> dict[str, Any]:
         "malformed_records": _malformed(t, ok_read),
     }
     named = usable & ((f == send_f) | (f == drain_f)) & (part != NULL)
-    out["seen"] = set(np.unique(part[named]).tolist())
+    out["seen"] = set(unique(part[named]).tolist())
     has_time = time != NULL
     out["tmin"] = int(time[has_time].min()) if has_time.any() else None
     out["tmax"] = int(time[has_time].max()) if has_time.any() else None
     invoked = send & has_time & (type_ == 0)
     out["send_first"] = int(time[invoked].min()) if invoked.any() else None
     out["send_last"] = int(time[invoked].max()) if invoked.any() else None
-    out["ack_cs"] = np.unique(np.floor_divide(time[send & has_time & (type_ == 1)], NS_PER_CS))
+    out["ack_cs"] = unique(np.floor_divide(time[send & has_time & (type_ == 1)], NS_PER_CS))
     out["latency"] = {(fn, ty): _sample(lat[usable & (f == LINE_FS.index(fn)) & (type_ == i) & (lat != NULL)], SAMPLE)
                       for fn in LATENCY_FS for i, ty in enumerate(OP_TYPES) if i}
     # Sends by invocation epoch and by second of invocation (a completion's time minus its latency).
@@ -154,7 +156,7 @@ def _malformed(t: pa.Table, ok_read: np.ndarray) -> int:
     flat_null = inner.flatten().is_null().to_numpy(zero_copy_only=False)
     if flat_null.any():
         owner = np.repeat(np.arange(len(inner)), np.nan_to_num(lengths, nan=0).astype(np.int64))
-        bad[np.unique(owner[flat_null])] = True
+        bad[unique(owner[flat_null])] = True
     return int(bad.sum())
 
 
@@ -208,7 +210,7 @@ def merge_lines(parts: list[dict[str, Any]]) -> dict[str, Any]:
         for key, s in p["second_latency"].items():
             out["second_latency"][key].append(s)
         out["events"] += p["events"]
-    out["ack_cs"] = np.unique(np.concatenate(acks)) if acks else np.zeros(0, np.int64)
+    out["ack_cs"] = unique(np.concatenate(acks)) if acks else np.zeros(0, np.int64)
     out["events"].sort(key=lambda e: (e["epoch"], e["index"]))
     for e in out["events"]:
         try:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from kchaos.checkers.queue.reference_scan import INT64_MIN, Columns, scan
+from kchaos.checkers.sets import unique
 from kchaos.core.promise import Promise
 
 MAX_EXAMPLES = 10
@@ -47,7 +48,7 @@ def check_reference(ops: Iterable[dict[str, Any]], test: dict[str, Any] | None, 
     cols = scan(ops)
     found = anomalies(cols)
     counts = {k: len(found[k]) for k in COUNTS}
-    stats = {**cols.counters, "values_read": len(_unique(cols.reads[:, 2])),
+    stats = {**cols.counters, "values_read": len(unique(cols.reads[:, 2])),
              "partitions_complete": sorted(cols.complete),
              "partitions_incomplete": sorted((cols.partitions | _topic_partitions(test))
                                              - cols.complete)}
@@ -95,12 +96,6 @@ def _starts(*sorted_cols: np.ndarray) -> np.ndarray:
     return new
 
 
-def _unique(a: np.ndarray) -> np.ndarray:
-    """The distinct values of `a`, sorted (by sorting: numpy 2's hashing np.unique is slower here)."""
-    s = np.sort(a)
-    return s[_starts(s)]
-
-
 def _ends(starts: np.ndarray) -> np.ndarray:
     """Mask of the last row of each group, given the mask of the first rows."""
     return np.append(starts[1:], True) if len(starts) else starts
@@ -144,38 +139,38 @@ def anomalies(cols: Columns) -> dict[str, list[Key]]:
     top = np.full(n_slots, -1, dtype=np.int64)  # indexed by partition number < n_slots
     top[part_of_slot[tops]] = tops
 
-    read_values = _unique(t_value)
-    drained = _unique(rv[cols.polled:])
-    acked = _unique(av)
+    read_values = unique(t_value)
+    drained = unique(rv[cols.polled:])
+    acked = unique(av)
     not_read = ~np.isin(av, read_values)
     loc_v = av[located]
     # Read bound: a higher offset of the partition was read, the value never was.
     beyond = ack_slot < top[part_of_slot[ack_slot]]
-    read_bound = _unique(loc_v[beyond & not_read[located]])
+    read_bound = unique(loc_v[beyond & not_read[located]])
     done = cols.ack_has_partition & np.isin(ap, np.fromiter(cols.complete, dtype=np.int64))
-    ack_done = _unique(av[done])
+    ack_done = unique(av[done])
     mismatch = values_per_slot[ack_slot] > 0
     mismatch &= (low[ack_slot] != loc_v) | (high[ack_slot] != loc_v)
     by_value = np.sort(t_value)
-    duplicates = _unique(by_value[1:][by_value[1:] == by_value[:-1]])
+    duplicates = unique(by_value[1:][by_value[1:] == by_value[:-1]])
 
     skips, backs = _poll_anomalies(cols, read_slot)
     pairs = np.flatnonzero(values_per_slot >= 2)
     return {
         "acked": acked.tolist(),
-        "lost": _unique(np.concatenate([np.setdiff1d(ack_done, drained, assume_unique=True),
+        "lost": unique(np.concatenate([np.setdiff1d(ack_done, drained, assume_unique=True),
                                         read_bound])).tolist(),
-        "unseen": np.setdiff1d(_unique(av[not_read]), _unique(np.concatenate([ack_done, read_bound])),
+        "unseen": np.setdiff1d(unique(av[not_read]), unique(np.concatenate([ack_done, read_bound])),
                                assume_unique=True).tolist(),
-        "acked_offset_mismatch": _unique(loc_v[mismatch]).tolist(),
+        "acked_offset_mismatch": unique(loc_v[mismatch]).tolist(),
         "duplicate": duplicates.tolist(),
         "inconsistent_offset": list(zip(slot_p[pairs].tolist(), slot_o[pairs].tolist())),
-        "unexpected": np.setdiff1d(read_values, _unique(cols.invoked), assume_unique=True).tolist(),
-        "failed_visible": np.intersect1d(_unique(cols.failed), read_values,
+        "unexpected": np.setdiff1d(read_values, unique(cols.invoked), assume_unique=True).tolist(),
+        "failed_visible": np.intersect1d(unique(cols.failed), read_values,
                                          assume_unique=True).tolist(),
         "poll_skip": skips,
         "nonmonotonic_poll": backs,
-        "nonmonotonic_send": _unique(cols.nonmonotonic_send).tolist(),
+        "nonmonotonic_send": unique(cols.nonmonotonic_send).tolist(),
         **_group_anomalies(cols),
     }
 

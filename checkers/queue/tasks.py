@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kchaos.checkers.buckets import P_ACK, P_COMMITTED, P_DONE, P_DRAIN, P_POLL, V_DRAIN, V_FAIL, V_INVOKE, V_OK, V_POLL
+from kchaos.checkers.sets import isin, setdiff, union, unique
 
 __all__ = ["partition_task", "value_task"]
 
@@ -166,7 +167,7 @@ def _partitions(c: dict[str, np.ndarray], limit: int) -> dict[str, Any]:
     cand = np.zeros(len(lv), bool)
     if len(rp) and len(lv):
         top = _lookup(out["top"], ap[loc])
-        cand = (top != NULL) & (ao[loc] < top) & ~np.isin(lv, rv)
+        cand = (top != NULL) & (ao[loc] < top) & ~isin(lv, rv)
     out["read_bound"] = _above(rp, ro, rt, ap[loc][cand], ao[loc][cand], lv[cand])
     out["committed_unconsumed"], out["double_consumed"] = _group(c, role, limit)
     return out
@@ -249,7 +250,7 @@ def _above(rp, ro, rt, cp, co, cv) -> list[tuple[int, int, int, int | None]]:
         return []
     (up, uo), ut = _first_per_group([rp, ro], rt)
     out = []
-    for p in np.unique(cp).tolist():
+    for p in unique(cp).tolist():
         sel = up == p
         offs, times = uo[sel], ut[sel]
         suffix = np.minimum.accumulate(times[::-1])[::-1]
@@ -272,11 +273,11 @@ def _values(c: dict[str, np.ndarray], facts: dict[str, dict[int, int]], limit: i
     top, done = facts.get("top", {}), facts.get("done", {})
     rd = (role == V_POLL) | (role == V_DRAIN)
     ok = role == V_OK
-    invoked = np.unique(v[role == V_INVOKE])
-    failed = np.unique(v[role == V_FAIL])
+    invoked = unique(v[role == V_INVOKE])
+    failed = unique(v[role == V_FAIL])
     (acked,), at = _first_per_group([v[ok]], t[ok])
     (read,), rt = _first_per_group([v[rd]], t[rd])
-    drained = np.unique(v[role == V_DRAIN])
+    drained = unique(v[role == V_DRAIN])
     ap, ao, av = p[ok], o[ok], v[ok]
     has_p = ap != NULL
     done_t = _lookup(done, ap)
@@ -285,10 +286,9 @@ def _values(c: dict[str, np.ndarray], facts: dict[str, dict[int, int]], limit: i
     ack_done = dv
     tops = _lookup(top, ap)
     beyond = has_p & (ao != NULL) & (tops != NULL) & (ao < tops)
-    read_bound = np.setdiff1d(np.unique(av[beyond]), read, assume_unique=True)
-    lost = np.union1d(np.setdiff1d(ack_done, drained, assume_unique=True), read_bound)
-    unseen = np.setdiff1d(np.setdiff1d(acked, read, assume_unique=True),
-                          np.union1d(ack_done, read_bound), assume_unique=True)
+    read_bound = setdiff(unique(av[beyond]), read)
+    lost = union(setdiff(ack_done, drained), read_bound)
+    unseen = setdiff(setdiff(acked, read), union(ack_done, read_bound))
     # Duplicates: read at two or more distinct (p, o); exposed by the first read at the second one.
     (lv, _, _), lt = _first_per_group([v[rd], p[rd], o[rd]], t[rd])
     order = np.lexsort((lt, lv))
@@ -308,13 +308,13 @@ def _values(c: dict[str, np.ndarray], facts: dict[str, dict[int, int]], limit: i
     out["acked"] = _capped(acked, at, at, 10)
     out["unseen"] = _capped(unseen, times(unseen, acked, at), np.full(len(unseen), NULL), limit)
     out["duplicate"] = _capped(dup, times(dup, acked, at), dup_t, limit)
-    unexpected = np.setdiff1d(read, invoked, assume_unique=True)
+    unexpected = setdiff(read, invoked)
     out["unexpected"] = _capped(unexpected, times(unexpected, acked, at), times(unexpected, read, rt), limit)
     visible = np.intersect1d(failed, read, assume_unique=True)
     out["failed_visible"] = _capped(visible, times(visible, acked, at), times(visible, read, rt), limit)
     # Lost: exposure is finished by the driver (the first read above, for read-bound ones).
     n = min(len(lost), limit)
-    rb = np.isin(lost[:n], read_bound)
+    rb = isin(lost[:n], read_bound)
     lt_done = times(lost[:n], ack_done, dvt)
     lt_at = times(lost[:n], acked, at)
     out["lost"] = (len(lost), [(int(x), _opt(a), _opt(d), bool(b))

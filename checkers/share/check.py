@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 from pyspark import SparkContext, cloudpickle
 
+from kchaos.checkers import sets
 from kchaos.checkers.history_scan import split
+from kchaos.checkers.sets import isin, unique
 from kchaos.checkers.share import arrays as share_arrays
 from kchaos.checkers.share import reference as share_reference
 from kchaos.checkers.share import tasks as share_tasks
@@ -30,7 +32,7 @@ STRETCH_BYTES = 128 << 20  # a route task's share of the history, at most (a tas
 WORK_DIR = "history.share"
 
 # The task functions travel by value: a Python worker then needs only numpy and orjson, not the checkers package.
-for _module in (share_arrays, share_reference, share_tasks, sys.modules[__name__]):
+for _module in (sets, share_arrays, share_reference, share_tasks, sys.modules[__name__]):
     cloudpickle.register_pickle_by_value(_module)
 
 
@@ -81,15 +83,15 @@ def _check(sc: SparkContext, history: Path, work: Path, limit: int, lock_ms: int
             found[kind] += examples
     marks = {k: sorted(ns for j in judged for ns in j["marks"][k]) for k in SHARE_KINDS}
     causes = {c: sum(j["causes"][c] for j in judged) for c in CAUSES}
-    delivered = np.unique(np.concatenate([j["delivered"] for j in judged]))
+    delivered = unique(np.concatenate([j["delivered"] for j in judged]))
     acked = np.concatenate(sends + [c["acked"] for c in collected])
     # One row per value, the last (history order within each part; a value acknowledged in two parts, which no
     # kchaos history has, keeps one of them).
     acked = acked[::-1][np.unique(acked[::-1, 0], return_index=True)[1]]
-    missing = acked[~np.isin(acked[:, 0], delivered)]
+    missing = acked[~isin(acked[:, 0], delivered)]
     crashed = any(crash for events in left.values() for _, crash in events)
     complete = [p for p, s in (state or {}).items() if s.get("lag") == 0]
-    lost = missing[np.isin(missing[:, 1], complete)] if not crashed else missing[:0]
+    lost = missing[isin(missing[:, 1], complete)] if not crashed else missing[:0]
     lost = lost[np.lexsort((lost[:, 0], lost[:, 2], lost[:, 1]))]  # by partition, offset, value
     counts["share_lost"] = len(lost)
     found["share_lost"] = [[int(p), int(o), int(v)] for v, p, o in lost[:MAX_EXAMPLES]]

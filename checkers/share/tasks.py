@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from kchaos.checkers.sets import isin, union, unique
 from kchaos.checkers.share.arrays import ACK_WIDTH, DELIVERY_WIDTH, KEY_BITS, KINDS, OUTCOMES, collect_arrays
 from kchaos.checkers.share.reference import (
     CAUSES,
@@ -118,16 +119,16 @@ def judge_task(job: tuple[list[str], dict[Any, list[tuple[int, bool]]], int, int
     at = np.clip(np.searchsorted(once, a_key), 0, max(len(once) - 1, 0))
     early = (len(once) > 0) & (once[at] == a_key) & (a[:, 6] >= 0) & (a[:, 6] < invoked_once[at]) if len(once) \
         else np.zeros(len(a), bool)
-    judged = np.union1d(keys[n > 1], a_key[early])  # the records judged one by one
+    judged = union(keys[n > 1], a_key[early])  # the records judged one by one
     found: dict[str, list[list[int]]] = {k: [] for k in SHARE_KINDS}
     marks: dict[str, list[int]] = {k: [] for k in SHARE_KINDS}
-    simple = ~np.isin(d_key, judged)
+    simple = ~isin(d_key, judged)
     over = d[simple & (d[:, 3] > limit)]
     found["over_delivery_limit"] += [[int(p), int(o), int(v)] for p, o, v in over[:, :3]]
     marks["over_delivery_limit"] += [int(ns) for ns in over[:, 9]]
     causes = dict.fromkeys(CAUSES, 0)
     seconds: dict[int, dict[str, Any]] = {}
-    for (p, o), rec in _records(d[~simple], a[np.isin(a_key, judged)]).items():
+    for (p, o), rec in _records(d[~simple], a[isin(a_key, judged)]).items():
         anomalies, redelivered = judge_record(p, o, rec, left, limit, lock_ns)
         for kind, where, ns in anomalies:
             found[kind].append(where)
@@ -137,7 +138,7 @@ def judge_task(job: tuple[list[str], dict[Any, list[tuple[int, bool]]], int, int
             seconds.setdefault(ns // NS_PER_S, new_second())["redelivered"][cause] += 1
     return {"found": {k: (len(v), sorted(v)[:MAX_EXAMPLES]) for k, v in found.items()},
             "marks": {k: sorted(v)[:MAX_MARKS] for k, v in marks.items()}, "causes": causes, "seconds": seconds,
-            "delivered": np.unique(d[:, 2])}
+            "delivered": unique(d[:, 2])}
 
 
 def _records(d: np.ndarray, a: np.ndarray) -> dict[tuple[int, int], Record]:

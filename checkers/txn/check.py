@@ -22,8 +22,10 @@ from typing import Any
 import numpy as np
 from pyspark import SparkContext, cloudpickle
 
+from kchaos.checkers import sets
 from kchaos.checkers.history_scan import split
 from kchaos.checkers.parquet import CheckInputError
+from kchaos.checkers.sets import unique
 from kchaos.checkers.spark import run_tasks, spark_context
 from kchaos.checkers.txn import flat as txn_flat
 from kchaos.checkers.txn import lines as txn_lines
@@ -44,7 +46,7 @@ PARTITION_BUCKETS = VALUE_BUCKETS = 8
 WORK_DIR = "history.txn"
 
 # The task functions travel by value: a Python worker then needs only numpy, not the checkers package.
-for _module in (txn_lines, txn_flat, txn_tasks, sys.modules[__name__]):
+for _module in (sets, txn_lines, txn_flat, txn_tasks, sys.modules[__name__]):
     cloudpickle.register_pickle_by_value(_module)
 
 
@@ -93,7 +95,7 @@ def _check(sc: SparkContext, history: Path, work: Path, test: dict[str, Any] | N
     values = _run(sc, "values", value_task, [(fs, joined.fixup, top_arr, complete, isolation == COMMITTED, limit,
                                                str(work / f"values{b}.npz")) for b, fs in enumerate(files["v"])])
     per_txn = [dict(np.load(v["arrays"])) for v in values]
-    read_info = np.unique(np.concatenate([v["read_info"] for v in per_txn]))
+    read_info = unique(np.concatenate([v["read_info"] for v in per_txn]))
     writers = np.concatenate([s.writers for s in got] + [joined.cut[:, [2, 3, 6]]])
     if len(writers):
         txn_tasks.fix_placeholders(writers[:, 1], joined.fixup)
@@ -111,8 +113,8 @@ def _check(sc: SparkContext, history: Path, work: Path, test: dict[str, Any] | N
         found = [r[kind] for r in (values if kind in values[0] else partitions)]  # (count, smallest keys) per task
         counts[kind] = sum(n for n, _ in found)
         examples[kind] = sorted(k for _, ks in found for k in ks)[:limit]
-    torn = np.intersect1d(np.unique(np.concatenate([v["shown"] for v in per_txn])),
-                          np.unique(np.concatenate([v["hidden"] for v in per_txn])))
+    torn = np.intersect1d(unique(np.concatenate([v["shown"] for v in per_txn])),
+                          unique(np.concatenate([v["hidden"] for v in per_txn])), assume_unique=True)
     counts["torn_transaction"], examples["torn_transaction"] = len(torn), torn[:limit].tolist()
     cycle_counts, cycle_examples = cycles(np.concatenate([np.load(r["edges"])["edges"] for r in partitions]))
     stats = _stats(got, joined, sum(v["values_read"] for v in values), test)

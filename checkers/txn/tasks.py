@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from kchaos.checkers.sets import isin, setdiff, unique
 from kchaos.checkers.txn.flat import NULL
 
 WW, WR, WR_ALL = 0, 1, 2  # WR_ALL: every wr edge, for the cycles of wr edges alone
@@ -98,34 +99,34 @@ def value_task(job: tuple) -> dict[str, Any]:
     fix_placeholders(S[:, 3], fixup)
     rv, role = R[:, 2], R[:, 7]
     committed_reader = (role == 1) | ((role == 0) & bool(rc_polls))
-    read = np.unique(rv)
-    seen_c, seen_u = np.unique(rv[committed_reader]), np.unique(rv[~committed_reader])
+    read = unique(rv)
+    seen_c, seen_u = unique(rv[committed_reader]), unique(rv[~committed_reader])
     sv, sp, so, stx, sty = S[:, 2], S[:, 0], S[:, 1], S[:, 3], S[:, 6]
-    ok, unread = sty == 1, ~np.isin(sv, read)
-    in_complete = np.isin(sp, complete)
+    ok, unread = sty == 1, ~isin(sv, read)
+    in_complete = isin(sp, complete)
     top_o = _lookup(sp, top[0], top[1])
     lost = ok & unread & (so != NULL) & (top_o != NULL) & (so < top_o)
     unseen = ok & unread & ~lost
-    lost |= ok & ~unread & ~np.isin(sv, rv[role == 1]) & in_complete  # polled, not in the complete final read
-    aborted = np.unique(sv[sty == 2])
+    lost |= ok & ~unread & ~isin(sv, rv[role == 1]) & in_complete  # polled, not in the complete final read
+    aborted = unique(sv[sty == 2])
     placed = (so != NULL) & ((sty == 1) | (sty == 3))  # a send's offset is one more place its value is at
     trip = unique_rows(np.concatenate([R[:, [2, 0, 1]], S[placed][:, [2, 0, 1]]]))
     vals, n_at = np.unique(trip[:, 0], return_counts=True)
     order = np.argsort(sv, kind="stable")
     sender = _lookup(rv, sv[order], stx[order])
     polls = role == 0
-    shown = np.isin(sv, seen_c)
+    shown = isin(sv, seen_c)
     nodes = (sty == 1) | (sty == 3)
     return {
         "lost_write": _kind(sv[lost], limit), "unseen": _kind(sv[unseen], limit),
-        "undecided": len(np.unique(sv[unseen & ~in_complete])),
-        "G1a": _kind(np.intersect1d(aborted, seen_c), limit),
-        "aborted_read": _kind(np.setdiff1d(np.intersect1d(aborted, seen_u), seen_c), limit),
+        "undecided": len(unique(sv[unseen & ~in_complete])),
+        "G1a": _kind(np.intersect1d(aborted, seen_c, assume_unique=True), limit),
+        "aborted_read": _kind(setdiff(np.intersect1d(aborted, seen_u, assume_unique=True), seen_c), limit),
         "duplicate": _kind(vals[n_at > 1], limit),
         "precommitted_read": _kind(rv[polls & (sender == R[:, 3]) & (sender != NULL)], limit),
         "values_read": len(read),
-        "arrays": _save(out, shown=np.unique(stx[nodes & shown]), hidden=np.unique(stx[nodes & ~shown & in_complete]),
-                        read_info=np.unique(stx[(sty == 3) & ~unread])),
+        "arrays": _save(out, shown=unique(stx[nodes & shown]), hidden=unique(stx[nodes & ~shown & in_complete]),
+                        read_info=unique(stx[(sty == 3) & ~unread])),
     }
 
 
@@ -140,7 +141,7 @@ def partition_task(job: tuple) -> dict[str, Any]:
     R, S = _load(files)
     fix_placeholders(R[:, 3], fixup)
     fix_placeholders(S[:, 3], fixup)
-    into = (S[:, 1] != NULL) & ((S[:, 6] == 1) | ((S[:, 6] == 3) & np.isin(S[:, 3], read_info)))
+    into = (S[:, 1] != NULL) & ((S[:, 6] == 1) | ((S[:, 6] == 3) & isin(S[:, 3], read_info)))
     E = unique_rows(np.concatenate([R[:, :3], S[into][:, :3]]))  # version order: (p, o, v), sorted
     po = E[:, 0] * SHIFT + E[:, 1]
     known, n_values = np.unique(po, return_counts=True)

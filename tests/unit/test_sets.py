@@ -1,0 +1,26 @@
+"""The checkers' integer sets found by sorting give numpy's own answers: np.unique, np.union1d, np.isin and
+np.setdiff1d, on any integers, sorted or not, empty or not."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kchaos.checkers.sets import isin, setdiff, union, unique
+
+ints = st.lists(st.integers(-2**62, 2**62) | st.integers(-3, 3), max_size=60).map(lambda xs: np.array(xs, np.int64))
+
+
+@given(ints, ints)
+def test_each_set_operation_is_numpys(a, b):
+    assert np.array_equal(unique(a), np.unique(a)) and unique(a).dtype == np.int64
+    assert np.array_equal(union(a, b), np.union1d(a, b))
+    assert np.array_equal(isin(a, b), np.isin(a, b))
+    assert np.array_equal(isin(np.sort(a), b), np.isin(np.sort(a), b))
+    assert np.array_equal(setdiff(unique(a), b), np.setdiff1d(np.unique(a), b, assume_unique=True))
+
+
+def test_isin_keeps_the_shape_and_takes_a_list():
+    a = np.arange(12).reshape(3, 4)
+    assert np.array_equal(isin(a, [0, 5, 11]), np.isin(a, [0, 5, 11]))
+    assert isin(a, []).shape == (3, 4) and not isin(a, []).any()
