@@ -37,7 +37,6 @@ _RECORDS, _ACKS = b',"records":', b',"acks":'
 _INVOKED = tuple((f'"{k}"]'.encode(), f"{i}]".encode()) for i, k in enumerate(KINDS))
 _TOLD = (tuple((f'"{k}",'.encode(), f"{i},".encode()) for i, k in enumerate(KINDS))
          + tuple((f'"{o}"]'.encode(), f"{i}]".encode()) for i, o in enumerate(OUTCOMES)))
-_NOT_INTS = bytes(b for b in range(256) if chr(b) not in "0123456789,-")
 
 
 def code(text: Any, names: tuple[str, ...]) -> int:
