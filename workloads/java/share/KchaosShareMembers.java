@@ -49,6 +49,7 @@ import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 
@@ -156,9 +157,10 @@ public final class KchaosShareMembers {
                 String now = groupState(admin, group, topic);
                 if (now != null) state = now;
                 if (idle && now != null && drained(now)) break;
-                // Where the lag is unknown (brokers before 4.2 report none) and no partition has any, waiting longer
-                // cannot make it known: the partitions stay undrained in the state recorded.
-                if (settled && now != null && !now.matches(".*\"lag\":[1-9].*")) break;
+                // Where the brokers report no lag (before 4.2) and no partition shows any, waiting longer cannot
+                // make it known: the partitions stay undrained in the state recorded. (A lag that is unknown only
+                // because the group's state cannot be read yet is waited for.)
+                if (settled && now != null && NO_LAG.get() && !now.matches(".*\"lag\":[1-9].*")) break;
             }
             for (Member d : drainers) d.stopping = true;
             for (Member d : drainers) d.thread.join();
@@ -200,6 +202,9 @@ public final class KchaosShareMembers {
     /** {"0":{"start":S,"end":HW,"lag":L},..}: the group's share-partition start offsets and lag (Admin), with each
      *  partition's high watermark; null when either could not be read. A partition the group has no state for yet
      *  has start -1 and lag -1, and so has one whose brokers report no lag while its start offset is below HW. */
+    /** Set once the brokers answered a partition's state without its lag (brokers before 4.2). */
+    static final AtomicBoolean NO_LAG = new AtomicBoolean();
+
     static String groupState(Admin admin, String group, String topic) {
         try {
             Map<TopicPartition, SharePartitionOffsetInfo> offsets = admin
@@ -219,6 +224,7 @@ public final class KchaosShareMembers {
                 long end = ends.get(tp).offset();
                 // Brokers before 4.2 report no lag. Every record below the start offset is acknowledged or archived,
                 // so a start offset at the high watermark is a lag of 0; below it, the lag is unknown.
+                if (info != null && info.lag().isEmpty()) NO_LAG.set(true);
                 long lag = info == null ? -1 : info.lag().orElse(start >= 0 && start == end ? 0L : -1L);
                 b.append(p == 0 ? "" : ",").append('"').append(p).append("\":{\"start\":").append(start)
                     .append(",\"end\":").append(end).append(",\"lag\":").append(lag).append('}');
