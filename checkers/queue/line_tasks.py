@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from kchaos.checkers.sets import unique
+from kchaos.checkers.sets import lexsort, unique
 
 __all__ = ["OP_TYPES", "line_task", "merge_lines", "quantiles"]
 
@@ -175,7 +175,7 @@ def _table(key: np.ndarray, code: np.ndarray) -> dict[int, np.ndarray]:
 def _by_second(second: np.ndarray, lat: np.ndarray) -> dict[int, Sample]:
     has = lat != NULL
     second, lat = second[has], lat[has]
-    order = np.lexsort((lat, second))
+    order = lexsort((lat, second))
     second, lat = second[order], lat[order]
     cuts = np.flatnonzero(np.diff(second)) + 1
     out = {}

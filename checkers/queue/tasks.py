@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kchaos.checkers.buckets import P_ACK, P_COMMITTED, P_DONE, P_DRAIN, P_POLL, V_DRAIN, V_FAIL, V_INVOKE, V_OK, V_POLL
-from kchaos.checkers.sets import isin, setdiff, union, unique
+from kchaos.checkers.sets import isin, lexsort, setdiff, union, unique
 
 __all__ = ["partition_task", "value_task"]
 
@@ -65,7 +65,7 @@ def _starts(*cols: np.ndarray) -> np.ndarray:
 
 def _first_per_group(keys: list[np.ndarray], time: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     """Distinct key tuples (sorted) and the smallest `time` of each."""
-    order = np.lexsort([time] + keys[::-1])
+    order = lexsort([time] + keys[::-1])
     sk = [k[order] for k in keys]
     first = _starts(*sk)
     return [k[first] for k in sk], time[order][first]
@@ -112,7 +112,7 @@ def _partitions(c: dict[str, np.ndarray], limit: int) -> dict[str, Any]:
 
     # Slots: every (p, o) read or acked, numbered in (p, o) order.
     pair_p, pair_o = np.concatenate([rp, ap[loc]]), np.concatenate([ro, ao[loc]])
-    order = np.lexsort((pair_o, pair_p))
+    order = lexsort((pair_o, pair_p))
     new = _starts(pair_p[order], pair_o[order])
     slot = np.empty(len(order), np.int64)
     slot[order] = np.cumsum(new) - 1
@@ -123,7 +123,7 @@ def _partitions(c: dict[str, np.ndarray], limit: int) -> dict[str, Any]:
     # Distinct (slot, value) read, each with its first read time; per slot in order of that time.
     (ds, dv), dt = _first_per_group([read_slot, rv], rt)
     per_slot = np.bincount(ds, minlength=n_slots)
-    by_time = np.lexsort((dv, dt, ds))
+    by_time = lexsort((dv, dt, ds))
     ts_slot, ts_v, ts_t = ds[by_time], dv[by_time], dt[by_time]
     head = _starts(ts_slot)
     first_v = np.full(n_slots, NULL)
@@ -178,7 +178,7 @@ def _group(c: dict[str, np.ndarray], role: np.ndarray, limit: int) -> tuple[Any,
     the final read returned and no group member's poll did; offsets polls of one generation returned twice."""
     member = (role == P_POLL) & (c["gen"] != NULL)
     mg, mp, mo, mt = c["gen"][member], c["p"][member], c["o"][member], c["t"][member]
-    order = np.lexsort((mt, mo, mp, mg))
+    order = lexsort((mt, mo, mp, mg))
     mg, mp, mo, mt = mg[order], mp[order], mo[order], mt[order]
     again = np.flatnonzero(~_starts(mg, mp, mo))
     (dp, do), dt = _first_per_group([mp[again], mo[again]], mt[again])
@@ -198,7 +198,7 @@ def _group(c: dict[str, np.ndarray], role: np.ndarray, limit: int) -> tuple[Any,
         keys = np.concatenate([np.stack([cp, co], 1), np.stack([up, uo], 1)])
         tag = np.concatenate([np.zeros(len(cp), np.int64), np.ones(len(up), np.int64)])
         idx = np.concatenate([np.zeros(len(cp), np.int64), np.arange(len(up))])
-        order = np.lexsort((tag, keys[:, 1], keys[:, 0]))
+        order = lexsort((tag, keys[:, 1], keys[:, 0]))
         k, tg, ix = keys[order], tag[order], idx[order]
         hit = (tg[1:] == 1) & (tg[:-1] == 0) & (k[1:, 0] == k[:-1, 0]) & (k[1:, 1] == k[:-1, 1])
         cand[ix[1:][hit]] = 1
@@ -212,7 +212,7 @@ def _polls(c: dict[str, np.ndarray], role: np.ndarray, slots: np.ndarray, limit:
     """(poll_skip, nonmonotonic_poll): consecutive records of a stream's partition, in history order."""
     pl = role == P_POLL
     proc, stream, p, o, seq, t = (c[k][pl] for k in ("proc", "stream", "p", "o", "seq", "t"))
-    order = np.lexsort((seq, p, stream, proc))
+    order = lexsort((seq, p, stream, proc))
     proc, stream, p, o, t, s = proc[order], stream[order], p[order], o[order], t[order], slots[order]
     same = ~_starts(proc, stream, p)[1:]
     a, b = o[:-1], o[1:]
@@ -231,7 +231,7 @@ def _sends(c: dict[str, np.ndarray], ack: np.ndarray, loc: np.ndarray) -> list[t
     prod, proc, p, o, v, t, seq = (c[k][ack][loc] for k in ("prod", "proc", "p", "o", "v", "t", "seq"))
     has = (prod != NULL).astype(np.int64)
     who = np.where(has == 1, prod, proc)
-    order = np.lexsort((seq, p, who, has))
+    order = lexsort((seq, p, who, has))
     o, v, t = o[order], v[order], t[order]
     bounds = np.flatnonzero(_starts(has[order], who[order], p[order]))
     flagged = np.zeros(len(o), bool)
@@ -291,7 +291,7 @@ def _values(c: dict[str, np.ndarray], facts: dict[str, dict[int, int]], limit: i
     unseen = setdiff(setdiff(acked, read), union(ack_done, read_bound))
     # Duplicates: read at two or more distinct (p, o); exposed by the first read at the second one.
     (lv, _, _), lt = _first_per_group([v[rd], p[rd], o[rd]], t[rd])
-    order = np.lexsort((lt, lv))
+    order = lexsort((lt, lv))
     lv, lt = lv[order], lt[order]
     head = _starts(lv)
     second = np.flatnonzero(head[:-1] & ~head[1:]) + 1 if len(lv) > 1 else np.zeros(0, np.int64)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from kchaos.checkers.sets import isin, setdiff, unique
+from kchaos.checkers.sets import isin, lexsort, setdiff, unique
 from kchaos.checkers.txn.flat import NULL
 
 WW, WR, WR_ALL = 0, 1, 2  # WR_ALL: every wr edge, for the cycles of wr edges alone
@@ -35,7 +35,7 @@ def edge_array(rows: Any) -> np.ndarray:
     a = np.asarray(rows, dtype=np.int64).reshape(-1, len(EDGE_COLUMNS))
     if not len(a):
         return a
-    a = a[np.lexsort(a.T[::-1])]
+    a = a[lexsort(a.T[::-1])]
     first = np.ones(len(a), bool)
     first[1:] = np.any(a[1:, :3] != a[:-1, :3], axis=1)
     return a[first]
@@ -62,7 +62,7 @@ def unique_rows(a: np.ndarray) -> np.ndarray:
     """The distinct rows of a 2-d int array, sorted lexicographically (np.unique(axis=0), several times faster)."""
     if len(a) < 2:
         return a
-    a = a[np.lexsort(a.T[::-1])]
+    a = a[lexsort(a.T[::-1])]
     keep = np.ones(len(a), bool)
     keep[1:] = np.any(a[1:] != a[:-1], axis=1)
     return a[keep]
@@ -152,7 +152,7 @@ def partition_task(job: tuple) -> dict[str, Any]:
         return np.searchsorted(known, p * SHIFT + b, "left") > np.searchsorted(known, p * SHIFT + a, "right")
 
     P = R[R[:, 7] == 0]
-    P = P[np.lexsort((P[:, 6], P[:, 5], P[:, 0], P[:, 4]))]  # by process, partition, line, seq
+    P = P[lexsort((P[:, 6], P[:, 5], P[:, 0], P[:, 4]))]  # by process, partition, line, seq
     same = (P[1:, 4] == P[:-1, 4]) & (P[1:, 0] == P[:-1, 0])
     cur, prev = P[1:][same], P[:-1][same]
     proc, p, a, b = cur[:, 4], cur[:, 0], prev[:, 1], cur[:, 1]
@@ -165,7 +165,7 @@ def partition_task(job: tuple) -> dict[str, Any]:
     out["int_poll_skip"], out["int_nonmonotonic_poll"] = _kind(intk[skip & inner], limit), \
         _kind(intk[back & inner], limit)
     W = S[(S[:, 1] != NULL) & ((S[:, 6] == 1) | (S[:, 6] == 3))]
-    W = W[np.lexsort((W[:, 5], W[:, 3], W[:, 0], W[:, 4]))]  # by process, partition, transaction, position
+    W = W[lexsort((W[:, 5], W[:, 3], W[:, 0], W[:, 4]))]  # by process, partition, transaction, position
     same = (W[1:, 4] == W[:-1, 4]) & (W[1:, 0] == W[:-1, 0])
     cur, prev = W[1:][same], W[:-1][same]
     p, a, b = cur[:, 0], prev[:, 1], cur[:, 1]
@@ -222,7 +222,7 @@ def _wr(P: np.ndarray, wv: np.ndarray, wtx: np.ndarray, wnode: np.ndarray) -> np
     if not len(P):
         return np.zeros((0, 8), np.int64)
     every = np.stack([w, P[:, 3], np.full(len(P), WR_ALL), P[:, 0], P[:, 1], P[:, 2], P[:, 1], P[:, 2]], 1)
-    order = np.lexsort((-P[:, 2], P[:, 1], P[:, 0], P[:, 3]))  # by reader, partition, offset, -value
+    order = lexsort((-P[:, 2], P[:, 1], P[:, 0], P[:, 3]))  # by reader, partition, offset, -value
     P, w = P[order], w[order]
     last = np.r_[(P[1:, 3] != P[:-1, 3]) | (P[1:, 0] != P[:-1, 0]), True]
     P, w = P[last], w[last]

@@ -1,12 +1,12 @@
-"""The checkers' integer sets found by sorting give numpy's own answers: np.unique, np.union1d, np.isin and
-np.setdiff1d, on any integers, sorted or not, empty or not."""
+"""The checkers' integer sets found by sorting give numpy's own answers: np.unique, np.union1d, np.isin,
+np.setdiff1d and np.lexsort, on any integers, sorted or not, empty or not."""
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kchaos.checkers.sets import isin, setdiff, union, unique
+from kchaos.checkers.sets import isin, lexsort, setdiff, union, unique
 
 ints = st.lists(st.integers(-2**62, 2**62) | st.integers(-3, 3), max_size=60).map(lambda xs: np.array(xs, np.int64))
 
@@ -24,3 +24,18 @@ def test_isin_keeps_the_shape_and_takes_a_list():
     a = np.arange(12).reshape(3, 4)
     assert np.array_equal(isin(a, [0, 5, 11]), np.isin(a, [0, 5, 11]))
     assert isin(a, []).shape == (3, 4) and not isin(a, []).any()
+
+
+@st.composite
+def key_columns(draw: st.DrawFn) -> list[np.ndarray]:
+    """1 to 4 key columns of one length: each of small or of any 63-bit integers."""
+    n = draw(st.integers(0, 40))
+    column = st.lists(st.integers(-3, 3) | st.integers(-2**62, 2**62), min_size=n, max_size=n)
+    return [np.array(draw(column), np.int64) for _ in range(draw(st.integers(1, 4)))]
+
+
+@given(key_columns())
+def test_lexsort_is_numpys_whether_the_keys_pack_into_one_or_not(keys):
+    assert np.array_equal(lexsort(keys), np.lexsort(keys))
+    small = [k % 7 for k in keys]  # these always pack
+    assert np.array_equal(lexsort(small), np.lexsort(small))
