@@ -8,12 +8,15 @@ four times as long as one stable sort of them packed into one. The checkers' tas
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = ["isin", "lexsort", "setdiff", "union", "unique"]
 
 
-def unique(a: np.ndarray) -> np.ndarray:
+def unique(a: ArrayLike) -> np.ndarray:
     """The distinct values of `a`, sorted (np.unique without its other outputs)."""
     s = np.sort(np.asarray(a).ravel())
     if len(s) < 2:
@@ -29,7 +32,7 @@ def union(*arrays: np.ndarray) -> np.ndarray:
     return unique(np.concatenate(arrays)) if arrays else np.zeros(0, np.int64)
 
 
-def isin(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def isin(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     """Whether each value of `a` is one of `b`'s (np.isin), of `a`'s shape."""
     a = np.asarray(a)
     flat = a.ravel()
@@ -53,7 +56,7 @@ def setdiff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray(a)[~isin(a, b)]
 
 
-def lexsort(keys: list[np.ndarray] | tuple[np.ndarray, ...]) -> np.ndarray:
+def lexsort(keys: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
     """np.lexsort(keys): the stable order by the last key, then the one before it, and so on. When the keys' ranges
     fit in 63 bits together they are packed into one integer and sorted once; else np.lexsort."""
     cols = [np.asarray(k) for k in keys]
