@@ -101,8 +101,8 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
     c.add_argument("--subnet", default=D.cluster.subnet, help="the Docker network of the nodes")
     c.add_argument("--kafka-feature", action="append", default=[], metavar="NAME=LEVEL",
                    help="format the storage with this feature level (repeatable; Kafka 3.9+), e.g. "
-                        "eligible.leader.replicas.version=1 turns Eligible Leader Replicas on in a new 4.0 cluster "
-                        "(default: the release's own levels)")
+                        "eligible.leader.replicas.version=1 turns Eligible Leader Replicas on in a new 4.0 cluster, "
+                        "share.version=1 share groups on in 4.1 (default: the release's own levels)")
     c.add_argument("--hosts", default=None, metavar="FILE",
                    help="run on the machines of this hosts file over SSH (docs/hosts.md); --nodes and "
                         "--controllers then come from the file (default: Docker containers on this machine)")
@@ -178,7 +178,9 @@ def add_run_options(r: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
                    help="queue: one record per send, consumers poll; txn: transactions of up to 4 sends and polls "
                         "(docs/history.md), one at a time per producer, each producer with a consumer of its own; "
                         "copy: --consumers copiers copy a filled input topic to the test topic exactly once "
-                        "(consume-transform-produce, docs/running.md); txn and copy turn --idempotence on")
+                        "(consume-transform-produce, docs/running.md); share: --consumers members of a share group "
+                        "(KIP-932, Kafka 4.2+, or 4.1 with share.version=1) on the Java client; txn and copy turn "
+                        "--idempotence on, share defaults to it")
     p.add_argument("--client", default=None, choices=CLIENTS,
                    help="the client library: of the producers (--workload queue) or of the transactions (txn and "
                         "copy). python: librdkafka (confluent-kafka); java: the Kafka Java client (queue: every "
