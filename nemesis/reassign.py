@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from kchaos.clusters import admin, reassign
-from kchaos.core.config import TestConfig, is_int
+from kchaos.core.config import TestConfig
 from kchaos.core.protocols import FaultSkipped, NodeControl
 from kchaos.nemesis.base import TargetedNemesis, targeted, while_refused
 
@@ -157,7 +157,7 @@ class ReassignNemesis(TargetedNemesis):
 def check_op(op: dict[str, Any]) -> str | None:
     """Why a scheduled reassign op is malformed: a `throttle` op needs `rate`, a positive number of bytes a second."""
     rate = op.get("rate")
-    if op.get("f") == THROTTLE_F and not (is_int(rate) and rate > 0):
+    if op.get("f") == THROTTLE_F and (not isinstance(rate, int) or isinstance(rate, bool) or rate <= 0):
         return f"a throttle op needs rate, a positive number of bytes a second, got {rate!r}"
     return None
 
