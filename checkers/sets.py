@@ -57,19 +57,23 @@ def setdiff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def lexsort(keys: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
-    """np.lexsort(keys): the stable order by the last key, then the one before it, and so on. When the keys' ranges
-    fit in 63 bits together they are packed into one integer and sorted once; else np.lexsort."""
+    """np.lexsort(keys): the stable order by the last key, then the one before it, and so on. Neighbouring keys
+    whose ranges fit in 63 bits together are packed into one integer, so that numpy sorts fewer keys (one sort when
+    they all fit); a key whose range does not fit sends all to np.lexsort as they are."""
     cols = [np.asarray(k) for k in keys]
     if not cols or len(cols[0]) < 2:
         return np.lexsort(cols) if cols else np.zeros(0, np.intp)
-    packed = np.zeros(len(cols[0]), np.int64)
+    packed = [np.zeros(len(cols[0]), np.int64)]
     bits = 0
     for k in cols:  # the first key is the least significant
         lo, hi = int(k.min()), int(k.max())
         width = (hi - lo).bit_length()
-        if bits + width > 63:
+        if width > 63:
             return np.lexsort(cols)
+        if bits + width > 63:
+            packed.append(np.zeros(len(cols[0]), np.int64))
+            bits = 0
         if width:
-            packed |= (k.astype(np.int64) - lo) << bits
+            packed[-1] |= (k.astype(np.int64) - lo) << bits
         bits += width
-    return np.argsort(packed, kind="stable")
+    return np.argsort(packed[0], kind="stable") if len(packed) == 1 else np.lexsort(packed)

@@ -29,6 +29,7 @@ from kchaos.checkers.sets import unique
 from kchaos.checkers.spark import run_tasks, spark_context
 from kchaos.checkers.txn import flat as txn_flat
 from kchaos.checkers.txn import lines as txn_lines
+from kchaos.checkers.txn import patterns as txn_patterns
 from kchaos.checkers.txn import tasks as txn_tasks
 from kchaos.checkers.txn.cycles import cycles
 from kchaos.checkers.txn.flat import READ_COLS, TYPES, Stretch, parse_task, stitch, write_buckets
@@ -46,7 +47,7 @@ PARTITION_BUCKETS = VALUE_BUCKETS = 8
 WORK_DIR = "history.txn"
 
 # The task functions travel by value: a Python worker then needs only numpy, not the checkers package.
-for _module in (sets, txn_lines, txn_flat, txn_tasks, sys.modules[__name__]):
+for _module in (sets, txn_lines, txn_patterns, txn_flat, txn_tasks, sys.modules[__name__]):
     cloudpickle.register_pickle_by_value(_module)
 
 

@@ -1,6 +1,7 @@
 """The Spark txn checker's first job: each task parses one stretch of history.jsonl into flat numpy columns.
 
-A task (`parse_task`) reads its byte range of the history with a `LineParser`, and writes its read
+A task (`parse_task`) reads its byte range of the history with `patterns.scan` (or a `LineParser` where the
+patterns cannot decide it), and writes its read
 records and sends twice, bucketed by Kafka partition (`r<range>.p<bucket>.npz`) and by value
 (`r<range>.v<bucket>.npz`), into a work directory beside the history; it returns a small summary (`Stretch`).
 The driver then pairs completions with invocations across stretches (`stitch`): a transaction is named by its
@@ -29,10 +30,9 @@ try:  # several times faster than json on these lines; json remains the judge of
 except ImportError:  # pragma: no cover - orjson is a dependency; this keeps a bare environment working
     _fast_loads = json.loads
 
-from kchaos.checkers.txn.lines import BadLine, Head, LineParser, Txn, complete, cut_off
+from kchaos.checkers.txn.lines import NULL, TYPES, BadLine, Head, LineParser, Txn, complete, cut_off
+from kchaos.checkers.txn.patterns import Scanned, Unsettled, scan
 
-NULL = np.iinfo(np.int64).min
-TYPES = {"ok": 1, "fail": 2, "info": 3}
 READ_COLS = ("p", "o", "v", "txn", "proc", "line", "seq", "role", "type")
 SEND_COLS = ("p", "o", "v", "txn", "proc", "pos", "type")
 HASH = np.uint64(0x9E3779B97F4A7C15)
@@ -71,24 +71,13 @@ def parse_task(job: tuple[str, int, int, int, int, bool, str, int, int]) -> Stre
     with open(path, "rb") as fh:
         fh.seek(start)
         data = fh.read(end - start)
-    lines = data.split(b"\n")
-    ended = data.endswith(b"\n") or not last
-    parser, st = LineParser(partial=True), Stretch()
+    st = Stretch()
     try:
-        for i, raw in enumerate(lines):
-            if not raw.strip():
-                continue
-            try:
-                op = _loads(raw)
-            except ValueError as e:
-                if i == len(lines) - 1 and not ended:
-                    break
-                raise BadLine(n0 + i, f"not JSON ({getattr(e, 'msg', e)})") from None
-            parser.feed(n0 + i, op)
+        got = _scan(data, n0, data.endswith(b"\n") or not last)
     except BadLine as e:
         st.error = (e.n, e.why)
         return st
-    parsed = parser.finish()
+    parser, parsed = got.parser, got.parsed
     heads = []
     for h in parser.heads:  # the driver checks them against their invocations; here, only rows if well-formed
         t = Txn(index=-1 - h.index, process=h.process, type=h.type, done=h.index)
@@ -98,58 +87,95 @@ def parse_task(job: tuple[str, int, int, int, int, bool, str, int, int]) -> Stre
         except (TypeError, ValueError):
             continue
         heads.append(t)
-        st.partitions |= {p for _, p, _ in t.sends}
-    pending = {id(t) for t, _ in parser.tails.values()}
-    done = [t for t in parsed.txns if t.done is not None]
-    st.abandoned = sum(1 for t in parsed.txns if t.done is None and id(t) not in pending)
-    st.invoked, st.heads, st.first = len(parsed.txns), parser.heads, parser.first
+    txns, sends, records = _join((got.txns, got.sends, got.records), _txn_rows(heads))
+    st.invoked, st.abandoned, st.heads, st.first = got.invoked, got.abandoned, parser.heads, parser.first
     st.tails = {p: (t.index, mops) for p, (t, mops) in parser.tails.items()}
-    for t in done + heads:
-        st.types[t.type] = st.types.get(t.type, 0) + 1
-    st.committed_sends = sum(len(t.sends) for t in done + heads if t.type == "ok")
+    codes, n = np.unique(txns[:, 3], return_counts=True)
+    names = {code: name for name, code in TYPES.items()}
+    st.types = {names[c]: k for c, k in zip(codes.tolist(), n.tolist())}
+    st.committed_sends = int((txns[sends[:, 3], 3] == TYPES["ok"]).sum())
     st.drain_ok, st.nemesis_ops, st.complete = parsed.drain_ok, parsed.nemesis_ops, parsed.complete
-    st.partitions |= parsed.partitions
+    st.partitions = parsed.partitions | set(sends[:, 1].tolist())
     st.rebalances = parsed.rebalances
-    reads, sends = _rows(done + heads, parsed.drains)
+    reads, send_rows = _columns(txns, sends, records, parsed.drains)
     if len(reads):
         order = np.argsort(reads[:, 0], kind="stable")
         ps, at = np.unique(reads[order, 0], return_index=True)
         st.top = dict(zip(ps.tolist(), np.maximum.reduceat(reads[order, 1], at).tolist()))
-    st.writers = sends[:, [2, 3, 6]].copy()
-    write_buckets(out, r, reads, sends, pbuckets, vbuckets)
+    st.writers = send_rows[:, [2, 3, 6]].copy()
+    write_buckets(out, r, reads, send_rows, pbuckets, vbuckets)
     return st
 
 
-def _rows(txns: list[Txn], drains: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    # Records go into numpy in one piece, their transaction's columns repeated beside them: per-record Python
-    # tuples cost more than parsing the JSON did.
+def _scan(data: bytes, n0: int, ended: bool) -> Scanned:
+    """The lines of `data` (line `n0` first; a last line that is not JSON left out unless `ended`): read by
+    `patterns.scan` where it can decide them, else parsed line by line as JSON. BadLine at the first line the
+    checker cannot use."""
+    try:
+        return scan(data, n0, ended, _loads)
+    except Unsettled:
+        pass
+    parser = LineParser(partial=True)
+    lines = data.split(b"\n")
+    for i, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            op = _loads(raw)
+        except ValueError as e:
+            if i == len(lines) - 1 and not ended:
+                break
+            raise BadLine(n0 + i, f"not JSON ({getattr(e, 'msg', e)})") from None
+        parser.feed(n0 + i, op)
+    parsed = parser.finish()
+    pending = {id(t) for t, _ in parser.tails.values()}
+    abandoned = sum(1 for t in parsed.txns if t.done is None and id(t) not in pending)
+    rows = _txn_rows([t for t in parsed.txns if t.done is not None])
+    return Scanned(parser, parsed, *rows, invoked=len(parsed.txns), abandoned=abandoned)
+
+
+def _txn_rows(txns: list[Txn]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Completed transactions as `Scanned`'s txns, sends and records rows."""
+    # Records go into numpy in one piece: per-record Python tuples cost more than parsing the JSON did.
     flat: list[list[int]] = []
-    meta: list[tuple[int, int, int, int]] = []
-    sizes: list[int] = []
+    counts: list[int] = []
     sends: list[tuple[int, ...]] = []
-    for t in txns:
-        ty = TYPES[t.type]
+    for row, t in enumerate(txns):
         n = 0
         for records in t.polls:
             flat += records
             n += len(records)
-        if n:
-            meta.append((t.index, t.process, cast(int, t.done), ty))  # cast: polled, so completed (done set)
-            sizes.append(n)
-        sends += [(p, NULL if o is None else o, v, t.index, t.process, i, ty) for i, (v, p, o) in enumerate(t.sends)]
-    polls = np.array(flat, np.int64).reshape(-1, 3)
-    m = np.repeat(np.array(meta, np.int64).reshape(-1, 4), sizes, axis=0)
-    starts = np.repeat(np.cumsum(sizes) - sizes, sizes)
-    seq = np.arange(len(polls)) - starts
-    zero = np.zeros(len(polls), np.int64)
-    reads = np.column_stack([polls, m[:, 0], m[:, 1], m[:, 2], seq, zero, m[:, 3]]) if len(polls) else \
-        np.zeros((0, len(READ_COLS)), np.int64)
+        counts.append(n)
+        sends += [(v, p, NULL if o is None else o, row, i) for i, (v, p, o) in enumerate(t.sends)]
+    meta = np.array([(t.index, t.process, cast(int, t.done), TYPES[t.type]) for t in txns], np.int64)
+    n_recs = np.array(counts, np.int64)
+    rows = np.repeat(np.arange(len(txns)), n_recs)
+    seq = np.arange(len(rows)) - np.repeat(np.cumsum(n_recs) - n_recs, n_recs)
+    return (meta.reshape(-1, 4), np.array(sends, np.int64).reshape(-1, 5),
+            np.column_stack([np.array(flat, np.int64).reshape(-1, 3), rows, seq]).reshape(-1, 5))
+
+
+def _join(a: tuple[np.ndarray, np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray, np.ndarray]
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Two sets of txns, sends and records rows as one, `b`'s transactions after `a`'s."""
+    shift = np.array([0, 0, 0, len(a[0]), 0], np.int64)
+    return np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1] + shift]), np.concatenate([a[2], b[2] + shift])
+
+
+def _columns(txns: np.ndarray, sends: np.ndarray, records: np.ndarray, drains: list[list[int]]
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """READ_COLS rows (the records, then the drains') and SEND_COLS rows, each with its transaction's columns."""
+    t = txns[records[:, 3]]
+    zero = np.zeros(len(records), np.int64)
+    reads = np.column_stack([records[:, :3], t[:, 0], t[:, 1], t[:, 2], records[:, 4], zero, t[:, 3]])
     d = np.array(drains, np.int64).reshape(-1, 3)
     none = np.full(len(d), NULL)
     drained = np.column_stack([d, none, none, none, np.arange(len(d)), np.ones(len(d), np.int64),
                                np.zeros(len(d), np.int64)])
-    return (np.concatenate([reads, drained.reshape(-1, len(READ_COLS))]),
-            np.array(sends, np.int64).reshape(-1, len(SEND_COLS)))
+    t = txns[sends[:, 3]]
+    return (np.concatenate([reads.reshape(-1, len(READ_COLS)), drained.reshape(-1, len(READ_COLS))]),
+            np.column_stack([sends[:, 1], sends[:, 2], sends[:, 0], t[:, 0], t[:, 1], sends[:, 4], t[:, 3]]
+                            ).reshape(-1, len(SEND_COLS)))
 
 
 def write_buckets(out: str, r: int, reads: np.ndarray, sends: np.ndarray, pbuckets: int, vbuckets: int) -> None:

@@ -12,6 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeGuard
 
+NULL = -(1 << 63)  # int64's least: the Spark checker's columns' "none", as where a send has no offset
+TYPES = {"ok": 1, "fail": 2, "info": 3}  # a completed transaction's outcome, as those columns code it
+
 
 class BadLine(ValueError):
     """Line `n` of the history cannot be used, because `why`."""

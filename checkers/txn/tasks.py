@@ -68,6 +68,18 @@ def unique_rows(a: np.ndarray) -> np.ndarray:
     return a[keep]
 
 
+def _row_ids(a: np.ndarray) -> np.ndarray:
+    """Each row's place among the distinct rows of 2-d int array `a`, sorted (np.unique(axis=0)'s inverse, several
+    times faster)."""
+    order = lexsort(a.T[::-1])
+    s = a[order]
+    new = np.ones(len(a), bool)
+    new[1:] = np.any(s[1:] != s[:-1], axis=1)
+    ids = np.empty(len(a), np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids
+
+
 def _kind(keys: np.ndarray, limit: int) -> Kind:
     if not len(keys):
         return 0, []
@@ -184,8 +196,7 @@ def _rebalanced(moves: np.ndarray, proc: np.ndarray, p: np.ndarray, after: np.nd
     """Whether a rebalance of (proc, p) lies strictly between line indexes `after` and `before`."""
     if not len(moves) or not len(proc):
         return np.zeros(len(proc), bool)
-    groups, inv = np.unique(np.concatenate([moves[:, :2], np.stack([proc, p], 1)]), axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
+    inv = _row_ids(np.concatenate([moves[:, :2], np.stack([proc, p], 1)]))
     g_moves, g_pairs = inv[:len(moves)], inv[len(moves):]
     keys = np.sort(g_moves * SHIFT + moves[:, 2])
     return np.searchsorted(keys, g_pairs * SHIFT + before, "left") > np.searchsorted(keys, g_pairs * SHIFT + after,
