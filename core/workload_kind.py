@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 if TYPE_CHECKING:
+    from kchaos.core.kafka_versions import KafkaLine
     from kchaos.core.protocols import Checker, Workload
 
 # The configuration reads the registry (a workload's options and its checks), so the protocols below take it and
@@ -91,6 +92,11 @@ class WorkloadKind(Protocol):
 
     def describe(self, cfg: TestConfig) -> str:
         """The console's line about the run's clients (`workload: ...`)."""
+
+    def features(self, line: KafkaLine) -> tuple[str, ...]:
+        """The Kafka features (`NAME=LEVEL`, as --kafka-feature takes them) a cluster of Kafka `line` must finalize
+        for it to run there: where the line has what it needs only in preview. None where it runs as the line
+        comes."""
 
     def crashable(self, cfg: TestConfig) -> bool:
         """Whether the crash-client nemesis has clients to crash under `cfg`."""

@@ -50,6 +50,7 @@ from kchaos.core.kafka_versions import (
     split_on_line,
 )
 from kchaos.core.suggest import did_you_mean
+from kchaos.core.workload_kind import kind_of
 from kchaos.core.yaml_doc import SpecDoc
 from kchaos.harness.scenarios.prediction import Prediction
 from kchaos.harness.suites.spec_files import Cell, check_cell, head, preflight, run_options
@@ -95,8 +96,8 @@ class Variant:
 
     def on_line(self, line: str, index: int) -> Variant:
         """This variant on Kafka `line` (its latest release): itself when it runs that line anyway, else
-        NAME-kafka-LINE with that release and the line's prediction; ScenarioError when the options do not hold
-        on that line."""
+        NAME-kafka-LINE with that release, the features its workload needs turned on there, and the line's
+        prediction; ScenarioError when the options do not hold on that line."""
         own = line_of(self.version).line
         if line == own:
             return replace(self, cell=replace(self.cell, index=index), predict=self.prediction_on(line),
@@ -104,6 +105,9 @@ class Variant:
         name = on_line_name(self.name, line)
         release = resolve_version(line)
         options = {**dict(self.cell.options), "kafka_version": release}
+        features = kind_of(options.get("workload")).features(line_of(release))
+        if features:  # what the workload needs turned on where the line has it in preview
+            options["kafka_feature"] = [*options.get("kafka_feature", ()), *features]
         params = ((("variant", name),) + tuple((k, v) for k, v in self.cell.params if k not in ("variant",
                                                                                                 "kafka_version"))
                   + (("kafka_version", release),))

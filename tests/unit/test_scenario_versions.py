@@ -53,6 +53,16 @@ def test_a_variant_on_its_own_line_is_itself_and_on_another_is_named_and_set_for
     assert [c.index for c in crossed.suite().cells] == list(range(6))
 
 
+def test_a_share_variant_on_41_turns_share_groups_preview_on_and_on_42_needs_nothing():
+    sc = load_scenario(find_scenario("share-lock-storm"))
+    crossed = sc.on_versions(("4.1", "4.2"))
+    on_41, on_42 = (dict(v.cell.options) for v in crossed.variants)
+    assert on_41["kafka_feature"] == ["share.version=1"] and on_41["kafka_version"] == resolve_version("4.1")
+    assert "kafka_feature" not in on_42
+    assert "kafka_feature" not in dict(load_scenario(find_scenario("unclean-election")).on_versions(
+        ("4.1",)).variants[0].cell.options)  # a queue runs on 4.1 as it comes
+
+
 def test_predict_since_gives_the_prediction_from_a_line_on():
     sc = load_scenario(find_scenario("unclean-election"))
     crossed = sc.on_versions(("3.7", "3.8", "3.9", "4.4"))

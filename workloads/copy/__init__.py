@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.core.config import ISOLATIONS, TestConfig, is_int, require
+from kchaos.core.kafka_versions import KafkaLine
 from kchaos.core.promise import Promise
 from kchaos.core.protocols import Checker, Workload
 from kchaos.workloads.copy.options import MAX_COPY_RECORDS, MAX_TXN_SIZE, CopyOptions
@@ -35,6 +36,10 @@ class Copy:
         from kchaos.checkers.copy.check import COPY_KINDS
 
         return COPY_KINDS
+
+    def features(self, line: KafkaLine) -> tuple[str, ...]:
+        """None: it runs on every line as the line comes."""
+        return ()
 
     def validate(self, cfg: TestConfig) -> None:
         """Its sizes and isolation level are in range; its copiers are transactional consumers in the harness."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.core.config import TestConfig, require
+from kchaos.core.kafka_versions import KafkaLine
 from kchaos.core.promise import Promise
 from kchaos.core.protocols import Checker, Workload
 from kchaos.workloads.queue.options import GROUP_COMMITS, QueueOptions
@@ -67,6 +68,10 @@ class Queue:
         from kchaos.checkers.queue.reference import COUNTS
 
         return COUNTS
+
+    def features(self, line: KafkaLine) -> tuple[str, ...]:
+        """None: it runs on every line as the line comes."""
+        return ()
 
     def validate(self, cfg: TestConfig) -> None:
         """Its commit mode is known; subscribed consumers need at least one consumer."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.core.config import SHARE_CLIENTS_DEFAULT, SHARE_FEATURE, TestConfig, is_int, require, share_groups_on
-from kchaos.core.kafka_versions import UnsupportedVersion, line_of
+from kchaos.core.kafka_versions import KafkaLine, UnsupportedVersion, line_of
 from kchaos.core.promise import Promise
 from kchaos.core.protocols import Checker, Workload
 from kchaos.workloads.share.options import (
@@ -79,6 +79,10 @@ class Share:
         from kchaos.checkers.share.check import SHARE_KINDS
 
         return SHARE_KINDS
+
+    def features(self, line: KafkaLine) -> tuple[str, ...]:
+        """Share groups' preview feature where the line has them in preview (4.1)."""
+        return (f"{SHARE_FEATURE}=1",) if line.share_preview else ()
 
     def validate(self, cfg: TestConfig) -> None:
         """Its acknowledgement mix, lock and delivery limit are in range; its Kafka line has share groups; its

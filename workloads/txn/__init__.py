@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kchaos.core.config import ISOLATIONS, TestConfig, is_fraction, require
+from kchaos.core.kafka_versions import KafkaLine
 from kchaos.core.promise import Promise
 from kchaos.core.protocols import Checker, Workload
 from kchaos.workloads.txn.options import TxnOptions
@@ -73,6 +74,10 @@ class Txn:
     def anomalies(self) -> dict[str, str]:
         """Every count of the txn checker: a compare column each."""
         return dict.fromkeys(self.counts, "")
+
+    def features(self, line: KafkaLine) -> tuple[str, ...]:
+        """None: it runs on every line as the line comes."""
+        return ()
 
     def validate(self, cfg: TestConfig) -> None:
         """Its isolation level and fractions are in range; its producers are idempotent and run one transaction at
