@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover - orjson is a dependency; this keeps a b
     _fast_loads = json.loads
 
 from kchaos.checkers.txn.lines import NULL, TYPES, BadLine, Head, LineParser, Txn, complete, cut_off
-from kchaos.checkers.txn.patterns import Scanned, Unsettled, scan
+from kchaos.checkers.txn.patterns import Scanned, Unsettled, places, scan
 
 READ_COLS = ("p", "o", "v", "txn", "proc", "line", "seq", "role", "type")
 SEND_COLS = ("p", "o", "v", "txn", "proc", "pos", "type")
@@ -148,11 +148,9 @@ def _txn_rows(txns: list[Txn]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         counts.append(n)
         sends += [(v, p, NULL if o is None else o, row, i) for i, (v, p, o) in enumerate(t.sends)]
     meta = np.array([(t.index, t.process, cast(int, t.done), TYPES[t.type]) for t in txns], np.int64)
-    n_recs = np.array(counts, np.int64)
-    rows = np.repeat(np.arange(len(txns)), n_recs)
-    seq = np.arange(len(rows)) - np.repeat(np.cumsum(n_recs) - n_recs, n_recs)
     return (meta.reshape(-1, 4), np.array(sends, np.int64).reshape(-1, 5),
-            np.column_stack([np.array(flat, np.int64).reshape(-1, 3), rows, seq]).reshape(-1, 5))
+            np.column_stack([np.array(flat, np.int64).reshape(-1, 3), *places(np.array(counts, np.int64))]
+                            ).reshape(-1, 5))
 
 
 def _join(a: tuple[np.ndarray, np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray, np.ndarray]

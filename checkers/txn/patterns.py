@@ -23,7 +23,7 @@ import numpy as np
 
 from kchaos.checkers.txn.lines import NULL, TYPES, BadLine, Head, LineParser, Parsed, Txn
 
-__all__ = ["Scanned", "Unsettled", "scan"]
+__all__ = ["Scanned", "Unsettled", "places", "scan"]
 
 _INT = rb"(?:0|-?[1-9][0-9]{0,17})"  # as JSON writes an int64: no -0, no leading zeros, never beyond 64 bits
 _REC = rb"\[" + _INT + rb"," + _INT + rb"," + _INT + rb"\]"
@@ -147,17 +147,17 @@ def _pair(parser: LineParser, rows: list[tuple[bytes, ...]], line: np.ndarray, l
     values = _SENDS.findall(done)
     flat = _ints(b",".join(values).replace(b"null", str(NULL).encode()), 3 * len(values)).reshape(-1, 3)
     n_sends = np.array([t.count(b'["send"') for t in texts], np.int64)
-    sends = np.column_stack([flat, *_places(n_sends)])
+    sends = np.column_stack([flat, *places(n_sends)])
     polls = _POLLS.findall(done)
     recs = b",".join(polls).translate(None, b"[]")
     n_recs = np.array([t.count(b"[") - 1 - t.count(b'["') - t.count(b'["poll",[') for t in texts], np.int64)
-    records = np.column_stack([_ints(recs, 3 * int(n_recs.sum())).reshape(-1, 3), *_places(n_recs)])
+    records = np.column_stack([_ints(recs, 3 * int(n_recs.sum())).reshape(-1, 3), *places(n_recs)])
     invocations = int(inv.sum())
     return txns, sends.reshape(-1, 5), records.reshape(-1, 5), invocations, \
         invocations - len(comp) - int((i & last).sum())
 
 
-def _places(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def places(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For items counted per transaction: each item's transaction row and its place within the transaction."""
     rows = np.repeat(np.arange(len(counts)), counts)
     return rows, np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
