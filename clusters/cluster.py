@@ -20,7 +20,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_f
 from kchaos.clusters import admin
 from kchaos.clusters.distribution import KafkaDist, resolve
 from kchaos.clusters.kafka_node import KafkaNode, NodeError
-from kchaos.clusters.kraft import NodeSpec, format_args, server_properties
+from kchaos.clusters.kraft import VOTER_LINES, NodeSpec, format_args, server_properties, voter_set_lost
 from kchaos.clusters.tools import last_line
 from kchaos.core import page_cache
 from kchaos.core.config import ClusterConfig
@@ -279,7 +279,8 @@ class KafkaCluster:
             # node): one that has exited will never register.
             for spec in self.specs:
                 if spec.name in self.members and not self.is_running(spec.name):
-                    raise ClusterError(f"{spec.name}: Kafka exited during startup:\n{self.log_tail(spec.name)}")
+                    raise ClusterError(f"{spec.name}: Kafka exited during startup{self._why(spec.name)}:\n"
+                                       f"{self.log_tail(spec.name)}")
             raise _NotReady(f"not registered everywhere: {sorted(missing)}")
 
         try:
@@ -289,7 +290,7 @@ class KafkaCluster:
                     attempt()
         except _NotReady:
             laggards = [self.node_of(i) for i in sorted(missing)]
-            tails = "\n".join(f"--- {n}:\n{self.log_tail(n)}" for n in laggards if n)
+            tails = "\n".join(f"--- {n}{self._why(n)}:\n{self.log_tail(n)}" for n in laggards if n)
             raise ClusterError(f"brokers {laggards} not registered after {deadline:.0f}s; "
                                f"last log lines:\n{tails}") from None
 
@@ -303,6 +304,14 @@ class KafkaCluster:
                     short = {p: s.isr for p, s in parts.items() if s.leader < 0 or len(s.isr) < rf}
                     if not parts or short:
                         raise ClusterError(f"topic {topic} not fully in sync on {node} after {timeout:.0f}s: {short}")
+
+    def _why(self, node: str) -> str:
+        """", " and what `node`'s log says of why it cannot reach a controller, where it says (else "")."""
+        try:
+            why = voter_set_lost(self.node(node).log_lines(VOTER_LINES))
+        except (NodeError, ClusterError):
+            return ""
+        return f", for {why}" if why else ""
 
     def log_tail(self, node: str, lines: int = 15) -> str:
         """The last lines of `node`'s server.log and stdout (which holds JVM crashes)."""

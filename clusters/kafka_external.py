@@ -98,6 +98,10 @@ class ExternalKafkaNode(KafkaNode):
         """kchaos does not know where the operator's Kafka logs."""
         return "(an external Kafka: its logs are wherever the operator's setup writes them)"
 
+    def log_lines(self, pattern: str) -> str:
+        """None to read: kchaos does not know where the operator's Kafka logs."""
+        return ""
+
     def fetch_conf(self, dest: Path) -> int:
         """Nothing: kchaos wrote no config and keeps no logs for an external Kafka."""
         return 0

@@ -247,6 +247,11 @@ class KafkaNode:
                 out.append(f"[{name}]\n{text.rstrip()}")
         return "\n".join(out) or "(no log written)"
 
+    def log_lines(self, pattern: str) -> str:
+        """The lines of the node's server.log that match the extended regular expression `pattern` ("" if none)."""
+        code, text = self.exec(["grep", "-E", "--", pattern, f"{self.layout.conf}/server.log"], 20)
+        return text if code == 0 else ""
+
     def copy_out(self, directory: str, files: list[str], dest: Path) -> int:
         """Copy `files` (relative to `directory`) off the node into `dest`; return the tar's size.
         Read by tar on the node, so through any mount made there (lazyfs over the data directory)."""

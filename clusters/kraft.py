@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import re
 import uuid
 from dataclasses import dataclass
 
@@ -11,6 +12,11 @@ from kchaos.core.config import ClusterConfig, share_groups_on
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093
 DATA_DIR = "/var/lib/kafka/data"
+# The raft client's lines about its voter set and its log's truncations (KRaftControlRecordStateMachine,
+# KafkaRaftClient): what `voter_set_lost` reads.
+VOTER_LINES = "Latest set of voters is|Truncated to offset"
+_VOTERS = re.compile(r"Latest set of voters is .* at offset (\d+) \(")
+_TRUNCATED = re.compile(r"Truncated to offset (\d+) from Fetch response from leader (-?\d+)")
 
 
 @dataclass(frozen=True)
@@ -123,3 +129,22 @@ def format_args(spec: NodeSpec, specs: list[NodeSpec], cfg: ClusterConfig) -> tu
         return ("--no-initial-controllers",)
     return ("--initial-controllers", ",".join(f"{s.node_id}@{s.address}:{CONTROLLER_PORT}:{directory_id(s)}"
                                               for s in specs if s.is_controller))
+
+
+def voter_set_lost(lines: str) -> str | None:
+    """Why a node knows no controller, when its server.log `lines` (those matching VOTER_LINES suffice) show Kafka's
+    loss of the voter set in a dynamic quorum: its raft client read a voter set at some offset, truncated the
+    metadata log to that offset or below, and never read one again (findings/brokers-lose-the-voter-set.md).
+    None when they do not."""
+    read: int | None = None
+    cut: tuple[int, int] | None = None
+    for line in lines.splitlines():
+        if m := _VOTERS.search(line):
+            read, cut = int(m[1]), None
+        elif read is not None and (m := _TRUNCATED.search(line)) and int(m[1]) <= read:
+            cut = (int(m[1]), int(m[2]))
+    if read is None or cut is None:
+        return None
+    return (f"its raft client read the voter set at offset {read}, truncated the metadata log to offset {cut[0]} "
+            f"on a fetch from leader {cut[1]}, and never read the voter set again, so it can reach no controller: "
+            "Kafka's loss of the voter set in a dynamic quorum (findings/brokers-lose-the-voter-set.md)")

@@ -1,12 +1,12 @@
-"""A dynamic KRaft quorum (KIP-853): its layout and format arguments, and the remove-controller nemesis against a
-stand-in for kafka-metadata-quorum."""
+"""A dynamic KRaft quorum (KIP-853): its layout and format arguments, the remove-controller nemesis against a
+stand-in for kafka-metadata-quorum, and a broker's log read for Kafka's loss of the voter set."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from kchaos.clusters.kraft import directory_id, format_args, layout, server_properties
+from kchaos.clusters.kraft import directory_id, format_args, layout, server_properties, voter_set_lost
 from kchaos.core.config import ClusterConfig, ConfigError, NemesisConfig, TestConfig, validate
 from kchaos.core.protocols import FaultSkipped
 from kchaos.harness.build import preflight
@@ -135,3 +135,19 @@ def test_an_add_refused_while_the_observer_lags_is_tried_again_until_it_caught_u
     monkeypatch.setattr("kchaos.nemesis.controllers.ADD_POLL_S", 0.0)
     out = r.end(["c1"])
     assert out["lagging"] == {"c1": 2} and out["voters_after"] == ["c1", "c2", "c3"]
+
+
+# A broker's lines of Kafka 3.9.2 (bench/voter_set_lost.sh flip), the voter set shortened.
+VOTERS = ("[2026-12-01 01:12:41,037] INFO [RaftManager id=1] Latest set of voters is VoterSet(voters={101=VoterNode("
+          "voterKey=ReplicaKey(id=101, directoryId=Optional[bfJ3xeqgVfW_bhgWsVEr7g]))}) at offset 2 "
+          "(org.apache.kafka.raft.internals.KRaftControlRecordStateMachine)")
+TRUNCATED = ("[2026-12-01 01:12:49,360] INFO [RaftManager id=1] Truncated to offset 0 from Fetch response from leader "
+             "103 (org.apache.kafka.raft.KafkaRaftClient)")
+
+
+def test_a_broker_that_truncated_below_its_voter_set_and_never_read_one_again_has_lost_it():
+    why = voter_set_lost("\n".join([VOTERS, TRUNCATED]))
+    assert why is not None and "offset 2" in why and "offset 0" in why and "leader 103" in why
+    assert voter_set_lost("\n".join([VOTERS, TRUNCATED, VOTERS])) is None  # read again: it knows the voters
+    assert voter_set_lost("\n".join([VOTERS, TRUNCATED.replace("offset 0", "offset 3")])) is None  # above it
+    assert voter_set_lost(TRUNCATED) is None and voter_set_lost("") is None
