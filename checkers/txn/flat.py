@@ -90,9 +90,8 @@ def parse_task(job: tuple[str, int, int, int, int, bool, str, int, int]) -> Stre
     txns, sends, records = _join((got.txns, got.sends, got.records), _txn_rows(heads))
     st.invoked, st.abandoned, st.heads, st.first = got.invoked, got.abandoned, parser.heads, parser.first
     st.tails = {p: (t.index, mops) for p, (t, mops) in parser.tails.items()}
-    codes, n = np.unique(txns[:, 3], return_counts=True)
-    names = {code: name for name, code in TYPES.items()}
-    st.types = {names[c]: k for c, k in zip(codes.tolist(), n.tolist())}
+    n = np.bincount(txns[:, 3], minlength=max(TYPES.values()) + 1)
+    st.types = {name: int(n[code]) for name, code in TYPES.items() if n[code]}
     st.committed_sends = int((txns[sends[:, 3], 3] == TYPES["ok"]).sum())
     st.drain_ok, st.nemesis_ops, st.complete = parsed.drain_ok, parsed.nemesis_ops, parsed.complete
     st.partitions = parsed.partitions | set(sends[:, 1].tolist())
