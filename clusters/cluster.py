@@ -306,12 +306,12 @@ class KafkaCluster:
                         raise ClusterError(f"topic {topic} not fully in sync on {node} after {timeout:.0f}s: {short}")
 
     def _why(self, node: str) -> str:
-        """", " and what `node`'s log says of why it cannot reach a controller, where it says (else "")."""
+        """", because " and what `node`'s log says of why it cannot reach a controller, where it says (else "")."""
         try:
             why = voter_set_lost(self.node(node).log_lines(VOTER_LINES))
         except (NodeError, ClusterError):
             return ""
-        return f", for {why}" if why else ""
+        return f", because {why}" if why else ""
 
     def log_tail(self, node: str, lines: int = 15) -> str:
         """The last lines of `node`'s server.log and stdout (which holds JVM crashes)."""

@@ -107,7 +107,9 @@ class Variant:
         options = {**dict(self.cell.options), "kafka_version": release}
         features = kind_of(options.get("workload")).features(line_of(release))
         if features:  # what the workload needs turned on where the line has it in preview
-            options["kafka_feature"] = [*options.get("kafka_feature", ()), *features]
+            have = options.get("kafka_feature") or []
+            have = [have] if isinstance(have, str) else list(have)
+            options["kafka_feature"] = have + [f for f in features if f not in have]
         params = ((("variant", name),) + tuple((k, v) for k, v in self.cell.params if k not in ("variant",
                                                                                                 "kafka_version"))
                   + (("kafka_version", release),))

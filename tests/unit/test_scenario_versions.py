@@ -2,6 +2,7 @@
 `kchaos scenario --versions`."""
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -61,6 +62,10 @@ def test_a_share_variant_on_41_turns_share_groups_preview_on_and_on_42_needs_not
     assert "kafka_feature" not in on_42
     assert "kafka_feature" not in dict(load_scenario(find_scenario("unclean-election")).on_versions(
         ("4.1",)).variants[0].cell.options)  # a queue runs on 4.1 as it comes
+    own = sc.variants[0]
+    for named in ("share.version=1", ["share.version=1"]):  # named already, as a string or a list: not twice
+        v = replace(own, cell=replace(own.cell, options=own.cell.options + (("kafka_feature", named),)))
+        assert dict(v.on_line("4.1", 0).cell.options)["kafka_feature"] == ["share.version=1"]
 
 
 def test_predict_since_gives_the_prediction_from_a_line_on():
