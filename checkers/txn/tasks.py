@@ -58,23 +58,28 @@ def fix_placeholders(txn: np.ndarray, fixup: np.ndarray) -> None:
         txn[hole] = np.where(fixup[at, 0] == txn[hole], fixup[at, 1], txn[hole])
 
 
+def _sorted_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The lexicographic order of a 2-d int array's rows, the rows in it, and whether each differs from the one
+    before."""
+    order = lexsort(a.T[::-1])
+    s = a[order]
+    new = np.ones(len(a), bool)
+    new[1:] = np.any(s[1:] != s[:-1], axis=1)
+    return order, s, new
+
+
 def unique_rows(a: np.ndarray) -> np.ndarray:
     """The distinct rows of a 2-d int array, sorted lexicographically (np.unique(axis=0), several times faster)."""
     if len(a) < 2:
         return a
-    a = a[lexsort(a.T[::-1])]
-    keep = np.ones(len(a), bool)
-    keep[1:] = np.any(a[1:] != a[:-1], axis=1)
-    return a[keep]
+    _, s, new = _sorted_rows(a)
+    return s[new]
 
 
 def _row_ids(a: np.ndarray) -> np.ndarray:
     """Each row's place among the distinct rows of 2-d int array `a`, sorted (np.unique(axis=0)'s inverse, several
     times faster)."""
-    order = lexsort(a.T[::-1])
-    s = a[order]
-    new = np.ones(len(a), bool)
-    new[1:] = np.any(s[1:] != s[:-1], axis=1)
+    order, _, new = _sorted_rows(a)
     ids = np.empty(len(a), np.int64)
     ids[order] = np.cumsum(new) - 1
     return ids

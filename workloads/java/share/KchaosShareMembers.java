@@ -199,12 +199,12 @@ public final class KchaosShareMembers {
         return !state.matches(".*\"lag\":(-|[1-9]).*");
     }
 
-    /** {"0":{"start":S,"end":HW,"lag":L},..}: the group's share-partition start offsets and lag (Admin), with each
-     *  partition's high watermark; null when either could not be read. A partition the group has no state for yet
-     *  has start -1 and lag -1, and so has one whose brokers report no lag while its start offset is below HW. */
     /** Set once the brokers answered a partition's state without its lag (brokers before 4.2). */
     static final AtomicBoolean NO_LAG = new AtomicBoolean();
 
+    /** {"0":{"start":S,"end":HW,"lag":L},..}: the group's share-partition start offsets and lag (Admin), with each
+     *  partition's high watermark; null when either could not be read. A partition the group has no state for yet
+     *  has start -1 and lag -1, and so has one whose brokers report no lag while its start offset is below HW. */
     static String groupState(Admin admin, String group, String topic) {
         try {
             Map<TopicPartition, SharePartitionOffsetInfo> offsets = admin
