@@ -40,6 +40,9 @@ LOOPBACK = "127.0.0.1"
 DRIVER_HOST_ENV = "KCHAOS_SPARK_DRIVER_HOST"
 DRIVER_MEMORY_ENV = "KCHAOS_SPARK_DRIVER_MEMORY"
 CORRUPT = "_corrupt_record"
+# Its workers start with the checkers' modules already imported (checkers/spark_daemon.py); local masters only.
+DAEMON_MODULE = "kchaos.checkers.spark_daemon"
+_LOCAL = re.compile(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?")
 
 # The columns of history.parquet (`parquet.ARROW_SCHEMA`): a line's own
 # fields, the nemesis name and the rest of a nemesis line as JSON (`detail`),
@@ -181,14 +184,21 @@ def _conf(master: str) -> SparkConf:
         # Splits of 16 MB let both cores read a history of a few hundred MB.
         ("spark.sql.files.maxPartitionBytes", str(16 << 20)),
         ("spark.pyspark.python", os.environ["PYSPARK_PYTHON"]),
+        *([("spark.python.daemon.module", DAEMON_MODULE)]
+          if is_local(master) and os.environ["PYSPARK_PYTHON"] == sys.executable else []),
     ])
+
+
+def is_local(master: str) -> bool:
+    """Whether `master` runs the executor in this process's JVM: `local`, `local[N]`, `local[*]`, `local[N, F]`."""
+    return _LOCAL.fullmatch(master.strip()) is not None
 
 
 def shuffle_partitions(master: str) -> int:
     """8, or the thread count of a `local`, `local[N]` or `local[*]` master if smaller."""
     # More partitions than local threads only add per-task overhead: on 2 cores,
     # 2 partitions checked both a 20-op and a 400k-op history ~30% faster than 8.
-    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master.strip())
+    m = _LOCAL.fullmatch(master.strip())
     if not m:
         return 8
     spec = m.group(1)
