@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/corpora: the labelled histories
+
 TARGET_S = 10.0
 MASTER = "local[2]"
 
@@ -28,7 +30,6 @@ CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from kchaos.checkers import check_path
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/corpora: the labelled histories
 t1 = time.perf_counter()
 out = []
 for run in sys.argv[2:]:
