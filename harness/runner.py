@@ -205,8 +205,11 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         if not all(complete.values()):
             say(f"[yellow]final read incomplete for partitions {[p for p, c in complete.items() if not c]}[/]")
         with timer.phase("evidence"):
-            sample_views_safely(cluster, cfg.topic.name, run_dir, say)
-            collect_evidence_safely(cluster, cfg.topic.name, run_dir, say)
+            # Both only read the quiet cluster: the brokers' views are asked while Kafka's files are copied.
+            with ThreadPoolExecutor(1, thread_name_prefix="views") as pool:
+                views = pool.submit(sample_views_safely, cluster, cfg.topic.name, run_dir, say)
+                collect_evidence_safely(cluster, cfg.topic.name, run_dir, say)
+                views.result()
         finished = True
     except BaseException:
         log.exception("run stopped by an exception; healing and tearing down")
