@@ -108,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ops", type=int, nargs="+", default=[1_000_000], help="history sizes in lines")
     ap.add_argument("--master", default="local[*]")
     ap.add_argument("--skip-reference", action="store_true", help="time Spark only (the reference is slow at 10M)")
+    ap.add_argument("--data", type=Path, help="keep each history in DATA/h<ops> and reuse it when there (generating "
+                                              "10M lines takes minutes); default: a temporary directory")
     a = ap.parse_args(argv)
     t = time.perf_counter()
     sc = spark_context(a.master)
@@ -116,10 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     rows, agree = [], True
     with tempfile.TemporaryDirectory(prefix="kchaos-txn-bench-") as tmp:
         for ops in a.ops:
-            run = Path(tmp) / f"h{ops}"
+            run = (a.data or Path(tmp)) / f"h{ops}"
             t = time.perf_counter()
-            test = write_history(run, ops)
-            gen = time.perf_counter() - t
+            kept = a.data is not None and (run / "test.json").exists() and (run / "history.jsonl").exists()
+            test = json.loads((run / "test.json").read_text()) if kept else write_history(run, ops)
+            gen = 0.0 if kept else time.perf_counter() - t
             size = (run / "history.jsonl").stat().st_size
             ref_s, ref = None, None
             if not a.skip_reference:
@@ -132,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
             same = ref is None or got == ref
             agree &= same
             rows.append((ops, size, gen, ref_s, spark_s, same, got["counts"]))
-            (run / "history.jsonl").unlink()
+            if a.data is None:
+                (run / "history.jsonl").unlink()
     print(f"{'ops':>10} {'MB':>7} {'gen s':>7} {'reference s':>12} {'spark s':>8} {'equal':>6}")
     for ops, size, gen, ref_s, spark_s, same, _ in rows:
         ref_t = f"{ref_s:12.1f}" if ref_s is not None else f"{'-':>12}"
