@@ -30,7 +30,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from kchaos.checkers.txn.tasks import WR, WR_ALL, WW, edge_array
+from kchaos.checkers.txn.tasks import EDGE_COLUMNS, WR, WR_ALL, WW, edge_array
 
 __all__ = ["CYCLE_COUNTS", "WR", "WR_ALL", "WW", "cycles", "edge_array", "reference_edges"]
 
@@ -80,16 +80,20 @@ def _spans(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo[new], np.maximum.reduceat(hi, np.flatnonzero(new))
 
 
-def _cyclic_part(edges: np.ndarray) -> np.ndarray:
-    """The edges that can lie on a cycle: both ends within one merged span of backward edges."""
-    src, dst = edges[:, 0], edges[:, 1]
+def _cyclic_part(edges: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """The edges of those marked in `kind` that can lie on a cycle among them (both ends within one merged span of
+    their backward edges), as edge_array gives them: sorted, each once with its smallest witness."""
+    rows = np.flatnonzero(kind)
+    src, dst = edges[rows, 0], edges[rows, 1]
     lo, hi = _spans(src, dst)
     if not len(lo):
         return edges[:0]
     s_at, d_at = np.searchsorted(lo, src, "right") - 1, np.searchsorted(lo, dst, "right") - 1
     inside = (s_at >= 0) & (s_at == d_at)
     inside &= (src <= hi[np.maximum(s_at, 0)]) & (dst <= hi[np.maximum(d_at, 0)])
-    return edges[inside]
+    # Whether an edge can lie on a cycle depends on its ends alone, so the few that can are sorted and deduped,
+    # not the millions a long history has.
+    return edge_array(edges[rows[inside]])
 
 
 def _graph(edges: np.ndarray) -> nx.DiGraph:
@@ -151,19 +155,20 @@ def cycles(edges: np.ndarray) -> tuple[dict[str, int], dict[str, dict[str, Any]]
     An example is `{"ops": [invocation indexes around the cycle], "edges": [{"from", "to", "edge", "partition",
     "why"}, ...]}`, one row per edge of the cycle in order; kinds with a zero count have none.
     """
-    edges = edge_array(edges)
+    edges = np.asarray(edges, dtype=np.int64).reshape(-1, len(EDGE_COLUMNS))
+    kinds = edges[:, 2]
     counts, examples = {}, {}
-    ww = _cyclic_part(edges[edges[:, 2] == WW]) if len(edges) else edges
+    ww = _cyclic_part(edges, kinds == WW)
     g, comps = _components(ww)
     counts["G0"] = len(comps)
     if comps:
         examples["G0"] = _table(_shortest_cycle(g, comps[0]), ww, (WW,))
-    every = _cyclic_part(edges[edges[:, 2] == WR_ALL]) if len(edges) else edges
+    every = _cyclic_part(edges, kinds == WR_ALL)
     g, comps = _components(every)
     counts["G1c_wr"] = len(comps)
     if comps:
         examples["G1c_wr"] = _table(_shortest_cycle(g, comps[0]), every, (WR_ALL,))
-    part = _cyclic_part(edges[edges[:, 2] != WR_ALL]) if len(edges) else edges
+    part = _cyclic_part(edges, kinds != WR_ALL)
     g, comps = _components(part)
     member = {n: i for i, c in enumerate(comps) for n in c}
     wr_in: dict[int, list[tuple[int, int]]] = defaultdict(list)

@@ -9,7 +9,8 @@ computes them:
   transactions with some value read (their sends enter the version order). Its sends include those of the
   transactions the run cut off (type info, no offset);
 - `partition_task` (files `p<k>`: whole Kafka partitions): inconsistent_offsets, the poll and send kinds, and
-  the ww, wr and every-wr edges (`edge_array` rows) of the partitions.
+  the ww, wr and every-wr edges of the partitions (rows of EDGE_COLUMNS, unsorted: `cycles` keeps and sorts only
+  the few that can lie on a cycle).
 
 A kind comes back as (count, the `limit` smallest keys): every kind's keys lie in one value or one partition,
 so the driver adds the counts. Pure numpy: the functions travel to Spark's workers by value.
@@ -191,8 +192,7 @@ def partition_task(job: tuple) -> dict[str, Any]:
     intk = np.stack([cur[:, 3], p, a, b], 1)
     out["int_nonmonotonic_send"] = _kind(intk[inner & (b <= a)], limit)
     out["int_send_skip"] = _kind(intk[inner & (b > a) & between(p, a, b)], limit)
-    out["edges"] = _save(out_path, edges=edge_array(np.concatenate([_ww(E, wv, wtx, wnode),
-                                                                     _wr(P, wv, wtx, wnode)])))
+    out["edges"] = _save(out_path, edges=np.concatenate([_ww(E, wv, wtx, wnode), _wr(P, wv, wtx, wnode)]))
     return out
 
 
