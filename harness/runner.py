@@ -205,11 +205,12 @@ def run(test: Test, *, argv: list[str] | None = None, console: Console | None = 
         if not all(complete.values()):
             say(f"[yellow]final read incomplete for partitions {[p for p, c in complete.items() if not c]}[/]")
         with timer.phase("evidence"):
-            # Both only read the quiet cluster: the brokers' views are asked while Kafka's files are copied.
-            with ThreadPoolExecutor(1, thread_name_prefix="views") as pool:
-                views = pool.submit(sample_views_safely, cluster, cfg.topic.name, run_dir, say)
-                collect_evidence_safely(cluster, cfg.topic.name, run_dir, say)
-                views.result()
+            # Both only read the quiet cluster: Kafka's files are copied while the brokers' views are asked. The
+            # copy, which ends in a second, is the one in a thread: an interrupt waits for it, not for the views.
+            with ThreadPoolExecutor(1, thread_name_prefix="evidence") as pool:
+                copying = pool.submit(collect_evidence_safely, cluster, cfg.topic.name, run_dir, say)
+                sample_views_safely(cluster, cfg.topic.name, run_dir, say)
+                copying.result()
         finished = True
     except BaseException:
         log.exception("run stopped by an exception; healing and tearing down")

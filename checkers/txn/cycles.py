@@ -80,10 +80,10 @@ def _spans(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo[new], np.maximum.reduceat(hi, np.flatnonzero(new))
 
 
-def _cyclic_part(edges: np.ndarray, kind: np.ndarray) -> np.ndarray:
-    """The edges of those marked in `kind` that can lie on a cycle among them (both ends within one merged span of
-    their backward edges), as edge_array gives them: sorted, each once with its smallest witness."""
-    rows = np.flatnonzero(kind)
+def _cyclic_part(edges: np.ndarray, marked: np.ndarray) -> np.ndarray:
+    """The edges of those `marked` that can lie on a cycle among them (both ends within one merged span of their
+    backward edges), as edge_array gives them: sorted, each once with its smallest witness."""
+    rows = np.flatnonzero(marked)
     src, dst = edges[rows, 0], edges[rows, 1]
     lo, hi = _spans(src, dst)
     if not len(lo):
