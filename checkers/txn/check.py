@@ -1,4 +1,4 @@
-"""The Spark txn checker: the reference txn checker's counts, examples and cycles, computed by three Spark jobs.
+"""The Spark txn checker: the reference txn checker's counts, examples and cycles, computed by four Spark jobs.
 
 1. parse (`parse_task`): one task per stretch of history.jsonl writes its reads and sends as bucket
    files into `history.txn/` beside the history; the driver pairs completions with invocations across
@@ -7,10 +7,13 @@
    range;
 2. values (`value_task`): one task per value bucket;
 3. partitions (`partition_task`): one task per partition bucket, given (2)'s info transactions with a read value
-   and a broadcast of every value's writer: the order kinds and the ww and wr edges.
+   and a broadcast of every value's writer: the order kinds and the ww and wr edges, saved, and the edges
+   among them that point back in history order;
+4. cyclic edges (`cyclic_task`): one task per partition bucket's edges, given the spans of every backward edge:
+   the edges that can lie on a cycle, a few where a history has millions; skipped when no edge points back.
 
 The driver adds the counts, keeps the smallest keys, decides torn transactions from (2)'s per-transaction
-sets, and finds G0 and G1c in the collected edges with `cycles`, the search the reference runs.
+sets, and finds G0 and G1c in the edges of (4) with `cycles`, the search the reference runs.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ from kchaos.checkers.txn.flat import READ_COLS, TYPES, Stretch, parse_task, stit
 from kchaos.checkers.txn.lines import partition_count
 from kchaos.checkers.txn.order import ORDER_COUNTS
 from kchaos.checkers.txn.reference import BASE_COUNTS, COMMITTED, MAX_EXAMPLES, assemble, isolation_of
-from kchaos.checkers.txn.tasks import partition_task, value_task
+from kchaos.checkers.txn.tasks import EDGE_COLUMNS, cyclic_task, group_spans, partition_task, value_task
 
 __all__ = ["TXN", "TxnSparkChecker", "check_txn_spark"]
 
@@ -117,7 +120,11 @@ def _check(sc: SparkContext, history: Path, work: Path, test: dict[str, Any] | N
     torn = np.intersect1d(unique(np.concatenate([v["shown"] for v in per_txn])),
                           unique(np.concatenate([v["hidden"] for v in per_txn])), assume_unique=True)
     counts["torn_transaction"], examples["torn_transaction"] = len(torn), torn[:limit].tolist()
-    cycle_counts, cycle_examples = cycles(np.concatenate([np.load(r["edges"])["edges"] for r in partitions]))
+    backward = np.concatenate([r["backward"] for r in partitions])
+    spans = group_spans(backward)
+    kept = _run(sc, "cyclic edges", cyclic_task, [(r["edges"], spans) for r in partitions]) \
+        if len(backward) else []  # no edge points back: no cycle, and no edge to read
+    cycle_counts, cycle_examples = cycles(np.concatenate([np.zeros((0, len(EDGE_COLUMNS)), np.int64), *kept]))
     stats = _stats(got, joined, sum(v["values_read"] for v in values), test)
     return assemble({**counts, **cycle_counts}, examples, cycle_examples, sum(v["undecided"] for v in values),
                     isolation, stats)

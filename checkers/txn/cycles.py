@@ -30,7 +30,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from kchaos.checkers.txn.tasks import EDGE_COLUMNS, WR, WR_ALL, WW, edge_array
+from kchaos.checkers.txn.tasks import EDGE_COLUMNS, GROUPS, WR, WR_ALL, WW, edge_array, spans, within
 
 __all__ = ["CYCLE_COUNTS", "WR", "WR_ALL", "WW", "cycles", "edge_array", "reference_edges"]
 
@@ -66,34 +66,14 @@ def reference_edges(txns: list[Any], log: dict[int, dict[int, set[int]]]) -> np.
     return edge_array(rows)
 
 
-def _spans(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The merged spans [lo, hi] of the backward edges (dst < src)."""
-    back = dst < src
-    lo, hi = dst[back], src[back]
-    if not len(lo):
-        return lo, hi
-    order = np.argsort(lo, kind="stable")
-    lo, hi = lo[order], hi[order]
-    reach = np.maximum.accumulate(hi)
-    new = np.ones(len(lo), bool)
-    new[1:] = lo[1:] > reach[:-1]
-    return lo[new], np.maximum.reduceat(hi, np.flatnonzero(new))
-
-
 def _cyclic_part(edges: np.ndarray, marked: np.ndarray) -> np.ndarray:
     """The edges of those `marked` that can lie on a cycle among them (both ends within one merged span of their
     backward edges), as edge_array gives them: sorted, each once with its smallest witness."""
     rows = np.flatnonzero(marked)
     src, dst = edges[rows, 0], edges[rows, 1]
-    lo, hi = _spans(src, dst)
-    if not len(lo):
-        return edges[:0]
-    s_at, d_at = np.searchsorted(lo, src, "right") - 1, np.searchsorted(lo, dst, "right") - 1
-    inside = (s_at >= 0) & (s_at == d_at)
-    inside &= (src <= hi[np.maximum(s_at, 0)]) & (dst <= hi[np.maximum(d_at, 0)])
     # Whether an edge can lie on a cycle depends on its ends alone, so the few that can are sorted and deduped,
     # not the millions a long history has.
-    return edge_array(edges[rows[inside]])
+    return edge_array(edges[rows[within(src, dst, *spans(src, dst))]])
 
 
 def _graph(edges: np.ndarray) -> nx.DiGraph:
@@ -156,19 +136,19 @@ def cycles(edges: np.ndarray) -> tuple[dict[str, int], dict[str, dict[str, Any]]
     "why"}, ...]}`, one row per edge of the cycle in order; kinds with a zero count have none.
     """
     edges = np.asarray(edges, dtype=np.int64).reshape(-1, len(EDGE_COLUMNS))
-    kinds = edges[:, 2]
+    g0, g1c_wr, g1c = (np.isin(edges[:, 2], kinds) for kinds in GROUPS)
     counts, examples = {}, {}
-    ww = _cyclic_part(edges, kinds == WW)
+    ww = _cyclic_part(edges, g0)
     g, comps = _components(ww)
     counts["G0"] = len(comps)
     if comps:
         examples["G0"] = _table(_shortest_cycle(g, comps[0]), ww, (WW,))
-    every = _cyclic_part(edges, kinds == WR_ALL)
+    every = _cyclic_part(edges, g1c_wr)
     g, comps = _components(every)
     counts["G1c_wr"] = len(comps)
     if comps:
         examples["G1c_wr"] = _table(_shortest_cycle(g, comps[0]), every, (WR_ALL,))
-    part = _cyclic_part(edges, kinds != WR_ALL)
+    part = _cyclic_part(edges, g1c)
     g, comps = _components(part)
     member = {n: i for i, c in enumerate(comps) for n in c}
     wr_in: dict[int, list[tuple[int, int]]] = defaultdict(list)

@@ -9,8 +9,10 @@ computes them:
   transactions with some value read (their sends enter the version order). Its sends include those of the
   transactions the run cut off (type info, no offset);
 - `partition_task` (files `p<k>`: whole Kafka partitions): inconsistent_offsets, the poll and send kinds, and
-  the ww, wr and every-wr edges of the partitions (rows of EDGE_COLUMNS, unsorted: `cycles` keeps and sorts only
-  the few that can lie on a cycle).
+  the ww, wr and every-wr edges of the partitions (rows of EDGE_COLUMNS, unsorted), saved, and the backward ones
+  among them;
+- `cyclic_task`: of one partition task's edges, those that can lie on a cycle, given the spans of every task's
+  backward edges: `cycles` then sorts and searches only those.
 
 A kind comes back as (count, the `limit` smallest keys): every kind's keys lie in one value or one partition,
 so the driver adds the counts. Pure numpy: the functions travel to Spark's workers by value.
@@ -25,6 +27,7 @@ from kchaos.checkers.sets import isin, lexsort, setdiff, unique
 from kchaos.checkers.txn.flat import NULL
 
 WW, WR, WR_ALL = 0, 1, 2  # WR_ALL: every wr edge, for the cycles of wr edges alone
+GROUPS = ((WW,), (WR_ALL,), (WW, WR))  # the edge kinds each cycle search takes: G0, G1c_wr, G1c
 EDGE_COLUMNS = ("src", "dst", "kind", "p", "o1", "v1", "o2", "v2")
 SHIFT = np.int64(1 << 40)  # offsets and line indexes stay below 2**40
 Kind = tuple[int, list[tuple[int, ...]]]
@@ -40,6 +43,48 @@ def edge_array(rows: Any) -> np.ndarray:
     first = np.ones(len(a), bool)
     first[1:] = np.any(a[1:, :3] != a[:-1, :3], axis=1)
     return a[first]
+
+
+def spans(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The merged spans [lo, hi] of the backward edges (dst < src) among edges `src` -> `dst`."""
+    back = dst < src
+    lo, hi = dst[back], src[back]
+    if not len(lo):
+        return lo, hi
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], hi[order]
+    reach = np.maximum.accumulate(hi)
+    new = np.ones(len(lo), bool)
+    new[1:] = lo[1:] > reach[:-1]
+    return lo[new], np.maximum.reduceat(hi, np.flatnonzero(new))
+
+
+def within(src: np.ndarray, dst: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Whether each edge has both ends within one of the merged spans [lo, hi]: with nodes numbered in history
+    order, only such an edge can lie on a cycle of edges whose backward ones made the spans."""
+    if not len(lo):
+        return np.zeros(len(src), bool)
+    s_at, d_at = np.searchsorted(lo, src, "right") - 1, np.searchsorted(lo, dst, "right") - 1
+    inside = (s_at >= 0) & (s_at == d_at)
+    return inside & (src <= hi[np.maximum(s_at, 0)]) & (dst <= hi[np.maximum(d_at, 0)])
+
+
+def group_spans(backward: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each of GROUPS' merged spans, from the backward edges of a whole history (any superset of them)."""
+    return [spans(*backward[np.isin(backward[:, 2], kinds)][:, :2].T) for kinds in GROUPS]
+
+
+def cyclic_task(job: tuple[str, list[tuple[np.ndarray, np.ndarray]]]) -> np.ndarray:
+    """The edges saved at `path` by a partition task that can lie on a cycle: those within the spans, from
+    `group_spans`, of a group of GROUPS that takes their kind. `cycles` of every task's rows equals `cycles` of
+    every edge: each group's backward edges are among them, so its spans and the edges within them are the same."""
+    path, spans_of = job
+    with np.load(path) as z:
+        e = z["edges"]
+    keep = np.zeros(len(e), bool)
+    for kinds, (lo, hi) in zip(GROUPS, spans_of):
+        keep |= np.isin(e[:, 2], kinds) & within(e[:, 0], e[:, 1], lo, hi)
+    return e[keep]
 
 
 def _load(files: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -192,7 +237,9 @@ def partition_task(job: tuple) -> dict[str, Any]:
     intk = np.stack([cur[:, 3], p, a, b], 1)
     out["int_nonmonotonic_send"] = _kind(intk[inner & (b <= a)], limit)
     out["int_send_skip"] = _kind(intk[inner & (b > a) & between(p, a, b)], limit)
-    out["edges"] = _save(out_path, edges=np.concatenate([_ww(E, wv, wtx, wnode), _wr(P, wv, wtx, wnode)]))
+    edges = np.concatenate([_ww(E, wv, wtx, wnode), _wr(P, wv, wtx, wnode)])
+    out["edges"] = _save(out_path, edges=edges)
+    out["backward"] = edges[edges[:, 1] < edges[:, 0]]  # a correct history has almost none: they make the spans
     return out
 
 

@@ -193,6 +193,31 @@ def test_pruning_to_backward_spans_keeps_every_component():
     check()
 
 
+def test_the_edges_the_cyclic_tasks_keep_give_the_cycles_of_every_edge(tmp_path_factory):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from kchaos.checkers.txn.tasks import cyclic_task, group_spans
+
+    edge = st.tuples(st.integers(0, 30), st.integers(0, 30), st.sampled_from([WW, WR, WR_ALL]),
+                     st.integers(0, 3), st.integers(0, 9))
+    tmp = tmp_path_factory.mktemp("edges")
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(edge, max_size=60), st.lists(st.integers(0, 3), min_size=60, max_size=60))
+    def check(rows, task_of):
+        # as partition tasks leave them: unsorted, duplicates with other witnesses, spread over several files
+        rows = [(s, d, k, p, o, o, o, o) for s, d, k, p, o in rows if s != d]
+        edges = np.array(rows, np.int64).reshape(-1, 8)
+        parts = [edges[[t == i for t in task_of[:len(edges)]]] for i in range(4)]
+        for i, part in enumerate(parts):
+            np.savez(tmp / f"edges{i}.npz", edges=part)
+        backward = np.concatenate([p[p[:, 1] < p[:, 0]] for p in parts])
+        kept = [cyclic_task((str(tmp / f"edges{i}.npz"), group_spans(backward))) for i in range(4)]
+        assert cycles(np.concatenate([np.zeros((0, 8), np.int64), *kept])) == cycles(edges)
+    check()
+
+
 @pytest.mark.spark
 def test_a_cycle_of_wr_edges_alone_fails_under_read_committed_only(tmp_path):
     from kchaos.checkers import check_path
