@@ -158,9 +158,14 @@ def node() -> Iterator[Node]:
             pool.close_all()
 
 
+def _alive(states: str) -> bool:
+    """Every sample shows the process there and not stopped: sleeping (S, D) or, woken at that moment, running (R)."""
+    return bool(states) and set(states) <= set("RSD")
+
+
 def _user_things_intact(node: Node) -> None:
     """The operator's Kafka and lazyfs run (not stopped), and their INPUT rule is still there."""
-    assert node.states(list(node.user_pids.values()), samples=3, every=0.05) == ["SSS", "SSS"]
+    assert all(map(_alive, node.states(list(node.user_pids.values()), samples=3, every=0.05)))
     assert [r for r in node.iptables("INPUT") if "-s 192.0.2.7/32" in r and "--comment operator-rule -j DROP" in r]
 
 
@@ -252,15 +257,15 @@ def test_cpu_starves_our_kafka_with_a_duty_cycle_and_uncpu_lets_it_run(node: Nod
     loops = node.cpu_loops()
     assert len(loops) == 1 and node.sh(["cat", f"{RUN}/kchaos-cpu.pid"]).stdout.split() == loops
     ours, theirs = node.states([pid, user], samples=20, every=0.03)
-    assert "T" in ours and "S" in ours, ours  # stopped mostly, running a fifth of the time
-    assert set(theirs) == {"S"}, theirs
+    assert "T" in ours and _alive(ours.replace("T", "")), ours  # stopped mostly, running a fifth of the time
+    assert _alive(theirs), theirs
     assert node.fault("cpu", "0.5").ok  # a new share replaces the loop
     again = node.cpu_loops()
     assert len(again) == 1 and again != loops
     assert node.fault("uncpu").stdout.strip() == "cpu unlimited"
     assert node.cpu_loops() == []
     assert node.sh(["test", "-e", f"{RUN}/kchaos-cpu.pid"], check=False).exit_code == 1
-    assert node.states([pid], samples=5, every=0.05) == ["SSSSS"]
+    assert _alive(node.states([pid], samples=5, every=0.05)[0])
     assert node.fault("uncpu").ok  # idempotent, and a paused Kafka stays paused when there is no loop
     node.kafka("pause")
     node.fault("uncpu")
@@ -278,16 +283,16 @@ def test_a_pause_holds_while_the_cpu_loop_runs_and_a_restart_is_starved_not_froz
     assert node.states([pid], samples=30, every=0.03) == ["T" * 30]
     node.fault("uncpu")
     assert node.states([pid], samples=5, every=0.05) == ["T" * 5]  # nor does ending the loop
-    assert node.kafka("resume").ok and node.states([pid], samples=5, every=0.05) == ["S" * 5]
+    assert node.kafka("resume").ok and _alive(node.states([pid], samples=5, every=0.05)[0])
     # Killed while paused and started again, a new Kafka is starved by the loop, not held stopped.
     assert node.fault("cpu", "0.5").ok
     node.kafka("pause")
     node.kafka("kill")
     fresh = node.our_kafka()
     ours = node.states([fresh], samples=20, every=0.03)[0]
-    assert "T" in ours and "S" in ours, ours
+    assert "T" in ours and _alive(ours.replace("T", "")), ours
     node.fault("uncpu")
-    assert node.states([fresh], samples=5, every=0.05) == ["S" * 5]
+    assert _alive(node.states([fresh], samples=5, every=0.05)[0])
     assert node.sh(["test", "-e", f"{RUN}/kchaos-paused"], check=False).exit_code == 1
     _user_things_intact(node)
 
