@@ -30,6 +30,7 @@ CHUNK_BYTES = 16 << 20  # bytes read at a time
 _NEMESIS = b'"nemesis"'
 _SOMETHING = re.compile(rb"\S")
 _END_BLOCK = 64 << 10
+_LINE_BLOCK = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -191,10 +192,12 @@ def split(path: str, parts: int) -> list[tuple[int, int, int]]:
     with open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
 
+        look = memoryview(buf)[:min(_LINE_BLOCK, CHUNK_BYTES)]  # a line's end is near: read little to find it
+
         def newline_from(at: int) -> int:
             while at < size:
                 fh.seek(at)
-                n = fh.readinto(buf)
+                n = fh.readinto(look)
                 if n <= 0:
                     break
                 i = buf.find(b"\n", 0, n)
