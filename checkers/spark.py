@@ -184,9 +184,14 @@ def _conf(master: str) -> SparkConf:
         # Splits of 16 MB let both cores read a history of a few hundred MB.
         ("spark.sql.files.maxPartitionBytes", str(16 << 20)),
         ("spark.pyspark.python", os.environ["PYSPARK_PYTHON"]),
-        *([("spark.python.daemon.module", DAEMON_MODULE)]
-          if is_local(master) and os.environ["PYSPARK_PYTHON"] == sys.executable else []),
+        *daemon_settings(master, os.environ["PYSPARK_PYTHON"]),
     ])
+
+
+def daemon_settings(master: str, python: str) -> list[tuple[str, str]]:
+    """The Python daemon setting for `master` with workers running `python`: kchaos's own
+    (`checkers/spark_daemon.py`) where the workers are this interpreter on this machine, else none (pyspark's)."""
+    return [("spark.python.daemon.module", DAEMON_MODULE)] if is_local(master) and python == sys.executable else []
 
 
 def is_local(master: str) -> bool:

@@ -7,7 +7,7 @@ import sys
 import pytest
 from pyspark import cloudpickle
 
-from kchaos.checkers.spark import DAEMON_MODULE, _conf, is_local
+from kchaos.checkers.spark import DAEMON_MODULE, daemon_settings, is_local
 from kchaos.checkers.spark_daemon import PRELOAD, archives_last
 
 
@@ -23,7 +23,11 @@ def test_the_archives_go_last_in_their_order_and_nothing_else_moves():
                                            ("local-cluster[2,1,1024]", False), ("yarn", False)])
 def test_only_a_local_master_gets_the_daemon(master, local):
     assert is_local(master) is local
-    assert (_conf(master).get("spark.python.daemon.module") == DAEMON_MODULE) is local
+    assert (daemon_settings(master, sys.executable) == [("spark.python.daemon.module", DAEMON_MODULE)]) is local
+
+
+def test_workers_on_another_python_keep_pysparks_daemon():
+    assert daemon_settings("local[2]", "/usr/bin/python3-elsewhere") == []
 
 
 def _worker_state(_: object) -> tuple[list[str], bool]:
