@@ -17,6 +17,11 @@ A regressed delivery count gets a cause where the log tells it:
   before the later delivery. Kafka counts a delivery when the share-partition leader acquires the
   record, and writes the state only on an acknowledgement, a release or a lock timeout: an acquisition
   that its leader did not outlive is forgotten.
+- `release_unwritten`: as `acquisition_unwritten`, and the release that made the record available for
+  the earlier delivery (count one lower) is missing from the log too, so the record came back with a count
+  below the earlier delivery's. A lock timeout frees a record in the leader's memory at once and writes
+  that in the background, retrying while the share coordinator is away; a leader that fails meanwhile
+  takes both with it.
 - `written_then_lost`: the coordinator's log held a count as high as the earlier delivery's before the
   later delivery, and the later delivery still carried a lower or equal one: written state not read back.
 
@@ -47,6 +52,9 @@ SHARE_EXPLANATION_FILE = "share_explanation.json"  # in EVIDENCE_DIR
 HEADS = {
     "acquisition_unwritten": "its earlier acquisition was never written to the share coordinator's log, and the "
                              "share-partition leader that counted it did not survive",
+    "release_unwritten": "neither its earlier acquisition nor the lock timeout's release before it reached the share "
+                         "coordinator's log (a lock timeout frees a record before its write lands), and the "
+                         "share-partition leader that held them did not survive",
     "written_then_lost": "the share coordinator's log held the higher count, and a later delivery carried a lower one",
     "done_never_written": "the client was told its acknowledgement committed, but the share coordinator's log never "
                           "held the record done before it came back (KAFKA-20330's class)",
@@ -139,8 +147,11 @@ def _regressed(deliveries: list[dict], state: list[dict]) -> tuple[str, str]:
                                          f"{later['t']} s carried {later['count']}")
         last = [r for r in state if r["t"] is not None and r["t"] <= later["t"] and "count" in r]
         had = f"the last state written for it had count {last[-1]['count']}" if last else "no state was written for it"
-        return "acquisition_unwritten", (f"delivered with count {top['count']} at {top['t']} s, again with "
-                                         f"{later['count']} at {later['t']} s; {had}")
+        told = (f"delivered with count {top['count']} at {top['t']} s, again with {later['count']} at {later['t']} s; "
+                f"{had}")
+        if (last[-1]["count"] if last else 0) < top["count"] - 1:
+            return "release_unwritten", f"{told}, not even the release before count {top['count']}"
+        return "acquisition_unwritten", told
     return "unexplained", "no later delivery carried a lower or equal count"
 
 

@@ -87,15 +87,24 @@ def test_without_kafkas_jars_the_records_are_told_and_the_log_is_a_note(run):
 
 
 @pytest.mark.parametrize("state, cause", [
-    ([], "acquisition_unwritten"),
-    ([{"t": 1.5, "count": 1, "at": "__share_group_state-0@4"}], "acquisition_unwritten"),  # only the first count
+    ([], "release_unwritten"),  # count 1, 2, then 1: the release before count 2 never reached the log
+    ([{"t": 1.5, "count": 1, "at": "__share_group_state-0@4"}], "acquisition_unwritten"),  # the release was written
     ([{"t": 1.5, "count": 2, "at": "__share_group_state-0@4"}], "written_then_lost"),
-    ([{"t": 3.5, "count": 2, "at": "__share_group_state-0@4"}], "acquisition_unwritten"),  # written after it
+    ([{"t": 3.5, "count": 2, "at": "__share_group_state-0@4"}], "release_unwritten"),  # written after it
 ])
 def test_a_regression_is_blamed_on_the_log_only_when_the_log_held_the_higher_count(state, cause):
     deliveries = [{"t": 1.0, "process": 4, "count": 1}, {"t": 2.0, "process": 5, "count": 2},
                   {"t": 3.0, "process": 6, "count": 1}]
     assert _regressed(deliveries, state)[0] == cause
+
+
+def test_a_count_that_came_back_equal_needs_no_missing_release():
+    deliveries = [{"t": 1.0, "process": 4, "count": 1}, {"t": 3.0, "process": 6, "count": 1}]
+    assert _regressed(deliveries, [])[0] == "acquisition_unwritten"
+    deliveries = [{"t": 1.0, "process": 4, "count": 1}, {"t": 2.0, "process": 5, "count": 2},
+                  {"t": 3.0, "process": 6, "count": 2}]
+    assert _regressed(deliveries, [{"t": 1.5, "count": 1, "at": "__share_group_state-0@4"}])[0] == \
+        "acquisition_unwritten"
 
 
 def test_the_share_workload_explains_a_run_with_any_share_anomaly():
