@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -22,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
-from pyspark import SparkConf, SparkContext
+from pyspark import SparkConf, SparkContext, java_gateway
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
@@ -71,6 +72,24 @@ HISTORY_SCHEMA = T.StructType([
     T.StructField("epoch", T.LongType()),
     T.StructField("acked_before", T.LongType()),
 ])
+
+
+def spawn_jvm(args: Any, **kwargs: Any) -> subprocess.Popen:
+    """`subprocess.Popen` as pyspark's JVM launch calls it, but started in a session of its own instead of
+    through pyspark's `preexec_fn`, so the child runs no Python before its exec.
+
+    pyspark passes a `preexec_fn` that ignores SIGINT in the JVM. With one, Python forks and runs Python code in
+    the child before the exec, which Python's documentation says may deadlock when the process has threads.
+    kchaos starts Spark from a thread while others work (the history's conversion, a run's clients): a lock one
+    of them held at the fork stays held in the child, which then never execs, and the check waits for the JVM
+    for ever. Without it, the child execs straight from C. Its own session keeps a terminal's Ctrl-C (and
+    hangup) from the JVM, as the ignored SIGINT did; it still exits when its stdin, a pipe from this process,
+    closes."""
+    kwargs.pop("preexec_fn", None)
+    return subprocess.Popen(args, start_new_session=True, **kwargs)
+
+
+java_gateway.Popen = spawn_jvm  # type: ignore[assignment, misc]  # see spawn_jvm
 
 _session: SparkSession | None = None
 _context: SparkContext | None = None
