@@ -42,6 +42,10 @@ delivery may be allowed while its count is wrong) is counted by its cause, the f
 `crash` (the member holding it crashed or left), `lock_timeout` (the lock of the last delivery expired with no
 acknowledgement). A run whose final drain did not complete leaves the undelivered records of those partitions
 `unseen`: the run is unknown.
+
+`accepted_twice` counts the records two of whose ACCEPTs were each told committed: two members, or one member
+twice, processed the record and were told it was done. At-least-once allows the duplicate (Kafka may answer the
+ACCEPT of a delivery whose lock had already expired with success), and nothing tells the application it was one.
 """
 from __future__ import annotations
 
@@ -227,7 +231,7 @@ def judge_record(part: int, off: int, rec: Record, left: Mapping[Any, list[tuple
 def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) -> dict[str, Any]:
     """The reference result of a share history's ops (in history order): `valid` (False if any kind was found,
     "unknown" if the final drain left records unseen, else True), `counts` (each kind, `acked`, `delivered`,
-    `unseen`, `redelivered`), `redeliveries` by cause, `examples` of each kind (up to MAX_EXAMPLES
+    `unseen`, `redelivered`, `accepted_twice`), `redeliveries` by cause, `examples` of each kind (up to MAX_EXAMPLES
     `[partition, offset, value]`), with `limit` the delivery count limit and `lock_ms` the acquisition lock;
     `per_second`, a row per second of history time with records delivered, acknowledgements told by kind and
     redeliveries by cause (`{"second", "delivered", "accept", "release", "reject", "redelivered": {cause: n}}`, by
@@ -245,6 +249,7 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
             causes[cause] += 1
             c.seconds.setdefault(ns // NS_PER_S, new_second())["redelivered"][cause] += 1
     delivered = {d.value for rec in c.records.values() for d in rec.deliveries}
+    twice = sum(1 for rec in c.records.values() if accepted_twice(rec.acks))
     crashed = any(crash for events in c.left.values() for _, crash in events)
     complete = {p for p, s in (c.state or {}).items() if s.get("lag") == 0}
     missing = [(value, where) for value, where in c.acked.items() if value not in delivered]
@@ -252,19 +257,25 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
         if part in complete and not crashed:
             found["share_lost"].append([part, -1 if offset is None else offset, value])
     unseen = len(missing) - len(found["share_lost"])
-    return summary(found, marks, causes, c.seconds, len(c.acked), len(delivered), unseen)
+    return summary(found, marks, causes, c.seconds, len(c.acked), len(delivered), unseen, twice)
+
+
+def accepted_twice(acks: Iterable[Ack]) -> bool:
+    """Whether two or more of a record's acknowledgements are ACCEPTs the client was told committed."""
+    return sum(1 for a in acks if a.kind == "accept" and a.outcome == "ok") > 1
 
 
 def summary(found: Mapping[str, list[list[int]]], marks: Mapping[str, list[int]], causes: Mapping[str, int],
-            seconds: Mapping[int, Mapping[str, Any]], acked: int, delivered: int, unseen: int) -> dict[str, Any]:
+            seconds: Mapping[int, Mapping[str, Any]], acked: int, delivered: int, unseen: int,
+            twice: int) -> dict[str, Any]:
     """The result from what was found: each kind's anomalous deliveries (all of them: the examples are the
     smallest MAX_EXAMPLES) and their completion times in ns (the marks are the earliest MAX_MARKS), the
-    redeliveries by cause, the per-second tallies and the counts."""
+    redeliveries by cause, the per-second tallies and the counts (`twice`: the records `accepted_twice`)."""
     counts = {k: len(found.get(k) or ()) for k in SHARE_KINDS}
     bad = any(counts.values())
     return {"valid": False if bad else ("unknown" if unseen else True),
             "counts": {**counts, "acked": acked, "delivered": delivered, "unseen": unseen,
-                       "redelivered": sum(causes.values())},
+                       "redelivered": sum(causes.values()), "accepted_twice": twice},
             "redeliveries": dict(causes),
             "examples": {k: sorted(v)[:MAX_EXAMPLES] for k, v in found.items() if v},
             "per_second": [{"second": sec, **row} for sec, row in sorted(seconds.items())],

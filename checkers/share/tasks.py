@@ -8,7 +8,8 @@ history that need nothing from each other.
    records go to files by record bucket, and it returns what is small (leaves, the final state, the per-second
    tallies) with its acknowledged sends.
 3. `judge_task`, one per record bucket: each record's deliveries and acknowledgements, from every process, through
-   the reference's `judge_record`, with every process's leaves.
+   the reference's `judge_record`, with every process's leaves; and counts its records `accepted_twice`, on the
+   arrays.
 
 Files live in the checker's work directory; tasks exchange nothing else.
 """
@@ -91,6 +92,7 @@ def collect_task(job: tuple[list[str], str, int, int]) -> dict[str, Any]:
 
 
 _OTHER = "other"  # a kind or outcome the reference's rules name nowhere, which they treat as any other such string
+_ACCEPT_CODE, _OK_CODE = KINDS.index("accept"), OUTCOMES.index("ok")
 
 
 def _name(code: int, names: tuple[str, ...]) -> str:
@@ -105,9 +107,9 @@ def _record_bucket(rows: np.ndarray, buckets: int) -> np.ndarray:
 def judge_task(job: tuple[list[str], dict[Any, list[tuple[int, bool]]], int, int]) -> dict[str, Any]:
     """`judge_record` over one record bucket (its files from every process bucket): per kind the count, the
     smallest MAX_EXAMPLES examples and the earliest MAX_MARKS completion times; redeliveries by cause, their
-    per-second tallies, and the values delivered. A record delivered once, none of whose acknowledgements
-    completed before that delivery was invoked, can only be over the limit: that is decided on the arrays; every
-    other record goes through `judge_record`."""
+    per-second tallies, the values delivered and the records `accepted_twice`. A record delivered once, none of
+    whose acknowledgements completed before that delivery was invoked, can only be over the limit: that is decided
+    on the arrays; every other record goes through `judge_record`."""
     files, left, limit, lock_ns = job
     loaded = [np.load(f) for f in files]
     d = np.concatenate([x["d"] for x in loaded]) if loaded else np.zeros((0, DELIVERY_WIDTH), np.int64)
@@ -136,9 +138,11 @@ def judge_task(job: tuple[list[str], dict[Any, list[tuple[int, bool]]], int, int
         for cause, ns in redelivered:
             causes[cause] += 1
             seconds.setdefault(ns // NS_PER_S, new_second())["redelivered"][cause] += 1
+    ok_accepts = a_key[(a[:, 2] == _ACCEPT_CODE) & (a[:, 3] == _OK_CODE)]
+    twice = int((np.unique(ok_accepts, return_counts=True)[1] > 1).sum())
     return {"found": {k: (len(v), sorted(v)[:MAX_EXAMPLES]) for k, v in found.items()},
             "marks": {k: sorted(v)[:MAX_MARKS] for k, v in marks.items()}, "causes": causes, "seconds": seconds,
-            "delivered": unique(d[:, 2])}
+            "delivered": unique(d[:, 2]), "accepted_twice": twice}
 
 
 def _records(d: np.ndarray, a: np.ndarray) -> dict[tuple[int, int], Record]:

@@ -93,3 +93,19 @@ def test_a_cut_off_last_line_is_skipped_and_an_odd_array_is_parsed_as_json():
     got = collect_arrays(compact(odd))
     assert got.deliveries.tolist() == [[0, 1, 7, 1, 5, 0, 1, 0, 0, 1_000_000_000]]
     assert np.array_equal(got.acks, np.zeros((0, 7), np.int64))
+
+
+def test_a_route_task_keeps_the_acknowledged_sends_to_itself_and_routes_every_other_line(tmp_path):
+    from kchaos.checkers.share.tasks import route_task
+
+    lines = [b'{"index":0,"time":1,"process":3,"type":"invoke","f":"send","topic":"t","partition":1,"value":7}',
+             b'{"index":1,"time":2,"process":3,"type":"ok","f":"send","topic":"t","partition":1,"value":7,'
+             b'"producer":3,"offset":42}',
+             b'{"index":2,"time":3,"process":4,"type":"invoke","f":"share-poll"}',
+             b'{"index":3,"time":4,"process":5,"type":"invoke","f":"share-poll"}']
+    history = tmp_path / "history.jsonl"
+    history.write_bytes(b"\n".join(lines) + b"\n")
+    acked = route_task((str(history), 0, 0, history.stat().st_size, str(tmp_path), 2))
+    assert acked.tolist() == [[7, 1, 42]]
+    assert (tmp_path / "r0000.b0").read_bytes() == lines[2]
+    assert (tmp_path / "r0000.b1").read_bytes() == lines[3]

@@ -227,6 +227,18 @@ def test_every_history_of_a_correct_share_group_is_valid(h):
     assert r["valid"] is True and kinds(r) == {}, r
     assert sum(r["redeliveries"].values()) == r["counts"]["redelivered"]
     assert set(r["redeliveries"]) == set(CAUSES)
+    assert r["counts"]["accepted_twice"] == 0
+
+
+def test_a_record_is_accepted_twice_only_when_two_accepts_were_told_committed():
+    def accepted_twice(*outcomes: str) -> int:
+        h = History().send(1)
+        for count, outcome in enumerate(outcomes, 1):
+            h.poll(count % 2, (0, 1, 1, count)).ack(count % 2, (0, 1, "accept", outcome))
+        return h.state(p0=(2, 2)).check()["counts"]["accepted_twice"]
+    assert accepted_twice("ok") == 0
+    assert accepted_twice("fail", "ok") == accepted_twice("info", "ok") == accepted_twice("ok", "fail") == 0
+    assert accepted_twice("ok", "ok") == accepted_twice("fail", "ok", "ok") == 1
 
 
 def test_the_share_plot_is_a_png_even_when_empty_and_marks_its_anomalies():
@@ -294,6 +306,7 @@ def test_a_copy_fetched_ahead_and_handed_out_after_another_members_accept_is_a_l
         op["time"] += 4 * LOCK_MS * MS
     r = h.ack(5, (0, 0, "accept", "ok")).state(p0=(2, 2)).check()
     assert kinds(r) == {} and r["redeliveries"] == {**dict.fromkeys(CAUSES, 0), "lock_timeout": 1}
+    assert r["counts"]["accepted_twice"] == 1  # both members were told their ACCEPT committed
     # The same records with a higher count after the ACCEPT: Kafka acquired the record again after accepting it.
     h = History().send(1).poll(5).poll(5, (0, 0, 0, 1))
     h.poll(6, (0, 1, 1, 2)).ack(6, (0, 1, "accept", "ok")).poll(5, (0, 1, 1, 3)).ack(5, (0, 1, "accept", "ok"))

@@ -125,6 +125,12 @@ def test_every_kind_fails_the_run_and_redeliveries_do_not():
         assert j.verdict == "fail" and j.failed == {kind: 1}, kind
 
 
+def test_a_record_accepted_twice_is_listed_as_allowed_and_passes():
+    results, counts = _results(accepted_twice=2)
+    j = judge_share(results, counts)
+    assert j.verdict == "pass" and j.allowed == {"accepted_twice": 2} and "told" in j.why["allowed"]["accepted_twice"]
+
+
 def test_a_lost_record_outside_the_promise_is_allowed_and_the_other_kinds_still_fail():
     acks1 = Promise.of({"producer": {"acks": "1"}})
     results, counts = _results(share_lost=4)

@@ -69,8 +69,8 @@ class Share:
     options = ShareOptions
     parquet = False
     history_ops = ("share-poll", "share-ack")
-    counts: tuple[str, ...] = ("redelivered",)
-    columns = ("share_acked", "share_delivered", "share_redelivered")
+    counts: tuple[str, ...] = ("redelivered", "accepted_twice")
+    columns = ("share_acked", "share_delivered", "share_redelivered", "share_accepted_twice")
     explainer = ShareExplainer()
 
     @property
@@ -170,10 +170,11 @@ class Share:
         return acknowledged(counts)
 
     def facts(self, results: Mapping[str, Any]) -> dict[str, int]:
-        """Acknowledged sends, records delivered, redeliveries."""
+        """Acknowledged sends, records delivered, redeliveries, records accepted twice."""
         counts = results.get("counts") or {}
         return {"share_acked": int(counts.get("acked") or 0), "share_delivered": int(counts.get("delivered") or 0),
-                "share_redelivered": int(counts.get("redelivered") or 0)}
+                "share_redelivered": int(counts.get("redelivered") or 0),
+                "share_accepted_twice": int(counts.get("accepted_twice") or 0)}
 
     def report(self, history: Path, test: Mapping[str, Any], results: Mapping[str, Any] | None) -> Any:
         """A share run's part of report.html: deliveries, acknowledgements and redeliveries, and the send plots."""

@@ -8,6 +8,9 @@ from kchaos.checkers.share.check import SHARE, SHARE_KINDS
 from kchaos.checkers.verdict.judge import FAIL, PASS, UNKNOWN, Judgement, undecided_checks
 from kchaos.core.promise import Promise
 
+ACCEPTED_TWICE_WHY = ("two of a record's ACCEPTs were each told committed: a duplicate at-least-once allows, which "
+                      "nothing told the application")
+
 
 def judge_share(results: Mapping[str, Any], counts: Mapping[str, int], settings: Promise | None = None) -> Judgement:
     """The verdict of a share run: every kind of SHARE_KINDS breaks a guarantee KIP-932 gives (at-least-once
@@ -15,7 +18,8 @@ def judge_share(results: Mapping[str, Any], counts: Mapping[str, int], settings:
     holder of a record's lock at a time) and fails the run where `settings` promise no loss of the data; where
     they do not (acks below all, unclean election), a lost record is observed, allowed, and the other kinds still
     fail, since they do not depend on the data surviving. Redeliveries at-least-once allows are counted, never
-    failed. A final drain that did not complete makes a run with no failure unknown."""
+    failed; records `accepted_twice` are listed as allowed. A final drain that did not complete makes a run with no
+    failure unknown."""
     s = settings or Promise.of({})
     failed: dict[str, int] = {}
     allowed: dict[str, int] = {}
@@ -27,6 +31,8 @@ def judge_share(results: Mapping[str, Any], counts: Mapping[str, int], settings:
                     f"{s.no_durability or 'unclean leader election is configured'}: a lost record is allowed")
             else:
                 failed[kind], why["failed"][kind] = counts[kind], reason
+    if n := counts.get("accepted_twice"):
+        allowed["accepted_twice"], why["allowed"]["accepted_twice"] = n, ACCEPTED_TWICE_WHY
     undecided = undecided_checks(results, counts, acknowledged(counts))
     if counts.get("unseen"):
         undecided.append(f"the final drain did not complete: {counts['unseen']} acknowledged records were never "
