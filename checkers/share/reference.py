@@ -46,10 +46,13 @@ acknowledgement). A run whose final drain did not complete leaves the undelivere
 `accepted_twice` counts the records two of whose ACCEPTs were each told committed: two members, or one member
 twice, processed the record and were told it was done. At-least-once allows the duplicate (Kafka may answer the
 ACCEPT of a delivery whose lock had already expired with success), and nothing tells the application it was one.
+
+`consume_counts`, per member, as Jepsen's Kafka workload keeps them: `{member: {n: records}}`, how many records
+that member was delivered exactly n times; `member_duplicates` counts the (member, record) pairs with n > 1.
 """
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -250,6 +253,11 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
             c.seconds.setdefault(ns // NS_PER_S, new_second())["redelivered"][cause] += 1
     delivered = {d.value for rec in c.records.values() for d in rec.deliveries}
     twice = sum(1 for rec in c.records.values() if accepted_twice(rec.acks))
+    per_member: dict[Any, dict[int, int]] = {}
+    for rec in c.records.values():
+        for member, n in Counter(d.process for d in rec.deliveries).items():
+            tally = per_member.setdefault(member, {})
+            tally[n] = tally.get(n, 0) + 1
     crashed = any(crash for events in c.left.values() for _, crash in events)
     complete = {p for p, s in (c.state or {}).items() if s.get("lag") == 0}
     missing = [(value, where) for value, where in c.acked.items() if value not in delivered]
@@ -257,7 +265,7 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
         if part in complete and not crashed:
             found["share_lost"].append([part, -1 if offset is None else offset, value])
     unseen = len(missing) - len(found["share_lost"])
-    return summary(found, marks, causes, c.seconds, len(c.acked), len(delivered), unseen, twice)
+    return summary(found, marks, causes, c.seconds, len(c.acked), len(delivered), unseen, twice, per_member)
 
 
 def accepted_twice(acks: Iterable[Ack]) -> bool:
@@ -267,15 +275,19 @@ def accepted_twice(acks: Iterable[Ack]) -> bool:
 
 def summary(found: Mapping[str, list[list[int]]], marks: Mapping[str, list[int]], causes: Mapping[str, int],
             seconds: Mapping[int, Mapping[str, Any]], acked: int, delivered: int, unseen: int,
-            twice: int) -> dict[str, Any]:
+            twice: int, per_member: Mapping[Any, Mapping[int, int]]) -> dict[str, Any]:
     """The result from what was found: each kind's anomalous deliveries (all of them: the examples are the
     smallest MAX_EXAMPLES) and their completion times in ns (the marks are the earliest MAX_MARKS), the
-    redeliveries by cause, the per-second tallies and the counts (`twice`: the records `accepted_twice`)."""
+    redeliveries by cause, the per-second tallies and the counts (`twice`: the records `accepted_twice`), and
+    the `consume_counts` of each member (`per_member`: `{member: {n: records delivered to it n times}}`)."""
     counts = {k: len(found.get(k) or ()) for k in SHARE_KINDS}
     bad = any(counts.values())
+    consume = {str(m): {str(n): k for n, k in sorted(t.items())} for m, t in sorted(per_member.items(), key=str)}
     return {"valid": False if bad else ("unknown" if unseen else True),
             "counts": {**counts, "acked": acked, "delivered": delivered, "unseen": unseen,
-                       "redelivered": sum(causes.values()), "accepted_twice": twice},
+                       "redelivered": sum(causes.values()), "accepted_twice": twice,
+                       "member_duplicates": sum(k for t in per_member.values() for n, k in t.items() if n > 1)},
+            "consume_counts": consume,
             "redeliveries": dict(causes),
             "examples": {k: sorted(v)[:MAX_EXAMPLES] for k, v in found.items() if v},
             "per_second": [{"second": sec, **row} for sec, row in sorted(seconds.items())],

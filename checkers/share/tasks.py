@@ -107,7 +107,8 @@ def _record_bucket(rows: np.ndarray, buckets: int) -> np.ndarray:
 def judge_task(job: tuple[list[str], dict[Any, list[tuple[int, bool]]], int, int]) -> dict[str, Any]:
     """`judge_record` over one record bucket (its files from every process bucket): per kind the count, the
     smallest MAX_EXAMPLES examples and the earliest MAX_MARKS completion times; redeliveries by cause, their
-    per-second tallies, the values delivered and the records `accepted_twice`. A record delivered once, none of
+    per-second tallies, the values delivered, the records `accepted_twice` and each member's consume counts
+    (`per_member`: rows (member, n, records delivered to it n times)). A record delivered once, none of
     whose acknowledgements completed before that delivery was invoked, can only be over the limit: that is decided
     on the arrays; every other record goes through `judge_record`."""
     files, left, limit, lock_ns = job
@@ -140,9 +141,15 @@ def judge_task(job: tuple[list[str], dict[Any, list[tuple[int, bool]]], int, int
             seconds.setdefault(ns // NS_PER_S, new_second())["redelivered"][cause] += 1
     ok_accepts = a_key[(a[:, 2] == _ACCEPT_CODE) & (a[:, 3] == _OK_CODE)]
     twice = int((np.unique(ok_accepts, return_counts=True)[1] > 1).sum())
+    # Per member, how many records it was delivered n times: rows (member, n, records).
+    pairs, n = np.unique(np.stack([d[:, 4], d_key], axis=1), axis=0, return_counts=True) if len(d) \
+        else (np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
+    tallies, records = np.unique(np.stack([pairs[:, 0], n], axis=1), axis=0, return_counts=True) if len(d) \
+        else (np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
+    per_member = [(int(m), int(k), int(r)) for (m, k), r in zip(tallies.tolist(), records.tolist())]
     return {"found": {k: (len(v), sorted(v)[:MAX_EXAMPLES]) for k, v in found.items()},
             "marks": {k: sorted(v)[:MAX_MARKS] for k, v in marks.items()}, "causes": causes, "seconds": seconds,
-            "delivered": unique(d[:, 2]), "accepted_twice": twice}
+            "delivered": unique(d[:, 2]), "accepted_twice": twice, "per_member": per_member}
 
 
 def _records(d: np.ndarray, a: np.ndarray) -> dict[tuple[int, int], Record]:

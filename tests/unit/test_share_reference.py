@@ -230,6 +230,16 @@ def test_every_history_of_a_correct_share_group_is_valid(h):
     assert r["counts"]["accepted_twice"] == 0
 
 
+def test_consume_counts_say_per_member_how_many_records_it_was_delivered_how_many_times():
+    h = (History().send(1).send(2)
+         .poll(0, (0, 1, 1, 1), (0, 2, 2, 1)).ack(0, (0, 1, "release", "ok"), (0, 2, "accept", "ok"))
+         .poll(0, (0, 1, 1, 2)).ack(0, (0, 1, "release", "ok"))
+         .poll(1, (0, 1, 1, 3)).ack(1, (0, 1, "accept", "ok")).state(p0=(3, 3)))
+    r = h.check()
+    assert r["consume_counts"] == {"0": {"1": 1, "2": 1}, "1": {"1": 1}}
+    assert r["counts"]["member_duplicates"] == 1  # record 1, twice to member 0
+
+
 def test_a_record_is_accepted_twice_only_when_two_accepts_were_told_committed():
     def accepted_twice(*outcomes: str) -> int:
         h = History().send(1)

@@ -69,7 +69,7 @@ class Share:
     options = ShareOptions
     parquet = False
     history_ops = ("share-poll", "share-ack")
-    counts: tuple[str, ...] = ("redelivered", "accepted_twice")
+    counts: tuple[str, ...] = ("redelivered", "accepted_twice", "member_duplicates")
     columns = ("share_acked", "share_delivered", "share_redelivered", "share_accepted_twice")
     explainer = ShareExplainer()
 
