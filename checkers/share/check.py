@@ -19,7 +19,7 @@ from kchaos.checkers.sets import isin, unique
 from kchaos.checkers.share import arrays as share_arrays
 from kchaos.checkers.share import reference as share_reference
 from kchaos.checkers.share import tasks as share_tasks
-from kchaos.checkers.share.reference import CAUSES, MAX_EXAMPLES, SHARE_KINDS, summary
+from kchaos.checkers.share.reference import CAUSES, MAX_EXAMPLES, SHARE_KINDS, consume_tallies, summary
 from kchaos.checkers.share.tasks import collect_task, judge_task, merge_seconds, route_task
 from kchaos.checkers.spark import run_tasks, spark_context
 
@@ -95,13 +95,9 @@ def _check(sc: SparkContext, history: Path, work: Path, limit: int, lock_ms: int
     lost = lost[np.lexsort((lost[:, 0], lost[:, 2], lost[:, 1]))]  # by partition, offset, value
     counts["share_lost"] = len(lost)
     found["share_lost"] = [[int(p), int(o), int(v)] for v, p, o in lost[:MAX_EXAMPLES]]
-    per_member: dict[int, dict[int, int]] = {}
-    for j in judged:
-        for member, n, records in j["per_member"]:
-            tally = per_member.setdefault(member, {})
-            tally[n] = tally.get(n, 0) + records
     result = summary(found, marks, causes, seconds, len(acked), len(delivered), len(missing) - len(lost),
-                     sum(j["accepted_twice"] for j in judged), per_member)
+                     sum(j["accepted_twice"] for j in judged),
+                     consume_tallies(row for j in judged for row in j["per_member"]))
     # summary counts the examples it is given: the counts are the tasks' totals
     result["counts"].update(counts)
     result["valid"] = False if any(counts.values()) else ("unknown" if result["counts"]["unseen"] else True)

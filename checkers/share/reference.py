@@ -253,11 +253,8 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
             c.seconds.setdefault(ns // NS_PER_S, new_second())["redelivered"][cause] += 1
     delivered = {d.value for rec in c.records.values() for d in rec.deliveries}
     twice = sum(1 for rec in c.records.values() if accepted_twice(rec.acks))
-    per_member: dict[Any, dict[int, int]] = {}
-    for rec in c.records.values():
-        for member, n in Counter(d.process for d in rec.deliveries).items():
-            tally = per_member.setdefault(member, {})
-            tally[n] = tally.get(n, 0) + 1
+    per_member = consume_tallies((member, n, 1) for rec in c.records.values()
+                                 for member, n in Counter(d.process for d in rec.deliveries).items())
     crashed = any(crash for events in c.left.values() for _, crash in events)
     complete = {p for p, s in (c.state or {}).items() if s.get("lag") == 0}
     missing = [(value, where) for value, where in c.acked.items() if value not in delivered]
@@ -266,6 +263,15 @@ def check_share_ops(ops: Iterable[Mapping[str, Any]], limit: int, lock_ms: int) 
             found["share_lost"].append([part, -1 if offset is None else offset, value])
     unseen = len(missing) - len(found["share_lost"])
     return summary(found, marks, causes, c.seconds, len(c.acked), len(delivered), unseen, twice, per_member)
+
+
+def consume_tallies(rows: Iterable[tuple[Any, int, int]]) -> dict[Any, dict[int, int]]:
+    """Rows (member, n, records delivered to it n times) added up into `{member: {n: records}}`."""
+    out: dict[Any, dict[int, int]] = {}
+    for member, n, records in rows:
+        tally = out.setdefault(member, {})
+        tally[n] = tally.get(n, 0) + records
+    return out
 
 
 def accepted_twice(acks: Iterable[Ack]) -> bool:

@@ -142,10 +142,8 @@ def judge_task(job: tuple[list[str], dict[Any, list[tuple[int, bool]]], int, int
     ok_accepts = a_key[(a[:, 2] == _ACCEPT_CODE) & (a[:, 3] == _OK_CODE)]
     twice = int((np.unique(ok_accepts, return_counts=True)[1] > 1).sum())
     # Per member, how many records it was delivered n times: rows (member, n, records).
-    pairs, n = np.unique(np.stack([d[:, 4], d_key], axis=1), axis=0, return_counts=True) if len(d) \
-        else (np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
-    tallies, records = np.unique(np.stack([pairs[:, 0], n], axis=1), axis=0, return_counts=True) if len(d) \
-        else (np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
+    pairs, n = np.unique(np.stack([d[:, 4], d_key], axis=1), axis=0, return_counts=True)
+    tallies, records = np.unique(np.stack([pairs[:, 0], n], axis=1), axis=0, return_counts=True)
     per_member = [(int(m), int(k), int(r)) for (m, k), r in zip(tallies.tolist(), records.tolist())]
     return {"found": {k: (len(v), sorted(v)[:MAX_EXAMPLES]) for k, v in found.items()},
             "marks": {k: sorted(v)[:MAX_MARKS] for k, v in marks.items()}, "causes": causes, "seconds": seconds,
