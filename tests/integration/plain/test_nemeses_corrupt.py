@@ -25,8 +25,12 @@ BASE = 500000  # values are BASE + i, six ASCII digits
 
 @pytest.fixture(scope="module")
 def sent(cluster):
-    """{offset: value} of partition 0 of TOPIC, created on the folder's cluster and written in rounds further
-    apart than segment.ms (closed segments), one record per batch."""
+    """{offset: value} of partition 0 of TOPIC, created on the folder's cluster and written one record per batch
+    in three rounds of 20, each round a segment of its own.
+
+    Kafka rolls a segment when a batch's timestamp is segment.ms past its first batch's, so the records carry
+    their own create times: rounds 10 segment.ms apart, records 1 ms apart within a round. Timestamps taken
+    from the clock would put a slow first send (a new topic's metadata) a segment of its own."""
     admin.create_topic(cluster.bootstrap(), TOPIC)
     cluster.wait_topic(TOPIC.name, 3)
     p = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all", "linger.ms": 0,
@@ -37,13 +41,18 @@ def sent(cluster):
         assert err is None, err
         out[msg.offset()] = int(msg.value())
 
+    start = int(time.time() * 1000) - 60_000
     i = 0
-    for _ in range(3):
-        for _ in range(20):
-            p.produce(TOPIC.name, str(BASE + i).encode(), partition=0, on_delivery=done)
+    for r in range(3):
+        for k in range(20):
+            p.produce(TOPIC.name, str(BASE + i).encode(), partition=0, on_delivery=done,
+                      timestamp=start + r * 10 * SEGMENT_MS + k)
             p.flush(30)
             i += 1
-        time.sleep(SEGMENT_MS / 1000 + 0.5)
+    leader = leader_of(cluster)
+    code, out_ls = cluster.exec(leader, ["ls", f"{cluster.data_dir(leader)}/{TOPIC.name}-0"])
+    assert code == 0, out_ls
+    assert sorted(int(f[:-4]) for f in out_ls.split() if f.endswith(".log")) == [0, 20, 40], out_ls
     return out
 
 
