@@ -74,7 +74,7 @@ def test_sigkilled_harness_leaves_its_faults_and_a_readable_history_but_no_worke
         assert len(workers) >= 2
         os.kill(proc.pid, signal.SIGKILL)  # the harness alone: its workers must go by themselves
         proc.wait(10)
-        gone_by = time.monotonic() + 5
+        gone_by = time.monotonic() + 30
         while any(Path(f"/proc/{w}").exists() for w in workers) and time.monotonic() < gone_by:
             time.sleep(0.1)
         assert not [w for w in workers if Path(f"/proc/{w}").exists()]

@@ -92,4 +92,4 @@ def test_stopped_host_is_unreachable(hosts: SshHosts):
     with pytest.raises(HostUnreachable) as e:
         to_remote(hf.host("n3"), hf, pool=SshPool(), connect_timeout=3).run(["true"], timeout=10)
     assert str(e.value).startswith(f"n3 ({hosts.addresses['n3']}:22): unreachable"), str(e.value)
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < 3 + 20  # our 3 s timeout and a loaded machine's slack, not TCP's minutes
