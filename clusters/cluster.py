@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from kchaos.clusters import admin
+from kchaos.clusters import admin, quorum
 from kchaos.clusters.distribution import KafkaDist, resolve
 from kchaos.clusters.kafka_node import KafkaNode, NodeError
 from kchaos.clusters.kraft import VOTER_LINES, NodeSpec, format_args, server_properties, voter_set_lost
@@ -304,6 +304,17 @@ class KafkaCluster:
                     short = {p: s.isr for p, s in parts.items() if s.leader < 0 or len(s.isr) < rf}
                     if not parts or short:
                         raise ClusterError(f"topic {topic} not fully in sync on {node} after {timeout:.0f}s: {short}")
+
+    def wait_quorum(self, timeout: float = 120.0) -> None:
+        """Wait until every member controller's view of the KRaft election names the same leader at the same epoch
+        (`quorum.elections`); on timeout raise ClusterError saying each view. A controller cut off from the others
+        raises its epoch by itself and, on a line without pre-vote, forces one more election once it is back,
+        which may end after the brokers and the topic look whole again."""
+        members = [n for n in self.controllers if n in self.members]
+        for a in Retrying(stop=stop_after_delay(timeout), wait=wait_fixed(READY_POLL_S * 2), reraise=True):
+            with a:
+                if (why := quorum.unsettled(quorum.elections(self, members))) is not None:
+                    raise ClusterError(f"{why} after {timeout:.0f}s")
 
     def _why(self, node: str) -> str:
         """", because " and what `node`'s log says of why it cannot reach a controller, where it says (else "")."""

@@ -44,6 +44,9 @@ class Topology(Protocol):
     def wait_topic(self, topic: str, rf: int, timeout: float = 120.0) -> None:
         """Wait until every partition of `topic` has a leader and `rf` in-sync replicas."""
 
+    def wait_quorum(self, timeout: float = 120.0) -> None:
+        """Wait until the KRaft controllers agree on one leader at one epoch."""
+
 
 class NodeControl(Topology, Protocol):
     """Acting on one node's Kafka and machine: what most nemeses need."""

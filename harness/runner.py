@@ -421,11 +421,13 @@ def _progress(console: Console, limit: float, workload: Workload, driver: Nemesi
 
 
 def _wait_recovered(cluster: Cluster, cfg: TestConfig, say: Callable[[str], None]) -> dict[str, Any]:
-    """Wait for every broker and a full ISR everywhere; carry on (and say so) if that does not happen. Return
-    test.json's `recovery`: `recovered`, the seconds it was given (`within_s`), and Kafka's answer when it did not."""
+    """Wait for every broker, a full ISR everywhere and the KRaft controllers agreed on one leader; carry on (and
+    say so) if that does not happen. Return test.json's `recovery`: `recovered`, the seconds each wait was given
+    (`within_s`), and Kafka's answer when it did not."""
     try:
         cluster.wait_brokers(RECOVERY_TIMEOUT_S)
         cluster.wait_topic(cfg.topic.name, cfg.topic.replication_factor, RECOVERY_TIMEOUT_S)
+        cluster.wait_quorum(RECOVERY_TIMEOUT_S)
     except Exception as e:
         error = _first_words(str(e))
         say(f"[yellow]cluster did not fully recover within {RECOVERY_TIMEOUT_S:.0f}s: {error}[/]")

@@ -20,7 +20,6 @@ FindCoordinator answers with that partition's leader.
 """
 from __future__ import annotations
 
-import json
 import random
 import struct
 import threading
@@ -31,7 +30,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
-from kchaos.clusters import admin, reassign
+from kchaos.clusters import admin, quorum, reassign
 from kchaos.core.config import TestConfig
 from kchaos.core.protocols import FaultSkipped, NodeControl
 from kchaos.core.workload_kind import kind_of
@@ -81,22 +80,10 @@ def fault_op(f: str, target: Target, rng: random.Random, partitions: int) -> dic
 
 
 def active_controller(cluster: NodeControl) -> str:
-    """The node that is the active KRaft controller, from the controllers' persisted quorum state.
-
-    Every controller writes `quorum-state` (leader id and epoch) when its view
-    of the election changes; the view with the highest epoch wins.
-    """
-    best: tuple[int, int] | None = None
-    for node in cluster.controllers:
-        code, out = cluster.exec(node, ["cat", f"{cluster.data_dir(node)}/__cluster_metadata-0/quorum-state"])
-        if code != 0:
-            continue
-        try:
-            state = json.loads(out)
-        except json.JSONDecodeError:
-            continue
-        if state.get("leaderId", -1) >= 0 and (best is None or state["leaderEpoch"] > best[1]):
-            best = (state["leaderId"], state["leaderEpoch"])
+    """The node that is the active KRaft controller, from the controllers' persisted views of the election
+    (`clusters.quorum.elections`): the leader of the view with the highest epoch."""
+    views = [v for v in quorum.elections(cluster).values() if v is not None and v[0] >= 0]
+    best = max(views, key=lambda v: v[1], default=None)
     active = cluster.node_of(best[0]) if best else None
     if active is None:
         raise FaultSkipped("no active controller is known")

@@ -13,7 +13,6 @@ from kchaos import nemesis
 from kchaos.clusters import admin
 from kchaos.clusters.docker import DockerCluster, cleanup
 from kchaos.core.config import ClusterConfig, TestConfig, TopicConfig
-from kchaos.nemesis.targets import active_controller
 
 # The configuration of the cluster the tests in lazyfs/ share: lazyfs storage, the default topic, and a killed or
 # paused broker fenced after 3 s rather than Kafka's 9: a restarted broker's registration is refused until its old
@@ -45,16 +44,16 @@ def topic_cluster(node_image: str, where: Path, cfg: TestConfig) -> Iterator[Doc
 
 def heal(cluster: DockerCluster, cfg: TestConfig, names: Iterable[str], topics: Iterable[str] = ()) -> None:
     """Undo every fault of the nemeses `names` (each owns its undo), restore the nodes, and wait until every
-    broker is back, `cfg.topic` and `topics` are fully in sync again, and the KRaft quorum has a leader (a fault
-    that cut the active controller off leaves an election that may outlast the brokers' return, and the next
-    test may aim at the controller)."""
+    broker is back, `cfg.topic` and `topics` are fully in sync again, and the KRaft controllers agree on one
+    leader (a fault that cut the active controller off leaves an election that may outlast the brokers' return,
+    and the next test may aim at the controller)."""
     for name in names:
         nemesis.split(name)[0].make(cluster, cfg).teardown()
     cluster.restore()
     cluster.wait_brokers(90)
     for t in (cfg.topic.name, *topics):
         cluster.wait_topic(t, 3, 90)
-    until(lambda: active_controller(cluster), 90, "an active KRaft controller")
+    cluster.wait_quorum(90)
 
 
 def until(check: Callable[[], object], timeout: float, what: str, every: float = 1.0) -> None:

@@ -1,5 +1,6 @@
 """A dynamic KRaft quorum (KIP-853): its layout and format arguments, the remove-controller nemesis against a
-stand-in for kafka-metadata-quorum, and a broker's log read for Kafka's loss of the voter set."""
+stand-in for kafka-metadata-quorum, and a broker's log read for Kafka's loss of the voter set; the controllers'
+views of the election, read from their quorum-state files."""
 from __future__ import annotations
 
 import json
@@ -7,10 +8,12 @@ import json
 import pytest
 
 from kchaos.clusters.kraft import directory_id, format_args, layout, server_properties, voter_set_lost
+from kchaos.clusters.quorum import elections, unsettled
 from kchaos.core.config import ClusterConfig, ConfigError, NemesisConfig, TestConfig, validate
 from kchaos.core.protocols import FaultSkipped
 from kchaos.harness.build import preflight
 from kchaos.nemesis.controllers import RemoveController
+from kchaos.nemesis.targets import active_controller
 
 
 def props(text: str) -> dict[str, str]:
@@ -151,3 +154,68 @@ def test_a_broker_that_truncated_below_its_voter_set_and_never_read_one_again_ha
     assert voter_set_lost("\n".join([VOTERS, TRUNCATED, VOTERS])) is None  # read again: it knows the voters
     assert voter_set_lost("\n".join([VOTERS, TRUNCATED.replace("offset 0", "offset 3")])) is None  # above it
     assert voter_set_lost(TRUNCATED) is None and voter_set_lost("") is None
+
+
+class Views:
+    """Controllers c1..c3 (ids 101..103) whose quorum-state files hold `files` (a node left out has none)."""
+
+    controllers = ["c1", "c2", "c3"]
+
+    def __init__(self, files: dict[str, str]):
+        self.files = files
+
+    def data_dir(self, node):
+        return f"/data/{node}"
+
+    def node_of(self, i):
+        return f"c{i - 100}" if 101 <= i <= 103 else None
+
+    def exec(self, node, cmd):
+        assert cmd == ["cat", f"/data/{node}/__cluster_metadata-0/quorum-state"]
+        text = self.files.get(node)
+        return (1, f"cat: /data/{node}/__cluster_metadata-0/quorum-state: No such file or directory") if text is None \
+            else (0, text)
+
+
+def state(leader: int, epoch: int, voted: int = -1, version: int = 0) -> str:
+    """A quorum-state file as Kafka writes it: data_version 0 (3.7 to 3.9) lists the voters, 1 (4.x) names the
+    voted replica's directory."""
+    if version == 0:
+        return json.dumps({"clusterId": "", "leaderId": leader, "leaderEpoch": epoch, "votedId": voted,
+                           "appliedOffset": 0, "currentVoters": [{"voterId": i} for i in (101, 102, 103)],
+                           "data_version": 0})
+    return json.dumps({"leaderId": leader, "leaderEpoch": epoch, "votedId": voted,
+                       "votedDirectoryId": "AAAAAAAAAAAAAAAAAAAAAA", "data_version": 1})
+
+
+def test_controllers_agreeing_on_one_leader_at_one_epoch_are_settled_and_name_the_active_controller():
+    for version in (0, 1):
+        views = Views({n: state(102, 5, version=version) for n in ("c1", "c2", "c3")})
+        assert elections(views) == {"c1": (102, 5), "c2": (102, 5), "c3": (102, 5)}
+        assert unsettled(elections(views)) is None
+        assert active_controller(views) == "c2"
+        assert elections(views, ["c3"]) == {"c3": (102, 5)}
+
+
+def test_a_controller_back_from_a_cut_with_a_higher_epoch_and_no_leader_is_not_settled_yet():
+    # Cut off, c1 stood for election again and again (no pre-vote before Kafka 4.0): a higher epoch, no leader.
+    views = Views({"c1": state(-1, 7, voted=101), "c2": state(102, 5), "c3": state(102, 5)})
+    why = unsettled(elections(views))
+    assert why == ("the KRaft controllers do not agree on one leader: c1 sees no leader at epoch 7, "
+                   "c2 sees leader 102 at epoch 5, c3 sees leader 102 at epoch 5")
+    assert active_controller(views) == "c2"  # the highest epoch that names a leader
+    # One that still follows the leader before the last election is not settled either.
+    stale = Views({"c1": state(101, 4), "c2": state(102, 5), "c3": state(102, 5)})
+    assert unsettled(elections(stale)) is not None and active_controller(stale) == "c2"
+    # Nor are controllers that all wait for a leader at one epoch.
+    assert unsettled(elections(Views({n: state(-1, 6) for n in ("c1", "c2", "c3")}))) is not None
+
+
+def test_views_that_cannot_be_read_are_left_out_and_none_readable_is_not_waited_for():
+    views = Views({"c1": state(103, 9), "c2": "{not json", "c3": state(103, 9)})
+    assert elections(views) == {"c1": (103, 9), "c2": None, "c3": (103, 9)}
+    assert unsettled(elections(views)) is None
+    nothing = Views({})
+    assert unsettled(elections(nothing)) is None
+    with pytest.raises(FaultSkipped, match="no active controller is known"):
+        active_controller(nothing)
