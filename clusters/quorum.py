@@ -39,7 +39,7 @@ def unsettled(views: dict[str, tuple[int, int] | None]) -> str | None:
     every readable view names the same leader and epoch, or none can be read."""
     seen = {node: v for node, v in views.items() if v is not None}
     agreed = set(seen.values())
-    if not seen or (len(agreed) == 1 and min(agreed)[0] >= 0):
+    if not seen or (len(agreed) == 1 and next(iter(agreed))[0] >= 0):
         return None
     return "the KRaft controllers do not agree on one leader: " + ", ".join(
         f"{node} sees {f'leader {leader}' if leader >= 0 else 'no leader'} at epoch {epoch}"
